@@ -1,0 +1,172 @@
+//! The measuring side's interface: what a node backend (real or simulated) must answer.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::collective::{Collective, Sweep};
+use crate::ddp::{DdpRequest, DdpResult};
+use crate::gpu::{GpuInfo, NodeInventory};
+use crate::topology::{GpuRef, TopologyMatrix};
+use crate::verdict::Verdict;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    Real,
+    Sim,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Real => "real",
+            BackendKind::Sim => "sim",
+        }
+    }
+}
+
+/// Why a probe produced no measurement. Each maps to a verdict: a fault is a verdict, not a crash.
+#[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
+pub enum ProbeError {
+    /// No driver, no library, no GPU: we cannot tell.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The GPUs are in use by someone else, or another test holds the node.
+    #[error("{0}")]
+    Busy(String),
+    /// A stage ran past its deadline and was stopped.
+    #[error("{stage} did not finish within {seconds:.1} s and was stopped")]
+    Timeout { stage: String, seconds: f64 },
+    /// A GPU disappeared or failed during the run.
+    #[error("{0}")]
+    GpuFailed(String),
+    /// A worker crashed or spoke garbage; the message says what it printed.
+    #[error("{0}")]
+    Worker(String),
+    /// The request itself is invalid (a usage error, exit 64).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ProbeError {
+    /// The verdict this error stands for; `None` for invalid input (a usage error).
+    pub fn verdict(&self) -> Option<Verdict> {
+        match self {
+            ProbeError::Unavailable(_) | ProbeError::Worker(_) => Some(Verdict::Unknown),
+            ProbeError::Busy(_) => Some(Verdict::Busy),
+            ProbeError::Timeout { .. } => Some(Verdict::Timeout),
+            ProbeError::GpuFailed(_) => Some(Verdict::Critical),
+            ProbeError::Invalid(_) => None,
+        }
+    }
+}
+
+/// A progress note for long work; shown on a TTY and streamed by the daemon.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub stage: String,
+    pub done: u32,
+    pub total: u32,
+    pub message: String,
+}
+
+/// A collective sweep to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveRequest {
+    pub ops: Vec<Collective>,
+    pub gpus: Vec<GpuRef>,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub step_factor: u64,
+    pub warmup_iters: u32,
+    pub iters: u32,
+    /// Run the in-place variant too (nccl-tests does both).
+    pub in_place: bool,
+    /// Count wrong elements after each size (nccl-tests' -c 1).
+    pub check: bool,
+    /// NCCL_* variables set for this run on top of the current environment.
+    pub env: Vec<(String, String)>,
+    pub deadline: Duration,
+    /// Test hook: make the worker hang after init, to prove the deadline.
+    #[serde(default)]
+    pub inject_hang: bool,
+}
+
+impl CollectiveRequest {
+    /// Bounds every field: a request from the outside world is checked before any work.
+    pub fn validate(&self) -> Result<(), ProbeError> {
+        let bad = |m: String| Err(ProbeError::Invalid(m));
+        if self.ops.is_empty() {
+            return bad("no collective given".into());
+        }
+        if self.min_bytes == 0 || self.min_bytes > self.max_bytes {
+            return bad(format!(
+                "size range {}..{} bytes is empty; the minimum must be ≥ 1 and ≤ the maximum",
+                self.min_bytes, self.max_bytes
+            ));
+        }
+        if self.max_bytes > 16 << 30 {
+            return bad(format!(
+                "maximum size {} bytes is above the 16 GiB bound",
+                self.max_bytes
+            ));
+        }
+        if self.step_factor < 2 || self.step_factor > 1024 {
+            return bad(format!(
+                "step factor {} is outside 2..=1024",
+                self.step_factor
+            ));
+        }
+        if self.iters == 0 || self.iters > 10_000 || self.warmup_iters > 10_000 {
+            return bad(format!(
+                "iterations {} (warm-up {}) outside 1..=10000",
+                self.iters, self.warmup_iters
+            ));
+        }
+        if self.deadline.is_zero() || self.deadline > Duration::from_secs(3600) {
+            return bad(format!("deadline {:?} outside (0, 1 h]", self.deadline));
+        }
+        for (k, _) in &self.env {
+            if !(k.starts_with("NCCL_") || k.starts_with("CUDA_")) {
+                return bad(format!(
+                    "environment override {k:?} is not an NCCL_* or CUDA_* variable"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a collective run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveRun {
+    pub sweeps: Vec<Sweep>,
+    /// The loaded library's version, from `ncclGetVersion` (not the NCCL_VERSION variable).
+    pub nccl_version: Option<String>,
+    pub cuda_runtime_version: Option<String>,
+    /// Communicator creation, seconds.
+    pub init_seconds: f64,
+    /// Effective NCCL_* environment of the run.
+    pub env: Vec<(String, String)>,
+}
+
+/// A node to measure: real GPUs or a simulated profile. Implementations block; callers that are
+/// async run them on blocking threads.
+pub trait NodeBackend: Send + Sync {
+    fn kind(&self) -> BackendKind;
+    /// A short label: `sim:h200x2-nvlink+degraded-pcie`, `real`.
+    fn label(&self) -> String;
+    fn inventory(&self) -> Result<NodeInventory, ProbeError>;
+    fn topology(&self, gpus: &[GpuInfo]) -> Result<TopologyMatrix, ProbeError>;
+    fn collectives(
+        &self,
+        req: &CollectiveRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CollectiveRun, ProbeError>;
+    fn ddp(
+        &self,
+        req: &DdpRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<DdpResult>, ProbeError>;
+}

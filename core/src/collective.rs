@@ -1,0 +1,362 @@
+//! Collective operations and their samples, with nccl-tests' algbw/busbw arithmetic and table.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A collective, named as nccl-tests names its binaries (`all_reduce` → `all_reduce_perf`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Collective {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    #[serde(rename = "alltoall")]
+    AllToAll,
+    Broadcast,
+    Reduce,
+}
+
+impl Collective {
+    pub const ALL: [Collective; 6] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::Broadcast,
+        Collective::Reduce,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::AllToAll => "alltoall",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+        }
+    }
+
+    /// busbw = algbw × factor (nccl-tests doc/PERFORMANCE.md): the bandwidth each link carries.
+    pub fn busbw_factor(self, ranks: u32) -> f64 {
+        let n = f64::from(ranks.max(1));
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+                (n - 1.0) / n
+            }
+            Collective::Broadcast | Collective::Reduce => 1.0,
+        }
+    }
+
+    /// Whether nccl-tests prints a reduction operator for it.
+    pub fn has_redop(self) -> bool {
+        matches!(
+            self,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        )
+    }
+
+    /// Whether nccl-tests prints a root for it.
+    pub fn has_root(self) -> bool {
+        matches!(self, Collective::Broadcast | Collective::Reduce)
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown collective {0:?}: expected all_reduce, all_gather, reduce_scatter, alltoall, broadcast or reduce")]
+pub struct ParseCollectiveError(pub String);
+
+impl FromStr for Collective {
+    type Err = ParseCollectiveError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let norm = s.trim().to_ascii_lowercase().replace('-', "_");
+        Collective::ALL
+            .into_iter()
+            .find(|c| c.name() == norm || format!("{}_perf", c.name()) == norm)
+            .ok_or_else(|| ParseCollectiveError(s.to_string()))
+    }
+}
+
+/// One timed run of one size, out-of-place or in-place.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Mean time of one collective, microseconds.
+    pub time_us: f64,
+    /// bytes / time, in GB/s (1e9 bytes per second), as nccl-tests prints it.
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// Elements that differed from the expected result; `None` when the check did not run.
+    pub wrong: Option<u64>,
+}
+
+impl Timing {
+    /// Derives algbw and busbw from the size and the measured time, as nccl-tests does.
+    pub fn from_time(
+        op: Collective,
+        ranks: u32,
+        bytes: u64,
+        time_us: f64,
+        wrong: Option<u64>,
+    ) -> Self {
+        let algbw = if time_us > 0.0 {
+            bytes as f64 / (time_us * 1e-6) / 1e9
+        } else {
+            0.0
+        };
+        Timing {
+            time_us,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * op.busbw_factor(ranks),
+            wrong,
+        }
+    }
+}
+
+/// One size of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Message size in bytes (nccl-tests' `size` column: per-rank buffer for all_reduce).
+    pub bytes: u64,
+    /// Elements per rank.
+    pub count: u64,
+    pub dtype: String,
+    pub out_of_place: Timing,
+    pub in_place: Option<Timing>,
+}
+
+/// A sweep of one collective over sizes, on one communicator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    pub op: Collective,
+    pub ranks: u32,
+    pub redop: String,
+    pub root: i32,
+    pub samples: Vec<Sample>,
+}
+
+impl Sweep {
+    /// nccl-tests' `# Avg bus bandwidth`: the mean busbw over every size, out-of-place and in-place.
+    pub fn avg_busbw(&self) -> f64 {
+        let vals: Vec<f64> = self
+            .samples
+            .iter()
+            .flat_map(|s| std::iter::once(s.out_of_place).chain(s.in_place))
+            .map(|t| t.busbw_gbps)
+            .collect();
+        if vals.is_empty() {
+            0.0
+        } else {
+            vals.iter().sum::<f64>() / vals.len() as f64
+        }
+    }
+
+    /// Total wrong elements over the sweep, if any check ran.
+    pub fn wrong_total(&self) -> Option<u64> {
+        let mut any = false;
+        let mut sum = 0u64;
+        for t in self
+            .samples
+            .iter()
+            .flat_map(|s| std::iter::once(s.out_of_place).chain(s.in_place))
+        {
+            if let Some(w) = t.wrong {
+                any = true;
+                sum = sum.saturating_add(w);
+            }
+        }
+        any.then_some(sum)
+    }
+
+    /// Best out-of-place busbw among samples of at least `min_bytes`.
+    pub fn peak_busbw(&self, min_bytes: u64) -> Option<(u64, f64)> {
+        self.samples
+            .iter()
+            .filter(|s| s.bytes >= min_bytes)
+            .map(|s| (s.bytes, s.out_of_place.busbw_gbps))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// Out-of-place busbw at a size, interpolated in log(size) between measured points and
+    /// clamped at the ends. Used by the step-time model to read the node's curve.
+    pub fn busbw_at(&self, bytes: u64) -> Option<f64> {
+        let pts: Vec<(f64, f64)> = self
+            .samples
+            .iter()
+            .filter(|s| s.bytes > 0 && s.out_of_place.busbw_gbps > 0.0)
+            .map(|s| ((s.bytes as f64).ln(), s.out_of_place.busbw_gbps))
+            .collect();
+        let x = (bytes.max(1) as f64).ln();
+        let first = pts.first()?;
+        let last = pts.last()?;
+        if x <= first.0 {
+            return Some(first.1);
+        }
+        if x >= last.0 {
+            return Some(last.1);
+        }
+        pts.windows(2)
+            .find(|w| x >= w[0].0 && x <= w[1].0)
+            .map(|w| {
+                let t = (x - w[0].0) / (w[1].0 - w[0].0);
+                w[0].1 + t * (w[1].1 - w[0].1)
+            })
+    }
+
+    /// The sweep as nccl-tests prints it: same columns, same order, with its footer.
+    pub fn render_table(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("# {} over {} ranks\n", self.op.name(), self.ranks));
+        s.push_str("#                                                              out-of-place                       in-place          \n");
+        s.push_str("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
+        s.push_str("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
+        let redop = if self.op.has_redop() {
+            self.redop.as_str()
+        } else {
+            "none"
+        };
+        let root = if self.op.has_root() { self.root } else { -1 };
+        for smp in &self.samples {
+            s.push_str(&format!(
+                "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
+                smp.bytes, smp.count, smp.dtype, redop, root
+            ));
+            for t in std::iter::once(Some(smp.out_of_place)).chain(std::iter::once(smp.in_place)) {
+                match t {
+                    Some(t) => s.push_str(&format!(
+                        "  {:>7.2}  {:>6.2}  {:>6.2}  {:>5}",
+                        t.time_us,
+                        t.algbw_gbps,
+                        t.busbw_gbps,
+                        t.wrong
+                            .map(|w| w.to_string())
+                            .unwrap_or_else(|| "N/A".into())
+                    )),
+                    None => s.push_str("      N/A     N/A     N/A    N/A"),
+                }
+            }
+            s.push('\n');
+        }
+        let wrong = self.wrong_total().unwrap_or(0);
+        s.push_str(&format!(
+            "# Out of bounds values : {wrong} {}\n",
+            if wrong == 0 { "OK" } else { "FAILED" }
+        ));
+        s.push_str(&format!(
+            "# Avg bus bandwidth    : {:.4} \n",
+            self.avg_busbw()
+        ));
+        s
+    }
+}
+
+/// Sizes from `min` to `max` bytes, multiplying by `factor` (nccl-tests' -b/-e/-f).
+pub fn size_ladder(min: u64, max: u64, factor: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut b = min.max(1);
+    let f = factor.max(2);
+    while b <= max {
+        out.push(b);
+        match b.checked_mul(f) {
+            Some(n) => b = n,
+            None => break,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busbw_factors_match_nccl_tests() {
+        assert_eq!(Collective::AllReduce.busbw_factor(2), 1.0);
+        assert_eq!(Collective::AllReduce.busbw_factor(4), 1.5);
+        assert_eq!(Collective::AllGather.busbw_factor(4), 0.75);
+        assert_eq!(Collective::ReduceScatter.busbw_factor(8), 0.875);
+        assert_eq!(Collective::AllToAll.busbw_factor(2), 0.5);
+        assert_eq!(Collective::Broadcast.busbw_factor(8), 1.0);
+        assert_eq!(Collective::Reduce.busbw_factor(8), 1.0);
+    }
+
+    #[test]
+    fn timing_from_seed_numbers() {
+        // 1 GiB all-reduce on 4 GPUs at 4.3 GB/s busbw ⇒ algbw 2.87 GB/s (seed 000).
+        let bytes = 1u64 << 30;
+        let algbw = 4.3 / 1.5;
+        let t_us = bytes as f64 / (algbw * 1e9) * 1e6;
+        let t = Timing::from_time(Collective::AllReduce, 4, bytes, t_us, Some(0));
+        assert!((t.busbw_gbps - 4.3).abs() < 1e-9);
+        assert!((t.algbw_gbps - algbw).abs() < 1e-9);
+    }
+
+    fn sweep() -> Sweep {
+        let mk = |bytes: u64, bus: f64| {
+            let t_us = bytes as f64 / (bus * 1e9) * 1e6; // 2 ranks: factor 1
+            Sample {
+                bytes,
+                count: bytes / 4,
+                dtype: "float".into(),
+                out_of_place: Timing::from_time(Collective::AllReduce, 2, bytes, t_us, Some(0)),
+                in_place: Some(Timing::from_time(
+                    Collective::AllReduce,
+                    2,
+                    bytes,
+                    t_us,
+                    Some(0),
+                )),
+            }
+        };
+        Sweep {
+            op: Collective::AllReduce,
+            ranks: 2,
+            redop: "sum".into(),
+            root: -1,
+            samples: vec![mk(1 << 20, 100.0), mk(1 << 30, 300.0)],
+        }
+    }
+
+    #[test]
+    fn average_and_table_footer() {
+        let s = sweep();
+        assert!((s.avg_busbw() - 200.0).abs() < 1e-6);
+        let table = s.render_table();
+        assert!(
+            table.contains("# Avg bus bandwidth    : 200.0000"),
+            "{table}"
+        );
+        assert!(
+            table.contains("  1073741824     268435456     float"),
+            "{table}"
+        );
+        assert!(table.contains("#wrong"));
+    }
+
+    #[test]
+    fn interpolates_in_log_size() {
+        let s = sweep();
+        let mid = s.busbw_at(1 << 25).unwrap();
+        assert!((mid - 200.0).abs() < 1e-6, "{mid}");
+        assert_eq!(s.busbw_at(1), Some(100.0));
+        assert_eq!(s.busbw_at(u64::MAX), Some(300.0));
+    }
+
+    #[test]
+    fn ladder_and_parse() {
+        assert_eq!(size_ladder(8, 64, 2), vec![8, 16, 32, 64]);
+        assert_eq!(
+            "all_reduce_perf".parse::<Collective>(),
+            Ok(Collective::AllReduce)
+        );
+        assert!("allreduce2".parse::<Collective>().is_err());
+    }
+}

@@ -1,0 +1,439 @@
+//! DDP benchmark vocabulary: models, variants (hook, accumulation, buckets, FSDP), results and
+//! the scaling arithmetic (speedup, efficiency, exposed communication, cost) shared by all backends.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// GPT-2's BPE vocabulary, used by the decoder presets.
+pub const GPT2_VOCAB: u64 = 50257;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelSpec {
+    /// A GPT-2-style decoder (tied embeddings, 4x MLP).
+    Decoder {
+        name: String,
+        layers: u32,
+        width: u32,
+        heads: u32,
+        seq: u32,
+        vocab: u32,
+    },
+    /// A stack of square linear layers (the crossover experiment's model).
+    Mlp { width: u32, depth: u32 },
+}
+
+impl ModelSpec {
+    pub fn gpt2_124m() -> Self {
+        ModelSpec::Decoder {
+            name: "gpt2-124m".into(),
+            layers: 12,
+            width: 768,
+            heads: 12,
+            seq: 1024,
+            vocab: GPT2_VOCAB as u32,
+        }
+    }
+    pub fn gpt2_355m() -> Self {
+        ModelSpec::Decoder {
+            name: "gpt2-355m".into(),
+            layers: 24,
+            width: 1024,
+            heads: 16,
+            seq: 1024,
+            vocab: GPT2_VOCAB as u32,
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            ModelSpec::Decoder { name, .. } => name.clone(),
+            ModelSpec::Mlp { width, depth } => format!("mlp:{width}x{depth}"),
+        }
+    }
+
+    /// Trainable parameters. Decoder: 12·L·W² (+ biases and norms) + vocab·W + seq·W.
+    pub fn params(&self) -> u64 {
+        match self {
+            ModelSpec::Decoder {
+                layers,
+                width,
+                seq,
+                vocab,
+                ..
+            } => {
+                let (l, w) = (u64::from(*layers), u64::from(*width));
+                let per_layer = 12 * w * w + 13 * w; // qkv, proj, fc, fc-proj weights + biases + 2 norms
+                l * per_layer + u64::from(*vocab) * w + u64::from(*seq) * w + 2 * w
+            }
+            ModelSpec::Mlp { width, depth } => {
+                let w = u64::from(*width);
+                u64::from(*depth) * (w * w + w)
+            }
+        }
+    }
+
+    /// Forward+backward FLOPs per sample (6·params per token for decoders, plus attention).
+    pub fn train_flops_per_sample(&self) -> f64 {
+        match self {
+            ModelSpec::Decoder {
+                layers, width, seq, ..
+            } => {
+                let tokens = f64::from(*seq);
+                let attn = 12.0 * f64::from(*layers) * f64::from(*width) * tokens;
+                (6.0 * self.params() as f64 + attn) * tokens
+            }
+            ModelSpec::Mlp { .. } => 6.0 * self.params() as f64,
+        }
+    }
+
+    /// Tokens per sample: the sequence for decoders; 1 for the MLP (throughput in samples/s).
+    pub fn tokens_per_sample(&self) -> u32 {
+        match self {
+            ModelSpec::Decoder { seq, .. } => *seq,
+            ModelSpec::Mlp { .. } => 1,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            ModelSpec::Decoder {
+                layers,
+                width,
+                heads,
+                seq,
+                vocab,
+                ..
+            } => {
+                if !(1..=256).contains(layers) {
+                    return Err(format!("layers {layers} outside 1..=256"));
+                }
+                if !(8..=32768).contains(width) || !(1..=256).contains(heads) || width % heads != 0
+                {
+                    return Err(format!("width {width} with {heads} heads: width must be 8..=32768 and divisible by heads (1..=256)"));
+                }
+                if !(8..=131072).contains(seq) || !(2..=1_000_000).contains(vocab) {
+                    return Err(format!("sequence {seq} (8..=131072) or vocabulary {vocab} (2..=1000000) out of range"));
+                }
+            }
+            ModelSpec::Mlp { width, depth } => {
+                if !(8..=65536).contains(width) || !(1..=64).contains(depth) {
+                    return Err(format!(
+                        "MLP width {width} (8..=65536) or depth {depth} (1..=64) out of range"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for ModelSpec {
+    type Err = String;
+    /// `gpt2-124m`, `gpt2-355m`, `decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]]`, `mlp:WIDTH[,DEPTH]`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let nums = |rest: &str| -> Result<Vec<u32>, String> {
+            rest.split(',')
+                .map(|p| {
+                    p.trim()
+                        .parse::<u32>()
+                        .map_err(|_| format!("{p:?} is not a number in model {s:?}"))
+                })
+                .collect()
+        };
+        let spec = match s.to_ascii_lowercase().as_str() {
+            "gpt2-124m" | "gpt2" => ModelSpec::gpt2_124m(),
+            "gpt2-355m" | "gpt2-medium" => ModelSpec::gpt2_355m(),
+            other => {
+                if let Some(rest) = other.strip_prefix("mlp:") {
+                    let v = nums(rest)?;
+                    ModelSpec::Mlp {
+                        width: *v.first().ok_or("mlp needs a width")?,
+                        depth: v.get(1).copied().unwrap_or(4),
+                    }
+                } else if let Some(rest) = other.strip_prefix("decoder:") {
+                    let v = nums(rest)?;
+                    if v.len() < 3 {
+                        return Err(
+                            "decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]] needs at least three numbers"
+                                .into(),
+                        );
+                    }
+                    ModelSpec::Decoder {
+                        name: format!("decoder-{}x{}", v[0], v[1]),
+                        layers: v[0],
+                        width: v[1],
+                        heads: v[2],
+                        seq: v.get(3).copied().unwrap_or(1024),
+                        vocab: v.get(4).copied().unwrap_or(GPT2_VOCAB as u32),
+                    }
+                } else {
+                    return Err(format!(
+                        "unknown model {s:?}: expected gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]] or mlp:WIDTH[,DEPTH]"
+                    ));
+                }
+            }
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+/// DDP communication hook for gradients.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommHook {
+    #[default]
+    None,
+    Fp16,
+    Bf16,
+    PowerSgd,
+}
+
+impl CommHook {
+    /// Bytes per gradient element on the wire.
+    pub fn wire_bytes_per_param(self) -> f64 {
+        match self {
+            CommHook::None => 4.0,
+            CommHook::Fp16 | CommHook::Bf16 => 2.0,
+            // Rank-1 PowerSGD sends far less; treat as an estimate, it is never measured by the model.
+            CommHook::PowerSgd => 0.5,
+        }
+    }
+}
+
+/// One way of running DDP: `base`, `bf16`, `fp16`, `powersgd`, `accum4`, `bucket50`, `fsdp`,
+/// combined with `+` (`bf16+accum4`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DdpVariant {
+    pub name: String,
+    pub hook: CommHook,
+    pub accum: u32,
+    pub bucket_cap_mb: Option<f64>,
+    pub gradient_as_bucket_view: bool,
+    pub fsdp: bool,
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for DdpVariant {
+    fn default() -> Self {
+        DdpVariant {
+            name: "base".into(),
+            hook: CommHook::None,
+            accum: 1,
+            bucket_cap_mb: None,
+            gradient_as_bucket_view: true,
+            fsdp: false,
+            env: Vec::new(),
+        }
+    }
+}
+
+impl FromStr for DdpVariant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut v = DdpVariant {
+            name: s.trim().to_string(),
+            ..DdpVariant::default()
+        };
+        for part in s.trim().split('+') {
+            let p = part.trim().to_ascii_lowercase();
+            match p.as_str() {
+                "base" | "baseline" | "none" => {}
+                "bf16" => v.hook = CommHook::Bf16,
+                "fp16" => v.hook = CommHook::Fp16,
+                "powersgd" => v.hook = CommHook::PowerSgd,
+                "fsdp" => v.fsdp = true,
+                "nobucketview" => v.gradient_as_bucket_view = false,
+                _ => {
+                    if let Some(k) = p.strip_prefix("accum") {
+                        let k: u32 = k.parse().map_err(|_| {
+                            format!("{part:?}: accumulation needs a number, e.g. accum4")
+                        })?;
+                        if !(1..=1024).contains(&k) {
+                            return Err(format!("{part:?}: accumulation must be 1..=1024"));
+                        }
+                        v.accum = k;
+                    } else if let Some(mb) = p.strip_prefix("bucket") {
+                        let mb: f64 = mb.parse().map_err(|_| {
+                            format!("{part:?}: bucket size needs MB, e.g. bucket50")
+                        })?;
+                        if !(0.1..=4096.0).contains(&mb) {
+                            return Err(format!("{part:?}: bucket_cap_mb must be 0.1..=4096"));
+                        }
+                        v.bucket_cap_mb = Some(mb);
+                    } else {
+                        return Err(format!(
+                            "unknown variant part {part:?}: expected base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, nobucketview, joined with +"
+                        ));
+                    }
+                }
+            }
+        }
+        if v.fsdp && v.hook != CommHook::None {
+            return Err(format!("{s:?}: FSDP takes no DDP comm hook"));
+        }
+        Ok(v)
+    }
+}
+
+impl fmt::Display for DdpVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// A DDP benchmark to run: every variant at every world size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DdpRequest {
+    pub models: Vec<ModelSpec>,
+    pub variants: Vec<DdpVariant>,
+    pub world_sizes: Vec<u32>,
+    pub micro_batch: u32,
+    pub warmup_steps: u32,
+    pub steps: u32,
+    /// Price of one GPU-hour, for cost per million tokens.
+    pub price_per_gpu_hour: Option<f64>,
+    /// Extra NCCL_* variables for every run (the regime).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    pub deadline_s: f64,
+}
+
+/// One measured (or simulated) configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DdpResult {
+    pub model: String,
+    pub params: u64,
+    pub variant: String,
+    pub world_size: u32,
+    pub micro_batch: u32,
+    pub accum: u32,
+    /// Median and 90th-percentile optimizer-step time, seconds.
+    pub step_time_median_s: f64,
+    pub step_time_p90_s: f64,
+    /// Tokens/s (decoders) or samples/s (MLP) over all GPUs.
+    pub throughput: f64,
+    pub throughput_unit: String,
+    /// Against one GPU of the same model and variant; filled by [`fill_scaling`].
+    pub speedup: Option<f64>,
+    pub efficiency: Option<f64>,
+    /// (step_N − step_1) / step_N for the same recipe: the part of a step that is communication
+    /// and synchronisation not hidden behind compute (weak scaling keeps per-GPU work fixed).
+    pub exposed_comm_fraction: Option<f64>,
+    pub cost_per_million: Option<f64>,
+}
+
+/// Fills speedup, efficiency, exposed communication and cost from the 1-GPU rows of the same
+/// model and variant. Rows without a 1-GPU partner keep `None`. Cost uses the price of one
+/// GPU-hour (a node's price divided by its GPUs): a job pays for the GPUs it holds.
+pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) {
+    let singles: Vec<(String, String, f64, f64)> = results
+        .iter()
+        .filter(|r| r.world_size == 1)
+        .map(|r| {
+            (
+                r.model.clone(),
+                r.variant.clone(),
+                r.throughput,
+                r.step_time_median_s,
+            )
+        })
+        .collect();
+    for r in results.iter_mut() {
+        if let Some(p) = price_per_gpu_hour {
+            if r.throughput > 0.0 {
+                let per_hour = p * f64::from(r.world_size);
+                r.cost_per_million = Some(per_hour * 1e6 / (r.throughput * 3600.0));
+            }
+        }
+        if let Some((_, _, t1, s1)) = singles
+            .iter()
+            .find(|(m, v, _, _)| *m == r.model && *v == r.variant)
+        {
+            if *t1 > 0.0 && r.step_time_median_s > 0.0 {
+                let speedup = r.throughput / t1;
+                r.speedup = Some(speedup);
+                r.efficiency = Some(speedup / f64::from(r.world_size));
+                r.exposed_comm_fraction =
+                    Some(((r.step_time_median_s - s1) / r.step_time_median_s).clamp(0.0, 1.0));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpt2_presets_have_published_sizes() {
+        let p124 = ModelSpec::gpt2_124m().params();
+        assert!((123_000_000..126_000_000).contains(&p124), "{p124}");
+        let p355 = ModelSpec::gpt2_355m().params();
+        assert!((350_000_000..360_000_000).contains(&p355), "{p355}");
+    }
+
+    #[test]
+    fn parses_variants_and_rejects_nonsense() {
+        let v: DdpVariant = "bf16+accum4".parse().unwrap();
+        assert_eq!((v.hook, v.accum), (CommHook::Bf16, 4));
+        assert_eq!(
+            "bucket25".parse::<DdpVariant>().unwrap().bucket_cap_mb,
+            Some(25.0)
+        );
+        assert!("accumX".parse::<DdpVariant>().is_err());
+        assert!("fsdp+bf16".parse::<DdpVariant>().is_err());
+        assert!("turbo"
+            .parse::<DdpVariant>()
+            .unwrap_err()
+            .contains("unknown variant part"));
+    }
+
+    #[test]
+    fn parses_models() {
+        assert_eq!(
+            "mlp:1024".parse::<ModelSpec>().unwrap(),
+            ModelSpec::Mlp {
+                width: 1024,
+                depth: 4
+            }
+        );
+        assert!("decoder:2,100,3".parse::<ModelSpec>().is_err());
+        assert!("resnet".parse::<ModelSpec>().is_err());
+    }
+
+    #[test]
+    fn scaling_from_seed_numbers() {
+        // Seed 000: 4xA6000, 124M, bf16+accum4; 1 GPU 66,189 tok/s; 88% efficiency at 4.
+        let mk = |n: u32, tput: f64, step: f64| DdpResult {
+            model: "gpt2-124m".into(),
+            params: 124_000_000,
+            variant: "bf16+accum4".into(),
+            world_size: n,
+            micro_batch: 8,
+            accum: 4,
+            step_time_median_s: step,
+            step_time_p90_s: step,
+            throughput: tput,
+            throughput_unit: "tokens/s".into(),
+            speedup: None,
+            efficiency: None,
+            exposed_comm_fraction: None,
+            cost_per_million: None,
+        };
+        let mut rows = vec![mk(1, 66_189.0, 0.495), mk(4, 0.88 * 4.0 * 66_189.0, 0.5625)];
+        fill_scaling(&mut rows, Some(2.64 / 4.0));
+        let eff = rows[1].efficiency.unwrap();
+        assert!((eff - 0.88).abs() < 1e-9);
+        assert!((rows[1].speedup.unwrap() - 3.52).abs() < 1e-9);
+        assert!(rows[1].exposed_comm_fraction.unwrap() > 0.1);
+        // "a token cost about 10% more on four GPUs than on one" at 88% efficiency.
+        let ratio = rows[1].cost_per_million.unwrap() / rows[0].cost_per_million.unwrap();
+        assert!((ratio - 1.0 / 0.88).abs() < 1e-9, "{ratio}");
+    }
+}

@@ -1,0 +1,156 @@
+//! Expected all-reduce bus bandwidth by topology class: the reference table, with sources.
+
+use serde::{Deserialize, Serialize};
+
+use crate::topology::LinkClass;
+
+/// One row of the reference table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Expectation {
+    /// What the row covers, for humans.
+    pub class: String,
+    /// Large-message (≥ 64 MiB) all-reduce busbw, GB/s.
+    pub busbw_gbps: f64,
+    pub source: String,
+}
+
+/// Ratios of measured to expected busbw below which the check warns or fails.
+pub const WARN_RATIO: f64 = 0.75;
+pub const CRITICAL_RATIO: f64 = 0.40;
+/// Drift below the node's own recent median that is worth a warning.
+pub const HISTORY_DRIFT_RATIO: f64 = 0.85;
+
+/// What a node is: its worst pair link, the PCIe generation of that path, GPU count and model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeClass<'a> {
+    pub worst_link: LinkClass,
+    pub pcie_gen: Option<u32>,
+    pub gpus: u32,
+    pub model: &'a str,
+}
+
+/// Looks up the expected large-message all-reduce busbw for a node. `None` for a single GPU or
+/// a class the table does not cover (then only the node's history judges it).
+pub fn expected_allreduce(node: &NodeClass<'_>) -> Option<Expectation> {
+    if node.gpus < 2 {
+        return None;
+    }
+    let model = node.model.to_ascii_uppercase();
+    let row = |class: &str, busbw: f64, source: &str| Expectation {
+        class: class.to_string(),
+        busbw_gbps: busbw,
+        source: source.to_string(),
+    };
+    match node.worst_link {
+        LinkClass::Nv(n) if n >= 18 && node.gpus >= 8 => Some(row(
+            "8+ GPUs over NVSwitch (NVLink 4, NV18), NCCL NVLS off",
+            365.0,
+            "NVIDIA nccl-tests results for HGX H100/H200 ring all-reduce, ~365 GB/s (DESIGN.md §5); NVLS raises it to ~475",
+        )),
+        LinkClass::Nv(n) if n >= 18 => Some(row(
+            "NVLink 4 pair or group (NV18, H100/H200)",
+            300.0,
+            "measured 2xH200 NV18, NCCL 2.28.9: 327 GB/s at 1 GiB, ~300 at 256 MiB (DESIGN.md §9, docs/results/)",
+        )),
+        LinkClass::Nv(n) if n >= 12 => Some(row(
+            "NVLink 3 (NV12, A100 SXM)",
+            230.0,
+            "NVIDIA DGX A100 nccl-tests ring all-reduce ~230 GB/s",
+        )),
+        LinkClass::Nv(_) => Some(row(
+            "NVLink bridge (NV1-NV8)",
+            40.0,
+            "NVLink bridge pairs (A6000/3090 NV4: ~50 GB/s unidirectional); conservative",
+        )),
+        LinkClass::Pix | LinkClass::Pxb => Some(row(
+            "PCIe switch, P2P through the switch",
+            pcie_busbw(node.pcie_gen) * 2.0,
+            "PCIe P2P below a switch avoids the host bridge; ~2x the host-bridge figure (estimate, unmeasured here)",
+        )),
+        LinkClass::Phb | LinkClass::Node | LinkClass::Sys if model.contains("T4") => Some(row(
+            "2x Tesla T4 over PCIe gen3, no NVLink",
+            4.05,
+            "field report ddp-crossover (shared/seeds/002): 4.05 GB/s all-reduce busbw",
+        )),
+        LinkClass::Phb | LinkClass::Node | LinkClass::Sys => Some(row(
+            "PCIe through the host bridge, no NVLink",
+            pcie_busbw(node.pcie_gen),
+            "field report 4xA6000 PHB gen3 (shared/seeds/000): 4.3 GB/s at 4 GPUs, 3.9 at 2; scaled by PCIe generation",
+        )),
+        LinkClass::X => None,
+    }
+}
+
+/// Host-bridge PCIe all-reduce busbw by generation: 4.0 GB/s measured at gen3, doubling per
+/// generation (an estimate above gen3, labelled so in the source).
+fn pcie_busbw(gen: Option<u32>) -> f64 {
+    let g = gen.unwrap_or(3).clamp(1, 6);
+    4.0 * 2f64.powi(g as i32 - 3)
+}
+
+/// Severity band for a measured/expected ratio.
+pub fn ratio_band(ratio: f64) -> Option<crate::Severity> {
+    if ratio < CRITICAL_RATIO {
+        Some(crate::Severity::Critical)
+    } else if ratio < WARN_RATIO {
+        Some(crate::Severity::Warning)
+    } else {
+        None
+    }
+}
+
+/// Median of recent values (the node's own history), if any.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 0 {
+        (v[m - 1] + v[m]) / 2.0
+    } else {
+        v[m]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_covers_seed_and_device_classes() {
+        let phb = expected_allreduce(&NodeClass {
+            worst_link: LinkClass::Phb,
+            pcie_gen: Some(3),
+            gpus: 4,
+            model: "NVIDIA RTX A6000",
+        })
+        .unwrap();
+        assert_eq!(phb.busbw_gbps, 4.0);
+        let h200 = expected_allreduce(&NodeClass {
+            worst_link: LinkClass::Nv(18),
+            pcie_gen: Some(5),
+            gpus: 2,
+            model: "NVIDIA H200",
+        })
+        .unwrap();
+        assert_eq!(h200.busbw_gbps, 300.0);
+        assert!(expected_allreduce(&NodeClass {
+            worst_link: LinkClass::X,
+            pcie_gen: None,
+            gpus: 1,
+            model: "x"
+        })
+        .is_none());
+    }
+
+    #[test]
+    fn bands_and_median() {
+        assert_eq!(ratio_band(0.9), None);
+        assert_eq!(ratio_band(0.5), Some(crate::Severity::Warning));
+        assert_eq!(ratio_band(0.2), Some(crate::Severity::Critical));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[]), None);
+    }
+}

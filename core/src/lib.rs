@@ -1,0 +1,19 @@
+//! ddpcheck-core: the domain model and all judgement. No I/O, no async, no GPU libraries.
+//!
+//! Backends (real GPUs in `ddpcheck-gpu`, simulated nodes in `ddpcheck-sim`) measure and fill
+//! these types; the functions here judge them into findings and a verdict.
+
+pub mod backend;
+pub mod collective;
+pub mod ddp;
+pub mod expect;
+pub mod finding;
+pub mod gpu;
+pub mod preflight;
+pub mod report;
+pub mod topology;
+pub mod verdict;
+
+pub use backend::{BackendKind, NodeBackend, ProbeError};
+pub use finding::{Evidence, Finding, Severity, Subject};
+pub use verdict::Verdict;

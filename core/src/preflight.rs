@@ -1,0 +1,689 @@
+//! The preflight: its steps in order, each timed, and the judgement of what they measured.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::backend::{CollectiveRequest, NodeBackend, ProbeError, Progress};
+use crate::collective::{Collective, Sweep};
+use crate::expect::{self, Expectation, NodeClass};
+use crate::finding::{Evidence, Finding, Severity, Subject};
+use crate::gpu::{select_gpus, GpuInfo, ProbeState};
+use crate::report::{Header, PreflightReport, Provenance, ReportKind, StepStatus, StepTiming};
+use crate::topology::{LinkClass, P2pStatus, TopologyMatrix};
+use crate::verdict::Verdict;
+
+/// Messages at least this large are compared with the reference table.
+pub const LARGE_MESSAGE: u64 = 64 << 20;
+
+#[derive(Clone, Debug)]
+pub struct PreflightOptions {
+    /// `CUDA_VISIBLE_DEVICES`/`SLURM_JOB_GPUS`-style selection; empty for all GPUs.
+    pub gpu_filter: String,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub step_factor: u64,
+    pub warmup_iters: u32,
+    pub iters: u32,
+    pub deadline: Duration,
+    /// The node's recent large-message all-reduce busbw (GB/s), newest last.
+    pub history_busbw: Vec<f64>,
+    /// NCCL_* environment the check runs under (judged against the topology).
+    pub nccl_env: BTreeMap<String, String>,
+    /// Caller-supplied, since core does no I/O.
+    pub hostname_fallback: String,
+    pub now_rfc3339: String,
+    pub tool_version: String,
+    pub inject_hang: bool,
+}
+
+impl Default for PreflightOptions {
+    fn default() -> Self {
+        PreflightOptions {
+            gpu_filter: String::new(),
+            min_bytes: 8 << 20,
+            max_bytes: 256 << 20,
+            step_factor: 2,
+            warmup_iters: 2,
+            iters: 5,
+            deadline: Duration::from_secs(30),
+            history_busbw: Vec::new(),
+            nccl_env: BTreeMap::new(),
+            hostname_fallback: String::new(),
+            now_rfc3339: String::new(),
+            tool_version: String::new(),
+            inject_hang: false,
+        }
+    }
+}
+
+/// Collects timed steps.
+struct Steps {
+    list: Vec<StepTiming>,
+}
+
+impl Steps {
+    fn time<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce() -> Result<T, ProbeError>,
+    ) -> Result<T, ProbeError> {
+        let t0 = Instant::now();
+        let r = f();
+        self.list.push(StepTiming {
+            name: name.to_string(),
+            seconds: t0.elapsed().as_secs_f64(),
+            status: if r.is_ok() {
+                StepStatus::Ok
+            } else {
+                StepStatus::Failed
+            },
+            detail: r.as_ref().err().map(|e| e.to_string()).unwrap_or_default(),
+        });
+        r
+    }
+    fn note(&mut self, name: &str, seconds: f64, detail: String) {
+        self.list.push(StepTiming {
+            name: name.to_string(),
+            seconds,
+            status: StepStatus::Ok,
+            detail,
+        });
+    }
+    fn skip(&mut self, name: &str, why: &str) {
+        self.list.push(StepTiming {
+            name: name.to_string(),
+            seconds: 0.0,
+            status: StepStatus::Skipped,
+            detail: why.to_string(),
+        });
+    }
+}
+
+/// Runs the preflight on a backend and judges it. Never panics on a backend fault: every
+/// [`ProbeError`] becomes a verdict; only an invalid request is returned as `Err`.
+pub fn run(
+    backend: &dyn NodeBackend,
+    opts: &PreflightOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<PreflightReport, ProbeError> {
+    let started = Instant::now();
+    let mut steps = Steps { list: Vec::new() };
+    let mut findings = Vec::new();
+    let mut prov = Provenance {
+        hostname: opts.hostname_fallback.clone(),
+        time: opts.now_rfc3339.clone(),
+        tool_version: opts.tool_version.clone(),
+        nccl_env: opts.nccl_env.clone(),
+        ..Provenance::default()
+    };
+    let mut say = |stage: &str, done: u32, msg: String| {
+        progress(Progress {
+            stage: stage.into(),
+            done,
+            total: 5,
+            message: msg,
+        })
+    };
+    let finish = |verdict: Verdict,
+                  reason_fallback: String,
+                  steps: Steps,
+                  prov: Provenance,
+                  gpus: Vec<GpuInfo>,
+                  topology: Option<TopologyMatrix>,
+                  sweep: Option<Sweep>,
+                  expected: Option<Expectation>,
+                  findings: Vec<Finding>| PreflightReport {
+        header: Header::new(ReportKind::Preflight, backend.kind(), backend.label(), prov),
+        reason: verdict.reason_line(&findings, &reason_fallback),
+        exit_code: verdict.exit_code(),
+        verdict,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        steps: steps.list,
+        gpus,
+        topology,
+        all_reduce: sweep,
+        expected,
+        findings,
+    };
+
+    say("inventory", 0, "reading GPUs".into());
+    let inv = match steps.time("inventory", || backend.inventory()) {
+        Ok(inv) => inv,
+        Err(e) => {
+            let v = e.verdict().ok_or_else(|| e.clone())?;
+            return Ok(finish(
+                v,
+                e.to_string(),
+                steps,
+                prov,
+                vec![],
+                None,
+                None,
+                None,
+                findings,
+            ));
+        }
+    };
+    if !inv.hostname.is_empty() {
+        prov.hostname = inv.hostname.clone();
+    }
+    prov.driver_version = inv.driver_version.clone();
+    prov.cuda_version = inv.cuda_driver_version.clone();
+    let gpus = select_gpus(&inv.gpus, &opts.gpu_filter).map_err(ProbeError::Invalid)?;
+    prov.gpus = gpus.iter().map(GpuInfo::gpu_ref).collect();
+    if gpus.is_empty() {
+        let msg = "no GPU found on this node".to_string();
+        return Ok(finish(
+            Verdict::Unknown,
+            msg,
+            steps,
+            prov,
+            gpus,
+            None,
+            None,
+            None,
+            findings,
+        ));
+    }
+
+    say("health", 1, format!("{} GPUs", gpus.len()));
+    let t0 = Instant::now();
+    findings.extend(judge_gpus(&gpus));
+    findings.extend(judge_pcie(&gpus));
+    steps.note(
+        "health",
+        t0.elapsed().as_secs_f64(),
+        format!("{} GPUs read", gpus.len()),
+    );
+
+    say("topology", 2, "pair matrix".into());
+    let topology = match steps.time("topology", || backend.topology(&gpus)) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            findings.push(Finding::new(
+                "topology_unreadable",
+                Severity::Warning,
+                Subject::Node,
+                format!("topology could not be read: {e}"),
+            ));
+            None
+        }
+    };
+    if let Some(t) = &topology {
+        if let Err(e) = t.validate() {
+            return Err(ProbeError::Worker(format!(
+                "backend returned a malformed topology: {e}"
+            )));
+        }
+        findings.extend(judge_topology(t));
+        findings.extend(judge_nccl_env(&opts.nccl_env, t));
+    }
+
+    // A GPU that is lost or stuck cannot run a collective; the verdict is already critical.
+    if gpus.iter().any(|g| g.state != ProbeState::Ok) {
+        steps.skip("all_reduce", "a GPU is stuck or lost");
+        let v = Verdict::from_findings(&findings);
+        return Ok(finish(
+            v,
+            "GPU probe failed".into(),
+            steps,
+            prov,
+            gpus,
+            topology,
+            None,
+            None,
+            findings,
+        ));
+    }
+    // Foreign compute on the job's GPUs: BUSY before any CUDA context is made; nothing is killed.
+    let busy: Vec<String> = gpus
+        .iter()
+        .filter(|g| !g.processes.is_empty())
+        .map(|g| {
+            let pids: Vec<String> = g.processes.iter().map(|p| p.pid.to_string()).collect();
+            format!("{} (pid {})", g.uuid, pids.join(","))
+        })
+        .collect();
+    if !busy.is_empty() {
+        steps.skip("all_reduce", "GPUs in use by other processes");
+        let msg = format!("GPUs in use by other processes: {}", busy.join("; "));
+        return Ok(finish(
+            Verdict::Busy,
+            msg,
+            steps,
+            prov,
+            gpus,
+            topology,
+            None,
+            None,
+            findings,
+        ));
+    }
+    if gpus.len() < 2 {
+        steps.skip("all_reduce", "one GPU: no interconnect to test");
+        let v = Verdict::from_findings(&findings);
+        return Ok(finish(
+            v,
+            "single GPU healthy".into(),
+            steps,
+            prov,
+            gpus,
+            topology,
+            None,
+            None,
+            findings,
+        ));
+    }
+
+    say("all_reduce", 3, "NCCL init and all-reduce sweep".into());
+    let req = CollectiveRequest {
+        ops: vec![Collective::AllReduce],
+        gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
+        min_bytes: opts.min_bytes,
+        max_bytes: opts.max_bytes,
+        step_factor: opts.step_factor,
+        warmup_iters: opts.warmup_iters,
+        iters: opts.iters,
+        in_place: false,
+        check: true,
+        env: Vec::new(),
+        deadline: opts.deadline,
+        inject_hang: opts.inject_hang,
+    };
+    req.validate()?;
+    let t0 = Instant::now();
+    let run = backend.collectives(&req, &mut |p| say(&p.stage, 3, p.message));
+    let total = t0.elapsed().as_secs_f64();
+    let run = match run {
+        Ok(r) => r,
+        Err(e) => {
+            steps.list.push(StepTiming {
+                name: "all_reduce".into(),
+                seconds: total,
+                status: StepStatus::Failed,
+                detail: e.to_string(),
+            });
+            let v = e.verdict().ok_or_else(|| e.clone())?;
+            let v = worst(v, Verdict::from_findings(&findings));
+            return Ok(finish(
+                v,
+                e.to_string(),
+                steps,
+                prov,
+                gpus,
+                topology,
+                None,
+                None,
+                findings,
+            ));
+        }
+    };
+    prov.nccl_version = run.nccl_version.clone();
+    for (k, v) in &run.env {
+        prov.nccl_env.insert(k.clone(), v.clone());
+    }
+    steps.note(
+        "nccl_init",
+        run.init_seconds,
+        format!(
+            "NCCL {}",
+            run.nccl_version.clone().unwrap_or_else(|| "?".into())
+        ),
+    );
+    steps.note(
+        "all_reduce",
+        (total - run.init_seconds).max(0.0),
+        "sweep with correctness check".into(),
+    );
+    let sweep = run
+        .sweeps
+        .into_iter()
+        .find(|s| s.op == Collective::AllReduce);
+
+    say("verdict", 4, "judging".into());
+    let worst_link = topology
+        .as_ref()
+        .and_then(|t| t.worst_link())
+        .unwrap_or(LinkClass::Sys);
+    let pcie_gen = gpus.iter().filter_map(|g| g.pcie.map(|p| p.gen_max)).min();
+    let expected = expect::expected_allreduce(&NodeClass {
+        worst_link,
+        pcie_gen,
+        gpus: gpus.len() as u32,
+        model: &gpus[0].name,
+    });
+    if let Some(s) = &sweep {
+        findings.extend(judge_allreduce(s, expected.as_ref(), &opts.history_busbw));
+    }
+    let verdict = Verdict::from_findings(&findings);
+    Ok(finish(
+        verdict,
+        "node healthy".into(),
+        steps,
+        prov,
+        gpus,
+        topology,
+        sweep,
+        expected,
+        findings,
+    ))
+}
+
+fn worst(a: Verdict, b: Verdict) -> Verdict {
+    // Ordered by how much a scheduler must care: CRITICAL beats TIMEOUT beats the rest.
+    let rank = |v: Verdict| match v {
+        Verdict::Ok => 0,
+        Verdict::Busy => 1,
+        Verdict::Warning => 2,
+        Verdict::Unknown => 3,
+        Verdict::Timeout => 4,
+        Verdict::Critical => 5,
+    };
+    if rank(a) >= rank(b) {
+        a
+    } else {
+        b
+    }
+}
+
+fn gpu_subject(g: &GpuInfo) -> Subject {
+    Subject::Gpu {
+        uuid: g.uuid.clone(),
+        pci_bus_id: g.pci_bus_id.clone(),
+    }
+}
+
+/// XIDs that mean the GPU needs a reset or has failed (NVIDIA's XID catalogue).
+const FATAL_XIDS: [u64; 9] = [48, 63, 64, 74, 79, 92, 94, 95, 119];
+
+/// Health: probe state, ECC, row remapping, retired pages, XIDs, throttling, MIG.
+pub fn judge_gpus(gpus: &[GpuInfo]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for g in gpus {
+        let subj = gpu_subject(g);
+        match g.state {
+            ProbeState::Stuck => out.push(Finding::new(
+                "nvml_stuck",
+                Severity::Critical,
+                subj.clone(),
+                format!(
+                    "GPU {} ({}): NVML call did not return before its deadline",
+                    g.uuid, g.pci_bus_id
+                ),
+            )),
+            ProbeState::Lost => out.push(Finding::new(
+                "gpu_lost",
+                Severity::Critical,
+                subj.clone(),
+                format!(
+                    "GPU {} ({}) is lost: it fell off the bus or NVML cannot reach it",
+                    g.uuid, g.pci_bus_id
+                ),
+            )),
+            ProbeState::Ok => {}
+        }
+        let h = &g.health;
+        if let Some(n) = h.ecc_uncorrected_volatile.filter(|n| *n > 0) {
+            out.push(
+                Finding::new(
+                    "ecc_uncorrected",
+                    Severity::Critical,
+                    subj.clone(),
+                    format!(
+                        "GPU {}: {n} uncorrected ECC errors since the last reset",
+                        g.uuid
+                    ),
+                )
+                .with(
+                    Evidence::new("volatile uncorrected ECC errors", n.to_string()).expected("0"),
+                ),
+            );
+        }
+        if h.remapped_rows_failure == Some(true) {
+            out.push(Finding::new(
+                "row_remap_failure",
+                Severity::Critical,
+                subj.clone(),
+                format!(
+                    "GPU {}: row remapping failed; the GPU needs service",
+                    g.uuid
+                ),
+            ));
+        }
+        if h.remapped_rows_pending == Some(true) {
+            out.push(Finding::new(
+                "row_remap_pending",
+                Severity::Warning,
+                subj.clone(),
+                format!("GPU {}: a row remap is pending; reset the GPU", g.uuid),
+            ));
+        }
+        if h.retired_pages_pending == Some(true) {
+            out.push(Finding::new(
+                "retired_pages_pending",
+                Severity::Warning,
+                subj.clone(),
+                format!("GPU {}: page retirement pending; reset the GPU", g.uuid),
+            ));
+        }
+        for x in &h.xid_errors {
+            let sev = if FATAL_XIDS.contains(x) {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            };
+            out.push(
+                Finding::new(
+                    "xid",
+                    sev,
+                    subj.clone(),
+                    format!("GPU {}: XID {x} reported", g.uuid),
+                )
+                .with(Evidence::new("XID", x.to_string())),
+            );
+        }
+        let hard: Vec<&String> = h
+            .throttle_reasons
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.as_str(),
+                    "hw_slowdown"
+                        | "hw_thermal_slowdown"
+                        | "hw_power_brake_slowdown"
+                        | "sw_thermal_slowdown"
+                )
+            })
+            .collect();
+        if !hard.is_empty() {
+            let list: Vec<&str> = hard.iter().map(|s| s.as_str()).collect();
+            out.push(Finding::new(
+                "throttled",
+                Severity::Warning,
+                subj.clone(),
+                format!("GPU {}: clocks throttled ({})", g.uuid, list.join(", ")),
+            ));
+        }
+        if h.mig_enabled == Some(true) {
+            out.push(Finding::new(
+                "mig_enabled",
+                Severity::Info,
+                subj.clone(),
+                format!("GPU {}: MIG mode is on; DDP sees MIG slices", g.uuid),
+            ));
+        }
+        if h.compute_mode.as_deref() == Some("prohibited") {
+            out.push(Finding::new(
+                "compute_prohibited",
+                Severity::Critical,
+                subj.clone(),
+                format!("GPU {}: compute mode is Prohibited", g.uuid),
+            ));
+        }
+    }
+    out
+}
+
+/// PCIe: a link narrower than it can be is a finding. A lower generation at idle is normal
+/// power saving (the link retrains up under load), so it is only noted.
+pub fn judge_pcie(gpus: &[GpuInfo]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for g in gpus {
+        let Some(p) = g.pcie else { continue };
+        let ev = Evidence::new(
+            "PCIe link",
+            format!("gen{} x{}", p.gen_current, p.width_current),
+        )
+        .expected(format!("gen{} x{}", p.gen_max, p.width_max))
+        .source("NVML current vs max link generation and width");
+        if p.width_current < p.width_max {
+            out.push(
+                Finding::new(
+                    "pcie_downtrained",
+                    Severity::Warning,
+                    gpu_subject(g),
+                    format!(
+                        "GPU {} ({}): PCIe link runs at gen{} x{}, capable of gen{} x{}",
+                        g.uuid,
+                        g.pci_bus_id,
+                        p.gen_current,
+                        p.width_current,
+                        p.gen_max,
+                        p.width_max
+                    ),
+                )
+                .with(ev),
+            );
+        } else if p.gen_current < p.gen_max {
+            out.push(
+                Finding::new(
+                    "pcie_gen_below_max",
+                    Severity::Info,
+                    gpu_subject(g),
+                    format!(
+                        "GPU {}: PCIe gen{} now, gen{} possible (normal at idle)",
+                        g.uuid, p.gen_current, p.gen_max
+                    ),
+                )
+                .with(ev),
+            );
+        }
+    }
+    out
+}
+
+/// Topology: NVLink pairs without P2P, and a mixed matrix.
+pub fn judge_topology(t: &TopologyMatrix) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for p in t.pairs() {
+        if p.link.is_nvlink() && p.p2p == Some(P2pStatus::NotSupported) {
+            out.push(Finding::new(
+                "nvlink_without_p2p",
+                Severity::Warning,
+                Subject::Pair {
+                    a_uuid: p.a.uuid.clone(),
+                    b_uuid: p.b.uuid.clone(),
+                    link: p.link.to_string(),
+                },
+                format!(
+                    "GPUs {} and {} are {} but P2P is not supported between them",
+                    p.a.uuid, p.b.uuid, p.link
+                ),
+            ));
+        }
+    }
+    let classes: std::collections::BTreeSet<String> =
+        t.pairs().iter().map(|p| p.link.to_string()).collect();
+    if classes.len() > 1 {
+        out.push(Finding::new(
+            "mixed_topology",
+            Severity::Info,
+            Subject::Node,
+            format!(
+                "pairs differ: {}; the slowest bounds a ring",
+                classes.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    out
+}
+
+/// NCCL settings that hurt on this topology (the seeds' lesson: never force P2P across a host bridge).
+pub fn judge_nccl_env(env: &BTreeMap<String, String>, t: &TopologyMatrix) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let pairs = t.pairs();
+    let any_nvlink = pairs.iter().any(|p| p.link.is_nvlink());
+    let pcie_bridge = pairs
+        .iter()
+        .any(|p| !p.link.is_nvlink() && p.link.crosses_host_bridge());
+    if let Some(level) = env.get("NCCL_P2P_LEVEL") {
+        let lvl = level.to_ascii_uppercase();
+        if pcie_bridge && matches!(lvl.as_str(), "SYS" | "NODE" | "PHB" | "5" | "4" | "3") {
+            out.push(
+                Finding::new("nccl_p2p_forced", Severity::Warning, Subject::Node, format!("NCCL_P2P_LEVEL={level} forces P2P across the host bridge; it halved all-reduce bandwidth on a PHB machine (4.3 → 2.3 GB/s): unset it"))
+                    .with(Evidence::new("NCCL_P2P_LEVEL", level.clone()).source("shared/seeds/000 (4xA6000 PHB)")),
+            );
+        }
+    }
+    for var in ["NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"] {
+        if any_nvlink && env.get(var).map(|v| v.trim() == "1").unwrap_or(false) {
+            out.push(Finding::new(
+                "nccl_nvlink_disabled",
+                Severity::Warning,
+                Subject::Node,
+                format!("{var}=1 on an NVLink node sends traffic through the host (327 → 27 GB/s or less on 2xH200): unset it"),
+            ));
+        }
+    }
+    out
+}
+
+/// All-reduce: wrong elements, the reference table, and the node's own history.
+pub fn judge_allreduce(s: &Sweep, expected: Option<&Expectation>, history: &[f64]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Some(w) = s.wrong_total().filter(|w| *w > 0) {
+        out.push(
+            Finding::new(
+                "allreduce_wrong",
+                Severity::Critical,
+                Subject::Node,
+                format!("all-reduce returned {w} wrong elements: data corruption on the path"),
+            )
+            .with(Evidence::new("#wrong", w.to_string()).expected("0")),
+        );
+    }
+    let peak = s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0));
+    let Some((bytes, busbw)) = peak else {
+        return out;
+    };
+    if let Some(e) = expected {
+        let ratio = busbw / e.busbw_gbps;
+        let ev = Evidence::new(
+            format!("all-reduce busbw at {} MiB", bytes >> 20),
+            format!("{busbw:.2} GB/s"),
+        )
+        .expected(format!(
+            "≥ {:.0}% of {:.2} GB/s ({})",
+            expect::WARN_RATIO * 100.0,
+            e.busbw_gbps,
+            e.class
+        ))
+        .source(e.source.clone());
+        match expect::ratio_band(ratio) {
+            Some(sev) => out.push(
+                Finding::new("busbw_below_expected", sev, Subject::Node, format!("all-reduce busbw {busbw:.2} GB/s is {:.0}% of the {:.2} GB/s expected for {}", ratio * 100.0, e.busbw_gbps, e.class))
+                    .with(ev),
+            ),
+            None => out.push(Finding::new("busbw_ok", Severity::Info, Subject::Node, format!("all-reduce busbw {busbw:.2} GB/s ({:.0}% of expected)", ratio * 100.0)).with(ev)),
+        }
+    }
+    if let Some(m) = expect::median(history) {
+        if busbw < expect::HISTORY_DRIFT_RATIO * m {
+            out.push(
+                Finding::new("busbw_drift", Severity::Warning, Subject::Node, format!("all-reduce busbw {busbw:.2} GB/s is {:.0}% of this node's recent median {m:.2} GB/s", busbw / m * 100.0))
+                    .with(Evidence::new("busbw", format!("{busbw:.2} GB/s")).expected(format!("≥ {:.0}% of {m:.2} GB/s", expect::HISTORY_DRIFT_RATIO * 100.0)).source(format!("node history, {} runs", history.len()))),
+            );
+        }
+    }
+    out
+}

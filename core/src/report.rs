@@ -1,0 +1,151 @@
+//! The versioned JSON reports (`schema_version`), as `--json` prints them and the daemon stores
+//! them. docs/schema.md and docs/report.schema.json document this shape; a test keeps them true.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{BackendKind, CollectiveRun};
+use crate::collective::Sweep;
+use crate::ddp::DdpResult;
+use crate::expect::Expectation;
+use crate::finding::Finding;
+use crate::gpu::GpuInfo;
+use crate::topology::{GpuRef, TopologyMatrix};
+use crate::verdict::Verdict;
+
+/// Bumped on any change that breaks a reader of the JSON.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportKind {
+    Preflight,
+    Topo,
+    BenchCollectives,
+    BenchDdp,
+    Recommend,
+}
+
+/// Where every number of a report comes from (invariant 5).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub hostname: String,
+    /// RFC 3339, UTC.
+    pub time: String,
+    pub tool_version: String,
+    pub driver_version: Option<String>,
+    pub cuda_version: Option<String>,
+    pub nccl_version: Option<String>,
+    pub torch_version: Option<String>,
+    /// NCCL_* variables in force for the measurement.
+    pub nccl_env: BTreeMap<String, String>,
+    pub gpus: Vec<GpuRef>,
+}
+
+/// Common head of every report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub schema_version: u32,
+    pub kind: ReportKind,
+    /// `real` or `sim`: simulated numbers are always labelled.
+    pub backend: BackendKind,
+    /// `sim:PROFILE+FAULT` or `real`.
+    pub backend_label: String,
+    pub provenance: Provenance,
+}
+
+impl Header {
+    pub fn new(
+        kind: ReportKind,
+        backend: BackendKind,
+        label: String,
+        provenance: Provenance,
+    ) -> Self {
+        Header {
+            schema_version: SCHEMA_VERSION,
+            kind,
+            backend,
+            backend_label: label,
+            provenance,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Ok,
+    Skipped,
+    Failed,
+}
+
+/// One timed step of the preflight.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepTiming {
+    pub name: String,
+    pub seconds: f64,
+    pub status: StepStatus,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PreflightReport {
+    #[serde(flatten)]
+    pub header: Header,
+    pub verdict: Verdict,
+    pub exit_code: i32,
+    /// One line for schedulers, prefixed `ddpcheck:`.
+    pub reason: String,
+    pub wall_seconds: f64,
+    pub steps: Vec<StepTiming>,
+    pub gpus: Vec<GpuInfo>,
+    pub topology: Option<TopologyMatrix>,
+    pub all_reduce: Option<Sweep>,
+    pub expected: Option<Expectation>,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopoReport {
+    #[serde(flatten)]
+    pub header: Header,
+    pub gpus: Vec<GpuInfo>,
+    pub topology: TopologyMatrix,
+}
+
+/// One environment's run in a collective benchmark (`--env-ab` makes several).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvRun {
+    /// `current`, or the candidate's `NAME=VALUE[,…]`.
+    pub label: String,
+    pub overrides: Vec<(String, String)>,
+    pub run: CollectiveRun,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchCollectivesReport {
+    #[serde(flatten)]
+    pub header: Header,
+    pub runs: Vec<EnvRun>,
+}
+
+impl BenchCollectivesReport {
+    /// The all-reduce sweep of the first run: what the step-time model reads.
+    pub fn all_reduce(&self) -> Option<&Sweep> {
+        self.runs.first().and_then(|r| {
+            r.run
+                .sweeps
+                .iter()
+                .find(|s| s.op == crate::collective::Collective::AllReduce)
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DdpReport {
+    #[serde(flatten)]
+    pub header: Header,
+    pub results: Vec<DdpResult>,
+}

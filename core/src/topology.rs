@@ -1,0 +1,342 @@
+//! Link classes between GPU pairs and the pair topology matrix, in `nvidia-smi topo -m` vocabulary.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// How a pair of GPUs is connected, closest first (the order of `nvidia-smi topo -m`'s legend).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum LinkClass {
+    /// The GPU itself (the matrix diagonal).
+    X,
+    /// Connected by a bonded set of this many NVLinks.
+    Nv(u32),
+    /// At most one PCIe bridge between them.
+    Pix,
+    /// Several PCIe bridges, without crossing the host bridge.
+    Pxb,
+    /// Through a PCIe host bridge (typically the CPU).
+    Phb,
+    /// Across host bridges within one NUMA node.
+    Node,
+    /// Across the SMP interconnect between NUMA nodes (QPI/UPI, Infinity Fabric).
+    Sys,
+}
+
+impl LinkClass {
+    /// Distance rank: lower is closer. NVLink ranks before any PCIe path.
+    pub fn rank(self) -> u8 {
+        match self {
+            LinkClass::X => 0,
+            LinkClass::Nv(_) => 1,
+            LinkClass::Pix => 2,
+            LinkClass::Pxb => 3,
+            LinkClass::Phb => 4,
+            LinkClass::Node => 5,
+            LinkClass::Sys => 6,
+        }
+    }
+
+    pub fn is_nvlink(self) -> bool {
+        matches!(self, LinkClass::Nv(_))
+    }
+
+    /// True for PCIe paths that cross a host bridge or CPU socket, where forcing P2P hurts.
+    pub fn crosses_host_bridge(self) -> bool {
+        matches!(self, LinkClass::Phb | LinkClass::Node | LinkClass::Sys)
+    }
+
+    /// The legend line `nvidia-smi topo -m` prints for this class.
+    pub fn legend(self) -> &'static str {
+        match self {
+            LinkClass::X => "Self",
+            LinkClass::Nv(_) => "Connection traversing a bonded set of # NVLinks",
+            LinkClass::Pix => "Connection traversing at most a single PCIe bridge",
+            LinkClass::Pxb => {
+                "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)"
+            }
+            LinkClass::Phb => {
+                "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)"
+            }
+            LinkClass::Node => {
+                "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node"
+            }
+            LinkClass::Sys => {
+                "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)"
+            }
+        }
+    }
+
+    /// Every class in legend order, with a representative NVLink count.
+    pub const LEGEND_ORDER: [LinkClass; 7] = [
+        LinkClass::X,
+        LinkClass::Sys,
+        LinkClass::Node,
+        LinkClass::Phb,
+        LinkClass::Pxb,
+        LinkClass::Pix,
+        LinkClass::Nv(0),
+    ];
+}
+
+impl fmt::Display for LinkClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkClass::X => f.write_str("X"),
+            LinkClass::Nv(n) => write!(f, "NV{n}"),
+            LinkClass::Pix => f.write_str("PIX"),
+            LinkClass::Pxb => f.write_str("PXB"),
+            LinkClass::Phb => f.write_str("PHB"),
+            LinkClass::Node => f.write_str("NODE"),
+            LinkClass::Sys => f.write_str("SYS"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown link class {0:?}: expected X, NV<n>, PIX, PXB, PHB, NODE or SYS")]
+pub struct ParseLinkClassError(pub String);
+
+impl FromStr for LinkClass {
+    type Err = ParseLinkClassError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let up = s.trim().to_ascii_uppercase();
+        match up.as_str() {
+            "X" => Ok(LinkClass::X),
+            "PIX" => Ok(LinkClass::Pix),
+            "PXB" => Ok(LinkClass::Pxb),
+            "PHB" => Ok(LinkClass::Phb),
+            "NODE" => Ok(LinkClass::Node),
+            "SYS" => Ok(LinkClass::Sys),
+            _ => up
+                .strip_prefix("NV")
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| *n > 0)
+                .map(LinkClass::Nv)
+                .ok_or_else(|| ParseLinkClassError(s.to_string())),
+        }
+    }
+}
+
+impl From<LinkClass> for String {
+    fn from(c: LinkClass) -> String {
+        c.to_string()
+    }
+}
+
+impl TryFrom<String> for LinkClass {
+    type Error = ParseLinkClassError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+/// Peer-to-peer capability of a pair, as NVML's P2P status reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum P2pStatus {
+    Ok,
+    NotSupported,
+    Unknown,
+}
+
+/// A GPU as the topology names it: by UUID and PCI bus id, the index only for display.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuRef {
+    pub index: u32,
+    pub uuid: String,
+    pub pci_bus_id: String,
+}
+
+/// The pair topology of one node: `links[i][j]` is the class between GPU i and GPU j.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopologyMatrix {
+    pub gpus: Vec<GpuRef>,
+    pub links: Vec<Vec<LinkClass>>,
+    /// `p2p[i][j]`: NVML's P2P read status; empty when unknown.
+    #[serde(default)]
+    pub p2p: Vec<Vec<P2pStatus>>,
+    /// CPU list each GPU is close to (`0-31`), when known.
+    #[serde(default)]
+    pub cpu_affinity: Vec<Option<String>>,
+    /// NUMA node each GPU is close to, when known.
+    #[serde(default)]
+    pub numa_affinity: Vec<Option<u32>>,
+}
+
+/// One unordered pair of the matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pair<'a> {
+    pub a: &'a GpuRef,
+    pub b: &'a GpuRef,
+    pub link: LinkClass,
+    pub p2p: Option<P2pStatus>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopologyError {
+    #[error("topology matrix is {rows}x? for {gpus} GPUs")]
+    Shape { rows: usize, gpus: usize },
+    #[error("diagonal entry {0} is not X")]
+    Diagonal(usize),
+    #[error("matrix is not symmetric at ({0},{1})")]
+    Asymmetric(usize, usize),
+}
+
+impl TopologyMatrix {
+    /// Checks shape, diagonal and symmetry: a matrix from a backend must pass before judgement.
+    pub fn validate(&self) -> Result<(), TopologyError> {
+        let n = self.gpus.len();
+        if self.links.len() != n || self.links.iter().any(|r| r.len() != n) {
+            return Err(TopologyError::Shape {
+                rows: self.links.len(),
+                gpus: n,
+            });
+        }
+        for i in 0..n {
+            if self.links[i][i] != LinkClass::X {
+                return Err(TopologyError::Diagonal(i));
+            }
+            for j in 0..i {
+                if self.links[i][j] != self.links[j][i] {
+                    return Err(TopologyError::Asymmetric(i, j));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every unordered pair (i < j).
+    pub fn pairs(&self) -> Vec<Pair<'_>> {
+        let n = self.gpus.len();
+        let mut out = Vec::new();
+        for i in 0..n {
+            for j in (i + 1)..n {
+                out.push(Pair {
+                    a: &self.gpus[i],
+                    b: &self.gpus[j],
+                    link: self.links[i][j],
+                    p2p: self.p2p.get(i).and_then(|r| r.get(j)).copied(),
+                });
+            }
+        }
+        out
+    }
+
+    /// The farthest link between any pair: it bounds a ring all-reduce.
+    pub fn worst_link(&self) -> Option<LinkClass> {
+        self.pairs()
+            .into_iter()
+            .map(|p| p.link)
+            .max_by_key(|l| (l.rank(), std::cmp::Reverse(nv_count(*l))))
+    }
+
+    /// Renders the matrix and legend the way `nvidia-smi topo -m` does.
+    pub fn render_topo_m(&self) -> String {
+        let n = self.gpus.len();
+        let mut s = String::from("\t");
+        for g in &self.gpus {
+            s.push_str(&format!("GPU{}\t", g.index));
+        }
+        s.push_str("CPU Affinity\tNUMA Affinity\n");
+        for i in 0..n {
+            s.push_str(&format!("GPU{}\t", self.gpus[i].index));
+            for j in 0..n {
+                s.push_str(&format!(" {}\t", self.links[i][j]));
+            }
+            let cpu = self
+                .cpu_affinity
+                .get(i)
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| "N/A".into());
+            let numa = self
+                .numa_affinity
+                .get(i)
+                .copied()
+                .flatten()
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "N/A".into());
+            s.push_str(&format!("{cpu}\t{numa}\n"));
+        }
+        s.push_str("\nLegend:\n\n");
+        for class in LinkClass::LEGEND_ORDER {
+            let tag = match class {
+                LinkClass::Nv(_) => "NV#".to_string(),
+                other => other.to_string(),
+            };
+            s.push_str(&format!("  {tag:<4} = {}\n", class.legend()));
+        }
+        s.push_str("\nGPUs:\n");
+        for g in &self.gpus {
+            s.push_str(&format!("  GPU{}  {}  {}\n", g.index, g.uuid, g.pci_bus_id));
+        }
+        s
+    }
+}
+
+fn nv_count(l: LinkClass) -> u32 {
+    match l {
+        LinkClass::Nv(n) => n,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two(link: LinkClass) -> TopologyMatrix {
+        let g = |i: u32| GpuRef {
+            index: i,
+            uuid: format!("GPU-{i}"),
+            pci_bus_id: format!("00000000:0{i}:00.0"),
+        };
+        TopologyMatrix {
+            gpus: vec![g(0), g(1)],
+            links: vec![vec![LinkClass::X, link], vec![link, LinkClass::X]],
+            p2p: vec![],
+            cpu_affinity: vec![],
+            numa_affinity: vec![],
+        }
+    }
+
+    #[test]
+    fn parses_and_prints_every_class() {
+        for s in ["X", "NV18", "PIX", "PXB", "PHB", "NODE", "SYS"] {
+            assert_eq!(s.parse::<LinkClass>().unwrap().to_string(), s);
+        }
+        assert!("NV0".parse::<LinkClass>().is_err());
+        assert!("QPI".parse::<LinkClass>().is_err());
+    }
+
+    #[test]
+    fn renders_nv18_pair() {
+        let t = two(LinkClass::Nv(18));
+        t.validate().unwrap();
+        let out = t.render_topo_m();
+        assert!(out.contains("GPU0\t X\t NV18\t"), "{out}");
+        assert!(
+            out.contains("NV#  = Connection traversing a bonded set"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn rejects_asymmetric_matrix() {
+        let mut t = two(LinkClass::Phb);
+        t.links[0][1] = LinkClass::Sys;
+        assert_eq!(t.validate(), Err(TopologyError::Asymmetric(1, 0)));
+    }
+
+    #[test]
+    fn worst_link_prefers_pcie_over_nvlink() {
+        let mut t = two(LinkClass::Nv(18));
+        assert_eq!(t.worst_link(), Some(LinkClass::Nv(18)));
+        t.links[0][1] = LinkClass::Phb;
+        t.links[1][0] = LinkClass::Phb;
+        assert_eq!(t.worst_link(), Some(LinkClass::Phb));
+    }
+}

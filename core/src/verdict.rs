@@ -1,0 +1,162 @@
+//! Verdicts and exit codes (Nagios style, as Meta's gcm) and the Slurm prolog mapping.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::finding::{Finding, Severity};
+
+/// Exit code for a usage error (bad flags, unknown profile): sysexits' EX_USAGE.
+pub const EXIT_USAGE: i32 = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// Healthy.
+    Ok,
+    /// Degraded: usable, but slower or less safe than it should be.
+    Warning,
+    /// Unhealthy: do not run jobs here.
+    Critical,
+    /// Could not tell (no driver, probe error).
+    Unknown,
+    /// Another test or foreign compute holds the GPUs; nothing was judged.
+    Busy,
+    /// A probe ran past its deadline and was stopped.
+    Timeout,
+}
+
+impl Verdict {
+    pub const ALL: [Verdict; 6] = [
+        Verdict::Ok,
+        Verdict::Warning,
+        Verdict::Critical,
+        Verdict::Unknown,
+        Verdict::Busy,
+        Verdict::Timeout,
+    ];
+
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Ok => 0,
+            Verdict::Warning => 1,
+            Verdict::Critical => 2,
+            Verdict::Unknown => 3,
+            Verdict::Busy => 4,
+            Verdict::Timeout => 5,
+        }
+    }
+
+    pub fn from_exit_code(code: i32) -> Option<Verdict> {
+        Verdict::ALL.into_iter().find(|v| v.exit_code() == code)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Ok => "OK",
+            Verdict::Warning => "WARNING",
+            Verdict::Critical => "CRITICAL",
+            Verdict::Unknown => "UNKNOWN",
+            Verdict::Busy => "BUSY",
+            Verdict::Timeout => "TIMEOUT",
+        }
+    }
+
+    /// The verdict that findings alone give: the worst severity wins.
+    pub fn from_findings(findings: &[Finding]) -> Verdict {
+        match findings.iter().map(|f| f.severity).max() {
+            Some(Severity::Critical) => Verdict::Critical,
+            Some(Severity::Warning) => Verdict::Warning,
+            _ => Verdict::Ok,
+        }
+    }
+
+    /// The one-line reason schedulers show: the verdict and its worst finding.
+    pub fn reason_line(self, findings: &[Finding], fallback: &str) -> String {
+        let worst = findings
+            .iter()
+            .filter(|f| f.severity > Severity::Info)
+            .max_by_key(|f| f.severity);
+        match worst {
+            Some(f) => format!("ddpcheck: {}: {}", self.as_str(), f.message),
+            None => format!("ddpcheck: {}: {}", self.as_str(), fallback),
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a Slurm prolog treats each verdict: non-zero drains the node and requeues the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrologPolicy {
+    /// Drain on WARNING too (default: no, a degraded node still runs jobs).
+    pub fail_on_warning: bool,
+    /// Drain on UNKNOWN (default: yes, a node we cannot check is not trusted).
+    pub fail_on_unknown: bool,
+}
+
+impl Default for PrologPolicy {
+    fn default() -> Self {
+        PrologPolicy {
+            fail_on_warning: false,
+            fail_on_unknown: true,
+        }
+    }
+}
+
+impl PrologPolicy {
+    /// Exit code for the prolog: 0 lets the job run; 1 fails the prolog (Slurm drains the node).
+    /// BUSY lets the job run: the GPUs being in use is not a fault of the node.
+    pub fn prolog_exit(self, v: Verdict) -> i32 {
+        let fail = match v {
+            Verdict::Ok | Verdict::Busy => false,
+            Verdict::Warning => self.fail_on_warning,
+            Verdict::Unknown => self.fail_on_unknown,
+            Verdict::Critical | Verdict::Timeout => true,
+        };
+        i32::from(fail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::Subject;
+
+    #[test]
+    fn exit_codes_are_nagios_plus_busy_timeout() {
+        let codes: Vec<i32> = Verdict::ALL.iter().map(|v| v.exit_code()).collect();
+        assert_eq!(codes, vec![0, 1, 2, 3, 4, 5]);
+        for v in Verdict::ALL {
+            assert_eq!(Verdict::from_exit_code(v.exit_code()), Some(v));
+        }
+        assert_eq!(Verdict::from_exit_code(EXIT_USAGE), None);
+    }
+
+    #[test]
+    fn worst_finding_sets_verdict_and_reason() {
+        let f = vec![
+            Finding::new("a", Severity::Info, Subject::Node, "fine"),
+            Finding::new("b", Severity::Warning, Subject::Node, "slow link"),
+        ];
+        let v = Verdict::from_findings(&f);
+        assert_eq!(v, Verdict::Warning);
+        assert_eq!(v.reason_line(&f, "x"), "ddpcheck: WARNING: slow link");
+        assert_eq!(Verdict::from_findings(&[]), Verdict::Ok);
+    }
+
+    #[test]
+    fn prolog_drains_on_critical_not_on_busy() {
+        let p = PrologPolicy::default();
+        assert_eq!(p.prolog_exit(Verdict::Ok), 0);
+        assert_eq!(p.prolog_exit(Verdict::Warning), 0);
+        assert_eq!(p.prolog_exit(Verdict::Busy), 0);
+        assert_eq!(p.prolog_exit(Verdict::Critical), 1);
+        assert_eq!(p.prolog_exit(Verdict::Timeout), 1);
+        assert_eq!(p.prolog_exit(Verdict::Unknown), 1);
+    }
+}
