@@ -1,1 +1,95 @@
-//! placeholder
+//! ddpcheck-gpu: the real backends. NVML for inventory, health and topology (on a dedicated
+//! thread with deadlines); NCCL collectives and PyTorch DDP in supervised child processes.
+//!
+//! Nothing here links a GPU library at build time: NVML, CUDA and NCCL are opened at run time,
+//! so a node without a driver gets a verdict, never a crash (invariant 7).
+
+pub mod ddp;
+pub mod nccl;
+pub mod nvml;
+pub mod supervise;
+pub mod worker;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
+use ddpcheck_core::ddp::{DdpRequest, DdpResult};
+use ddpcheck_core::gpu::{GpuInfo, NodeInventory};
+use ddpcheck_core::topology::TopologyMatrix;
+use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
+
+/// Settings of the real backend.
+#[derive(Clone, Debug)]
+pub struct RealConfig {
+    /// Deadline of each NVML call (invariant 2).
+    pub nvml_deadline: Duration,
+    /// Our own executable, started as `EXE worker` for NCCL work (invariant 1).
+    pub worker_exe: PathBuf,
+    /// Explicit libnccl path (`DDPCHECK_NCCL_LIB`), else the search order of [`nccl::loader`].
+    pub nccl_lib: Option<PathBuf>,
+    /// Python launcher for DDP benchmarks (`python3` by default, run as `-m torch.distributed.run`).
+    pub python: String,
+}
+
+impl Default for RealConfig {
+    fn default() -> Self {
+        RealConfig {
+            nvml_deadline: Duration::from_secs(5),
+            worker_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("ddpcheck")),
+            nccl_lib: std::env::var_os("DDPCHECK_NCCL_LIB").map(PathBuf::from),
+            python: std::env::var("DDPCHECK_PYTHON").unwrap_or_else(|_| "python3".into()),
+        }
+    }
+}
+
+/// The node's real GPUs.
+pub struct RealBackend {
+    config: RealConfig,
+    nvml: nvml::NvmlProbe,
+}
+
+impl RealBackend {
+    pub fn new(config: RealConfig) -> Self {
+        let nvml = nvml::NvmlProbe::start(config.nvml_deadline);
+        RealBackend { config, nvml }
+    }
+
+    pub fn config(&self) -> &RealConfig {
+        &self.config
+    }
+}
+
+impl NodeBackend for RealBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Real
+    }
+
+    fn label(&self) -> String {
+        "real".into()
+    }
+
+    fn inventory(&self) -> Result<NodeInventory, ProbeError> {
+        self.nvml.inventory()
+    }
+
+    fn topology(&self, gpus: &[GpuInfo]) -> Result<TopologyMatrix, ProbeError> {
+        self.nvml.topology(gpus)
+    }
+
+    fn collectives(
+        &self,
+        req: &CollectiveRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CollectiveRun, ProbeError> {
+        nccl::run_collectives(&self.config, req, progress)
+    }
+
+    fn ddp(
+        &self,
+        req: &DdpRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<DdpResult>, ProbeError> {
+        ddp::run_ddp(&self.config, req, progress)
+    }
+}
