@@ -1,0 +1,407 @@
+//! `SimBackend`: a simulated node from a profile and faults, behind core's `NodeBackend`.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
+use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
+use ddpcheck_core::ddp::{DdpRequest, DdpResult};
+use ddpcheck_core::gpu::{ComputeProcess, GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
+use ddpcheck_core::topology::{GpuRef, LinkClass, P2pStatus, TopologyMatrix};
+use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
+
+use crate::fault::{self, Fault, FAULTS};
+use crate::model::{degraded_gen, jitter, Fabric};
+use crate::profile::{catalog, Catalog, P2p, Profile};
+
+/// Why a `--sim` spec was refused. The CLI turns it into a usage error (exit 64).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    #[error("empty sim spec: expected PROFILE[+FAULT...]; profiles: {}", .profiles.join(", "))]
+    Empty { profiles: Vec<String> },
+    #[error("unknown sim profile {name:?}; profiles: {}", .valid.join(", "))]
+    UnknownProfile { name: String, valid: Vec<String> },
+    #[error("unknown sim fault {name:?}; faults: {}", .valid.join(", "))]
+    UnknownFault { name: String, valid: Vec<String> },
+    /// The embedded profile data is broken (a build defect, never user input).
+    #[error("sim profile data is unusable: {0}")]
+    Data(String),
+}
+
+/// A simulated node. Cheap to build; holds only references into the static catalog.
+#[derive(Clone)]
+pub struct SimBackend {
+    catalog: &'static Catalog,
+    profile: &'static Profile,
+    faults: Vec<Fault>,
+}
+
+impl fmt::Debug for SimBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimBackend")
+            .field("profile", &self.profile.name)
+            .field("faults", &self.faults)
+            .finish()
+    }
+}
+
+impl SimBackend {
+    /// Parses `PROFILE[+FAULT...]` (an optional `sim:` prefix is accepted, so a label parses
+    /// back). Names are case-insensitive; a repeated fault counts once.
+    pub fn parse(spec: &str) -> Result<SimBackend, SimError> {
+        let cat = catalog().map_err(SimError::Data)?;
+        let spec = spec.trim();
+        let spec = spec.strip_prefix("sim:").unwrap_or(spec);
+        let mut parts = spec.split('+').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let valid_profiles =
+            || -> Vec<String> { cat.profiles.iter().map(|p| p.name.clone()).collect() };
+        if name.is_empty() {
+            return Err(SimError::Empty {
+                profiles: valid_profiles(),
+            });
+        }
+        let profile = cat.profile(name).ok_or_else(|| SimError::UnknownProfile {
+            name: name.to_string(),
+            valid: valid_profiles(),
+        })?;
+        let mut faults = Vec::new();
+        for part in parts {
+            let f = part.parse::<Fault>().map_err(|_| SimError::UnknownFault {
+                name: part.to_string(),
+                valid: FAULTS.iter().map(|(_, n, _)| n.to_string()).collect(),
+            })?;
+            if !faults.contains(&f) {
+                faults.push(f);
+            }
+        }
+        Ok(SimBackend {
+            catalog: cat,
+            profile,
+            faults,
+        })
+    }
+
+    pub fn profile_name(&self) -> &str {
+        &self.profile.name
+    }
+
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+
+    fn has(&self, f: Fault) -> bool {
+        self.faults.contains(&f)
+    }
+
+    fn gpu_state(&self, i: usize) -> ProbeState {
+        if self.has(Fault::GpuLost) && i == fault::LOST_GPU {
+            ProbeState::Lost
+        } else if self.has(Fault::StuckNvml) && i == fault::STUCK_GPU {
+            ProbeState::Stuck
+        } else {
+            ProbeState::Ok
+        }
+    }
+
+    fn gpu_info(&self, i: usize) -> GpuInfo {
+        let slot = &self.profile.gpus[i];
+        let model = self.catalog.gpu_model(&self.profile.gpu_model);
+        let name = model.map(|m| m.name.clone()).unwrap_or_default();
+        let memory = model.map(|m| m.memory_total_bytes).unwrap_or(0);
+        let state = self.gpu_state(i);
+        let mut info = GpuInfo {
+            index: i as u32,
+            uuid: slot.uuid.clone(),
+            pci_bus_id: slot.pci_bus_id.clone(),
+            name,
+            memory_total_bytes: memory,
+            pcie: None,
+            health: GpuHealth::default(),
+            processes: Vec::new(),
+            state,
+        };
+        // A stuck or lost GPU answers nothing beyond what enumeration already knew.
+        let Some(m) = model.filter(|_| state == ProbeState::Ok) else {
+            return info;
+        };
+        let (mut gen, mut width) = (m.pcie_gen, m.pcie_width);
+        if self.has(Fault::DegradedPcie) && i == fault::DEGRADED_GPU {
+            gen = degraded_gen(m.pcie_gen);
+            width = fault::DEGRADED_WIDTH.min(m.pcie_width);
+        }
+        // Current = max for a healthy link: the sim reports the link as it trains under load.
+        info.pcie = Some(PcieLink {
+            gen_current: gen,
+            gen_max: m.pcie_gen,
+            width_current: width,
+            width_max: m.pcie_width,
+        });
+        let ecc_fault = self.has(Fault::Ecc) && i == fault::ECC_GPU;
+        let ecc_on = m.ecc_enabled || ecc_fault;
+        info.health = GpuHealth {
+            ecc_enabled: Some(ecc_on),
+            ecc_uncorrected_volatile: ecc_on.then_some(if ecc_fault {
+                fault::ECC_UNCORRECTED
+            } else {
+                0
+            }),
+            ecc_corrected_volatile: ecc_on.then_some(0),
+            remapped_rows_pending: m.row_remapping.then_some(false),
+            remapped_rows_failure: m.row_remapping.then_some(false),
+            retired_pages_pending: (!m.row_remapping).then_some(false),
+            xid_errors: Vec::new(),
+            throttle_reasons: vec!["gpu_idle".into()],
+            temperature_c: Some(m.idle_temperature_c),
+            power_w: Some(m.idle_power_w),
+            sm_clock_mhz: Some(m.idle_sm_clock_mhz),
+            persistence_mode: Some(true),
+            compute_mode: Some("default".into()),
+            mig_enabled: m.mig_capable.then_some(false),
+            nvlinks_active: Some(self.profile.nvlinks_active),
+        };
+        if self.has(Fault::Busy) && i == fault::BUSY_GPU {
+            info.processes.push(ComputeProcess {
+                pid: fault::BUSY_PID,
+                name: Some(fault::BUSY_NAME.into()),
+                used_memory_bytes: Some(fault::BUSY_MEMORY_BYTES),
+            });
+        }
+        info
+    }
+
+    /// Profile indices of the requested GPUs (all of them when none is named).
+    fn resolve(&self, gpus: &[GpuRef]) -> Result<Vec<usize>, ProbeError> {
+        if gpus.is_empty() {
+            return Ok((0..self.profile.gpus.len()).collect());
+        }
+        let mut out = Vec::with_capacity(gpus.len());
+        for g in gpus {
+            let i = self
+                .profile
+                .gpus
+                .iter()
+                .position(|s| s.uuid == g.uuid)
+                .ok_or_else(|| {
+                    ProbeError::Invalid(format!(
+                        "GPU {} is not on simulated node {}",
+                        g.uuid, self.profile.name
+                    ))
+                })?;
+            if out.contains(&i) {
+                return Err(ProbeError::Invalid(format!("GPU {} named twice", g.uuid)));
+            }
+            out.push(i);
+        }
+        Ok(out)
+    }
+
+    /// The faults that stop GPU work before it starts, in the order a real run meets them.
+    fn refuse(&self, gpus: &[usize]) -> Result<(), ProbeError> {
+        if self.has(Fault::Busy) && gpus.contains(&fault::BUSY_GPU) {
+            let uuid = &self.profile.gpus[fault::BUSY_GPU].uuid;
+            return Err(ProbeError::Busy(format!(
+                "GPU {uuid} runs a foreign compute process (pid {} {})",
+                fault::BUSY_PID,
+                fault::BUSY_NAME
+            )));
+        }
+        for &i in gpus {
+            let uuid = &self.profile.gpus[i].uuid;
+            match self.gpu_state(i) {
+                ProbeState::Lost => {
+                    return Err(ProbeError::GpuFailed(format!(
+                        "GPU {uuid} is lost: CUDA cannot open it"
+                    )))
+                }
+                ProbeState::Stuck => {
+                    return Err(ProbeError::GpuFailed(format!(
+                        "GPU {uuid} does not answer (NVML stuck): CUDA initialisation failed"
+                    )))
+                }
+                ProbeState::Ok => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn sweep(
+        &self,
+        fabric: &Fabric<'_>,
+        op: Collective,
+        req: &CollectiveRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Sweep {
+        let sizes = size_ladder(req.min_bytes, req.max_bytes, req.step_factor);
+        let ranks = fabric.ranks;
+        let wrong_fault = self.has(Fault::WrongResult) && op == Collective::AllReduce;
+        let mut samples = Vec::with_capacity(sizes.len());
+        for (n, &bytes) in sizes.iter().enumerate() {
+            let count = bytes / 4;
+            let wrong = req.check.then_some(if wrong_fault {
+                (count / fault::WRONG_PER_ELEMENTS).max(1)
+            } else {
+                0
+            });
+            let base = fabric.time_us(op, bytes);
+            let timing = |place: &str| {
+                let key = format!("{}|{op}|{ranks}|{bytes}|{place}", self.profile.name);
+                Timing::from_time(op, ranks, bytes, base * (1.0 + jitter(&key)), wrong)
+            };
+            samples.push(Sample {
+                bytes,
+                count,
+                dtype: "float".into(),
+                out_of_place: timing("out"),
+                in_place: req.in_place.then(|| timing("in")),
+            });
+            progress(Progress {
+                stage: op.name().into(),
+                done: n as u32 + 1,
+                total: sizes.len() as u32,
+                message: format!("{bytes} bytes"),
+            });
+        }
+        Sweep {
+            op,
+            ranks,
+            redop: "sum".into(),
+            root: if op.has_root() { 0 } else { -1 },
+            samples,
+        }
+    }
+}
+
+impl FromStr for SimBackend {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SimBackend::parse(s)
+    }
+}
+
+/// The request's environment with the last setting of each variable kept, sorted by name.
+fn effective_env(env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut map = std::collections::BTreeMap::new();
+    for (k, v) in env {
+        map.insert(k.clone(), v.clone());
+    }
+    map.into_iter().collect()
+}
+
+impl NodeBackend for SimBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sim
+    }
+
+    fn label(&self) -> String {
+        let mut s = format!("sim:{}", self.profile.name);
+        for f in &self.faults {
+            s.push('+');
+            s.push_str(f.name());
+        }
+        s
+    }
+
+    fn inventory(&self) -> Result<NodeInventory, ProbeError> {
+        Ok(NodeInventory {
+            hostname: format!("sim-{}", self.profile.name),
+            driver_version: Some(self.profile.driver_version.clone()),
+            cuda_driver_version: Some(self.profile.cuda_driver_version.clone()),
+            gpus: (0..self.profile.gpus.len())
+                .map(|i| self.gpu_info(i))
+                .collect(),
+        })
+    }
+
+    fn topology(&self, gpus: &[GpuInfo]) -> Result<TopologyMatrix, ProbeError> {
+        let refs: Vec<GpuRef> = gpus.iter().map(GpuInfo::gpu_ref).collect();
+        let idx = self.resolve(&refs)?;
+        let link = self.profile.link_class();
+        let n = idx.len();
+        let mut links = vec![vec![link; n]; n];
+        let mut p2p = vec![vec![P2pStatus::Ok; n]; n];
+        for i in 0..n {
+            links[i][i] = LinkClass::X;
+            for j in 0..n {
+                let lost = self.gpu_state(idx[i]) == ProbeState::Lost
+                    || self.gpu_state(idx[j]) == ProbeState::Lost;
+                p2p[i][j] = if lost {
+                    P2pStatus::Unknown
+                } else if i == j || self.profile.p2p == P2p::Ok {
+                    P2pStatus::Ok
+                } else {
+                    P2pStatus::NotSupported
+                };
+            }
+        }
+        Ok(TopologyMatrix {
+            gpus: refs,
+            links,
+            p2p,
+            cpu_affinity: idx
+                .iter()
+                .map(|&i| Some(self.profile.gpus[i].cpus.clone()))
+                .collect(),
+            numa_affinity: idx
+                .iter()
+                .map(|&i| Some(self.profile.gpus[i].numa))
+                .collect(),
+        })
+    }
+
+    fn collectives(
+        &self,
+        req: &CollectiveRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CollectiveRun, ProbeError> {
+        req.validate()?;
+        let gpus = self.resolve(&req.gpus)?;
+        self.refuse(&gpus)?;
+        if self.has(Fault::Hang) || req.inject_hang {
+            return Err(crate::ddp::hang(
+                req.deadline.min(Duration::from_secs(3600)).as_secs_f64(),
+                "collective sweep",
+            ));
+        }
+        let env = effective_env(&req.env);
+        let fabric = Fabric::new(self.catalog, self.profile, &self.faults, &env, &gpus);
+        progress(Progress {
+            stage: "nccl_init".into(),
+            done: 0,
+            total: req.ops.len() as u32,
+            message: format!(
+                "simulated NCCL {} over {} ranks, regime {}",
+                self.profile.nccl_version, fabric.ranks, fabric.regime.name
+            ),
+        });
+        let sweeps = req
+            .ops
+            .iter()
+            .map(|&op| self.sweep(&fabric, op, req, progress))
+            .collect();
+        Ok(CollectiveRun {
+            sweeps,
+            nccl_version: Some(self.profile.nccl_version.clone()),
+            cuda_runtime_version: Some(self.profile.cuda_runtime_version.clone()),
+            // Reported, not slept: simulated time is not wall time.
+            init_seconds: self.profile.nccl_init_seconds,
+            env,
+        })
+    }
+
+    fn ddp(
+        &self,
+        req: &DdpRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<DdpResult>, ProbeError> {
+        crate::ddp::validate(req, self.profile.gpus.len())?;
+        let widest = req.world_sizes.iter().copied().max().unwrap_or(1) as usize;
+        let gpus: Vec<usize> = (0..widest).collect();
+        self.refuse(&gpus)?;
+        if self.has(Fault::Hang) {
+            return Err(crate::ddp::hang(req.deadline_s, "ddp benchmark"));
+        }
+        crate::ddp::run(self.catalog, self.profile, &self.faults, req, progress)
+    }
+}

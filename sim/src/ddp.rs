@@ -1,0 +1,377 @@
+//! Simulated DDP benchmarks: step times from a profile's compute times and its own all-reduce
+//! curve, with bucketed all-reduces overlapping the backward pass.
+//!
+//! The physics, stated once (sim assumptions unless marked):
+//! - A micro-batch takes `c` on one GPU (the profile's measured or derived time; otherwise FLOPs
+//!   over the profile's achieved rate plus a fixed launch overhead). The backward pass is the
+//!   last 2/3 of it (backward ≈ 2× forward FLOPs). An optimizer step costs `o` once per step.
+//! - DDP buckets fp32 gradients: a first bucket of 1 MiB, then `bucket_cap_mb` (25 MiB by
+//!   default), in the order gradients become ready. Transformer layer gradients appear evenly
+//!   over the backward pass after the LM head's share of it; the tied token embedding (and the
+//!   position embedding) are ready only when the backward pass ends. MLP layers appear evenly.
+//! - Each bucket is one all-reduce of its wire bytes (4 per parameter, 2 with an fp16/bf16
+//!   hook, 0.5 with PowerSGD), timed by the profile's own curve for this regime. Buckets run
+//!   one after another; while the backward pass runs they progress at the regime's
+//!   `overlap_rate` (compute and communication share the GPU and its PCIe/host path), after it
+//!   at full speed. What finishes after the backward pass is exposed.
+//! - With accumulation k only the last micro-batch synchronises (`no_sync`):
+//!   step = k·c + exposed + o. One GPU has nothing to synchronise.
+//! - FSDP (estimate): per layer unit, an all-gather in the forward and one in the backward, and
+//!   a reduce-scatter of the gradients on the synchronising micro-batch, each overlapping its
+//!   pass at the same rate.
+//! - p90 is the median plus 2%: the sim has no noise of its own.
+
+use std::time::Duration;
+
+use ddpcheck_core::backend::Progress;
+use ddpcheck_core::collective::Collective;
+use ddpcheck_core::ddp::{fill_scaling, DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::ProbeError;
+
+use crate::fault::Fault;
+use crate::model::Fabric;
+use crate::profile::{Catalog, Profile};
+
+/// Share of a micro-batch's compute that is the backward pass.
+pub const BWD_FRACTION: f64 = 2.0 / 3.0;
+/// PyTorch DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`) and default cap.
+pub const FIRST_BUCKET_BYTES: f64 = 1024.0 * 1024.0;
+pub const DEFAULT_BUCKET_CAP_MB: f64 = 25.0;
+/// Gradients are held in the parameters' dtype (fp32) inside DDP buckets.
+const GRAD_BYTES: f64 = 4.0;
+/// p90 over median for simulated step times.
+pub const P90_SPREAD: f64 = 0.02;
+
+/// Compute of one configuration on one GPU, seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Work {
+    pub micro_s: f64,
+    pub overhead_s: f64,
+}
+
+/// The profile's compute time for a model at a micro-batch: its table row (scaled linearly in
+/// the micro-batch) or an estimate from FLOPs.
+pub fn compute_time(profile: &Profile, spec: &ModelSpec, micro_batch: u32) -> Work {
+    let cp = &profile.compute;
+    let row = cp
+        .models
+        .iter()
+        .find(|m| m.model.parse::<ModelSpec>().ok().as_ref() == Some(spec));
+    if let Some(m) = row {
+        return Work {
+            micro_s: m.micro_ms * 1e-3 * f64::from(micro_batch) / f64::from(m.micro_batch),
+            overhead_s: m.step_overhead_ms * 1e-3,
+        };
+    }
+    let tflops = match spec {
+        ModelSpec::Decoder { .. } => cp.decoder_tflops,
+        ModelSpec::Mlp { .. } => cp.mlp_tflops,
+    };
+    Work {
+        micro_s: spec.train_flops_per_sample() * f64::from(micro_batch) / (tflops * 1e12)
+            + cp.fixed_ms_per_micro * 1e-3,
+        overhead_s: spec.params() as f64 * cp.optimizer_ns_per_param * 1e-9,
+    }
+}
+
+/// A gradient bucket: when it is ready (seconds into the backward pass) and its parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bucket {
+    pub ready_s: f64,
+    pub params: f64,
+}
+
+/// How a model's gradients become ready: (params that appear evenly, share of the backward
+/// pass before the first of them, params ready only at the end).
+fn gradient_shape(spec: &ModelSpec) -> (f64, f64, f64) {
+    match spec {
+        ModelSpec::Decoder {
+            width, seq, vocab, ..
+        } => {
+            let (w, s, v) = (f64::from(*width), f64::from(*seq), f64::from(*vocab));
+            let embed = v * w + s * w;
+            let layers = spec.params() as f64 - embed;
+            // The LM head's matmul runs first in the backward pass; the tied embedding's
+            // gradient is only complete after the input embedding's backward, at the end.
+            let head_share = (6.0 * v * w * s / spec.train_flops_per_sample()).clamp(0.0, 0.9);
+            (layers, head_share, embed)
+        }
+        ModelSpec::Mlp { .. } => (spec.params() as f64, 0.0, 0.0),
+    }
+}
+
+/// DDP's buckets in the order they are all-reduced.
+pub fn buckets(spec: &ModelSpec, bucket_cap_mb: f64, bwd_s: f64) -> Vec<Bucket> {
+    let (layers, head_share, embed) = gradient_shape(spec);
+    let cap = (bucket_cap_mb * 1024.0 * 1024.0 / GRAD_BYTES).max(1.0);
+    let mut out = Vec::new();
+    let mut q = 0.0;
+    let mut size = (FIRST_BUCKET_BYTES / GRAD_BYTES).min(cap);
+    while q < layers {
+        let n = size.min(layers - q);
+        q += n;
+        out.push(Bucket {
+            ready_s: bwd_s * (head_share + (1.0 - head_share) * q / layers),
+            params: n,
+        });
+        size = cap;
+    }
+    if embed > 0.0 {
+        // One parameter larger than the cap gets a bucket of its own; DDP never splits one.
+        out.push(Bucket {
+            ready_s: bwd_s,
+            params: embed,
+        });
+    }
+    out
+}
+
+/// Time past the end of the window at which serial transfers finish, given each transfer's
+/// ready time and its standalone duration; during the window they progress at `rate`.
+pub fn exposed_after(window_s: f64, rate: f64, transfers: &[(f64, f64)]) -> f64 {
+    let mut t: f64 = 0.0;
+    for &(ready, work) in transfers {
+        let start = t.max(ready);
+        t = if start >= window_s {
+            start + work
+        } else if rate > 0.0 && start + work / rate <= window_s {
+            start + work / rate
+        } else {
+            window_s + (work - (window_s - start) * rate)
+        };
+    }
+    (t - window_s).max(0.0)
+}
+
+/// One configuration's step time, seconds.
+pub fn step_time(
+    fabric: &Fabric<'_>,
+    spec: &ModelSpec,
+    variant: &DdpVariant,
+    work: Work,
+    world: u32,
+) -> f64 {
+    let k = f64::from(variant.accum.max(1));
+    let compute = k * work.micro_s + work.overhead_s;
+    if world < 2 {
+        return compute;
+    }
+    let rate = fabric.regime.overlap_rate;
+    let bwd = work.micro_s * BWD_FRACTION;
+    let fwd = work.micro_s - bwd;
+    if variant.fsdp {
+        let units = fsdp_units(spec);
+        let gather: f64 = units
+            .iter()
+            .map(|p| fabric.time_us(Collective::AllGather, (p * GRAD_BYTES) as u64) * 1e-6)
+            .sum();
+        let scatter: f64 = units
+            .iter()
+            .map(|p| fabric.time_us(Collective::ReduceScatter, (p * GRAD_BYTES) as u64) * 1e-6)
+            .sum();
+        let hide = |comm: f64, window: f64| (comm - rate * window).max(0.0);
+        let exposed =
+            k * hide(gather, fwd) + (k - 1.0) * hide(gather, bwd) + hide(gather + scatter, bwd);
+        return compute + exposed;
+    }
+    let wire = variant.hook.wire_bytes_per_param();
+    let cap = variant.bucket_cap_mb.unwrap_or(DEFAULT_BUCKET_CAP_MB);
+    let transfers: Vec<(f64, f64)> = buckets(spec, cap, bwd)
+        .iter()
+        .map(|b| {
+            let bytes = (b.params * wire).round().max(1.0) as u64;
+            (
+                b.ready_s,
+                fabric.time_us(Collective::AllReduce, bytes) * 1e-6,
+            )
+        })
+        .collect();
+    compute + exposed_after(bwd, rate, &transfers)
+}
+
+/// FSDP's flat-parameter units: one per layer, plus the embeddings for a decoder.
+fn fsdp_units(spec: &ModelSpec) -> Vec<f64> {
+    match spec {
+        ModelSpec::Decoder { layers, .. } => {
+            let (layer_params, _, embed) = gradient_shape(spec);
+            let l = f64::from((*layers).max(1));
+            let mut u = vec![layer_params / l; *layers as usize];
+            u.push(embed);
+            u
+        }
+        ModelSpec::Mlp { width, depth } => {
+            let w = f64::from(*width);
+            vec![w * w + w; *depth as usize]
+        }
+    }
+}
+
+/// Checks a request from the outside world before any work.
+pub fn validate(req: &DdpRequest, gpus: usize) -> Result<(), ProbeError> {
+    let bad = |m: String| Err(ProbeError::Invalid(m));
+    if req.models.is_empty() || req.variants.is_empty() || req.world_sizes.is_empty() {
+        return bad("a DDP benchmark needs at least one model, variant and world size".into());
+    }
+    if req.models.len() > 16 || req.variants.len() > 64 || req.world_sizes.len() > 16 {
+        return bad("too many models (16), variants (64) or world sizes (16)".into());
+    }
+    for m in &req.models {
+        m.validate().map_err(ProbeError::Invalid)?;
+    }
+    for v in &req.variants {
+        if !(1..=1024).contains(&v.accum) {
+            return bad(format!("variant {}: accumulation must be 1..=1024", v.name));
+        }
+        if let Some(mb) = v.bucket_cap_mb {
+            if !(mb.is_finite() && (0.1..=4096.0).contains(&mb)) {
+                return bad(format!(
+                    "variant {}: bucket_cap_mb must be 0.1..=4096",
+                    v.name
+                ));
+            }
+        }
+        if v.fsdp && v.hook != ddpcheck_core::ddp::CommHook::None {
+            return bad(format!("variant {}: FSDP takes no DDP comm hook", v.name));
+        }
+    }
+    for &n in &req.world_sizes {
+        if n == 0 || n as usize > gpus {
+            return bad(format!(
+                "world size {n} is outside 1..={gpus} (the GPUs of this node)"
+            ));
+        }
+    }
+    if !(1..=4096).contains(&req.micro_batch) {
+        return bad(format!("micro-batch {} outside 1..=4096", req.micro_batch));
+    }
+    if !(1..=100_000).contains(&req.steps) || req.warmup_steps > 100_000 {
+        return bad(format!(
+            "steps {} (warm-up {}) outside 1..=100000",
+            req.steps, req.warmup_steps
+        ));
+    }
+    if !(req.deadline_s.is_finite() && req.deadline_s > 0.0 && req.deadline_s <= 86_400.0) {
+        return bad(format!("deadline {} s outside (0, 86400]", req.deadline_s));
+    }
+    if let Some(p) = req.price_per_gpu_hour {
+        if !(p.is_finite() && p >= 0.0) {
+            return bad(format!(
+                "price {p} per GPU-hour is not a non-negative number"
+            ));
+        }
+    }
+    for (k, _) in req
+        .env
+        .iter()
+        .chain(req.variants.iter().flat_map(|v| v.env.iter()))
+    {
+        if !(k.starts_with("NCCL_") || k.starts_with("CUDA_")) {
+            return bad(format!(
+                "environment override {k:?} is not an NCCL_* or CUDA_* variable"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs the simulated benchmark: every model × variant × world size, then core's scaling fill.
+pub fn run(
+    catalog: &Catalog,
+    profile: &Profile,
+    faults: &[Fault],
+    req: &DdpRequest,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<DdpResult>, ProbeError> {
+    let total = (req.models.len() * req.variants.len() * req.world_sizes.len()) as u32;
+    let mut rows = Vec::new();
+    for spec in &req.models {
+        let work = compute_time(profile, spec, req.micro_batch);
+        let tokens = f64::from(spec.tokens_per_sample());
+        for variant in &req.variants {
+            let env: Vec<(String, String)> =
+                req.env.iter().chain(variant.env.iter()).cloned().collect();
+            for &world in &req.world_sizes {
+                let gpus: Vec<usize> = (0..world as usize).collect();
+                let fabric = Fabric::new(catalog, profile, faults, &env, &gpus);
+                let step = step_time(&fabric, spec, variant, work, world);
+                let accum = variant.accum.max(1);
+                let items = f64::from(world) * f64::from(accum) * f64::from(req.micro_batch);
+                progress(Progress {
+                    stage: "ddp".into(),
+                    done: rows.len() as u32 + 1,
+                    total,
+                    message: format!(
+                        "{} {} on {world} GPU(s): {:.1} ms per step (sim, regime {})",
+                        spec.name(),
+                        variant.name,
+                        step * 1e3,
+                        fabric.regime.name
+                    ),
+                });
+                rows.push(DdpResult {
+                    model: spec.name(),
+                    params: spec.params(),
+                    variant: variant.name.clone(),
+                    world_size: world,
+                    micro_batch: req.micro_batch,
+                    accum,
+                    step_time_median_s: step,
+                    step_time_p90_s: step * (1.0 + P90_SPREAD),
+                    throughput: items * tokens / step,
+                    throughput_unit: match spec {
+                        ModelSpec::Decoder { .. } => "tokens/s".into(),
+                        ModelSpec::Mlp { .. } => "samples/s".into(),
+                    },
+                    speedup: None,
+                    efficiency: None,
+                    exposed_comm_fraction: None,
+                    cost_per_million: None,
+                });
+            }
+        }
+    }
+    fill_scaling(&mut rows, req.price_per_gpu_hour);
+    Ok(rows)
+}
+
+/// `hang`: the run never finishes; sleep until the caller's deadline and report it.
+pub fn hang(deadline_s: f64, stage: &str) -> ProbeError {
+    let d = Duration::try_from_secs_f64(deadline_s).unwrap_or(Duration::ZERO);
+    std::thread::sleep(d);
+    ProbeError::Timeout {
+        stage: stage.into(),
+        seconds: d.as_secs_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposure_arithmetic() {
+        // Perfect overlap hides what fits in the window; none exposes everything.
+        assert_eq!(exposed_after(1.0, 1.0, &[(0.0, 0.5)]), 0.0);
+        assert!((exposed_after(1.0, 0.0, &[(0.0, 0.5)]) - 0.5).abs() < 1e-12);
+        // Half rate: 0.8 s of work from t=0 does 0.5 s in the window, 0.3 s after it.
+        assert!((exposed_after(1.0, 0.5, &[(0.0, 0.8)]) - 0.3).abs() < 1e-12);
+        // A transfer ready only at the end of the window is fully exposed.
+        assert!((exposed_after(1.0, 1.0, &[(1.0, 0.2)]) - 0.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn buckets_cover_every_parameter() {
+        let spec = ModelSpec::gpt2_124m();
+        let b = buckets(&spec, 25.0, 1.0);
+        let total: f64 = b.iter().map(|b| b.params).sum();
+        assert!((total - spec.params() as f64).abs() < 1.0);
+        assert!(
+            (b[0].params - 262_144.0).abs() < 1e-9,
+            "first bucket is 1 MiB"
+        );
+        assert!(b.windows(2).all(|w| w[0].ready_s <= w[1].ready_s));
+        assert_eq!(b.last().unwrap().ready_s, 1.0);
+        // The LM head's share of the backward pass passes before any layer gradient is ready.
+        assert!(b[0].ready_s > 0.2, "{}", b[0].ready_s);
+    }
+}

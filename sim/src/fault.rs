@@ -1,0 +1,153 @@
+//! Injectable faults: their names, what each does to a simulated node, and its fixed parameters.
+
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fault {
+    DegradedPcie,
+    SlowLink,
+    Busy,
+    Hang,
+    StuckNvml,
+    GpuLost,
+    Ecc,
+    WrongResult,
+}
+
+/// The fault table: name and one line of help, in the order help texts list them.
+pub const FAULTS: [(Fault, &str, &str); 8] = [
+    (
+        Fault::DegradedPcie,
+        "degraded-pcie",
+        "GPU 1's PCIe link trained down to x8 and one generation below its maximum; collectives over PCIe are capped by it, NVLink is unaffected",
+    ),
+    (
+        Fault::SlowLink,
+        "slow-link",
+        "every collective's bandwidth at 30% of normal (a bad cable, a link in recovery)",
+    ),
+    (
+        Fault::Busy,
+        "busy",
+        "a foreign compute process (pid 4242, python3) on GPU 0",
+    ),
+    (
+        Fault::Hang,
+        "hang",
+        "collectives and DDP runs never finish: the call sleeps until its deadline, then reports a timeout",
+    ),
+    (
+        Fault::StuckNvml,
+        "stuck-nvml",
+        "NVML calls on GPU 0 run past their deadline (the GPU is marked stuck)",
+    ),
+    (
+        Fault::GpuLost,
+        "gpu-lost",
+        "GPU 1 fell off the bus (the GPU is marked lost)",
+    ),
+    (
+        Fault::Ecc,
+        "ecc",
+        "GPU 0 reports 2 volatile uncorrected ECC errors",
+    ),
+    (
+        Fault::WrongResult,
+        "wrong-result",
+        "all-reduce results contain wrong elements (data corruption on the path)",
+    ),
+];
+
+/// slow-link: fraction of normal bandwidth.
+pub const SLOW_LINK_FACTOR: f64 = 0.30;
+/// degraded-pcie: the GPU whose link is degraded and its width.
+pub const DEGRADED_GPU: usize = 1;
+pub const DEGRADED_WIDTH: u32 = 8;
+/// Share of raw PCIe link bandwidth a collective can use (TLP/DLLP overhead and DMA
+/// efficiency; sim assumption).
+pub const PCIE_EFFICIENCY: f64 = 0.8;
+/// busy: the foreign process.
+pub const BUSY_GPU: usize = 0;
+pub const BUSY_PID: u32 = 4242;
+pub const BUSY_NAME: &str = "python3";
+pub const BUSY_MEMORY_BYTES: u64 = 20 << 30;
+/// stuck-nvml / gpu-lost / ecc: which GPU.
+pub const STUCK_GPU: usize = 0;
+pub const LOST_GPU: usize = 1;
+pub const ECC_GPU: usize = 0;
+pub const ECC_UNCORRECTED: u64 = 2;
+/// wrong-result: one wrong element per this many, at least one per checked size.
+pub const WRONG_PER_ELEMENTS: u64 = 1 << 16;
+
+impl Fault {
+    pub fn name(self) -> &'static str {
+        FAULTS
+            .iter()
+            .find(|(f, _, _)| *f == self)
+            .map(|(_, n, _)| *n)
+            .unwrap_or("?")
+    }
+
+    pub fn help(self) -> &'static str {
+        FAULTS
+            .iter()
+            .find(|(f, _, _)| *f == self)
+            .map(|(_, _, h)| *h)
+            .unwrap_or("")
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Fault {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        FAULTS
+            .iter()
+            .find(|(_, n, _)| n.eq_ignore_ascii_case(s))
+            .map(|(f, _, _)| *f)
+            .ok_or(())
+    }
+}
+
+/// Usable bandwidth of a PCIe link, GB/s in one direction: per-lane rate after line coding
+/// (gen1/2 8b/10b, gen3+ 128b/130b; gen6 FLIT counted at its raw rate) × width × efficiency.
+pub fn pcie_usable_gbps(gen: u32, width: u32) -> f64 {
+    let lane = match gen {
+        0 | 1 => 0.25,
+        2 => 0.5,
+        3 => 0.985,
+        4 => 1.969,
+        5 => 3.938,
+        _ => 7.877,
+    };
+    lane * f64::from(width) * PCIE_EFFICIENCY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for (f, n, h) in FAULTS {
+            assert_eq!(n.parse::<Fault>(), Ok(f));
+            assert_eq!(f.name(), n);
+            assert!(!h.is_empty());
+        }
+        assert!("meltdown".parse::<Fault>().is_err());
+    }
+
+    #[test]
+    fn pcie_rates() {
+        // gen3 x16 ≈ 15.8 GB/s raw, 12.6 usable; gen5 x16 ≈ 63 raw.
+        assert!((pcie_usable_gbps(3, 16) - 12.61).abs() < 0.01);
+        assert!((pcie_usable_gbps(5, 16) / pcie_usable_gbps(4, 8) - 4.0).abs() < 0.01);
+    }
+}
