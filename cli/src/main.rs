@@ -1,1 +1,210 @@
-fn main() {}
+//! ddpcheck: the command line. Parses arguments, picks where to run (local, `--sim`, `--daemon`),
+//! runs the command and maps its outcome to an exit code.
+
+mod args;
+mod ddp_cmd;
+mod demo;
+mod plot;
+mod progress;
+mod recommend;
+mod render;
+mod target;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use args::{BenchCommand, CheckArgs, Cli, CollectivesArgs, Command, TopoArgs};
+use clap::Parser;
+use ddpcheck_core::collective::Collective;
+use ddpcheck_core::verdict::{PrologPolicy, EXIT_USAGE};
+use ddpcheck_core::Verdict;
+use ddpcheck_gpu::RealConfig;
+use ddpcheckd::engine::{self, CollectiveParams, PreflightParams};
+use target::{CliError, Target};
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    // Hidden subcommand: the NCCL worker runs as a child of our own binary (invariant 1).
+    if argv.get(1).map(String::as_str) == Some("worker") {
+        let code = ddpcheck_gpu::worker::main_from_args(&argv[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE as u8 } else { 0 });
+        }
+    };
+    let code = match run(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ddpcheck: {e}");
+            e.exit_code()
+        }
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+pub fn make_target(cli: &Cli) -> Result<Target, CliError> {
+    if let Some(addr) = &cli.daemon {
+        if cli.sim.is_some() {
+            return Err(CliError::Usage(
+                "--sim and --daemon exclude each other: the daemon's own backend answers (start it with --sim)".into(),
+            ));
+        }
+        return Ok(Target::Daemon { addr: addr.clone() });
+    }
+    let backend = engine::make_backend(cli.sim.as_deref(), RealConfig::default())?;
+    let lock = (cli.sim.is_none())
+        .then(|| ddpcheckd::lock::lock_path(&ddpcheckd::lock::default_runtime_dir()));
+    Ok(Target::Local { backend, lock })
+}
+
+fn run(cli: &Cli) -> Result<i32, CliError> {
+    match &cli.command {
+        Command::Demo => demo::run(cli.json),
+        Command::Topo(a) => topo(cli, a),
+        Command::Check(a) => check(cli, a),
+        Command::Bench(BenchCommand::Collectives(a)) => collectives(cli, a),
+        Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(cli, a),
+        Command::Recommend(a) => recommend::run(cli, a),
+    }
+}
+
+pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
+    let s = serde_json::to_string_pretty(v)
+        .map_err(|e| CliError::Daemon(format!("JSON output: {e}")))?;
+    println!("{s}");
+    Ok(())
+}
+
+fn topo(cli: &Cli, a: &TopoArgs) -> Result<i32, CliError> {
+    let r = make_target(cli)?.topo(&a.gpus)?;
+    if cli.json {
+        print_json(&r)?;
+    } else {
+        print!("{}", render::topo(&r));
+    }
+    Ok(0)
+}
+
+fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
+    if v.is_finite() && v > 0.0 && v <= 3600.0 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(CliError::Usage(format!(
+            "{what} {v} outside (0, 3600] seconds"
+        )))
+    }
+}
+
+fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, CliError> {
+    let target = make_target(cli)?;
+    let policy = PrologPolicy {
+        fail_on_warning: a.fail_on_warning,
+        ..PrologPolicy::default()
+    };
+    let params = PreflightParams {
+        gpus: a.gpus.clone().unwrap_or_else(engine::job_gpus_from_env),
+        min_bytes: a.min_bytes,
+        max_bytes: a.max_bytes,
+        iters: 0,
+        warmup_iters: 0,
+        deadline: Some(secs(a.deadline, "--deadline")?),
+        inject_hang: a.inject_hang,
+    };
+    // A fresh cached verdict from the daemon spares the job a new run.
+    let mut report = None;
+    if let Some(max_age) = a.max_age {
+        if !(max_age.is_finite() && max_age >= 0.0) {
+            return Err(CliError::Usage(format!(
+                "--max-age {max_age} is not a number of seconds"
+            )));
+        }
+        if let Some(r) = target.last_preflight()? {
+            let age = humantime::parse_rfc3339(&r.header.provenance.time)
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .map(|d| d.as_secs_f64());
+            if age.is_some_and(|age| age <= max_age) {
+                report = Some(r);
+            }
+        }
+    }
+    let report = match report {
+        Some(r) => r,
+        None => {
+            let reporter = progress::Reporter::new();
+            let r = target.preflight(&params, &mut |p| reporter.update(p));
+            reporter.finish();
+            match r {
+                Ok(r) => r,
+                Err(e) if a.prolog => {
+                    // The prolog must always answer with a verdict line.
+                    let v = Verdict::from_exit_code(e.exit_code()).unwrap_or(Verdict::Unknown);
+                    println!("ddpcheck: {v}: {e}");
+                    return Ok(policy.prolog_exit(v));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    if a.prolog {
+        println!("{}", report.reason);
+        return Ok(policy.prolog_exit(report.verdict));
+    }
+    if cli.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", render::preflight(&report));
+    }
+    Ok(report.exit_code)
+}
+
+fn collectives(cli: &Cli, a: &CollectivesArgs) -> Result<i32, CliError> {
+    let ops = if a.ops.trim() == "all" {
+        vec![
+            Collective::AllReduce,
+            Collective::AllGather,
+            Collective::ReduceScatter,
+            Collective::AllToAll,
+            Collective::Broadcast,
+        ]
+    } else {
+        a.ops
+            .split(',')
+            .map(|o| {
+                o.parse::<Collective>()
+                    .map_err(|e| CliError::Usage(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let params = CollectiveParams {
+        ops,
+        gpus: a.gpus.clone(),
+        min_bytes: a.min_bytes,
+        max_bytes: a.max_bytes,
+        step_factor: a.step_factor,
+        iters: a.iters,
+        warmup_iters: a.warmup,
+        in_place: !a.no_in_place,
+        check: !a.no_check,
+        deadline: secs(a.deadline, "--deadline")?,
+        env_ab: match &a.env_ab {
+            Some(s) => engine::parse_env_ab(s)?,
+            None => Vec::new(),
+        },
+    };
+    let target = make_target(cli)?;
+    let reporter = progress::Reporter::new();
+    let r = target.bench_collectives(&params, &mut |p| reporter.update(p));
+    reporter.finish();
+    let r = r?;
+    if cli.json {
+        print_json(&r)?;
+    } else {
+        print!("{}", render::bench_collectives(&r));
+    }
+    Ok(0)
+}

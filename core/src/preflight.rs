@@ -286,7 +286,8 @@ pub fn run(
         iters: opts.iters,
         in_place: false,
         check: true,
-        env: Vec::new(),
+        // Explicit, so a backend that does not read the process environment (sim) sees it too.
+        env: opts.nccl_env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         deadline: opts.deadline,
         inject_hang: opts.inject_hang,
     };

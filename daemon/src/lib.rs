@@ -1,1 +1,13 @@
-//! placeholder
+//! ddpcheckd: the node daemon (gRPC API, collector loop, `/metrics`, history) and the engine
+//! that both the daemon and the CLI's local mode use to run checks and benchmarks.
+
+pub mod client;
+pub mod engine;
+pub mod history;
+pub mod http;
+pub mod lock;
+pub mod metrics;
+pub mod node;
+pub mod run;
+pub mod server;
+pub mod tls;

@@ -1,0 +1,166 @@
+//! Command-line arguments (clap derive) and their small parsers.
+
+use clap::{Args, Parser, Subcommand};
+
+/// ddpcheck — is this GPU node healthy, how fast is its interconnect really, and will PyTorch
+/// DDP pay off on it (and with which settings)?
+///
+/// Runs locally on this node's GPUs, on a simulated node (--sim, for tests and demos), or
+/// through the node's daemon (--daemon). Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN,
+/// 4 BUSY, 5 TIMEOUT, 64 usage error.
+///
+/// Start here: `ddpcheck demo` (a simulated 4xA6000 node, end to end), then on a GPU node
+/// `ddpcheck topo`, `ddpcheck check`, `ddpcheck bench collectives`, `ddpcheck recommend --model gpt2-124m`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ddpcheck",
+    version,
+    about,
+    long_about,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Talk to ddpcheckd at this socket (e.g. /run/ddpcheck/ddpcheck.sock) instead of running locally.
+    #[arg(long, global = true, env = "DDPCHECK_DAEMON", value_name = "ADDR")]
+    pub daemon: Option<String>,
+    /// Use a simulated node: PROFILE[+FAULT...], e.g. h200x2-nvlink+degraded-pcie. Output is labelled SIMULATED.
+    #[arg(long, global = true, env = "DDPCHECK_SIM", value_name = "SPEC")]
+    pub sim: Option<String>,
+    /// Print the report as JSON (schema: docs/schema.md) instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the GPU pair topology matrix (nvidia-smi topo -m form) with GPU UUIDs.
+    Topo(TopoArgs),
+    /// Preflight check for schedulers: health, PCIe, topology, NCCL all-reduce; verdict as exit code.
+    Check(CheckArgs),
+    /// Benchmarks: NCCL collectives (nccl-tests style) or PyTorch DDP.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Predict DDP scaling from this node's measurements and recommend settings.
+    Recommend(crate::recommend::RecommendArgs),
+    /// Run the main flow on a simulated 4xA6000 PHB node through an in-process daemon.
+    Demo,
+}
+
+#[derive(Args, Debug)]
+pub struct TopoArgs {
+    /// GPUs to show (indices, UUIDs or PCI bus ids, comma-separated). Default: all.
+    #[arg(long, default_value = "")]
+    pub gpus: String,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The job's GPUs (indices, UUIDs, PCI bus ids). Default: $SLURM_JOB_GPUS, $CUDA_VISIBLE_DEVICES, else all.
+    #[arg(long)]
+    pub gpus: Option<String>,
+    /// Largest all-reduce message (e.g. 256M, 1G).
+    #[arg(long, value_parser = parse_size, default_value = "256M")]
+    pub max_bytes: u64,
+    /// Smallest all-reduce message.
+    #[arg(long, value_parser = parse_size, default_value = "8M")]
+    pub min_bytes: u64,
+    /// Hard deadline of the NCCL step, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub deadline: f64,
+    /// Slurm prolog mode: one line prefixed `ddpcheck:`, exit 0 to run the job, 1 to drain the node.
+    #[arg(long)]
+    pub prolog: bool,
+    /// With --daemon: reuse the daemon's last preflight if it is at most this many seconds old.
+    #[arg(long, value_name = "SECONDS")]
+    pub max_age: Option<f64>,
+    /// In prolog mode, drain on WARNING too.
+    #[arg(long)]
+    pub fail_on_warning: bool,
+    /// Test hook: make the NCCL worker hang, to prove the deadline (gives TIMEOUT).
+    #[arg(long, hide = true)]
+    pub inject_hang: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// NCCL collective sweeps with nccl-tests' columns and `# Avg bus bandwidth`.
+    Collectives(CollectivesArgs),
+    /// PyTorch DDP through torchrun: variants, GPU counts, sweeps, plots.
+    Ddp(crate::ddp_cmd::DdpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CollectivesArgs {
+    /// Collectives: all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce (comma-separated) or `all`.
+    #[arg(long, default_value = "all_reduce")]
+    pub ops: String,
+    #[arg(long, default_value = "")]
+    pub gpus: String,
+    #[arg(long, short = 'b', value_parser = parse_size, default_value = "4K")]
+    pub min_bytes: u64,
+    #[arg(long, short = 'e', value_parser = parse_size, default_value = "1G")]
+    pub max_bytes: u64,
+    #[arg(long, short = 'f', default_value_t = 2)]
+    pub step_factor: u64,
+    #[arg(long, short = 'n', default_value_t = 20)]
+    pub iters: u32,
+    #[arg(long, short = 'w', default_value_t = 5)]
+    pub warmup: u32,
+    /// Skip the correctness check.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Skip the in-place runs.
+    #[arg(long)]
+    pub no_in_place: bool,
+    /// Also measure under candidate NCCL settings: candidates separated by ',', variables of one
+    /// candidate joined by '+' (NCCL_P2P_LEVEL=SYS,NCCL_P2P_DISABLE=1+NCCL_SHM_DISABLE=1).
+    #[arg(long, value_name = "CANDIDATES")]
+    pub env_ab: Option<String>,
+    /// Hard deadline of each sweep, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub deadline: f64,
+}
+
+/// Sizes like nccl-tests takes them: 4096, 4K, 8M, 1G (binary multiples).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 4096, 4K, 8M, 1G)"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// `1,2,4` → [1, 2, 4].
+pub fn parse_u32_list(s: &str) -> Result<Vec<u32>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            x.parse::<u32>()
+                .map_err(|_| format!("{x:?} is not a whole number"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("123"), Ok(123));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999999G").is_err());
+    }
+}

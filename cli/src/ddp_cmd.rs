@@ -1,0 +1,137 @@
+//! `ddpcheck bench ddp`: the DDP benchmark command, its table and its SVG plot.
+
+use clap::Args;
+use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
+
+use crate::args::parse_u32_list;
+use crate::target::CliError;
+use crate::{make_target, print_json, progress, render, Cli};
+
+#[derive(Args, Debug)]
+pub struct DdpArgs {
+    /// Model: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]], mlp:WIDTH[,DEPTH]. Repeatable.
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// MLP width sweep (speedup against parameters, the crossover): mlp:W1,W2,...
+    #[arg(long, value_name = "mlp:WIDTHS")]
+    pub sweep: Option<String>,
+    /// Variants, comma-separated: base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, joined with '+'.
+    #[arg(long, default_value = "base,bf16,accum4,bf16+accum4")]
+    pub variants: String,
+    /// GPU counts to run, comma-separated (1 is added: speedup is against one GPU).
+    #[arg(long, default_value = "1,2")]
+    pub gpus: String,
+    /// Micro-batch per GPU (sequences for decoders; the MLP uses 256 samples when not given).
+    #[arg(long)]
+    pub micro_batch: Option<u32>,
+    #[arg(long, default_value_t = 40)]
+    pub steps: u32,
+    #[arg(long, default_value_t = 10)]
+    pub warmup_steps: u32,
+    /// Price of the whole node per hour (split over its GPUs for cost per million tokens).
+    #[arg(long)]
+    pub price_per_hour: Option<f64>,
+    /// NCCL_* variable for every run (the regime), NAME=VALUE; repeatable.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Hard deadline of each launch, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub deadline: f64,
+    /// Write an SVG plot: speedup against parameters with the y = 1 line, communication share as bars.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest, CliError> {
+    let mut models: Vec<ModelSpec> = a
+        .models
+        .iter()
+        .map(|m| m.parse::<ModelSpec>().map_err(CliError::Usage))
+        .collect::<Result<_, _>>()?;
+    if let Some(sweep) = &a.sweep {
+        let widths = sweep.strip_prefix("mlp:").ok_or_else(|| {
+            CliError::Usage(format!("--sweep {sweep:?}: expected mlp:WIDTH,WIDTH,..."))
+        })?;
+        for w in parse_u32_list(widths).map_err(CliError::Usage)? {
+            models.push(
+                format!("mlp:{w}")
+                    .parse::<ModelSpec>()
+                    .map_err(CliError::Usage)?,
+            );
+        }
+    }
+    if models.is_empty() {
+        models.push(ModelSpec::gpt2_124m());
+    }
+    let variants = a
+        .variants
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|v| v.parse::<DdpVariant>().map_err(CliError::Usage))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut world_sizes = parse_u32_list(&a.gpus).map_err(CliError::Usage)?;
+    if !world_sizes.contains(&1) {
+        world_sizes.insert(0, 1);
+    }
+    world_sizes.sort_unstable();
+    world_sizes.dedup();
+    let mut env = Vec::new();
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| CliError::Usage(format!("--env {kv:?} is not NAME=VALUE")))?;
+        if !k.starts_with("NCCL_") {
+            return Err(CliError::Usage(format!(
+                "--env {k:?}: only NCCL_* variables"
+            )));
+        }
+        env.push((k.to_string(), v.to_string()));
+    }
+    let only_mlp = models.iter().all(|m| matches!(m, ModelSpec::Mlp { .. }));
+    let price_per_gpu_hour = match (a.price_per_hour, node_gpus) {
+        (Some(p), Some(n)) if n > 0 => Some(p / n as f64),
+        (Some(_), _) => {
+            return Err(CliError::Usage(
+                "--price-per-hour: the node's GPU count is unknown".into(),
+            ))
+        }
+        (None, _) => None,
+    };
+    Ok(DdpRequest {
+        models,
+        variants,
+        world_sizes,
+        micro_batch: a.micro_batch.unwrap_or(if only_mlp { 256 } else { 8 }),
+        warmup_steps: a.warmup_steps,
+        steps: a.steps,
+        price_per_gpu_hour,
+        env,
+        deadline_s: a.deadline,
+    })
+}
+
+pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, CliError> {
+    let target = make_target(cli)?;
+    let node_gpus = if a.price_per_hour.is_some() {
+        Some(target.topo("")?.gpus.len())
+    } else {
+        None
+    };
+    let req = build_request(a, node_gpus)?;
+    let reporter = progress::Reporter::new();
+    let r = target.bench_ddp(&req, &mut |p| reporter.update(p));
+    reporter.finish();
+    let r = r?;
+    if let Some(path) = &a.plot {
+        crate::plot::ddp_svg(&r, path)
+            .map_err(|e| CliError::Usage(format!("--plot {}: {e}", path.display())))?;
+        eprintln!("ddpcheck: wrote {}", path.display());
+    }
+    if cli.json {
+        print_json(&r)?;
+    } else {
+        print!("{}", render::bench_ddp(&r));
+    }
+    Ok(0)
+}

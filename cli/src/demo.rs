@@ -1,0 +1,69 @@
+//! `ddpcheck demo`: starts an in-process daemon on a temporary socket with the simulated
+//! `a6000x4-phb` node and runs the main flow through gRPC, as a user's tools would.
+
+use std::time::{Duration, Instant};
+
+use ddpcheck_gpu::RealConfig;
+use ddpcheckd::engine::{self, PreflightParams};
+use ddpcheckd::run::{self, DaemonConfig};
+
+use crate::target::{CliError, Target};
+use crate::{print_json, render};
+
+pub const DEMO_PROFILE: &str = "a6000x4-phb";
+
+pub fn run(json: bool) -> Result<i32, CliError> {
+    let started = Instant::now();
+    let dir =
+        tempfile::tempdir().map_err(|e| CliError::Daemon(format!("temporary folder: {e}")))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Daemon(format!("runtime: {e}")))?;
+    let backend = engine::make_backend(Some(DEMO_PROFILE), RealConfig::default())?;
+    let cfg = DaemonConfig {
+        socket: dir.path().join("ddpcheck.sock"),
+        tcp: None,
+        tls: None,
+        metrics_addr: None,
+        runtime_dir: dir.path().join("run"),
+        state_dir: dir.path().join("state"),
+        collect_interval: Duration::from_secs(30),
+        collect_deadline: Duration::from_secs(5),
+    };
+    let running = rt
+        .block_on(run::start(cfg, backend))
+        .map_err(|e| CliError::Daemon(format!("demo daemon: {e}")))?;
+    let target = Target::Daemon {
+        addr: running.socket.display().to_string(),
+    };
+    if !json {
+        println!(
+            "ddpcheck demo: an in-process ddpcheckd on {} serving a SIMULATED node ({DEMO_PROFILE}: 4x RTX A6000, every pair PHB, PCIe gen3).\n",
+            running.socket.display()
+        );
+    }
+    let outcome = (|| {
+        let topo = target.topo("")?;
+        let pre = target.preflight(&PreflightParams::default(), &mut |_| {})?;
+        let rec = crate::recommend::demo_recommendation(&pre)?;
+        Ok::<_, CliError>((topo, pre, rec))
+    })();
+    rt.block_on(running.shutdown());
+    let (topo, pre, rec) = outcome?;
+    if json {
+        print_json(&serde_json::json!({ "topo": topo, "preflight": pre, "recommend": rec }))?;
+    } else {
+        print!("{}", render::topo(&topo));
+        println!();
+        print!("{}", render::preflight(&pre));
+        println!();
+        print!("{}", crate::recommend::render(&rec));
+        println!(
+            "\n(demo finished in {:.2} s; every number above is SIMULATED)",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(pre.exit_code)
+}

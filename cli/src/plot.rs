@@ -1,0 +1,154 @@
+//! SVG plots of DDP results (plotters): speedup against parameters with the y = 1 line and the
+//! communication share as bars, one line per variant; and the variants side by side.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use ddpcheck_core::report::DdpReport;
+use ddpcheck_core::BackendKind;
+use plotters::prelude::*;
+
+type PlotResult = Result<(), String>;
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// Writes the plot. Rows at the largest GPU count are drawn (speedup needs N > 1).
+pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
+    let n = r.results.iter().map(|x| x.world_size).max().unwrap_or(1);
+    if n < 2 {
+        return Err("no multi-GPU results to plot".into());
+    }
+    // variant -> [(params, speedup, comm share)]
+    let mut series: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
+    for x in r.results.iter().filter(|x| x.world_size == n) {
+        if let Some(s) = x.speedup {
+            series.entry(x.variant.clone()).or_default().push((
+                x.params as f64,
+                s,
+                x.exposed_comm_fraction.unwrap_or(0.0),
+            ));
+        }
+    }
+    for v in series.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let all: Vec<&(f64, f64, f64)> = series.values().flatten().collect();
+    if all.is_empty() {
+        return Err("no speedups to plot (1-GPU rows missing?)".into());
+    }
+    let pmin = all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let pmax = all.iter().map(|p| p.0).fold(0.0, f64::max);
+    let (xlo, xhi) = if pmax > pmin {
+        (pmin / 1.5, pmax * 1.5)
+    } else {
+        (pmin / 2.0, pmin * 2.0)
+    };
+    let ymax = all.iter().map(|p| p.1).fold(f64::from(n), f64::max) * 1.1;
+    let sim = r.header.backend == BackendKind::Sim;
+    let title = format!(
+        "DDP speedup on {} GPUs vs 1{}",
+        n,
+        if sim { " — SIMULATED" } else { "" }
+    );
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let (upper, lower) = root.split_vertically(400);
+    let mut chart = ChartBuilder::on(&upper)
+        .caption(&title, ("sans-serif", 22))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(50)
+        .build_cartesian_2d((xlo..xhi).log_scale(), 0.0..ymax)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("parameters")
+        .y_desc("speedup (x)")
+        .x_label_formatter(&|v| format!("{:.1}M", v / 1e6))
+        .draw()
+        .map_err(err)?;
+    // Communication share as bars behind the curves, scaled to the speedup axis.
+    for (i, (_, pts)) in series.iter().enumerate() {
+        let colour = Palette99::pick(i).mix(0.25);
+        chart
+            .draw_series(pts.iter().map(|&(p, _, c)| {
+                let w = 1.06 + 0.02 * i as f64;
+                Rectangle::new([(p / w, 0.0), (p * w, c * ymax)], colour.filled())
+            }))
+            .map_err(err)?;
+    }
+    chart
+        .draw_series(LineSeries::new(
+            vec![(xlo, 1.0), (xhi, 1.0)],
+            BLACK.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label("y = 1 (one GPU is as fast)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let colour = Palette99::pick(i);
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|p| (p.0, p.1)),
+                colour.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], Palette99::pick(i)));
+        chart
+            .draw_series(
+                pts.iter()
+                    .map(|p| Circle::new((p.0, p.1), 3, colour.filled())),
+            )
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+
+    // Lower panel: the variants compared at the largest model measured.
+    let biggest = all.iter().map(|p| p.0).fold(0.0, f64::max);
+    let bars: Vec<(String, f64)> = series
+        .iter()
+        .filter_map(|(v, pts)| {
+            pts.iter()
+                .find(|p| p.0 == biggest)
+                .map(|p| (v.clone(), p.1))
+        })
+        .collect();
+    let mut c2 = ChartBuilder::on(&lower)
+        .caption(
+            format!(
+                "variants at {:.1}M parameters (bars: speedup; shaded above: exposed comm share)",
+                biggest / 1e6
+            ),
+            ("sans-serif", 15),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0..bars.len().max(1), 0.0..ymax)
+        .map_err(err)?;
+    let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    c2.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(bars.len().max(1))
+        .x_label_formatter(&|i| labels.get(*i).cloned().unwrap_or_default())
+        .y_desc("speedup")
+        .draw()
+        .map_err(err)?;
+    c2.draw_series(bars.iter().enumerate().map(|(i, b)| {
+        Rectangle::new(
+            [(i, 0.0), (i + 1, b.1)],
+            Palette99::pick(i).mix(0.7).filled(),
+        )
+    }))
+    .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! Text output of reports: what a person reads. `--json` prints the reports themselves.
+
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::{Cell, Table};
+use ddpcheck_core::report::{
+    BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
+};
+use ddpcheck_core::{BackendKind, Severity};
+
+/// The first line of every text report: what was measured, and loudly when it was simulated.
+pub fn banner(h: &Header, what: &str) -> String {
+    match h.backend {
+        BackendKind::Sim => format!(
+            "ddpcheck {what} — SIMULATED NODE ({}), not a measurement of real GPUs\n",
+            h.backend_label
+        ),
+        BackendKind::Real => format!(
+            "ddpcheck {what} — host {} (driver {}, CUDA {})\n",
+            h.provenance.hostname,
+            h.provenance.driver_version.as_deref().unwrap_or("?"),
+            h.provenance.cuda_version.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t
+}
+
+pub fn topo(r: &TopoReport) -> String {
+    let mut s = banner(&r.header, "topo");
+    s.push('\n');
+    s.push_str(&r.topology.render_topo_m());
+    s
+}
+
+pub fn preflight(r: &PreflightReport) -> String {
+    let mut s = banner(&r.header, "check");
+    let mut steps = table();
+    steps.set_header(vec!["step", "seconds", "status", "detail"]);
+    for st in &r.steps {
+        steps.add_row(vec![
+            Cell::new(&st.name),
+            Cell::new(format!("{:.3}", st.seconds)),
+            Cell::new(format!("{:?}", st.status).to_lowercase()),
+            Cell::new(&st.detail),
+        ]);
+    }
+    s.push_str(&format!("\n{steps}\n"));
+    if let Some(sw) = &r.all_reduce {
+        s.push('\n');
+        s.push_str(&sw.render_table());
+    }
+    if let Some(e) = &r.expected {
+        s.push_str(&format!("# expected ≈ {:.2} GB/s busbw for {} (warning below {:.0}%, critical below {:.0}%; source: {})\n", e.busbw_gbps, e.class, ddpcheck_core::expect::WARN_RATIO * 100.0, ddpcheck_core::expect::CRITICAL_RATIO * 100.0, e.source));
+    }
+    if !r.findings.is_empty() {
+        let mut f = table();
+        f.set_header(vec!["severity", "finding", "message"]);
+        let mut sorted: Vec<_> = r.findings.iter().collect();
+        sorted.sort_by_key(|x| std::cmp::Reverse(x.severity));
+        for x in sorted {
+            let sev = match x.severity {
+                Severity::Critical => "CRITICAL",
+                Severity::Warning => "WARNING",
+                Severity::Info => "info",
+            };
+            f.add_row(vec![
+                Cell::new(sev),
+                Cell::new(&x.code),
+                Cell::new(&x.message),
+            ]);
+        }
+        s.push_str(&format!("\n{f}\n"));
+    }
+    s.push_str(&format!(
+        "\nverdict: {} (exit {}) in {:.2} s — {}\n",
+        r.verdict, r.exit_code, r.wall_seconds, r.reason
+    ));
+    s
+}
+
+pub fn bench_collectives(r: &BenchCollectivesReport) -> String {
+    let mut s = banner(&r.header, "bench collectives");
+    for run in &r.runs {
+        s.push_str(&format!(
+            "\n# environment: {}   NCCL {}   init {:.2} s\n",
+            run.label,
+            run.run.nccl_version.as_deref().unwrap_or("?"),
+            run.run.init_seconds
+        ));
+        for sw in &run.run.sweeps {
+            s.push_str(&sw.render_table());
+        }
+    }
+    if r.runs.len() > 1 {
+        s.push_str("\n# A/B: out-of-place busbw (GB/s) per size, candidate / current\n");
+        let base = &r.runs[0].run.sweeps;
+        for sw in base {
+            let mut t = table();
+            let mut head = vec![format!("{} size (B)", sw.op), "current".to_string()];
+            head.extend(r.runs[1..].iter().map(|x| x.label.clone()));
+            t.set_header(head);
+            for (i, smp) in sw.samples.iter().enumerate() {
+                let cur = smp.out_of_place.busbw_gbps;
+                let mut row = vec![smp.bytes.to_string(), format!("{cur:.2}")];
+                for other in &r.runs[1..] {
+                    let v = other
+                        .run
+                        .sweeps
+                        .iter()
+                        .find(|o| o.op == sw.op)
+                        .and_then(|o| o.samples.get(i))
+                        .map(|o| o.out_of_place.busbw_gbps);
+                    row.push(match v {
+                        Some(v) if cur > 0.0 => format!("{v:.2} ({:.2}x)", v / cur),
+                        Some(v) => format!("{v:.2}"),
+                        None => "-".into(),
+                    });
+                }
+                t.add_row(row);
+            }
+            s.push_str(&format!("{t}\n"));
+        }
+    }
+    s
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+pub fn bench_ddp(r: &DdpReport) -> String {
+    let mut s = banner(&r.header, "bench ddp");
+    let mut t = table();
+    t.set_header(vec![
+        "model",
+        "params",
+        "variant",
+        "GPUs",
+        "step p50 (ms)",
+        "step p90 (ms)",
+        "throughput",
+        "speedup",
+        "efficiency",
+        "exposed comm",
+        "$/M",
+    ]);
+    for x in &r.results {
+        t.add_row(vec![
+            x.model.clone(),
+            format!("{:.1}M", x.params as f64 / 1e6),
+            x.variant.clone(),
+            x.world_size.to_string(),
+            format!("{:.1}", x.step_time_median_s * 1e3),
+            format!("{:.1}", x.step_time_p90_s * 1e3),
+            format!("{:.0} {}", x.throughput, x.throughput_unit),
+            opt(x.speedup, |v| format!("{v:.2}x")),
+            opt(x.efficiency, |v| format!("{:.0}%", v * 100.0)),
+            opt(x.exposed_comm_fraction, |v| format!("{:.0}%", v * 100.0)),
+            opt(x.cost_per_million, |v| format!("{v:.3}")),
+        ]);
+    }
+    s.push_str(&format!("\n{t}\n"));
+    s.push_str("speedup: against 1 GPU of the same model and variant (weak scaling); exposed comm: (step_N − step_1) / step_N\n");
+    s
+}

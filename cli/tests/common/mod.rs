@@ -1,0 +1,168 @@
+//! Test harness: starts the real `ddpcheckd` binary on a temporary socket and drives the real
+//! `ddpcheck` binary against it. Waits for readiness, takes free ports, stops what it started.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub fn bin(name: &str) -> PathBuf {
+    // Integration tests live in the cli crate; ddpcheckd is built in the same target folder.
+    let me = PathBuf::from(env!("CARGO_BIN_EXE_ddpcheck"));
+    me.with_file_name(name)
+}
+
+pub struct Daemon {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub metrics: Option<String>,
+}
+
+impl Daemon {
+    /// Starts `ddpcheckd --sim SPEC` (or the real backend with `None`) and waits for its ready line.
+    pub fn start(sim: Option<&str>) -> Daemon {
+        Self::start_with(sim, &[])
+    }
+
+    pub fn start_with(sim: Option<&str>, extra: &[&str]) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("d.sock");
+        let mut cmd = Command::new(bin("ddpcheckd"));
+        if let Some(s) = sim {
+            cmd.args(["--sim", s]);
+        }
+        cmd.arg("--listen")
+            .arg(&socket)
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .arg("--runtime-dir")
+            .arg(dir.path().join("run"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(extra)
+            .env_remove("DDPCHECK_SIM")
+            .env("DDPCHECK_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn ddpcheckd");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.starts_with("ddpcheckd: ready") {
+                    let _ = tx.send(line.clone());
+                }
+            }
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("ddpcheckd did not become ready within 30 s");
+            }
+        };
+        let metrics = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("metrics="))
+            .filter(|m| *m != "none")
+            .map(str::to_string);
+        Daemon {
+            child,
+            dir,
+            socket,
+            metrics,
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        self.socket.display().to_string()
+    }
+
+    /// Runs `ddpcheck --daemon SOCKET ARGS...`.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(bin("ddpcheck"))
+            .arg("--daemon")
+            .arg(&self.socket)
+            .args(args)
+            .env_remove("DDPCHECK_SIM")
+            .env_remove("DDPCHECK_DAEMON")
+            .output()
+            .expect("run ddpcheck")
+    }
+
+    pub fn scrape(&self) -> String {
+        let addr = self.metrics.as_deref().expect("metrics enabled");
+        http_get(addr, "/metrics")
+    }
+
+    /// SIGTERM and wait: the daemon must stop cleanly and promptly.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        for _ in 0..200 {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        panic!("ddpcheckd did not stop within 10 s of SIGTERM");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Minimal HTTP/1.0 GET over loopback (no client crate needed for one request).
+pub fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect /metrics");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("write");
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).expect("read");
+    match buf.split_once("\r\n\r\n") {
+        Some((head, body)) => {
+            assert!(
+                head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+                "{head}"
+            );
+            body.to_string()
+        }
+        None => panic!("bad HTTP answer: {buf}"),
+    }
+}
+
+/// Runs `ddpcheck ARGS...` locally (no daemon).
+pub fn local(args: &[&str]) -> Output {
+    Command::new(bin("ddpcheck"))
+        .args(args)
+        .env_remove("DDPCHECK_SIM")
+        .env_remove("DDPCHECK_DAEMON")
+        .output()
+        .expect("run ddpcheck")
+}
+
+pub fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}

@@ -1,0 +1,180 @@
+//! End to end: the real `ddpcheckd` on a temporary socket with simulated nodes, driven through the
+//! real `ddpcheck` binary, for every exit code; single flight; JSON against the documented schema.
+
+mod common;
+
+use common::{code, local, stderr, stdout, Daemon};
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+fn schema() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(common::repo_root().join("docs/report.schema.json"))
+        .expect("schema file");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("schema is JSON");
+    jsonschema::validator_for(&v).expect("schema compiles")
+}
+
+fn assert_valid(v: &serde_json::Value) {
+    let s = schema();
+    let errors: Vec<String> = s
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match docs/report.schema.json: {errors:#?}"
+    );
+}
+
+#[test]
+fn healthy_node_is_ok_through_the_daemon() {
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let o = d.cli(&["check", "--json"]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["verdict"], "OK");
+    assert_eq!(v["backend"], "sim");
+    assert_valid(&v);
+    // Text output labels the simulation.
+    let t = d.cli(&["check"]);
+    assert!(stdout(&t).contains("SIMULATED NODE"), "{}", stdout(&t));
+    d.stop();
+}
+
+#[test]
+fn degraded_pcie_warns_naming_the_gpu_and_its_link() {
+    let d = Daemon::start(Some("h200x2-nvlink+degraded-pcie"));
+    let o = d.cli(&["check", "--json"]);
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    let v = json(&o);
+    assert_valid(&v);
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "pcie_downtrained")
+        .expect("pcie finding");
+    let uuid = f["subject"]["uuid"].as_str().unwrap();
+    assert!(uuid.starts_with("GPU-"), "{uuid}");
+    assert!(f["message"].as_str().unwrap().contains(uuid));
+    assert!(f["message"].as_str().unwrap().contains("x16"), "{f}");
+}
+
+#[test]
+fn critical_busy_timeout_and_unknown_exit_codes() {
+    for (spec, want, verdict) in [
+        ("a6000x4-phb+ecc", 2, "CRITICAL"),
+        ("t4x2-pcie+wrong-result", 2, "CRITICAL"),
+        ("h200x2-nvlink+busy", 4, "BUSY"),
+    ] {
+        let d = Daemon::start(Some(spec));
+        let o = d.cli(&["check", "--json"]);
+        assert_eq!(code(&o), want, "{spec}: {}{}", stdout(&o), stderr(&o));
+        let v = json(&o);
+        assert_eq!(v["verdict"], verdict, "{spec}");
+        assert_valid(&v);
+    }
+    let d = Daemon::start(Some("h200x2-nvlink+hang"));
+    let o = d.cli(&["check", "--json", "--deadline", "1"]);
+    assert_eq!(code(&o), 5, "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(json(&o)["verdict"], "TIMEOUT");
+    // The real backend on a machine without an NVIDIA driver: UNKNOWN with one clear line.
+    let d = Daemon::start(None);
+    let o = d.cli(&["check"]);
+    assert_eq!(code(&o), 3, "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("UNKNOWN"), "{}", stdout(&o));
+}
+
+#[test]
+fn usage_errors_exit_64_with_one_clear_line() {
+    let o = local(&["check", "--sim", "nosuch-profile"]);
+    assert_eq!(code(&o), 64);
+    let e = stderr(&o);
+    assert!(
+        e.contains("a6000x4-phb") && e.contains("h200x2-nvlink"),
+        "must list valid profiles: {e}"
+    );
+    let o = local(&["check", "--sim", "h200x2-nvlink+bogus"]);
+    assert_eq!(code(&o), 64);
+    assert!(
+        stderr(&o).contains("degraded-pcie"),
+        "must list valid faults: {}",
+        stderr(&o)
+    );
+    let o = local(&["check", "--no-such-flag"]);
+    assert_eq!(code(&o), 64);
+    let o = local(&[
+        "bench",
+        "collectives",
+        "--sim",
+        "h200x2-nvlink",
+        "--min-bytes",
+        "lots",
+    ]);
+    assert_eq!(code(&o), 64);
+}
+
+#[test]
+fn two_concurrent_preflights_give_one_run_and_one_busy() {
+    let d = Daemon::start(Some("h200x2-nvlink+hang"));
+    let addr = d.addr();
+    let first = std::thread::spawn(move || {
+        std::process::Command::new(common::bin("ddpcheck"))
+            .args(["--daemon", &addr, "check", "--deadline", "3"])
+            .output()
+            .unwrap()
+    });
+    // Wait until the first run holds the node (its history row exists), then try a second.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let second = d.cli(&["check"]);
+    let first = first.join().unwrap();
+    assert_eq!(
+        code(&second),
+        4,
+        "second: {}{}",
+        stdout(&second),
+        stderr(&second)
+    );
+    assert!(stderr(&second).contains("BUSY"), "{}", stderr(&second));
+    assert_eq!(
+        code(&first),
+        5,
+        "first ran to its deadline: {}",
+        stdout(&first)
+    );
+    let m = d.scrape();
+    assert!(
+        m.contains("ddpcheck_work_rejected_total{call=\"preflight\",backend=\"sim\"} 1"),
+        "{m}"
+    );
+}
+
+#[test]
+fn topo_prints_nv18_and_bench_has_nccl_tests_footer() {
+    let o = local(&["--sim", "h200x2-nvlink", "topo"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let t = stdout(&o);
+    assert!(t.contains("NV18"), "{t}");
+    assert!(t.contains("SIMULATED"), "{t}");
+    let d = Daemon::start(Some("a6000x4-phb"));
+    let o = d.cli(&["bench", "collectives", "--env-ab", "NCCL_P2P_LEVEL=SYS"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let t = stdout(&o);
+    assert!(t.contains("# Avg bus bandwidth"), "{t}");
+    assert!(t.contains("NCCL_P2P_LEVEL=SYS"), "{t}");
+    let o = d.cli(&["bench", "collectives", "--json"]);
+    assert_valid(&json(&o));
+    let o = d.cli(&["topo", "--json"]);
+    assert_valid(&json(&o));
+}
+
+#[test]
+fn sigterm_stops_the_daemon_cleanly() {
+    let d = Daemon::start(Some("t4x2-pcie"));
+    let socket = d.socket.clone();
+    let st = d.stop();
+    assert!(st.success(), "{st:?}");
+    assert!(!socket.exists(), "socket removed on shutdown");
+}

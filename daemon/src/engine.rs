@@ -1,0 +1,337 @@
+//! The engine: runs checks and benchmarks on a backend and builds the reports. Blocking code,
+//! shared by the daemon (on blocking threads) and the CLI's local mode.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use ddpcheck_core::backend::{CollectiveRequest, Progress};
+use ddpcheck_core::collective::Collective;
+use ddpcheck_core::ddp::DdpRequest;
+use ddpcheck_core::gpu::{select_gpus, GpuInfo};
+use ddpcheck_core::preflight::{self, PreflightOptions};
+use ddpcheck_core::report::{
+    BenchCollectivesReport, DdpReport, EnvRun, Header, PreflightReport, Provenance, ReportKind,
+    TopoReport,
+};
+use ddpcheck_core::{NodeBackend, ProbeError};
+use ddpcheck_gpu::{RealBackend, RealConfig};
+use ddpcheck_sim::SimBackend;
+
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A `--sim` spec that names no known profile or fault: a usage error (exit 64).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The real backend, or a simulated node when `sim` is given (`PROFILE[+FAULT...]`).
+pub fn make_backend(sim: Option<&str>, real: RealConfig) -> Result<Arc<dyn NodeBackend>, UsageError> {
+    match sim {
+        Some(spec) => SimBackend::parse(spec)
+            .map(|b| Arc::new(b) as Arc<dyn NodeBackend>)
+            .map_err(|e| UsageError(e.to_string())),
+        None => Ok(Arc::new(RealBackend::new(real))),
+    }
+}
+
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+pub fn local_hostname() -> String {
+    hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// NCCL_* variables of this process: part of every report's provenance.
+pub fn nccl_env_from_process() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect()
+}
+
+/// The job's GPUs as the scheduler gave them: `SLURM_JOB_GPUS`, else `CUDA_VISIBLE_DEVICES`.
+pub fn job_gpus_from_env() -> String {
+    for var in ["SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"] {
+        if let Ok(v) = std::env::var(var) {
+            if !v.trim().is_empty() {
+                return v;
+            }
+        }
+    }
+    String::new()
+}
+
+fn provenance(backend: &dyn NodeBackend, gpus: &[GpuInfo], nccl_env: BTreeMap<String, String>) -> Provenance {
+    let _ = backend;
+    Provenance {
+        hostname: local_hostname(),
+        time: now_rfc3339(),
+        tool_version: TOOL_VERSION.to_string(),
+        nccl_env,
+        gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
+        ..Provenance::default()
+    }
+}
+
+/// Preflight parameters as a user or API caller gives them; zero means the default.
+#[derive(Clone, Debug, Default)]
+pub struct PreflightParams {
+    pub gpus: String,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub iters: u32,
+    pub warmup_iters: u32,
+    pub deadline: Option<Duration>,
+    pub inject_hang: bool,
+}
+
+pub fn run_preflight(
+    backend: &dyn NodeBackend,
+    params: &PreflightParams,
+    history_busbw: Vec<f64>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<PreflightReport, ProbeError> {
+    let d = PreflightOptions::default();
+    let opts = PreflightOptions {
+        gpu_filter: params.gpus.clone(),
+        min_bytes: if params.min_bytes == 0 { d.min_bytes } else { params.min_bytes },
+        max_bytes: if params.max_bytes == 0 { d.max_bytes } else { params.max_bytes },
+        iters: if params.iters == 0 { d.iters } else { params.iters },
+        warmup_iters: if params.warmup_iters == 0 { d.warmup_iters } else { params.warmup_iters },
+        deadline: params.deadline.unwrap_or(d.deadline),
+        history_busbw,
+        nccl_env: nccl_env_from_process(),
+        hostname_fallback: local_hostname(),
+        now_rfc3339: now_rfc3339(),
+        tool_version: TOOL_VERSION.to_string(),
+        inject_hang: params.inject_hang,
+        ..d
+    };
+    preflight::run(backend, &opts, progress)
+}
+
+pub fn run_topo(backend: &dyn NodeBackend, gpu_filter: &str) -> Result<TopoReport, ProbeError> {
+    let inv = backend.inventory()?;
+    let gpus = select_gpus(&inv.gpus, gpu_filter).map_err(ProbeError::Invalid)?;
+    let topology = backend.topology(&gpus)?;
+    topology
+        .validate()
+        .map_err(|e| ProbeError::Worker(format!("malformed topology: {e}")))?;
+    let mut prov = provenance(backend, &gpus, nccl_env_from_process());
+    prov.hostname = inv.hostname.clone();
+    prov.driver_version = inv.driver_version.clone();
+    prov.cuda_version = inv.cuda_driver_version.clone();
+    Ok(TopoReport {
+        header: Header::new(ReportKind::Topo, backend.kind(), backend.label(), prov),
+        gpus,
+        topology,
+    })
+}
+
+/// A collective benchmark as the user asks for it.
+#[derive(Clone, Debug)]
+pub struct CollectiveParams {
+    pub ops: Vec<Collective>,
+    pub gpus: String,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub step_factor: u64,
+    pub iters: u32,
+    pub warmup_iters: u32,
+    pub in_place: bool,
+    pub check: bool,
+    pub deadline: Duration,
+    /// Candidate environments measured after the current one (`--env-ab`).
+    pub env_ab: Vec<Vec<(String, String)>>,
+}
+
+impl Default for CollectiveParams {
+    fn default() -> Self {
+        CollectiveParams {
+            ops: vec![Collective::AllReduce],
+            gpus: String::new(),
+            min_bytes: 4 << 10,
+            max_bytes: 1 << 30,
+            step_factor: 2,
+            iters: 20,
+            warmup_iters: 5,
+            in_place: true,
+            check: true,
+            deadline: Duration::from_secs(300),
+            env_ab: Vec::new(),
+        }
+    }
+}
+
+/// Parses `--env-ab`: candidates separated by ',', variables of one candidate joined by '+'
+/// (`NCCL_P2P_LEVEL=SYS,NCCL_P2P_DISABLE=1+NCCL_SHM_DISABLE=1`).
+pub fn parse_env_ab(spec: &str) -> Result<Vec<Vec<(String, String)>>, UsageError> {
+    let mut out = Vec::new();
+    for cand in spec.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let mut vars = Vec::new();
+        for kv in cand.split('+') {
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                UsageError(format!("--env-ab candidate {kv:?} is not NAME=VALUE"))
+            })?;
+            let k = k.trim();
+            if !(k.starts_with("NCCL_") || k.starts_with("CUDA_")) {
+                return Err(UsageError(format!(
+                    "--env-ab variable {k:?} is not an NCCL_* or CUDA_* variable"
+                )));
+            }
+            vars.push((k.to_string(), v.trim().to_string()));
+        }
+        out.push(vars);
+    }
+    Ok(out)
+}
+
+pub fn env_label(vars: &[(String, String)]) -> String {
+    if vars.is_empty() {
+        return "current".into();
+    }
+    vars.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+pub fn run_bench_collectives(
+    backend: &dyn NodeBackend,
+    params: &CollectiveParams,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BenchCollectivesReport, ProbeError> {
+    let inv = backend.inventory()?;
+    let gpus = select_gpus(&inv.gpus, &params.gpus).map_err(ProbeError::Invalid)?;
+    if gpus.len() < 2 {
+        return Err(ProbeError::Invalid(format!(
+            "collectives need at least 2 GPUs; {} selected",
+            gpus.len()
+        )));
+    }
+    let busy: Vec<&str> = gpus
+        .iter()
+        .filter(|g| !g.processes.is_empty())
+        .map(|g| g.uuid.as_str())
+        .collect();
+    if !busy.is_empty() {
+        return Err(ProbeError::Busy(format!(
+            "GPUs in use by other processes: {}",
+            busy.join(", ")
+        )));
+    }
+    let mut envs = vec![Vec::new()];
+    envs.extend(params.env_ab.iter().cloned());
+    let mut runs = Vec::new();
+    let mut prov = provenance(backend, &gpus, nccl_env_from_process());
+    prov.hostname = inv.hostname.clone();
+    prov.driver_version = inv.driver_version.clone();
+    prov.cuda_version = inv.cuda_driver_version.clone();
+    let total = envs.len() as u32;
+    for (i, env) in envs.into_iter().enumerate() {
+        let label = env_label(&env);
+        progress(Progress {
+            stage: "collectives".into(),
+            done: i as u32,
+            total,
+            message: format!("sweep under {label}"),
+        });
+        let req = CollectiveRequest {
+            ops: params.ops.clone(),
+            gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
+            min_bytes: params.min_bytes,
+            max_bytes: params.max_bytes,
+            step_factor: params.step_factor,
+            warmup_iters: params.warmup_iters,
+            iters: params.iters,
+            in_place: params.in_place,
+            check: params.check,
+            env: env.clone(),
+            deadline: params.deadline,
+            inject_hang: false,
+        };
+        req.validate()?;
+        let run = backend.collectives(&req, progress)?;
+        if prov.nccl_version.is_none() {
+            prov.nccl_version = run.nccl_version.clone();
+        }
+        runs.push(EnvRun {
+            label,
+            overrides: env,
+            run,
+        });
+    }
+    Ok(BenchCollectivesReport {
+        header: Header::new(ReportKind::BenchCollectives, backend.kind(), backend.label(), prov),
+        runs,
+    })
+}
+
+/// Bounds a DDP request from the outside world before any work.
+pub fn validate_ddp(req: &DdpRequest, gpus_on_node: usize) -> Result<(), ProbeError> {
+    let bad = |m: String| Err(ProbeError::Invalid(m));
+    if req.models.is_empty() || req.models.len() > 64 {
+        return bad("give 1..=64 models".into());
+    }
+    for m in &req.models {
+        m.validate().map_err(ProbeError::Invalid)?;
+    }
+    if req.variants.is_empty() || req.variants.len() > 32 {
+        return bad("give 1..=32 variants".into());
+    }
+    if req.world_sizes.is_empty() {
+        return bad("give at least one GPU count".into());
+    }
+    for &n in &req.world_sizes {
+        if n == 0 || n as usize > gpus_on_node {
+            return bad(format!("GPU count {n} outside 1..={gpus_on_node} (this node has {gpus_on_node} GPUs)"));
+        }
+    }
+    if !(1..=4096).contains(&req.micro_batch) {
+        return bad(format!("micro-batch {} outside 1..=4096", req.micro_batch));
+    }
+    if !(1..=10_000).contains(&req.steps) || req.warmup_steps > 10_000 {
+        return bad(format!("steps {} (warm-up {}) outside 1..=10000", req.steps, req.warmup_steps));
+    }
+    if !(req.deadline_s > 0.0 && req.deadline_s <= 24.0 * 3600.0) {
+        return bad(format!("deadline {} s outside (0, 86400]", req.deadline_s));
+    }
+    if let Some(p) = req.price_per_gpu_hour {
+        if !(p.is_finite() && p >= 0.0 && p < 10_000.0) {
+            return bad(format!("price {p} per GPU-hour is not a sensible number"));
+        }
+    }
+    Ok(())
+}
+
+pub fn run_bench_ddp(
+    backend: &dyn NodeBackend,
+    req: &DdpRequest,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<DdpReport, ProbeError> {
+    let inv = backend.inventory()?;
+    validate_ddp(req, inv.gpus.len())?;
+    let mut prov = provenance(backend, &inv.gpus, nccl_env_from_process());
+    prov.hostname = inv.hostname.clone();
+    prov.driver_version = inv.driver_version.clone();
+    prov.cuda_version = inv.cuda_driver_version.clone();
+    for (k, v) in &req.env {
+        prov.nccl_env.insert(k.clone(), v.clone());
+    }
+    let results = backend.ddp(req, progress)?;
+    Ok(DdpReport {
+        header: Header::new(ReportKind::BenchDdp, backend.kind(), backend.label(), prov),
+        results,
+    })
+}

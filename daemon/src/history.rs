@@ -1,0 +1,217 @@
+//! The node's history: every report in a SQLite file (WAL) under the state directory.
+//! A run is inserted as `running` before it starts and completed after; a daemon that starts and
+//! finds `running` rows marks them `interrupted`, so a crash mid-run is visible, never silent.
+
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// Version of the table layout; `migrate` brings older files forward.
+pub const SCHEMA_VERSION: i64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("history database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("history database {path} has schema version {found}, newer than this ddpcheck ({SCHEMA_VERSION}); upgrade ddpcheck")]
+    TooNew { path: String, found: i64 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredReport {
+    pub id: i64,
+    pub kind: String,
+    pub backend: String,
+    pub backend_label: String,
+    pub started_unix: f64,
+    pub status: String,
+    pub verdict: Option<String>,
+    pub exit_code: Option<i32>,
+    pub json: Option<String>,
+}
+
+pub struct History {
+    conn: Connection,
+}
+
+impl History {
+    pub fn open(path: &Path) -> Result<History, HistoryError> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let conn = Connection::open(path)?;
+        // WAL survives kill -9 of the writer; FULL sync makes a commit durable before we report it.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let h = History { conn };
+        h.migrate(&path.display().to_string())?;
+        Ok(h)
+    }
+
+    pub fn open_in_memory() -> Result<History, HistoryError> {
+        let h = History {
+            conn: Connection::open_in_memory()?,
+        };
+        h.migrate(":memory:")?;
+        Ok(h)
+    }
+
+    fn migrate(&self, path: &str) -> Result<(), HistoryError> {
+        let v: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if v > SCHEMA_VERSION {
+            return Err(HistoryError::TooNew {
+                path: path.to_string(),
+                found: v,
+            });
+        }
+        if v < 1 {
+            self.conn.execute_batch(
+                "BEGIN;
+                 CREATE TABLE IF NOT EXISTS reports (
+                    id INTEGER PRIMARY KEY,
+                    kind TEXT NOT NULL,
+                    backend TEXT NOT NULL,
+                    backend_label TEXT NOT NULL,
+                    started_unix REAL NOT NULL,
+                    finished_unix REAL,
+                    status TEXT NOT NULL CHECK (status IN ('running','complete','interrupted','failed')),
+                    verdict TEXT,
+                    exit_code INTEGER,
+                    busbw_large_gbps REAL,
+                    json TEXT
+                 );
+                 CREATE INDEX IF NOT EXISTS reports_by_kind ON reports(kind, backend_label, id);
+                 PRAGMA user_version = 1;
+                 COMMIT;",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Marks runs left `running` by a previous process as `interrupted`; returns how many.
+    pub fn mark_interrupted(&self) -> Result<usize, HistoryError> {
+        Ok(self
+            .conn
+            .execute("UPDATE reports SET status = 'interrupted' WHERE status = 'running'", [])?)
+    }
+
+    /// Records that a run started; returns its id.
+    pub fn begin(&self, kind: &str, backend: &str, backend_label: &str, now_unix: f64) -> Result<i64, HistoryError> {
+        self.conn.execute(
+            "INSERT INTO reports (kind, backend, backend_label, started_unix, status) VALUES (?1, ?2, ?3, ?4, 'running')",
+            params![kind, backend, backend_label, now_unix],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Stores the finished report of a run.
+    #[allow(clippy::too_many_arguments)]
+    pub fn complete(
+        &self,
+        id: i64,
+        status: &str,
+        verdict: Option<&str>,
+        exit_code: Option<i32>,
+        busbw_large_gbps: Option<f64>,
+        json: Option<&str>,
+        now_unix: f64,
+    ) -> Result<(), HistoryError> {
+        self.conn.execute(
+            "UPDATE reports SET status = ?2, verdict = ?3, exit_code = ?4, busbw_large_gbps = ?5, json = ?6, finished_unix = ?7 WHERE id = ?1",
+            params![id, status, verdict, exit_code, busbw_large_gbps, json, now_unix],
+        )?;
+        Ok(())
+    }
+
+    /// Newest reports first; `kind` empty for all kinds.
+    pub fn recent(&self, kind: &str, backend_label: Option<&str>, limit: u32) -> Result<Vec<StoredReport>, HistoryError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, kind, backend, backend_label, started_unix, status, verdict, exit_code, json
+             FROM reports
+             WHERE (?1 = '' OR kind = ?1) AND (?2 IS NULL OR backend_label = ?2)
+             ORDER BY id DESC LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![kind, backend_label, limit], |r| {
+            Ok(StoredReport {
+                id: r.get(0)?,
+                kind: r.get(1)?,
+                backend: r.get(2)?,
+                backend_label: r.get(3)?,
+                started_unix: r.get(4)?,
+                status: r.get(5)?,
+                verdict: r.get(6)?,
+                exit_code: r.get(7)?,
+                json: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// The newest complete report of a kind for this backend.
+    pub fn latest(&self, kind: &str, backend_label: &str) -> Result<Option<StoredReport>, HistoryError> {
+        Ok(self
+            .recent(kind, Some(backend_label), 50)?
+            .into_iter()
+            .find(|r| r.status == "complete"))
+    }
+
+    /// Large-message all-reduce busbw of the last `n` complete preflights (oldest first): the
+    /// node's own baseline for drift.
+    pub fn recent_busbw(&self, backend_label: &str, n: u32) -> Result<Vec<f64>, HistoryError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT busbw_large_gbps FROM reports
+             WHERE kind = 'preflight' AND status = 'complete' AND backend_label = ?1 AND busbw_large_gbps IS NOT NULL
+             ORDER BY id DESC LIMIT ?2",
+        )?;
+        let mut v: Vec<f64> = stmt
+            .query_map(params![backend_label, n], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        v.reverse();
+        Ok(v)
+    }
+
+    pub fn count(&self) -> Result<i64, HistoryError> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM reports", [], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_lifecycle_and_interrupted_marking() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("history.db");
+        {
+            let h = History::open(&path).unwrap();
+            let a = h.begin("preflight", "sim", "sim:x", 1.0).unwrap();
+            h.complete(a, "complete", Some("OK"), Some(0), Some(300.0), Some("{}"), 2.0).unwrap();
+            let _b = h.begin("preflight", "sim", "sim:x", 3.0).unwrap();
+            // process "dies" here with b running
+        }
+        let h = History::open(&path).unwrap();
+        assert_eq!(h.mark_interrupted().unwrap(), 1);
+        let rows = h.recent("preflight", Some("sim:x"), 10).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].status, "interrupted");
+        assert_eq!(rows[1].verdict.as_deref(), Some("OK"));
+        assert_eq!(h.recent_busbw("sim:x", 5).unwrap(), vec![300.0]);
+        assert_eq!(h.latest("preflight", "sim:x").unwrap().unwrap().id, rows[1].id);
+        assert!(h.latest("preflight", "sim:other").unwrap().is_none());
+    }
+
+    #[test]
+    fn refuses_newer_schema() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("h.db");
+        History::open(&path).unwrap().conn.pragma_update(None, "user_version", 99).unwrap();
+        let err = History::open(&path).err().unwrap().to_string();
+        assert!(err.contains("newer than this ddpcheck"), "{err}");
+    }
+}

@@ -1,0 +1,283 @@
+//! Prometheus metrics: the catalogue of docs/metrics.md, updated when the snapshot or a report
+//! changes and only encoded at scrape time (a scrape never touches a GPU).
+
+use std::collections::HashMap;
+
+use ddpcheck_core::ddp::DdpResult;
+use ddpcheck_core::gpu::{GpuInfo, NodeInventory, ProbeState};
+use ddpcheck_core::preflight::LARGE_MESSAGE;
+use ddpcheck_core::report::PreflightReport;
+use ddpcheck_core::topology::TopologyMatrix;
+use ddpcheck_core::{Severity, Verdict};
+use prometheus::{
+    Encoder, Gauge, GaugeVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// GPU labels, as dcgm-exporter names them, so PromQL can join the two.
+pub const GPU_LABELS: [&str; 5] = ["gpu", "UUID", "pci_bus_id", "modelName", "hostname"];
+
+pub struct Metrics {
+    registry: Registry,
+    pub snapshot_age_seconds: Gauge,
+    collector_success: IntGaugeVec,
+    collector_duration: GaugeVec,
+    gpu_info: IntGaugeVec,
+    gpu_pcie_gen: IntGaugeVec,
+    gpu_pcie_gen_max: IntGaugeVec,
+    gpu_pcie_width: IntGaugeVec,
+    gpu_pcie_width_max: IntGaugeVec,
+    gpu_probe_stuck: IntGaugeVec,
+    gpu_lost: IntGaugeVec,
+    gpu_foreign_processes: IntGaugeVec,
+    gpu_ecc_uncorrected: IntGaugeVec,
+    gpu_nvlinks_active: IntGaugeVec,
+    topology_link: IntGaugeVec,
+    preflight_verdict: IntGaugeVec,
+    preflight_exit_code: IntGauge,
+    preflight_timestamp: Gauge,
+    preflight_duration: Gauge,
+    preflight_step_duration: GaugeVec,
+    preflight_findings: IntGaugeVec,
+    preflight_runs: IntCounterVec,
+    allreduce_busbw: Gauge,
+    allreduce_expected: Gauge,
+    allreduce_ratio: Gauge,
+    allreduce_wrong: IntGauge,
+    work_runs: IntCounterVec,
+    work_rejected: IntCounterVec,
+    ddp_speedup: GaugeVec,
+    ddp_efficiency: GaugeVec,
+    ddp_exposed: GaugeVec,
+    ddp_throughput: GaugeVec,
+}
+
+fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
+    // Registration fails only on duplicate names, a programming error caught by the golden test.
+    if let Err(e) = r.register(Box::new(c.clone())) {
+        tracing::error!("metric registration: {e}");
+    }
+    c
+}
+
+fn opts(name: &str, help: &str) -> Opts {
+    Opts::new(name, help)
+}
+
+macro_rules! gauge_vec {
+    ($r:expr, $kind:ident, $name:expr, $help:expr, $labels:expr) => {
+        reg($r, $kind::new(opts($name, $help), $labels).expect("valid metric definition"))
+    };
+}
+
+pub const COLLECTORS: [&str; 2] = ["inventory", "topology"];
+pub const WORK_CALLS: [&str; 3] = ["preflight", "bench_collectives", "bench_ddp"];
+
+impl Metrics {
+    /// Every series without per-GPU labels exists from here on, so the first scrape shows them.
+    #[allow(clippy::expect_used)] // metric definitions are constants; a bad one is a bug
+    pub fn new(backend: &str, backend_label: &str) -> Metrics {
+        let mut common = HashMap::new();
+        common.insert("backend".to_string(), backend.to_string());
+        let registry = Registry::new_custom(None, Some(common)).expect("valid common labels");
+        let r = &registry;
+        let build = gauge_vec!(r, IntGaugeVec, "ddpcheck_build_info", "ddpcheck version and backend; always 1", &["version", "backend_label"]);
+        build.with_label_values(&[env!("CARGO_PKG_VERSION"), backend_label]).set(1);
+        let m = Metrics {
+            snapshot_age_seconds: reg(r, Gauge::new("ddpcheck_snapshot_age_seconds", "Age of the inventory snapshot served to readers").expect("valid")),
+            collector_success: gauge_vec!(r, IntGaugeVec, "ddpcheck_collector_success", "1 if the collector's last run succeeded", &["collector"]),
+            collector_duration: gauge_vec!(r, GaugeVec, "ddpcheck_collector_duration_seconds", "Duration of the collector's last run", &["collector"]),
+            gpu_info: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_info", "One series per GPU; always 1", &GPU_LABELS),
+            gpu_pcie_gen: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_pcie_link_gen", "Current PCIe link generation", &GPU_LABELS),
+            gpu_pcie_gen_max: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_pcie_link_gen_max", "Maximum PCIe link generation", &GPU_LABELS),
+            gpu_pcie_width: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_pcie_link_width", "Current PCIe link width (lanes)", &GPU_LABELS),
+            gpu_pcie_width_max: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_pcie_link_width_max", "Maximum PCIe link width (lanes)", &GPU_LABELS),
+            gpu_probe_stuck: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_probe_stuck", "1 if an NVML call on this GPU ran past its deadline", &GPU_LABELS),
+            gpu_lost: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_lost", "1 if the GPU is lost (fell off the bus)", &GPU_LABELS),
+            gpu_foreign_processes: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_foreign_processes", "Compute processes of others on the GPU", &GPU_LABELS),
+            gpu_ecc_uncorrected: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_ecc_uncorrected_errors", "Volatile uncorrected ECC errors since the last reset", &GPU_LABELS),
+            gpu_nvlinks_active: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_nvlinks_active", "Active NVLinks of the GPU", &GPU_LABELS),
+            topology_link: gauge_vec!(r, IntGaugeVec, "ddpcheck_topology_link_info", "Pair link class (nvidia-smi topo -m); always 1", &["gpu_a", "gpu_b", "UUID_a", "UUID_b", "link"]),
+            preflight_verdict: gauge_vec!(r, IntGaugeVec, "ddpcheck_preflight_verdict", "1 for the verdict of the last preflight, 0 for the others", &["verdict"]),
+            preflight_exit_code: reg(r, IntGauge::new("ddpcheck_preflight_exit_code", "Exit code of the last preflight (-1 before the first)").expect("valid")),
+            preflight_timestamp: reg(r, Gauge::new("ddpcheck_preflight_last_run_timestamp_seconds", "Unix time the last preflight finished (0 before the first)").expect("valid")),
+            preflight_duration: reg(r, Gauge::new("ddpcheck_preflight_duration_seconds", "Wall time of the last preflight").expect("valid")),
+            preflight_step_duration: gauge_vec!(r, GaugeVec, "ddpcheck_preflight_step_duration_seconds", "Wall time of each step of the last preflight", &["step"]),
+            preflight_findings: gauge_vec!(r, IntGaugeVec, "ddpcheck_preflight_findings", "Findings of the last preflight by severity", &["severity"]),
+            preflight_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_preflight_runs_total", "Preflights run, by verdict", &["verdict"]),
+            allreduce_busbw: reg(r, Gauge::new("ddpcheck_allreduce_busbw_bytes_per_second", "Best large-message (>= 64 MiB) all-reduce bus bandwidth of the last preflight").expect("valid")),
+            allreduce_expected: reg(r, Gauge::new("ddpcheck_allreduce_expected_busbw_bytes_per_second", "Expected all-reduce bus bandwidth for the node's topology class (0 if unknown)").expect("valid")),
+            allreduce_ratio: reg(r, Gauge::new("ddpcheck_allreduce_busbw_ratio", "Measured over expected all-reduce bus bandwidth (0 if unknown)").expect("valid")),
+            allreduce_wrong: reg(r, IntGauge::new("ddpcheck_allreduce_wrong_elements", "Wrong elements in the last preflight's all-reduce check").expect("valid")),
+            work_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_work_runs_total", "Work-starting calls run, by call and outcome", &["call", "outcome"]),
+            work_rejected: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rejected_total", "Work-starting calls refused as BUSY", &["call"]),
+            ddp_speedup: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_speedup_ratio", "Measured DDP speedup over one GPU of the same recipe", &["model", "variant", "world_size"]),
+            ddp_efficiency: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_scaling_efficiency_ratio", "Speedup divided by GPUs", &["model", "variant", "world_size"]),
+            ddp_exposed: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_exposed_comm_ratio", "Share of the step spent in communication not hidden by compute", &["model", "variant", "world_size"]),
+            ddp_throughput: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_throughput_per_second", "Tokens (decoders) or samples (MLP) per second over all GPUs", &["model", "variant", "world_size", "unit"]),
+            registry,
+        };
+        for c in COLLECTORS {
+            m.collector_success.with_label_values(&[c]).set(0);
+            m.collector_duration.with_label_values(&[c]).set(0.0);
+        }
+        for v in Verdict::ALL {
+            m.preflight_verdict.with_label_values(&[v.as_str()]).set(0);
+            m.preflight_runs.with_label_values(&[v.as_str()]);
+        }
+        for s in ["info", "warning", "critical"] {
+            m.preflight_findings.with_label_values(&[s]).set(0);
+        }
+        for c in WORK_CALLS {
+            m.work_rejected.with_label_values(&[c]);
+            for o in ["ok", "error"] {
+                m.work_runs.with_label_values(&[c, o]);
+            }
+        }
+        m.preflight_exit_code.set(-1);
+        m
+    }
+
+    pub fn collector_ran(&self, name: &str, ok: bool, seconds: f64) {
+        self.collector_success.with_label_values(&[name]).set(i64::from(ok));
+        self.collector_duration.with_label_values(&[name]).set(seconds);
+    }
+
+    pub fn work_ran(&self, call: &str, ok: bool) {
+        self.work_runs
+            .with_label_values(&[call, if ok { "ok" } else { "error" }])
+            .inc();
+    }
+
+    pub fn work_rejected(&self, call: &str) {
+        self.work_rejected.with_label_values(&[call]).inc();
+    }
+
+    fn gpu_labels(inv: &NodeInventory, g: &GpuInfo) -> [String; 5] {
+        [
+            g.index.to_string(),
+            g.uuid.clone(),
+            g.pci_bus_id.clone(),
+            g.name.clone(),
+            inv.hostname.clone(),
+        ]
+    }
+
+    pub fn set_inventory(&self, inv: &NodeInventory) {
+        for v in [
+            &self.gpu_info,
+            &self.gpu_pcie_gen,
+            &self.gpu_pcie_gen_max,
+            &self.gpu_pcie_width,
+            &self.gpu_pcie_width_max,
+            &self.gpu_probe_stuck,
+            &self.gpu_lost,
+            &self.gpu_foreign_processes,
+            &self.gpu_ecc_uncorrected,
+            &self.gpu_nvlinks_active,
+        ] {
+            v.reset();
+        }
+        for g in &inv.gpus {
+            let l = Self::gpu_labels(inv, g);
+            let l: Vec<&str> = l.iter().map(String::as_str).collect();
+            self.gpu_info.with_label_values(&l).set(1);
+            if let Some(p) = g.pcie {
+                self.gpu_pcie_gen.with_label_values(&l).set(i64::from(p.gen_current));
+                self.gpu_pcie_gen_max.with_label_values(&l).set(i64::from(p.gen_max));
+                self.gpu_pcie_width.with_label_values(&l).set(i64::from(p.width_current));
+                self.gpu_pcie_width_max.with_label_values(&l).set(i64::from(p.width_max));
+            }
+            self.gpu_probe_stuck.with_label_values(&l).set(i64::from(g.state == ProbeState::Stuck));
+            self.gpu_lost.with_label_values(&l).set(i64::from(g.state == ProbeState::Lost));
+            self.gpu_foreign_processes.with_label_values(&l).set(g.processes.len() as i64);
+            self.gpu_ecc_uncorrected
+                .with_label_values(&l)
+                .set(g.health.ecc_uncorrected_volatile.unwrap_or(0) as i64);
+            self.gpu_nvlinks_active
+                .with_label_values(&l)
+                .set(i64::from(g.health.nvlinks_active.unwrap_or(0)));
+        }
+    }
+
+    pub fn set_topology(&self, t: &TopologyMatrix) {
+        self.topology_link.reset();
+        for p in t.pairs() {
+            self.topology_link
+                .with_label_values(&[
+                    &p.a.index.to_string(),
+                    &p.b.index.to_string(),
+                    &p.a.uuid,
+                    &p.b.uuid,
+                    &p.link.to_string(),
+                ])
+                .set(1);
+        }
+    }
+
+    pub fn set_preflight(&self, r: &PreflightReport, finished_unix: f64) {
+        for v in Verdict::ALL {
+            self.preflight_verdict
+                .with_label_values(&[v.as_str()])
+                .set(i64::from(v == r.verdict));
+        }
+        self.preflight_runs.with_label_values(&[r.verdict.as_str()]).inc();
+        self.preflight_exit_code.set(i64::from(r.exit_code));
+        self.preflight_timestamp.set(finished_unix);
+        self.preflight_duration.set(r.wall_seconds);
+        self.preflight_step_duration.reset();
+        for s in &r.steps {
+            self.preflight_step_duration.with_label_values(&[&s.name]).set(s.seconds);
+        }
+        for (sev, name) in [(Severity::Info, "info"), (Severity::Warning, "warning"), (Severity::Critical, "critical")] {
+            let n = r.findings.iter().filter(|f| f.severity == sev).count();
+            self.preflight_findings.with_label_values(&[name]).set(n as i64);
+        }
+        let peak = r
+            .all_reduce
+            .as_ref()
+            .and_then(|s| s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0)))
+            .map(|(_, b)| b);
+        self.allreduce_busbw.set(peak.unwrap_or(0.0) * 1e9);
+        let exp = r.expected.as_ref().map(|e| e.busbw_gbps);
+        self.allreduce_expected.set(exp.unwrap_or(0.0) * 1e9);
+        self.allreduce_ratio.set(match (peak, exp) {
+            (Some(p), Some(e)) if e > 0.0 => p / e,
+            _ => 0.0,
+        });
+        self.allreduce_wrong.set(
+            r.all_reduce
+                .as_ref()
+                .and_then(|s| s.wrong_total())
+                .unwrap_or(0) as i64,
+        );
+    }
+
+    pub fn set_ddp(&self, results: &[DdpResult]) {
+        for r in results {
+            let n = r.world_size.to_string();
+            let l = [r.model.as_str(), r.variant.as_str(), n.as_str()];
+            if let Some(s) = r.speedup {
+                self.ddp_speedup.with_label_values(&l).set(s);
+            }
+            if let Some(e) = r.efficiency {
+                self.ddp_efficiency.with_label_values(&l).set(e);
+            }
+            if let Some(x) = r.exposed_comm_fraction {
+                self.ddp_exposed.with_label_values(&l).set(x);
+            }
+            let unit = r.throughput_unit.replace("/s", "");
+            self.ddp_throughput
+                .with_label_values(&[l[0], l[1], l[2], unit.as_str()])
+                .set(r.throughput);
+        }
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut buf = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
+            return format!("# encoding error: {e}\n");
+        }
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}

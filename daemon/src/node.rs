@@ -1,0 +1,127 @@
+//! The daemon's shared state: backend, snapshot, metrics, history and the single-flight guard.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use ddpcheck_core::gpu::NodeInventory;
+use ddpcheck_core::topology::TopologyMatrix;
+use ddpcheck_core::NodeBackend;
+use tokio::sync::OwnedMutexGuard;
+
+use crate::engine;
+use crate::history::History;
+use crate::lock::{LockError, NodeLock};
+use crate::metrics::Metrics;
+
+/// What readers see: the latest inventory and topology, never a live GPU call.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub taken: Instant,
+    pub taken_unix: f64,
+    pub inventory: Result<NodeInventory, String>,
+    pub topology: Option<TopologyMatrix>,
+}
+
+impl Snapshot {
+    pub fn empty() -> Snapshot {
+        Snapshot {
+            taken: Instant::now(),
+            taken_unix: 0.0,
+            inventory: Err("no snapshot yet".into()),
+            topology: None,
+        }
+    }
+}
+
+pub struct Node {
+    pub backend: Arc<dyn NodeBackend>,
+    pub snapshot: RwLock<Snapshot>,
+    pub metrics: Metrics,
+    pub history: Mutex<History>,
+    pub lock_path: PathBuf,
+    work: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
+pub struct WorkGuard {
+    _inproc: OwnedMutexGuard<()>,
+    _file: NodeLock,
+}
+
+impl Node {
+    pub fn new(backend: Arc<dyn NodeBackend>, history: History, lock_path: PathBuf) -> Node {
+        let metrics = Metrics::new(backend.kind().as_str(), &backend.label());
+        Node {
+            backend,
+            snapshot: RwLock::new(Snapshot::empty()),
+            metrics,
+            history: Mutex::new(history),
+            lock_path,
+            work: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// Single flight: succeeds only if no other test runs on this node (daemon or local CLI).
+    pub fn try_start_work(&self, call: &str) -> Result<WorkGuard, String> {
+        let inproc = self.work.clone().try_lock_owned().map_err(|_| {
+            format!("BUSY: another test is already running in this daemon; {call} not started")
+        })?;
+        let file = NodeLock::try_acquire(&self.lock_path, call).map_err(|e| match e {
+            LockError::Busy { .. } => e.to_string(),
+            other => format!("BUSY: cannot take the node lock: {other}"),
+        })?;
+        Ok(WorkGuard {
+            _inproc: inproc,
+            _file: file,
+        })
+    }
+
+    pub fn read_snapshot(&self) -> Snapshot {
+        match self.snapshot.read() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Refreshes the snapshot from the backend (blocking; run on a blocking thread).
+    pub fn collect(&self) {
+        let t0 = Instant::now();
+        let inv = self.backend.inventory();
+        self.metrics.collector_ran("inventory", inv.is_ok(), t0.elapsed().as_secs_f64());
+        let mut topology = None;
+        if let Ok(inv) = &inv {
+            self.metrics.set_inventory(inv);
+            let t1 = Instant::now();
+            let topo = self.backend.topology(&inv.gpus);
+            self.metrics.collector_ran("topology", topo.is_ok(), t1.elapsed().as_secs_f64());
+            if let Ok(t) = &topo {
+                self.metrics.set_topology(t);
+            }
+            topology = topo.ok();
+        }
+        let snap = Snapshot {
+            taken: Instant::now(),
+            taken_unix: engine::unix_now(),
+            inventory: inv.map_err(|e| e.to_string()),
+            topology,
+        };
+        match self.snapshot.write() {
+            Ok(mut s) => *s = snap,
+            Err(p) => *p.into_inner() = snap,
+        }
+    }
+
+    pub fn snapshot_age(&self) -> Duration {
+        self.read_snapshot().taken.elapsed()
+    }
+
+    /// Runs `f` with the history, recovering from a poisoned lock (a panic elsewhere must not
+    /// make the history unreachable).
+    pub fn with_history<T>(&self, f: impl FnOnce(&History) -> T) -> T {
+        match self.history.lock() {
+            Ok(h) => f(&h),
+            Err(p) => f(&p.into_inner()),
+        }
+    }
+}

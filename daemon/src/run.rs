@@ -1,0 +1,219 @@
+//! Starting and stopping the daemon: listeners (Unix socket, optional TCP with mTLS), the
+//! collector loop, the `/metrics` endpoint, systemd notification, and clean shutdown.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ddpcheck_core::NodeBackend;
+use ddpcheck_proto::v1::ddpcheck_server::DdpcheckServer;
+use tokio::net::UnixListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::history::History;
+use crate::lock::lock_path;
+use crate::node::Node;
+use crate::server::Service;
+
+/// Settings of one daemon instance.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// The Unix socket of the control API (mode 0660).
+    pub socket: PathBuf,
+    /// Optional TCP listener; requires `tls` (TCP only with mTLS).
+    pub tcp: Option<SocketAddr>,
+    pub tls: Option<TlsFiles>,
+    /// `/metrics` listener; `None` disables it.
+    pub metrics_addr: Option<SocketAddr>,
+    pub runtime_dir: PathBuf,
+    pub state_dir: PathBuf,
+    /// How often the collector refreshes the snapshot.
+    pub collect_interval: Duration,
+    /// Deadline of one collection; past it the snapshot keeps its old data and says so.
+    pub collect_deadline: Duration,
+}
+
+/// Server certificate and key, and the CA that client certificates must chain to.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    History(#[from] crate::history::HistoryError),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {
+    let what = what.into();
+    move |source| DaemonError::Io { what, source }
+}
+
+/// A started daemon. Dropping it does not stop it: call [`Running::shutdown`].
+pub struct Running {
+    pub node: Arc<Node>,
+    pub socket: PathBuf,
+    pub metrics_addr: Option<SocketAddr>,
+    pub tcp_addr: Option<SocketAddr>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops the listeners and the collector and waits for them (bounded).
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Binds the Unix socket, refusing to steal one that a live daemon answers on.
+fn bind_unix(path: &Path) -> Result<UnixListener, DaemonError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(DaemonError::Config(format!(
+                "{} is in use by a running daemon",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path).map_err(io(format!("removing stale {}", path.display())))?;
+    }
+    let l = UnixListener::bind(path).map_err(io(format!("binding {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(io(format!("chmod {}", path.display())))?;
+    chown_group(path, "ddpcheck");
+    Ok(l)
+}
+
+/// Gives the socket to group `ddpcheck` when it exists, so members may use the API.
+fn chown_group(path: &Path, group: &str) {
+    let (Ok(g), Ok(p)) = (
+        std::ffi::CString::new(group),
+        std::ffi::CString::new(path.as_os_str().as_encoded_bytes()),
+    ) else {
+        return;
+    };
+    // SAFETY: both are valid C strings; getgrnam's result is read before any other call.
+    unsafe {
+        let gr = libc::getgrnam(g.as_ptr());
+        if !gr.is_null() {
+            let _ = libc::chown(p.as_ptr(), u32::MAX, (*gr).gr_gid);
+        }
+    }
+}
+
+/// Starts a daemon on `backend`. Returns once the socket and `/metrics` accept connections
+/// and the first snapshot is taken (or its deadline passed).
+pub async fn start(cfg: DaemonConfig, backend: Arc<dyn NodeBackend>) -> Result<Running, DaemonError> {
+    if cfg.tcp.is_some() && cfg.tls.is_none() {
+        return Err(DaemonError::Config(
+            "TCP needs mTLS: give --tls-cert, --tls-key and --tls-client-ca".into(),
+        ));
+    }
+    std::fs::create_dir_all(&cfg.state_dir).map_err(io(format!("creating {}", cfg.state_dir.display())))?;
+    let history = History::open(&cfg.state_dir.join("history.db"))?;
+    let interrupted = history.mark_interrupted()?;
+    if interrupted > 0 {
+        tracing::warn!("{interrupted} run(s) were interrupted by the previous daemon's stop");
+    }
+    let node = Arc::new(Node::new(backend, history, lock_path(&cfg.runtime_dir)));
+    let (stop, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    // First snapshot before serving, so every series exists from the first scrape.
+    {
+        let n = node.clone();
+        let first = tokio::task::spawn_blocking(move || n.collect());
+        let _ = tokio::time::timeout(cfg.collect_deadline, first).await;
+    }
+    tasks.push(tokio::spawn(collector_loop(node.clone(), cfg.clone(), stop_rx.clone())));
+
+    let unix = bind_unix(&cfg.socket)?;
+    let svc = Service { node: node.clone() };
+    {
+        let mut rx = stop_rx.clone();
+        let server = tonic::transport::Server::builder()
+            .add_service(DdpcheckServer::new(svc))
+            .serve_with_incoming_shutdown(UnixListenerStream::new(unix), async move {
+                let _ = rx.wait_for(|s| *s).await;
+            });
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = server.await {
+                tracing::error!("gRPC (unix) server: {e}");
+            }
+        }));
+    }
+
+    let mut tcp_addr = None;
+    if let (Some(addr), Some(tls)) = (cfg.tcp, cfg.tls.clone()) {
+        let (bound, task) = crate::tls::serve_tcp(addr, &tls, node.clone(), stop_rx.clone()).await?;
+        tcp_addr = Some(bound);
+        tasks.push(task);
+    }
+
+    let mut metrics_addr = None;
+    if let Some(addr) = cfg.metrics_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(io(format!("binding /metrics on {addr}")))?;
+        metrics_addr = listener.local_addr().ok();
+        tasks.push(tokio::spawn(crate::http::serve(listener, node.clone(), stop_rx.clone())));
+    }
+
+    Ok(Running {
+        node,
+        socket: cfg.socket,
+        metrics_addr,
+        tcp_addr,
+        stop,
+        tasks,
+    })
+}
+
+/// Refreshes the snapshot on a blocking thread every interval; feeds the systemd watchdog only
+/// when a collection finished, so a wedged collector gets the service restarted.
+async fn collector_loop(node: Arc<Node>, cfg: DaemonConfig, mut stop: watch::Receiver<bool>) {
+    let mut busy: Option<JoinHandle<()>> = None;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(cfg.collect_interval) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        // A collection still running (a stuck probe) is not started twice.
+        if let Some(h) = &busy {
+            if !h.is_finished() {
+                tracing::warn!("previous collection still running; snapshot is aging");
+                continue;
+            }
+        }
+        let n = node.clone();
+        let h = tokio::task::spawn_blocking(move || n.collect());
+        busy = Some(h);
+        if let Some(h) = busy.as_mut() {
+            if tokio::time::timeout(cfg.collect_deadline, h).await.is_ok() {
+                busy = None;
+                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+            }
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The `ddpcheck.v1` gRPC service: cheap reads from the snapshot and history, and single-flight
+//! work-starting calls that stream progress and end with one report.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ddpcheck_core::backend::Progress as CoreProgress;
+use ddpcheck_core::collective::Collective;
+use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::preflight::LARGE_MESSAGE;
+use ddpcheck_core::ProbeError;
+use ddpcheck_proto::v1::ddpcheck_server::Ddpcheck;
+use ddpcheck_proto::v1::{
+    work_event, BenchCollectivesRequest, BenchDdpRequest, GetHistoryRequest,
+    GetLastPreflightRequest, GetNodeRequest, GetTopologyRequest, HistoryReply, NodeSnapshot,
+    PreflightRequest, Progress, Report, WorkEvent,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::engine::{self, CollectiveParams, PreflightParams};
+use crate::history::StoredReport;
+use crate::node::Node;
+
+pub struct Service {
+    pub node: Arc<Node>,
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
+
+/// Upper bound of any deadline a caller may ask for.
+const MAX_DEADLINE_S: f64 = 3600.0;
+
+fn deadline(secs: f64, default: f64) -> Result<Duration, Status> {
+    if secs == 0.0 {
+        return Ok(Duration::from_secs_f64(default));
+    }
+    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_DEADLINE_S) {
+        return Err(Status::invalid_argument(format!(
+            "deadline_seconds {secs} outside (0, {MAX_DEADLINE_S}]"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn stored_to_proto(r: StoredReport) -> Report {
+    Report {
+        kind: r.kind,
+        backend: r.backend,
+        verdict: r.verdict.unwrap_or_default(),
+        exit_code: r.exit_code.unwrap_or(-1),
+        json: r.json.unwrap_or_default(),
+        status: r.status,
+    }
+}
+
+fn probe_status(e: &ProbeError) -> Status {
+    match e {
+        ProbeError::Invalid(m) => Status::invalid_argument(m.clone()),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+/// Outcome of a finished work call, ready for the history, the metrics and the stream.
+struct Finished {
+    report: Report,
+    busbw_large: Option<f64>,
+}
+
+impl Service {
+    /// Runs `work` on a blocking thread under the single-flight guard, streaming its progress.
+    fn spawn_work<F>(&self, call: &'static str, work: F) -> Result<EventStream, Status>
+    where
+        F: FnOnce(&Node, &mut dyn FnMut(CoreProgress)) -> Result<Finished, ProbeError> + Send + 'static,
+    {
+        let guard = match self.node.try_start_work(call) {
+            Ok(g) => g,
+            Err(msg) => {
+                self.node.metrics.work_rejected(call);
+                return Err(Status::resource_exhausted(msg));
+            }
+        };
+        let (tx, rx) = mpsc::channel::<Result<WorkEvent, Status>>(64);
+        let node = self.node.clone();
+        tokio::task::spawn_blocking(move || {
+            let _guard = guard;
+            let backend_kind = node.backend.kind().as_str();
+            let label = node.backend.label();
+            let id = node.with_history(|h| h.begin(call, backend_kind, &label, engine::unix_now()));
+            if let Err(e) = &id {
+                tracing::warn!("history: {e}");
+            }
+            let ptx = tx.clone();
+            let mut progress = |p: CoreProgress| {
+                let ev = WorkEvent {
+                    event: Some(work_event::Event::Progress(Progress {
+                        stage: p.stage,
+                        done: p.done,
+                        total: p.total,
+                        message: p.message,
+                    })),
+                };
+                // A slow or gone client must not stall the run: drop progress it cannot take.
+                let _ = ptx.try_send(Ok(ev));
+            };
+            let outcome = work(&node, &mut progress);
+            node.metrics.work_ran(call, outcome.is_ok());
+            let now = engine::unix_now();
+            match outcome {
+                Ok(f) => {
+                    if let Ok(id) = id {
+                        let verdict = (!f.report.verdict.is_empty()).then_some(f.report.verdict.as_str());
+                        let exit = (call == "preflight").then_some(f.report.exit_code);
+                        let stored = node.with_history(|h| {
+                            h.complete(id, "complete", verdict, exit, f.busbw_large, Some(&f.report.json), now)
+                        });
+                        if let Err(e) = stored {
+                            tracing::warn!("history: {e}");
+                        }
+                    }
+                    let _ = tx.blocking_send(Ok(WorkEvent {
+                        event: Some(work_event::Event::Report(f.report)),
+                    }));
+                }
+                Err(e) => {
+                    if let Ok(id) = id {
+                        let _ = node.with_history(|h| h.complete(id, "failed", None, None, None, None, now));
+                    }
+                    let _ = tx.blocking_send(Err(probe_status(&e)));
+                }
+            }
+        });
+        Ok(Box::pin(ReceiverStream::new(rx)))
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, ProbeError> {
+    serde_json::to_string(v).map_err(|e| ProbeError::Worker(format!("report serialisation: {e}")))
+}
+
+fn env_pairs(m: &std::collections::HashMap<String, String>) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    v.sort();
+    v
+}
+
+#[tonic::async_trait]
+impl Ddpcheck for Service {
+    async fn get_node(&self, _req: Request<GetNodeRequest>) -> Result<Response<NodeSnapshot>, Status> {
+        let snap = self.node.read_snapshot();
+        let (inventory_json, error, hostname) = match &snap.inventory {
+            Ok(inv) => (
+                serde_json::to_string(inv).map_err(|e| Status::internal(e.to_string()))?,
+                String::new(),
+                inv.hostname.clone(),
+            ),
+            Err(e) => (String::new(), e.clone(), engine::local_hostname()),
+        };
+        Ok(Response::new(NodeSnapshot {
+            backend: self.node.backend.kind().as_str().into(),
+            backend_label: self.node.backend.label(),
+            hostname,
+            age_seconds: snap.taken.elapsed().as_secs_f64(),
+            inventory_json,
+            error,
+            daemon_version: engine::TOOL_VERSION.into(),
+        }))
+    }
+
+    async fn get_topology(&self, _req: Request<GetTopologyRequest>) -> Result<Response<Report>, Status> {
+        let snap = self.node.read_snapshot();
+        let inv = snap.inventory.map_err(Status::unavailable)?;
+        let topology = snap
+            .topology
+            .ok_or_else(|| Status::unavailable("topology not read yet"))?;
+        let mut prov = ddpcheck_core::report::Provenance {
+            hostname: inv.hostname.clone(),
+            time: humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + Duration::from_secs_f64(snap.taken_unix.max(0.0)),
+            )
+            .to_string(),
+            tool_version: engine::TOOL_VERSION.into(),
+            driver_version: inv.driver_version.clone(),
+            cuda_version: inv.cuda_driver_version.clone(),
+            ..Default::default()
+        };
+        prov.gpus = topology.gpus.clone();
+        let report = ddpcheck_core::report::TopoReport {
+            header: ddpcheck_core::report::Header::new(
+                ddpcheck_core::report::ReportKind::Topo,
+                self.node.backend.kind(),
+                self.node.backend.label(),
+                prov,
+            ),
+            gpus: inv.gpus,
+            topology,
+        };
+        Ok(Response::new(Report {
+            kind: "topo".into(),
+            backend: self.node.backend.kind().as_str().into(),
+            verdict: String::new(),
+            exit_code: 0,
+            json: serde_json::to_string(&report).map_err(|e| Status::internal(e.to_string()))?,
+            status: "complete".into(),
+        }))
+    }
+
+    async fn get_last_preflight(&self, _req: Request<GetLastPreflightRequest>) -> Result<Response<Report>, Status> {
+        let label = self.node.backend.label();
+        let r = self
+            .node
+            .with_history(|h| h.latest("preflight", &label))
+            .map_err(|e| Status::internal(e.to_string()))?;
+        r.map(|r| Response::new(stored_to_proto(r)))
+            .ok_or_else(|| Status::not_found("no preflight has run on this node yet"))
+    }
+
+    async fn get_history(&self, req: Request<GetHistoryRequest>) -> Result<Response<HistoryReply>, Status> {
+        let req = req.into_inner();
+        if !matches!(req.kind.as_str(), "" | "preflight" | "bench_collectives" | "bench_ddp") {
+            return Err(Status::invalid_argument(format!(
+                "kind {:?}: expected preflight, bench_collectives, bench_ddp or empty",
+                req.kind
+            )));
+        }
+        let limit = match req.limit {
+            0 => 20,
+            n @ 1..=1000 => n,
+            n => return Err(Status::invalid_argument(format!("limit {n} outside 1..=1000"))),
+        };
+        let label = self.node.backend.label();
+        let rows = self
+            .node
+            .with_history(|h| h.recent(&req.kind, Some(&label), limit))
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(HistoryReply {
+            reports: rows.into_iter().map(stored_to_proto).collect(),
+        }))
+    }
+
+    type RunPreflightStream = EventStream;
+
+    async fn run_preflight(&self, req: Request<PreflightRequest>) -> Result<Response<EventStream>, Status> {
+        let req = req.into_inner();
+        if req.gpus.len() > 4096 {
+            return Err(Status::invalid_argument("gpus selection longer than 4096 characters"));
+        }
+        let params = PreflightParams {
+            gpus: req.gpus,
+            min_bytes: req.min_bytes,
+            max_bytes: req.max_bytes,
+            iters: req.iters,
+            warmup_iters: req.warmup_iters,
+            deadline: Some(deadline(req.deadline_seconds, 30.0)?),
+            inject_hang: req.inject_hang,
+        };
+        let stream = self.spawn_work("preflight", move |node, progress| {
+            let label = node.backend.label();
+            let history = node.with_history(|h| h.recent_busbw(&label, 10)).unwrap_or_default();
+            let r = engine::run_preflight(node.backend.as_ref(), &params, history, progress)?;
+            node.metrics.set_preflight(&r, engine::unix_now());
+            let busbw_large = r
+                .all_reduce
+                .as_ref()
+                .and_then(|s| s.peak_busbw(LARGE_MESSAGE))
+                .map(|(_, b)| b);
+            Ok(Finished {
+                report: Report {
+                    kind: "preflight".into(),
+                    backend: r.header.backend.as_str().into(),
+                    verdict: r.verdict.as_str().into(),
+                    exit_code: r.exit_code,
+                    json: to_json(&r)?,
+                    status: "complete".into(),
+                },
+                busbw_large,
+            })
+        })?;
+        Ok(Response::new(stream))
+    }
+
+    type BenchCollectivesStream = EventStream;
+
+    async fn bench_collectives(&self, req: Request<BenchCollectivesRequest>) -> Result<Response<EventStream>, Status> {
+        let req = req.into_inner();
+        let d = CollectiveParams::default();
+        let ops = if req.ops.is_empty() {
+            d.ops.clone()
+        } else {
+            req.ops
+                .iter()
+                .map(|o| o.parse::<Collective>().map_err(|e| Status::invalid_argument(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        if req.env_ab.len() > 8 {
+            return Err(Status::invalid_argument("at most 8 env_ab candidates"));
+        }
+        let params = CollectiveParams {
+            ops,
+            gpus: req.gpus,
+            min_bytes: if req.min_bytes == 0 { d.min_bytes } else { req.min_bytes },
+            max_bytes: if req.max_bytes == 0 { d.max_bytes } else { req.max_bytes },
+            step_factor: if req.step_factor == 0 { d.step_factor } else { u64::from(req.step_factor) },
+            iters: if req.iters == 0 { d.iters } else { req.iters },
+            warmup_iters: if req.warmup_iters == 0 { d.warmup_iters } else { req.warmup_iters },
+            in_place: req.in_place,
+            check: req.check,
+            deadline: deadline(req.deadline_seconds, d.deadline.as_secs_f64())?,
+            env_ab: req.env_ab.iter().map(|c| env_pairs(&c.env)).collect(),
+        };
+        let stream = self.spawn_work("bench_collectives", move |node, progress| {
+            let r = engine::run_bench_collectives(node.backend.as_ref(), &params, progress)?;
+            Ok(Finished {
+                report: Report {
+                    kind: "bench_collectives".into(),
+                    backend: r.header.backend.as_str().into(),
+                    verdict: String::new(),
+                    exit_code: 0,
+                    json: to_json(&r)?,
+                    status: "complete".into(),
+                },
+                busbw_large: None,
+            })
+        })?;
+        Ok(Response::new(stream))
+    }
+
+    type BenchDdpStream = EventStream;
+
+    async fn bench_ddp(&self, req: Request<BenchDdpRequest>) -> Result<Response<EventStream>, Status> {
+        let req = req.into_inner();
+        let models = req
+            .models
+            .iter()
+            .map(|m| m.parse::<ModelSpec>().map_err(Status::invalid_argument))
+            .collect::<Result<Vec<_>, _>>()?;
+        let variants = req
+            .variants
+            .iter()
+            .map(|v| v.parse::<DdpVariant>().map_err(Status::invalid_argument))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ddp = DdpRequest {
+            models,
+            variants,
+            world_sizes: req.world_sizes,
+            micro_batch: if req.micro_batch == 0 { 8 } else { req.micro_batch },
+            warmup_steps: if req.warmup_steps == 0 { 10 } else { req.warmup_steps },
+            steps: if req.steps == 0 { 40 } else { req.steps },
+            price_per_gpu_hour: (req.price_per_gpu_hour > 0.0).then_some(req.price_per_gpu_hour),
+            env: env_pairs(&req.env),
+            deadline_s: deadline(req.deadline_seconds, 600.0)?.as_secs_f64(),
+        };
+        let stream = self.spawn_work("bench_ddp", move |node, progress| {
+            let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
+            node.metrics.set_ddp(&r.results);
+            Ok(Finished {
+                report: Report {
+                    kind: "bench_ddp".into(),
+                    backend: r.header.backend.as_str().into(),
+                    verdict: String::new(),
+                    exit_code: 0,
+                    json: to_json(&r)?,
+                    status: "complete".into(),
+                },
+                busbw_large: None,
+            })
+        })?;
+        Ok(Response::new(stream))
+    }
+}

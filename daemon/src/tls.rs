@@ -1,0 +1,57 @@
+//! The optional TCP listener of the control API, only with mutual TLS (client certificates
+//! must chain to the configured CA).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use ddpcheck_proto::v1::ddpcheck_server::DdpcheckServer;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
+use crate::node::Node;
+use crate::run::{DaemonError, TlsFiles};
+use crate::server::Service;
+
+fn read(path: &std::path::Path) -> Result<Vec<u8>, DaemonError> {
+    std::fs::read(path).map_err(|source| DaemonError::Io {
+        what: format!("reading {}", path.display()),
+        source,
+    })
+}
+
+pub async fn serve_tcp(
+    addr: SocketAddr,
+    tls: &TlsFiles,
+    node: Arc<Node>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(SocketAddr, JoinHandle<()>), DaemonError> {
+    let config = ServerTlsConfig::new()
+        .identity(Identity::from_pem(read(&tls.cert)?, read(&tls.key)?))
+        .client_ca_root(Certificate::from_pem(read(&tls.client_ca)?))
+        .client_auth_optional(false);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| DaemonError::Io {
+            what: format!("binding {addr}"),
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| DaemonError::Io {
+        what: "local address".into(),
+        source,
+    })?;
+    let server = tonic::transport::Server::builder()
+        .tls_config(config)
+        .map_err(|e| DaemonError::Config(format!("TLS configuration: {e}")))?
+        .add_service(DdpcheckServer::new(Service { node }))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            let _ = stop.wait_for(|s| *s).await;
+        });
+    let task = tokio::spawn(async move {
+        if let Err(e) = server.await {
+            tracing::error!("gRPC (tcp) server: {e}");
+        }
+    });
+    Ok((bound, task))
+}
