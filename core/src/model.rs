@@ -1,0 +1,1086 @@
+//! The DDP step-time model: predicts one optimizer step of PyTorch DDP on N GPUs from the compute
+//! time of one micro-batch on one GPU and the node's measured all-reduce curve.
+//!
+//! # The model
+//!
+//! One optimizer step with gradient accumulation `k` runs `k` micro-batches; DDP all-reduces only
+//! in the last one (the others run under `no_sync`). Within that micro-batch:
+//!
+//! * the forward (and the rest of the non-backward work) takes `(1 − b)·compute`, the backward
+//!   `b·compute` (`b` = [`StepInputs::backward_fraction`], default 2/3);
+//! * gradients become ready during the backward in the order of a [`GradLayout`]: per tensor, at
+//!   a fraction of the backward. For GPT-2-style decoders the tied embedding's gradient is final
+//!   only at the very end of the backward, and the first part of the backward is the LM head,
+//!   during which no gradient is ready ([`GradLayout::for_model`]). Without a model structure
+//!   the gradients arrive uniformly ([`GradLayout::uniform`]);
+//! * tensors are packed into buckets as DDP does (in ready order; a bucket closes once it holds
+//!   at least its cap: 1 MiB for the first, `bucket_cap_mb` MiB after, in the parameters' dtype,
+//!   so a comm hook halves the bytes on the wire but not the number of buckets);
+//! * bucket all-reduces run one after another on one NCCL stream: bucket `j` starts when it is
+//!   ready and bucket `j−1` has finished, and takes `per_bucket_s` (+ `hook_per_bucket_s` with a
+//!   comm hook) plus the all-reduce time of its wire bytes read from the [`LinkCurve`];
+//! * exposed communication is the time the last all-reduce ends after the backward ends.
+//!
+//! `step(N) = k·compute + exposed + ddp_fixed_s`, and `step(1) = k·compute`: `compute_s` is what
+//! a one-GPU run of the same recipe measures per micro-batch (its own bookkeeping included), and
+//! `ddp_fixed_s` is what N ranks add on top of it every synchronising step (DDP's reducer
+//! finalisation, waiting for the slowest rank, stream synchronisation). Hence
+//! `speedup = N·k·compute / step(N)`, `efficiency = speedup / N`, and the communication share is
+//! `(step(N) − step(1)) / step(N)`, the same definition [`crate::ddp::fill_scaling`] applies to
+//! measured runs.
+//!
+//! # The all-reduce curve
+//!
+//! [`LinkCurve::from_sweep`] keeps the measured points and also fits `time = α + x/B` with
+//! `x = bytes·2(n−1)/n` by least squares on *relative* errors (weights `1/time²`): unweighted
+//! least squares would let the largest sizes decide α, which small sizes measure. The model
+//! reads times by direct interpolation of the measured points (log size, log time; this is the
+//! default, [`CurveMode::Interpolate`], because a measured curve already contains α and NCCL's
+//! protocol changes that no two-parameter line captures), and uses α/B outside the measured
+//! range, for other world sizes (ring factor rescaled) and for given numbers
+//! ([`LinkCurve::flat`], e.g. the seeds' published busbw).
+//!
+//! # Overheads
+//!
+//! DDP's own costs ([`Overheads`]) matter where steps are short: with a few MB of gradients and
+//! millisecond steps, per-call latency and per-step work dominate. The defaults are small,
+//! order-of-magnitude figures for eager PyTorch on a current host (documented on
+//! [`Overheads::default`]); [`calibrate`] replaces them, and the backward fraction, with values
+//! fitted to the node's own measured DDP runs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::collective::{Collective, Sweep};
+use crate::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec};
+
+/// One MiB, the unit of DDP's `bucket_cap_mb`.
+pub const MIB: f64 = 1024.0 * 1024.0;
+/// DDP's default `bucket_cap_mb`.
+pub const DEFAULT_BUCKET_CAP_MB: f64 = 25.0;
+/// DDP's first bucket (`dist._DEFAULT_FIRST_BUCKET_BYTES`), 1 MiB.
+pub const DEFAULT_FIRST_BUCKET_MB: f64 = 1.0;
+/// Backward ≈ twice the forward: the share of a micro-batch that communication can overlap.
+pub const DEFAULT_BACKWARD_FRACTION: f64 = 2.0 / 3.0;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ModelError {
+    #[error("the all-reduce sweep has no usable point (positive size and time)")]
+    EmptySweep,
+    #[error("expected an all_reduce sweep, got {0}")]
+    NotAllReduce(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("nothing to calibrate from: {0}")]
+    NoData(String),
+}
+
+fn ring_factor(world: u32) -> f64 {
+    Collective::AllReduce.busbw_factor(world)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The all-reduce curve
+// ---------------------------------------------------------------------------------------------
+
+/// How [`LinkCurve`] turns a size into a time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CurveMode {
+    /// Interpolate the measured points (log–log); α–β outside them. The default.
+    #[default]
+    Interpolate,
+    /// Always `α + bytes·2(n−1)/n / busbw` with the fitted (or given) α and busbw.
+    AlphaBeta,
+}
+
+/// One measured all-reduce: per-rank buffer size and mean time.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    pub bytes: u64,
+    pub time_s: f64,
+}
+
+/// The node's all-reduce cost as a function of size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkCurve {
+    /// Ranks the curve was measured (or given) at.
+    pub ranks: u32,
+    /// Per-call latency α, seconds.
+    pub alpha_s: f64,
+    /// Asymptotic bus bandwidth (1/β), GB/s (1e9 bytes/s).
+    pub busbw_gbps: f64,
+    /// Measured points, ascending in size; empty for given numbers.
+    pub points: Vec<CurvePoint>,
+    pub mode: CurveMode,
+}
+
+impl LinkCurve {
+    /// Given numbers: a flat bus bandwidth and a latency (α = 0 when none is published).
+    pub fn flat(ranks: u32, busbw_gbps: f64, alpha_s: f64) -> Result<Self, ModelError> {
+        if !(busbw_gbps.is_finite() && busbw_gbps > 0.0) {
+            return Err(ModelError::Invalid(format!(
+                "bus bandwidth {busbw_gbps} GB/s must be positive"
+            )));
+        }
+        if !(alpha_s.is_finite() && alpha_s >= 0.0) {
+            return Err(ModelError::Invalid(format!(
+                "latency {alpha_s} s must be zero or positive"
+            )));
+        }
+        Ok(LinkCurve {
+            ranks: ranks.max(2),
+            alpha_s,
+            busbw_gbps,
+            points: Vec::new(),
+            mode: CurveMode::AlphaBeta,
+        })
+    }
+
+    /// From a measured all-reduce sweep (out-of-place times). Fits α and busbw (see the module
+    /// docs) and keeps the points for interpolation.
+    pub fn from_sweep(sweep: &Sweep) -> Result<Self, ModelError> {
+        if sweep.op != Collective::AllReduce {
+            return Err(ModelError::NotAllReduce(sweep.op.name().to_string()));
+        }
+        if sweep.ranks < 2 {
+            return Err(ModelError::Invalid(format!(
+                "an all-reduce curve needs at least 2 ranks, the sweep has {}",
+                sweep.ranks
+            )));
+        }
+        let mut pts: Vec<CurvePoint> = sweep
+            .samples
+            .iter()
+            .filter(|s| {
+                s.bytes > 0 && s.out_of_place.time_us.is_finite() && s.out_of_place.time_us > 0.0
+            })
+            .map(|s| CurvePoint {
+                bytes: s.bytes,
+                time_s: s.out_of_place.time_us * 1e-6,
+            })
+            .collect();
+        if pts.is_empty() {
+            return Err(ModelError::EmptySweep);
+        }
+        pts.sort_by_key(|p| p.bytes);
+        // Repeated sizes: keep their mean, so interpolation sees one point per size.
+        let mut merged: Vec<(CurvePoint, u32)> = Vec::new();
+        for p in pts {
+            match merged.last_mut() {
+                Some((q, n)) if q.bytes == p.bytes => {
+                    q.time_s += p.time_s;
+                    *n += 1;
+                }
+                _ => merged.push((p, 1)),
+            }
+        }
+        let points: Vec<CurvePoint> = merged
+            .into_iter()
+            .map(|(p, n)| CurvePoint {
+                bytes: p.bytes,
+                time_s: p.time_s / f64::from(n),
+            })
+            .collect();
+        let f = ring_factor(sweep.ranks);
+        let (alpha_s, g) = fit_alpha_beta(
+            &points
+                .iter()
+                .map(|p| (p.bytes as f64 * f, p.time_s))
+                .collect::<Vec<_>>(),
+        )?;
+        Ok(LinkCurve {
+            ranks: sweep.ranks,
+            alpha_s,
+            busbw_gbps: 1.0 / g / 1e9,
+            points,
+            mode: CurveMode::Interpolate,
+        })
+    }
+
+    pub fn with_mode(mut self, mode: CurveMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    fn alpha_beta_s(&self, bytes: f64, world: u32) -> f64 {
+        self.alpha_s + bytes * ring_factor(world) / (self.busbw_gbps * 1e9)
+    }
+
+    /// Time at the measured rank count: log–log interpolation between points, α–β (capped by the
+    /// smallest point) below them, the last point's bus bandwidth above them.
+    fn measured_time_s(&self, bytes: f64) -> Option<f64> {
+        let first = self.points.first()?;
+        let last = self.points.last()?;
+        let f = ring_factor(self.ranks);
+        if bytes <= first.bytes as f64 {
+            return Some(self.alpha_beta_s(bytes, self.ranks).min(first.time_s));
+        }
+        if bytes >= last.bytes as f64 {
+            let bus = last.bytes as f64 * f / last.time_s;
+            return Some(last.time_s + (bytes - last.bytes as f64) * f / bus);
+        }
+        let x = bytes.ln();
+        self.points.windows(2).find_map(|w| {
+            let (x0, x1) = ((w[0].bytes as f64).ln(), (w[1].bytes as f64).ln());
+            (x >= x0 && x <= x1).then(|| {
+                let t = if x1 > x0 { (x - x0) / (x1 - x0) } else { 0.0 };
+                (w[0].time_s.ln() + t * (w[1].time_s.ln() - w[0].time_s.ln())).exp()
+            })
+        })
+    }
+
+    /// Seconds for one all-reduce of `bytes` per rank over `world` ranks (0 for one rank).
+    pub fn allreduce_s(&self, bytes: f64, world: u32) -> f64 {
+        if world <= 1 || bytes <= 0.0 {
+            return 0.0;
+        }
+        match (self.mode, self.measured_time_s(bytes)) {
+            (CurveMode::Interpolate, Some(t)) if world == self.ranks => t,
+            (CurveMode::Interpolate, Some(t)) => {
+                // Another world size: keep the latency, rescale the bandwidth part by the ring
+                // factor (ring busbw is roughly independent of the rank count).
+                let a = self.alpha_s.min(t);
+                a + (t - a) * ring_factor(world) / ring_factor(self.ranks)
+            }
+            _ => self.alpha_beta_s(bytes, world),
+        }
+    }
+
+    /// The bus bandwidth the curve gives at a size (as nccl-tests would report it), GB/s.
+    pub fn busbw_at(&self, bytes: u64) -> f64 {
+        let b = bytes.max(1) as f64;
+        let t = self.allreduce_s(b, self.ranks);
+        if t > 0.0 {
+            b * ring_factor(self.ranks) / t / 1e9
+        } else {
+            self.busbw_gbps
+        }
+    }
+}
+
+/// Weighted least squares of `t = α + g·x` with weights `1/t²`; α is clamped at 0 (then `g` is
+/// refitted alone). Returns (α, g).
+fn fit_alpha_beta(pts: &[(f64, f64)]) -> Result<(f64, f64), ModelError> {
+    let (mut sw, mut sx, mut sxx, mut st, mut sxt) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x, t) in pts {
+        let w = 1.0 / (t * t);
+        sw += w;
+        sx += w * x;
+        sxx += w * x * x;
+        st += w * t;
+        sxt += w * x * t;
+    }
+    if sxx <= 0.0 {
+        return Err(ModelError::EmptySweep);
+    }
+    let det = sw * sxx - sx * sx;
+    let mut fit = if pts.len() >= 2 && det > 1e-12 * sw * sxx {
+        let alpha = (st * sxx - sx * sxt) / det;
+        let g = (sw * sxt - sx * st) / det;
+        (alpha, g)
+    } else {
+        (0.0, sxt / sxx)
+    };
+    if fit.0 < 0.0 {
+        fit = (0.0, sxt / sxx);
+    }
+    if !(fit.1.is_finite() && fit.1 > 0.0) {
+        return Err(ModelError::Invalid(
+            "all-reduce time does not grow with size: no bandwidth can be fitted".into(),
+        ));
+    }
+    Ok(fit)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradient layout and buckets
+// ---------------------------------------------------------------------------------------------
+
+/// One parameter tensor's gradient: its size and when it becomes ready, as a fraction (0..=1) of
+/// the backward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradTensor {
+    pub params: u64,
+    pub ready: f64,
+}
+
+/// Gradients in the order they become ready during the backward pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradLayout {
+    pub tensors: Vec<GradTensor>,
+}
+
+impl GradLayout {
+    /// No structure known: gradients arrive uniformly over the backward, in 100 equal pieces.
+    pub fn uniform(params: u64) -> Self {
+        let pieces = params.clamp(1, 100);
+        let base = params / pieces;
+        let extra = params % pieces;
+        let tensors = (0..pieces)
+            .map(|i| GradTensor {
+                params: base + u64::from(i < extra),
+                ready: (i + 1) as f64 / pieces as f64,
+            })
+            .collect();
+        GradLayout { tensors }
+    }
+
+    /// The layout of a model preset, tensor by tensor, in backward order.
+    ///
+    /// Decoder (GPT-2 style, tied embeddings): the LM head's backward comes first and no
+    /// gradient is final during it (the head's weight is the token embedding, whose gradient
+    /// also collects the embedding lookup at the very end); then the final norm and the blocks,
+    /// last to first, each taking an equal share of the remaining backward (tensors within a
+    /// block in proportion to their size); the position and token embeddings are ready at the
+    /// end. The head's share is its FLOPs over the model's (`6·V·W` against
+    /// [`ModelSpec::train_flops_per_sample`] per token).
+    ///
+    /// MLP: `depth` square layers, last first, each an equal share of the backward.
+    pub fn for_model(spec: &ModelSpec) -> Self {
+        match spec {
+            ModelSpec::Decoder {
+                layers,
+                width,
+                seq,
+                vocab,
+                ..
+            } => {
+                let (l, w) = (u64::from(*layers), u64::from(*width));
+                let per_token = spec.train_flops_per_sample() / f64::from((*seq).max(1));
+                let head = 6.0 * f64::from(*vocab) * w as f64;
+                let head_frac = if per_token > 0.0 {
+                    (head / per_token).clamp(0.0, 0.9)
+                } else {
+                    0.0
+                };
+                // A block's tensors in the order their gradients are computed (reverse of
+                // registration: mlp.c_proj, mlp.c_fc, ln_2, attn.c_proj, attn.c_attn, ln_1).
+                let block = [
+                    w,         // mlp.c_proj.bias
+                    4 * w * w, // mlp.c_proj.weight
+                    4 * w,     // mlp.c_fc.bias
+                    4 * w * w, // mlp.c_fc.weight
+                    2 * w,     // ln_2 weight + bias
+                    w,         // attn.c_proj.bias
+                    w * w,     // attn.c_proj.weight
+                    3 * w,     // attn.c_attn.bias
+                    3 * w * w, // attn.c_attn.weight
+                    2 * w,     // ln_1 weight + bias
+                ];
+                let block_params: u64 = block.iter().sum();
+                let mut tensors = vec![GradTensor {
+                    params: 2 * w, // ln_f
+                    ready: head_frac,
+                }];
+                for i in 0..l {
+                    let mut done = 0u64;
+                    for &p in &block {
+                        done += p;
+                        let within = done as f64 / block_params.max(1) as f64;
+                        tensors.push(GradTensor {
+                            params: p,
+                            ready: head_frac
+                                + (1.0 - head_frac) * (i as f64 + within) / l.max(1) as f64,
+                        });
+                    }
+                }
+                tensors.push(GradTensor {
+                    params: u64::from(*seq) * w, // wpe
+                    ready: 1.0,
+                });
+                tensors.push(GradTensor {
+                    params: u64::from(*vocab) * w, // wte, tied with the LM head
+                    ready: 1.0,
+                });
+                GradLayout { tensors }
+            }
+            ModelSpec::Mlp { width, depth } => {
+                let (w, d) = (u64::from(*width), u64::from((*depth).max(1)));
+                let mut tensors = Vec::new();
+                for i in 0..d {
+                    let ready = (i + 1) as f64 / d as f64;
+                    tensors.push(GradTensor { params: w, ready });
+                    tensors.push(GradTensor {
+                        params: w * w,
+                        ready,
+                    });
+                }
+                GradLayout { tensors }
+            }
+        }
+    }
+
+    pub fn params(&self) -> u64 {
+        self.tensors.iter().map(|t| t.params).sum()
+    }
+}
+
+/// One DDP bucket: parameters it holds and when its last gradient is ready (fraction of backward).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub params: u64,
+    pub ready: f64,
+}
+
+/// DDP's bucket assignment: tensors in ready order; a bucket closes once it holds at least its
+/// cap (`first_cap_bytes` for the first, `cap_bytes` after), so one tensor may overshoot it.
+pub fn assign_buckets(
+    layout: &GradLayout,
+    bytes_per_param: f64,
+    cap_bytes: f64,
+    first_cap_bytes: f64,
+) -> Vec<Bucket> {
+    let mut out = Vec::new();
+    let mut cur = Bucket {
+        params: 0,
+        ready: 0.0,
+    };
+    for t in layout.tensors.iter().filter(|t| t.params > 0) {
+        cur.params += t.params;
+        cur.ready = cur.ready.max(t.ready);
+        let limit = if out.is_empty() {
+            first_cap_bytes
+        } else {
+            cap_bytes
+        };
+        if cur.params as f64 * bytes_per_param >= limit {
+            out.push(cur);
+            cur = Bucket {
+                params: 0,
+                ready: 0.0,
+            };
+        }
+    }
+    if cur.params > 0 {
+        out.push(cur);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs and prediction
+// ---------------------------------------------------------------------------------------------
+
+/// DDP's own costs, seconds. See [`Overheads::default`] and [`calibrate`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Overheads {
+    /// Added once per synchronising step on N > 1 ranks.
+    pub ddp_fixed_s: f64,
+    /// Added to every bucket's all-reduce (launch, events, stream waits).
+    pub per_bucket_s: f64,
+    /// Added to every bucket when a comm hook runs (Python hook, cast, future callback).
+    pub hook_per_bucket_s: f64,
+}
+
+impl Default for Overheads {
+    /// Order-of-magnitude costs of eager PyTorch DDP on a current host, not fitted to any result:
+    /// 200 µs per step (reducer prepare/finalise, the final wait, rank skew), 30 µs per bucket
+    /// (a ProcessGroupNCCL call: events, stream wait, launch) and 40 µs more per bucket with a
+    /// Python comm hook. [`calibrate`] replaces them with the node's own numbers.
+    fn default() -> Self {
+        Overheads {
+            ddp_fixed_s: 200e-6,
+            per_bucket_s: 30e-6,
+            hook_per_bucket_s: 40e-6,
+        }
+    }
+}
+
+/// Everything [`predict`] needs for one configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepInputs {
+    /// Gradients in backward order (sizes and ready times).
+    pub layout: GradLayout,
+    /// One micro-batch (forward, backward, its share of the rest) on one GPU, seconds.
+    pub compute_s: f64,
+    /// Share of `compute_s` that is backward: what communication can overlap with.
+    pub backward_fraction: f64,
+    /// Bytes per gradient element in the buckets (the parameters' dtype; 4 for fp32).
+    pub grad_bytes_per_param: f64,
+    /// Comm hook; fp16/bf16 send 2 bytes per element.
+    pub hook: CommHook,
+    pub bucket_cap_mb: f64,
+    pub first_bucket_mb: f64,
+    /// World size N.
+    pub world: u32,
+    /// Gradient accumulation k (micro-batches per optimizer step).
+    pub accum: u32,
+    pub overheads: Overheads,
+    /// Tokens (or samples) one micro-batch processes on one GPU, for throughput.
+    pub units_per_micro_batch: f64,
+}
+
+impl StepInputs {
+    /// Defaults for everything but the model, compute, world size and accumulation.
+    pub fn new(layout: GradLayout, compute_s: f64, world: u32, accum: u32) -> Self {
+        StepInputs {
+            layout,
+            compute_s,
+            backward_fraction: DEFAULT_BACKWARD_FRACTION,
+            grad_bytes_per_param: 4.0,
+            hook: CommHook::None,
+            bucket_cap_mb: DEFAULT_BUCKET_CAP_MB,
+            first_bucket_mb: DEFAULT_FIRST_BUCKET_MB,
+            world,
+            accum,
+            overheads: Overheads::default(),
+            units_per_micro_batch: 1.0,
+        }
+    }
+
+    /// A model preset's layout; throughput in its tokens (decoders) or samples (MLP).
+    pub fn for_model(
+        spec: &ModelSpec,
+        micro_batch: u32,
+        compute_s: f64,
+        world: u32,
+        accum: u32,
+    ) -> Self {
+        let mut s = Self::new(GradLayout::for_model(spec), compute_s, world, accum);
+        s.units_per_micro_batch = f64::from(micro_batch) * f64::from(spec.tokens_per_sample());
+        s
+    }
+
+    pub fn with_hook(mut self, hook: CommHook) -> Self {
+        self.hook = hook;
+        self
+    }
+
+    pub fn with_accum(mut self, accum: u32) -> Self {
+        self.accum = accum;
+        self
+    }
+
+    pub fn with_world(mut self, world: u32) -> Self {
+        self.world = world;
+        self
+    }
+
+    /// Hook, accumulation and bucket size of a DDP variant (FSDP is not modelled).
+    pub fn with_variant(mut self, v: &DdpVariant) -> Self {
+        self.hook = v.hook;
+        self.accum = v.accum.max(1);
+        if let Some(mb) = v.bucket_cap_mb {
+            self.bucket_cap_mb = mb;
+        }
+        self
+    }
+
+    pub fn params(&self) -> u64 {
+        self.layout.params()
+    }
+
+    /// Bytes per gradient element on the wire.
+    pub fn wire_bytes_per_param(&self) -> f64 {
+        match self.hook {
+            CommHook::None => self.grad_bytes_per_param,
+            h => h.wire_bytes_per_param().min(self.grad_bytes_per_param),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |m: String| Err(ModelError::Invalid(m));
+        if !(self.compute_s.is_finite() && self.compute_s > 0.0) {
+            return bad(format!(
+                "compute per micro-batch {} s must be positive",
+                self.compute_s
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.backward_fraction) {
+            return bad(format!(
+                "backward fraction {} must be within 0..=1",
+                self.backward_fraction
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.world) {
+            return bad(format!("world size {} must be 1..=1000000", self.world));
+        }
+        if !(1..=1_000_000).contains(&self.accum) {
+            return bad(format!("accumulation {} must be 1..=1000000", self.accum));
+        }
+        if !(self.grad_bytes_per_param.is_finite() && self.grad_bytes_per_param > 0.0) {
+            return bad("gradient bytes per parameter must be positive".into());
+        }
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(self.bucket_cap_mb) || !positive(self.first_bucket_mb) {
+            return bad("bucket sizes must be positive".into());
+        }
+        let o = &self.overheads;
+        if [o.ddp_fixed_s, o.per_bucket_s, o.hook_per_bucket_s]
+            .iter()
+            .any(|v| !(v.is_finite() && *v >= 0.0))
+        {
+            return bad("DDP overheads must be zero or positive".into());
+        }
+        if self.layout.tensors.iter().any(|t| !t.ready.is_finite()) {
+            return bad("gradient ready times must be finite".into());
+        }
+        Ok(())
+    }
+
+    fn buckets(&self) -> Vec<Bucket> {
+        assign_buckets(
+            &self.layout,
+            self.grad_bytes_per_param,
+            self.bucket_cap_mb * MIB,
+            self.first_bucket_mb * MIB,
+        )
+    }
+}
+
+/// What the model predicts for one configuration. Times in seconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub world: u32,
+    pub accum: u32,
+    /// One optimizer step on N GPUs.
+    pub step_s: f64,
+    /// The same recipe on one GPU: `k·compute`.
+    pub single_gpu_step_s: f64,
+    /// GPU work per step per GPU, `k·compute`.
+    pub compute_s: f64,
+    /// Busy time of the NCCL stream per step: the all-reduces and their per-bucket costs.
+    pub comm_s: f64,
+    /// Communication not hidden behind the backward pass.
+    pub exposed_comm_s: f64,
+    /// `ddp_fixed_s` (0 on one GPU).
+    pub overhead_s: f64,
+    pub buckets: u32,
+    /// Bytes each rank all-reduces per step.
+    pub wire_bytes: f64,
+    /// `N·k·compute / step`.
+    pub speedup: f64,
+    pub efficiency: f64,
+    /// `(step(N) − step(1)) / step(N)`: exposed communication and DDP overhead.
+    pub comm_share: f64,
+    /// Units (tokens or samples) per second over all GPUs.
+    pub throughput: f64,
+}
+
+/// Per-bucket all-reduce durations on the NCCL stream for the given inputs.
+fn bucket_costs(inputs: &StepInputs, buckets: &[Bucket], curve: &LinkCurve) -> Vec<f64> {
+    let wire = inputs.wire_bytes_per_param();
+    buckets
+        .iter()
+        .map(|b| curve.allreduce_s(b.params as f64 * wire, inputs.world))
+        .collect()
+}
+
+/// The timeline of the synchronising micro-batch: (comm busy time, exposed time).
+fn timeline(
+    compute_s: f64,
+    backward_fraction: f64,
+    buckets: &[Bucket],
+    allreduce: &[f64],
+    per_bucket_s: f64,
+) -> (f64, f64) {
+    let bwd_start = (1.0 - backward_fraction) * compute_s;
+    let bwd = backward_fraction * compute_s;
+    let mut end = 0.0f64;
+    let mut busy = 0.0;
+    for (b, t) in buckets.iter().zip(allreduce) {
+        let ready = bwd_start + b.ready.clamp(0.0, 1.0) * bwd;
+        let dur = per_bucket_s + t;
+        end = end.max(ready) + dur;
+        busy += dur;
+    }
+    (busy, (end - compute_s).max(0.0))
+}
+
+fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) -> Prediction {
+    let n = inputs.world;
+    let k = f64::from(inputs.accum);
+    let single = k * inputs.compute_s;
+    let (busy, exposed, overhead) = if n > 1 {
+        (busy, exposed, inputs.overheads.ddp_fixed_s)
+    } else {
+        (0.0, 0.0, 0.0)
+    };
+    let step = single + exposed + overhead;
+    let speedup = f64::from(n) * single / step;
+    Prediction {
+        world: n,
+        accum: inputs.accum,
+        step_s: step,
+        single_gpu_step_s: single,
+        compute_s: single,
+        comm_s: busy,
+        exposed_comm_s: exposed,
+        overhead_s: overhead,
+        buckets: if n > 1 { buckets.len() as u32 } else { 0 },
+        wire_bytes: if n > 1 {
+            inputs.params() as f64 * inputs.wire_bytes_per_param()
+        } else {
+            0.0
+        },
+        speedup,
+        efficiency: speedup / f64::from(n),
+        comm_share: ((step - single) / step).clamp(0.0, 1.0),
+        throughput: f64::from(n) * k * inputs.units_per_micro_batch / step,
+    }
+}
+
+fn per_bucket(inputs: &StepInputs) -> f64 {
+    let o = &inputs.overheads;
+    o.per_bucket_s
+        + if inputs.hook == CommHook::None {
+            0.0
+        } else {
+            o.hook_per_bucket_s
+        }
+}
+
+/// Predicts one optimizer step (see the module docs for the model).
+pub fn predict(inputs: &StepInputs, curve: &LinkCurve) -> Result<Prediction, ModelError> {
+    inputs.validate()?;
+    let buckets = inputs.buckets();
+    let costs = bucket_costs(inputs, &buckets, curve);
+    let (busy, exposed) = timeline(
+        inputs.compute_s,
+        inputs.backward_fraction,
+        &buckets,
+        &costs,
+        per_bucket(inputs),
+    );
+    Ok(assemble(inputs, &buckets, busy, exposed))
+}
+
+/// The smallest accumulation `k ≤ max_k` whose efficiency reaches `target` (0..=1), or `None`.
+/// Efficiency never falls as k grows (only the last micro-batch communicates), so the search
+/// stops at the first hit.
+pub fn min_accum_for(
+    inputs: &StepInputs,
+    curve: &LinkCurve,
+    target: f64,
+    max_k: u32,
+) -> Result<Option<u32>, ModelError> {
+    if !(target.is_finite() && target > 0.0 && target <= 1.0) {
+        return Err(ModelError::Invalid(format!(
+            "target efficiency {target} must be within (0, 1]"
+        )));
+    }
+    for k in 1..=max_k.clamp(1, 1_000_000) {
+        let p = predict(&inputs.clone().with_accum(k), curve)?;
+        if p.efficiency >= target {
+            return Ok(Some(k));
+        }
+    }
+    Ok(None)
+}
+
+/// The parameter count in `[lo, hi]` where N GPUs stop beating one (speedup crosses 1), found by
+/// bisection in log(params). `family` builds the inputs for a parameter count (its compute time
+/// and layout). `None` when speedup does not go from ≥ 1 at `lo` to < 1 at `hi`. Bucket
+/// boundaries make speedup slightly non-monotone; bisection returns one crossing.
+pub fn crossover_params(
+    lo: u64,
+    hi: u64,
+    curve: &LinkCurve,
+    family: impl Fn(u64) -> StepInputs,
+) -> Result<Option<u64>, ModelError> {
+    if lo == 0 || hi <= lo {
+        return Err(ModelError::Invalid(format!(
+            "crossover search needs 0 < lo < hi, got {lo}..{hi}"
+        )));
+    }
+    let speedup = |p: u64| predict(&family(p), curve).map(|r| r.speedup);
+    if speedup(lo)? < 1.0 || speedup(hi)? >= 1.0 {
+        return Ok(None);
+    }
+    let (mut a, mut b) = (lo, hi);
+    while b - a > 1 && (b as f64 / a as f64) > 1.001 {
+        let mid = ((a as f64).ln() * 0.5 + (b as f64).ln() * 0.5).exp() as u64;
+        let mid = mid.clamp(a + 1, b - 1);
+        if speedup(mid)? >= 1.0 {
+            a = mid;
+        } else {
+            b = mid;
+        }
+    }
+    Ok(Some(b))
+}
+
+/// Cost of a million tokens (or samples) at `throughput` per second on `n` GPUs priced per GPU-hour.
+pub fn cost_per_million(throughput: f64, price_per_gpu_hour: f64, n: u32) -> Option<f64> {
+    (throughput.is_finite()
+        && throughput > 0.0
+        && price_per_gpu_hour.is_finite()
+        && price_per_gpu_hour >= 0.0)
+        .then(|| price_per_gpu_hour * f64::from(n) * 1e6 / (throughput * 3600.0))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calibration from measured runs
+// ---------------------------------------------------------------------------------------------
+
+/// Overheads and backward fraction fitted to a node's measured DDP runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub overheads: Overheads,
+    pub backward_fraction: f64,
+    /// Multi-GPU runs that had a one-GPU partner and the curve's world size.
+    pub runs_used: u32,
+    /// Root-mean-square of ln(predicted/measured step) with the defaults and after the fit.
+    pub rms_log_error_before: f64,
+    pub rms_log_error_after: f64,
+}
+
+impl Calibration {
+    /// Puts the fitted numbers into a configuration.
+    pub fn apply(&self, inputs: &mut StepInputs) {
+        inputs.overheads = self.overheads;
+        inputs.backward_fraction = self.backward_fraction;
+    }
+}
+
+/// Bounds of the fit (the defaults sit inside them).
+const FIXED_MAX_S: f64 = 0.25;
+const PER_BUCKET_MAX_S: f64 = 0.01;
+const BACKWARD_MIN: f64 = 0.4;
+const BACKWARD_MAX: f64 = 0.9;
+
+/// A model's layout from the name a [`DdpResult`] carries (`gpt2-124m`, `mlp:WxD`,
+/// `decoder-LxW`), checked against its parameter count; uniform when it does not match.
+fn layout_for_result(r: &DdpResult) -> GradLayout {
+    let name = r.model.trim().to_ascii_lowercase();
+    let spec = name.parse::<ModelSpec>().ok().or_else(|| {
+        let dims = |s: &str| -> Option<(u32, u32)> {
+            let (a, b) = s.split_once('x')?;
+            Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+        };
+        if let Some(rest) = name.strip_prefix("mlp:") {
+            let (width, depth) = dims(rest)?;
+            Some(ModelSpec::Mlp { width, depth })
+        } else if let Some(rest) = name.strip_prefix("decoder-") {
+            let (layers, width) = dims(rest)?;
+            Some(ModelSpec::Decoder {
+                name: name.clone(),
+                layers,
+                width,
+                heads: 1,
+                seq: 1024,
+                vocab: crate::ddp::GPT2_VOCAB as u32,
+            })
+        } else {
+            None
+        }
+    });
+    match spec.map(|s| GradLayout::for_model(&s)) {
+        Some(l) if (l.params() as f64 - r.params as f64).abs() <= 0.01 * r.params as f64 => l,
+        _ => GradLayout::uniform(r.params),
+    }
+}
+
+struct CalCase {
+    compute_s: f64,
+    accum: f64,
+    hooked: bool,
+    buckets: Vec<Bucket>,
+    allreduce: Vec<f64>,
+    measured_step_s: f64,
+}
+
+fn case_log_error(c: &CalCase, o: &Overheads, bf: f64) -> f64 {
+    let pb = o.per_bucket_s + if c.hooked { o.hook_per_bucket_s } else { 0.0 };
+    let (_, exposed) = timeline(c.compute_s, bf, &c.buckets, &c.allreduce, pb);
+    let step = c.accum * c.compute_s + exposed + o.ddp_fixed_s;
+    (step / c.measured_step_s).ln()
+}
+
+fn rms(cases: &[CalCase], o: &Overheads, bf: f64) -> f64 {
+    let s: f64 = cases.iter().map(|c| case_log_error(c, o, bf).powi(2)).sum();
+    (s / cases.len().max(1) as f64).sqrt()
+}
+
+/// Fits `ddp_fixed_s`, `per_bucket_s` and `backward_fraction` to measured DDP runs.
+///
+/// Uses every run with `world_size == curve.ranks` that has a one-GPU run of the same model
+/// (same variant preferred, else any variant; compute per micro-batch = its step / its
+/// accumulation). Minimises the mean squared ln(predicted/measured step time) plus a light pull
+/// (1e-6 per scale unit: 1 ms, 100 µs, 0.1) towards the defaults, so that parameters the runs cannot separate stay at their
+/// defaults. Bounded: fixed 0..0.25 s, per bucket 0..10 ms, backward fraction 0.4..0.9. Search:
+/// a coarse 9×9×7 grid, then Nelder–Mead from its six best points (the loss is only piecewise smooth
+/// because of the max() in the overlap, so no gradients). `hook_per_bucket_s` keeps its default.
+pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibration, ModelError> {
+    let defaults = Overheads::default();
+    let mut cases = Vec::new();
+    for r in measured
+        .iter()
+        .filter(|r| r.world_size > 1 && r.world_size == curve.ranks)
+    {
+        if !(r.step_time_median_s.is_finite() && r.step_time_median_s > 0.0) {
+            continue;
+        }
+        let single = measured
+            .iter()
+            .filter(|s| s.world_size == 1 && s.model == r.model && s.step_time_median_s > 0.0)
+            .min_by_key(|s| u8::from(s.variant != r.variant));
+        let Some(single) = single else { continue };
+        let variant: DdpVariant = r.variant.parse().unwrap_or_default();
+        if variant.fsdp {
+            continue;
+        }
+        let compute_s = single.step_time_median_s / f64::from(single.accum.max(1));
+        let mut inputs = StepInputs::new(layout_for_result(r), compute_s, r.world_size, 1)
+            .with_variant(&variant);
+        inputs.accum = r.accum.max(1);
+        if inputs.validate().is_err() {
+            continue;
+        }
+        let buckets = inputs.buckets();
+        let allreduce = bucket_costs(&inputs, &buckets, curve);
+        cases.push(CalCase {
+            compute_s,
+            accum: f64::from(inputs.accum),
+            hooked: inputs.hook != CommHook::None,
+            buckets,
+            allreduce,
+            measured_step_s: r.step_time_median_s,
+        });
+    }
+    if cases.is_empty() {
+        return Err(ModelError::NoData(format!(
+            "no {}-GPU run with a 1-GPU run of the same model",
+            curve.ranks
+        )));
+    }
+
+    // θ = (fixed, per_bucket, backward_fraction); scales for the pull towards the defaults.
+    let d = [
+        defaults.ddp_fixed_s,
+        defaults.per_bucket_s,
+        DEFAULT_BACKWARD_FRACTION,
+    ];
+    let bounds = [
+        (0.0, FIXED_MAX_S),
+        (0.0, PER_BUCKET_MAX_S),
+        (BACKWARD_MIN, BACKWARD_MAX),
+    ];
+    let scales = [1e-3, 1e-4, 0.1];
+    let loss = |th: &[f64; 3]| -> f64 {
+        let o = Overheads {
+            ddp_fixed_s: th[0],
+            per_bucket_s: th[1],
+            hook_per_bucket_s: defaults.hook_per_bucket_s,
+        };
+        let fit = rms(&cases, &o, th[2]).powi(2);
+        let pull: f64 = (0..3).map(|i| ((th[i] - d[i]) / scales[i]).powi(2)).sum();
+        fit + 1e-6 * pull / 3.0
+    };
+    // Search in u ∈ [0,1]³: the overheads cubed (they span decades), the fraction linear.
+    let from_u = |u: &[f64; 3]| -> [f64; 3] {
+        let mut th = [0.0; 3];
+        for i in 0..3 {
+            let (lo, hi) = bounds[i];
+            let v = u[i].clamp(0.0, 1.0);
+            th[i] = lo + (hi - lo) * if i < 2 { v.powi(3) } else { v };
+        }
+        th
+    };
+    let to_u = |th: &[f64; 3]| -> [f64; 3] {
+        let mut u = [0.0; 3];
+        for i in 0..3 {
+            let (lo, hi) = bounds[i];
+            let v = ((th[i] - lo) / (hi - lo)).clamp(0.0, 1.0);
+            u[i] = if i < 2 { v.cbrt() } else { v };
+        }
+        u
+    };
+    // Outside the box: the clamped loss plus a penalty, so the simplex is pushed back in.
+    let f = |u: &[f64; 3]| {
+        let out: f64 = u.iter().map(|v| (v - v.clamp(0.0, 1.0)).powi(2)).sum();
+        loss(&from_u(u)) + out
+    };
+    // Coarse grid, then Nelder–Mead from its six best points (the loss has several valleys).
+    let mut grid: Vec<([f64; 3], f64)> = vec![(to_u(&d), f(&to_u(&d)))];
+    for i in 0..=8 {
+        for j in 0..=8 {
+            for k in 0..=6 {
+                let u = [f64::from(i) / 8.0, f64::from(j) / 8.0, f64::from(k) / 6.0];
+                grid.push((u, f(&u)));
+            }
+        }
+    }
+    grid.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut best = grid[0];
+    for &(start, _) in grid.iter().take(6) {
+        let mut x = start;
+        for step in [0.1, 0.02] {
+            x = nelder_mead(&f, x, step, 300);
+        }
+        let fx = f(&x);
+        if fx < best.1 {
+            best = (x, fx);
+        }
+    }
+    let best = best.0;
+    let th = from_u(&best);
+    let fitted = Overheads {
+        ddp_fixed_s: th[0],
+        per_bucket_s: th[1],
+        hook_per_bucket_s: defaults.hook_per_bucket_s,
+    };
+    Ok(Calibration {
+        overheads: fitted,
+        backward_fraction: th[2],
+        runs_used: cases.len() as u32,
+        rms_log_error_before: rms(&cases, &defaults, DEFAULT_BACKWARD_FRACTION),
+        rms_log_error_after: rms(&cases, &fitted, th[2]),
+    })
+}
+
+/// Nelder–Mead minimisation of `f` from `x0` with an initial simplex of `step` per axis.
+fn nelder_mead(f: &impl Fn(&[f64; 3]) -> f64, x0: [f64; 3], step: f64, iters: u32) -> [f64; 3] {
+    let mut pts: Vec<([f64; 3], f64)> = (0..4)
+        .map(|i| {
+            let mut x = x0;
+            if i > 0 {
+                x[i - 1] += if x[i - 1] + step <= 1.0 { step } else { -step };
+            }
+            (x, f(&x))
+        })
+        .collect();
+    let comb = |a: &[f64; 3], b: &[f64; 3], t: f64| -> [f64; 3] {
+        [
+            a[0] + t * (b[0] - a[0]),
+            a[1] + t * (b[1] - a[1]),
+            a[2] + t * (b[2] - a[2]),
+        ]
+    };
+    for _ in 0..iters {
+        pts.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let mut c = [0.0; 3];
+        for (x, _) in &pts[..3] {
+            for i in 0..3 {
+                c[i] += x[i] / 3.0;
+            }
+        }
+        let worst = pts[3];
+        let r = comb(&c, &worst.0, -1.0);
+        let fr = f(&r);
+        if fr < pts[0].1 {
+            let e = comb(&c, &worst.0, -2.0);
+            let fe = f(&e);
+            pts[3] = if fe < fr { (e, fe) } else { (r, fr) };
+        } else if fr < pts[2].1 {
+            pts[3] = (r, fr);
+        } else {
+            let k = comb(&c, &worst.0, 0.5);
+            let fk = f(&k);
+            if fk < worst.1 {
+                pts[3] = (k, fk);
+            } else {
+                let b = pts[0].0;
+                for p in pts.iter_mut().skip(1) {
+                    p.0 = comb(&b, &p.0, 0.5);
+                    p.1 = f(&p.0);
+                }
+            }
+        }
+    }
+    pts.sort_by(|a, b| a.1.total_cmp(&b.1));
+    pts[0].0
+}
+
+#[cfg(test)]
+mod tests;

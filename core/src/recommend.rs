@@ -1,0 +1,1423 @@
+//! `ddpcheck recommend`: predicts every common DDP variant with the step-time model
+//! ([`crate::model`]) on the node's measured all-reduce curve, picks the cheapest change that
+//! reaches a target efficiency, and explains why, each reason citing the measurement it rests on.
+//!
+//! The choice: variants are tried from the cheapest change to the most invasive — as is, a
+//! bf16 (then fp16) comm hook, then accumulation 2, bf16 + accumulation 2, 4, bf16 + 4, 8,
+//! bf16 + 8 (a hook is one line and keeps the optimisation problem; accumulation multiplies the
+//! effective batch). The first that reaches the target wins. If none does, the most efficient one
+//! is named and the output says the target is out of reach; if even that is slower than one GPU,
+//! the recommendation is one GPU.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::BackendKind;
+use crate::ddp::{CommHook, ModelSpec};
+use crate::model::{
+    cost_per_million, predict, Calibration, GradLayout, LinkCurve, ModelError, Overheads,
+    Prediction, StepInputs, MIB,
+};
+use crate::topology::LinkClass;
+
+/// The model to recommend for: a preset/spec, or only a parameter count.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelInput {
+    Spec { spec: ModelSpec },
+    Params { params: u64 },
+}
+
+impl ModelInput {
+    pub fn name(&self) -> String {
+        match self {
+            ModelInput::Spec { spec } => spec.name(),
+            ModelInput::Params { params } => format!("{} parameters", fmt_count(*params as f64)),
+        }
+    }
+
+    pub fn params(&self) -> u64 {
+        match self {
+            ModelInput::Spec { spec } => spec.params(),
+            ModelInput::Params { params } => *params,
+        }
+    }
+}
+
+/// Training FLOPs of one micro-batch (for [`ComputeSource::Estimated`]): the spec's own count
+/// for presets; `6·params·tokens` for a bare parameter count.
+pub fn estimate_flops(model: &ModelInput, micro_batch: u32, seq: u32) -> f64 {
+    match model {
+        ModelInput::Spec { spec } => spec.train_flops_per_sample() * f64::from(micro_batch),
+        ModelInput::Params { params } => {
+            6.0 * *params as f64 * f64::from(micro_batch) * f64::from(seq.max(1))
+        }
+    }
+}
+
+/// Where the compute time of one micro-batch on one GPU comes from. The output says which.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ComputeSource {
+    /// A one-GPU run of the DDP runner on this node (step time / accumulation).
+    Measured { seconds: f64, detail: String },
+    /// Given by the user or a profile.
+    Given { seconds: f64, detail: String },
+    /// FLOPs at an assumed rate: an estimate, flagged as such.
+    Estimated { flops: f64, tflops: f64 },
+}
+
+impl ComputeSource {
+    pub fn seconds(&self) -> f64 {
+        match self {
+            ComputeSource::Measured { seconds, .. } | ComputeSource::Given { seconds, .. } => {
+                *seconds
+            }
+            ComputeSource::Estimated { flops, tflops } => flops / (tflops * 1e12),
+        }
+    }
+
+    /// One line: what the number is and where it comes from.
+    pub fn describe(&self) -> String {
+        match self {
+            ComputeSource::Measured { seconds, detail } => {
+                format!("measured: {} per micro-batch, {detail}", fmt_s(*seconds))
+            }
+            ComputeSource::Given { seconds, detail } => {
+                format!("given: {} per micro-batch, {detail}", fmt_s(*seconds))
+            }
+            ComputeSource::Estimated { flops, tflops } => format!(
+                "ESTIMATE, not measured: {:.2} TFLOP per micro-batch at an assumed {tflops:.1} TFLOP/s = {}",
+                flops / 1e12,
+                fmt_s(self.seconds())
+            ),
+        }
+    }
+}
+
+/// Where the all-reduce curve comes from (invariant 5).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CurveProvenance {
+    pub host: String,
+    /// RFC 3339.
+    pub time: String,
+    pub backend: Option<BackendKind>,
+    /// `sim:PROFILE`, `real`, or where given numbers were published.
+    #[serde(default)]
+    pub label: String,
+}
+
+impl CurveProvenance {
+    pub fn describe(&self) -> String {
+        let at = match (self.host.is_empty(), self.time.is_empty()) {
+            (false, false) => format!("{} {}", self.host, self.time),
+            (false, true) => self.host.clone(),
+            (true, false) => self.time.clone(),
+            (true, true) => String::new(),
+        };
+        let label = if self.label.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", self.label)
+        };
+        match self.backend {
+            Some(BackendKind::Real) => format!("measured {at}{label}").trim_end().to_string(),
+            Some(BackendKind::Sim) => format!("SIMULATED {at}{label}").trim_end().to_string(),
+            None => format!("given {at}{label}").trim_end().to_string(),
+        }
+    }
+}
+
+/// One environment A/B result: the candidate's label (`NAME=VALUE[,…]`) and its all-reduce busbw
+/// relative to the current environment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvAb {
+    pub label: String,
+    pub busbw_ratio: f64,
+}
+
+/// Overheads fitted on this node, with where they come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationInput {
+    pub calibration: Calibration,
+    /// e.g. `6 DDP runs on gpu-node-3 2026-11-30T10:00Z (real)`.
+    pub source: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecommendInput {
+    pub model: ModelInput,
+    pub micro_batch: u32,
+    /// Tokens per sample for decoders and bare parameter counts (ignored for MLPs).
+    pub seq: u32,
+    /// GPUs the job would use.
+    pub gpus: u32,
+    /// GPUs of the node the price is for.
+    pub node_gpus: u32,
+    /// Price of the whole node per hour.
+    pub price_per_hour: Option<f64>,
+    /// 0..=1.
+    pub target_efficiency: f64,
+    pub curve: LinkCurve,
+    pub curve_provenance: CurveProvenance,
+    /// The worst GPU pair link of the node, if the topology is known.
+    pub worst_link: Option<LinkClass>,
+    /// NCCL_* variables in force.
+    #[serde(default)]
+    pub nccl_env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub env_ab: Vec<EnvAb>,
+    pub compute: ComputeSource,
+    /// Fitted DDP overheads; the model's defaults when absent.
+    #[serde(default)]
+    pub calibration: Option<CalibrationInput>,
+    /// The user's bucket_cap_mb, if not DDP's default.
+    #[serde(default)]
+    pub bucket_cap_mb: Option<f64>,
+    /// Memory of one GPU, for the FSDP warning.
+    #[serde(default)]
+    pub gpu_memory_bytes: Option<u64>,
+}
+
+/// A reason, and the measurement (or assumption) it rests on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reason {
+    pub text: String,
+    pub rests_on: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Stable identifier: `p2p_forced_across_host_bridge`, `nvlink_transport_disabled`,
+    /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
+    /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`.
+    pub code: String,
+    pub text: String,
+    pub rests_on: String,
+}
+
+/// One variant's prediction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VariantRow {
+    pub variant: String,
+    pub hook: CommHook,
+    pub accum: u32,
+    pub prediction: Prediction,
+    pub cost_per_million: Option<f64>,
+    pub reaches_target: bool,
+}
+
+/// The same recipe on one GPU (accumulation 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SingleGpu {
+    pub step_s: f64,
+    pub throughput: f64,
+    pub cost_per_million: Option<f64>,
+}
+
+/// The curve as the recommendation used it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CurveSummary {
+    pub ranks: u32,
+    pub alpha_us: f64,
+    pub busbw_gbps: f64,
+    /// busbw the curve gives at DDP's bucket size.
+    pub busbw_at_bucket_gbps: f64,
+    pub bucket_bytes: u64,
+    /// The largest measured size and its busbw (absent for given numbers).
+    pub largest_bytes: Option<u64>,
+    pub busbw_at_largest_gbps: Option<f64>,
+    pub provenance: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    pub model: String,
+    pub params: u64,
+    pub gpus: u32,
+    pub micro_batch: u32,
+    /// Tokens (or samples) one GPU processes per micro-batch.
+    pub units_per_micro_batch: f64,
+    /// `tokens/s` or `samples/s`.
+    pub throughput_unit: String,
+    pub target_efficiency: f64,
+    pub compute: ComputeSource,
+    pub compute_s: f64,
+    pub curve: CurveSummary,
+    pub overheads: Overheads,
+    pub backward_fraction: f64,
+    pub overheads_source: String,
+    pub single_gpu: SingleGpu,
+    pub rows: Vec<VariantRow>,
+    /// The chosen variant (`base`, `bf16`, `bf16+accum4`, …), or `1 GPU`.
+    pub chosen: String,
+    pub chosen_hook: CommHook,
+    pub chosen_accum: u32,
+    pub reaches_target: bool,
+    pub use_one_gpu: bool,
+    pub summary: String,
+    pub reasons: Vec<Reason>,
+    pub warnings: Vec<Warning>,
+    /// Copy-paste Python for the chosen variant.
+    pub python: String,
+    /// Shell lines for the NCCL environment.
+    pub env: Vec<String>,
+}
+
+/// Rows in display order: (name, hook, accumulation).
+const VARIANTS: [(&str, CommHook, u32); 9] = [
+    ("base", CommHook::None, 1),
+    ("fp16", CommHook::Fp16, 1),
+    ("bf16", CommHook::Bf16, 1),
+    ("accum2", CommHook::None, 2),
+    ("accum4", CommHook::None, 4),
+    ("accum8", CommHook::None, 8),
+    ("bf16+accum2", CommHook::Bf16, 2),
+    ("bf16+accum4", CommHook::Bf16, 4),
+    ("bf16+accum8", CommHook::Bf16, 8),
+];
+
+/// The same variants from the cheapest change to the most invasive.
+const CHANGE_ORDER: [&str; 9] = [
+    "base",
+    "bf16",
+    "fp16",
+    "accum2",
+    "bf16+accum2",
+    "accum4",
+    "bf16+accum4",
+    "accum8",
+    "bf16+accum8",
+];
+
+fn validate(input: &RecommendInput) -> Result<(), ModelError> {
+    let bad = |m: String| Err(ModelError::Invalid(m));
+    if !(1..=1_000_000).contains(&input.micro_batch) {
+        return bad(format!(
+            "micro-batch {} must be 1..=1000000",
+            input.micro_batch
+        ));
+    }
+    if !(1..=4096).contains(&input.gpus) || !(1..=4096).contains(&input.node_gpus) {
+        return bad(format!(
+            "GPUs {} and node GPUs {} must be 1..=4096",
+            input.gpus, input.node_gpus
+        ));
+    }
+    if !(input.target_efficiency > 0.0 && input.target_efficiency <= 1.0) {
+        return bad(format!(
+            "target efficiency {} must be within (0, 1]",
+            input.target_efficiency
+        ));
+    }
+    if let Some(p) = input.price_per_hour {
+        if !(p.is_finite() && p >= 0.0) {
+            return bad(format!("price per hour {p} must be zero or positive"));
+        }
+    }
+    if let ComputeSource::Estimated { flops, tflops } = &input.compute {
+        if !(flops.is_finite() && *flops > 0.0 && tflops.is_finite() && *tflops > 0.0) {
+            return bad("an estimated compute time needs positive FLOPs and TFLOP/s".into());
+        }
+    }
+    if input.model.params() == 0 {
+        return bad("the model has no parameters".into());
+    }
+    if let ModelInput::Spec { spec } = &input.model {
+        spec.validate().map_err(ModelError::Invalid)?;
+    }
+    Ok(())
+}
+
+/// Predicts the variants and chooses one. See the module docs for the rule.
+pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
+    validate(input)?;
+    let n = input.gpus;
+    let compute_s = input.compute.seconds();
+    let (layout, units, unit) = match &input.model {
+        ModelInput::Spec {
+            spec: spec @ ModelSpec::Mlp { .. },
+        } => (
+            GradLayout::for_model(spec),
+            f64::from(input.micro_batch),
+            "samples/s",
+        ),
+        ModelInput::Spec { spec } => (
+            GradLayout::for_model(spec),
+            f64::from(input.micro_batch) * f64::from(input.seq.max(1)),
+            "tokens/s",
+        ),
+        ModelInput::Params { params } => (
+            GradLayout::uniform(*params),
+            f64::from(input.micro_batch) * f64::from(input.seq.max(1)),
+            "tokens/s",
+        ),
+    };
+    let (unit_word, unit_one) = if unit == "samples/s" {
+        ("samples", "sample")
+    } else {
+        ("tokens", "token")
+    };
+    let mut base = StepInputs::new(layout, compute_s, n, 1);
+    base.units_per_micro_batch = units;
+    if let Some(mb) = input.bucket_cap_mb {
+        base.bucket_cap_mb = mb;
+    }
+    let overheads_source = match &input.calibration {
+        Some(c) => {
+            c.calibration.apply(&mut base);
+            format!(
+                "calibrated from {} ({} runs, step-time error {:.0}% → {:.0}% rms)",
+                c.source,
+                c.calibration.runs_used,
+                c.calibration.rms_log_error_before * 100.0,
+                c.calibration.rms_log_error_after * 100.0
+            )
+        }
+        None => {
+            "the model's defaults, not measured on this node (calibrate with `ddpcheck bench ddp`)"
+                .to_string()
+        }
+    };
+    base.validate()?;
+    let curve = &input.curve;
+    let price_per_gpu = input.price_per_hour.map(|p| p / f64::from(input.node_gpus));
+    let cost = |tput: f64, gpus: u32| price_per_gpu.and_then(|p| cost_per_million(tput, p, gpus));
+
+    let single_step = compute_s;
+    let single_tput = units / single_step;
+    let single = SingleGpu {
+        step_s: single_step,
+        throughput: single_tput,
+        cost_per_million: cost(single_tput, 1),
+    };
+
+    let mut rows = Vec::new();
+    for (name, hook, k) in VARIANTS {
+        let p = predict(&base.clone().with_hook(hook).with_accum(k), curve)?;
+        rows.push(VariantRow {
+            variant: name.to_string(),
+            hook,
+            accum: k,
+            cost_per_million: cost(p.throughput, n),
+            reaches_target: p.efficiency >= input.target_efficiency,
+            prediction: p,
+        });
+    }
+    let row = |name: &str| rows.iter().find(|r| r.variant == name);
+    let first_ok = CHANGE_ORDER
+        .iter()
+        .filter_map(|v| row(v))
+        .find(|r| r.reaches_target);
+    let best = rows
+        .iter()
+        .max_by(|a, b| a.prediction.efficiency.total_cmp(&b.prediction.efficiency));
+    let (Some(baseline), Some(best)) = (row("base"), best) else {
+        return Err(ModelError::Invalid("no variant could be predicted".into()));
+    };
+    let chosen_row = first_ok.unwrap_or(best);
+    let reaches_target = first_ok.is_some();
+    let use_one_gpu = n > 1 && best.prediction.speedup < 1.0;
+
+    // ---- curve summary ----
+    let bucket_bytes = (base.bucket_cap_mb * MIB) as u64;
+    let largest = curve.points.last().map(|p| p.bytes);
+    let provenance = input.curve_provenance.describe();
+    let curve_summary = CurveSummary {
+        ranks: curve.ranks,
+        alpha_us: curve.alpha_s * 1e6,
+        busbw_gbps: curve.busbw_gbps,
+        busbw_at_bucket_gbps: curve.busbw_at(bucket_bytes),
+        bucket_bytes,
+        largest_bytes: largest,
+        busbw_at_largest_gbps: largest.map(|b| curve.busbw_at(b)),
+        provenance: provenance.clone(),
+    };
+    let curve_cite = {
+        let mut s = format!(
+            "all-reduce busbw {:.2} GB/s at {}",
+            curve_summary.busbw_at_bucket_gbps,
+            fmt_bytes(bucket_bytes as f64)
+        );
+        if let (Some(b), Some(bw)) = (largest, curve_summary.busbw_at_largest_gbps) {
+            if b != bucket_bytes {
+                let _ = write!(s, " and {bw:.2} GB/s at {}", fmt_bytes(b as f64));
+            }
+        }
+        let _ = write!(
+            s,
+            " (α {:.1} µs, {} ranks), {provenance}",
+            curve.alpha_s * 1e6,
+            curve.ranks
+        );
+        s
+    };
+    let compute_cite = input.compute.describe();
+    let model_cite = format!(
+        "step-time model on the {}; compute {}",
+        if curve.points.is_empty() {
+            "given busbw"
+        } else {
+            "measured curve"
+        },
+        compute_cite
+    );
+
+    // ---- reasons ----
+    let mut reasons = Vec::new();
+    let bp = &baseline.prediction;
+    reasons.push(Reason {
+        text: format!(
+            "One micro-batch of {} takes {} on one GPU ({} {}).",
+            input.model.name(),
+            fmt_s(compute_s),
+            fmt_count(units),
+            unit_word
+        ),
+        rests_on: compute_cite.clone(),
+    });
+    if n > 1 {
+        reasons.push(Reason {
+            text: format!(
+                "Plain DDP all-reduces {} of fp32 gradients per step in {} buckets: {} of communication on this link, {} of it after the backward pass ends; {:.2}× on {n} GPUs ({:.0}% efficiency).",
+                fmt_bytes(bp.wire_bytes),
+                bp.buckets,
+                fmt_s(bp.comm_s),
+                fmt_s(bp.exposed_comm_s),
+                bp.speedup,
+                bp.efficiency * 100.0
+            ),
+            rests_on: curve_cite.clone(),
+        });
+        reasons.push(Reason {
+            text: format!(
+                "DDP's own cost: {} per step and {} per bucket ({} more with a comm hook); backward is {:.0}% of a micro-batch.",
+                fmt_s(base.overheads.ddp_fixed_s),
+                fmt_s(base.overheads.per_bucket_s),
+                fmt_s(base.overheads.hook_per_bucket_s),
+                base.backward_fraction * 100.0
+            ),
+            rests_on: overheads_source.clone(),
+        });
+        let cp = &chosen_row.prediction;
+        if chosen_row.hook != CommHook::None {
+            reasons.push(Reason {
+                text: format!(
+                    "A {} comm hook sends 2 bytes per gradient instead of 4 (fp16 and bf16 are the same on the wire; bf16 needs no loss scaling of its range): {} on the wire, {} of communication, {} exposed.",
+                    hook_name(chosen_row.hook),
+                    fmt_bytes(cp.wire_bytes),
+                    fmt_s(cp.comm_s),
+                    fmt_s(cp.exposed_comm_s)
+                ),
+                rests_on: curve_cite.clone(),
+            });
+        }
+        if chosen_row.accum > 1 {
+            reasons.push(Reason {
+                text: format!(
+                    "Accumulating {} micro-batches all-reduces once per {} of compute: the communication share of a step falls from {:.0}% to {:.0}%.",
+                    chosen_row.accum,
+                    fmt_s(cp.compute_s),
+                    bp.comm_share * 100.0,
+                    cp.comm_share * 100.0
+                ),
+                rests_on: model_cite.clone(),
+            });
+        }
+        if let (Some(c1), Some(cn)) = (single.cost_per_million, chosen_row.cost_per_million) {
+            let text = if c1 < cn {
+                format!(
+                    "Per {unit_one}, one GPU is cheaper: {} against {} per million on {n} GPUs ({:+.0}%). {n} GPUs buy wall-clock time ({:.2}× faster), not savings.",
+                    fmt_money(c1),
+                    fmt_money(cn),
+                    (cn / c1 - 1.0) * 100.0,
+                    cp.speedup
+                )
+            } else {
+                format!(
+                    "Per {unit_one}, {n} GPUs cost no more than one: {} against {} per million.",
+                    fmt_money(cn),
+                    fmt_money(c1)
+                )
+            };
+            reasons.push(Reason {
+                text,
+                rests_on: format!(
+                    "price ${:.2}/h for {} GPUs; {model_cite}",
+                    input.price_per_hour.unwrap_or(0.0),
+                    input.node_gpus
+                ),
+            });
+        }
+        for ab in &input.env_ab {
+            if ab.busbw_ratio >= 1.05 || ab.busbw_ratio <= 0.95 {
+                reasons.push(Reason {
+                    text: format!(
+                        "{} changed all-reduce busbw ×{:.2} against the current environment: {}.",
+                        ab.label,
+                        ab.busbw_ratio,
+                        if ab.busbw_ratio > 1.0 {
+                            "worth setting"
+                        } else {
+                            "do not set it"
+                        }
+                    ),
+                    rests_on: format!("environment A/B all-reduce test, {provenance}"),
+                });
+            }
+        }
+    } else {
+        reasons.push(Reason {
+            text: "One GPU: there are no gradients to communicate.".into(),
+            rests_on: "--gpus 1".into(),
+        });
+    }
+
+    // ---- summary ----
+    let tpu = |p: &Prediction| format!("{} {unit}", fmt_count(p.throughput));
+    let cp = &chosen_row.prediction;
+    let summary = if n == 1 {
+        format!(
+            "One GPU: {} per step, {}.",
+            fmt_s(single_step),
+            tpu(&chosen_row.prediction)
+        )
+    } else if use_one_gpu {
+        format!(
+            "Train on one GPU: every variant is slower on {n} GPUs than on one (best: {} at {:.2}×).",
+            chosen_row.variant, cp.speedup
+        )
+    } else if reaches_target {
+        let what = if chosen_row.variant == "base" {
+            "DDP as it is".to_string()
+        } else {
+            describe_variant(chosen_row.hook, chosen_row.accum)
+        };
+        format!(
+            "Use {what}: {:.2}× on {n} GPUs, {:.0}% efficiency (target {:.0}%), {} per step, {}.",
+            cp.speedup,
+            cp.efficiency * 100.0,
+            input.target_efficiency * 100.0,
+            fmt_s(cp.step_s),
+            tpu(cp)
+        )
+    } else {
+        format!(
+            "No variant reaches {:.0}% efficiency on {n} GPUs; the best is {} at {:.2}× ({:.0}%).",
+            input.target_efficiency * 100.0,
+            describe_variant(chosen_row.hook, chosen_row.accum),
+            cp.speedup,
+            cp.efficiency * 100.0
+        )
+    };
+
+    // ---- warnings and environment ----
+    let mut warnings = Vec::new();
+    let mut env = Vec::new();
+    let ab_for = |name: &str| {
+        input
+            .env_ab
+            .iter()
+            .filter(|a| a.label.to_ascii_uppercase().contains(name))
+            .min_by(|a, b| a.busbw_ratio.total_cmp(&b.busbw_ratio))
+    };
+    if let Some(link) = input.worst_link {
+        let p2p_level = input
+            .nccl_env
+            .get("NCCL_P2P_LEVEL")
+            .map(|v| v.trim().to_ascii_uppercase());
+        let forced = p2p_level
+            .as_deref()
+            .is_some_and(|lvl| p2p_level_reaches(lvl, link));
+        let ab = ab_for("NCCL_P2P_LEVEL").filter(|a| a.busbw_ratio < 0.95);
+        if !link.is_nvlink() && link.crosses_host_bridge() && (forced || ab.is_some()) {
+            let mut rests = format!("worst GPU pair link {link} (no NVLink)");
+            if let Some(l) = &p2p_level {
+                let _ = write!(rests, "; NCCL_P2P_LEVEL={l} in force");
+            }
+            if let Some(a) = ab {
+                let _ = write!(
+                    rests,
+                    "; env A/B: {} gave ×{:.2} busbw, {provenance}",
+                    a.label, a.busbw_ratio
+                );
+            }
+            warnings.push(Warning {
+                code: "p2p_forced_across_host_bridge".into(),
+                text: format!(
+                    "Forcing peer-to-peer (NCCL_P2P_LEVEL=SYS or similar) across a {link} path without NVLink usually lowers all-reduce bandwidth (the seed machine halved it, 4.3 → 2.3 GB/s); leave NCCL's own choice."
+                ),
+                rests_on: rests,
+            });
+            if forced {
+                env.push(
+                    "unset NCCL_P2P_LEVEL   # NCCL's own choice is faster across the host bridge"
+                        .to_string(),
+                );
+            }
+        }
+        if link.is_nvlink() {
+            let disabled: Vec<String> = ["NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"]
+                .iter()
+                .filter(|k| input.nccl_env.get(**k).is_some_and(|v| is_truthy(v)))
+                .map(|k| k.to_string())
+                .collect();
+            if !disabled.is_empty() {
+                warnings.push(Warning {
+                    code: "nvlink_transport_disabled".into(),
+                    text: format!(
+                        "{} set on an NVLink machine: NCCL falls back to slower paths (on 2×H200, 327 GB/s over NVLink against ≈27 GB/s through shared memory and ≈3.9 GB/s over the host network). Unset it unless you are testing exactly that.",
+                        disabled.join(" and ")
+                    ),
+                    rests_on: format!(
+                        "worst GPU pair link {link}; {} in force; the curve used: {curve_cite}",
+                        disabled
+                            .iter()
+                            .map(|k| format!("{k}={}", input.nccl_env.get(k).map(String::as_str).unwrap_or("")))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    ),
+                });
+                env.push(format!("unset {}   # keep NVLink", disabled.join(" ")));
+            }
+        }
+    }
+    for ab in &input.env_ab {
+        if ab.busbw_ratio >= 1.05 {
+            for kv in ab.label.split(',') {
+                if let Some((k, v)) = kv.split_once('=') {
+                    if k.trim().starts_with("NCCL_") {
+                        env.push(format!(
+                            "export {}={}   # all-reduce busbw ×{:.2} in the env A/B",
+                            k.trim(),
+                            v.trim(),
+                            ab.busbw_ratio
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if env.is_empty() {
+        env.push("# no NCCL environment change: keep the environment that was measured".into());
+    }
+    if n > 1 {
+        let slower: Vec<&VariantRow> = rows.iter().filter(|r| r.prediction.speedup < 1.0).collect();
+        if !slower.is_empty() {
+            warnings.push(Warning {
+                code: "one_gpu_faster".into(),
+                text: format!(
+                    "One GPU is faster than {n} with {}.",
+                    slower
+                        .iter()
+                        .map(|r| format!("{} ({:.2}×)", r.variant, r.prediction.speedup))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                rests_on: format!("{model_cite}; {curve_cite}"),
+            });
+        }
+        if chosen_row.accum > 1 {
+            warnings.push(Warning {
+                code: "accumulation_changes_batch".into(),
+                text: format!(
+                    "Accumulation {} makes the effective batch {} per GPU ({} over {n} GPUs): retune the learning rate (and warm-up) before comparing runs.",
+                    chosen_row.accum,
+                    u64::from(input.micro_batch) * u64::from(chosen_row.accum),
+                    u64::from(input.micro_batch) * u64::from(chosen_row.accum) * u64::from(n)
+                ),
+                rests_on: format!(
+                    "micro-batch {} × accumulation {}",
+                    input.micro_batch, chosen_row.accum
+                ),
+            });
+        }
+        // bucket_cap_mb: what the best size in 5–200 MB would gain over the one in use.
+        let mut steps = Vec::new();
+        for mb in [5.0, 10.0, 25.0, 50.0, 100.0, 200.0, base.bucket_cap_mb] {
+            let mut i = base
+                .clone()
+                .with_hook(chosen_row.hook)
+                .with_accum(chosen_row.accum);
+            i.bucket_cap_mb = mb;
+            steps.push((mb, predict(&i, curve)?.step_s));
+        }
+        let current = steps.last().map(|s| s.1).unwrap_or(0.0);
+        let (best_mb, best_step) = steps
+            .iter()
+            .copied()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or((base.bucket_cap_mb, current));
+        let gain = if best_step > 0.0 {
+            current / best_step - 1.0
+        } else {
+            0.0
+        };
+        warnings.push(Warning {
+            code: "bucket_cap_mb".into(),
+            text: format!(
+                "bucket_cap_mb is not worth tuning unless measured: the model's best size in 5–200 MB ({best_mb:.0} MB) would gain {:.1}% over {:.0} MB (the 2×T4 seed measured 0.3% across a hundredfold sweep); check with `ddpcheck bench ddp --variants base,bucket10,bucket100` before changing it.",
+                gain * 100.0,
+                base.bucket_cap_mb
+            ),
+            rests_on: model_cite.clone(),
+        });
+        // FSDP: params + grads + Adam moments in fp32 = 16 B/param.
+        let state = input.model.params() as f64 * 16.0;
+        let (text, rests) = match input.gpu_memory_bytes {
+            Some(mem) if state < 0.8 * mem as f64 => (
+                format!(
+                    "FSDP costs more than DDP here: the model's training state ({}) fits on one GPU ({}), and FSDP all-gathers parameters on top of reduce-scattering gradients (≈1.5× DDP's bytes; all-gather often runs slower than all-reduce: 1.73 against 4.05 GB/s on the 2×T4 seed, where FSDP was 33–35% slower).",
+                    fmt_bytes(state),
+                    fmt_bytes(mem as f64)
+                ),
+                format!("{} parameters × 16 B (fp32 weights, gradients, Adam moments); GPU memory {}", fmt_count(input.model.params() as f64), fmt_bytes(mem as f64)),
+            ),
+            Some(mem) => (
+                format!(
+                    "The training state ({}) does not fit comfortably on one GPU ({}): DDP keeps a full copy per GPU; FSDP (or ZeRO) is needed despite its extra all-gathers.",
+                    fmt_bytes(state),
+                    fmt_bytes(mem as f64)
+                ),
+                format!("{} parameters × 16 B; GPU memory {}", fmt_count(input.model.params() as f64), fmt_bytes(mem as f64)),
+            ),
+            None => (
+                format!(
+                    "If the model's training state (≈{}) fits on one GPU, FSDP costs more than DDP: it all-gathers parameters on top of reduce-scattering gradients (≈1.5× DDP's bytes; on the 2×T4 seed FSDP was 33–35% slower).",
+                    fmt_bytes(state)
+                ),
+                format!("{} parameters × 16 B (fp32 weights, gradients, Adam moments); GPU memory unknown", fmt_count(input.model.params() as f64)),
+            ),
+        };
+        warnings.push(Warning {
+            code: "fsdp".into(),
+            text,
+            rests_on: rests,
+        });
+        if curve.ranks != n {
+            warnings.push(Warning {
+                code: "curve_other_world_size".into(),
+                text: format!(
+                    "The all-reduce curve was measured on {} ranks; for {n} GPUs its bandwidth part was rescaled by the ring factor. Measure on {n} GPUs for a firmer number.",
+                    curve.ranks
+                ),
+                rests_on: curve_cite.clone(),
+            });
+        }
+    }
+    if let ComputeSource::Estimated { .. } = input.compute {
+        warnings.push(Warning {
+            code: "compute_estimated".into(),
+            text: "The compute time is an estimate from FLOPs, not a measurement: every number above scales with it. Measure it with a one-GPU `ddpcheck bench ddp` run.".into(),
+            rests_on: compute_cite.clone(),
+        });
+    }
+    if input.curve_provenance.backend == Some(BackendKind::Sim) {
+        warnings.push(Warning {
+            code: "curve_simulated".into(),
+            text: "The all-reduce curve comes from a simulated node: these are not this machine's numbers.".into(),
+            rests_on: provenance.clone(),
+        });
+    }
+
+    let (chosen, chosen_hook, chosen_accum) = if use_one_gpu {
+        ("1 GPU".to_string(), CommHook::None, 1)
+    } else {
+        (
+            chosen_row.variant.clone(),
+            chosen_row.hook,
+            chosen_row.accum,
+        )
+    };
+    Ok(Recommendation {
+        model: input.model.name(),
+        params: input.model.params(),
+        gpus: n,
+        micro_batch: input.micro_batch,
+        units_per_micro_batch: units,
+        throughput_unit: unit.to_string(),
+        target_efficiency: input.target_efficiency,
+        compute: input.compute.clone(),
+        compute_s,
+        curve: curve_summary,
+        overheads: base.overheads,
+        backward_fraction: base.backward_fraction,
+        overheads_source,
+        single_gpu: single,
+        rows,
+        python: if use_one_gpu {
+            "# one GPU: no DDP needed\n".to_string()
+        } else {
+            python_snippet(chosen_hook, chosen_accum)
+        },
+        chosen,
+        chosen_hook,
+        chosen_accum,
+        reaches_target,
+        use_one_gpu,
+        summary,
+        reasons,
+        warnings,
+        env,
+    })
+}
+
+/// Whether an `NCCL_P2P_LEVEL` value allows P2P over a path of this class (NCCL's levels:
+/// LOC < NVL < PIX < PXB < PHB < SYS; legacy integers 0..=5).
+fn p2p_level_reaches(level: &str, link: LinkClass) -> bool {
+    let rank = match level {
+        "LOC" | "0" => 0,
+        "NVL" => 1,
+        "PIX" | "1" => 2,
+        "PXB" | "2" => 3,
+        "PHB" | "3" => 4,
+        "NODE" => 5,
+        "SYS" | "4" | "5" => 6,
+        _ => return false,
+    };
+    rank >= link.rank()
+}
+
+fn is_truthy(v: &str) -> bool {
+    !matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "" | "0" | "false" | "no" | "off"
+    )
+}
+
+fn hook_name(h: CommHook) -> &'static str {
+    match h {
+        CommHook::None => "no",
+        CommHook::Fp16 => "fp16",
+        CommHook::Bf16 => "bf16",
+        CommHook::PowerSgd => "PowerSGD",
+    }
+}
+
+fn describe_variant(hook: CommHook, accum: u32) -> String {
+    match (hook, accum) {
+        (CommHook::None, 1) => "plain DDP".into(),
+        (h, 1) => format!("{} gradient compression", hook_name(h)),
+        (CommHook::None, k) => format!("gradient accumulation {k}"),
+        (h, k) => format!(
+            "{} gradient compression with accumulation {k}",
+            hook_name(h)
+        ),
+    }
+}
+
+/// Copy-paste Python: DDP with the comm hook and the `no_sync` accumulation loop.
+pub fn python_snippet(hook: CommHook, accum: u32) -> String {
+    let k = accum.max(1);
+    let mut s = String::new();
+    s.push_str("import contextlib\n");
+    if matches!(hook, CommHook::Fp16 | CommHook::Bf16) {
+        s.push_str("from torch.distributed.algorithms.ddp_comm_hooks import default_hooks\n");
+    }
+    if hook == CommHook::PowerSgd {
+        s.push_str(
+            "from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD\n",
+        );
+    }
+    s.push_str("from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
+    s.push_str("ddp = DDP(model, device_ids=[local_rank], gradient_as_bucket_view=True)\n");
+    match hook {
+        CommHook::Bf16 => s.push_str(
+            "ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)  # gradients travel as bf16\n",
+        ),
+        CommHook::Fp16 => s.push_str(
+            "ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)  # gradients travel as fp16\n",
+        ),
+        CommHook::PowerSgd => s.push_str(
+            "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=1)\nddp.register_comm_hook(state, powerSGD.powerSGD_hook)\n",
+        ),
+        CommHook::None => {}
+    }
+    if k > 1 {
+        let _ = write!(
+            s,
+            "\nACCUM = {k}  # effective batch = micro-batch x {k} x world size: retune the learning rate\n"
+        );
+        s.push_str("for step in range(num_steps):\n");
+        s.push_str("    for k in range(ACCUM):\n");
+        s.push_str("        # all-reduce only on the last micro-batch\n");
+        s.push_str("        ctx = ddp.no_sync() if k < ACCUM - 1 else contextlib.nullcontext()\n");
+        s.push_str("        with ctx:\n");
+        s.push_str("            loss = loss_fn(ddp, next_batch()) / ACCUM\n");
+        s.push_str("            loss.backward()\n");
+    } else {
+        s.push_str("\nfor step in range(num_steps):\n");
+        s.push_str("    loss = loss_fn(ddp, next_batch())\n");
+        s.push_str("    loss.backward()\n");
+    }
+    s.push_str("    opt.step()\n");
+    s.push_str("    opt.zero_grad(set_to_none=True)\n");
+    s
+}
+
+impl Recommendation {
+    /// Copy-paste Python for the chosen variant.
+    pub fn python_snippet(&self) -> &str {
+        &self.python
+    }
+
+    /// Shell lines for the NCCL environment.
+    pub fn env_lines(&self) -> &[String] {
+        &self.env
+    }
+
+    /// Plain-text report: the table, the recommendation, reasons, warnings, Python, environment.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "ddpcheck recommend: {} ({} parameters), micro-batch {}, {} GPU{}",
+            self.model,
+            fmt_count(self.params as f64),
+            self.micro_batch,
+            self.gpus,
+            if self.gpus == 1 { "" } else { "s" }
+        );
+        let _ = writeln!(s, "compute:   {}", self.compute.describe());
+        let _ = writeln!(
+            s,
+            "all-reduce: busbw {:.2} GB/s at {}, α {:.1} µs, {} ranks, {}",
+            self.curve.busbw_at_bucket_gbps,
+            fmt_bytes(self.curve.bucket_bytes as f64),
+            self.curve.alpha_us,
+            self.curve.ranks,
+            self.curve.provenance
+        );
+        let _ = writeln!(s, "overheads: {}", self.overheads_source);
+        s.push('\n');
+        let cost_col = self.rows.iter().any(|r| r.cost_per_million.is_some());
+        let unit_word = self.throughput_unit.trim_end_matches("/s");
+        let mut header = vec![
+            "variant".to_string(),
+            "step".into(),
+            self.throughput_unit.clone(),
+            "speedup".into(),
+            "efficiency".into(),
+            "comm share".into(),
+        ];
+        if cost_col {
+            header.push(format!("$/M {unit_word}"));
+        }
+        header.push("target".into());
+        let mut table: Vec<Vec<String>> = vec![header];
+        let mut one = vec![
+            "1 GPU".to_string(),
+            fmt_s(self.single_gpu.step_s),
+            fmt_count(self.single_gpu.throughput),
+            "1.00×".into(),
+            "100%".into(),
+            "0%".into(),
+        ];
+        if cost_col {
+            one.push(
+                self.single_gpu
+                    .cost_per_million
+                    .map(fmt_money)
+                    .unwrap_or_default(),
+            );
+        }
+        one.push(String::new());
+        table.push(one);
+        for r in &self.rows {
+            let p = &r.prediction;
+            let mut line = vec![
+                r.variant.clone(),
+                fmt_s(p.step_s),
+                fmt_count(p.throughput),
+                format!("{:.2}×", p.speedup),
+                format!("{:.0}%", p.efficiency * 100.0),
+                format!("{:.0}%", p.comm_share * 100.0),
+            ];
+            if cost_col {
+                line.push(r.cost_per_million.map(fmt_money).unwrap_or_default());
+            }
+            let mark = if r.variant == self.chosen { " <" } else { "" };
+            line.push(format!(
+                "{}{mark}",
+                if r.reaches_target { "yes" } else { "no" }
+            ));
+            table.push(line);
+        }
+        let widths: Vec<usize> = (0..table[0].len())
+            .map(|c| {
+                table
+                    .iter()
+                    .map(|r| r.get(c).map(|x| x.chars().count()).unwrap_or(0))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for (i, r) in table.iter().enumerate() {
+            let mut line = String::new();
+            for (c, cell) in r.iter().enumerate() {
+                let pad = widths[c].saturating_sub(cell.chars().count());
+                if c == 0 {
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad));
+                } else {
+                    line.push_str("  ");
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(cell);
+                }
+            }
+            let _ = writeln!(s, "{}", line.trim_end());
+            if i == 0 {
+                let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+                let _ = writeln!(s, "{}", "-".repeat(total));
+            }
+        }
+        let _ = writeln!(s, "\nRecommendation: {}", self.summary);
+        if !self.reasons.is_empty() {
+            s.push_str("\nWhy:\n");
+            for r in &self.reasons {
+                let _ = writeln!(s, "  - {}\n      rests on: {}", r.text, r.rests_on);
+            }
+        }
+        if !self.warnings.is_empty() {
+            s.push_str("\nWarnings:\n");
+            for w in &self.warnings {
+                let _ = writeln!(
+                    s,
+                    "  ! [{}] {}\n      rests on: {}",
+                    w.code, w.text, w.rests_on
+                );
+            }
+        }
+        s.push_str("\nPython:\n");
+        for l in self.python.lines() {
+            let _ = writeln!(s, "    {l}");
+        }
+        s.push_str("\nEnvironment:\n");
+        for l in &self.env {
+            let _ = writeln!(s, "    {l}");
+        }
+        s
+    }
+}
+
+fn fmt_money(c: f64) -> String {
+    if c >= 1.0 {
+        format!("${c:.2}")
+    } else if c >= 0.01 {
+        format!("${c:.4}")
+    } else {
+        format!("${c:.6}")
+    }
+}
+
+fn fmt_s(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.0} µs", s * 1e6)
+    }
+}
+
+fn fmt_bytes(b: f64) -> String {
+    if b >= 1024.0 * MIB {
+        format!("{:.2} GiB", b / (1024.0 * MIB))
+    } else if b >= MIB {
+        format!("{:.1} MiB", b / MIB)
+    } else {
+        format!("{:.0} KiB", b / 1024.0)
+    }
+}
+
+fn fmt_count(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2}G", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if v >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
+    fn a6000_input() -> RecommendInput {
+        RecommendInput {
+            model: ModelInput::Spec {
+                spec: ModelSpec::gpt2_124m(),
+            },
+            micro_batch: 8,
+            seq: 1024,
+            gpus: 4,
+            node_gpus: 4,
+            price_per_hour: Some(2.64),
+            target_efficiency: 0.85,
+            curve: LinkCurve::flat(4, 4.3, 0.0).unwrap(),
+            curve_provenance: CurveProvenance {
+                host: "runcrate-a6000x4".into(),
+                time: "2026-10-26T09:00:00Z".into(),
+                backend: None,
+                label: "seed 000".into(),
+            },
+            worst_link: Some(LinkClass::Phb),
+            nccl_env: BTreeMap::new(),
+            env_ab: Vec::new(),
+            compute: ComputeSource::Given {
+                seconds: 0.130,
+                detail: "seed 000".into(),
+            },
+            calibration: None,
+            bucket_cap_mb: None,
+            gpu_memory_bytes: Some(48 << 30),
+        }
+    }
+
+    fn codes(r: &Recommendation) -> Vec<&str> {
+        r.warnings.iter().map(|w| w.code.as_str()).collect()
+    }
+
+    #[test]
+    fn a6000_picks_a_cheap_fix_and_explains_it() {
+        let mut input = a6000_input();
+        input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
+        input.env_ab.push(EnvAb {
+            label: "NCCL_P2P_LEVEL=SYS".into(),
+            busbw_ratio: 2.3 / 4.3,
+        });
+        let r = recommend(&input).unwrap();
+        assert_eq!(r.rows.len(), 9);
+        let names: Vec<&str> = r.rows.iter().map(|x| x.variant.as_str()).collect();
+        assert_eq!(names[..3], ["base", "fp16", "bf16"]);
+        // The chosen variant reaches the target, and every cheaper change does not.
+        assert!(r.reaches_target && !r.use_one_gpu);
+        let pos = CHANGE_ORDER.iter().position(|v| *v == r.chosen).unwrap();
+        for cheaper in &CHANGE_ORDER[..pos] {
+            let row = r.rows.iter().find(|x| x.variant == *cheaper).unwrap();
+            assert!(!row.reaches_target, "{cheaper} already reaches the target");
+        }
+        let chosen = r.rows.iter().find(|x| x.variant == r.chosen).unwrap();
+        assert!(chosen.prediction.efficiency >= 0.85);
+        // Reasons cite measurements; the curve's reason cites its provenance.
+        assert!(r.reasons.iter().all(|x| !x.rests_on.is_empty()));
+        assert!(r
+            .reasons
+            .iter()
+            .any(|x| x.rests_on.contains("4.30 GB/s") && x.rests_on.contains("runcrate-a6000x4")));
+        // One GPU is cheaper per token, and the output says so.
+        assert!(r
+            .reasons
+            .iter()
+            .any(|x| x.text.contains("one GPU is cheaper")));
+        // Warnings: forced P2P on PHB (with the A/B ratio), bucket_cap_mb, FSDP, accumulation.
+        let c = codes(&r);
+        for want in ["p2p_forced_across_host_bridge", "bucket_cap_mb", "fsdp"] {
+            assert!(c.contains(&want), "{want} missing from {c:?}");
+        }
+        assert_eq!(
+            c.contains(&"accumulation_changes_batch"),
+            r.chosen_accum > 1
+        );
+        let p2p = r
+            .warnings
+            .iter()
+            .find(|w| w.code == "p2p_forced_across_host_bridge")
+            .unwrap();
+        assert!(p2p.rests_on.contains("×0.53"), "{}", p2p.rests_on);
+        assert!(r.env.iter().any(|l| l.starts_with("unset NCCL_P2P_LEVEL")));
+        // Python for the chosen variant.
+        if r.chosen_hook == CommHook::Bf16 {
+            assert!(r.python.contains("default_hooks.bf16_compress_hook"));
+        }
+        if r.chosen_accum > 1 {
+            assert!(r.python.contains("ddp.no_sync()"));
+            assert!(r.python.contains(&format!("ACCUM = {}", r.chosen_accum)));
+        }
+        // Text and JSON.
+        let text = r.render_text();
+        for want in [
+            "bf16+accum8",
+            "1 GPU",
+            "Recommendation:",
+            "rests on:",
+            "$/M tokens",
+            "$0.00",
+        ] {
+            assert!(text.contains(want), "{want} missing:\n{text}");
+        }
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Recommendation = serde_json::from_str(&json).unwrap();
+        // serde_json may change the last bit of a float: compare the text and the choice.
+        assert_eq!(back.render_text(), text);
+        assert_eq!(
+            (back.chosen, back.rows.len()),
+            (r.chosen.clone(), r.rows.len())
+        );
+    }
+
+    #[test]
+    fn a_hook_alone_is_preferred_to_accumulation() {
+        // Target between baseline and bf16's efficiency: the hook is enough, no accumulation.
+        let mut input = a6000_input();
+        let base = recommend(&input).unwrap();
+        let eff = |r: &Recommendation, v: &str| {
+            r.rows
+                .iter()
+                .find(|x| x.variant == v)
+                .unwrap()
+                .prediction
+                .efficiency
+        };
+        let (b, h) = (eff(&base, "base"), eff(&base, "bf16"));
+        assert!(b < h);
+        input.target_efficiency = 0.5 * (b + h);
+        let r = recommend(&input).unwrap();
+        assert_eq!((r.chosen.as_str(), r.chosen_accum), ("bf16", 1));
+        assert!(!codes(&r).contains(&"accumulation_changes_batch"));
+        assert!(!r.python.contains("no_sync"));
+        // A target the baseline meets: DDP as it is.
+        input.target_efficiency = 0.5 * b;
+        let r = recommend(&input).unwrap();
+        assert_eq!(r.chosen, "base");
+        assert!(r.summary.contains("DDP as it is"));
+    }
+
+    #[test]
+    fn unreachable_target_names_the_best() {
+        let mut input = a6000_input();
+        input.target_efficiency = 0.999;
+        let r = recommend(&input).unwrap();
+        assert!(!r.reaches_target);
+        assert_eq!(r.chosen, "bf16+accum8");
+        assert!(r.summary.starts_with("No variant reaches"));
+    }
+
+    #[test]
+    fn one_gpu_when_every_variant_loses() {
+        // A slow link, a large model, a tiny step.
+        let mut input = a6000_input();
+        input.gpus = 2;
+        input.curve = LinkCurve::flat(2, 0.5, 100e-6).unwrap();
+        input.compute = ComputeSource::Given {
+            seconds: 0.005,
+            detail: "test".into(),
+        };
+        let r = recommend(&input).unwrap();
+        assert!(r.use_one_gpu);
+        assert_eq!(r.chosen, "1 GPU");
+        assert!(codes(&r).contains(&"one_gpu_faster"));
+        assert!(r.summary.starts_with("Train on one GPU"));
+    }
+
+    #[test]
+    fn nvlink_with_transports_disabled_is_warned() {
+        let mut input = a6000_input();
+        input.gpus = 2;
+        input.node_gpus = 2;
+        input.worst_link = Some(LinkClass::Nv(18));
+        input.curve = LinkCurve::flat(2, 3.9, 30e-6).unwrap();
+        input.nccl_env.insert("NCCL_P2P_DISABLE".into(), "1".into());
+        input.nccl_env.insert("NCCL_SHM_DISABLE".into(), "1".into());
+        input.curve_provenance.backend = Some(BackendKind::Real);
+        let r = recommend(&input).unwrap();
+        let w = r
+            .warnings
+            .iter()
+            .find(|w| w.code == "nvlink_transport_disabled")
+            .expect("warning");
+        assert!(w.text.contains("NCCL_P2P_DISABLE and NCCL_SHM_DISABLE"));
+        assert!(r
+            .env
+            .iter()
+            .any(|l| l.contains("unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE")));
+        assert!(!codes(&r).contains(&"p2p_forced_across_host_bridge"));
+        assert!(r.curve.provenance.starts_with("measured"));
+    }
+
+    #[test]
+    fn estimated_compute_and_simulated_curve_are_flagged() {
+        let mut input = a6000_input();
+        let flops = estimate_flops(&input.model, 8, 1024);
+        input.compute = ComputeSource::Estimated {
+            flops,
+            tflops: 60.0,
+        };
+        input.curve_provenance.backend = Some(BackendKind::Sim);
+        input.env_ab.push(EnvAb {
+            label: "NCCL_ALGO=Ring,NCCL_PROTO=Simple".into(),
+            busbw_ratio: 1.2,
+        });
+        let r = recommend(&input).unwrap();
+        let c = codes(&r);
+        assert!(c.contains(&"compute_estimated") && c.contains(&"curve_simulated"));
+        assert!(r.compute.describe().starts_with("ESTIMATE"));
+        assert!(r.curve.provenance.starts_with("SIMULATED"));
+        assert!(r.env.iter().any(|l| l.starts_with("export NCCL_ALGO=Ring")));
+        assert!(r
+            .env
+            .iter()
+            .any(|l| l.starts_with("export NCCL_PROTO=Simple")));
+        // No P2P warning: nothing forced, no A/B against it.
+        assert!(!c.contains(&"p2p_forced_across_host_bridge"));
+    }
+
+    #[test]
+    fn mlp_counts_samples_and_params_only_works() {
+        let mut input = a6000_input();
+        input.model = ModelInput::Spec {
+            spec: ModelSpec::Mlp {
+                width: 1024,
+                depth: 4,
+            },
+        };
+        input.micro_batch = 256;
+        let r = recommend(&input).unwrap();
+        assert_eq!(r.throughput_unit, "samples/s");
+        assert_eq!(r.units_per_micro_batch, 256.0);
+        input.model = ModelInput::Params {
+            params: 124_000_000,
+        };
+        input.micro_batch = 8;
+        let r = recommend(&input).unwrap();
+        assert_eq!(r.throughput_unit, "tokens/s");
+        assert_eq!(r.params, 124_000_000);
+    }
+
+    #[test]
+    fn single_gpu_and_invalid_input() {
+        let mut input = a6000_input();
+        input.gpus = 1;
+        let r = recommend(&input).unwrap();
+        assert_eq!(r.chosen, "base");
+        assert!(r.rows.iter().all(|x| x.prediction.speedup == 1.0));
+        let mut bad = a6000_input();
+        bad.target_efficiency = 0.0;
+        assert!(recommend(&bad).is_err());
+        let mut bad = a6000_input();
+        bad.gpus = 0;
+        assert!(recommend(&bad).is_err());
+        let mut bad = a6000_input();
+        bad.compute = ComputeSource::Given {
+            seconds: -1.0,
+            detail: String::new(),
+        };
+        assert!(recommend(&bad).is_err());
+    }
+
+    #[test]
+    fn p2p_levels() {
+        assert!(p2p_level_reaches("SYS", LinkClass::Phb));
+        assert!(p2p_level_reaches("PHB", LinkClass::Phb));
+        assert!(!p2p_level_reaches("PXB", LinkClass::Phb));
+        assert!(!p2p_level_reaches("PHB", LinkClass::Sys));
+        assert!(p2p_level_reaches("5", LinkClass::Sys));
+        assert!(!p2p_level_reaches("bogus", LinkClass::Sys));
+    }
+}
