@@ -12,7 +12,8 @@ use crate::{print_json, render};
 
 pub const DEMO_PROFILE: &str = "a6000x4-phb";
 
-pub fn run(json: bool) -> Result<i32, CliError> {
+pub fn run(cli: &crate::Cli) -> Result<i32, CliError> {
+    let json = cli.json;
     let started = Instant::now();
     let dir =
         tempfile::tempdir().map_err(|e| CliError::Daemon(format!("temporary folder: {e}")))?;
@@ -47,7 +48,7 @@ pub fn run(json: bool) -> Result<i32, CliError> {
     let outcome = (|| {
         let topo = target.topo("")?;
         let pre = target.preflight(&PreflightParams::default(), &mut |_| {})?;
-        let rec = crate::recommend::demo_recommendation(&pre)?;
+        let rec = crate::recommend::demo_recommendation(cli, &target)?;
         Ok::<_, CliError>((topo, pre, rec))
     })();
     rt.block_on(running.shutdown());

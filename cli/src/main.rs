@@ -63,7 +63,7 @@ pub fn make_target(cli: &Cli) -> Result<Target, CliError> {
 
 fn run(cli: &Cli) -> Result<i32, CliError> {
     match &cli.command {
-        Command::Demo => demo::run(cli.json),
+        Command::Demo => demo::run(cli),
         Command::Topo(a) => topo(cli, a),
         Command::Check(a) => check(cli, a),
         Command::Bench(BenchCommand::Collectives(a)) => collectives(cli, a),

@@ -1,28 +1,564 @@
-//! `ddpcheck recommend`: DDP settings for this node from its measurements. (Being wired.)
+//! `ddpcheck recommend`: predicts DDP scaling for a model on this node and recommends settings,
+//! from this node's measurements: saved reports (`--from`), the daemon's history, or quick runs.
+
+use std::path::PathBuf;
+use std::time::Instant;
 
 use clap::Args;
-use ddpcheck_core::report::PreflightReport;
+use ddpcheck_core::collective::{Collective, Sweep};
+use ddpcheck_core::ddp::{DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::model::{calibrate, LinkCurve};
+use ddpcheck_core::preflight::LARGE_MESSAGE;
+use ddpcheck_core::recommend::{
+    estimate_flops, recommend, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, ModelInput,
+    RecommendInput, Recommendation,
+};
+use ddpcheck_core::report::{
+    BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind,
+};
+use ddpcheck_core::topology::LinkClass;
+use ddpcheck_proto::v1 as pb;
+use ddpcheckd::engine::{self, CollectiveParams};
+use serde::{Deserialize, Serialize};
 
-use crate::target::CliError;
-use crate::Cli;
+use crate::target::{CliError, Target};
+use crate::{make_target, print_json, progress, Cli};
 
 #[derive(Args, Debug)]
 pub struct RecommendArgs {
-    /// Model preset or spec (gpt2-124m, gpt2-355m, decoder:..., mlp:...).
-    #[arg(long)]
+    /// Model: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]], mlp:WIDTH[,DEPTH].
+    #[arg(long, conflicts_with = "params")]
     pub model: Option<String>,
+    /// Or only a parameter count: 124M, 1.3B, 350000000.
+    #[arg(long, value_parser = parse_count)]
+    pub params: Option<u64>,
+    #[arg(long, default_value_t = 8)]
+    pub micro_batch: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub seq: u32,
+    /// GPUs the job will use (default: those of the measured all-reduce).
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// Price of the whole node per hour, for cost per million tokens.
+    #[arg(long)]
+    pub price_per_hour: Option<f64>,
+    #[arg(long, default_value_t = 0.85)]
+    pub target_efficiency: f64,
+    /// Saved reports to use instead of measuring (`check --json`, `bench collectives --json`,
+    /// `bench ddp --json`); repeatable. Lets a colleague's node be advised offline.
+    #[arg(long = "from", value_name = "FILE")]
+    pub from: Vec<PathBuf>,
+    /// Compute time of one micro-batch on one GPU, instead of measuring it.
+    #[arg(long)]
+    pub step_time_ms: Option<f64>,
+    /// Estimate compute from FLOPs at this rate (TFLOP/s) instead of measuring (flagged as an estimate).
+    #[arg(long, conflicts_with = "step_time_ms")]
+    pub estimate_tflops: Option<f64>,
+    /// Measure candidate NCCL settings and fold them in (as `bench collectives --env-ab`).
+    #[arg(long, value_name = "CANDIDATES")]
+    pub env_ab: Option<String>,
+    /// Run the DDP benchmark for the baseline and the recommended variant and print predicted against measured.
+    #[arg(long)]
+    pub verify: bool,
 }
 
-pub type Recommendation = serde_json::Value;
-
-pub fn run(_cli: &Cli, _a: &RecommendArgs) -> Result<i32, CliError> {
-    Err(CliError::Usage("recommend: not wired yet".into()))
+/// `124M`, `1.3B`, `350000`.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        Some('B') | Some('G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a parameter count (e.g. 124M, 1.3B)"))?;
+    let n = v * mult;
+    if !(n.is_finite() && (1e3..=1e13).contains(&n)) {
+        return Err(format!("{s:?}: parameter count outside 1K..10T"));
+    }
+    Ok(n as u64)
 }
 
-pub fn demo_recommendation(_pre: &PreflightReport) -> Result<Recommendation, CliError> {
-    Ok(serde_json::Value::Null)
+/// Predicted against measured, for `--verify`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VerifyRow {
+    pub variant: String,
+    pub world_size: u32,
+    pub predicted_speedup: f64,
+    pub measured_speedup: f64,
+    pub error: f64,
 }
 
-pub fn render(_r: &Recommendation) -> String {
-    String::new()
+/// The `--json` document: the report head, the recommendation, and `--verify` rows.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RecommendReport {
+    #[serde(flatten)]
+    pub header: Header,
+    #[serde(flatten)]
+    pub recommendation: Recommendation,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<VerifyRow>,
+    /// Seconds spent (measurements included).
+    pub seconds: f64,
+}
+
+/// What the recommendation rests on, gathered from files, history or runs.
+#[derive(Default)]
+struct Measurements {
+    sweep: Option<(Sweep, Header)>,
+    preflight: Option<PreflightReport>,
+    ddp: Vec<(DdpResult, Header)>,
+}
+
+impl Measurements {
+    fn add_json(&mut self, text: &str, origin: &str) -> Result<(), CliError> {
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| CliError::Usage(format!("{origin}: not a ddpcheck JSON report: {e}")))?;
+        let kind = v
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or("")
+            .to_string();
+        let bad = |e: serde_json::Error| {
+            CliError::Usage(format!("{origin}: unreadable {kind} report: {e}"))
+        };
+        match kind.as_str() {
+            "preflight" => {
+                let r: PreflightReport = serde_json::from_value(v).map_err(bad)?;
+                if self.sweep.is_none() {
+                    if let Some(s) = &r.all_reduce {
+                        self.sweep = Some((s.clone(), r.header.clone()));
+                    }
+                }
+                self.preflight = Some(r);
+            }
+            "bench_collectives" => {
+                let r: BenchCollectivesReport = serde_json::from_value(v).map_err(bad)?;
+                // A full sweep (from small messages) beats the preflight's large-message one.
+                if let Some(s) = r.all_reduce() {
+                    self.sweep = Some((s.clone(), r.header.clone()));
+                }
+            }
+            "bench_ddp" => {
+                let r: DdpReport = serde_json::from_value(v).map_err(bad)?;
+                self.ddp.extend(r.results.into_iter().map(|x| (x, r.header.clone())));
+            }
+            other => {
+                return Err(CliError::Usage(format!(
+                    "{origin}: report kind {other:?} carries no measurements for recommend (use check, bench collectives or bench ddp --json)"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+fn daemon_history(addr: &str, m: &mut Measurements) -> Result<(), CliError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Daemon(e.to_string()))?;
+    rt.block_on(async {
+        let mut c = ddpcheckd::client::connect(addr)
+            .await
+            .map_err(|e| CliError::Daemon(e.to_string()))?;
+        for kind in ["preflight", "bench_collectives", "bench_ddp"] {
+            let rows = c
+                .get_history(pb::GetHistoryRequest {
+                    kind: kind.into(),
+                    limit: 5,
+                })
+                .await
+                .map_err(|s| CliError::Daemon(format!("ddpcheckd: {}", s.message())))?
+                .into_inner();
+            // Oldest first, so the newest wins where one kind replaces another.
+            for r in rows
+                .reports
+                .iter()
+                .rev()
+                .filter(|r| r.status == "complete" && !r.json.is_empty())
+            {
+                m.add_json(&r.json, "daemon history")?;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn model_input(a: &RecommendArgs) -> Result<ModelInput, CliError> {
+    match (&a.model, a.params) {
+        (Some(m), _) => Ok(ModelInput::Spec {
+            spec: m.parse::<ModelSpec>().map_err(CliError::Usage)?,
+        }),
+        (None, Some(p)) => Ok(ModelInput::Params { params: p }),
+        (None, None) => Err(CliError::Usage(
+            "give --model NAME or --params COUNT".into(),
+        )),
+    }
+}
+
+fn provenance_of(h: &Header) -> CurveProvenance {
+    CurveProvenance {
+        host: h.provenance.hostname.clone(),
+        time: h.provenance.time.clone(),
+        backend: Some(h.backend),
+        label: h.backend_label.clone(),
+    }
+}
+
+/// The one-GPU baseline row of this model: its step time / accumulation is one micro-batch.
+fn measured_compute(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+) -> Option<ComputeSource> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    m.ddp
+        .iter()
+        .filter(|(r, _)| r.model == name && r.world_size == 1 && r.micro_batch == micro_batch)
+        .filter(|(r, _)| {
+            r.variant
+                .parse::<DdpVariant>()
+                .map(|v| v.hook == Default::default() && !v.fsdp)
+                .unwrap_or(false)
+        })
+        .last()
+        .map(|(r, h)| ComputeSource::Measured {
+            seconds: r.step_time_median_s / f64::from(r.accum.max(1)),
+            detail: format!(
+                "1-GPU {} run of {} ({}, {} {})",
+                r.variant,
+                r.model,
+                if h.backend == ddpcheck_core::BackendKind::Sim {
+                    "SIMULATED"
+                } else {
+                    "real"
+                },
+                h.provenance.hostname,
+                h.provenance.time
+            ),
+        })
+}
+
+fn ddp_request(
+    models: Vec<ModelSpec>,
+    variants: &[&str],
+    sizes: Vec<u32>,
+    micro_batch: u32,
+    steps: u32,
+) -> Result<DdpRequest, CliError> {
+    Ok(DdpRequest {
+        models,
+        variants: variants
+            .iter()
+            .map(|v| v.parse::<DdpVariant>().map_err(CliError::Usage))
+            .collect::<Result<_, _>>()?,
+        world_sizes: sizes,
+        micro_batch,
+        warmup_steps: 5,
+        steps,
+        price_per_gpu_hour: None,
+        env: Vec::new(),
+        deadline_s: 600.0,
+    })
+}
+
+fn busbw_large(s: &Sweep) -> Option<f64> {
+    s.peak_busbw(LARGE_MESSAGE)
+        .or_else(|| s.peak_busbw(0))
+        .map(|x| x.1)
+}
+
+pub fn build(
+    cli: &Cli,
+    a: &RecommendArgs,
+    target: &Target,
+    allow_runs: bool,
+) -> Result<RecommendReport, CliError> {
+    let started = Instant::now();
+    if !(a.target_efficiency > 0.0 && a.target_efficiency <= 1.0) {
+        return Err(CliError::Usage(format!(
+            "--target-efficiency {} outside (0, 1]",
+            a.target_efficiency
+        )));
+    }
+    let model = model_input(a)?;
+    let mut m = Measurements::default();
+    for f in &a.from {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| CliError::Usage(format!("--from {}: {e}", f.display())))?;
+        m.add_json(&text, &f.display().to_string())?;
+    }
+    if a.from.is_empty() {
+        if let Some(addr) = &cli.daemon {
+            daemon_history(addr, &mut m)?;
+        }
+    }
+    let reporter = progress::Reporter::new();
+    // The all-reduce curve, from small messages (α) to large (bandwidth).
+    if m.sweep.is_none() {
+        if !allow_runs {
+            return Err(CliError::Usage(
+                "no all-reduce measurement given (--from a bench collectives or check report)"
+                    .into(),
+            ));
+        }
+        let params = CollectiveParams {
+            ops: vec![Collective::AllReduce],
+            min_bytes: 4 << 10,
+            max_bytes: 256 << 20,
+            iters: 10,
+            warmup_iters: 3,
+            in_place: false,
+            ..CollectiveParams::default()
+        };
+        let r = target.bench_collectives(&params, &mut |p| reporter.update(p))?;
+        if let Some(s) = r.all_reduce() {
+            m.sweep = Some((s.clone(), r.header.clone()));
+        }
+    }
+    let (sweep, sweep_header) = m
+        .sweep
+        .clone()
+        .ok_or_else(|| CliError::Usage("the measurements hold no all-reduce sweep".into()))?;
+    let curve = LinkCurve::from_sweep(&sweep)
+        .map_err(|e| CliError::Usage(format!("all-reduce curve: {e}")))?;
+    let gpus = a.gpus.unwrap_or(sweep.ranks);
+    // Compute per micro-batch: given, measured (a 1-GPU run), or estimated from FLOPs.
+    let compute = if let Some(ms) = a.step_time_ms {
+        if !(ms.is_finite() && ms > 0.0 && ms < 1e7) {
+            return Err(CliError::Usage(format!(
+                "--step-time-ms {ms} is not a positive time"
+            )));
+        }
+        ComputeSource::Given {
+            seconds: ms / 1e3,
+            detail: "--step-time-ms".into(),
+        }
+    } else if let Some(tflops) = a.estimate_tflops {
+        if !(tflops.is_finite() && tflops > 0.0) {
+            return Err(CliError::Usage(format!(
+                "--estimate-tflops {tflops} is not positive"
+            )));
+        }
+        ComputeSource::Estimated {
+            flops: estimate_flops(&model, a.micro_batch, a.seq),
+            tflops,
+        }
+    } else if let Some(c) = measured_compute(&m, &model, a.micro_batch) {
+        c
+    } else {
+        let ModelInput::Spec { spec } = &model else {
+            return Err(CliError::Usage(
+                "with --params, give --step-time-ms or --estimate-tflops (no model to run)".into(),
+            ));
+        };
+        if !allow_runs {
+            return Err(CliError::Usage("no 1-GPU DDP measurement of this model given (--from a bench ddp report, or --step-time-ms)".into()));
+        }
+        let req = ddp_request(vec![spec.clone()], &["base"], vec![1], a.micro_batch, 15)?;
+        let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
+        m.ddp
+            .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
+        measured_compute(&m, &model, a.micro_batch).ok_or_else(|| {
+            CliError::Probe(ddpcheck_core::ProbeError::Worker(
+                "the 1-GPU DDP run returned no baseline row".into(),
+            ))
+        })?
+    };
+    // Candidate NCCL settings, measured on the node.
+    let mut env_ab = Vec::new();
+    if let Some(spec) = &a.env_ab {
+        let params = CollectiveParams {
+            ops: vec![Collective::AllReduce],
+            min_bytes: 64 << 20,
+            max_bytes: 256 << 20,
+            iters: 10,
+            warmup_iters: 3,
+            in_place: false,
+            env_ab: engine::parse_env_ab(spec)?,
+            ..CollectiveParams::default()
+        };
+        let r = target.bench_collectives(&params, &mut |p| reporter.update(p))?;
+        let base = r.all_reduce().and_then(busbw_large);
+        for run in r.runs.iter().skip(1) {
+            let cand = run
+                .run
+                .sweeps
+                .iter()
+                .find(|s| s.op == Collective::AllReduce)
+                .and_then(busbw_large);
+            if let (Some(b), Some(c)) = (base, cand) {
+                if b > 0.0 {
+                    env_ab.push(EnvAb {
+                        label: run.label.replace('+', ","),
+                        busbw_ratio: c / b,
+                    });
+                }
+            }
+        }
+    }
+    reporter.finish();
+    // The node's own DDP runs tune the model's overheads.
+    let measured: Vec<DdpResult> = m.ddp.iter().map(|(r, _)| r.clone()).collect();
+    let calibration = calibrate(&measured, &curve)
+        .ok()
+        .filter(|c| c.runs_used > 0)
+        .map(|c| CalibrationInput {
+            source: format!(
+                "{} DDP run(s) on {}",
+                c.runs_used, sweep_header.provenance.hostname
+            ),
+            calibration: c,
+        });
+    // Topology and GPU memory: from the saved preflight, else asked of the node (cheap).
+    let (worst_link, gpu_memory_bytes): (Option<LinkClass>, Option<u64>) = match &m.preflight {
+        Some(p) => (
+            p.topology.as_ref().and_then(|t| t.worst_link()),
+            p.gpus.first().map(|g| g.memory_total_bytes),
+        ),
+        None if allow_runs && a.from.is_empty() => match target.topo("") {
+            Ok(t) => (
+                t.topology.worst_link(),
+                t.gpus.first().map(|g| g.memory_total_bytes),
+            ),
+            Err(_) => (None, None),
+        },
+        None => (None, None),
+    };
+    let input = RecommendInput {
+        model,
+        micro_batch: a.micro_batch,
+        seq: a.seq,
+        gpus,
+        node_gpus: sweep.ranks.max(gpus),
+        price_per_hour: a.price_per_hour,
+        target_efficiency: a.target_efficiency,
+        curve,
+        curve_provenance: provenance_of(&sweep_header),
+        worst_link,
+        nccl_env: engine::nccl_env_from_process(),
+        env_ab,
+        compute,
+        calibration,
+        bucket_cap_mb: None,
+        gpu_memory_bytes,
+    };
+    let rec = recommend(&input).map_err(|e| CliError::Usage(format!("recommend: {e}")))?;
+    let header = Header::new(
+        ReportKind::Recommend,
+        sweep_header.backend,
+        sweep_header.backend_label.clone(),
+        sweep_header.provenance.clone(),
+    );
+    Ok(RecommendReport {
+        header,
+        recommendation: rec,
+        verify: Vec::new(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn verify(
+    a: &RecommendArgs,
+    target: &Target,
+    report: &mut RecommendReport,
+) -> Result<(), CliError> {
+    let rec = &report.recommendation;
+    let spec = match model_input(a)? {
+        ModelInput::Spec { spec } => spec,
+        ModelInput::Params { .. } => {
+            return Err(CliError::Usage(
+                "--verify needs --model (something to run)".into(),
+            ))
+        }
+    };
+    let mut variants = vec!["base"];
+    if rec.chosen != "base" && rec.chosen != "1 GPU" {
+        variants.push(rec.chosen.as_str());
+    }
+    let req = ddp_request(vec![spec], &variants, vec![1, rec.gpus], a.micro_batch, 30)?;
+    let reporter = progress::Reporter::new();
+    let r = target.bench_ddp(&req, &mut |p| reporter.update(p));
+    reporter.finish();
+    let r = r?;
+    for row in rec
+        .rows
+        .iter()
+        .filter(|x| variants.contains(&x.variant.as_str()))
+    {
+        if let Some(meas) = r
+            .results
+            .iter()
+            .find(|x| x.variant == row.variant && x.world_size == rec.gpus)
+            .and_then(|x| x.speedup)
+        {
+            report.verify.push(VerifyRow {
+                variant: row.variant.clone(),
+                world_size: rec.gpus,
+                predicted_speedup: row.prediction.speedup,
+                measured_speedup: meas,
+                error: (row.prediction.speedup - meas) / meas,
+            });
+        }
+    }
+    Ok(())
+}
+
+pub fn render(r: &RecommendReport) -> String {
+    let mut s = crate::render::banner(&r.header, "recommend");
+    s.push_str(&r.recommendation.render_text());
+    if !r.verify.is_empty() {
+        s.push_str("\n--verify: predicted against measured speedup\n");
+        for v in &r.verify {
+            s.push_str(&format!(
+                "  {:<14} {} GPUs  predicted {:.2}x  measured {:.2}x  error {:+.1}%\n",
+                v.variant,
+                v.world_size,
+                v.predicted_speedup,
+                v.measured_speedup,
+                v.error * 100.0
+            ));
+        }
+    }
+    s
+}
+
+pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, CliError> {
+    let target = make_target(cli)?;
+    let mut report = build(cli, a, &target, true)?;
+    if a.verify {
+        verify(a, &target, &mut report)?;
+    }
+    if cli.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(0)
+}
+
+/// The demo's recommendation: gpt2-124m on the simulated node, from the demo daemon's
+/// preflight plus a collective sweep and a 1-GPU run on the same simulated node.
+pub fn demo_recommendation(cli: &Cli, target: &Target) -> Result<RecommendReport, CliError> {
+    let a = RecommendArgs {
+        model: Some("gpt2-124m".into()),
+        params: None,
+        micro_batch: 8,
+        seq: 1024,
+        gpus: None,
+        price_per_hour: Some(2.64),
+        target_efficiency: 0.85,
+        from: Vec::new(),
+        step_time_ms: None,
+        estimate_tflops: None,
+        env_ab: Some("NCCL_P2P_LEVEL=SYS".into()),
+        verify: false,
+    };
+    build(cli, &a, target, true)
 }

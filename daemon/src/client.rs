@@ -29,7 +29,10 @@ pub async fn connect(addr: &str) -> Result<DdpcheckClient<Channel>, ConnectError
     }
     let path = PathBuf::from(addr.strip_prefix("unix:").unwrap_or(addr));
     if !path.exists() {
-        return Err(err(format!("{} does not exist (is ddpcheckd running?)", path.display())));
+        return Err(err(format!(
+            "{} does not exist (is ddpcheckd running?)",
+            path.display()
+        )));
     }
     // The URI is required by the API but unused: the connector dials the socket.
     let endpoint = Endpoint::try_from("http://[::1]:50051").map_err(|e| err(e.to_string()))?;

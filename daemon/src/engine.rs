@@ -26,7 +26,10 @@ pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct UsageError(pub String);
 
 /// The real backend, or a simulated node when `sim` is given (`PROFILE[+FAULT...]`).
-pub fn make_backend(sim: Option<&str>, real: RealConfig) -> Result<Arc<dyn NodeBackend>, UsageError> {
+pub fn make_backend(
+    sim: Option<&str>,
+    real: RealConfig,
+) -> Result<Arc<dyn NodeBackend>, UsageError> {
     match sim {
         Some(spec) => SimBackend::parse(spec)
             .map(|b| Arc::new(b) as Arc<dyn NodeBackend>)
@@ -72,7 +75,11 @@ pub fn job_gpus_from_env() -> String {
     String::new()
 }
 
-fn provenance(backend: &dyn NodeBackend, gpus: &[GpuInfo], nccl_env: BTreeMap<String, String>) -> Provenance {
+fn provenance(
+    backend: &dyn NodeBackend,
+    gpus: &[GpuInfo],
+    nccl_env: BTreeMap<String, String>,
+) -> Provenance {
     let _ = backend;
     Provenance {
         hostname: local_hostname(),
@@ -105,10 +112,26 @@ pub fn run_preflight(
     let d = PreflightOptions::default();
     let opts = PreflightOptions {
         gpu_filter: params.gpus.clone(),
-        min_bytes: if params.min_bytes == 0 { d.min_bytes } else { params.min_bytes },
-        max_bytes: if params.max_bytes == 0 { d.max_bytes } else { params.max_bytes },
-        iters: if params.iters == 0 { d.iters } else { params.iters },
-        warmup_iters: if params.warmup_iters == 0 { d.warmup_iters } else { params.warmup_iters },
+        min_bytes: if params.min_bytes == 0 {
+            d.min_bytes
+        } else {
+            params.min_bytes
+        },
+        max_bytes: if params.max_bytes == 0 {
+            d.max_bytes
+        } else {
+            params.max_bytes
+        },
+        iters: if params.iters == 0 {
+            d.iters
+        } else {
+            params.iters
+        },
+        warmup_iters: if params.warmup_iters == 0 {
+            d.warmup_iters
+        } else {
+            params.warmup_iters
+        },
         deadline: params.deadline.unwrap_or(d.deadline),
         history_busbw,
         nccl_env: nccl_env_from_process(),
@@ -273,7 +296,12 @@ pub fn run_bench_collectives(
         });
     }
     Ok(BenchCollectivesReport {
-        header: Header::new(ReportKind::BenchCollectives, backend.kind(), backend.label(), prov),
+        header: Header::new(
+            ReportKind::BenchCollectives,
+            backend.kind(),
+            backend.label(),
+            prov,
+        ),
         runs,
     })
 }
@@ -295,14 +323,19 @@ pub fn validate_ddp(req: &DdpRequest, gpus_on_node: usize) -> Result<(), ProbeEr
     }
     for &n in &req.world_sizes {
         if n == 0 || n as usize > gpus_on_node {
-            return bad(format!("GPU count {n} outside 1..={gpus_on_node} (this node has {gpus_on_node} GPUs)"));
+            return bad(format!(
+                "GPU count {n} outside 1..={gpus_on_node} (this node has {gpus_on_node} GPUs)"
+            ));
         }
     }
     if !(1..=4096).contains(&req.micro_batch) {
         return bad(format!("micro-batch {} outside 1..=4096", req.micro_batch));
     }
     if !(1..=10_000).contains(&req.steps) || req.warmup_steps > 10_000 {
-        return bad(format!("steps {} (warm-up {}) outside 1..=10000", req.steps, req.warmup_steps));
+        return bad(format!(
+            "steps {} (warm-up {}) outside 1..=10000",
+            req.steps, req.warmup_steps
+        ));
     }
     if !(req.deadline_s > 0.0 && req.deadline_s <= 24.0 * 3600.0) {
         return bad(format!("deadline {} s outside (0, 86400]", req.deadline_s));

@@ -58,7 +58,9 @@ impl History {
     }
 
     fn migrate(&self, path: &str) -> Result<(), HistoryError> {
-        let v: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let v: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?;
         if v > SCHEMA_VERSION {
             return Err(HistoryError::TooNew {
                 path: path.to_string(),
@@ -91,13 +93,20 @@ impl History {
 
     /// Marks runs left `running` by a previous process as `interrupted`; returns how many.
     pub fn mark_interrupted(&self) -> Result<usize, HistoryError> {
-        Ok(self
-            .conn
-            .execute("UPDATE reports SET status = 'interrupted' WHERE status = 'running'", [])?)
+        Ok(self.conn.execute(
+            "UPDATE reports SET status = 'interrupted' WHERE status = 'running'",
+            [],
+        )?)
     }
 
     /// Records that a run started; returns its id.
-    pub fn begin(&self, kind: &str, backend: &str, backend_label: &str, now_unix: f64) -> Result<i64, HistoryError> {
+    pub fn begin(
+        &self,
+        kind: &str,
+        backend: &str,
+        backend_label: &str,
+        now_unix: f64,
+    ) -> Result<i64, HistoryError> {
         self.conn.execute(
             "INSERT INTO reports (kind, backend, backend_label, started_unix, status) VALUES (?1, ?2, ?3, ?4, 'running')",
             params![kind, backend, backend_label, now_unix],
@@ -125,7 +134,12 @@ impl History {
     }
 
     /// Newest reports first; `kind` empty for all kinds.
-    pub fn recent(&self, kind: &str, backend_label: Option<&str>, limit: u32) -> Result<Vec<StoredReport>, HistoryError> {
+    pub fn recent(
+        &self,
+        kind: &str,
+        backend_label: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredReport>, HistoryError> {
         let mut stmt = self.conn.prepare(
             "SELECT id, kind, backend, backend_label, started_unix, status, verdict, exit_code, json
              FROM reports
@@ -149,7 +163,11 @@ impl History {
     }
 
     /// The newest complete report of a kind for this backend.
-    pub fn latest(&self, kind: &str, backend_label: &str) -> Result<Option<StoredReport>, HistoryError> {
+    pub fn latest(
+        &self,
+        kind: &str,
+        backend_label: &str,
+    ) -> Result<Option<StoredReport>, HistoryError> {
         Ok(self
             .recent(kind, Some(backend_label), 50)?
             .into_iter()
@@ -191,7 +209,16 @@ mod tests {
         {
             let h = History::open(&path).unwrap();
             let a = h.begin("preflight", "sim", "sim:x", 1.0).unwrap();
-            h.complete(a, "complete", Some("OK"), Some(0), Some(300.0), Some("{}"), 2.0).unwrap();
+            h.complete(
+                a,
+                "complete",
+                Some("OK"),
+                Some(0),
+                Some(300.0),
+                Some("{}"),
+                2.0,
+            )
+            .unwrap();
             let _b = h.begin("preflight", "sim", "sim:x", 3.0).unwrap();
             // process "dies" here with b running
         }
@@ -202,7 +229,10 @@ mod tests {
         assert_eq!(rows[0].status, "interrupted");
         assert_eq!(rows[1].verdict.as_deref(), Some("OK"));
         assert_eq!(h.recent_busbw("sim:x", 5).unwrap(), vec![300.0]);
-        assert_eq!(h.latest("preflight", "sim:x").unwrap().unwrap().id, rows[1].id);
+        assert_eq!(
+            h.latest("preflight", "sim:x").unwrap().unwrap().id,
+            rows[1].id
+        );
         assert!(h.latest("preflight", "sim:other").unwrap().is_none());
     }
 
@@ -210,7 +240,11 @@ mod tests {
     fn refuses_newer_schema() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("h.db");
-        History::open(&path).unwrap().conn.pragma_update(None, "user_version", 99).unwrap();
+        History::open(&path)
+            .unwrap()
+            .conn
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
         let err = History::open(&path).err().unwrap().to_string();
         assert!(err.contains("newer than this ddpcheck"), "{err}");
     }

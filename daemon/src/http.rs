@@ -17,7 +17,10 @@ async fn metrics(State(node): State<Arc<Node>>) -> impl IntoResponse {
         .snapshot_age_seconds
         .set(node.snapshot_age().as_secs_f64());
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         node.metrics.encode(),
     )
 }
@@ -44,7 +47,10 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, mut stop: watch::Rece
     let shutdown = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
         tracing::error!("/metrics server: {e}");
     }
 }

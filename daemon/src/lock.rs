@@ -48,7 +48,11 @@ impl NodeLock {
                 let holder = holder.trim();
                 return Err(LockError::Busy {
                     path: path.to_path_buf(),
-                    holder: if holder.is_empty() { "unknown holder".into() } else { holder.to_string() },
+                    holder: if holder.is_empty() {
+                        "unknown holder".into()
+                    } else {
+                        holder.to_string()
+                    },
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),

@@ -67,7 +67,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ddpcheckd: cannot start the runtime: {e}");
@@ -78,23 +81,43 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ddpcheckd: {e:#}");
-            ExitCode::from(if e.downcast_ref::<engine::UsageError>().is_some() { 64 } else { 1 })
+            ExitCode::from(if e.downcast_ref::<engine::UsageError>().is_some() {
+                64
+            } else {
+                1
+            })
         }
     }
 }
 
 async fn daemon(args: Args) -> anyhow::Result<()> {
     if !(args.collect_interval.is_finite() && (0.05..=86400.0).contains(&args.collect_interval)) {
-        return Err(engine::UsageError(format!("--collect-interval {} outside 0.05..=86400 s", args.collect_interval)).into());
+        return Err(engine::UsageError(format!(
+            "--collect-interval {} outside 0.05..=86400 s",
+            args.collect_interval
+        ))
+        .into());
     }
     let metrics_addr = match args.metrics_listen.as_str() {
         "none" | "" => None,
-        s => Some(s.parse::<SocketAddr>().map_err(|e| engine::UsageError(format!("--metrics-listen {s:?}: {e}")))?),
+        s => Some(
+            s.parse::<SocketAddr>()
+                .map_err(|e| engine::UsageError(format!("--metrics-listen {s:?}: {e}")))?,
+        ),
     };
     let tls = match (args.tls_cert, args.tls_key, args.tls_client_ca) {
-        (Some(cert), Some(key), Some(client_ca)) => Some(TlsFiles { cert, key, client_ca }),
+        (Some(cert), Some(key), Some(client_ca)) => Some(TlsFiles {
+            cert,
+            key,
+            client_ca,
+        }),
         (None, None, None) => None,
-        _ => return Err(engine::UsageError("--tls-cert, --tls-key and --tls-client-ca go together".into()).into()),
+        _ => {
+            return Err(engine::UsageError(
+                "--tls-cert, --tls-key and --tls-client-ca go together".into(),
+            )
+            .into())
+        }
     };
     let runtime_dir = args
         .runtime_dir

@@ -13,14 +13,20 @@ use prometheus::{
     Encoder, Gauge, GaugeVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-/// GPU labels, as dcgm-exporter names them, so PromQL can join the two.
-pub const GPU_LABELS: [&str; 5] = ["gpu", "UUID", "pci_bus_id", "modelName", "hostname"];
+/// GPU labels, as dcgm-exporter names its join keys (`gpu`, `UUID`, `pci_bus_id`), so PromQL can
+/// join the two. The model name is `model_name`, not dcgm-exporter's `modelName`: promtool rejects
+/// camelCase label names, and nobody joins on a model name (docs/metrics.md shows the mapping).
+pub const GPU_LABELS: [&str; 5] = ["gpu", "UUID", "pci_bus_id", "model_name", "hostname"];
+
+/// Labels of `ddpcheck_node_info`: what a node-level series joins on to get its host name.
+pub const NODE_LABELS: [&str; 3] = ["hostname", "driver_version", "cuda_driver_version"];
 
 pub struct Metrics {
     registry: Registry,
     pub snapshot_age_seconds: Gauge,
     collector_success: IntGaugeVec,
     collector_duration: GaugeVec,
+    node_info: IntGaugeVec,
     gpu_info: IntGaugeVec,
     gpu_pcie_gen: IntGaugeVec,
     gpu_pcie_gen_max: IntGaugeVec,
@@ -65,7 +71,10 @@ fn opts(name: &str, help: &str) -> Opts {
 
 macro_rules! gauge_vec {
     ($r:expr, $kind:ident, $name:expr, $help:expr, $labels:expr) => {
-        reg($r, $kind::new(opts($name, $help), $labels).expect("valid metric definition"))
+        reg(
+            $r,
+            $kind::new(opts($name, $help), $labels).expect("valid metric definition"),
+        )
     };
 }
 
@@ -80,12 +89,21 @@ impl Metrics {
         common.insert("backend".to_string(), backend.to_string());
         let registry = Registry::new_custom(None, Some(common)).expect("valid common labels");
         let r = &registry;
-        let build = gauge_vec!(r, IntGaugeVec, "ddpcheck_build_info", "ddpcheck version and backend; always 1", &["version", "backend_label"]);
-        build.with_label_values(&[env!("CARGO_PKG_VERSION"), backend_label]).set(1);
+        let build = gauge_vec!(
+            r,
+            IntGaugeVec,
+            "ddpcheck_build_info",
+            "ddpcheck version and backend; always 1",
+            &["version", "backend_label"]
+        );
+        build
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), backend_label])
+            .set(1);
         let m = Metrics {
             snapshot_age_seconds: reg(r, Gauge::new("ddpcheck_snapshot_age_seconds", "Age of the inventory snapshot served to readers").expect("valid")),
             collector_success: gauge_vec!(r, IntGaugeVec, "ddpcheck_collector_success", "1 if the collector's last run succeeded", &["collector"]),
             collector_duration: gauge_vec!(r, GaugeVec, "ddpcheck_collector_duration_seconds", "Duration of the collector's last run", &["collector"]),
+            node_info: gauge_vec!(r, IntGaugeVec, "ddpcheck_node_info", "Host name and driver versions of the last good inventory; always 1", &NODE_LABELS),
             gpu_info: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_info", "One series per GPU; always 1", &GPU_LABELS),
             gpu_pcie_gen: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_pcie_link_gen", "Current PCIe link generation", &GPU_LABELS),
             gpu_pcie_gen_max: gauge_vec!(r, IntGaugeVec, "ddpcheck_gpu_pcie_link_gen_max", "Maximum PCIe link generation", &GPU_LABELS),
@@ -138,8 +156,12 @@ impl Metrics {
     }
 
     pub fn collector_ran(&self, name: &str, ok: bool, seconds: f64) {
-        self.collector_success.with_label_values(&[name]).set(i64::from(ok));
-        self.collector_duration.with_label_values(&[name]).set(seconds);
+        self.collector_success
+            .with_label_values(&[name])
+            .set(i64::from(ok));
+        self.collector_duration
+            .with_label_values(&[name])
+            .set(seconds);
     }
 
     pub fn work_ran(&self, call: &str, ok: bool) {
@@ -163,6 +185,14 @@ impl Metrics {
     }
 
     pub fn set_inventory(&self, inv: &NodeInventory) {
+        self.node_info.reset();
+        self.node_info
+            .with_label_values(&[
+                inv.hostname.as_str(),
+                inv.driver_version.as_deref().unwrap_or(""),
+                inv.cuda_driver_version.as_deref().unwrap_or(""),
+            ])
+            .set(1);
         for v in [
             &self.gpu_info,
             &self.gpu_pcie_gen,
@@ -182,14 +212,28 @@ impl Metrics {
             let l: Vec<&str> = l.iter().map(String::as_str).collect();
             self.gpu_info.with_label_values(&l).set(1);
             if let Some(p) = g.pcie {
-                self.gpu_pcie_gen.with_label_values(&l).set(i64::from(p.gen_current));
-                self.gpu_pcie_gen_max.with_label_values(&l).set(i64::from(p.gen_max));
-                self.gpu_pcie_width.with_label_values(&l).set(i64::from(p.width_current));
-                self.gpu_pcie_width_max.with_label_values(&l).set(i64::from(p.width_max));
+                self.gpu_pcie_gen
+                    .with_label_values(&l)
+                    .set(i64::from(p.gen_current));
+                self.gpu_pcie_gen_max
+                    .with_label_values(&l)
+                    .set(i64::from(p.gen_max));
+                self.gpu_pcie_width
+                    .with_label_values(&l)
+                    .set(i64::from(p.width_current));
+                self.gpu_pcie_width_max
+                    .with_label_values(&l)
+                    .set(i64::from(p.width_max));
             }
-            self.gpu_probe_stuck.with_label_values(&l).set(i64::from(g.state == ProbeState::Stuck));
-            self.gpu_lost.with_label_values(&l).set(i64::from(g.state == ProbeState::Lost));
-            self.gpu_foreign_processes.with_label_values(&l).set(g.processes.len() as i64);
+            self.gpu_probe_stuck
+                .with_label_values(&l)
+                .set(i64::from(g.state == ProbeState::Stuck));
+            self.gpu_lost
+                .with_label_values(&l)
+                .set(i64::from(g.state == ProbeState::Lost));
+            self.gpu_foreign_processes
+                .with_label_values(&l)
+                .set(g.processes.len() as i64);
             self.gpu_ecc_uncorrected
                 .with_label_values(&l)
                 .set(g.health.ecc_uncorrected_volatile.unwrap_or(0) as i64);
@@ -220,17 +264,27 @@ impl Metrics {
                 .with_label_values(&[v.as_str()])
                 .set(i64::from(v == r.verdict));
         }
-        self.preflight_runs.with_label_values(&[r.verdict.as_str()]).inc();
+        self.preflight_runs
+            .with_label_values(&[r.verdict.as_str()])
+            .inc();
         self.preflight_exit_code.set(i64::from(r.exit_code));
         self.preflight_timestamp.set(finished_unix);
         self.preflight_duration.set(r.wall_seconds);
         self.preflight_step_duration.reset();
         for s in &r.steps {
-            self.preflight_step_duration.with_label_values(&[&s.name]).set(s.seconds);
+            self.preflight_step_duration
+                .with_label_values(&[&s.name])
+                .set(s.seconds);
         }
-        for (sev, name) in [(Severity::Info, "info"), (Severity::Warning, "warning"), (Severity::Critical, "critical")] {
+        for (sev, name) in [
+            (Severity::Info, "info"),
+            (Severity::Warning, "warning"),
+            (Severity::Critical, "critical"),
+        ] {
             let n = r.findings.iter().filter(|f| f.severity == sev).count();
-            self.preflight_findings.with_label_values(&[name]).set(n as i64);
+            self.preflight_findings
+                .with_label_values(&[name])
+                .set(n as i64);
         }
         let peak = r
             .all_reduce

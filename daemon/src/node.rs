@@ -88,13 +88,15 @@ impl Node {
     pub fn collect(&self) {
         let t0 = Instant::now();
         let inv = self.backend.inventory();
-        self.metrics.collector_ran("inventory", inv.is_ok(), t0.elapsed().as_secs_f64());
+        self.metrics
+            .collector_ran("inventory", inv.is_ok(), t0.elapsed().as_secs_f64());
         let mut topology = None;
         if let Ok(inv) = &inv {
             self.metrics.set_inventory(inv);
             let t1 = Instant::now();
             let topo = self.backend.topology(&inv.gpus);
-            self.metrics.collector_ran("topology", topo.is_ok(), t1.elapsed().as_secs_f64());
+            self.metrics
+                .collector_ran("topology", topo.is_ok(), t1.elapsed().as_secs_f64());
             if let Ok(t) = &topo {
                 self.metrics.set_topology(t);
             }

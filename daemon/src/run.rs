@@ -124,13 +124,17 @@ fn chown_group(path: &Path, group: &str) {
 
 /// Starts a daemon on `backend`. Returns once the socket and `/metrics` accept connections
 /// and the first snapshot is taken (or its deadline passed).
-pub async fn start(cfg: DaemonConfig, backend: Arc<dyn NodeBackend>) -> Result<Running, DaemonError> {
+pub async fn start(
+    cfg: DaemonConfig,
+    backend: Arc<dyn NodeBackend>,
+) -> Result<Running, DaemonError> {
     if cfg.tcp.is_some() && cfg.tls.is_none() {
         return Err(DaemonError::Config(
             "TCP needs mTLS: give --tls-cert, --tls-key and --tls-client-ca".into(),
         ));
     }
-    std::fs::create_dir_all(&cfg.state_dir).map_err(io(format!("creating {}", cfg.state_dir.display())))?;
+    std::fs::create_dir_all(&cfg.state_dir)
+        .map_err(io(format!("creating {}", cfg.state_dir.display())))?;
     let history = History::open(&cfg.state_dir.join("history.db"))?;
     let interrupted = history.mark_interrupted()?;
     if interrupted > 0 {
@@ -146,7 +150,11 @@ pub async fn start(cfg: DaemonConfig, backend: Arc<dyn NodeBackend>) -> Result<R
         let first = tokio::task::spawn_blocking(move || n.collect());
         let _ = tokio::time::timeout(cfg.collect_deadline, first).await;
     }
-    tasks.push(tokio::spawn(collector_loop(node.clone(), cfg.clone(), stop_rx.clone())));
+    tasks.push(tokio::spawn(collector_loop(
+        node.clone(),
+        cfg.clone(),
+        stop_rx.clone(),
+    )));
 
     let unix = bind_unix(&cfg.socket)?;
     let svc = Service { node: node.clone() };
@@ -166,7 +174,8 @@ pub async fn start(cfg: DaemonConfig, backend: Arc<dyn NodeBackend>) -> Result<R
 
     let mut tcp_addr = None;
     if let (Some(addr), Some(tls)) = (cfg.tcp, cfg.tls.clone()) {
-        let (bound, task) = crate::tls::serve_tcp(addr, &tls, node.clone(), stop_rx.clone()).await?;
+        let (bound, task) =
+            crate::tls::serve_tcp(addr, &tls, node.clone(), stop_rx.clone()).await?;
         tcp_addr = Some(bound);
         tasks.push(task);
     }
@@ -177,7 +186,11 @@ pub async fn start(cfg: DaemonConfig, backend: Arc<dyn NodeBackend>) -> Result<R
             .await
             .map_err(io(format!("binding /metrics on {addr}")))?;
         metrics_addr = listener.local_addr().ok();
-        tasks.push(tokio::spawn(crate::http::serve(listener, node.clone(), stop_rx.clone())));
+        tasks.push(tokio::spawn(crate::http::serve(
+            listener,
+            node.clone(),
+            stop_rx.clone(),
+        )));
     }
 
     Ok(Running {

@@ -74,7 +74,9 @@ impl Service {
     /// Runs `work` on a blocking thread under the single-flight guard, streaming its progress.
     fn spawn_work<F>(&self, call: &'static str, work: F) -> Result<EventStream, Status>
     where
-        F: FnOnce(&Node, &mut dyn FnMut(CoreProgress)) -> Result<Finished, ProbeError> + Send + 'static,
+        F: FnOnce(&Node, &mut dyn FnMut(CoreProgress)) -> Result<Finished, ProbeError>
+            + Send
+            + 'static,
     {
         let guard = match self.node.try_start_work(call) {
             Ok(g) => g,
@@ -112,10 +114,19 @@ impl Service {
             match outcome {
                 Ok(f) => {
                     if let Ok(id) = id {
-                        let verdict = (!f.report.verdict.is_empty()).then_some(f.report.verdict.as_str());
+                        let verdict =
+                            (!f.report.verdict.is_empty()).then_some(f.report.verdict.as_str());
                         let exit = (call == "preflight").then_some(f.report.exit_code);
                         let stored = node.with_history(|h| {
-                            h.complete(id, "complete", verdict, exit, f.busbw_large, Some(&f.report.json), now)
+                            h.complete(
+                                id,
+                                "complete",
+                                verdict,
+                                exit,
+                                f.busbw_large,
+                                Some(&f.report.json),
+                                now,
+                            )
                         });
                         if let Err(e) = stored {
                             tracing::warn!("history: {e}");
@@ -127,7 +138,9 @@ impl Service {
                 }
                 Err(e) => {
                     if let Ok(id) = id {
-                        let _ = node.with_history(|h| h.complete(id, "failed", None, None, None, None, now));
+                        let _ = node.with_history(|h| {
+                            h.complete(id, "failed", None, None, None, None, now)
+                        });
                     }
                     let _ = tx.blocking_send(Err(probe_status(&e)));
                 }
@@ -149,7 +162,10 @@ fn env_pairs(m: &std::collections::HashMap<String, String>) -> Vec<(String, Stri
 
 #[tonic::async_trait]
 impl Ddpcheck for Service {
-    async fn get_node(&self, _req: Request<GetNodeRequest>) -> Result<Response<NodeSnapshot>, Status> {
+    async fn get_node(
+        &self,
+        _req: Request<GetNodeRequest>,
+    ) -> Result<Response<NodeSnapshot>, Status> {
         let snap = self.node.read_snapshot();
         let (inventory_json, error, hostname) = match &snap.inventory {
             Ok(inv) => (
@@ -170,7 +186,10 @@ impl Ddpcheck for Service {
         }))
     }
 
-    async fn get_topology(&self, _req: Request<GetTopologyRequest>) -> Result<Response<Report>, Status> {
+    async fn get_topology(
+        &self,
+        _req: Request<GetTopologyRequest>,
+    ) -> Result<Response<Report>, Status> {
         let snap = self.node.read_snapshot();
         let inv = snap.inventory.map_err(Status::unavailable)?;
         let topology = snap
@@ -208,7 +227,10 @@ impl Ddpcheck for Service {
         }))
     }
 
-    async fn get_last_preflight(&self, _req: Request<GetLastPreflightRequest>) -> Result<Response<Report>, Status> {
+    async fn get_last_preflight(
+        &self,
+        _req: Request<GetLastPreflightRequest>,
+    ) -> Result<Response<Report>, Status> {
         let label = self.node.backend.label();
         let r = self
             .node
@@ -218,9 +240,15 @@ impl Ddpcheck for Service {
             .ok_or_else(|| Status::not_found("no preflight has run on this node yet"))
     }
 
-    async fn get_history(&self, req: Request<GetHistoryRequest>) -> Result<Response<HistoryReply>, Status> {
+    async fn get_history(
+        &self,
+        req: Request<GetHistoryRequest>,
+    ) -> Result<Response<HistoryReply>, Status> {
         let req = req.into_inner();
-        if !matches!(req.kind.as_str(), "" | "preflight" | "bench_collectives" | "bench_ddp") {
+        if !matches!(
+            req.kind.as_str(),
+            "" | "preflight" | "bench_collectives" | "bench_ddp"
+        ) {
             return Err(Status::invalid_argument(format!(
                 "kind {:?}: expected preflight, bench_collectives, bench_ddp or empty",
                 req.kind
@@ -229,7 +257,11 @@ impl Ddpcheck for Service {
         let limit = match req.limit {
             0 => 20,
             n @ 1..=1000 => n,
-            n => return Err(Status::invalid_argument(format!("limit {n} outside 1..=1000"))),
+            n => {
+                return Err(Status::invalid_argument(format!(
+                    "limit {n} outside 1..=1000"
+                )))
+            }
         };
         let label = self.node.backend.label();
         let rows = self
@@ -243,10 +275,15 @@ impl Ddpcheck for Service {
 
     type RunPreflightStream = EventStream;
 
-    async fn run_preflight(&self, req: Request<PreflightRequest>) -> Result<Response<EventStream>, Status> {
+    async fn run_preflight(
+        &self,
+        req: Request<PreflightRequest>,
+    ) -> Result<Response<EventStream>, Status> {
         let req = req.into_inner();
         if req.gpus.len() > 4096 {
-            return Err(Status::invalid_argument("gpus selection longer than 4096 characters"));
+            return Err(Status::invalid_argument(
+                "gpus selection longer than 4096 characters",
+            ));
         }
         let params = PreflightParams {
             gpus: req.gpus,
@@ -259,7 +296,9 @@ impl Ddpcheck for Service {
         };
         let stream = self.spawn_work("preflight", move |node, progress| {
             let label = node.backend.label();
-            let history = node.with_history(|h| h.recent_busbw(&label, 10)).unwrap_or_default();
+            let history = node
+                .with_history(|h| h.recent_busbw(&label, 10))
+                .unwrap_or_default();
             let r = engine::run_preflight(node.backend.as_ref(), &params, history, progress)?;
             node.metrics.set_preflight(&r, engine::unix_now());
             let busbw_large = r
@@ -284,7 +323,10 @@ impl Ddpcheck for Service {
 
     type BenchCollectivesStream = EventStream;
 
-    async fn bench_collectives(&self, req: Request<BenchCollectivesRequest>) -> Result<Response<EventStream>, Status> {
+    async fn bench_collectives(
+        &self,
+        req: Request<BenchCollectivesRequest>,
+    ) -> Result<Response<EventStream>, Status> {
         let req = req.into_inner();
         let d = CollectiveParams::default();
         let ops = if req.ops.is_empty() {
@@ -292,7 +334,10 @@ impl Ddpcheck for Service {
         } else {
             req.ops
                 .iter()
-                .map(|o| o.parse::<Collective>().map_err(|e| Status::invalid_argument(e.to_string())))
+                .map(|o| {
+                    o.parse::<Collective>()
+                        .map_err(|e| Status::invalid_argument(e.to_string()))
+                })
                 .collect::<Result<Vec<_>, _>>()?
         };
         if req.env_ab.len() > 8 {
@@ -301,11 +346,27 @@ impl Ddpcheck for Service {
         let params = CollectiveParams {
             ops,
             gpus: req.gpus,
-            min_bytes: if req.min_bytes == 0 { d.min_bytes } else { req.min_bytes },
-            max_bytes: if req.max_bytes == 0 { d.max_bytes } else { req.max_bytes },
-            step_factor: if req.step_factor == 0 { d.step_factor } else { u64::from(req.step_factor) },
+            min_bytes: if req.min_bytes == 0 {
+                d.min_bytes
+            } else {
+                req.min_bytes
+            },
+            max_bytes: if req.max_bytes == 0 {
+                d.max_bytes
+            } else {
+                req.max_bytes
+            },
+            step_factor: if req.step_factor == 0 {
+                d.step_factor
+            } else {
+                u64::from(req.step_factor)
+            },
             iters: if req.iters == 0 { d.iters } else { req.iters },
-            warmup_iters: if req.warmup_iters == 0 { d.warmup_iters } else { req.warmup_iters },
+            warmup_iters: if req.warmup_iters == 0 {
+                d.warmup_iters
+            } else {
+                req.warmup_iters
+            },
             in_place: req.in_place,
             check: req.check,
             deadline: deadline(req.deadline_seconds, d.deadline.as_secs_f64())?,
@@ -330,7 +391,10 @@ impl Ddpcheck for Service {
 
     type BenchDdpStream = EventStream;
 
-    async fn bench_ddp(&self, req: Request<BenchDdpRequest>) -> Result<Response<EventStream>, Status> {
+    async fn bench_ddp(
+        &self,
+        req: Request<BenchDdpRequest>,
+    ) -> Result<Response<EventStream>, Status> {
         let req = req.into_inner();
         let models = req
             .models
@@ -346,8 +410,16 @@ impl Ddpcheck for Service {
             models,
             variants,
             world_sizes: req.world_sizes,
-            micro_batch: if req.micro_batch == 0 { 8 } else { req.micro_batch },
-            warmup_steps: if req.warmup_steps == 0 { 10 } else { req.warmup_steps },
+            micro_batch: if req.micro_batch == 0 {
+                8
+            } else {
+                req.micro_batch
+            },
+            warmup_steps: if req.warmup_steps == 0 {
+                10
+            } else {
+                req.warmup_steps
+            },
             steps: if req.steps == 0 { 40 } else { req.steps },
             price_per_gpu_hour: (req.price_per_gpu_hour > 0.0).then_some(req.price_per_gpu_hour),
             env: env_pairs(&req.env),
