@@ -31,9 +31,16 @@ fn main() -> ExitCode {
     }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            // Bad flags: one clear line and exit 64 (scripts read the first line of stderr).
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("ddpcheck: {} (see --help)", first.trim_start_matches("error: "));
+            return ExitCode::from(EXIT_USAGE as u8);
+        }
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { EXIT_USAGE as u8 } else { 0 });
+            return ExitCode::SUCCESS;
         }
     };
     let code = match run(&cli) {

@@ -55,9 +55,16 @@ fn main() -> ExitCode {
     }
     let args = match Args::try_parse() {
         Ok(a) => a,
+        Err(e) if e.use_stderr() => {
+            // Bad flags: one clear line and exit 64 (scripts read the first line of stderr).
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("ddpcheckd: {} (see --help)", first.trim_start_matches("error: "));
+            return ExitCode::from(64);
+        }
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 64 } else { 0 });
+            return ExitCode::SUCCESS;
         }
     };
     tracing_subscriber::fmt()
@@ -139,6 +146,9 @@ async fn daemon(args: Args) -> anyhow::Result<()> {
         collect_interval: Duration::from_secs_f64(args.collect_interval),
         collect_deadline: Duration::from_secs(20),
     };
+    // Handlers first: a SIGTERM right after the ready line must stop us cleanly, not kill us.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let running = run::start(cfg, backend).await?;
     tracing::info!(
         backend = %label,
@@ -157,8 +167,6 @@ async fn daemon(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|| "none".into())
     );
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
