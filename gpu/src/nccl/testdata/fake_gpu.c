@@ -1,0 +1,150 @@
+/* fake_gpu.c: a stand-in for libcuda.so.1 and libnccl.so.2 in ddpcheck's tests, so that the
+ * worker's whole path (loading, device lookup by bus id, sweep, data check, protocol) runs on
+ * a machine without GPUs. "Device memory" is host memory; every collective runs synchronously
+ * on the calling rank thread, meeting the other ranks at a barrier.
+ *
+ * Environment: FAKE_GPUS (default 2) devices with bus ids 0000:10:00.0, 0000:11:00.0, ...;
+ * FAKE_CUINIT_ERR=<code> makes cuInit fail; FAKE_NCCL_WRONG=1 corrupts one element of every
+ * all-reduce result. Built by the tests with: cc -shared -fPIC -pthread. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- CUDA driver API ---- */
+static int ngpus(void) { const char *s = getenv("FAKE_GPUS"); return s ? atoi(s) : 2; }
+
+int cuInit(unsigned flags) { const char *e = getenv("FAKE_CUINIT_ERR"); (void)flags; return e ? atoi(e) : 0; }
+int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+int cuDeviceGetCount(int *n) { *n = ngpus(); return 0; }
+int cuDeviceGet(int *d, int i) { if (i < 0 || i >= ngpus()) return 101; *d = i; return 0; }
+int cuDeviceGetByPCIBusId(int *d, const char *id) {
+  unsigned dom = 0, bus = 0, dev = 0, fn = 0;
+  if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4) return 1;
+  int i = (int)bus - 0x10;
+  if (dom != 0 || dev != 0 || fn != 0 || i < 0 || i >= ngpus()) return 101;
+  *d = i; return 0;
+}
+int cuDeviceGetPCIBusId(char *buf, int len, int d) { snprintf(buf, (size_t)len, "0000:%02x:00.0", 0x10 + d); return 0; }
+int cuDeviceGetName(char *buf, int len, int d) { snprintf(buf, (size_t)len, "Fake GPU %d", d); return 0; }
+int cuDevicePrimaryCtxRetain(void **ctx, int d) { *ctx = (void *)(uintptr_t)(d + 1); return 0; }
+int cuCtxSetCurrent(void *ctx) { (void)ctx; return 0; }
+int cuCtxSynchronize(void) { return 0; }
+int cuMemGetInfo_v2(size_t *f, size_t *t) { *f = *t = (size_t)1 << 30; return 0; }
+int cuMemAlloc_v2(uint64_t *p, size_t n) { void *m = calloc(1, n ? n : 1); if (!m) return 2; *p = (uint64_t)(uintptr_t)m; return 0; }
+int cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
+int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
+int cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return 0; }
+int cuMemsetD32_v2(uint64_t d, unsigned v, size_t n) { unsigned *p = (unsigned *)(uintptr_t)d; for (size_t i = 0; i < n; i++) p[i] = v; return 0; }
+int cuStreamCreate(void **s, unsigned f) { (void)f; *s = malloc(1); return 0; }
+int cuStreamQuery(void *s) { (void)s; return 0; }
+int cuStreamSynchronize(void *s) { (void)s; return 0; }
+int cuEventCreate(void **e, unsigned f) { (void)f; *e = calloc(1, sizeof(double)); return 0; }
+int cuEventRecord(void *e, void *s) {
+  struct timespec t; (void)s; clock_gettime(CLOCK_MONOTONIC, &t);
+  *(double *)e = (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6; return 0;
+}
+int cuEventSynchronize(void *e) { (void)e; return 0; }
+int cuEventElapsedTime(float *ms, void *a, void *b) { *ms = (float)(*(double *)b - *(double *)a); return 0; }
+int cuGetErrorString(int c, const char **s) { *s = c ? "fake CUDA error" : "no error"; return 0; }
+int cuGetErrorName(int c, const char **s) { *s = c ? "CUDA_ERROR_FAKE" : "CUDA_SUCCESS"; return 0; }
+
+/* ---- NCCL ---- */
+#define MAXR 16
+typedef struct { int rank, n; } comm_t;
+typedef struct { const float *src; const float *sends[MAXR]; } slot_t;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_barrier_t bar;
+static int world = 0;
+static slot_t slots[MAXR];
+
+int ncclGetVersion(int *v) { *v = 22809; return 0; }
+int ncclGetUniqueId(void *id) { memset(id, 7, 128); return 0; }
+typedef struct { char b[128]; } uid_t128;
+int ncclCommInitRank(comm_t **c, int n, uid_t128 id, int rank) {
+  (void)id;
+  if (n < 1 || n > MAXR || rank < 0 || rank >= n) return 4;
+  pthread_mutex_lock(&mu);
+  if (!world) { pthread_barrier_init(&bar, NULL, (unsigned)n); world = n; }
+  pthread_mutex_unlock(&mu);
+  *c = malloc(sizeof(comm_t)); (*c)->rank = rank; (*c)->n = n;
+  pthread_barrier_wait(&bar);
+  return 0;
+}
+static void sync_all(void) { pthread_barrier_wait(&bar); }
+static float *scratch(size_t n) { return malloc((n ? n : 1) * sizeof(float)); }
+static void finish(float *dst, float *tmp, size_t n) { sync_all(); memcpy(dst, tmp, n * sizeof(float)); free(tmp); sync_all(); }
+static int wrong(void) { const char *s = getenv("FAKE_NCCL_WRONG"); return s && *s == '1'; }
+
+int ncclAllReduce(const float *s, float *d, size_t cnt, int dt, int op, comm_t *c, void *st) {
+  (void)dt; (void)op; (void)st;
+  slots[c->rank].src = s; sync_all();
+  float *t = scratch(cnt);
+  for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[k]; t[k] = a; }
+  if (wrong() && cnt) t[cnt / 2] += 1.0f;
+  finish(d, t, cnt); return 0;
+}
+int ncclReduce(const float *s, float *d, size_t cnt, int dt, int op, int root, comm_t *c, void *st) {
+  (void)dt; (void)op; (void)st;
+  slots[c->rank].src = s; sync_all();
+  float *t = scratch(cnt);
+  for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[k]; t[k] = a; }
+  if (c->rank == root) finish(d, t, cnt); else { sync_all(); free(t); sync_all(); }
+  return 0;
+}
+int ncclBroadcast(const float *s, float *d, size_t cnt, int dt, int root, comm_t *c, void *st) {
+  (void)dt; (void)st;
+  slots[c->rank].src = s; sync_all();
+  float *t = scratch(cnt); memcpy(t, slots[root].src, cnt * sizeof(float));
+  finish(d, t, cnt); return 0;
+}
+int ncclAllGather(const float *s, float *d, size_t cnt, int dt, comm_t *c, void *st) {
+  (void)dt; (void)st;
+  slots[c->rank].src = s; sync_all();
+  float *t = scratch(cnt * (size_t)c->n);
+  for (int r = 0; r < c->n; r++) memcpy(t + (size_t)r * cnt, slots[r].src, cnt * sizeof(float));
+  finish(d, t, cnt * (size_t)c->n); return 0;
+}
+int ncclReduceScatter(const float *s, float *d, size_t cnt, int dt, int op, comm_t *c, void *st) {
+  (void)dt; (void)op; (void)st;
+  slots[c->rank].src = s; sync_all();
+  float *t = scratch(cnt);
+  for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[(size_t)c->rank * cnt + k]; t[k] = a; }
+  finish(d, t, cnt); return 0;
+}
+
+/* Grouped point-to-point: recorded per thread, run at ncclGroupEnd. */
+typedef struct { int peer; size_t cnt; const float *s; float *r; } p2p_t;
+static __thread p2p_t sends[MAXR], recvs[MAXR];
+static __thread int nsend, nrecv, depth;
+static __thread comm_t *gcomm;
+int ncclGroupStart(void) { depth++; return 0; }
+int ncclSend(const float *s, size_t cnt, int dt, int peer, comm_t *c, void *st) {
+  (void)dt; (void)st; if (nsend >= MAXR) return 5; sends[nsend++] = (p2p_t){peer, cnt, s, NULL}; gcomm = c; return 0;
+}
+int ncclRecv(float *r, size_t cnt, int dt, int peer, comm_t *c, void *st) {
+  (void)dt; (void)st; if (nrecv >= MAXR) return 5; recvs[nrecv++] = (p2p_t){peer, cnt, NULL, r}; gcomm = c; return 0;
+}
+int ncclGroupEnd(void) {
+  if (--depth > 0 || !gcomm) return 0;
+  comm_t *c = gcomm;
+  for (int i = 0; i < nsend; i++) slots[c->rank].sends[sends[i].peer] = sends[i].s;
+  sync_all();
+  float *tmp[MAXR];
+  for (int i = 0; i < nrecv; i++) {
+    tmp[i] = scratch(recvs[i].cnt);
+    memcpy(tmp[i], slots[recvs[i].peer].sends[c->rank], recvs[i].cnt * sizeof(float));
+  }
+  sync_all();
+  for (int i = 0; i < nrecv; i++) { memcpy(recvs[i].r, tmp[i], recvs[i].cnt * sizeof(float)); free(tmp[i]); }
+  sync_all();
+  nsend = nrecv = 0; gcomm = NULL;
+  return 0;
+}
+int ncclCommGetAsyncError(comm_t *c, int *e) { (void)c; *e = 0; return 0; }
+int ncclCommAbort(comm_t *c) { (void)c; return 0; }
+int ncclCommDestroy(comm_t *c) { free(c); return 0; }
+const char *ncclGetErrorString(int r) { return r ? "fake NCCL error" : "no error"; }
+const char *ncclGetLastError(comm_t *c) { (void)c; return ""; }
