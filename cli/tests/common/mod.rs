@@ -166,3 +166,60 @@ pub fn stderr(o: &Output) -> String {
 pub fn repo_root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
+
+/// One HTTP/1.0 GET over loopback that reports the status instead of asserting it: for servers
+/// that answer errors with a body worth reading (Prometheus' API) and for readiness polling.
+pub fn http_request(addr: &str, path_and_query: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json, text/plain\r\n\r\n"
+    )?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("bad HTTP answer: {text}")))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad HTTP status line: {head}")))?;
+    Ok((status, body.to_string()))
+}
+
+/// Percent-encodes a query-string value (everything but RFC 3986 unreserved characters).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A free loopback TCP port: bound, read and released. Another process may take it before the
+/// caller binds it, so callers retry on "address already in use".
+pub fn free_loopback_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local addr").port()
+}
+
+/// The program's path if it is on PATH.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Whether CI asked service tests to fail instead of skipping (`.ci/run` sets it).
+pub fn services_must_run() -> bool {
+    std::env::var("DDPCHECK_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+}

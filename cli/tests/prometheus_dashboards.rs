@@ -1,0 +1,597 @@
+//! The metrics catalogue and the Grafana dashboards, proven against real services: simulated
+//! nodes (healthy, degraded, stuck) are scraped by a real Prometheus, every query of every
+//! dashboard panel must succeed and return data, promtool must accept every scrape, and
+//! docs/metrics.md must name every exported family with its type. docs/metrics.md ("What the
+//! tests check") describes the checks for operators.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{code, http_request, percent_encode, stderr, stdout, Daemon};
+use serde_json::Value;
+
+/// The simulated fleet: (instance label, sim spec). One healthy node; one whose interconnect is
+/// slow and whose PCIe link is downtrained (its plain DDP loses to one GPU); one with a stuck NVML
+/// probe. Together they make every dashboard query, including the "what is wrong" tables, return
+/// rows.
+const FLEET: [(&str, &str); 3] = [
+    ("h200x2-nvlink", "h200x2-nvlink"),
+    ("a6000x4-phb", "a6000x4-phb+degraded-pcie+slow-link"),
+    ("t4x2-pcie", "t4x2-pcie+stuck-nvml"),
+];
+
+/// Grafana's built-in interval variables and the values the queries run with.
+const BUILTINS: [(&str, &str); 5] = [
+    ("${__rate_interval}", "1m"),
+    ("$__rate_interval", "1m"),
+    ("${__interval}", "15s"),
+    ("$__interval", "15s"),
+    ("$__range", "5m"),
+];
+
+fn dashboards() -> Vec<(PathBuf, Value)> {
+    let dir = common::repo_root().join("dashboards");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("dashboards/") {
+        let path = entry.expect("dashboards/ entry").path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&path).expect("read dashboard");
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
+            out.push((path, v));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(
+        out.len() >= 3,
+        "expected the three dashboards in {}",
+        dir.display()
+    );
+    out
+}
+
+fn name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Panels, with those nested in collapsed rows.
+fn panels(d: &Value) -> Vec<&Value> {
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().expect("panels") {
+        out.push(p);
+        if let Some(inner) = p["panels"].as_array() {
+            out.extend(inner.iter());
+        }
+    }
+    out
+}
+
+fn variables(d: &Value) -> Vec<&Value> {
+    d["templating"]["list"]
+        .as_array()
+        .expect("templating.list")
+        .iter()
+        .collect()
+}
+
+fn var_query(v: &Value) -> Option<String> {
+    match &v["query"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("query").and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    }
+}
+
+/// Replaces Grafana variables as a query would see them with everything selected: template
+/// variables become `.+` (a label that must exist), built-in intervals a fixed duration. A `$`
+/// left over is an undefined variable and fails the test.
+fn substitute(expr: &str, var_names: &[String]) -> String {
+    let mut e = expr.to_string();
+    for (k, v) in BUILTINS {
+        e = e.replace(k, v);
+    }
+    let mut names: Vec<&String> = var_names.iter().collect();
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    for n in names {
+        e = e.replace(&format!("${{{n}}}"), ".+");
+        e = e.replace(&format!("[[{n}]]"), ".+");
+        e = e.replace(&format!("${n}"), ".+");
+    }
+    assert!(
+        !e.contains('$'),
+        "undefined variable in {expr:?} (after substitution: {e:?})"
+    );
+    e
+}
+
+/// Every `ddpcheck_[a-z_]+` in a text.
+fn metric_names(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("ddpcheck_") {
+        let tail = &rest[i..];
+        let len = "ddpcheck_".len()
+            + tail["ddpcheck_".len()..]
+                .bytes()
+                .take_while(|b| b.is_ascii_lowercase() || *b == b'_')
+                .count();
+        if len > "ddpcheck_".len() {
+            out.insert(tail[..len].to_string());
+        }
+        rest = &tail[len..];
+    }
+    out
+}
+
+/// `# TYPE name kind` lines of a scrape: family name to type.
+fn families(scrape: &str) -> BTreeMap<String, String> {
+    scrape
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn dashboards_are_well_formed() {
+    let mut uids = BTreeSet::new();
+    for (path, d) in dashboards() {
+        let f = name(&path);
+        let uid = d["uid"].as_str().unwrap_or_else(|| panic!("{f}: no uid"));
+        // The file name pins the uid, so links and provisioning survive re-exports.
+        assert_eq!(
+            format!("{uid}.json"),
+            f,
+            "{f}: uid {uid} does not match the file name"
+        );
+        assert!(uids.insert(uid.to_string()), "{f}: uid {uid} used twice");
+        assert!(
+            d["id"].is_null(),
+            "{f}: id must be null so imports do not clash"
+        );
+        let sv = d["schemaVersion"].as_u64().unwrap_or(0);
+        assert!((36..=41).contains(&sv), "{f}: schemaVersion {sv}");
+        assert!(!d["title"].as_str().unwrap_or("").is_empty(), "{f}: title");
+
+        let vars = variables(&d);
+        let ds = vars
+            .iter()
+            .find(|v| v["name"] == "datasource")
+            .unwrap_or_else(|| panic!("{f}: no datasource variable"));
+        assert_eq!(ds["type"], "datasource", "{f}");
+        assert_eq!(ds["query"], "prometheus", "{f}");
+        for want in ["instance", "hostname", "gpu"] {
+            let v = vars
+                .iter()
+                .find(|v| v["name"] == want)
+                .unwrap_or_else(|| panic!("{f}: no {want} variable"));
+            assert_eq!(v["type"], "query", "{f}: {want}");
+            assert_eq!(v["datasource"]["uid"], "${datasource}", "{f}: {want}");
+            let q = var_query(v).unwrap_or_default();
+            assert!(
+                q.starts_with("label_values(") && q.ends_with(&format!(", {want})")),
+                "{f}: {want} variable query {q:?} is not label_values(..., {want})"
+            );
+        }
+
+        let mut ids = BTreeSet::new();
+        let mut n = 0;
+        for p in panels(&d) {
+            let title = p["title"].as_str().unwrap_or("");
+            let id = p["id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{f}: {title}: no id"));
+            assert!(ids.insert(id), "{f}: panel id {id} used twice");
+            assert!(
+                p["gridPos"]["w"].as_u64().is_some(),
+                "{f}: {title}: gridPos"
+            );
+            if p["type"] == "row" {
+                continue;
+            }
+            n += 1;
+            let unit = p["fieldConfig"]["defaults"]["unit"].as_str().unwrap_or("");
+            assert!(!unit.is_empty(), "{f}: panel {title:?} has no unit");
+            assert_eq!(p["datasource"]["uid"], "${datasource}", "{f}: {title}");
+            assert!(
+                !p["description"].as_str().unwrap_or("").is_empty(),
+                "{f}: {title}: description"
+            );
+            let targets = p["targets"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{f}: {title}: no targets"));
+            assert!(!targets.is_empty(), "{f}: {title}: no targets");
+            for t in targets {
+                assert_eq!(t["datasource"]["uid"], "${datasource}", "{f}: {title}");
+                let expr = t["expr"].as_str().unwrap_or("");
+                assert!(
+                    expr.contains("ddpcheck_") || expr.contains("up{"),
+                    "{f}: {title}: {expr}"
+                );
+            }
+        }
+        assert!(n >= 6, "{f}: only {n} panels");
+    }
+}
+
+/// Finds a program for a service test; `None` means skip (after saying so), unless CI requires
+/// the services, when a missing program fails the test.
+fn service(program: &str, what: &str) -> Option<PathBuf> {
+    match common::find_program(program) {
+        Some(p) => Some(p),
+        None if common::services_must_run() => {
+            panic!(
+                "{program} not on PATH but DDPCHECK_REQUIRE_SERVICES=1 (run .ci/install-services)"
+            )
+        }
+        None => {
+            println!("skipped: {what} not installed ({program} not on PATH)");
+            None
+        }
+    }
+}
+
+/// A Prometheus server on a free loopback port, killed when dropped.
+struct Prometheus {
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Starts `prometheus` and waits for `/-/ready`; takes another port if the first was taken.
+    fn start(program: &Path, config: &Path, dir: &Path) -> Prometheus {
+        for attempt in 0..5 {
+            let port = common::free_loopback_port();
+            let addr = format!("127.0.0.1:{port}");
+            let log = dir.join(format!("prometheus-{attempt}.log"));
+            let log_file = std::fs::File::create(&log).expect("create prometheus log");
+            let child = Command::new(program)
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.join(format!("tsdb-{attempt}")).display()
+                ))
+                .arg(format!("--web.listen-address={addr}"))
+                .stdout(Stdio::null())
+                .stderr(log_file)
+                .spawn()
+                .expect("spawn prometheus");
+            let mut p = Prometheus { child, addr, log };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Ok(Some(status)) = p.child.try_wait() {
+                    let tail = p.log_tail();
+                    if tail.contains("address already in use") {
+                        break; // someone took the port between our probe and its bind
+                    }
+                    panic!("prometheus exited ({status}) before it was ready:\n{tail}");
+                }
+                if let Ok((200, _)) = http_request(&p.addr, "/-/ready") {
+                    return p;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "prometheus not ready within 30 s:\n{}",
+                    p.log_tail()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        panic!("prometheus found no free port in 5 attempts");
+    }
+
+    /// `/api/v1/query`: the parsed answer, or the error text for a rejected query.
+    fn query(&self, expr: &str) -> Result<Value, String> {
+        let path = format!("/api/v1/query?query={}", percent_encode(expr));
+        let (status, body) = http_request(&self.addr, &path).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_str(&body)
+            .map_err(|e| format!("HTTP {status}, not JSON ({e}): {body}"))?;
+        if status != 200 || v["status"] != "success" {
+            return Err(format!("HTTP {status}: {} {}", v["errorType"], v["error"]));
+        }
+        Ok(v["data"].clone())
+    }
+
+    fn label_values(&self, label: &str, matcher: &str) -> Result<Vec<String>, String> {
+        let path = format!(
+            "/api/v1/label/{label}/values?match[]={}",
+            percent_encode(matcher)
+        );
+        let (status, body) = http_request(&self.addr, &path).map_err(|e| e.to_string())?;
+        let v: Value =
+            serde_json::from_str(&body).map_err(|e| format!("HTTP {status} ({e}): {body}"))?;
+        if status != 200 || v["status"] != "success" {
+            return Err(format!("HTTP {status}: {}", v["error"]));
+        }
+        Ok(v["data"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}
+
+/// Number of results of an instant query (a scalar or string counts as one).
+fn result_count(data: &Value) -> usize {
+    match data["resultType"].as_str() {
+        Some("vector") | Some("matrix") => data["result"].as_array().map_or(0, Vec::len),
+        Some(_) => 1,
+        None => 0,
+    }
+}
+
+struct Query {
+    what: String,
+    expr: String,
+}
+
+#[test]
+fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
+    let started = Instant::now();
+    // 1. The fleet: every daemon runs a preflight and a small DDP benchmark so every series exists.
+    let nodes: Vec<(&str, &str, Daemon)> = FLEET
+        .iter()
+        .map(|(inst, spec)| (*inst, *spec, Daemon::start(Some(spec))))
+        .collect();
+    for (_, spec, d) in &nodes {
+        let o = d.cli(&["check"]);
+        let c = code(&o);
+        if *spec == "h200x2-nvlink" {
+            assert_eq!(c, 0, "{spec}: {}{}", stdout(&o), stderr(&o));
+        } else {
+            assert!(
+                c == 1 || c == 2,
+                "{spec}: exit {c}: {}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+        }
+        let o = d.cli(&[
+            "bench",
+            "ddp",
+            "--model",
+            "gpt2-124m",
+            "--gpus",
+            "1,2",
+            "--steps",
+            "4",
+            "--warmup-steps",
+            "1",
+        ]);
+        // A stuck GPU refuses CUDA work: that node's DDP benchmark fails, the others must run.
+        if !spec.contains("stuck-nvml") {
+            assert_eq!(
+                code(&o),
+                0,
+                "{spec}: bench ddp: {}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+        }
+    }
+    let scrapes: Vec<(&str, String)> = nodes
+        .iter()
+        .map(|(inst, _, d)| (*inst, d.scrape()))
+        .collect();
+
+    // 2. The catalogue: docs/metrics.md names every exported family with its type, and names
+    //    nothing that is not exported.
+    let mut exported: BTreeMap<String, String> = BTreeMap::new();
+    for (_, s) in &scrapes {
+        exported.extend(families(s));
+    }
+    let doc = std::fs::read_to_string(common::repo_root().join("docs/metrics.md"))
+        .expect("docs/metrics.md");
+    for (fam, kind) in &exported {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with("| `") && l.contains(&format!("`{fam}`")))
+            .unwrap_or_else(|| panic!("docs/metrics.md has no catalogue row for {fam}"));
+        assert!(
+            row.contains(&format!("| {kind} |")),
+            "docs/metrics.md gives {fam} another type than {kind}: {row}"
+        );
+    }
+    for n in metric_names(&doc) {
+        assert!(
+            exported.contains_key(&n),
+            "docs/metrics.md names {n}, which ddpcheckd does not export"
+        );
+    }
+
+    // 3. Every metric a dashboard names is exported.
+    let dash = dashboards();
+    for (path, d) in &dash {
+        for n in metric_names(&d.to_string()) {
+            assert!(
+                exported.contains_key(&n),
+                "{} uses {n}, which ddpcheckd does not export",
+                name(path)
+            );
+        }
+    }
+
+    // 4. promtool accepts every scrape without a single lint.
+    if let Some(promtool) = service("promtool", "prometheus") {
+        for (inst, s) in &scrapes {
+            let mut child = Command::new(&promtool)
+                .args(["check", "metrics"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn promtool");
+            {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+            }
+            let o = child.wait_with_output().unwrap();
+            assert!(
+                o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(),
+                "promtool check metrics on {inst}'s scrape ({}):\n{}{}",
+                o.status,
+                stdout(&o),
+                stderr(&o)
+            );
+        }
+    } else {
+        return;
+    }
+
+    // 5. A real Prometheus scrapes the fleet; every dashboard query must return data.
+    let Some(prometheus) = service("prometheus", "prometheus") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = String::from(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: ddpcheck\n    static_configs:\n",
+    );
+    for (inst, _, d) in &nodes {
+        // The instance label names the node; `hostname` comes from the exposition, untouched.
+        let addr = d.metrics.as_deref().expect("metrics address");
+        cfg.push_str(&format!(
+            "      - targets: ['{addr}']\n        labels:\n          instance: '{inst}'\n"
+        ));
+    }
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(&config, &cfg).unwrap();
+    let prom = Prometheus::start(&prometheus, &config, dir.path());
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let up = prom.query("up == 1").expect("query up");
+        let ups: BTreeSet<String> = up["result"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["metric"]["instance"].as_str().map(str::to_string))
+            .collect();
+        if FLEET.iter().all(|(i, _)| ups.contains(*i)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "targets not up within 20 s (up: {ups:?}); config:\n{cfg}\n{}",
+            prom.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let mut queries = Vec::new();
+    let mut var_checks = Vec::new();
+    for (path, d) in &dash {
+        let f = name(path);
+        let var_names: Vec<String> = variables(d)
+            .iter()
+            .filter_map(|v| v["name"].as_str().map(str::to_string))
+            .collect();
+        for v in variables(d) {
+            let Some(q) = var_query(v).filter(|_| v["type"] == "query") else {
+                continue;
+            };
+            let inner = q
+                .strip_prefix("label_values(")
+                .and_then(|r| r.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("{f}: variable query {q:?} is not label_values(...)"));
+            let (matcher, label) = inner.rsplit_once(',').expect("label_values(metric, label)");
+            var_checks.push((
+                format!("{f}: variable {}", v["name"]),
+                label.trim().to_string(),
+                substitute(matcher.trim(), &var_names),
+            ));
+        }
+        for p in panels(d) {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                queries.push(Query {
+                    what: format!(
+                        "{f}: panel {:?} target {}",
+                        p["title"].as_str().unwrap_or(""),
+                        t["refId"]
+                    ),
+                    expr: substitute(t["expr"].as_str().unwrap_or(""), &var_names),
+                });
+            }
+        }
+    }
+
+    // Rate and increase need two samples; poll (bounded) until every query has its data.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut pending: Vec<&Query> = queries.iter().collect();
+    let mut rejected = Vec::new();
+    loop {
+        let mut still = Vec::new();
+        for q in pending {
+            match prom.query(&q.expr) {
+                Ok(data) if result_count(&data) > 0 => {}
+                Ok(_) => still.push(q),
+                Err(e) => rejected.push(format!("{}: {e}\n  {}", q.what, q.expr)),
+            }
+        }
+        assert!(
+            rejected.is_empty(),
+            "Prometheus rejected dashboard queries:\n{}",
+            rejected.join("\n")
+        );
+        pending = still;
+        if pending.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let list: Vec<String> = pending
+                .iter()
+                .map(|q| format!("{}\n  {}", q.what, q.expr))
+                .collect();
+            panic!(
+                "dashboard queries without data after 20 s:\n{}",
+                list.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    for (what, label, matcher) in &var_checks {
+        let values = prom
+            .label_values(label, matcher)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            !values.is_empty(),
+            "{what}: no values for {label} from {matcher}"
+        );
+    }
+    println!(
+        "{} dashboard queries and {} variables answered by Prometheus from {} nodes in {:.1} s",
+        queries.len(),
+        var_checks.len(),
+        nodes.len(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(prom);
+    for (_, _, d) in nodes {
+        d.stop();
+    }
+}
