@@ -46,6 +46,9 @@ pub enum Command {
     Recommend(crate::recommend::RecommendArgs),
     /// Run the main flow on a simulated 4xA6000 PHB node through an in-process daemon.
     Demo,
+    /// The daemon's configuration: `ddpcheck config check [--config FILE]`.
+    #[command(subcommand)]
+    Config(crate::config_cmd::ConfigCommand),
 }
 
 #[derive(Args, Debug)]

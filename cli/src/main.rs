@@ -2,6 +2,7 @@
 //! runs the command and maps its outcome to an exit code.
 
 mod args;
+mod config_cmd;
 mod ddp_cmd;
 mod demo;
 mod plot;
@@ -35,7 +36,10 @@ fn main() -> ExitCode {
             // Bad flags: one clear line and exit 64 (scripts read the first line of stderr).
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("ddpcheck: {} (see --help)", first.trim_start_matches("error: "));
+            eprintln!(
+                "ddpcheck: {} (see --help)",
+                first.trim_start_matches("error: ")
+            );
             return ExitCode::from(EXIT_USAGE as u8);
         }
         Err(e) => {
@@ -76,6 +80,7 @@ fn run(cli: &Cli) -> Result<i32, CliError> {
         Command::Bench(BenchCommand::Collectives(a)) => collectives(cli, a),
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(cli, a),
         Command::Recommend(a) => recommend::run(cli, a),
+        Command::Config(c) => config_cmd::run(cli, c),
     }
 }
 

@@ -2,6 +2,7 @@
 //! that both the daemon and the CLI's local mode use to run checks and benchmarks.
 
 pub mod client;
+pub mod config;
 pub mod engine;
 pub mod history;
 pub mod http;

@@ -1,14 +1,13 @@
 //! ddpcheckd: the node daemon's command line.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use ddpcheck_gpu::RealConfig;
-use ddpcheckd::engine;
-use ddpcheckd::run::{self, DaemonConfig, TlsFiles};
+use ddpcheckd::run::{self, DaemonConfig};
+use ddpcheckd::{config, engine};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// ddpcheckd — per-node daemon of ddpcheck: serves the ddpcheck.v1 gRPC API on a Unix socket,
@@ -17,33 +16,63 @@ use tokio::signal::unix::{signal, SignalKind};
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
 struct Args {
+    /// Configuration file (TOML; keys as the flags below, with `_`). Precedence: flags >
+    /// DDPCHECK_* environment > file > defaults. The default file may be absent; a file given
+    /// here must exist.
+    #[arg(long, env = "DDPCHECK_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Simulate a node instead of using real GPUs: PROFILE[+FAULT...] (e.g. h200x2-nvlink+slow-link).
     #[arg(long, env = "DDPCHECK_SIM")]
     sim: Option<String>,
-    /// Control socket path.
-    #[arg(long, env = "DDPCHECK_LISTEN", default_value = ddpcheckd::client::DEFAULT_SOCKET)]
-    listen: PathBuf,
+    /// Control socket path [default: /run/ddpcheck/ddpcheck.sock].
+    #[arg(long, env = "DDPCHECK_LISTEN")]
+    listen: Option<PathBuf>,
     /// Also listen on TCP (requires --tls-cert, --tls-key, --tls-client-ca: mutual TLS only).
     #[arg(long, env = "DDPCHECK_TCP")]
-    tcp: Option<SocketAddr>,
+    tcp: Option<String>,
     #[arg(long, env = "DDPCHECK_TLS_CERT")]
     tls_cert: Option<PathBuf>,
     #[arg(long, env = "DDPCHECK_TLS_KEY")]
     tls_key: Option<PathBuf>,
     #[arg(long, env = "DDPCHECK_TLS_CLIENT_CA")]
     tls_client_ca: Option<PathBuf>,
-    /// Address of the /metrics endpoint, or "none".
-    #[arg(long, env = "DDPCHECK_METRICS_LISTEN", default_value = "0.0.0.0:9402")]
-    metrics_listen: String,
+    /// Address of the /metrics endpoint, or "none" [default: 0.0.0.0:9402].
+    #[arg(long, env = "DDPCHECK_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
     /// Runtime directory (node lock). Default: $RUNTIME_DIRECTORY, /run/ddpcheck, ...
     #[arg(long, env = "DDPCHECK_RUNTIME_DIR")]
     runtime_dir: Option<PathBuf>,
     /// State directory (history database). Default: $STATE_DIRECTORY or /var/lib/ddpcheck.
     #[arg(long, env = "DDPCHECK_STATE_DIR")]
     state_dir: Option<PathBuf>,
-    /// Seconds between snapshot refreshes.
-    #[arg(long, env = "DDPCHECK_COLLECT_INTERVAL", default_value_t = 30.0)]
-    collect_interval: f64,
+    /// Seconds between snapshot refreshes [default: 30].
+    #[arg(long, env = "DDPCHECK_COLLECT_INTERVAL")]
+    collect_interval: Option<f64>,
+}
+
+impl Args {
+    /// Flags and environment as two configuration layers; clap says which gave each value.
+    fn layers(self, matches: &clap::ArgMatches) -> (config::Layer, config::Layer) {
+        let mut env = config::Layer {
+            sim: self.sim,
+            listen: self.listen,
+            tcp: self.tcp,
+            tls_cert: self.tls_cert,
+            tls_key: self.tls_key,
+            tls_client_ca: self.tls_client_ca,
+            metrics_listen: self.metrics_listen,
+            runtime_dir: self.runtime_dir,
+            state_dir: self.state_dir,
+            collect_interval: self.collect_interval,
+        };
+        let flags = env.split_off(|id| {
+            matches!(
+                matches.value_source(id),
+                Some(clap::parser::ValueSource::CommandLine)
+            )
+        });
+        (flags, env)
+    }
 }
 
 fn main() -> ExitCode {
@@ -53,13 +82,20 @@ fn main() -> ExitCode {
         let code = ddpcheck_gpu::worker::main_from_args(&argv[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    let args = match Args::try_parse() {
-        Ok(a) => a,
+    // Parsed through ArgMatches so each value's source (flag or environment) is known.
+    let parsed = Args::command()
+        .try_get_matches()
+        .and_then(|m| Args::from_arg_matches(&m).map(|a| (a, m)));
+    let (args, matches) = match parsed {
+        Ok(p) => p,
         Err(e) if e.use_stderr() => {
             // Bad flags: one clear line and exit 64 (scripts read the first line of stderr).
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("ddpcheckd: {} (see --help)", first.trim_start_matches("error: "));
+            eprintln!(
+                "ddpcheckd: {} (see --help)",
+                first.trim_start_matches("error: ")
+            );
             return ExitCode::from(64);
         }
         Err(e) => {
@@ -84,7 +120,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(daemon(args)) {
+    match rt.block_on(daemon(args, &matches)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ddpcheckd: {e:#}");
@@ -97,53 +133,36 @@ fn main() -> ExitCode {
     }
 }
 
-async fn daemon(args: Args) -> anyhow::Result<()> {
-    if !(args.collect_interval.is_finite() && (0.05..=86400.0).contains(&args.collect_interval)) {
-        return Err(engine::UsageError(format!(
-            "--collect-interval {} outside 0.05..=86400 s",
-            args.collect_interval
-        ))
-        .into());
-    }
-    let metrics_addr = match args.metrics_listen.as_str() {
-        "none" | "" => None,
-        s => Some(
-            s.parse::<SocketAddr>()
-                .map_err(|e| engine::UsageError(format!("--metrics-listen {s:?}: {e}")))?,
-        ),
-    };
-    let tls = match (args.tls_cert, args.tls_key, args.tls_client_ca) {
-        (Some(cert), Some(key), Some(client_ca)) => Some(TlsFiles {
-            cert,
-            key,
-            client_ca,
-        }),
-        (None, None, None) => None,
-        _ => {
-            return Err(engine::UsageError(
-                "--tls-cert, --tls-key and --tls-client-ca go together".into(),
-            )
-            .into())
-        }
-    };
-    let runtime_dir = args
+async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
+    let usage = |e: config::ConfigError| engine::UsageError(e.to_string());
+    let file = config::read_file(args.config.as_deref()).map_err(usage)?;
+    let (flags, env) = args.layers(matches);
+    let effective = config::merge(flags, env, file);
+    let settings = effective.settings().map_err(usage)?;
+    tracing::info!(
+        file = %effective.file.path.display(),
+        present = effective.file.present,
+        "configuration"
+    );
+    tracing::debug!("{}", effective.render_toml());
+    let runtime_dir = settings
         .runtime_dir
         .or_else(|| std::env::var_os("RUNTIME_DIRECTORY").map(PathBuf::from))
         .unwrap_or_else(ddpcheckd::lock::default_runtime_dir);
-    let state_dir = args
+    let state_dir = settings
         .state_dir
         .or_else(|| std::env::var_os("STATE_DIRECTORY").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/var/lib/ddpcheck"));
-    let backend = engine::make_backend(args.sim.as_deref(), RealConfig::default())?;
+    let backend = engine::make_backend(settings.sim.as_deref(), RealConfig::default())?;
     let label = backend.label();
     let cfg = DaemonConfig {
-        socket: args.listen,
-        tcp: args.tcp,
-        tls,
-        metrics_addr,
+        socket: settings.listen,
+        tcp: settings.tcp,
+        tls: settings.tls,
+        metrics_addr: settings.metrics_listen,
         runtime_dir,
         state_dir,
-        collect_interval: Duration::from_secs_f64(args.collect_interval),
+        collect_interval: settings.collect_interval,
         collect_deadline: Duration::from_secs(20),
     };
     // Handlers first: a SIGTERM right after the ready line must stop us cleanly, not kill us.

@@ -1,0 +1,724 @@
+//! The daemon's configuration: a TOML file (default `/etc/ddpcheck/ddpcheck.toml`), `DDPCHECK_*`
+//! environment variables and command-line flags, merged with precedence
+//! flags > environment > file > defaults, each value remembering where it came from.
+//!
+//! Keys of the file are the flags' names with `_` (`collect_interval` ↔ `--collect-interval` ↔
+//! `DDPCHECK_COLLECT_INTERVAL`); an unknown key is an error, so a typo never passes silently.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::TlsFiles;
+
+/// Read when no `--config` (or `DDPCHECK_CONFIG`) is given; its absence is fine.
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/ddpcheck/ddpcheck.toml";
+/// Environment variable naming the configuration file (same meaning as `--config`).
+pub const CONFIG_ENV: &str = "DDPCHECK_CONFIG";
+pub const DEFAULT_METRICS_LISTEN: &str = "0.0.0.0:9402";
+pub const DEFAULT_COLLECT_INTERVAL_S: f64 = 30.0;
+/// Bounds of `collect_interval`, seconds.
+pub const COLLECT_INTERVAL_RANGE: (f64, f64) = (0.05, 86400.0);
+
+/// One configuration key: its name in the file, its flag and its environment variable.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    pub name: &'static str,
+    pub env: &'static str,
+    /// What the key means, and what an unset key means.
+    pub help: &'static str,
+}
+
+impl Key {
+    pub fn flag(&self) -> String {
+        format!("--{}", self.name.replace('_', "-"))
+    }
+}
+
+/// Every key, in the order `ddpcheck config check` prints them.
+pub const KEYS: [Key; 10] = [
+    Key {
+        name: "sim",
+        env: "DDPCHECK_SIM",
+        help: "simulated node PROFILE[+FAULT...]; unset: the real GPUs",
+    },
+    Key {
+        name: "listen",
+        env: "DDPCHECK_LISTEN",
+        help: "control socket (gRPC), mode 0660, group ddpcheck",
+    },
+    Key {
+        name: "tcp",
+        env: "DDPCHECK_TCP",
+        help: "extra TCP listener HOST:PORT, mutual TLS only; unset: none",
+    },
+    Key {
+        name: "tls_cert",
+        env: "DDPCHECK_TLS_CERT",
+        help: "server certificate (PEM) for tcp",
+    },
+    Key {
+        name: "tls_key",
+        env: "DDPCHECK_TLS_KEY",
+        help: "server key (PEM) for tcp",
+    },
+    Key {
+        name: "tls_client_ca",
+        env: "DDPCHECK_TLS_CLIENT_CA",
+        help: "CA that client certificates must chain to",
+    },
+    Key {
+        name: "metrics_listen",
+        env: "DDPCHECK_METRICS_LISTEN",
+        help: "address of /metrics, or \"none\"",
+    },
+    Key {
+        name: "runtime_dir",
+        env: "DDPCHECK_RUNTIME_DIR",
+        help: "node lock; unset: $RUNTIME_DIRECTORY (systemd), else /run/ddpcheck",
+    },
+    Key {
+        name: "state_dir",
+        env: "DDPCHECK_STATE_DIR",
+        help: "history database; unset: $STATE_DIRECTORY (systemd), else /var/lib/ddpcheck",
+    },
+    Key {
+        name: "collect_interval",
+        env: "DDPCHECK_COLLECT_INTERVAL",
+        help: "seconds between snapshot refreshes (and systemd watchdog pings)",
+    },
+];
+
+/// Looks a key up by its file name.
+pub fn key(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// One layer of configuration (the file, the environment or the flags): every key optional.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_client_ca: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_dir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collect_interval: Option<f64>,
+}
+
+/// A key's value as text, for messages and `config check`; `None` when unset.
+#[derive(Clone, Debug, PartialEq)]
+enum Val {
+    Text(String),
+    Number(f64),
+}
+
+impl Layer {
+    fn get(&self, name: &str) -> Option<Val> {
+        let p = |v: &Option<PathBuf>| v.as_ref().map(|p| Val::Text(p.display().to_string()));
+        let s = |v: &Option<String>| v.clone().map(Val::Text);
+        match name {
+            "sim" => s(&self.sim),
+            "listen" => p(&self.listen),
+            "tcp" => s(&self.tcp),
+            "tls_cert" => p(&self.tls_cert),
+            "tls_key" => p(&self.tls_key),
+            "tls_client_ca" => p(&self.tls_client_ca),
+            "metrics_listen" => s(&self.metrics_listen),
+            "runtime_dir" => p(&self.runtime_dir),
+            "state_dir" => p(&self.state_dir),
+            "collect_interval" => self.collect_interval.map(Val::Number),
+            _ => None,
+        }
+    }
+
+    /// Takes `name`'s value from `other` into `self`.
+    fn take_from(&mut self, other: &mut Layer, name: &str) {
+        match name {
+            "sim" => self.sim = other.sim.take(),
+            "listen" => self.listen = other.listen.take(),
+            "tcp" => self.tcp = other.tcp.take(),
+            "tls_cert" => self.tls_cert = other.tls_cert.take(),
+            "tls_key" => self.tls_key = other.tls_key.take(),
+            "tls_client_ca" => self.tls_client_ca = other.tls_client_ca.take(),
+            "metrics_listen" => self.metrics_listen = other.metrics_listen.take(),
+            "runtime_dir" => self.runtime_dir = other.runtime_dir.take(),
+            "state_dir" => self.state_dir = other.state_dir.take(),
+            "collect_interval" => self.collect_interval = other.collect_interval.take(),
+            _ => {}
+        }
+    }
+
+    /// Splits off the keys for which `pred` holds: the daemon's clap parse gives flags and
+    /// environment in one struct, and says for each key which one it came from.
+    pub fn split_off(&mut self, pred: impl Fn(&str) -> bool) -> Layer {
+        let mut out = Layer::default();
+        for k in KEYS {
+            if pred(k.name) {
+                out.take_from(self, k.name);
+            }
+        }
+        out
+    }
+
+    /// The `DDPCHECK_*` variables, read through `get` (so tests need not touch the process
+    /// environment). An empty variable counts as unset, as clap treats it.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Layer, ConfigError> {
+        let mut l = Layer::default();
+        for k in KEYS {
+            let Some(v) = get(k.env).filter(|v| !v.is_empty()) else {
+                continue;
+            };
+            match k.name {
+                "sim" => l.sim = Some(v),
+                "listen" => l.listen = Some(v.into()),
+                "tcp" => l.tcp = Some(v),
+                "tls_cert" => l.tls_cert = Some(v.into()),
+                "tls_key" => l.tls_key = Some(v.into()),
+                "tls_client_ca" => l.tls_client_ca = Some(v.into()),
+                "metrics_listen" => l.metrics_listen = Some(v),
+                "runtime_dir" => l.runtime_dir = Some(v.into()),
+                "state_dir" => l.state_dir = Some(v.into()),
+                "collect_interval" => {
+                    let n = v.trim().parse::<f64>().map_err(|_| ConfigError::Invalid {
+                        key: k.name,
+                        value: v.clone(),
+                        origin: Source::Env(k.env),
+                        message: "not a number of seconds".into(),
+                    })?;
+                    l.collect_interval = Some(n);
+                }
+                _ => {}
+            }
+        }
+        Ok(l)
+    }
+
+    /// Parses a configuration file's text; unknown keys and wrong types are errors.
+    pub fn from_toml(text: &str, path: &Path) -> Result<Layer, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })
+    }
+}
+
+/// Where a value came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Flag,
+    Env(&'static str),
+    File(PathBuf),
+    Default,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Flag => f.write_str("flag"),
+            Source::Env(v) => write!(f, "env {v}"),
+            Source::File(p) => write!(f, "file {}", p.display()),
+            Source::Default => f.write_str("default"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {} does not exist", path.display())]
+    Missing { path: PathBuf },
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("{key} = {value:?} ({origin}): {message}")]
+    Invalid {
+        key: &'static str,
+        value: String,
+        origin: Source,
+        message: String,
+    },
+}
+
+/// The configuration file as found: which path, and its layer (empty when absent).
+#[derive(Clone, Debug)]
+pub struct FileLayer {
+    pub path: PathBuf,
+    /// False when the default file does not exist (an explicit file must exist).
+    pub present: bool,
+    pub layer: Layer,
+}
+
+/// Reads `explicit` (from `--config` or `DDPCHECK_CONFIG`), which must exist, or else the default
+/// file, which may be absent.
+pub fn read_file(explicit: Option<&Path>) -> Result<FileLayer, ConfigError> {
+    let path = explicit.map_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE), Path::to_path_buf);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let layer = Layer::from_toml(&text, &path)?;
+            Ok(FileLayer {
+                path,
+                present: true,
+                layer,
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if explicit.is_some() {
+                Err(ConfigError::Missing { path })
+            } else {
+                Ok(FileLayer {
+                    path,
+                    present: false,
+                    layer: Layer::default(),
+                })
+            }
+        }
+        Err(source) => Err(ConfigError::Read { path, source }),
+    }
+}
+
+/// The merged configuration: every key's value (defaults filled in) and its source.
+#[derive(Clone, Debug)]
+pub struct Effective {
+    pub file: FileLayer,
+    pub values: Layer,
+    pub sources: BTreeMap<&'static str, Source>,
+}
+
+/// Merges the layers: flags > environment > file > defaults.
+pub fn merge(flags: Layer, env: Layer, file: FileLayer) -> Effective {
+    let defaults = Layer {
+        listen: Some(PathBuf::from(crate::client::DEFAULT_SOCKET)),
+        metrics_listen: Some(DEFAULT_METRICS_LISTEN.to_string()),
+        collect_interval: Some(DEFAULT_COLLECT_INTERVAL_S),
+        ..Layer::default()
+    };
+    let mut layers = [
+        (Source::Flag, flags),
+        (Source::Env(""), env),
+        (Source::File(file.path.clone()), file.layer.clone()),
+        (Source::Default, defaults),
+    ];
+    let mut values = Layer::default();
+    let mut sources = BTreeMap::new();
+    for k in KEYS {
+        for (src, layer) in layers.iter_mut() {
+            if layer.get(k.name).is_some() {
+                values.take_from(layer, k.name);
+                let src = match src {
+                    Source::Env(_) => Source::Env(k.env),
+                    other => other.clone(),
+                };
+                sources.insert(k.name, src);
+                break;
+            }
+        }
+    }
+    Effective {
+        file,
+        values,
+        sources,
+    }
+}
+
+/// Validated settings, ready for [`crate::run::DaemonConfig`].
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub sim: Option<String>,
+    pub listen: PathBuf,
+    pub tcp: Option<SocketAddr>,
+    pub tls: Option<TlsFiles>,
+    pub metrics_listen: Option<SocketAddr>,
+    pub runtime_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub collect_interval: Duration,
+}
+
+impl Effective {
+    fn source(&self, key: &str) -> Source {
+        self.sources.get(key).cloned().unwrap_or(Source::Default)
+    }
+
+    fn invalid(
+        &self,
+        key: &'static str,
+        value: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::Invalid {
+            key,
+            value: value.into(),
+            origin: self.source(key),
+            message: message.into(),
+        }
+    }
+
+    /// Checks every value and gives the settings the daemon runs with.
+    pub fn settings(&self) -> Result<Settings, ConfigError> {
+        let v = &self.values;
+        if let Some(spec) = &v.sim {
+            ddpcheck_sim::SimBackend::parse(spec)
+                .map_err(|e| self.invalid("sim", spec.clone(), e.to_string()))?;
+        }
+        let listen = v
+            .listen
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(crate::client::DEFAULT_SOCKET));
+        if listen.as_os_str().is_empty() {
+            return Err(self.invalid("listen", "", "empty socket path"));
+        }
+        let interval = v.collect_interval.unwrap_or(DEFAULT_COLLECT_INTERVAL_S);
+        let (lo, hi) = COLLECT_INTERVAL_RANGE;
+        if !(interval.is_finite() && (lo..=hi).contains(&interval)) {
+            return Err(self.invalid(
+                "collect_interval",
+                interval.to_string(),
+                format!("outside {lo}..={hi} seconds"),
+            ));
+        }
+        let metrics_listen = match v
+            .metrics_listen
+            .as_deref()
+            .unwrap_or(DEFAULT_METRICS_LISTEN)
+        {
+            "none" | "" => None,
+            s => Some(s.parse::<SocketAddr>().map_err(|e| {
+                self.invalid(
+                    "metrics_listen",
+                    s,
+                    format!("{e} (want HOST:PORT or \"none\")"),
+                )
+            })?),
+        };
+        let tcp = match v.tcp.as_deref() {
+            None | Some("") => None,
+            Some(s) => Some(
+                s.parse::<SocketAddr>()
+                    .map_err(|e| self.invalid("tcp", s, format!("{e} (want HOST:PORT)")))?,
+            ),
+        };
+        let tls = match (&v.tls_cert, &v.tls_key, &v.tls_client_ca) {
+            (Some(cert), Some(key), Some(client_ca)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: client_ca.clone(),
+            }),
+            (None, None, None) => None,
+            _ => {
+                let given = ["tls_cert", "tls_key", "tls_client_ca"]
+                    .into_iter()
+                    .find(|k| v.get(k).is_some())
+                    .unwrap_or("tls_cert");
+                return Err(self.invalid(
+                    "tls_cert",
+                    "",
+                    format!(
+                        "tls_cert, tls_key and tls_client_ca go together ({given} is from {})",
+                        self.source(given)
+                    ),
+                ));
+            }
+        };
+        if tcp.is_some() && tls.is_none() {
+            return Err(self.invalid(
+                "tcp",
+                v.tcp.clone().unwrap_or_default(),
+                "TCP needs mutual TLS: set tls_cert, tls_key and tls_client_ca",
+            ));
+        }
+        Ok(Settings {
+            sim: v.sim.clone(),
+            listen,
+            tcp,
+            tls,
+            metrics_listen,
+            runtime_dir: v.runtime_dir.clone(),
+            state_dir: v.state_dir.clone(),
+            collect_interval: Duration::from_secs_f64(interval),
+        })
+    }
+
+    /// The effective configuration as TOML that parses back into a [`Layer`]: set keys as
+    /// `key = value  # source`, unset ones as comments saying what unset means.
+    pub fn render_toml(&self) -> String {
+        let mut out = String::new();
+        let file_state = if self.file.present {
+            "read"
+        } else {
+            "absent, defaults apply"
+        };
+        out.push_str("# ddpcheckd effective configuration (precedence: flags > DDPCHECK_* > file > defaults)\n");
+        out.push_str(&format!(
+            "# config file: {} ({file_state})\n",
+            self.file.path.display()
+        ));
+        for k in KEYS {
+            match self.values.get(k.name) {
+                Some(val) => {
+                    let lit = match val {
+                        Val::Text(s) => toml::Value::String(s).to_string(),
+                        Val::Number(n) => toml::Value::Float(n).to_string(),
+                    };
+                    out.push_str(&format!("{} = {lit}  # {}\n", k.name, self.source(k.name)));
+                }
+                None => out.push_str(&format!("# {} (unset): {}\n", k.name, k.help)),
+            }
+        }
+        out
+    }
+
+    /// The same as JSON: `config_file`, `config_file_present`, `values` (null when unset) and
+    /// `sources`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut values = serde_json::Map::new();
+        let mut sources = serde_json::Map::new();
+        for k in KEYS {
+            let v = match self.values.get(k.name) {
+                Some(Val::Text(s)) => serde_json::Value::String(s),
+                Some(Val::Number(n)) => serde_json::json!(n),
+                None => serde_json::Value::Null,
+            };
+            values.insert(k.name.to_string(), v);
+            if self.sources.contains_key(k.name) {
+                sources.insert(k.name.to_string(), self.source(k.name).to_string().into());
+            }
+        }
+        serde_json::json!({
+            "config_file": self.file.path.display().to_string(),
+            "config_file_present": self.file.present,
+            "values": values,
+            "sources": sources,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> FileLayer {
+        let path = PathBuf::from("/test/ddpcheck.toml");
+        FileLayer {
+            layer: Layer::from_toml(text, &path).unwrap(),
+            path,
+            present: true,
+        }
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Layer {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Layer::from_env(|k| map.get(k).cloned()).unwrap()
+    }
+
+    #[test]
+    fn precedence_is_flags_env_file_defaults() {
+        let f = file("collect_interval = 10\nmetrics_listen = \"127.0.0.1:9999\"\nsim = \"t4x2-pcie\"\nstate_dir = \"/srv/state\"\n");
+        let e = env(&[
+            ("DDPCHECK_COLLECT_INTERVAL", "20"),
+            ("DDPCHECK_SIM", "a6000x4-phb"),
+        ]);
+        let flags = Layer {
+            sim: Some("h200x2-nvlink".into()),
+            ..Layer::default()
+        };
+        let eff = merge(flags, e, f);
+        let s = eff.settings().unwrap();
+        assert_eq!(s.sim.as_deref(), Some("h200x2-nvlink"));
+        assert_eq!(eff.sources["sim"], Source::Flag);
+        assert_eq!(s.collect_interval, Duration::from_secs(20));
+        assert_eq!(
+            eff.sources["collect_interval"],
+            Source::Env("DDPCHECK_COLLECT_INTERVAL")
+        );
+        assert_eq!(s.metrics_listen, Some("127.0.0.1:9999".parse().unwrap()));
+        assert_eq!(
+            eff.sources["metrics_listen"],
+            Source::File(PathBuf::from("/test/ddpcheck.toml"))
+        );
+        assert_eq!(s.state_dir, Some(PathBuf::from("/srv/state")));
+        assert_eq!(s.listen, PathBuf::from(crate::client::DEFAULT_SOCKET));
+        assert_eq!(eff.sources["listen"], Source::Default);
+        assert!(!eff.sources.contains_key("runtime_dir"));
+        assert_eq!(s.runtime_dir, None);
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_are_errors() {
+        let p = Path::new("/x.toml");
+        let e = Layer::from_toml("colect_interval = 5\n", p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("colect_interval"), "{e}");
+        assert!(e.starts_with("config file /x.toml"), "{e}");
+        let e = Layer::from_toml("collect_interval = \"fast\"\n", p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("collect_interval"), "{e}");
+        // A table where a key is expected is unknown too.
+        assert!(Layer::from_toml("[daemon]\nlisten = \"/x\"\n", p).is_err());
+    }
+
+    #[test]
+    fn integer_and_float_seconds_both_parse() {
+        let p = Path::new("/x.toml");
+        assert_eq!(
+            Layer::from_toml("collect_interval = 30\n", p)
+                .unwrap()
+                .collect_interval,
+            Some(30.0)
+        );
+        assert_eq!(
+            Layer::from_toml("collect_interval = 0.5\n", p)
+                .unwrap()
+                .collect_interval,
+            Some(0.5)
+        );
+    }
+
+    #[test]
+    fn missing_default_file_is_fine_missing_explicit_file_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("nope.toml");
+        let e = read_file(Some(&missing)).unwrap_err();
+        assert!(matches!(e, ConfigError::Missing { .. }), "{e}");
+        let ok = d.path().join("ok.toml");
+        std::fs::write(&ok, "listen = \"/tmp/x.sock\"\n").unwrap();
+        let f = read_file(Some(&ok)).unwrap();
+        assert!(f.present);
+        assert_eq!(f.layer.listen, Some(PathBuf::from("/tmp/x.sock")));
+        // The default path: absent on a development machine, and then simply empty.
+        if !Path::new(DEFAULT_CONFIG_FILE).exists() {
+            let f = read_file(None).unwrap();
+            assert!(!f.present);
+            assert_eq!(f.layer, Layer::default());
+        }
+    }
+
+    #[test]
+    fn invalid_values_name_key_and_source() {
+        let eff = merge(
+            Layer::default(),
+            env(&[("DDPCHECK_COLLECT_INTERVAL", "0.001")]),
+            file(""),
+        );
+        let e = eff.settings().unwrap_err().to_string();
+        assert!(
+            e.contains("collect_interval") && e.contains("env DDPCHECK_COLLECT_INTERVAL"),
+            "{e}"
+        );
+        let eff = merge(
+            Layer::default(),
+            Layer::default(),
+            file("metrics_listen = \"nine-four-oh-two\"\n"),
+        );
+        let e = eff.settings().unwrap_err().to_string();
+        assert!(
+            e.contains("metrics_listen") && e.contains("file /test/ddpcheck.toml"),
+            "{e}"
+        );
+        let eff = merge(
+            Layer::default(),
+            Layer::default(),
+            file("tcp = \"0.0.0.0:9403\"\n"),
+        );
+        assert!(eff
+            .settings()
+            .unwrap_err()
+            .to_string()
+            .contains("mutual TLS"));
+        let eff = merge(
+            Layer::default(),
+            Layer::default(),
+            file("tls_cert = \"/c.pem\"\n"),
+        );
+        assert!(eff
+            .settings()
+            .unwrap_err()
+            .to_string()
+            .contains("go together"));
+        let eff = merge(
+            Layer::default(),
+            Layer::default(),
+            file("sim = \"no-such-profile\"\n"),
+        );
+        assert!(eff
+            .settings()
+            .unwrap_err()
+            .to_string()
+            .starts_with("sim = "));
+        assert!(
+            Layer::from_env(|k| (k == "DDPCHECK_COLLECT_INTERVAL").then(|| "soon".to_string()))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn metrics_none_disables_and_empty_env_is_unset() {
+        let eff = merge(
+            Layer::default(),
+            env(&[("DDPCHECK_METRICS_LISTEN", "none"), ("DDPCHECK_SIM", "")]),
+            file(""),
+        );
+        let s = eff.settings().unwrap();
+        assert_eq!(s.metrics_listen, None);
+        assert_eq!(s.sim, None);
+    }
+
+    #[test]
+    fn rendered_toml_parses_back_to_the_same_values() {
+        let f = file("collect_interval = 12.5\nsim = \"h200x2-nvlink+ecc\"\nruntime_dir = \"/run/x \\\"q\\\"\"\n");
+        let eff = merge(Layer::default(), Layer::default(), f);
+        let text = eff.render_toml();
+        let back = Layer::from_toml(&text, Path::new("rendered")).unwrap();
+        assert_eq!(back, eff.values, "{text}");
+        assert!(text.contains("# tcp (unset)"), "{text}");
+        assert!(
+            text.contains("collect_interval = 12.5  # file /test/ddpcheck.toml"),
+            "{text}"
+        );
+        let j = eff.to_json();
+        assert_eq!(j["values"]["collect_interval"], 12.5);
+        assert_eq!(j["values"]["tcp"], serde_json::Value::Null);
+        assert_eq!(j["sources"]["listen"], "default");
+    }
+
+    #[test]
+    fn split_off_moves_only_the_chosen_keys() {
+        let mut all = Layer {
+            sim: Some("t4x2-pcie".into()),
+            collect_interval: Some(5.0),
+            ..Layer::default()
+        };
+        let flags = all.split_off(|k| k == "sim");
+        assert_eq!(flags.sim.as_deref(), Some("t4x2-pcie"));
+        assert_eq!(all.sim, None);
+        assert_eq!(all.collect_interval, Some(5.0));
+        assert!(KEYS.iter().all(
+            |k| key(k.name).is_some() && k.env == format!("DDPCHECK_{}", k.name.to_uppercase())
+        ));
+    }
+}
