@@ -218,16 +218,18 @@ fn measured_compute(
         return None;
     };
     let name = spec.name();
+    // The newest matching run wins.
     m.ddp
         .iter()
-        .filter(|(r, _)| r.model == name && r.world_size == 1 && r.micro_batch == micro_batch)
-        .filter(|(r, _)| {
-            r.variant
-                .parse::<DdpVariant>()
-                .map(|v| v.hook == Default::default() && !v.fsdp)
-                .unwrap_or(false)
+        .rfind(|(r, _)| {
+            r.model == name
+                && r.world_size == 1
+                && r.micro_batch == micro_batch
+                && r.variant
+                    .parse::<DdpVariant>()
+                    .map(|v| v.hook == Default::default() && !v.fsdp)
+                    .unwrap_or(false)
         })
-        .last()
         .map(|(r, h)| ComputeSource::Measured {
             seconds: r.step_time_median_s / f64::from(r.accum.max(1)),
             detail: format!(

@@ -1,5 +1,6 @@
 //! End to end: the real `ddpcheckd` on a temporary socket with simulated nodes, driven through the
 //! real `ddpcheck` binary, for every exit code; single flight; JSON against the documented schema.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Golden `/metrics`: the exact series, labels and deterministic values a simulated node exports,
 //! before and after a preflight. Regenerate with `UPDATE_GOLDEN=1 cargo test --test metrics_golden`
 //! and review the diff: a change here is a change to every dashboard and alert.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test harness: a failed set-up is a failed test
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! dashboard panel must succeed and return data, promtool must accept every scrape, and
 //! docs/metrics.md must name every exported family with its type. docs/metrics.md ("What the
 //! tests check") describes the checks for operators.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! `ddpcheck recommend` end to end on simulated nodes: from saved reports (offline, fast), through
 //! the daemon's history, with quick runs, and bad input.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;
 
@@ -18,16 +19,55 @@ fn save(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf 
 #[test]
 fn recommends_from_saved_reports_offline_in_under_a_second() {
     let d = tempfile::tempdir().unwrap();
-    let coll = save(d.path(), "coll.json", &["--sim", "a6000x4-phb", "bench", "collectives", "--json", "-e", "256M"]);
-    let ddp = save(d.path(), "ddp.json", &["--sim", "a6000x4-phb", "bench", "ddp", "--model", "gpt2-124m", "--variants", "base,bf16+accum4", "--gpus", "1,4", "--json"]);
+    let coll = save(
+        d.path(),
+        "coll.json",
+        &[
+            "--sim",
+            "a6000x4-phb",
+            "bench",
+            "collectives",
+            "--json",
+            "-e",
+            "256M",
+        ],
+    );
+    let ddp = save(
+        d.path(),
+        "ddp.json",
+        &[
+            "--sim",
+            "a6000x4-phb",
+            "bench",
+            "ddp",
+            "--model",
+            "gpt2-124m",
+            "--variants",
+            "base,bf16+accum4",
+            "--gpus",
+            "1,4",
+            "--json",
+        ],
+    );
     let t0 = Instant::now();
     let o = local(&[
-        "recommend", "--model", "gpt2-124m", "--from", coll.to_str().unwrap(), "--from", ddp.to_str().unwrap(),
-        "--price-per-hour", "2.64", "--json",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--from",
+        coll.to_str().unwrap(),
+        "--from",
+        ddp.to_str().unwrap(),
+        "--price-per-hour",
+        "2.64",
+        "--json",
     ]);
     let took = t0.elapsed();
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    assert!(took.as_secs_f64() < 1.0, "recommend from stored measurements took {took:?}");
+    assert!(
+        took.as_secs_f64() < 1.0,
+        "recommend from stored measurements took {took:?}"
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["kind"], "recommend");
     assert_eq!(v["backend"], "sim");
@@ -37,16 +77,36 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
     // On the seed's PHB box plain DDP misses 85%: the recommendation is a hook and/or accumulation.
     let chosen = v["chosen"].as_str().unwrap();
     assert_ne!(chosen, "base", "{chosen}");
-    assert!(v["reasons"].as_array().unwrap().iter().all(|r| !r["rests_on"].as_str().unwrap().is_empty()));
+    assert!(v["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| !r["rests_on"].as_str().unwrap().is_empty()));
     // Calibrated from the node's own DDP runs.
-    assert!(v["overheads_source"].as_str().unwrap().contains("DDP run"), "{}", v["overheads_source"]);
+    assert!(
+        v["overheads_source"].as_str().unwrap().contains("DDP run"),
+        "{}",
+        v["overheads_source"]
+    );
 }
 
 #[test]
 fn recommends_through_the_daemon_history() {
     let d = Daemon::start(Some("t4x2-pcie"));
     assert_eq!(code(&d.cli(&["bench", "collectives", "-e", "256M"])), 0);
-    assert_eq!(code(&d.cli(&["bench", "ddp", "--model", "mlp:4096", "--variants", "base", "--gpus", "1,2"])), 0);
+    assert_eq!(
+        code(&d.cli(&[
+            "bench",
+            "ddp",
+            "--model",
+            "mlp:4096",
+            "--variants",
+            "base",
+            "--gpus",
+            "1,2"
+        ])),
+        0
+    );
     let o = d.cli(&["recommend", "--model", "mlp:4096", "--micro-batch", "256"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
@@ -56,7 +116,15 @@ fn recommends_through_the_daemon_history() {
 
 #[test]
 fn quick_runs_and_verify_on_a_simulated_node() {
-    let o = local(&["--sim", "h200x2-nvlink", "recommend", "--model", "gpt2-124m", "--verify", "--json"]);
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--verify",
+        "--json",
+    ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["verify"].as_array().unwrap();
@@ -71,11 +139,30 @@ fn bad_input_is_a_usage_error() {
     for args in [
         vec!["--sim", "h200x2-nvlink", "recommend"],
         vec!["--sim", "h200x2-nvlink", "recommend", "--params", "lots"],
-        vec!["--sim", "h200x2-nvlink", "recommend", "--model", "gpt2-124m", "--target-efficiency", "2"],
-        vec!["recommend", "--model", "gpt2-124m", "--from", "/nonexistent.json"],
+        vec![
+            "--sim",
+            "h200x2-nvlink",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--target-efficiency",
+            "2",
+        ],
+        vec![
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--from",
+            "/nonexistent.json",
+        ],
     ] {
         let o = local(&args);
         assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
-        assert_eq!(stderr(&o).lines().count(), 1, "one clear line: {}", stderr(&o));
+        assert_eq!(
+            stderr(&o).lines().count(),
+            1,
+            "one clear line: {}",
+            stderr(&o)
+        );
     }
 }

@@ -212,20 +212,36 @@ fn prolog_asks_the_daemon_first_and_falls_back_to_a_local_check() {
     );
     daemon.stop();
 
-    // A socket file nobody answers on (a crashed daemon): the prolog checks locally.
+    // A socket file nobody answers on (a crashed daemon): the prolog says so and checks
+    // locally. Locally here means this machine's real GPUs, whatever they are: any verdict.
     let stale = d.path().join("stale.sock");
     drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let stale = stale.to_str().unwrap();
+    let r = run_prolog(d.path(), &[("DDPCHECK_SOCKET", stale)]);
+    let err = stderr(&r.out);
+    assert!(
+        err.contains("gave no verdict") && err.contains("cannot reach ddpcheckd"),
+        "{err}"
+    );
+    let line = stdout(&r.out);
+    assert!(
+        ["OK", "WARNING", "CRITICAL", "UNKNOWN", "BUSY", "TIMEOUT"]
+            .iter()
+            .any(|v| line.starts_with(&format!("ddpcheck: {v}: "))),
+        "{line}"
+    );
+    // The same with a simulated node, to see the local verdict pass the job.
     let r = run_prolog(
         d.path(),
         &[
-            ("DDPCHECK_SOCKET", stale.to_str().unwrap()),
+            ("DDPCHECK_SOCKET", stale),
             ("DDPCHECK_PROLOG_ARGS", "--sim h200x2-nvlink"),
         ],
     );
     assert_eq!(code(&r.out), 0, "{}{}", stdout(&r.out), stderr(&r.out));
     assert_eq!(stdout(&r.out).trim_end(), direct_line("h200x2-nvlink"));
     assert!(
-        stderr(&r.out).contains("did not answer"),
+        stderr(&r.out).contains("gave no verdict"),
         "{}",
         stderr(&r.out)
     );
@@ -272,6 +288,29 @@ fn nhc_check_passes_healthy_nodes_and_dies_with_the_verdict_line() {
     let (rc, out) = run("-q");
     assert_eq!(rc, 1);
     assert!(out.contains("unknown option -q"), "{out}");
+
+    // Through the daemon; and locally when its socket is stale.
+    let daemon = Daemon::start(Some("h200x2-nvlink+ecc"));
+    let (rc, out) = run(&format!("-s '{}'", daemon.addr()));
+    assert_eq!(rc, 1);
+    let cached = daemon.cli(&["check", "--prolog", "--max-age", "3600"]);
+    assert_eq!(
+        out.trim_end(),
+        format!("DIE:{}", stdout(&cached).trim_end())
+    );
+    daemon.stop();
+    let d = tempfile::tempdir().unwrap();
+    let stale = d.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let (rc, out) = run(&format!(
+        "-s '{}' -x '--sim h200x2-nvlink'",
+        stale.display()
+    ));
+    assert_eq!(
+        (rc, out.as_str()),
+        (0, ""),
+        "stale socket, healthy local check"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -341,7 +341,7 @@ pub fn validate_ddp(req: &DdpRequest, gpus_on_node: usize) -> Result<(), ProbeEr
         return bad(format!("deadline {} s outside (0, 86400]", req.deadline_s));
     }
     if let Some(p) = req.price_per_gpu_hour {
-        if !(p.is_finite() && p >= 0.0 && p < 10_000.0) {
+        if !(0.0..10_000.0).contains(&p) {
             return bad(format!("price {p} per GPU-hour is not a sensible number"));
         }
     }
