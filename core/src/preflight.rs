@@ -287,7 +287,11 @@ pub fn run(
         in_place: false,
         check: true,
         // Explicit, so a backend that does not read the process environment (sim) sees it too.
-        env: opts.nccl_env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        env: opts
+            .nccl_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         deadline: opts.deadline,
         inject_hang: opts.inject_hang,
     };

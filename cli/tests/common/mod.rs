@@ -1,5 +1,6 @@
 //! Test harness: starts the real `ddpcheckd` binary on a temporary socket and drives the real
 //! `ddpcheck` binary against it. Waits for readiness, takes free ports, stops what it started.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test harness: a failed set-up is a failed test
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
