@@ -1,0 +1,583 @@
+#!/usr/bin/env python3
+# ddpcheck DDP benchmark. Embedded in the ddpcheck binary (gpu/src/ddp/mod.rs) and written to a
+# private temporary folder at run time; `ddpcheck` can also write it out for a run by hand.
+"""Measure PyTorch DDP (or FSDP2) training throughput on this node's GPUs.
+
+Run one process per GPU:
+
+    python3 -m torch.distributed.run --standalone --nproc_per_node N ddpcheck_bench_ddp.py \
+        --config '{"model": {"kind": "decoder", "name": "gpt2-124m", "layers": 12, "width": 768,
+                   "heads": 12, "seq": 1024, "vocab": 50257}, "variant": {"hook": "bf16"}}'
+
+or, for one GPU without torchrun, `python3 ddpcheck_bench_ddp.py --config '...'`.
+
+Recipe: GPT-2-style decoder (tied embeddings, pre-LN, GELU 4x MLP, causal attention through
+F.scaled_dot_product_attention) on random tokens, or an MLP of square linear layers on random
+inputs; random data made on the GPU; bf16 autocast; fused AdamW; weak scaling (every GPU gets its
+own micro-batch). Each optimizer step is timed with CUDA-synchronised wall time; warm-up steps are
+discarded; each step's time is the maximum over ranks (all_gather); median and p90 are computed on
+rank 0.
+
+Output: JSON lines on stdout. Rank 0 prints {"event":"env"}, {"event":"progress"} and
+{"event":"result"}; any rank that fails prints {"event":"error","kind":..,"message":..} and exits
+non-zero. Everything else (Python warnings, NCCL_DEBUG output, tracebacks) goes to stderr.
+"""
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import socket
+import sys
+import time
+import traceback
+from datetime import timedelta
+
+MIN_TORCH = (2, 4)
+CONFIG_VERSION = 1
+# PowerSGD runs plain all-reduce for its first iterations; 2 is the smallest value its error
+# feedback accepts, so the compression is in force from the third optimizer step on.
+POWERSGD_START_ITER = 2
+# Progress lines at most this often (seconds), outside the timed region.
+PROGRESS_EVERY_S = 0.5
+
+_STAGE = "starting"
+_OUT = None
+
+
+def _rank():
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+class Fatal(Exception):
+    """An expected failure with a ready one-line message; kind is unavailable, invalid or error."""
+
+    def __init__(self, message, kind="error"):
+        Exception.__init__(self, message)
+        self.kind = kind
+
+
+def _json_channel():
+    """The real stdout, kept for JSON lines; fd 1 then points at stderr, so that anything else
+    printed by Python, NCCL (NCCL_DEBUG) or CUDA cannot corrupt the JSON stream."""
+    global _OUT
+    if _OUT is None:
+        try:
+            sys.stdout.flush()
+            fd = os.dup(1)
+            os.dup2(2, 1)
+            _OUT = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+            sys.stdout = sys.stderr
+        except (OSError, ValueError):
+            _OUT = sys.stdout
+    return _OUT
+
+
+def emit(obj, any_rank=False):
+    """One JSON line on the JSON channel; only rank 0 speaks unless any_rank."""
+    if _rank() != 0 and not any_rank:
+        return
+    out = _json_channel()
+    out.write(json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n")
+    out.flush()
+
+
+def one_line(exc):
+    """`Type: first line of the message`, bounded: what a person needs to see first."""
+    if isinstance(exc, Fatal):
+        text = str(exc)
+    else:
+        first = ""
+        for line in str(exc).strip().splitlines():
+            if line.strip():
+                first = line.strip()
+                break
+        text = type(exc).__name__ + (": " + first if first else "")
+    return " ".join(text.split())[:600]
+
+
+def finite_or_none(x):
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        raise ValueError("median of no values")
+    mid = n // 2
+    return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2.0
+
+
+def percentile(xs, q):
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 1]."""
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        raise ValueError("percentile of no values")
+    if n == 1:
+        return s[0]
+    pos = q * (n - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, n - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def version_tuple(text):
+    parts = []
+    for piece in str(text).split("+")[0].split(".")[:2]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits) if digits else 0)
+    while len(parts) < 2:
+        parts.append(0)
+    return tuple(parts)
+
+
+def _int(d, key, default, lo, hi):
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise Fatal("config: %s must be an integer in %d..=%d, got %r" % (key, lo, hi, v), "invalid")
+    return v
+
+
+def load_config(text):
+    """Parses and bounds the --config JSON; missing keys take the seed recipe's defaults."""
+    try:
+        cfg = json.loads(text)
+    except ValueError as e:
+        raise Fatal("config is not JSON: %s" % e, "invalid")
+    if not isinstance(cfg, dict):
+        raise Fatal("config must be a JSON object", "invalid")
+    model = cfg.get("model")
+    if not isinstance(model, dict):
+        raise Fatal("config: model must be an object with kind decoder or mlp", "invalid")
+    kind = model.get("kind")
+    if kind == "decoder":
+        m = {
+            "kind": "decoder",
+            "layers": _int(model, "layers", 12, 1, 256),
+            "width": _int(model, "width", 768, 8, 32768),
+            "heads": _int(model, "heads", 12, 1, 256),
+            "seq": _int(model, "seq", 1024, 8, 131072),
+            "vocab": _int(model, "vocab", 50257, 2, 1000000),
+        }
+        if m["width"] % m["heads"]:
+            raise Fatal("config: width %d is not divisible by %d heads" % (m["width"], m["heads"]), "invalid")
+        m["name"] = str(model.get("name") or "decoder-%dx%d" % (m["layers"], m["width"]))
+    elif kind == "mlp":
+        m = {
+            "kind": "mlp",
+            "width": _int(model, "width", 1024, 8, 65536),
+            "depth": _int(model, "depth", 4, 1, 64),
+        }
+        m["name"] = "mlp:%dx%d" % (m["width"], m["depth"])
+    else:
+        raise Fatal("config: model kind must be decoder or mlp, got %r" % (kind,), "invalid")
+
+    variant = cfg.get("variant") or {}
+    if not isinstance(variant, dict):
+        raise Fatal("config: variant must be an object", "invalid")
+    hook = str(variant.get("hook", "none")).lower().replace("_", "")
+    if hook not in ("none", "fp16", "bf16", "powersgd"):
+        raise Fatal("config: hook must be none, fp16, bf16 or power_sgd, got %r" % (hook,), "invalid")
+    bucket = variant.get("bucket_cap_mb")
+    if bucket is not None:
+        bucket = finite_or_none(bucket)
+        if bucket is None or not 0.1 <= bucket <= 4096:
+            raise Fatal("config: bucket_cap_mb must be 0.1..=4096", "invalid")
+    fsdp = bool(variant.get("fsdp", False))
+    if fsdp and hook != "none":
+        raise Fatal("config: FSDP takes no DDP comm hook", "invalid")
+    v = {
+        "name": str(variant.get("name") or "base"),
+        "hook": hook,
+        "accum": _int(variant, "accum", 1, 1, 1024),
+        "bucket_cap_mb": bucket,
+        "gradient_as_bucket_view": bool(variant.get("gradient_as_bucket_view", True)),
+        "fsdp": fsdp,
+    }
+    return {
+        "model": m,
+        "variant": v,
+        "micro_batch": _int(cfg, "micro_batch", 8, 1, 4096),
+        "warmup_steps": _int(cfg, "warmup_steps", 10, 0, 10000),
+        "steps": _int(cfg, "steps", 40, 1, 10000),
+        "nccl_timeout_s": _int(cfg, "nccl_timeout_s", 120, 5, 3600),
+        "measure_nocomm": bool(cfg.get("measure_nocomm", False)),
+    }
+
+
+def import_torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise Fatal("torch is not installed for %s (%s)" % (sys.executable, e), "unavailable")
+    if version_tuple(torch.__version__) < MIN_TORCH:
+        raise Fatal(
+            "torch %s at %s is too old: the DDP benchmark needs torch >= %d.%d"
+            % (torch.__version__, sys.executable, MIN_TORCH[0], MIN_TORCH[1]),
+            "unavailable",
+        )
+    if not torch.cuda.is_available():
+        raise Fatal(
+            "torch %s has no usable CUDA (built for CUDA %s; %d device(s) visible; CUDA_VISIBLE_DEVICES=%s)"
+            % (torch.__version__, torch.version.cuda, torch.cuda.device_count(),
+               os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")),
+            "unavailable",
+        )
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_nccl_available():
+        raise Fatal("torch %s was built without NCCL support" % torch.__version__, "unavailable")
+    return torch
+
+
+def nccl_version(torch):
+    try:
+        v = torch.cuda.nccl.version()
+    except Exception:
+        return None
+    if isinstance(v, tuple):
+        return ".".join(str(x) for x in v)
+    if isinstance(v, int):
+        # NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9, major*1000 + ... before.
+        if v >= 10000:
+            return "%d.%d.%d" % (v // 10000, (v % 10000) // 100, v % 100)
+        return "%d.%d.%d" % (v // 1000, (v % 1000) // 100, v % 100)
+    return str(v)
+
+
+def gpu_identity(torch, index):
+    props = torch.cuda.get_device_properties(index)
+    uuid = getattr(props, "uuid", None)
+    uuid = str(uuid) if uuid is not None else None
+    if uuid and not uuid.startswith(("GPU-", "MIG-")):
+        uuid = "GPU-" + uuid
+    bus = getattr(props, "pci_bus_id", None)
+    dom = getattr(props, "pci_domain_id", None)
+    dev = getattr(props, "pci_device_id", None)
+    pci = None
+    if bus is not None and dom is not None and dev is not None:
+        pci = "%08X:%02X:%02X.0" % (dom, bus, dev)
+    return props.name, uuid, pci
+
+
+def free_port():
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_model(torch, spec):
+    nn = torch.nn
+    F = torch.nn.functional
+
+    if spec["kind"] == "mlp":
+
+        class MLP(nn.Module):
+            def __init__(self, width, depth):
+                super().__init__()
+                self.blocks = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+
+            def forward(self, x):
+                last = len(self.blocks) - 1
+                for i, layer in enumerate(self.blocks):
+                    x = layer(x)
+                    if i < last:
+                        x = F.relu(x)
+                return x
+
+        return MLP(spec["width"], spec["depth"])
+
+    class Block(nn.Module):
+        def __init__(self, width, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln1 = nn.LayerNorm(width)
+            self.qkv = nn.Linear(width, 3 * width)
+            self.proj = nn.Linear(width, width)
+            self.ln2 = nn.LayerNorm(width)
+            self.fc = nn.Linear(width, 4 * width)
+            self.fc_proj = nn.Linear(4 * width, width)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+            hd = c // self.heads
+            q = q.view(b, t, self.heads, hd).transpose(1, 2)
+            k = k.view(b, t, self.heads, hd).transpose(1, 2)
+            v = v.view(b, t, self.heads, hd).transpose(1, 2)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+            return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class Decoder(nn.Module):
+        def __init__(self, layers, width, heads, seq, vocab):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, width)
+            self.wpe = nn.Embedding(seq, width)
+            self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+            self.ln_f = nn.LayerNorm(width)
+            self.apply(self._init)
+
+        @staticmethod
+        def _init(module):
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+        def forward(self, idx):
+            t = idx.size(1)
+            pos = torch.arange(t, device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for block in self.blocks:
+                x = block(x)
+            # Tied embeddings: the output projection is the token embedding.
+            return F.linear(self.ln_f(x), self.wte.weight)
+
+    return Decoder(spec["layers"], spec["width"], spec["heads"], spec["seq"], spec["vocab"])
+
+
+def import_fully_shard():
+    try:
+        from torch.distributed.fsdp import fully_shard  # torch >= 2.6
+    except ImportError:
+        try:
+            from torch.distributed._composable.fsdp import fully_shard  # torch 2.4, 2.5
+        except ImportError as e:
+            raise Fatal("this torch has no FSDP2 fully_shard (%s)" % e, "unavailable")
+    return fully_shard
+
+
+def main(argv=None):
+    global _STAGE
+    parser = argparse.ArgumentParser(description="ddpcheck DDP benchmark (one process per GPU)")
+    parser.add_argument("--config", required=True, help="JSON object: model, variant, micro_batch, ...")
+    args = parser.parse_args(argv)
+
+    _STAGE = "reading config"
+    cfg = load_config(args.config)
+    _json_channel()
+
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        # One GPU without torchrun: the same code path with a private rendezvous.
+        os.environ.update(
+            {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+        )
+    rank = _rank()
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+
+    _STAGE = "checking torch"
+    torch = import_torch()
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    visible = torch.cuda.device_count()
+    if local_rank >= visible:
+        raise Fatal(
+            "local rank %d needs GPU %d but torch sees %d GPU(s) (CUDA_VISIBLE_DEVICES=%s)"
+            % (local_rank, local_rank, visible, os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")),
+            "invalid",
+        )
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+
+    _STAGE = "NCCL init"
+    t0 = time.perf_counter()
+    dist.init_process_group("nccl", timeout=timedelta(seconds=cfg["nccl_timeout_s"]), device_id=device)
+    init_s = time.perf_counter() - t0
+
+    gpus, uuids, pcis = [], [], []
+    for i in range(min(world, visible)):
+        name, uuid, pci = gpu_identity(torch, i)
+        gpus.append(name)
+        uuids.append(uuid)
+        pcis.append(pci)
+    emit({
+        "event": "env", "torch": torch.__version__, "cuda": torch.version.cuda,
+        "nccl": nccl_version(torch), "gpus": gpus, "gpu_uuids": uuids, "gpu_pci_bus_ids": pcis,
+        "python": sys.version.split()[0], "world_size": world, "init_s": round(init_s, 4),
+        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+    })
+
+    spec, var = cfg["model"], cfg["variant"]
+    mb, accum = cfg["micro_batch"], var["accum"]
+
+    _STAGE = "building the model"
+    torch.manual_seed(1234)  # identical initial weights on every rank
+    with device:
+        model = build_model(torch, spec)
+    params = sum(p.numel() for p in model.parameters())  # a tied weight counts once
+
+    _STAGE = "wrapping the model"
+    if var["fsdp"]:
+        fully_shard = import_fully_shard()
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+        wrapped = model
+    else:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        kwargs = {"device_ids": [local_rank], "gradient_as_bucket_view": var["gradient_as_bucket_view"]}
+        if var["bucket_cap_mb"] is not None:
+            kwargs["bucket_cap_mb"] = var["bucket_cap_mb"]
+        wrapped = DDP(model, **kwargs)
+        if var["hook"] in ("fp16", "bf16"):
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            hook = default_hooks.fp16_compress_hook if var["hook"] == "fp16" else default_hooks.bf16_compress_hook
+            wrapped.register_comm_hook(None, hook)
+        elif var["hook"] == "powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+
+            state = powersgd.PowerSGDState(
+                process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=POWERSGD_START_ITER
+            )
+            wrapped.register_comm_hook(state, powersgd.powerSGD_hook)
+            if cfg["warmup_steps"] < POWERSGD_START_ITER:
+                print("ddpcheck: PowerSGD compresses from step %d on; the first timed steps are plain "
+                      "all-reduce" % (POWERSGD_START_ITER + 1), file=sys.stderr)
+
+    opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-4, fused=True)
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(4321 + rank)  # different random data on every rank
+    if spec["kind"] == "decoder":
+        seq, vocab = spec["seq"], spec["vocab"]
+        tokens_per_sample, unit = seq, "tokens/s"
+
+        def micro_loss():
+            t = torch.randint(0, vocab, (mb, seq + 1), device=device, generator=gen)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = wrapped(t[:, :-1])
+                return F.cross_entropy(logits.reshape(-1, logits.size(-1)), t[:, 1:].reshape(-1))
+    else:
+        width = spec["width"]
+        tokens_per_sample, unit = 1, "samples/s"
+
+        def micro_loss():
+            x = torch.randn(mb, width, device=device, generator=gen)
+            y = torch.randn(mb, width, device=device, generator=gen)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = wrapped(x)
+            return F.mse_loss(out.float(), y)
+
+    def train_step(sync):
+        """One optimizer step of `accum` micro-batches; gradients are synchronised on the last one
+        only (no_sync before it), or never when sync is False."""
+        loss = None
+        for i in range(accum):
+            do_sync = sync and i == accum - 1
+            if var["fsdp"]:
+                wrapped.set_requires_gradient_sync(do_sync)
+                ctx = contextlib.nullcontext()
+            else:
+                ctx = contextlib.nullcontext() if do_sync else wrapped.no_sync()
+            with ctx:
+                loss = micro_loss()
+                (loss / accum).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    def timed_steps(phase, warm, steps, sync):
+        global _STAGE
+        times, last_note, loss = [], 0.0, None
+        total = warm + steps
+        for s in range(total):
+            _STAGE = "%s step %d/%d" % (phase, s + 1, total)
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            loss = train_step(sync)
+            torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - t0)
+            now = time.perf_counter()
+            if now - last_note >= PROGRESS_EVERY_S or s + 1 == total:
+                last_note = now
+                emit({"event": "progress", "phase": phase, "step": s + 1, "total": total,
+                      "warmup": warm, "last_step_s": round(times[-1], 6)})
+        _STAGE = "collecting %s step times" % phase
+        local = torch.tensor(times, dtype=torch.float64, device=device)
+        gathered = torch.empty((world, len(times)), dtype=torch.float64, device=device)
+        dist.all_gather_into_tensor(gathered, local)
+        per_step = gathered.max(dim=0).values.tolist()  # a step lasts as long as its slowest rank
+        return per_step[warm:], loss
+
+    warm, steps = cfg["warmup_steps"], cfg["steps"]
+    emit({"event": "progress", "phase": "ready", "step": 0, "total": warm + steps, "warmup": warm,
+          "params": params})
+    timed, loss = timed_steps("timed", warm, steps, True)
+
+    nocomm = None
+    if cfg["measure_nocomm"] and world > 1 and not var["fsdp"]:
+        # The same steps with every micro-batch under no_sync: N GPUs computing side by side with
+        # no gradient communication, the reference for exposed communication.
+        nc_warm, nc_steps = min(warm, 3), max(1, min(steps, 20))
+        nc_timed, _ = timed_steps("nocomm", nc_warm, nc_steps, False)
+        nocomm = median(nc_timed)
+
+    _STAGE = "reporting"
+    mem = torch.tensor([float(torch.cuda.max_memory_allocated(device))], dtype=torch.float64, device=device)
+    dist.all_reduce(mem, op=dist.ReduceOp.MAX)
+    final_loss = finite_or_none(loss.item()) if loss is not None else None
+
+    med = median(timed)
+    per_step_units = world * mb * accum * tokens_per_sample
+    result = {
+        "event": "result", "model": spec["name"], "params": params, "variant": var["name"],
+        "world_size": world, "micro_batch": mb, "accum": accum,
+        "step_time_median_s": med, "step_time_p90_s": percentile(timed, 0.9),
+        "throughput": per_step_units / med, "throughput_unit": unit,
+        "warmup_steps": warm, "steps": steps,
+        "nocomm_step_time_median_s": nocomm,
+        "max_memory_bytes": int(mem.item()), "final_loss": final_loss,
+        "optimizer": "adamw-fused", "autocast": "bf16",
+        "powersgd_start_iter": POWERSGD_START_ITER if var["hook"] == "powersgd" else None,
+        "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "single",
+    }
+    if len(timed) <= 2000:
+        result["step_times_s"] = [round(t, 7) for t in timed]
+    emit(result)
+
+    _STAGE = "shutting down"
+    with contextlib.suppress(Exception):
+        dist.destroy_process_group()
+
+
+def run():
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: B902 - every failure becomes one JSON line
+        kind = e.kind if isinstance(e, Fatal) else "error"
+        rank = _rank()
+        message = "rank %d, %s: %s" % (rank, _STAGE, one_line(e))
+        if not isinstance(e, Fatal):
+            traceback.print_exc(file=sys.stderr)
+        print("ddpcheck: " + message, file=sys.stderr)
+        with contextlib.suppress(Exception):
+            emit({"event": "error", "kind": kind, "rank": rank, "stage": _STAGE, "message": message},
+                 any_rank=True)
+        sys.stderr.flush()
+        os._exit(1)  # skip interpreter teardown: a wedged NCCL communicator can hang it
+
+
+if __name__ == "__main__":
+    run()

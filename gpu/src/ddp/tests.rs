@@ -1,0 +1,963 @@
+//! Tests of the DDP runner without torch: fake interpreters (sh scripts) stand in for python3 and
+//! torchrun; the embedded script itself is compiled and its torch-free parts run with python3.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ddpcheck_core::backend::Progress;
+use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::ProbeError;
+
+use super::*;
+use crate::RealConfig;
+
+/// Answers the `python -c` torch probe like a healthy torch 2.11 with 8 GPUs.
+const PROBE_OK: &str = r#"if [ "$1" = "-c" ]; then
+  echo '{"python":"/fake/python3","torch":"2.11.0+cu130","cuda":"13.0","cuda_available":true,"device_count":8,"nccl":true}'
+  exit 0
+fi
+n=0; prev=; script=
+for a in "$@"; do
+  if [ "$prev" = "--nproc_per_node" ]; then n=$a; fi
+  case "$a" in *.py) script=$a ;; esac
+  prev=$a
+done
+"#;
+
+fn fake(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    fs::write(&p, format!("#!/bin/sh\n{PROBE_OK}{body}")).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn cfg(python: &Path) -> RealConfig {
+    RealConfig {
+        python: python.display().to_string(),
+        ..RealConfig::default()
+    }
+}
+
+fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) -> DdpRequest {
+    DdpRequest {
+        models: vec![ModelSpec::gpt2_124m()],
+        variants: vec![variant],
+        world_sizes: worlds,
+        micro_batch: 8,
+        warmup_steps: 1,
+        steps: 3,
+        price_per_gpu_hour: Some(2.0),
+        env: vec![],
+        deadline_s,
+    }
+}
+
+fn bf16_p2p_off() -> DdpVariant {
+    let mut v: DdpVariant = "bf16".parse().unwrap();
+    v.env = vec![("NCCL_P2P_DISABLE".into(), "1".into())];
+    v
+}
+
+/// A well-behaved benchmark: env, progress and a result whose numbers depend on N
+/// (8 × 1024 tokens per GPU per step; 0.100 s on 1 GPU, 0.125 s on 2).
+fn good_body(dir: &Path) -> String {
+    let params = ModelSpec::gpt2_124m().params();
+    let d = dir.display();
+    format!(
+        r#"printf '%s\n' "$@" > "{d}/args_$n"
+env > "{d}/env_$n"
+pwd > "{d}/pwd_$n"
+stat -c %a . > "{d}/mode_$n"
+cp "$script" "{d}/script_copy.py"
+case "$n" in
+  1) step=0.100; tput=81920; nocomm=null ;;
+  2) step=0.125; tput=131072; nocomm=0.105 ;;
+  *) echo "unexpected N $n" >&2; exit 3 ;;
+esac
+echo "torchrun chatter on stderr" >&2
+echo '{{"event":"env","torch":"2.11.0+cu130","cuda":"13.0","nccl":"2.28.9","gpus":["NVIDIA H200","NVIDIA H200"],"gpu_uuids":["GPU-a","GPU-b"],"gpu_pci_bus_ids":[null,null]}}'
+echo '{{"event":"progress","phase":"ready","step":0,"total":4}}'
+echo '{{"event":"progress","phase":"timed","step":4,"total":4}}'
+echo '{{"event":"some_future_event","x":1}}'
+echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"bf16\",\"world_size\":$n,\"micro_batch\":8,\"accum\":1,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\",\"nocomm_step_time_median_s\":$nocomm,\"step_times_s\":[$step,$step,$step]}}"
+exit 0
+"#
+    )
+}
+
+fn read(p: PathBuf) -> String {
+    fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn fake_benchmark_gives_results_with_speedups() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = fake(dir.path(), "python3", &good_body(dir.path()));
+    let req = request(bf16_p2p_off(), vec![2, 1, 2], 20.0);
+    let mut notes: Vec<Progress> = Vec::new();
+    let run = run_ddp_report(
+        &cfg(&py),
+        &req,
+        &DdpOptions {
+            measure_nocomm: true,
+            keep_going: false,
+        },
+        &mut |p| notes.push(p),
+    )
+    .unwrap();
+
+    // 1 GPU first, duplicates dropped.
+    let rows = &run.results;
+    assert_eq!(
+        rows.iter().map(|r| r.world_size).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    let (one, two) = (&rows[0], &rows[1]);
+    assert_eq!(
+        (one.model.as_str(), one.variant.as_str()),
+        ("gpt2-124m", "bf16")
+    );
+    assert_eq!((two.micro_batch, two.accum), (8, 1));
+    assert_eq!(two.throughput_unit, "tokens/s");
+    assert!((one.speedup.unwrap() - 1.0).abs() < 1e-12);
+    assert!((two.speedup.unwrap() - 131072.0 / 81920.0).abs() < 1e-9);
+    assert!((two.efficiency.unwrap() - 0.8).abs() < 1e-9);
+    assert!((two.exposed_comm_fraction.unwrap() - (0.125 - 0.100) / 0.125).abs() < 1e-9);
+    // 2 GPUs at $2 each, 131072 tokens/s.
+    let cost = 4.0 * 1e6 / (131072.0 * 3600.0);
+    assert!((two.cost_per_million.unwrap() - cost).abs() < 1e-12);
+
+    // Extras: provenance from the env line, the no-communication reference only on N > 1.
+    let l2 = &run.launches[1];
+    let env = l2.torch_env.as_ref().unwrap();
+    assert_eq!(env.nccl.as_deref(), Some("2.28.9"));
+    assert_eq!(env.gpu_uuids[1].as_deref(), Some("GPU-b"));
+    assert_eq!(l2.nocomm_step_median_s, Some(0.105));
+    assert_eq!(run.launches[0].nocomm_step_median_s, None);
+    assert_eq!(l2.step_times_s, vec![0.125; 3]);
+    assert_eq!(
+        l2.nccl_env.get("NCCL_P2P_DISABLE").map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(
+        l2.nccl_env.get("NCCL_NVLS_ENABLE").map(String::as_str),
+        Some("0")
+    );
+    assert!(l2.warnings.is_empty(), "{:?}", l2.warnings);
+    assert_eq!(
+        run.probe.as_ref().unwrap().torch.as_deref(),
+        Some("2.11.0+cu130")
+    );
+
+    // The launch: torch.distributed.run, standalone rendezvous, N processes, the script, config.
+    let args: Vec<String> = read(dir.path().join("args_2"))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        &args[..5],
+        [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2"
+        ]
+    );
+    assert!(args[5].ends_with(SCRIPT_FILE_NAME), "{args:?}");
+    assert_eq!(args[6], "--config");
+    let config: serde_json::Value = serde_json::from_str(&args[7]).unwrap();
+    assert_eq!(config["model"]["kind"], "decoder");
+    assert_eq!(config["model"]["layers"], 12);
+    assert_eq!(config["variant"]["hook"], "bf16");
+    assert_eq!(config["micro_batch"], 8);
+    assert_eq!(config["steps"], 3);
+    assert_eq!(config["measure_nocomm"], true);
+    let config1: serde_json::Value =
+        serde_json::from_str(read(dir.path().join("args_1")).lines().nth(7).unwrap()).unwrap();
+    assert_eq!(config1["measure_nocomm"], false);
+    assert_eq!(read(dir.path().join("script_copy.py")), script_text());
+
+    // The environment every child gets.
+    let env = read(dir.path().join("env_2"));
+    for line in [
+        "NCCL_NVLS_ENABLE=0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
+        "NVSHMEM_DISABLE_NVLS=1",
+        "NCCL_P2P_DISABLE=1",
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} missing");
+    }
+    assert!(env.lines().any(|l| l.starts_with("OMP_NUM_THREADS=")));
+
+    // A private folder for the script, gone afterwards.
+    assert_eq!(read(dir.path().join("mode_2")).trim(), "700");
+    let workdir = PathBuf::from(read(dir.path().join("pwd_2")).trim());
+    assert!(!workdir.exists(), "{} left behind", workdir.display());
+
+    // Progress per launch and per step.
+    let msgs: Vec<&str> = notes.iter().map(|p| p.message.as_str()).collect();
+    assert!(msgs.contains(&"gpt2-124m bf16 1 GPU: starting"), "{msgs:?}");
+    assert!(
+        msgs.contains(&"gpt2-124m bf16 2 GPUs: step 4/4"),
+        "{msgs:?}"
+    );
+    assert!(notes.iter().all(|p| p.total == 2 && p.stage == "ddp"));
+    assert_eq!(notes.last().unwrap().done, 2);
+
+    // run_ddp is the same without the extras.
+    let plain = run_ddp(&cfg(&py), &req, &mut |_| {}).unwrap();
+    assert_eq!(plain.len(), 2);
+    assert!((plain[1].speedup.unwrap() - 1.6).abs() < 1e-9);
+}
+
+fn is_gone(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // A zombie waiting for a reaper that is not ours is dead too.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn hanging_benchmark_times_out_and_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    // Ignores SIGTERM (as a wedged NCCL rank may), and leaves a grandchild in its group.
+    let body = format!(
+        "trap '' TERM\nsleep 300 &\necho $! > \"{d}/pid\"\necho '{{\"event\":\"progress\",\"phase\":\"timed\",\"step\":1,\"total\":50}}'\nwait\n"
+    );
+    let py = fake(dir.path(), "python3", &body);
+    let req = request(DdpVariant::default(), vec![1], 1.0);
+    let start = Instant::now();
+    let err = run_ddp(&cfg(&py), &req, &mut |_| {}).unwrap_err();
+    let took = start.elapsed();
+    match &err {
+        ProbeError::Timeout { stage, seconds } => {
+            assert!(stage.contains("gpt2-124m base 1 GPU"), "{stage}");
+            assert_eq!(*seconds, 1.0);
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(took >= Duration::from_secs(1), "{took:?}");
+    assert!(
+        took < Duration::from_secs(1) + spawn::TERM_GRACE + Duration::from_secs(3),
+        "{took:?}"
+    );
+    let pid: u32 = read(dir.path().join("pid")).trim().parse().unwrap();
+    let until = Instant::now() + Duration::from_secs(2);
+    while !is_gone(pid) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(is_gone(pid), "grandchild {pid} survived the deadline");
+}
+
+#[test]
+fn result_then_hang_keeps_the_result_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!("{}\n", good_body(dir.path()).replace("exit 0", "sleep 300"));
+    let py = fake(dir.path(), "python3", &body);
+    let req = request(bf16_p2p_off(), vec![1], 1.5);
+    let run = run_ddp_report(&cfg(&py), &req, &DdpOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(run.results.len(), 1);
+    assert!(
+        run.launches[0].warnings[0].contains("did not exit"),
+        "{:?}",
+        run.launches[0].warnings
+    );
+}
+
+#[test]
+fn crash_is_a_worker_error_with_the_last_stderr_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"echo "Traceback (most recent call last):" >&2
+echo '  File "bench.py", line 3, in <module>' >&2
+echo "RuntimeError: CUDA error: an illegal memory access was encountered" >&2
+exit 1
+"#;
+    let py = fake(dir.path(), "python3", body);
+    let err = run_ddp(
+        &cfg(&py),
+        &request(DdpVariant::default(), vec![1], 10.0),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    let ProbeError::Worker(msg) = &err else {
+        panic!("expected a worker error, got {err:?}")
+    };
+    assert!(msg.starts_with("gpt2-124m base 1 GPU: exit code 1: RuntimeError: CUDA error: an illegal memory access was encountered"), "{msg}");
+    assert!(msg.contains("stderr tail: "), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+}
+
+#[test]
+fn torchrun_failure_points_at_the_worker_not_the_wrapper() {
+    let tail: Vec<String> = [
+        "[rank1]: Traceback (most recent call last):",
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "E1130 12:00:00.000 1234 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) local_rank: 1",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "------------------------------------------------------------",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(
+        key_line(&tail),
+        Some("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    );
+    let ours = [
+        tail.clone(),
+        vec!["ddpcheck: rank 1, NCCL init: boom".into()],
+    ]
+    .concat();
+    assert_eq!(key_line(&ours), Some("ddpcheck: rank 1, NCCL init: boom"));
+    assert_eq!(key_line(&["=====".into(), "   ".into()]), None);
+}
+
+#[test]
+fn error_lines_from_any_rank_map_to_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"echo '{"event":"error","kind":"error","rank":1,"stage":"building the model","message":"rank 1, building the model: OutOfMemoryError: CUDA out of memory"}'
+echo '{"event":"error","kind":"error","rank":0,"stage":"timed step 1/4","message":"rank 0, timed step 1/4: DistBackendError: NCCL communicator was aborted"}'
+exit 1
+"#;
+    let py = fake(dir.path(), "python3", body);
+    let req = request(DdpVariant::default(), vec![1], 10.0);
+    match run_ddp(&cfg(&py), &req, &mut |_| {}).unwrap_err() {
+        ProbeError::Worker(m) => {
+            assert!(
+                m.contains("rank 1, building the model: OutOfMemoryError"),
+                "{m}"
+            );
+            assert!(m.contains("1 more rank error"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let body = r#"echo '{"event":"error","kind":"unavailable","rank":0,"stage":"checking torch","message":"rank 0, checking torch: torch 2.11.0 has no usable CUDA"}'
+exit 1
+"#;
+    let py = fake(dir.path(), "python3b", body);
+    match run_ddp(&cfg(&py), &req, &mut |_| {}).unwrap_err() {
+        ProbeError::Unavailable(m) => assert!(m.contains("no usable CUDA"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn garbage_on_stdout_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = "echo 'hello from a print()'\necho '<html>'\necho '[1,2,3]'\nexit 0\n";
+    let py = fake(dir.path(), "python3", body);
+    let req = request(DdpVariant::default(), vec![1], 10.0);
+    let err = run_ddp(&cfg(&py), &req, &mut |_| {}).unwrap_err();
+    let ProbeError::Worker(msg) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(msg.contains("without a result line"), "{msg}");
+    assert!(msg.contains("not JSON lines (3 line(s)"), "{msg}");
+    assert!(msg.contains("hello from a print()"), "{msg}");
+
+    // A malformed result line says what is wrong with it.
+    let body = "echo '{\"event\":\"result\",\"world_size\":\"two\"}'\nexit 0\n";
+    let py = fake(dir.path(), "python3b", body);
+    let err = run_ddp(&cfg(&py), &req, &mut |_| {}).unwrap_err();
+    let ProbeError::Worker(msg) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(msg.contains("malformed result line"), "{msg}");
+}
+
+#[test]
+fn wrong_world_size_in_the_result_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = good_body(dir.path()).replace("\\\"world_size\\\":$n", "\\\"world_size\\\":4");
+    let py = fake(dir.path(), "python3", &body);
+    let err = run_ddp(
+        &cfg(&py),
+        &request(bf16_p2p_off(), vec![1], 10.0),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ProbeError::Worker(m) if m.contains("world size 4 for a launch on 1 GPU")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn missing_interpreter_is_unavailable_at_once() {
+    let start = Instant::now();
+    let cfg = RealConfig {
+        python: "/nonexistent/ddpcheck-test/python3".into(),
+        ..RealConfig::default()
+    };
+    let err = run_ddp(
+        &cfg,
+        &request(DdpVariant::default(), vec![1], 60.0),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    match err {
+        ProbeError::Unavailable(m) => {
+            assert!(
+                m.contains("not found") && m.contains("DDPCHECK_PYTHON"),
+                "{m}"
+            );
+            assert!(!m.contains('\n'));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn probe_verdicts() {
+    let ok = TorchProbe {
+        python: Some("/opt/torch/.venv/bin/python3".into()),
+        torch: Some("2.11.0+cu130".into()),
+        cuda: Some("13.0".into()),
+        cuda_available: Some(true),
+        device_count: Some(2),
+        nccl: Some(true),
+        ..TorchProbe::default()
+    };
+    assert_eq!(check_probe(&ok, "python3", 2), Ok(()));
+    let old = TorchProbe {
+        torch: Some("2.3.1+cu121".into()),
+        ..ok.clone()
+    };
+    assert!(
+        matches!(check_probe(&old, "python3", 1), Err(ProbeError::Unavailable(m)) if m.contains("too old"))
+    );
+    let cpu = TorchProbe {
+        cuda_available: Some(false),
+        cuda: None,
+        ..ok.clone()
+    };
+    assert!(
+        matches!(check_probe(&cpu, "python3", 1), Err(ProbeError::Unavailable(m)) if m.contains("no usable CUDA"))
+    );
+    assert!(
+        matches!(check_probe(&ok, "python3", 4), Err(ProbeError::Invalid(m)) if m.contains("torch sees 2"))
+    );
+    assert_eq!(torch_version("2.4.0a0+git1234"), Some((2, 4)));
+    assert_eq!(torch_version("2.11.0+cu130"), Some((2, 11)));
+    assert_eq!(torch_version("banana"), None);
+}
+
+fn python3() -> Option<&'static str> {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("python3 not found: skipping");
+    }
+    ok.then_some("python3")
+}
+
+fn torch_importable(py: &str) -> bool {
+    Command::new(py)
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn real_python_without_torch_is_unavailable() {
+    let Some(py) = python3() else { return };
+    let cfg = RealConfig {
+        python: py.into(),
+        ..RealConfig::default()
+    };
+    let start = Instant::now();
+    let err = run_ddp(
+        &cfg,
+        &request(DdpVariant::default(), vec![1], 60.0),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    // Without torch: "not installed"; with a CPU-only torch (no GPU here): "no usable CUDA".
+    match err {
+        ProbeError::Unavailable(m) => {
+            assert!(m.contains("torch"), "{m}");
+            assert!(!m.contains('\n'), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn embedded_script_compiles() {
+    let Some(py) = python3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(dir.path()).unwrap();
+    let probe = dir.path().join("probe.py");
+    fs::write(&probe, PROBE).unwrap();
+    let out = Command::new(py)
+        .arg("-m")
+        .arg("py_compile")
+        .arg(&script)
+        .arg(&probe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn run_script(py: &str, script: &Path, config: &str) -> (i32, Vec<serde_json::Value>, String) {
+    let out = Command::new(py)
+        .arg(script)
+        .arg("--config")
+        .arg(config)
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    (
+        out.status.code().unwrap_or(-1),
+        lines,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn script_reports_missing_torch_and_bad_config_as_json() {
+    let Some(py) = python3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(dir.path()).unwrap();
+
+    // A bad config is refused before torch is touched.
+    let (code, lines, _) = run_script(py, &script, r#"{"model":{"kind":"cnn"}}"#);
+    assert_eq!(code, 1);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["event"], "error");
+    assert_eq!(lines[0]["kind"], "invalid");
+    assert!(lines[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("kind must be decoder or mlp"));
+
+    if torch_importable(py) {
+        eprintln!("torch is importable here: skipping the missing-torch half");
+        return;
+    }
+    let (code, lines, stderr) = run_script(py, &script, r#"{"model":{"kind":"mlp","width":64}}"#);
+    assert_eq!(code, 1);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["event"], "error");
+    assert_eq!(lines[0]["kind"], "unavailable");
+    let msg = lines[0]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("rank 0, checking torch: torch is not installed"),
+        "{msg}"
+    );
+    assert!(
+        stderr.contains("ddpcheck: rank 0, checking torch"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn script_helpers_compute_what_they_claim() {
+    let Some(py) = python3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(dir.path()).unwrap();
+    let code = r#"
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("bench", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+xs = [0.5, 0.1, 0.4, 0.2, 0.3]
+cfg = m.load_config('{"model":{"kind":"decoder","layers":2,"width":64,"heads":4},"variant":{"hook":"power_sgd","accum":4}}')
+print(json.dumps({
+  "median": m.median(xs), "median_even": m.median([4.0, 1.0, 3.0, 2.0]),
+  "p90": m.percentile(xs, 0.9), "p0": m.percentile(xs, 0.0), "one": m.percentile([7.0], 0.9),
+  "v": list(m.version_tuple("2.11.0+cu130")), "v_old": list(m.version_tuple("2.3.1")),
+  "cfg": cfg,
+}))
+"#;
+    let out = Command::new(py)
+        .args(["-c", code])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["median"], 0.3);
+    assert_eq!(v["median_even"], 2.5);
+    // Sorted 0.1..0.5: position 0.9·4 = 3.6 → 0.4 + 0.6·0.1.
+    assert!((v["p90"].as_f64().unwrap() - 0.46).abs() < 1e-12);
+    assert_eq!(v["p0"], 0.1);
+    assert_eq!(v["one"], 7.0);
+    assert_eq!(v["v"], serde_json::json!([2, 11]));
+    assert_eq!(v["v_old"], serde_json::json!([2, 3]));
+    // Defaults follow the seed recipe; the hook name as Rust serialises it is understood.
+    let c = &v["cfg"];
+    assert_eq!(c["model"]["seq"], 1024);
+    assert_eq!(c["model"]["vocab"], 50257);
+    assert_eq!(c["model"]["name"], "decoder-2x64");
+    assert_eq!(c["variant"]["hook"], "powersgd");
+    assert_eq!(c["variant"]["accum"], 4);
+    assert_eq!(c["micro_batch"], 8);
+    assert_eq!(c["warmup_steps"], 10);
+    assert_eq!(c["steps"], 40);
+}
+
+#[test]
+fn rust_config_is_what_the_script_reads() {
+    // Every hook as serde spells it must be accepted by the script's parser.
+    let Some(py) = python3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(dir.path()).unwrap();
+    let req = request(DdpVariant::default(), vec![1], 100.0);
+    for (hook, expect) in [
+        (CommHook::None, "none"),
+        (CommHook::Fp16, "fp16"),
+        (CommHook::Bf16, "bf16"),
+        (CommHook::PowerSgd, "powersgd"),
+    ] {
+        let v = DdpVariant {
+            hook,
+            accum: 2,
+            bucket_cap_mb: Some(50.0),
+            ..DdpVariant::default()
+        };
+        let json = script_config(
+            &req,
+            &ModelSpec::Mlp {
+                width: 256,
+                depth: 3,
+            },
+            &v,
+            false,
+        );
+        let code = "import importlib.util, json, sys\nspec = importlib.util.spec_from_file_location('b', sys.argv[1])\nm = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\nprint(json.dumps(m.load_config(sys.argv[2])))";
+        let out = Command::new(py)
+            .args(["-c", code])
+            .arg(&script)
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(c["variant"]["hook"], expect);
+        assert_eq!(c["variant"]["bucket_cap_mb"], 50.0);
+        assert_eq!(c["model"]["name"], "mlp:256x3");
+        assert_eq!(c["steps"], 3);
+        assert_eq!(c["nccl_timeout_s"], 50);
+    }
+}
+
+#[test]
+fn manual_command_runs_the_same_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let py = fake(
+        dir.path(),
+        "python3",
+        &format!("printf '%s\\n' \"$@\" > \"{d}/args\"\nenv > \"{d}/env\"\n"),
+    );
+    let mut variant = bf16_p2p_off();
+    variant.name = "it's bf16".into(); // needs quoting
+    let req = request(variant.clone(), vec![2], 30.0);
+    let script = Path::new("/tmp/some dir/ddpcheck_bench_ddp.py");
+    let line = manual_command(
+        &cfg(&py),
+        &req,
+        &ModelSpec::gpt2_124m(),
+        &variant,
+        2,
+        script,
+    );
+    assert!(line.contains("NCCL_NVLS_ENABLE=0 "), "{line}");
+    assert!(
+        line.contains("-m torch.distributed.run --standalone --nproc_per_node 2 '/tmp/some dir/ddpcheck_bench_ddp.py' --config '"),
+        "{line}"
+    );
+    let status = Command::new("sh").arg("-c").arg(&line).status().unwrap();
+    assert!(status.success());
+    let args: Vec<String> = read(dir.path().join("args"))
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let (program, expected) = launch_argv(
+        &Launcher::Python(py.display().to_string()),
+        2,
+        script,
+        &script_config(&req, &ModelSpec::gpt2_124m(), &variant, false),
+    );
+    assert_eq!(program, py.display().to_string());
+    assert_eq!(args, expected);
+    let config: serde_json::Value = serde_json::from_str(&args[7]).unwrap();
+    assert_eq!(config["variant"]["name"], "it's bf16");
+    let env = read(dir.path().join("env"));
+    assert!(env.lines().any(|l| l == "NCCL_P2P_DISABLE=1"));
+    assert!(env.lines().any(|l| l == "NVSHMEM_DISABLE_NVLS=1"));
+}
+
+#[test]
+fn torchrun_launcher_is_called_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    // A `#!/bin/sh` torchrun has no Python to probe; the launch goes straight to it.
+    let body = format!(
+        "echo \"$1\" >> \"{d}/first_args\"\n{}",
+        good_body(dir.path())
+    );
+    let tr = fake(dir.path(), "torchrun", &body);
+    let rows = run_ddp(
+        &cfg(&tr),
+        &request(bf16_p2p_off(), vec![1, 2], 20.0),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(rows.len(), 2);
+    let firsts = read(dir.path().join("first_args"));
+    assert_eq!(
+        firsts.lines().collect::<Vec<_>>(),
+        ["--standalone", "--standalone"]
+    );
+    let args = read(dir.path().join("args_2"));
+    assert_eq!(args.lines().nth(2), Some("2"));
+
+    // Shebangs name the interpreter to probe.
+    let sb = dir.path().join("tr1");
+    fs::write(&sb, "#!/opt/torch/.venv/bin/python3\nimport sys\n").unwrap();
+    assert_eq!(
+        shebang_python(&sb).as_deref(),
+        Some("/opt/torch/.venv/bin/python3")
+    );
+    fs::write(&sb, "#!/usr/bin/env -S python3.12 -u\n").unwrap();
+    assert_eq!(shebang_python(&sb).as_deref(), Some("python3.12"));
+    fs::write(&sb, "#!/bin/sh\n").unwrap();
+    assert_eq!(shebang_python(&sb), None);
+}
+
+#[test]
+fn keep_going_records_a_failed_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    // The 2-GPU launch crashes; the 1-GPU one succeeds.
+    let body = good_body(dir.path()).replace(
+        "  2) step=0.125",
+        "  2) echo 'ValueError: rank 1 fell over' >&2; exit 1 ;;\n  9) step=0.125",
+    );
+    let py = fake(dir.path(), "python3", &body);
+    let req = request(bf16_p2p_off(), vec![1, 2], 20.0);
+    let opts = DdpOptions {
+        keep_going: true,
+        ..DdpOptions::default()
+    };
+    let run = run_ddp_report(&cfg(&py), &req, &opts, &mut |_| {}).unwrap();
+    assert_eq!(run.results.len(), 1);
+    assert!(
+        matches!(&run.launches[1].error, Some(ProbeError::Worker(m)) if m.contains("ValueError: rank 1 fell over"))
+    );
+    // Without keep_going the same crash is the run's error.
+    assert!(matches!(
+        run_ddp(&cfg(&py), &req, &mut |_| {}),
+        Err(ProbeError::Worker(_))
+    ));
+}
+
+#[test]
+fn requests_are_bounded() {
+    let ok = request(DdpVariant::default(), vec![1, 2], 60.0);
+    assert!(plan(&ok).is_ok());
+    let invalid = |f: &dyn Fn(&mut DdpRequest)| {
+        let mut r = ok.clone();
+        f(&mut r);
+        match plan(&r) {
+            Err(ProbeError::Invalid(m)) => m,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    };
+    assert!(invalid(&|r| r.world_sizes = vec![0]).contains("world size 0"));
+    assert!(invalid(&|r| r.world_sizes = vec![1, 65]).contains("world size 65"));
+    assert!(invalid(&|r| r.world_sizes.clear()).contains("no world size"));
+    assert!(invalid(&|r| r.steps = 0).contains("steps 0"));
+    assert!(invalid(&|r| r.steps = 10_001).contains("steps 10001"));
+    assert!(invalid(&|r| r.warmup_steps = 10_001).contains("warm-up 10001"));
+    assert!(invalid(&|r| r.micro_batch = 0).contains("micro-batch 0"));
+    assert!(invalid(&|r| r.micro_batch = 4097).contains("micro-batch 4097"));
+    assert!(invalid(&|r| r.deadline_s = 0.0).contains("deadline"));
+    assert!(invalid(&|r| r.deadline_s = f64::NAN).contains("deadline"));
+    assert!(invalid(&|r| r.price_per_gpu_hour = Some(-1.0)).contains("price"));
+    assert!(invalid(&|r| r.models.clear()).contains("no model"));
+    assert!(
+        invalid(&|r| r.models = vec![ModelSpec::Mlp { width: 4, depth: 1 }])
+            .contains("MLP width 4")
+    );
+    assert!(
+        invalid(&|r| r.env = vec![("LD_PRELOAD".into(), "x.so".into())]).contains("LD_PRELOAD")
+    );
+    assert!(invalid(&|r| r.env = vec![("NCCL_NVLS_ENABLE".into(), "1".into())]).contains("pinned"));
+    assert!(
+        invalid(&|r| r.variants[0].env = vec![("NCCL_ALGO".into(), "a\nb".into())])
+            .contains("one line")
+    );
+    assert!(invalid(&|r| r.variants[0].accum = 0).contains("accumulation 0"));
+    assert!(
+        invalid(&|r| r.variants[0].bucket_cap_mb = Some(f64::INFINITY)).contains("bucket_cap_mb")
+    );
+    assert!(invalid(&|r| {
+        r.variants[0].fsdp = true;
+        r.variants[0].hook = CommHook::Bf16;
+    })
+    .contains("FSDP"));
+    assert!(invalid(&|r| r.variants = vec![DdpVariant::default(); 200]).contains("launches"));
+    // Pinned values themselves are fine to repeat.
+    let mut same = ok.clone();
+    same.env = vec![("NCCL_NVLS_ENABLE".into(), "0".into())];
+    assert!(plan(&same).is_ok());
+}
+
+#[test]
+fn shell_quoting_round_trips() {
+    for s in [
+        "plain",
+        "two words",
+        "it's",
+        "",
+        "a'b'c",
+        "{\"k\":[1,2]}",
+        "$HOME `x`",
+    ] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s {}", sh_quote(s)))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), s);
+    }
+}
+
+/// The real thing, on a node with torch and GPUs:
+/// `DDPCHECK_PYTHON=/opt/torch/.venv/bin/python3 cargo test -p ddpcheck-gpu real_ddp -- --ignored --nocapture`
+#[test]
+#[ignore = "needs torch ≥ 2.4 with CUDA and GPUs"]
+fn real_ddp_smoke_on_this_node() {
+    let worlds: Vec<u32> = std::env::var("DDPCHECK_TEST_WORLDS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .map(|w| w.trim().parse().unwrap())
+        .collect();
+    let req = DdpRequest {
+        models: vec![
+            ModelSpec::gpt2_124m(),
+            ModelSpec::Mlp {
+                width: 4096,
+                depth: 4,
+            },
+        ],
+        variants: std::env::var("DDPCHECK_TEST_VARIANTS")
+            .unwrap_or_else(|_| "base,bf16,fp16,powersgd,bf16+accum2,bucket100,fsdp".into())
+            .split(',')
+            .map(|v| v.parse().unwrap())
+            .collect(),
+        world_sizes: worlds,
+        micro_batch: 8,
+        warmup_steps: 3,
+        steps: 6,
+        price_per_gpu_hour: Some(3.0),
+        env: vec![],
+        deadline_s: 180.0,
+    };
+    let opts = DdpOptions {
+        measure_nocomm: true,
+        keep_going: true,
+    };
+    let run = run_ddp_report(&RealConfig::default(), &req, &opts, &mut |p| {
+        eprintln!("[{}/{}] {}", p.done, p.total, p.message)
+    })
+    .unwrap();
+    println!("{}", serde_json::to_string_pretty(&run).unwrap());
+    let failed: Vec<String> = run
+        .launches
+        .iter()
+        .filter_map(|l| l.error.as_ref().map(|e| e.to_string()))
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(run.results.iter().all(|r| r.speedup.is_some()));
+}
+
+/// Processes whose command line mentions the benchmark script.
+fn bench_processes() -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(SCRIPT_FILE_NAME) && !is_gone(pid) {
+                found.push(format!("{pid}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+/// A real torchrun with NCCL ranks mid-run is stopped at the deadline, every rank with it.
+#[test]
+#[ignore = "needs torch ≥ 2.4 with CUDA and 2 GPUs"]
+fn real_ddp_deadline_stops_every_rank() {
+    let req = DdpRequest {
+        models: vec![ModelSpec::gpt2_355m()],
+        variants: vec![DdpVariant::default()],
+        world_sizes: vec![2],
+        micro_batch: 8,
+        warmup_steps: 0,
+        steps: 10_000,
+        price_per_gpu_hour: None,
+        env: vec![],
+        deadline_s: 30.0,
+    };
+    // Timed from the launch's own start: the torch check before it takes a few seconds.
+    let mut launched: Option<Instant> = None;
+    let mut last = String::new();
+    let err = run_ddp(&RealConfig::default(), &req, &mut |p| {
+        if p.message.ends_with(": starting") {
+            launched = Some(Instant::now());
+        }
+        last = p.message;
+    })
+    .unwrap_err();
+    let took = launched.unwrap().elapsed();
+    eprintln!("{err} after {took:?} from the launch; last progress: {last}");
+    assert!(matches!(err, ProbeError::Timeout { .. }), "{err:?}");
+    assert!(last.contains("step"), "{last}");
+    // TERM grace, then up to 3 s for killed CUDA processes to close their pipes.
+    assert!(
+        took < Duration::from_secs(30) + spawn::TERM_GRACE + Duration::from_secs(4),
+        "{took:?}"
+    );
+    // SIGKILLed ranks can take a moment to leave while the driver tears their context down.
+    let until = Instant::now() + Duration::from_secs(5);
+    while !bench_processes().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(bench_processes(), Vec::<String>::new());
+}
