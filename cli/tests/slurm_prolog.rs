@@ -212,6 +212,27 @@ fn prolog_asks_the_daemon_first_and_falls_back_to_a_local_check() {
     );
     daemon.stop();
 
+    // A daemon whose check hangs past the prolog's limit: TIMEOUT, and no second (local) check
+    // that would outlast Slurm's PrologEpilogTimeout.
+    let hung = Daemon::start(Some("h200x2-nvlink+hang"));
+    let t0 = Instant::now();
+    let r = run_prolog(
+        d.path(),
+        &[("DDPCHECK_SOCKET", &hung.addr()), ("DDPCHECK_TIMEOUT", "2")],
+    );
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert_eq!(code(&r.out), 1);
+    assert_eq!(
+        stdout(&r.out).trim_end(),
+        "ddpcheck: TIMEOUT: the check ran past 2 s"
+    );
+    assert!(
+        !stderr(&r.out).contains("gave no verdict"),
+        "{}",
+        stderr(&r.out)
+    );
+    drop(hung); // killed: its simulated hang would outlast a polite stop
+
     // A socket file nobody answers on (a crashed daemon): the prolog says so and checks
     // locally. Locally here means this machine's real GPUs, whatever they are: any verdict.
     let stale = d.path().join("stale.sock");
@@ -334,12 +355,14 @@ fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Two distinct free TCP ports (both held until both are known).
+fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    )
 }
 
 fn short_hostname() -> String {
@@ -553,6 +576,7 @@ fn slurm_conf(dir: &Path, node: &str, wrapper: &Path) -> String {
         "{ours:?}"
     );
     let d = dir.display();
+    let (ctld, slurmd) = free_ports();
     format!(
         "ClusterName=ddpchecktest
 SlurmctldHost={node}(127.0.0.1)
@@ -584,8 +608,6 @@ SwitchType=switch/none
 NodeName={node} NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 State=UNKNOWN
 PartitionName=ddpcheck Nodes={node} Default=YES MaxTime=5 State=UP
 ",
-        ctld = free_port(),
-        slurmd = free_port(),
         ddpcheck = ours.join("\n"),
     )
 }

@@ -67,8 +67,11 @@ answered() { [ -n "$line" ] && { [ "$rc" -eq 0 ] || [ "$rc" -eq 1 ]; }; }
 
 if [ -S "$DDPCHECK_SOCKET" ]; then
     run_check --daemon "$DDPCHECK_SOCKET" --max-age "$DDPCHECK_MAX_AGE"
-    if ! answered; then
-        echo "ddpcheck-prolog: daemon at $DDPCHECK_SOCKET did not answer (exit $rc: $err); checking locally" >&2
+    # UNKNOWN through the daemon may only mean the daemon is gone: the local check decides.
+    # Not after a timeout: a second full check would outlast PrologEpilogTimeout.
+    if [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] &&
+        { ! answered || [ "${line#ddpcheck: UNKNOWN:}" != "$line" ]; }; then
+        echo "ddpcheck-prolog: daemon at $DDPCHECK_SOCKET gave no verdict (exit $rc: ${line:-$err}); checking locally" >&2
         run_check
     fi
 else
@@ -89,7 +92,8 @@ if [ "$rc" -eq 0 ]; then
     exit 0
 fi
 if [ "$DDPCHECK_DRAIN" = 1 ]; then
-    if ! "$SCONTROL" update nodename="$node" state=drain reason="$line" >/dev/null 2>&1; then
+    # scontrol's own messages go to stderr: stdout carries only the line.
+    if ! "$SCONTROL" update nodename="$node" state=drain reason="$line" >&2; then
         echo "ddpcheck-prolog: scontrol could not drain $node" >&2
     fi
 fi
