@@ -28,8 +28,34 @@ def ref(path):
     return out
 
 
+def rounds(logs):
+    """--rounds: per size, the median over rounds of each tool (run alternately, same regime)."""
+    import statistics
+    o_all, r_all = {}, {}
+    for path in sorted(logs.glob("ours-hostnet-r*.json")):
+        for size, v in ours(path)[0].items():
+            o_all.setdefault(size, []).append(v)
+    for path in sorted(logs.glob("ref-hostnet-r*.txt")):
+        for size, v in ref(path).items():
+            r_all.setdefault(size, []).append(v)
+    print("\nhostnet, alternating rounds: median busbw over rounds (each round listed)")
+    print(f"{'size':>12} {'ddpcheck':>10} {'nccl-tests':>10} {'ratio':>7}  rounds ddpcheck / nccl-tests")
+    worst = None
+    for size in sorted(o_all):
+        o, r = statistics.median(o_all[size]), statistics.median(r_all.get(size, [float("nan")]))
+        ratio = o / r if r == r and r > 0 else float("nan")
+        if size >= 64 << 20:
+            worst = ratio if worst is None or ratio < worst else worst
+        print(f"{size:>12} {o:>10.2f} {r:>10.2f} {ratio:>7.3f}  {['%.2f' % x for x in o_all[size]]} / {['%.2f' % x for x in r_all.get(size, [])]}")
+    if worst is not None:
+        print(f"min ratio of medians at >= 64 MiB: {worst:.3f} ({'PASS' if worst >= 0.97 else 'FAIL'} vs 0.97)")
+
+
 def main():
     logs = pathlib.Path(sys.argv[1])
+    if "--rounds" in sys.argv:
+        rounds(logs)
+        return
     worst = {}
     for regime in ["nvlink", "shm", "hostnet"]:
         o_path, r_path = logs / f"ours-{regime}.json", logs / f"ref-{regime}.txt"

@@ -48,13 +48,15 @@ nccl)
     say "## nccl: ddpcheck all-reduce sweep vs all_reduce_perf, same sizes, 3 regimes"
     NT=$(bash scripts/build-nccl-tests.sh .fetched/nccl-tests > "$LOGS/nccl-tests-build.txt" 2>&1 && tail -1 "$LOGS/nccl-tests-build.txt")
     say "all_reduce_perf: ${NT:-BUILD FAILED (see logs/nccl-tests-build.txt)}"
+    # all_reduce_perf needs the pip package's libnccl.so.2 on the loader path (the build log says where).
+    NT_LIBDIR=$(grep -o 'LD_LIBRARY_PATH=[^ ]*' "$LOGS/nccl-tests-build.txt" | tail -1 | cut -d= -f2)
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         t0=$(now)
         env $envs "$DDPCHECK" bench collectives --ops all_reduce -b 4K -e 1G -f 2 -n 20 -w 5 --json > "$LOGS/ours-$name.json" 2> "$LOGS/ours-$name.err"
         say "ours $name rc=$? $(el "$t0" "$(now)") s"
         if [ -n "${NT:-}" ] && [ -x "$NT" ]; then
-            env $envs "$NT" -b 4K -e 1G -f 2 -g "$NGPU" -n 20 -w 5 -c 1 > "$LOGS/ref-$name.txt" 2>&1
+            env $envs LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 4K -e 1G -f 2 -g "$NGPU" -n 20 -w 5 -c 1 > "$LOGS/ref-$name.txt" 2>&1
             say "nccl-tests $name rc=$?"
         fi
     done
@@ -88,16 +90,15 @@ ddp)
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         t0=$(now)
         "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
-            --plot "$LOGS/ddp-$name.svg" --json > "$LOGS/ddp-$name.json" 2> "$LOGS/ddp-$name.err"
+            --steps 25 --warmup-steps 5 --plot "$LOGS/ddp-$name.svg" --json > "$LOGS/ddp-$name.json" 2> "$LOGS/ddp-$name.err"
         say "ddp $name rc=$? $(el "$t0" "$(now)") s"
-        "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus 1 --steps 1 --warmup-steps 0 >/dev/null 2>&1 || true
     done
     python3 scripts/summarise-ddp.py "$LOGS"/ddp-*.json | tee -a "$SUMMARY"
     ;;
 mlp)
     say "## mlp: width sweep, host-network regime (crossover)"
     t0=$(now)
-    "$DDPCHECK" bench ddp --sweep mlp:256,1024,2048,4096,8192 --variants base,fp16,accum8 --gpus "1,$NGPU" \
+    "$DDPCHECK" bench ddp --sweep mlp:512,1024,2048,4096,8192 --variants base,fp16,accum8 --gpus "1,$NGPU" --steps 25 --warmup-steps 5 \
         --env NCCL_P2P_DISABLE=1 --env NCCL_SHM_DISABLE=1 --env NCCL_SOCKET_IFNAME=lo \
         --plot "$LOGS/mlp-hostnet.svg" --json > "$LOGS/mlp-hostnet.json" 2> "$LOGS/mlp-hostnet.err"
     say "mlp rc=$? $(el "$t0" "$(now)") s"
@@ -109,12 +110,32 @@ manual)
     ;;
 repeat)
     say "## repeat: the NVLink DDP run again (run-to-run agreement)"
-    "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" --json > "$LOGS/ddp-nvlink-repeat.json" 2> "$LOGS/ddp-nvlink-repeat.err"
+    "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" --steps 25 --warmup-steps 5 --json > "$LOGS/ddp-nvlink-repeat.json" 2> "$LOGS/ddp-nvlink-repeat.err"
     say "repeat rc=$?"
     python3 scripts/summarise-ddp.py "$LOGS/ddp-nvlink.json" "$LOGS/ddp-nvlink-repeat.json" | tee -a "$SUMMARY"
     ;;
+notorch)
+    say "## notorch: a benchmark on a node whose python has no torch must fail fast with one line"
+    NOTORCH_PY=$(command -v /usr/bin/python3 || echo /nonexistent/python3)
+    t0=$(now)
+    DDPCHECK_PYTHON=$NOTORCH_PY "$DDPCHECK" bench ddp --model gpt2-124m --gpus 1 > "$LOGS/notorch.txt" 2>&1; rc=$?
+    say "notorch ($NOTORCH_PY): exit $rc after $(el "$t0" "$(now)") s, $(wc -l < "$LOGS/notorch.txt") line(s): $(head -c 300 "$LOGS/notorch.txt")"
+    ;;
+hostnet3)
+    say "## hostnet3: the host-network regime, ddpcheck and nccl-tests alternately, 3 rounds, 64 MiB..1 GiB"
+    NT=$(bash scripts/build-nccl-tests.sh .fetched/nccl-tests > "$LOGS/nccl-tests-build.txt" 2>&1 && tail -1 "$LOGS/nccl-tests-build.txt")
+    NT_LIBDIR=$(grep -o 'LD_LIBRARY_PATH=[^ ]*' "$LOGS/nccl-tests-build.txt" | tail -1 | cut -d= -f2)
+    HN="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
+    for round in 1 2 3; do
+        env $HN "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 1G -f 2 -n 20 -w 5 --json > "$LOGS/ours-hostnet-r$round.json" 2>> "$LOGS/hostnet3.err"
+        env $HN LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 20 -w 5 -c 1 > "$LOGS/ref-hostnet-r$round.txt" 2>&1
+    done
+    python3 scripts/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
+    ;;
 *) say "unknown phase $phase" ;;
 esac
+# After every phase, so a run cut at its limit still brings its logs back.
+tar -czf "$OUT/logs.tgz" -C "$OUT" logs
 done
 tar -czf "$OUT/logs.tgz" -C "$OUT" logs
 cp "$LOGS"/*.svg "$OUT"/ 2>/dev/null | true

@@ -40,6 +40,23 @@ pub struct DdpArgs {
     /// Write an SVG plot: speedup against parameters with the y = 1 line, communication share as bars.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
+    /// Write the embedded benchmark script into DIR and print, one per line, the torchrun commands
+    /// that run the same launches by hand (the reference for ddpcheck's own overhead); runs nothing.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub print_manual: Option<std::path::PathBuf>,
+}
+
+/// `--print-manual`: the by-hand commands for the launches this request makes.
+fn print_manual(req: &DdpRequest, dir: &std::path::Path) -> Result<i32, CliError> {
+    use ddpcheck_gpu::ddp;
+    std::fs::create_dir_all(dir).map_err(|e| CliError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
+    let script = ddp::write_script(dir).map_err(|e| CliError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
+    let plan = ddp::plan(req).map_err(CliError::from)?;
+    let cfg = ddpcheck_gpu::RealConfig::default();
+    for (world, items) in ddp::launch_groups(req, &plan) {
+        println!("{}", ddp::manual_command_group(&cfg, req, &items, world, &script));
+    }
+    Ok(0)
 }
 
 pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest, CliError> {
@@ -112,6 +129,9 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
 }
 
 pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, CliError> {
+    if let Some(dir) = &a.print_manual {
+        return print_manual(&build_request(a, None)?, dir);
+    }
     let target = make_target(cli)?;
     let node_gpus = if a.price_per_hour.is_some() {
         Some(target.topo("")?.gpus.len())

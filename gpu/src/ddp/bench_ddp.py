@@ -152,14 +152,8 @@ def _int(d, key, default, lo, hi):
     return v
 
 
-def load_config(text):
-    """Parses and bounds the --config JSON; missing keys take the seed recipe's defaults."""
-    try:
-        cfg = json.loads(text)
-    except ValueError as e:
-        raise Fatal("config is not JSON: %s" % e, "invalid")
-    if not isinstance(cfg, dict):
-        raise Fatal("config must be a JSON object", "invalid")
+def parse_run(cfg):
+    """Parses one {model, variant} pair of the config."""
     model = cfg.get("model")
     if not isinstance(model, dict):
         raise Fatal("config: model must be an object with kind decoder or mlp", "invalid")
@@ -208,9 +202,30 @@ def load_config(text):
         "gradient_as_bucket_view": bool(variant.get("gradient_as_bucket_view", True)),
         "fsdp": fsdp,
     }
+    return m, v
+
+
+def load_config(text):
+    """Parses and bounds the --config JSON; missing keys take the seed recipe's defaults."""
+    try:
+        cfg = json.loads(text)
+    except ValueError as e:
+        raise Fatal("config is not JSON: %s" % e, "invalid")
+    if not isinstance(cfg, dict):
+        raise Fatal("config must be a JSON object", "invalid")
+    # Several runs share one launch (one torch start-up and NCCL init): "runs": [{model, variant}].
+    entries = cfg.get("runs")
+    if entries is None:
+        entries = [cfg]
+    if not isinstance(entries, list) or not entries or len(entries) > 256:
+        raise Fatal("config: runs must be a list of 1..256 {model, variant} objects", "invalid")
+    runs = []
+    for e in entries:
+        if not isinstance(e, dict):
+            raise Fatal("config: each run must be an object", "invalid")
+        runs.append(parse_run(e))
     return {
-        "model": m,
-        "variant": v,
+        "runs": runs,
         "micro_batch": _int(cfg, "micro_batch", 8, 1, 4096),
         "warmup_steps": _int(cfg, "warmup_steps", 10, 0, 10000),
         "steps": _int(cfg, "steps", 40, 1, 10000),
@@ -415,145 +430,156 @@ def main(argv=None):
         "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
     })
 
-    spec, var = cfg["model"], cfg["variant"]
-    mb, accum = cfg["micro_batch"], var["accum"]
-
-    _STAGE = "building the model"
-    torch.manual_seed(1234)  # identical initial weights on every rank
-    with device:
-        model = build_model(torch, spec)
-    params = sum(p.numel() for p in model.parameters())  # a tied weight counts once
-
-    _STAGE = "wrapping the model"
-    if var["fsdp"]:
-        fully_shard = import_fully_shard()
-        for block in model.blocks:
-            fully_shard(block)
-        fully_shard(model)
-        wrapped = model
-    else:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        kwargs = {"device_ids": [local_rank], "gradient_as_bucket_view": var["gradient_as_bucket_view"]}
-        if var["bucket_cap_mb"] is not None:
-            kwargs["bucket_cap_mb"] = var["bucket_cap_mb"]
-        wrapped = DDP(model, **kwargs)
-        if var["hook"] in ("fp16", "bf16"):
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-            hook = default_hooks.fp16_compress_hook if var["hook"] == "fp16" else default_hooks.bf16_compress_hook
-            wrapped.register_comm_hook(None, hook)
-        elif var["hook"] == "powersgd":
-            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
-
-            state = powersgd.PowerSGDState(
-                process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=POWERSGD_START_ITER
-            )
-            wrapped.register_comm_hook(state, powersgd.powerSGD_hook)
-            if cfg["warmup_steps"] < POWERSGD_START_ITER:
-                print("ddpcheck: PowerSGD compresses from step %d on; the first timed steps are plain "
-                      "all-reduce" % (POWERSGD_START_ITER + 1), file=sys.stderr)
-
-    opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-4, fused=True)
-
-    gen = torch.Generator(device=device)
-    gen.manual_seed(4321 + rank)  # different random data on every rank
-    if spec["kind"] == "decoder":
-        seq, vocab = spec["seq"], spec["vocab"]
-        tokens_per_sample, unit = seq, "tokens/s"
-
-        def micro_loss():
-            t = torch.randint(0, vocab, (mb, seq + 1), device=device, generator=gen)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = wrapped(t[:, :-1])
-                return F.cross_entropy(logits.reshape(-1, logits.size(-1)), t[:, 1:].reshape(-1))
-    else:
-        width = spec["width"]
-        tokens_per_sample, unit = 1, "samples/s"
-
-        def micro_loss():
-            x = torch.randn(mb, width, device=device, generator=gen)
-            y = torch.randn(mb, width, device=device, generator=gen)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = wrapped(x)
-            return F.mse_loss(out.float(), y)
-
-    def train_step(sync):
-        """One optimizer step of `accum` micro-batches; gradients are synchronised on the last one
-        only (no_sync before it), or never when sync is False."""
-        loss = None
-        for i in range(accum):
-            do_sync = sync and i == accum - 1
-            if var["fsdp"]:
-                wrapped.set_requires_gradient_sync(do_sync)
-                ctx = contextlib.nullcontext()
-            else:
-                ctx = contextlib.nullcontext() if do_sync else wrapped.no_sync()
-            with ctx:
-                loss = micro_loss()
-                (loss / accum).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
-    def timed_steps(phase, warm, steps, sync):
+    def bench_one(spec, var):
         global _STAGE
-        times, last_note, loss = [], 0.0, None
-        total = warm + steps
-        for s in range(total):
-            _STAGE = "%s step %d/%d" % (phase, s + 1, total)
-            torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            loss = train_step(sync)
-            torch.cuda.synchronize(device)
-            times.append(time.perf_counter() - t0)
-            now = time.perf_counter()
-            if now - last_note >= PROGRESS_EVERY_S or s + 1 == total:
-                last_note = now
-                emit({"event": "progress", "phase": phase, "step": s + 1, "total": total,
-                      "warmup": warm, "last_step_s": round(times[-1], 6)})
-        _STAGE = "collecting %s step times" % phase
-        local = torch.tensor(times, dtype=torch.float64, device=device)
-        gathered = torch.empty((world, len(times)), dtype=torch.float64, device=device)
-        dist.all_gather_into_tensor(gathered, local)
-        per_step = gathered.max(dim=0).values.tolist()  # a step lasts as long as its slowest rank
-        return per_step[warm:], loss
+        mb, accum = cfg["micro_batch"], var["accum"]
 
-    warm, steps = cfg["warmup_steps"], cfg["steps"]
-    emit({"event": "progress", "phase": "ready", "step": 0, "total": warm + steps, "warmup": warm,
-          "params": params})
-    timed, loss = timed_steps("timed", warm, steps, True)
+        _STAGE = "building the model"
+        torch.manual_seed(1234)  # identical initial weights on every rank
+        with device:
+            model = build_model(torch, spec)
+        params = sum(p.numel() for p in model.parameters())  # a tied weight counts once
 
-    nocomm = None
-    if cfg["measure_nocomm"] and world > 1 and not var["fsdp"]:
-        # The same steps with every micro-batch under no_sync: N GPUs computing side by side with
-        # no gradient communication, the reference for exposed communication.
-        nc_warm, nc_steps = min(warm, 3), max(1, min(steps, 20))
-        nc_timed, _ = timed_steps("nocomm", nc_warm, nc_steps, False)
-        nocomm = median(nc_timed)
+        _STAGE = "wrapping the model"
+        if var["fsdp"]:
+            fully_shard = import_fully_shard()
+            for block in model.blocks:
+                fully_shard(block)
+            fully_shard(model)
+            wrapped = model
+        else:
+            from torch.nn.parallel import DistributedDataParallel as DDP
 
-    _STAGE = "reporting"
-    mem = torch.tensor([float(torch.cuda.max_memory_allocated(device))], dtype=torch.float64, device=device)
-    dist.all_reduce(mem, op=dist.ReduceOp.MAX)
-    final_loss = finite_or_none(loss.item()) if loss is not None else None
+            kwargs = {"device_ids": [local_rank], "gradient_as_bucket_view": var["gradient_as_bucket_view"]}
+            if var["bucket_cap_mb"] is not None:
+                kwargs["bucket_cap_mb"] = var["bucket_cap_mb"]
+            wrapped = DDP(model, **kwargs)
+            if var["hook"] in ("fp16", "bf16"):
+                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    med = median(timed)
-    per_step_units = world * mb * accum * tokens_per_sample
-    result = {
-        "event": "result", "model": spec["name"], "params": params, "variant": var["name"],
-        "world_size": world, "micro_batch": mb, "accum": accum,
-        "step_time_median_s": med, "step_time_p90_s": percentile(timed, 0.9),
-        "throughput": per_step_units / med, "throughput_unit": unit,
-        "warmup_steps": warm, "steps": steps,
-        "nocomm_step_time_median_s": nocomm,
-        "max_memory_bytes": int(mem.item()), "final_loss": final_loss,
-        "optimizer": "adamw-fused", "autocast": "bf16",
-        "powersgd_start_iter": POWERSGD_START_ITER if var["hook"] == "powersgd" else None,
-        "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "single",
-    }
-    if len(timed) <= 2000:
-        result["step_times_s"] = [round(t, 7) for t in timed]
-    emit(result)
+                hook = default_hooks.fp16_compress_hook if var["hook"] == "fp16" else default_hooks.bf16_compress_hook
+                wrapped.register_comm_hook(None, hook)
+            elif var["hook"] == "powersgd":
+                from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+
+                state = powersgd.PowerSGDState(
+                    process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=POWERSGD_START_ITER
+                )
+                wrapped.register_comm_hook(state, powersgd.powerSGD_hook)
+                if cfg["warmup_steps"] < POWERSGD_START_ITER:
+                    print("ddpcheck: PowerSGD compresses from step %d on; the first timed steps are plain "
+                          "all-reduce" % (POWERSGD_START_ITER + 1), file=sys.stderr)
+
+        opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-4, fused=True)
+
+        gen = torch.Generator(device=device)
+        gen.manual_seed(4321 + rank)  # different random data on every rank
+        if spec["kind"] == "decoder":
+            seq, vocab = spec["seq"], spec["vocab"]
+            tokens_per_sample, unit = seq, "tokens/s"
+
+            def micro_loss():
+                t = torch.randint(0, vocab, (mb, seq + 1), device=device, generator=gen)
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    logits = wrapped(t[:, :-1])
+                    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), t[:, 1:].reshape(-1))
+        else:
+            width = spec["width"]
+            tokens_per_sample, unit = 1, "samples/s"
+
+            def micro_loss():
+                x = torch.randn(mb, width, device=device, generator=gen)
+                y = torch.randn(mb, width, device=device, generator=gen)
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    out = wrapped(x)
+                return F.mse_loss(out.float(), y)
+
+        def train_step(sync):
+            """One optimizer step of `accum` micro-batches; gradients are synchronised on the last one
+            only (no_sync before it), or never when sync is False."""
+            loss = None
+            for i in range(accum):
+                do_sync = sync and i == accum - 1
+                if var["fsdp"]:
+                    wrapped.set_requires_gradient_sync(do_sync)
+                    ctx = contextlib.nullcontext()
+                else:
+                    ctx = contextlib.nullcontext() if do_sync else wrapped.no_sync()
+                with ctx:
+                    loss = micro_loss()
+                    (loss / accum).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        def timed_steps(phase, warm, steps, sync):
+            global _STAGE
+            times, last_note, loss = [], 0.0, None
+            total = warm + steps
+            for s in range(total):
+                _STAGE = "%s step %d/%d" % (phase, s + 1, total)
+                torch.cuda.synchronize(device)
+                t0 = time.perf_counter()
+                loss = train_step(sync)
+                torch.cuda.synchronize(device)
+                times.append(time.perf_counter() - t0)
+                now = time.perf_counter()
+                if now - last_note >= PROGRESS_EVERY_S or s + 1 == total:
+                    last_note = now
+                    emit({"event": "progress", "phase": phase, "step": s + 1, "total": total,
+                          "warmup": warm, "last_step_s": round(times[-1], 6)})
+            _STAGE = "collecting %s step times" % phase
+            local = torch.tensor(times, dtype=torch.float64, device=device)
+            gathered = torch.empty((world, len(times)), dtype=torch.float64, device=device)
+            dist.all_gather_into_tensor(gathered, local)
+            per_step = gathered.max(dim=0).values.tolist()  # a step lasts as long as its slowest rank
+            return per_step[warm:], loss
+
+        warm, steps = cfg["warmup_steps"], cfg["steps"]
+        emit({"event": "progress", "phase": "ready", "step": 0, "total": warm + steps, "warmup": warm,
+              "params": params})
+        timed, loss = timed_steps("timed", warm, steps, True)
+
+        nocomm = None
+        if cfg["measure_nocomm"] and world > 1 and not var["fsdp"]:
+            # The same steps with every micro-batch under no_sync: N GPUs computing side by side with
+            # no gradient communication, the reference for exposed communication.
+            nc_warm, nc_steps = min(warm, 3), max(1, min(steps, 20))
+            nc_timed, _ = timed_steps("nocomm", nc_warm, nc_steps, False)
+            nocomm = median(nc_timed)
+
+        _STAGE = "reporting"
+        mem = torch.tensor([float(torch.cuda.max_memory_allocated(device))], dtype=torch.float64, device=device)
+        dist.all_reduce(mem, op=dist.ReduceOp.MAX)
+        final_loss = finite_or_none(loss.item()) if loss is not None else None
+
+        med = median(timed)
+        per_step_units = world * mb * accum * tokens_per_sample
+        result = {
+            "event": "result", "model": spec["name"], "params": params, "variant": var["name"],
+            "world_size": world, "micro_batch": mb, "accum": accum,
+            "step_time_median_s": med, "step_time_p90_s": percentile(timed, 0.9),
+            "throughput": per_step_units / med, "throughput_unit": unit,
+            "warmup_steps": warm, "steps": steps,
+            "nocomm_step_time_median_s": nocomm,
+            "max_memory_bytes": int(mem.item()), "final_loss": final_loss,
+            "optimizer": "adamw-fused", "autocast": "bf16",
+            "powersgd_start_iter": POWERSGD_START_ITER if var["hook"] == "powersgd" else None,
+            "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "single",
+        }
+        if len(timed) <= 2000:
+            result["step_times_s"] = [round(t, 7) for t in timed]
+        emit(result)
+
+
+    import gc
+    for spec, var in cfg["runs"]:
+        bench_one(spec, var)
+        # Free this run's model, optimizer and communicator buffers before the next.
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        dist.barrier()
 
     _STAGE = "shutting down"
     with contextlib.suppress(Exception):

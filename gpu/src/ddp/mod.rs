@@ -170,10 +170,44 @@ pub fn manual_command(
     world_size: u32,
     script: &Path,
 ) -> String {
+    manual_command_group(cfg, req, &[(model, variant)], world_size, script)
+}
+
+/// [`manual_command`] for a grouped launch: every (model, variant) of `items` in one process,
+/// as ddpcheck launches them (see [`launch_groups`]).
+pub fn manual_command_group(
+    cfg: &RealConfig,
+    req: &DdpRequest,
+    items: &[(&ModelSpec, &DdpVariant)],
+    world_size: u32,
+    script: &Path,
+) -> String {
     let launcher = launcher(cfg).unwrap_or_else(|_| Launcher::Python("python3".into()));
-    let config = script_config(req, model, variant, false);
+    let Some((_, first)) = items.first() else {
+        return String::new();
+    };
+    let config = script_config(req, items, false);
     let (program, args) = launch_argv(&launcher, world_size, script, &config);
-    command_line(&env_overrides(req, variant), &program, &args)
+    command_line(&env_overrides(req, first), &program, &args)
+}
+
+/// Groups the plan into launches: the runs of one world size whose NCCL environment is the same
+/// share one process (one torch start-up and NCCL init instead of one per run).
+pub fn launch_groups<'a>(
+    req: &DdpRequest,
+    plan: &[(&'a ModelSpec, &'a DdpVariant, u32)],
+) -> Vec<(u32, Vec<(&'a ModelSpec, &'a DdpVariant)>)> {
+    let mut groups: Vec<(u32, Vec<(String, String)>, Vec<(&'a ModelSpec, &'a DdpVariant)>)> =
+        Vec::new();
+    for (model, variant, world) in plan {
+        let env = env_overrides(req, variant);
+        match groups.iter_mut().find(|(w, e, _)| w == world && *e == env) {
+            Some(g) => g.2.push((model, variant)),
+            None => groups.push((*world, env, vec![(model, variant)])),
+        }
+    }
+    groups.sort_by_key(|g| g.0);
+    groups.into_iter().map(|(w, _, items)| (w, items)).collect()
 }
 
 /// Runs every model × variant × world size of `req` (see the module comment).
@@ -239,7 +273,9 @@ pub fn run_ddp_report(
     let mut results = Vec::new();
     let mut launches = Vec::new();
     let mut first_error = None;
-    for (i, (model, variant, world)) in plan.iter().enumerate() {
+    let groups = launch_groups(req, &plan);
+    let total = groups.len() as u32;
+    for (i, (world, items)) in groups.iter().enumerate() {
         let ctx = LaunchCtx {
             launcher: &launcher,
             req,
@@ -249,20 +285,21 @@ pub fn run_ddp_report(
             total,
             measure_nocomm: opts.measure_nocomm,
         };
-        let (mut launch, outcome) = run_one(&ctx, model, variant, *world, progress);
-        match outcome {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                let fatal = matches!(e, ProbeError::Unavailable(_) | ProbeError::Invalid(_));
-                if !opts.keep_going || fatal {
-                    return Err(e);
+        for (mut launch, outcome) in run_group(&ctx, items, *world, progress) {
+            match outcome {
+                Ok(r) => results.push(r),
+                Err(e) => {
+                    let fatal = matches!(e, ProbeError::Unavailable(_) | ProbeError::Invalid(_));
+                    if !opts.keep_going || fatal {
+                        return Err(e);
+                    }
+                    tracing::warn!("{e}");
+                    first_error.get_or_insert_with(|| e.clone());
+                    launch.error = Some(e);
                 }
-                tracing::warn!("{e}");
-                first_error.get_or_insert_with(|| e.clone());
-                launch.error = Some(e);
             }
+            launches.push(launch);
         }
-        launches.push(launch);
     }
     if results.is_empty() {
         if let Some(e) = first_error {
@@ -549,10 +586,20 @@ fn effective_nccl_env(overrides: &[(String, String)]) -> BTreeMap<String, String
 }
 
 #[derive(Serialize)]
-struct ScriptConfig<'a> {
-    version: u32,
+struct ScriptRun<'a> {
     model: &'a ModelSpec,
     variant: ScriptVariant<'a>,
+}
+
+/// One launch's config: a single `model`/`variant` (version 1), or several `runs` that share one
+/// torch start-up and NCCL init (version 2).
+#[derive(Serialize)]
+struct ScriptConfig<'a> {
+    version: u32,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    single: Option<ScriptRun<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    runs: Vec<ScriptRun<'a>>,
     micro_batch: u32,
     warmup_steps: u32,
     steps: u32,
@@ -570,24 +617,31 @@ struct ScriptVariant<'a> {
     fsdp: bool,
 }
 
-/// The `--config` JSON of one launch.
+/// The `--config` JSON of one launch of `items` (model, variant) pairs.
 fn script_config(
     req: &DdpRequest,
-    model: &ModelSpec,
-    variant: &DdpVariant,
+    items: &[(&ModelSpec, &DdpVariant)],
     measure_nocomm: bool,
 ) -> String {
+    let mut runs: Vec<ScriptRun<'_>> = items
+        .iter()
+        .map(|(model, variant)| ScriptRun {
+            model,
+            variant: ScriptVariant {
+                name: &variant.name,
+                hook: variant.hook,
+                accum: variant.accum,
+                bucket_cap_mb: variant.bucket_cap_mb,
+                gradient_as_bucket_view: variant.gradient_as_bucket_view,
+                fsdp: variant.fsdp,
+            },
+        })
+        .collect();
+    let single = if runs.len() == 1 { runs.pop() } else { None };
     let c = ScriptConfig {
-        version: 1,
-        model,
-        variant: ScriptVariant {
-            name: &variant.name,
-            hook: variant.hook,
-            accum: variant.accum,
-            bucket_cap_mb: variant.bucket_cap_mb,
-            gradient_as_bucket_view: variant.gradient_as_bucket_view,
-            fsdp: variant.fsdp,
-        },
+        version: if single.is_some() { 1 } else { 2 },
+        single,
+        runs,
         micro_batch: req.micro_batch,
         warmup_steps: req.warmup_steps,
         steps: req.steps,
@@ -750,6 +804,11 @@ struct ProgressEvent {
 
 #[derive(Debug, Deserialize)]
 struct ResultEvent {
+    /// Which run of a grouped launch this is (absent in a one-run launch of an older script).
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    variant: Option<String>,
     params: u64,
     world_size: u32,
     step_time_median_s: f64,
@@ -777,7 +836,9 @@ struct ErrorEvent {
 #[derive(Default)]
 struct Collected {
     env: Option<TorchEnv>,
-    result: Option<ResultEvent>,
+    results: Vec<ResultEvent>,
+    /// Results the launch owes: once all are in, the process gets a short grace to exit.
+    expected: usize,
     errors: Vec<ErrorEvent>,
     /// Lines that were not JSON objects with an `event`: the first few, and how many.
     garbage: Vec<String>,
@@ -787,26 +848,26 @@ struct Collected {
     warnings: Vec<String>,
 }
 
-fn label(model: &ModelSpec, variant: &DdpVariant, world: u32) -> String {
-    let gpus = if world == 1 { "GPU" } else { "GPUs" };
-    format!("{} {} {world} {gpus}", model.name(), variant.name)
-}
 
-fn run_one(
+fn run_group(
     ctx: &LaunchCtx<'_>,
-    model: &ModelSpec,
-    variant: &DdpVariant,
+    items: &[(&ModelSpec, &DdpVariant)],
     world: u32,
     progress: &mut dyn FnMut(Progress),
-) -> (DdpLaunch, Result<DdpResult, ProbeError>) {
-    let label = label(model, variant, world);
-    let nocomm = ctx.measure_nocomm && world > 1 && !variant.fsdp;
-    let config = script_config(ctx.req, model, variant, nocomm);
+) -> Vec<(DdpLaunch, Result<DdpResult, ProbeError>)> {
+    let Some((_, first_variant)) = items.first() else {
+        return Vec::new();
+    };
+    let names: Vec<String> = items.iter().map(|(m, v)| format!("{} {}", m.name(), v.name)).collect();
+    let gpus = if world == 1 { "GPU" } else { "GPUs" };
+    let label = format!("{} {world} {gpus}", names.join(", "));
+    let nocomm = ctx.measure_nocomm && world > 1 && items.iter().all(|(_, v)| !v.fsdp);
+    let config = script_config(ctx.req, items, nocomm);
     let (program, args) = launch_argv(ctx.launcher, world, ctx.script, &config);
-    let overrides = env_overrides(ctx.req, variant);
-    let mut launch = DdpLaunch {
-        model: model.name(),
-        variant: variant.name.clone(),
+    let overrides = env_overrides(ctx.req, first_variant);
+    let template = DdpLaunch {
+        model: String::new(),
+        variant: String::new(),
         world_size: world,
         command: command_line(&overrides, &program, &args),
         nccl_env: effective_nccl_env(&overrides),
@@ -819,6 +880,11 @@ fn run_one(
         warnings: Vec::new(),
         error: None,
     };
+    let launch_for = |model: &ModelSpec, variant: &DdpVariant, t: &DdpLaunch| DdpLaunch {
+        model: model.name(),
+        variant: variant.name.clone(),
+        ..t.clone()
+    };
     let (index, total) = (ctx.index, ctx.total);
     let mut note = |message: String| {
         progress(Progress {
@@ -829,7 +895,7 @@ fn run_one(
         })
     };
     note(format!("{label}: starting"));
-    tracing::info!("DDP launch {}/{total}: {}", index + 1, launch.command);
+    tracing::info!("DDP launch {}/{total}: {}", index + 1, template.command);
 
     let mut cmd = Command::new(&program);
     cmd.args(&args).current_dir(ctx.workdir);
@@ -837,54 +903,88 @@ fn run_one(
         cmd.env(k, v);
     }
     let deadline_s = ctx.req.deadline_s;
-    let mut got = Collected::default();
+    let mut got = Collected {
+        expected: items.len(),
+        ..Collected::default()
+    };
     let ran = spawn::run(
         cmd,
         Instant::now() + Duration::from_secs_f64(deadline_s),
         &mut |line| on_line(line, &mut got, &label, &mut note),
     );
+    let all_fail = |t: &DdpLaunch, e: ProbeError| {
+        items
+            .iter()
+            .map(|(m, v)| (launch_for(m, v, t), Err(e.clone())))
+            .collect::<Vec<_>>()
+    };
     let finished = match ran {
         Ok(f) => f,
-        Err(e) => return (launch, Err(spawn_error(&program, &e))),
+        Err(e) => return all_fail(&template, spawn_error(&program, &e)),
     };
-    launch.wall_s = finished.elapsed.as_secs_f64();
-    launch.torch_env = got.env.take();
+    let mut template = template;
+    template.wall_s = finished.elapsed.as_secs_f64();
+    template.torch_env = got.env.take();
     let outcome = judge(&label, deadline_s, &finished, &mut got);
-    launch.warnings = std::mem::take(&mut got.warnings);
-    let outcome = outcome.and_then(|ev| {
-        check_result(&ev, world)?;
-        if ev.params != model.params() {
-            launch.warnings.push(format!(
-                "the script's model has {} parameters, ddpcheck's formula {}",
-                ev.params,
-                model.params()
-            ));
-        }
-        launch.nocomm_step_median_s = ev.nocomm_step_time_median_s.filter(|t| t.is_finite());
-        launch.max_memory_bytes = ev.max_memory_bytes;
-        launch.final_loss = ev.final_loss;
-        launch.step_times_s = ev.step_times_s;
-        Ok(DdpResult {
-            model: model.name(),
-            params: ev.params,
-            variant: variant.name.clone(),
-            world_size: world,
-            micro_batch: ctx.req.micro_batch,
-            accum: variant.accum,
-            step_time_median_s: ev.step_time_median_s,
-            step_time_p90_s: ev.step_time_p90_s,
-            throughput: ev.throughput,
-            throughput_unit: ev.throughput_unit,
-            speedup: None,
-            efficiency: None,
-            exposed_comm_fraction: None,
-            cost_per_million: None,
-        })
-    });
-    for w in &launch.warnings {
+    template.warnings = std::mem::take(&mut got.warnings);
+    for w in &template.warnings {
         tracing::warn!("{label}: {w}");
     }
-    (launch, outcome)
+    let mut events = match outcome {
+        Ok(ev) => ev,
+        Err(e) => return all_fail(&template, e),
+    };
+    let single = items.len() == 1;
+    items
+        .iter()
+        .map(|(model, variant)| {
+            let mut launch = launch_for(model, variant, &template);
+            // A one-run launch takes its one result; a grouped launch matches by names.
+            let pos = events.iter().position(|ev| {
+                single
+                    || (ev.model.as_deref() == Some(model.name().as_str())
+                        && ev.variant.as_deref() == Some(variant.name.as_str()))
+            });
+            let Some(ev) = pos.map(|i| events.remove(i)) else {
+                let e = ProbeError::Worker(format!(
+                    "{} {} on {world} {gpus}: the launch reported no result for this run",
+                    model.name(),
+                    variant.name
+                ));
+                return (launch, Err(e));
+            };
+            let outcome = check_result(&ev, world).map(|()| {
+                if ev.params != model.params() {
+                    launch.warnings.push(format!(
+                        "the script's model has {} parameters, ddpcheck's formula {}",
+                        ev.params,
+                        model.params()
+                    ));
+                }
+                launch.nocomm_step_median_s = ev.nocomm_step_time_median_s.filter(|t| t.is_finite());
+                launch.max_memory_bytes = ev.max_memory_bytes;
+                launch.final_loss = ev.final_loss;
+                launch.step_times_s = ev.step_times_s;
+                DdpResult {
+                    model: model.name(),
+                    params: ev.params,
+                    variant: variant.name.clone(),
+                    world_size: world,
+                    micro_batch: ctx.req.micro_batch,
+                    accum: variant.accum,
+                    step_time_median_s: ev.step_time_median_s,
+                    step_time_p90_s: ev.step_time_p90_s,
+                    throughput: ev.throughput,
+                    throughput_unit: ev.throughput_unit,
+                    speedup: None,
+                    efficiency: None,
+                    exposed_comm_fraction: None,
+                    cost_per_million: None,
+                }
+            });
+            (launch, outcome)
+        })
+        .collect()
 }
 
 /// Handles one stdout line; returns an earlier deadline once the result is in.
@@ -931,13 +1031,15 @@ fn on_line(
             }
         }
         "result" => match serde_json::from_value::<ResultEvent>(value) {
-            Ok(r) if got.result.is_none() => {
-                got.result = Some(r);
-                return Some(Instant::now() + EXIT_GRACE_AFTER_RESULT);
+            Ok(r) if got.results.len() < got.expected => {
+                got.results.push(r);
+                if got.results.len() == got.expected {
+                    return Some(Instant::now() + EXIT_GRACE_AFTER_RESULT);
+                }
             }
             Ok(_) => got
                 .warnings
-                .push("more than one result line; the first one counts".into()),
+                .push("more result lines than runs; the first ones count".into()),
             Err(e) => malformed(e),
         },
         "error" => match serde_json::from_value::<ErrorEvent>(value) {
@@ -955,7 +1057,7 @@ fn judge(
     deadline_s: f64,
     f: &spawn::Finished,
     got: &mut Collected,
-) -> Result<ResultEvent, ProbeError> {
+) -> Result<Vec<ResultEvent>, ProbeError> {
     if let Some(first) = got.errors.first() {
         let others = got.errors.len() - 1;
         let mut msg = format!("{label}: {}", first.message);
@@ -968,7 +1070,15 @@ fn judge(
             _ => ProbeError::Worker(msg),
         });
     }
-    if let Some(r) = got.result.take() {
+    if !got.results.is_empty() {
+        let r = std::mem::take(&mut got.results);
+        if r.len() < got.expected {
+            got.warnings.push(format!(
+                "{} of {} runs reported before the launch ended",
+                r.len(),
+                got.expected
+            ));
+        }
         if f.timed_out {
             got.warnings.push(format!(
                 "did not exit after reporting its result and was stopped ({})",

@@ -612,11 +612,11 @@ print(json.dumps({
     assert_eq!(v["v_old"], serde_json::json!([2, 3]));
     // Defaults follow the seed recipe; the hook name as Rust serialises it is understood.
     let c = &v["cfg"];
-    assert_eq!(c["model"]["seq"], 1024);
-    assert_eq!(c["model"]["vocab"], 50257);
-    assert_eq!(c["model"]["name"], "decoder-2x64");
-    assert_eq!(c["variant"]["hook"], "powersgd");
-    assert_eq!(c["variant"]["accum"], 4);
+    assert_eq!(c["runs"][0][0]["seq"], 1024);
+    assert_eq!(c["runs"][0][0]["vocab"], 50257);
+    assert_eq!(c["runs"][0][0]["name"], "decoder-2x64");
+    assert_eq!(c["runs"][0][1]["hook"], "powersgd");
+    assert_eq!(c["runs"][0][1]["accum"], 4);
     assert_eq!(c["micro_batch"], 8);
     assert_eq!(c["warmup_steps"], 10);
     assert_eq!(c["steps"], 40);
@@ -643,11 +643,13 @@ fn rust_config_is_what_the_script_reads() {
         };
         let json = script_config(
             &req,
-            &ModelSpec::Mlp {
-                width: 256,
-                depth: 3,
-            },
-            &v,
+            &[(
+                &ModelSpec::Mlp {
+                    width: 256,
+                    depth: 3,
+                },
+                &v,
+            )],
             false,
         );
         let code = "import importlib.util, json, sys\nspec = importlib.util.spec_from_file_location('b', sys.argv[1])\nm = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\nprint(json.dumps(m.load_config(sys.argv[2])))";
@@ -663,9 +665,9 @@ fn rust_config_is_what_the_script_reads() {
             String::from_utf8_lossy(&out.stderr)
         );
         let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(c["variant"]["hook"], expect);
-        assert_eq!(c["variant"]["bucket_cap_mb"], 50.0);
-        assert_eq!(c["model"]["name"], "mlp:256x3");
+        assert_eq!(c["runs"][0][1]["hook"], expect);
+        assert_eq!(c["runs"][0][1]["bucket_cap_mb"], 50.0);
+        assert_eq!(c["runs"][0][0]["name"], "mlp:256x3");
         assert_eq!(c["steps"], 3);
         assert_eq!(c["nccl_timeout_s"], 50);
     }
@@ -707,7 +709,7 @@ fn manual_command_runs_the_same_launch() {
         &Launcher::Python(py.display().to_string()),
         2,
         script,
-        &script_config(&req, &ModelSpec::gpt2_124m(), &variant, false),
+        &script_config(&req, &[(&ModelSpec::gpt2_124m(), &variant)], false),
     );
     assert_eq!(program, py.display().to_string());
     assert_eq!(args, expected);
@@ -960,4 +962,44 @@ fn real_ddp_deadline_stops_every_rank() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(bench_processes(), Vec::<String>::new());
+}
+
+#[test]
+fn runs_of_one_world_size_and_environment_share_a_launch() {
+    let base: DdpVariant = "base".parse().unwrap();
+    let bf16: DdpVariant = "bf16".parse().unwrap();
+    let mut other_env: DdpVariant = "accum4".parse().unwrap();
+    other_env.env = vec![("NCCL_P2P_DISABLE".into(), "1".into())];
+    let req = DdpRequest {
+        models: vec![ModelSpec::gpt2_124m()],
+        variants: vec![base.clone(), bf16.clone(), other_env.clone()],
+        world_sizes: vec![1, 2],
+        micro_batch: 8,
+        warmup_steps: 1,
+        steps: 2,
+        price_per_gpu_hour: None,
+        env: Vec::new(),
+        deadline_s: 60.0,
+    };
+    let plan = plan(&req).unwrap();
+    let groups = launch_groups(&req, &plan);
+    let shape: Vec<(u32, Vec<String>)> = groups
+        .iter()
+        .map(|(w, items)| (*w, items.iter().map(|(_, v)| v.name.clone()).collect()))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (1, vec!["base".to_string(), "bf16".to_string()]),
+            (1, vec!["accum4".to_string()]),
+            (2, vec!["base".to_string(), "bf16".to_string()]),
+            (2, vec!["accum4".to_string()]),
+        ]
+    );
+    // A grouped config lists every run; the script reads them all.
+    let items: Vec<(&ModelSpec, &DdpVariant)> = groups[0].1.clone();
+    let json: serde_json::Value = serde_json::from_str(&script_config(&req, &items, false)).unwrap();
+    assert_eq!(json["version"], 2);
+    assert_eq!(json["runs"].as_array().unwrap().len(), 2);
+    assert!(json.get("model").is_none());
 }
