@@ -49,12 +49,17 @@ pub struct DdpArgs {
 /// `--print-manual`: the by-hand commands for the launches this request makes.
 fn print_manual(req: &DdpRequest, dir: &std::path::Path) -> Result<i32, CliError> {
     use ddpcheck_gpu::ddp;
-    std::fs::create_dir_all(dir).map_err(|e| CliError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
-    let script = ddp::write_script(dir).map_err(|e| CliError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
+    let script = ddp::write_script(dir)
+        .map_err(|e| CliError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
     let plan = ddp::plan(req).map_err(CliError::from)?;
     let cfg = ddpcheck_gpu::RealConfig::default();
     for (world, items) in ddp::launch_groups(req, &plan) {
-        println!("{}", ddp::manual_command_group(&cfg, req, &items, world, &script));
+        println!(
+            "{}",
+            ddp::manual_command_group(&cfg, req, &items, world, &script)
+        );
     }
     Ok(0)
 }

@@ -144,6 +144,9 @@ pub struct CollectiveRun {
     pub sweeps: Vec<Sweep>,
     /// The loaded library's version, from `ncclGetVersion` (not the NCCL_VERSION variable).
     pub nccl_version: Option<String>,
+    /// The file the library was loaded from (several NCCLs on one node are common).
+    #[serde(default)]
+    pub nccl_library: Option<String>,
     pub cuda_runtime_version: Option<String>,
     /// Communicator creation, seconds.
     pub init_seconds: f64,

@@ -197,8 +197,11 @@ pub fn launch_groups<'a>(
     req: &DdpRequest,
     plan: &[(&'a ModelSpec, &'a DdpVariant, u32)],
 ) -> Vec<(u32, Vec<(&'a ModelSpec, &'a DdpVariant)>)> {
-    let mut groups: Vec<(u32, Vec<(String, String)>, Vec<(&'a ModelSpec, &'a DdpVariant)>)> =
-        Vec::new();
+    let mut groups: Vec<(
+        u32,
+        Vec<(String, String)>,
+        Vec<(&'a ModelSpec, &'a DdpVariant)>,
+    )> = Vec::new();
     for (model, variant, world) in plan {
         let env = env_overrides(req, variant);
         match groups.iter_mut().find(|(w, e, _)| w == world && *e == env) {
@@ -848,7 +851,6 @@ struct Collected {
     warnings: Vec<String>,
 }
 
-
 fn run_group(
     ctx: &LaunchCtx<'_>,
     items: &[(&ModelSpec, &DdpVariant)],
@@ -858,7 +860,10 @@ fn run_group(
     let Some((_, first_variant)) = items.first() else {
         return Vec::new();
     };
-    let names: Vec<String> = items.iter().map(|(m, v)| format!("{} {}", m.name(), v.name)).collect();
+    let names: Vec<String> = items
+        .iter()
+        .map(|(m, v)| format!("{} {}", m.name(), v.name))
+        .collect();
     let gpus = if world == 1 { "GPU" } else { "GPUs" };
     let label = format!("{} {world} {gpus}", names.join(", "));
     let nocomm = ctx.measure_nocomm && world > 1 && items.iter().all(|(_, v)| !v.fsdp);
@@ -961,7 +966,8 @@ fn run_group(
                         model.params()
                     ));
                 }
-                launch.nocomm_step_median_s = ev.nocomm_step_time_median_s.filter(|t| t.is_finite());
+                launch.nocomm_step_median_s =
+                    ev.nocomm_step_time_median_s.filter(|t| t.is_finite());
                 launch.max_memory_bytes = ev.max_memory_bytes;
                 launch.final_loss = ev.final_loss;
                 launch.step_times_s = ev.step_times_s;

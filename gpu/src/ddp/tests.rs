@@ -998,7 +998,8 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
     );
     // A grouped config lists every run; the script reads them all.
     let items: Vec<(&ModelSpec, &DdpVariant)> = groups[0].1.clone();
-    let json: serde_json::Value = serde_json::from_str(&script_config(&req, &items, false)).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&script_config(&req, &items, false)).unwrap();
     assert_eq!(json["version"], 2);
     assert_eq!(json["runs"].as_array().unwrap().len(), 2);
     assert!(json.get("model").is_none());

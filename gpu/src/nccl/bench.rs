@@ -489,6 +489,7 @@ pub fn run(
         run: CollectiveRun {
             sweeps,
             nccl_version: Some(version),
+            nccl_library: Some(nccl.path.display().to_string()),
             cuda_runtime_version: driver,
             init_seconds: init_s,
             env: effective_env(),

@@ -312,6 +312,7 @@ mod tests {
         let run = CollectiveRun {
             sweeps: vec![],
             nccl_version: Some("2.28.9".into()),
+            nccl_library: None,
             cuda_runtime_version: Some("13.0".into()),
             init_seconds: 0.5,
             env: vec![],
