@@ -86,9 +86,14 @@ pub fn bench_collectives(r: &BenchCollectivesReport) -> String {
     let mut s = banner(&r.header, "bench collectives");
     for run in &r.runs {
         s.push_str(&format!(
-            "\n# environment: {}   NCCL {}   init {:.2} s\n",
+            "\n# environment: {}   NCCL {}{}   init {:.2} s\n",
             run.label,
             run.run.nccl_version.as_deref().unwrap_or("?"),
+            run.run
+                .nccl_library
+                .as_deref()
+                .map(|l| format!(" ({l})"))
+                .unwrap_or_default(),
             run.run.init_seconds
         ));
         for sw in &run.run.sweeps {

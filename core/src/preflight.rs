@@ -330,10 +330,13 @@ pub fn run(
     steps.note(
         "nccl_init",
         run.init_seconds,
-        format!(
-            "NCCL {}",
-            run.nccl_version.clone().unwrap_or_else(|| "?".into())
-        ),
+        match &run.nccl_library {
+            Some(lib) => format!(
+                "NCCL {} ({lib})",
+                run.nccl_version.as_deref().unwrap_or("?")
+            ),
+            None => format!("NCCL {}", run.nccl_version.as_deref().unwrap_or("?")),
+        },
     );
     steps.note(
         "all_reduce",
