@@ -213,38 +213,65 @@ fn measured_compute(
     m: &Measurements,
     model: &ModelInput,
     micro_batch: u32,
-) -> Option<ComputeSource> {
+) -> Option<(ComputeSource, Option<f64>)> {
     let ModelInput::Spec { spec } = model else {
         return None;
     };
     let name = spec.name();
-    // The newest matching run wins.
-    m.ddp
+    // 1-GPU runs without a hook, newest last, by accumulation.
+    let plain: Vec<&(DdpResult, Header)> = m
+        .ddp
         .iter()
-        .rfind(|(r, _)| {
+        .filter(|(r, _)| {
             r.model == name
                 && r.world_size == 1
                 && r.micro_batch == micro_batch
                 && r.variant
                     .parse::<DdpVariant>()
-                    .map(|v| v.hook == Default::default() && !v.fsdp)
+                    .map(|v| v.hook == Default::default() && !v.fsdp && v.bucket_cap_mb.is_none())
                     .unwrap_or(false)
         })
-        .map(|(r, h)| ComputeSource::Measured {
-            seconds: r.step_time_median_s / f64::from(r.accum.max(1)),
-            detail: format!(
-                "1-GPU {} run of {} ({}, {} {})",
-                r.variant,
-                r.model,
-                if h.backend == ddpcheck_core::BackendKind::Sim {
-                    "SIMULATED"
-                } else {
-                    "real"
-                },
-                h.provenance.hostname,
-                h.provenance.time
-            ),
-        })
+        .collect();
+    let (one, h) = plain
+        .iter()
+        .rev()
+        .find(|(r, _)| r.accum == 1)
+        .or_else(|| plain.last())?;
+    let kind = if h.backend == ddpcheck_core::BackendKind::Sim {
+        "SIMULATED"
+    } else {
+        "real"
+    };
+    let at = format!("{kind}, {} {}", h.provenance.hostname, h.provenance.time);
+    // Two accumulations separate the per-micro-batch work from the once-per-step optimizer:
+    // step(k) = k·c + o.
+    if one.accum == 1 {
+        if let Some((many, _)) = plain.iter().rev().find(|(r, _)| r.accum > 1) {
+            let k = f64::from(many.accum);
+            let c = (many.step_time_median_s - one.step_time_median_s) / (k - 1.0);
+            let o = one.step_time_median_s - c;
+            if c > 0.0 && o >= 0.0 {
+                return Some((
+                    ComputeSource::Measured {
+                        seconds: c,
+                        detail: format!(
+                            "1-GPU runs of {name} at accumulation 1 and {} ({at}); optimizer step {:.1} ms",
+                            many.accum,
+                            o * 1e3
+                        ),
+                    },
+                    Some(o),
+                ));
+            }
+        }
+    }
+    Some((
+        ComputeSource::Measured {
+            seconds: one.step_time_median_s / f64::from(one.accum.max(1)),
+            detail: format!("1-GPU {} run of {name} ({at})", one.variant),
+        },
+        None,
+    ))
 }
 
 fn ddp_request(
@@ -332,6 +359,7 @@ pub fn build(
         .map_err(|e| CliError::Usage(format!("all-reduce curve: {e}")))?;
     let gpus = a.gpus.unwrap_or(sweep.ranks);
     // Compute per micro-batch: given, measured (a 1-GPU run), or estimated from FLOPs.
+    let mut optimizer_s = None;
     let compute = if let Some(ms) = a.step_time_ms {
         if !(ms.is_finite() && ms > 0.0 && ms < 1e7) {
             return Err(CliError::Usage(format!(
@@ -352,7 +380,8 @@ pub fn build(
             flops: estimate_flops(&model, a.micro_batch, a.seq),
             tflops,
         }
-    } else if let Some(c) = measured_compute(&m, &model, a.micro_batch) {
+    } else if let Some((c, o)) = measured_compute(&m, &model, a.micro_batch) {
+        optimizer_s = o;
         c
     } else {
         let ModelInput::Spec { spec } = &model else {
@@ -363,15 +392,24 @@ pub fn build(
         if !allow_runs {
             return Err(CliError::Usage("no 1-GPU DDP measurement of this model given (--from a bench ddp report, or --step-time-ms)".into()));
         }
-        let req = ddp_request(vec![spec.clone()], &["base"], vec![1], a.micro_batch, 15)?;
+        // Two accumulations on one GPU separate per-micro-batch work from the optimizer step.
+        let req = ddp_request(
+            vec![spec.clone()],
+            &["base", "accum4"],
+            vec![1],
+            a.micro_batch,
+            15,
+        )?;
         let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
         m.ddp
             .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
-        measured_compute(&m, &model, a.micro_batch).ok_or_else(|| {
+        let (c, o) = measured_compute(&m, &model, a.micro_batch).ok_or_else(|| {
             CliError::Probe(ddpcheck_core::ProbeError::Worker(
                 "the 1-GPU DDP run returned no baseline row".into(),
             ))
-        })?
+        })?;
+        optimizer_s = o;
+        c
     };
     // Candidate NCCL settings, measured on the node.
     let mut env_ab = Vec::new();
@@ -450,6 +488,7 @@ pub fn build(
         calibration,
         bucket_cap_mb: None,
         gpu_memory_bytes,
+        optimizer_s,
     };
     let rec = recommend(&input).map_err(|e| CliError::Usage(format!("recommend: {e}")))?;
     let header = Header::new(

@@ -179,6 +179,10 @@ pub struct RecommendInput {
     /// Memory of one GPU, for the FSDP warning.
     #[serde(default)]
     pub gpu_memory_bytes: Option<u64>,
+    /// Per-step work that does not repeat with accumulation (see `StepInputs::optimizer_s`),
+    /// when 1-GPU runs at two accumulations measured it.
+    #[serde(default)]
+    pub optimizer_s: Option<f64>,
 }
 
 /// A reason, and the measurement (or assumption) it rests on.
@@ -362,6 +366,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     };
     let mut base = StepInputs::new(layout, compute_s, n, 1);
     base.units_per_micro_batch = units;
+    base.optimizer_s = input.optimizer_s.unwrap_or(0.0);
     if let Some(mb) = input.bucket_cap_mb {
         base.bucket_cap_mb = mb;
     }
@@ -386,7 +391,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     let price_per_gpu = input.price_per_hour.map(|p| p / f64::from(input.node_gpus));
     let cost = |tput: f64, gpus: u32| price_per_gpu.and_then(|p| cost_per_million(tput, p, gpus));
 
-    let single_step = compute_s;
+    let single_step = compute_s + base.optimizer_s;
     let single_tput = units / single_step;
     let single = SingleGpu {
         step_s: single_step,
@@ -1177,6 +1182,7 @@ mod tests {
             calibration: None,
             bucket_cap_mb: None,
             gpu_memory_bytes: Some(48 << 30),
+            optimizer_s: None,
         }
     }
 

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Predicted (ddpcheck recommend's step-time model) against measured DDP speedups.
+
+For each regime: the all-reduce curve comes from a `bench collectives --json` report and the
+compute time from the 1-GPU *base* rows of a `bench ddp --json` report; the multi-GPU rows are
+held out (the model never sees them, no calibration), then compared with the predictions.
+
+Usage: predict-vs-measured.py DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
+
+With CALIBRATION.json (a `bench ddp --json` of OTHER models on the same node and regime), the
+model's DDP overheads are fitted on those runs (cross-calibration: the evaluated runs stay unseen)."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ddpcheck = sys.argv[1]
+rows = []
+for arg in sys.argv[2:]:
+    parts = arg.split(":")
+    regime, coll, ddp = parts[:3]
+    calib = ["--from", parts[3]] if len(parts) > 3 else []
+    rep = json.load(open(ddp))
+    # The model sees only 1-GPU runs without a hook (base and accumK: compute and optimizer step).
+    singles = dict(rep, results=[r for r in rep["results"] if r["world_size"] == 1 and r["variant"] in ("base", "accum4", "accum8")])
+    held_out = [r for r in rep["results"] if r["world_size"] > 1 and r.get("speedup")]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(singles, f)
+        singles_path = f.name
+    for model in sorted({r["model"] for r in held_out}):
+        cli_model = model.replace("x4", ",4") if model.startswith("mlp:") else model
+        mb = [r["micro_batch"] for r in held_out if r["model"] == model][0]
+        world = max(r["world_size"] for r in held_out if r["model"] == model)
+        out = subprocess.run(
+            [ddpcheck, "recommend", "--model", cli_model, "--micro-batch", str(mb), "--gpus", str(world),
+             "--from", coll, "--from", singles_path, *calib, "--json"],
+            capture_output=True, text=True)
+        if out.returncode != 0:
+            print(f"{regime} {model}: recommend failed: {out.stderr.strip()}")
+            continue
+        rec = json.loads(out.stdout)
+        if calib:
+            print(f"{regime} {model}: overheads {rec['overheads_source']}")
+        pred = {r["variant"]: r["prediction"]["speedup"] for r in rec["rows"]}
+        for r in held_out:
+            if r["model"] != model:
+                continue
+            name = {"base": "base"}.get(r["variant"], r["variant"])
+            if name not in pred:
+                continue
+            rows.append((regime, model, r["variant"], r["world_size"], pred[name], r["speedup"]))
+    os.unlink(singles_path)
+
+print(f"{'regime':<8} {'model':<12} {'variant':<12} {'n':>2} {'predicted':>9} {'measured':>9} {'error':>7}")
+errs = []
+for regime, model, variant, n, p, m in rows:
+    e = (p - m) / m
+    errs.append(abs(e))
+    print(f"{regime:<8} {model:<12} {variant:<12} {n:>2} {p:>9.2f} {m:>9.2f} {e:>+7.1%}")
+if errs:
+    print(f"\n{len(errs)} cases: median |error| {statistics.median(errs):.1%}, largest {max(errs):.1%}")
+# Ranking: within each (regime, model), variants ordered by predicted and by measured speedup,
+# compared wherever measured speedups differ by more than 5%.
+bad = 0
+pairs = 0
+for key in sorted({(r[0], r[1]) for r in rows}):
+    grp = [r for r in rows if (r[0], r[1]) == key]
+    for i in range(len(grp)):
+        for j in range(i + 1, len(grp)):
+            a, b = grp[i], grp[j]
+            if abs(a[5] - b[5]) / max(a[5], b[5]) > 0.05:
+                pairs += 1
+                if (a[4] - b[4]) * (a[5] - b[5]) < 0:
+                    bad += 1
+                    print(f"ranking differs: {key} {a[2]} vs {b[2]}: predicted {a[4]:.2f}/{b[4]:.2f}, measured {a[5]:.2f}/{b[5]:.2f}")
+print(f"ranking: {pairs - bad} of {pairs} pairs (measured >5% apart) in the measured order")
