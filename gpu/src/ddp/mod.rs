@@ -191,17 +191,22 @@ pub fn manual_command_group(
     command_line(&env_overrides(req, first), &program, &args)
 }
 
+/// The runs one launch makes: (model, variant) pairs on one world size.
+pub type LaunchGroup<'a> = (u32, Vec<(&'a ModelSpec, &'a DdpVariant)>);
+
 /// Groups the plan into launches: the runs of one world size whose NCCL environment is the same
 /// share one process (one torch start-up and NCCL init instead of one per run).
 pub fn launch_groups<'a>(
     req: &DdpRequest,
     plan: &[(&'a ModelSpec, &'a DdpVariant, u32)],
-) -> Vec<(u32, Vec<(&'a ModelSpec, &'a DdpVariant)>)> {
-    let mut groups: Vec<(
+) -> Vec<LaunchGroup<'a>> {
+    // (world size, environment, runs)
+    type Keyed<'a> = (
         u32,
         Vec<(String, String)>,
         Vec<(&'a ModelSpec, &'a DdpVariant)>,
-    )> = Vec::new();
+    );
+    let mut groups: Vec<Keyed<'a>> = Vec::new();
     for (model, variant, world) in plan {
         let env = env_overrides(req, variant);
         match groups.iter_mut().find(|(w, e, _)| w == world && *e == env) {
