@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         let code = ddpcheck_gpu::worker::main_from_args(&argv[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    stop_children_on_signals();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) if e.use_stderr() => {
@@ -55,6 +56,22 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Ctrl-C or SIGTERM during a local run: end our children's process groups (NCCL worker,
+/// torchrun and its ranks) before exiting, so nothing keeps running on the GPUs.
+fn stop_children_on_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            ddpcheck_gpu::children::terminate_all(Duration::from_secs(3));
+            eprintln!("ddpcheck: interrupted");
+            std::process::exit(128 + sig);
+        }
+    });
 }
 
 pub fn make_target(cli: &Cli) -> Result<Target, CliError> {

@@ -120,7 +120,11 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(daemon(args, &matches)) {
+    let outcome = rt.block_on(daemon(args, &matches));
+    // A blocking task still waiting on a stuck probe must not hold the exit past the unit's
+    // TimeoutStopSec.
+    rt.shutdown_timeout(Duration::from_secs(5));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ddpcheckd: {e:#}");
@@ -191,6 +195,16 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    // End the children of a run in progress first (their group, grandchildren included), so the
+    // run's blocking task returns and nothing is left on the GPUs.
+    let ended = tokio::task::spawn_blocking(|| {
+        ddpcheck_gpu::children::terminate_all(Duration::from_secs(5))
+    })
+    .await
+    .unwrap_or(0);
+    if ended > 0 {
+        tracing::warn!("stopped {ended} running child process group(s)");
+    }
     running.shutdown().await;
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! Nothing here links a GPU library at build time: NVML, CUDA and NCCL are opened at run time,
 //! so a node without a driver gets a verdict, never a crash (invariant 7).
 
+pub mod children;
 pub mod ddp;
 pub mod nccl;
 pub mod nvml;

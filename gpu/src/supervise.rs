@@ -221,6 +221,8 @@ pub fn run_json_lines_with(
     })?;
     let pid = child.id();
     let pgid = pid as libc::pid_t;
+    // Known to the registry until this function returns (a stop mid-run ends the group).
+    let _registered = crate::children::register(pgid);
 
     // stdin: written from a thread so a child that does not read cannot block us.
     if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {

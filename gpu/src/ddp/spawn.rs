@@ -47,6 +47,8 @@ pub(crate) fn run(
     let start = Instant::now();
     let mut child = spawn_retrying(&mut cmd)?;
     let pgid = child.id() as libc::pid_t;
+    // Known to the registry until this function returns (a stop mid-run ends the group).
+    let _registered = crate::children::register(pgid);
 
     let (tx, rx) = mpsc::channel::<String>();
     if let Some(out) = child.stdout.take() {
