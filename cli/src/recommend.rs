@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::Args;
 use ddpcheck_core::collective::{Collective, Sweep};
-use ddpcheck_core::ddp::{DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec};
 use ddpcheck_core::model::{calibrate, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
@@ -209,11 +209,38 @@ fn provenance_of(h: &Header) -> CurveProvenance {
 }
 
 /// The one-GPU baseline row of this model: its step time / accumulation is one micro-batch.
+/// Compute of one micro-batch, and (when measured) the once-per-step optimizer work.
+type MeasuredCompute = (ComputeSource, Option<f64>);
+
+/// Per-step cost of a compressing hook on one GPU: a 1-GPU bf16 (else fp16) run minus the plain
+/// one, both at accumulation 1.
+fn measured_hook_cost(m: &Measurements, model: &ModelInput, micro_batch: u32) -> Option<f64> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    let one_gpu = |hook: CommHook| {
+        m.ddp.iter().rev().find(|(r, _)| {
+            r.model == name
+                && r.world_size == 1
+                && r.micro_batch == micro_batch
+                && r.accum == 1
+                && r.variant
+                    .parse::<DdpVariant>()
+                    .map(|v| v.hook == hook && !v.fsdp && v.bucket_cap_mb.is_none())
+                    .unwrap_or(false)
+        })
+    };
+    let plain = one_gpu(CommHook::None)?;
+    let hooked = one_gpu(CommHook::Bf16).or_else(|| one_gpu(CommHook::Fp16))?;
+    Some((hooked.0.step_time_median_s - plain.0.step_time_median_s).max(0.0))
+}
+
 fn measured_compute(
     m: &Measurements,
     model: &ModelInput,
     micro_batch: u32,
-) -> Option<(ComputeSource, Option<f64>)> {
+) -> Option<MeasuredCompute> {
     let ModelInput::Spec { spec } = model else {
         return None;
     };
@@ -395,7 +422,7 @@ pub fn build(
         // Two accumulations on one GPU separate per-micro-batch work from the optimizer step.
         let req = ddp_request(
             vec![spec.clone()],
-            &["base", "accum4"],
+            &["base", "accum4", "bf16"],
             vec![1],
             a.micro_batch,
             15,
@@ -471,6 +498,7 @@ pub fn build(
         },
         None => (None, None),
     };
+    let hook_compute_s = measured_hook_cost(&m, &model, a.micro_batch);
     let input = RecommendInput {
         model,
         micro_batch: a.micro_batch,
@@ -489,6 +517,7 @@ pub fn build(
         bucket_cap_mb: None,
         gpu_memory_bytes,
         optimizer_s,
+        hook_compute_s,
     };
     let rec = recommend(&input).map_err(|e| CliError::Usage(format!("recommend: {e}")))?;
     let header = Header::new(

@@ -512,6 +512,10 @@ pub struct StepInputs {
     /// gradients), seconds. It runs after the last all-reduce, so it hides no communication.
     /// Measured from 1-GPU runs at two accumulations; 0 when unknown (then `compute_s` holds it).
     pub optimizer_s: f64,
+    /// Extra work per optimizer step when a comm hook compresses gradients (the casts), seconds.
+    /// DDP runs the hook on one GPU too, so it is part of the 1-GPU reference as well. Measured
+    /// as a 1-GPU hook run minus a 1-GPU plain run; 0 when unknown.
+    pub hook_compute_s: f64,
 }
 
 impl StepInputs {
@@ -530,6 +534,7 @@ impl StepInputs {
             overheads: Overheads::default(),
             units_per_micro_batch: 1.0,
             optimizer_s: 0.0,
+            hook_compute_s: 0.0,
         }
     }
 
@@ -617,6 +622,12 @@ impl StepInputs {
         {
             return bad("DDP overheads must be zero or positive".into());
         }
+        if !(self.hook_compute_s.is_finite() && self.hook_compute_s >= 0.0) {
+            return bad(format!(
+                "hook compute time {} s must be zero or positive",
+                self.hook_compute_s
+            ));
+        }
         if !(self.optimizer_s.is_finite() && self.optimizer_s >= 0.0) {
             return bad(format!(
                 "optimizer time {} s must be zero or positive",
@@ -701,7 +712,12 @@ fn timeline(
 fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) -> Prediction {
     let n = inputs.world;
     let k = f64::from(inputs.accum);
-    let single = k * inputs.compute_s + inputs.optimizer_s;
+    let hook = if inputs.hook == CommHook::None {
+        0.0
+    } else {
+        inputs.hook_compute_s
+    };
+    let single = k * inputs.compute_s + inputs.optimizer_s + hook;
     let (busy, exposed, overhead) = if n > 1 {
         (busy, exposed, inputs.overheads.ddp_fixed_s)
     } else {

@@ -183,6 +183,9 @@ pub struct RecommendInput {
     /// when 1-GPU runs at two accumulations measured it.
     #[serde(default)]
     pub optimizer_s: Option<f64>,
+    /// Per-step cost of a compressing comm hook (see `StepInputs::hook_compute_s`), measured.
+    #[serde(default)]
+    pub hook_compute_s: Option<f64>,
 }
 
 /// A reason, and the measurement (or assumption) it rests on.
@@ -367,6 +370,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     let mut base = StepInputs::new(layout, compute_s, n, 1);
     base.units_per_micro_batch = units;
     base.optimizer_s = input.optimizer_s.unwrap_or(0.0);
+    base.hook_compute_s = input.hook_compute_s.unwrap_or(0.0);
     if let Some(mb) = input.bucket_cap_mb {
         base.bucket_cap_mb = mb;
     }
@@ -1183,6 +1187,7 @@ mod tests {
             bucket_cap_mb: None,
             gpu_memory_bytes: Some(48 << 30),
             optimizer_s: None,
+            hook_compute_s: None,
         }
     }
 

@@ -497,3 +497,40 @@ fn predictions_serialize() {
     );
     assert!(close(back.step_s, p.step_s, 1e-15) && close(back.efficiency, p.efficiency, 1e-15));
 }
+
+#[test]
+fn optimizer_and_hook_work_count_once_per_step_on_one_gpu_and_on_n() {
+    let curve = a6000(4.3);
+    let plain = gpt2_124m(4, CommHook::None);
+    let mut with_opt = plain.clone();
+    with_opt.optimizer_s = 0.050;
+    let (a, b) = (
+        predict(&plain, &curve).unwrap(),
+        predict(&with_opt, &curve).unwrap(),
+    );
+    // The optimizer runs once per step, after the last all-reduce: it adds to both steps and
+    // hides no communication.
+    assert!(close(
+        b.single_gpu_step_s - a.single_gpu_step_s,
+        0.050,
+        1e-12
+    ));
+    assert!(close(b.step_s - a.step_s, 0.050, 1e-12));
+    assert!(close(b.exposed_comm_s, a.exposed_comm_s, 1e-12));
+    // A hook's own cost is part of the 1-GPU reference too, and only for hook variants.
+    let mut hooked = gpt2_124m(1, CommHook::Bf16);
+    hooked.hook_compute_s = 0.010;
+    let h = predict(&hooked, &curve).unwrap();
+    assert!(close(h.single_gpu_step_s, 0.130 + 0.010, 1e-12));
+    let mut unhooked = gpt2_124m(1, CommHook::None);
+    unhooked.hook_compute_s = 0.010;
+    assert!(close(
+        predict(&unhooked, &curve).unwrap().single_gpu_step_s,
+        0.130,
+        1e-12
+    ));
+    // Negative or NaN costs are invalid input, not a prediction.
+    let mut bad = plain.clone();
+    bad.optimizer_s = f64::NAN;
+    assert!(predict(&bad, &curve).is_err());
+}
