@@ -12,7 +12,13 @@ use std::time::Duration;
 pub fn bin(name: &str) -> PathBuf {
     // Integration tests live in the cli crate; ddpcheckd is built in the same target folder.
     let me = PathBuf::from(env!("CARGO_BIN_EXE_ddpcheck"));
-    me.with_file_name(name)
+    let path = me.with_file_name(name);
+    assert!(
+        path.exists(),
+        "{} is not built: run the tests with `cargo test --workspace` (the README's command)",
+        path.display()
+    );
+    path
 }
 
 pub struct Daemon {
@@ -223,4 +229,46 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 /// Whether CI asked service tests to fail instead of skipping (`.ci/run` sets it).
 pub fn services_must_run() -> bool {
     std::env::var("DDPCHECK_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+}
+
+/// Runs `cmd` with its output captured and kills it past `limit` (then panics): a refused
+/// connection must end by itself, not hang.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    // Read both pipes while waiting, so a chatty child cannot block on a full pipe.
+    let out_t = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        b
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        b
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_t.join().expect("stdout reader"),
+        stderr: err_t.join().expect("stderr reader"),
+    }
 }
