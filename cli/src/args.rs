@@ -20,7 +20,7 @@ use clap::{Args, Parser, Subcommand};
     propagate_version = true
 )]
 pub struct Cli {
-    /// Talk to ddpcheckd at this socket (e.g. /run/ddpcheck/ddpcheck.sock) instead of running locally.
+    /// Talk to ddpcheckd at this socket (e.g. /run/ddpcheck/ddpcheck.sock) or, with mutual TLS, at https://HOST:PORT (--tls-ca, --tls-cert, --tls-key), instead of running locally.
     #[arg(long, global = true, env = "DDPCHECK_DAEMON", value_name = "ADDR")]
     pub daemon: Option<String>,
     /// Use a simulated node: PROFILE[+FAULT...], e.g. h200x2-nvlink+degraded-pcie. Output is labelled SIMULATED.
@@ -29,8 +29,28 @@ pub struct Cli {
     /// Print the report as JSON (schema: docs/schema.md) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// With --daemon https://HOST:PORT: the CA certificate (PEM) that signed ddpcheckd's certificate.
+    #[arg(long, global = true, env = ddpcheckd::client::ClientTls::ENV_CA, value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// With --daemon https://HOST:PORT: this client's certificate (PEM), signed by the daemon's client CA.
+    #[arg(long, global = true, env = ddpcheckd::client::ClientTls::ENV_CERT, value_name = "FILE")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// With --daemon https://HOST:PORT: this client's private key (PEM).
+    #[arg(long, global = true, env = ddpcheckd::client::ClientTls::ENV_KEY, value_name = "FILE")]
+    pub tls_key: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The client TLS settings for `--daemon https://...` (flags, else DDPCHECK_CLI_TLS_* env).
+    pub fn client_tls(&self) -> ddpcheckd::client::ClientTls {
+        ddpcheckd::client::ClientTls {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    target::set_client_tls(cli.client_tls());
     let code = match run(&cli) {
         Ok(code) => code,
         Err(e) => {

@@ -161,9 +161,7 @@ fn daemon_history(addr: &str, m: &mut Measurements) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::Daemon(e.to_string()))?;
     rt.block_on(async {
-        let mut c = ddpcheckd::client::connect(addr)
-            .await
-            .map_err(|e| CliError::Daemon(e.to_string()))?;
+        let mut c = crate::target::connect(addr).await?;
         for kind in ["preflight", "bench_collectives", "bench_ddp"] {
             let rows = c
                 .get_history(pb::GetHistoryRequest {

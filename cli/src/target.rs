@@ -57,7 +57,10 @@ fn status_error(s: tonic::Status) -> CliError {
     match s.code() {
         Code::ResourceExhausted => CliError::Busy(s.message().to_string()),
         Code::InvalidArgument => CliError::Usage(s.message().to_string()),
-        _ => CliError::Daemon(format!("ddpcheckd: {}", s.message())),
+        _ => CliError::Daemon(format!(
+            "ddpcheckd: {}",
+            ddpcheckd::client::status_reason(&s)
+        )),
     }
 }
 
@@ -255,12 +258,23 @@ fn block_on<T>(f: impl std::future::Future<Output = Result<T, CliError>>) -> Res
         .block_on(f)
 }
 
-async fn connect(
+/// The CLI's TLS settings for `--daemon https://...`, set once from the parsed flags.
+static CLIENT_TLS: std::sync::OnceLock<ddpcheckd::client::ClientTls> = std::sync::OnceLock::new();
+
+/// Records the `--tls-*` settings (first call wins); unset, connections read DDPCHECK_CLI_TLS_*.
+pub fn set_client_tls(tls: ddpcheckd::client::ClientTls) {
+    let _ = CLIENT_TLS.set(tls);
+}
+
+pub(crate) async fn connect(
     addr: &str,
 ) -> Result<pb::ddpcheck_client::DdpcheckClient<tonic::transport::Channel>, CliError> {
-    ddpcheckd::client::connect(addr)
+    ddpcheckd::client::connect_with(addr, CLIENT_TLS.get())
         .await
-        .map_err(|e| CliError::Daemon(e.to_string()))
+        .map_err(|e| match e.usage {
+            true => CliError::Usage(e.to_string()),
+            false => CliError::Daemon(e.to_string()),
+        })
 }
 
 /// Reads a work stream to its report, forwarding progress.
