@@ -430,9 +430,15 @@ impl Effective {
                     .into_iter()
                     .find(|k| v.get(k).is_some())
                     .unwrap_or("tls_cert");
+                // Name the setting that was given, with its value, not an empty tls_cert.
+                let value = match v.get(given) {
+                    Some(Val::Text(t)) => t,
+                    Some(Val::Number(n)) => n.to_string(),
+                    None => String::new(),
+                };
                 return Err(self.invalid(
-                    "tls_cert",
-                    "",
+                    given,
+                    value,
                     format!(
                         "tls_cert, tls_key and tls_client_ca go together ({given} is from {})",
                         self.source(given)
