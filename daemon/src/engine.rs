@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use ddpcheck_core::backend::{CollectiveRequest, Progress};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::DdpRequest;
-use ddpcheck_core::gpu::{select_gpus, GpuInfo};
+use ddpcheck_core::gpu::{select_gpus, GpuInfo, NodeInventory};
 use ddpcheck_core::preflight::{self, PreflightOptions};
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, EnvRun, Header, PreflightReport, Provenance, ReportKind,
@@ -75,17 +75,16 @@ pub fn job_gpus_from_env() -> String {
     String::new()
 }
 
-fn provenance(
-    backend: &dyn NodeBackend,
-    gpus: &[GpuInfo],
-    nccl_env: BTreeMap<String, String>,
-) -> Provenance {
-    let _ = backend;
+/// Provenance of numbers measured on `gpus` of the node `inv` describes, now, under this
+/// process's NCCL_* environment.
+fn provenance(inv: &NodeInventory, gpus: &[GpuInfo]) -> Provenance {
     Provenance {
-        hostname: local_hostname(),
+        hostname: inv.hostname.clone(),
         time: now_rfc3339(),
         tool_version: TOOL_VERSION.to_string(),
-        nccl_env,
+        driver_version: inv.driver_version.clone(),
+        cuda_version: inv.cuda_driver_version.clone(),
+        nccl_env: nccl_env_from_process(),
         gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
         ..Provenance::default()
     }
@@ -151,10 +150,7 @@ pub fn run_topo(backend: &dyn NodeBackend, gpu_filter: &str) -> Result<TopoRepor
     topology
         .validate()
         .map_err(|e| ProbeError::Worker(format!("malformed topology: {e}")))?;
-    let mut prov = provenance(backend, &gpus, nccl_env_from_process());
-    prov.hostname = inv.hostname.clone();
-    prov.driver_version = inv.driver_version.clone();
-    prov.cuda_version = inv.cuda_driver_version.clone();
+    let prov = provenance(&inv, &gpus);
     Ok(TopoReport {
         header: Header::new(ReportKind::Topo, backend.kind(), backend.label(), prov),
         gpus,
@@ -257,10 +253,7 @@ pub fn run_bench_collectives(
     let mut envs = vec![Vec::new()];
     envs.extend(params.env_ab.iter().cloned());
     let mut runs = Vec::new();
-    let mut prov = provenance(backend, &gpus, nccl_env_from_process());
-    prov.hostname = inv.hostname.clone();
-    prov.driver_version = inv.driver_version.clone();
-    prov.cuda_version = inv.cuda_driver_version.clone();
+    let mut prov = provenance(&inv, &gpus);
     let total = envs.len() as u32;
     for (i, env) in envs.into_iter().enumerate() {
         let label = env_label(&env);
@@ -355,10 +348,7 @@ pub fn run_bench_ddp(
 ) -> Result<DdpReport, ProbeError> {
     let inv = backend.inventory()?;
     validate_ddp(req, inv.gpus.len())?;
-    let mut prov = provenance(backend, &inv.gpus, nccl_env_from_process());
-    prov.hostname = inv.hostname.clone();
-    prov.driver_version = inv.driver_version.clone();
-    prov.cuda_version = inv.cuda_driver_version.clone();
+    let mut prov = provenance(&inv, &inv.gpus);
     for (k, v) in &req.env {
         prov.nccl_env.insert(k.clone(), v.clone());
     }

@@ -70,6 +70,27 @@ struct Finished {
     busbw_large: Option<f64>,
 }
 
+impl Finished {
+    /// A report without a verdict (benchmarks).
+    fn plain<T: serde::Serialize>(
+        kind: &str,
+        backend: ddpcheck_core::BackendKind,
+        r: &T,
+    ) -> Result<Finished, ProbeError> {
+        Ok(Finished {
+            report: Report {
+                kind: kind.into(),
+                backend: backend.as_str().into(),
+                verdict: String::new(),
+                exit_code: 0,
+                json: to_json(r)?,
+                status: "complete".into(),
+            },
+            busbw_large: None,
+        })
+    }
+}
+
 impl Service {
     /// Runs `work` on a blocking thread under the single-flight guard, streaming its progress.
     fn spawn_work<F>(&self, call: &'static str, work: F) -> Result<EventStream, Status>
@@ -374,17 +395,7 @@ impl Ddpcheck for Service {
         };
         let stream = self.spawn_work("bench_collectives", move |node, progress| {
             let r = engine::run_bench_collectives(node.backend.as_ref(), &params, progress)?;
-            Ok(Finished {
-                report: Report {
-                    kind: "bench_collectives".into(),
-                    backend: r.header.backend.as_str().into(),
-                    verdict: String::new(),
-                    exit_code: 0,
-                    json: to_json(&r)?,
-                    status: "complete".into(),
-                },
-                busbw_large: None,
-            })
+            Finished::plain("bench_collectives", r.header.backend, &r)
         })?;
         Ok(Response::new(stream))
     }
@@ -428,17 +439,7 @@ impl Ddpcheck for Service {
         let stream = self.spawn_work("bench_ddp", move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
             node.metrics.set_ddp(&r.results);
-            Ok(Finished {
-                report: Report {
-                    kind: "bench_ddp".into(),
-                    backend: r.header.backend.as_str().into(),
-                    verdict: String::new(),
-                    exit_code: 0,
-                    json: to_json(&r)?,
-                    status: "complete".into(),
-                },
-                busbw_large: None,
-            })
+            Finished::plain("bench_ddp", r.header.backend, &r)
         })?;
         Ok(Response::new(stream))
     }
