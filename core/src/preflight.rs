@@ -219,22 +219,6 @@ pub fn run(
         findings.extend(judge_nccl_env(&opts.nccl_env, t));
     }
 
-    // A GPU that is lost or stuck cannot run a collective; the verdict is already critical.
-    if gpus.iter().any(|g| g.state != ProbeState::Ok) {
-        steps.skip("all_reduce", "a GPU is stuck or lost");
-        let v = Verdict::from_findings(&findings);
-        return Ok(finish(
-            v,
-            "GPU probe failed".into(),
-            steps,
-            prov,
-            gpus,
-            topology,
-            None,
-            None,
-            findings,
-        ));
-    }
     // Foreign compute on the job's GPUs: BUSY before any CUDA context is made; nothing is killed.
     let busy: Vec<String> = gpus
         .iter()
@@ -244,34 +228,30 @@ pub fn run(
             format!("{} (pid {})", g.uuid, pids.join(","))
         })
         .collect();
-    if !busy.is_empty() {
-        steps.skip("all_reduce", "GPUs in use by other processes");
+    // Cases where no collective runs: (verdict, reason, why the step is skipped).
+    let no_collective = if gpus.iter().any(|g| g.state != ProbeState::Ok) {
+        // A lost or stuck GPU cannot run one; the findings already say CRITICAL.
+        Some((
+            Verdict::from_findings(&findings),
+            "GPU probe failed".to_string(),
+            "a GPU is stuck or lost",
+        ))
+    } else if !busy.is_empty() {
         let msg = format!("GPUs in use by other processes: {}", busy.join("; "));
+        Some((Verdict::Busy, msg, "GPUs in use by other processes"))
+    } else if gpus.len() < 2 {
+        Some((
+            Verdict::from_findings(&findings),
+            "single GPU healthy".to_string(),
+            "one GPU: no interconnect to test",
+        ))
+    } else {
+        None
+    };
+    if let Some((verdict, reason, why)) = no_collective {
+        steps.skip("all_reduce", why);
         return Ok(finish(
-            Verdict::Busy,
-            msg,
-            steps,
-            prov,
-            gpus,
-            topology,
-            None,
-            None,
-            findings,
-        ));
-    }
-    if gpus.len() < 2 {
-        steps.skip("all_reduce", "one GPU: no interconnect to test");
-        let v = Verdict::from_findings(&findings);
-        return Ok(finish(
-            v,
-            "single GPU healthy".into(),
-            steps,
-            prov,
-            gpus,
-            topology,
-            None,
-            None,
-            findings,
+            verdict, reason, steps, prov, gpus, topology, None, None, findings,
         ));
     }
 
