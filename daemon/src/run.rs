@@ -182,9 +182,8 @@ pub async fn start(
 
     let mut metrics_addr = None;
     if let Some(addr) = cfg.metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(io(format!("binding /metrics on {addr}")))?;
+        let listener =
+            bind_tcp(addr, METRICS_BACKLOG).map_err(io(format!("binding /metrics on {addr}")))?;
         metrics_addr = listener.local_addr().ok();
         tasks.push(tokio::spawn(crate::http::serve(
             listener,
@@ -201,6 +200,22 @@ pub async fn start(
         stop,
         tasks,
     })
+}
+
+/// Listen backlog of `/metrics`. tokio's default (128) overflows when a few hundred scrapers
+/// connect at once: the kernel drops their SYNs and each waits ~1 s for the retransmit.
+const METRICS_BACKLOG: u32 = 1024;
+
+/// Binds a TCP listener with `backlog` (the kernel caps it at `net.core.somaxconn`).
+fn bind_tcp(addr: SocketAddr, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }
 
 /// Refreshes the snapshot on a blocking thread every interval; feeds the systemd watchdog only

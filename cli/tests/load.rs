@@ -1,0 +1,453 @@
+//! Load and resource tests of the real `ddpcheckd` (simulated node): 200 concurrent `/metrics`
+//! scrapers and 50 concurrent gRPC `GetNode` readers for `DDPCHECK_LOAD_SECONDS` (default 5);
+//! a flood of 20 concurrent `RunPreflight` calls (one runs, the rest are RESOURCE_EXHAUSTED); and
+//! memory, open files and threads of the daemon before and after 10,000 scrapes.
+//!
+//! Latencies are measured by the clients, which share the machine's cores with the daemon; the
+//! figures of record are in docs/reliability.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::Daemon;
+use ddpcheck_proto::v1::{work_event, GetNodeRequest, PreflightRequest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The tests of this file measure the machine: they run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Latencies and errors of one kind of client.
+#[derive(Default)]
+struct Stats {
+    micros: Vec<u64>,
+    errors: u64,
+    first_errors: Vec<String>,
+}
+
+impl Stats {
+    fn merge(&mut self, other: Stats) {
+        self.micros.extend(other.micros);
+        self.errors += other.errors;
+        for e in other.first_errors {
+            if self.first_errors.len() < 5 {
+                self.first_errors.push(e);
+            }
+        }
+    }
+
+    fn error(&mut self, e: String) {
+        self.errors += 1;
+        if self.first_errors.len() < 5 {
+            self.first_errors.push(e);
+        }
+    }
+
+    /// (p50, p99, max) in milliseconds.
+    fn percentiles(&mut self) -> (f64, f64, f64) {
+        self.micros.sort_unstable();
+        let n = self.micros.len();
+        if n == 0 {
+            return (f64::NAN, f64::NAN, f64::NAN);
+        }
+        let at =
+            |q: f64| self.micros[((q * n as f64).ceil() as usize).clamp(1, n) - 1] as f64 / 1e3;
+        (at(0.50), at(0.99), self.micros[n - 1] as f64 / 1e3)
+    }
+
+    fn report(&mut self, kind: &str, secs: f64) -> (f64, f64, f64) {
+        let (p50, p99, max) = self.percentiles();
+        eprintln!(
+            "load: {kind}: {} requests in {secs:.1} s ({:.0}/s), p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms, errors {} {:?}",
+            self.micros.len(),
+            self.micros.len() as f64 / secs,
+            self.errors,
+            self.first_errors
+        );
+        (p50, p99, max)
+    }
+}
+
+/// One HTTP/1.0 GET /metrics on a new connection, as Prometheus scrapes; the body must be the
+/// exposition with the snapshot age in it.
+async fn scrape(addr: &str) -> Result<usize, String> {
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut buf = Vec::with_capacity(16 << 10);
+    s.read_to_end(&mut buf)
+        .await
+        .map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8_lossy(&buf);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("bad answer: {:.80}", text))?;
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("status: {:.80}", head));
+    }
+    if !body.contains("ddpcheck_snapshot_age_seconds ") {
+        return Err("body without ddpcheck_snapshot_age_seconds".into());
+    }
+    Ok(body.len())
+}
+
+fn load_seconds() -> f64 {
+    std::env::var("DDPCHECK_LOAD_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(5.0)
+}
+
+/// (VmRSS KiB, VmHWM KiB, threads, open files) of a process.
+fn proc_stats(pid: u32) -> (u64, u64, u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in /proc/{pid}/status"))
+    };
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    (field("VmRSS:"), field("VmHWM:"), field("Threads:"), fds)
+}
+
+/// How each client issues its calls.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// Back to back: the daemon is saturated and latency is queueing behind two cores.
+    Flood,
+    /// One call every `scrape` (scrapers) and `read` (readers), starts spread over the interval.
+    Every { scrape: Duration, read: Duration },
+}
+
+/// Runs 200 scrapers and 50 GetNode readers against `d` for `secs`; returns their stats and the
+/// measured wall time.
+fn load(d: &Daemon, secs: f64, pace: Pace) -> (Stats, Stats, f64) {
+    let addr = d.metrics.clone().expect("metrics address");
+    let socket = d.addr();
+    runtime().block_on(async move {
+        // Readers connect first (one channel each), so the load phase measures calls only.
+        let mut clients = Vec::new();
+        for _ in 0..50 {
+            clients.push(ddpcheckd::client::connect(&socket).await.expect("connect"));
+        }
+        let t0 = tokio::time::Instant::now();
+        let end = t0 + Duration::from_secs_f64(secs);
+        // The i-th of n clients with period p first calls at t0 + p·i/n, then every p.
+        let ticker = move |i: u32, n: u32, every: Option<Duration>| {
+            every.map(|p| {
+                let mut t = tokio::time::interval_at(t0 + p * i / n, p);
+                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                t
+            })
+        };
+        let (scrape_every, read_every) = match pace {
+            Pace::Flood => (None, None),
+            Pace::Every { scrape, read } => (Some(scrape), Some(read)),
+        };
+        let mut scrapers = Vec::new();
+        for i in 0..200 {
+            let addr = addr.clone();
+            let mut tick = ticker(i, 200, scrape_every);
+            scrapers.push(tokio::spawn(async move {
+                let mut st = Stats::default();
+                loop {
+                    if let Some(t) = tick.as_mut() {
+                        t.tick().await;
+                    }
+                    if tokio::time::Instant::now() >= end {
+                        break;
+                    }
+                    let t = Instant::now();
+                    match tokio::time::timeout(Duration::from_secs(10), scrape(&addr)).await {
+                        Ok(Ok(_)) => st.micros.push(t.elapsed().as_micros() as u64),
+                        Ok(Err(e)) => st.error(e),
+                        Err(_) => st.error("scrape took over 10 s".into()),
+                    }
+                }
+                st
+            }));
+        }
+        let mut readers = Vec::new();
+        for (i, mut c) in clients.into_iter().enumerate() {
+            let mut tick = ticker(i as u32, 50, read_every);
+            readers.push(tokio::spawn(async move {
+                let mut st = Stats::default();
+                loop {
+                    if let Some(t) = tick.as_mut() {
+                        t.tick().await;
+                    }
+                    if tokio::time::Instant::now() >= end {
+                        break;
+                    }
+                    let t = Instant::now();
+                    let r = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        c.get_node(GetNodeRequest {}),
+                    )
+                    .await;
+                    match r {
+                        Ok(Ok(n)) => {
+                            let n = n.into_inner();
+                            if n.backend == "sim"
+                                && n.error.is_empty()
+                                && !n.inventory_json.is_empty()
+                            {
+                                st.micros.push(t.elapsed().as_micros() as u64);
+                            } else {
+                                st.error(format!(
+                                    "bad snapshot: backend {:?} error {:?}",
+                                    n.backend, n.error
+                                ));
+                            }
+                        }
+                        Ok(Err(s)) => st.error(format!("GetNode: {s}")),
+                        Err(_) => st.error("GetNode took over 10 s".into()),
+                    }
+                }
+                st
+            }));
+        }
+        let mut scrapes = Stats::default();
+        for h in scrapers {
+            scrapes.merge(h.await.unwrap());
+        }
+        let mut reads = Stats::default();
+        for h in readers {
+            reads.merge(h.await.unwrap());
+        }
+        (scrapes, reads, t0.elapsed().as_secs_f64())
+    })
+}
+
+fn report_daemon(pid: u32) {
+    let (rss, hwm, threads, fds) = proc_stats(pid);
+    eprintln!(
+        "load: daemon after load: VmRSS {:.1} MiB, VmHWM {:.1} MiB, {threads} threads, {fds} open files",
+        rss as f64 / 1024.0,
+        hwm as f64 / 1024.0
+    );
+}
+
+/// The flood's bound: below the kernel's 1 s SYN retransmit, so a connection the daemon failed
+/// to accept in time (a full listen queue) shows. Not the 10 ms goal: 250 clients back to back
+/// queue behind two shared cores, and their latency is their number over the throughput.
+const FLOOD_P99_BOUND_MS: f64 = 1000.0;
+
+#[test]
+fn flood_of_two_hundred_scrapers_and_fifty_readers_gets_no_errors() {
+    let _serial = serial();
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let (mut scrapes, mut reads, wall) = load(&d, load_seconds(), Pace::Flood);
+    let (_, s99, _) = scrapes.report("flood: 200 /metrics scrapers", wall);
+    let (_, r99, _) = reads.report("flood: 50 GetNode readers", wall);
+    report_daemon(d.child.id());
+    assert_eq!(
+        scrapes.errors, 0,
+        "scrape errors: {:?}",
+        scrapes.first_errors
+    );
+    assert_eq!(reads.errors, 0, "GetNode errors: {:?}", reads.first_errors);
+    assert!(
+        scrapes.micros.len() >= 200 && reads.micros.len() >= 50,
+        "every client got answers"
+    );
+    assert!(s99 <= FLOOD_P99_BOUND_MS, "/metrics p99 {s99:.1} ms");
+    assert!(r99 <= FLOOD_P99_BOUND_MS, "GetNode p99 {r99:.1} ms");
+    d.stop();
+}
+
+/// The paced load's bound. The goal is 10 ms, and quiet runs meet it (docs/reliability.md has the
+/// figures), but on a 2-core machine shared with builds a p99 of a few hundred calls lands on
+/// whatever else runs; 50 ms is the bound that stays stable there, not the goal.
+const PACED_P99_BOUND_MS: f64 = 50.0;
+
+#[test]
+fn paced_two_hundred_scrapers_and_fifty_readers() {
+    let _serial = serial();
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let pace = Pace::Every {
+        scrape: Duration::from_secs(1),
+        read: Duration::from_millis(100),
+    };
+    let secs = load_seconds();
+    // Rates over the load phase itself; the last ticks may end after it.
+    let (mut scrapes, mut reads, _) = load(&d, secs, pace);
+    let (_, s99, _) = scrapes.report("paced: 200 /metrics scrapers, 1/s each", secs);
+    let (_, r99, _) = reads.report("paced: 50 GetNode readers, 10/s each", secs);
+    report_daemon(d.child.id());
+    assert_eq!(
+        scrapes.errors, 0,
+        "scrape errors: {:?}",
+        scrapes.first_errors
+    );
+    assert_eq!(reads.errors, 0, "GetNode errors: {:?}", reads.first_errors);
+    assert!(s99 <= PACED_P99_BOUND_MS, "/metrics p99 {s99:.1} ms");
+    assert!(r99 <= PACED_P99_BOUND_MS, "GetNode p99 {r99:.1} ms");
+    d.stop();
+}
+
+#[test]
+fn flood_of_twenty_preflights_runs_one_and_rejects_nineteen() {
+    let _serial = serial();
+    let d = Daemon::start(Some("h200x2-nvlink+hang"));
+    let socket = d.addr();
+    let rt = runtime();
+    let t0 = Instant::now();
+    let results = rt.block_on(async move {
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(20));
+        let mut tasks = Vec::new();
+        for _ in 0..20 {
+            let socket = socket.clone();
+            let barrier = barrier.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut c = ddpcheckd::client::connect(&socket).await.expect("connect");
+                // All 20 connected, then all ask at once.
+                barrier.wait().await;
+                let req = PreflightRequest {
+                    deadline_seconds: 2.0,
+                    ..Default::default()
+                };
+                match c.run_preflight(req).await {
+                    Err(s) => Err(s.code()),
+                    Ok(resp) => {
+                        let mut stream = resp.into_inner();
+                        let mut verdict = None;
+                        while let Some(ev) = stream.message().await.expect("stream") {
+                            if let Some(work_event::Event::Report(r)) = ev.event {
+                                verdict = Some(r.verdict);
+                            }
+                        }
+                        Ok(verdict)
+                    }
+                }
+            }));
+        }
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    });
+    let elapsed = t0.elapsed();
+    let ran: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let busy = results
+        .iter()
+        .filter(|r| matches!(r, Err(tonic::Code::ResourceExhausted)))
+        .count();
+    eprintln!(
+        "load: 20 concurrent RunPreflight (+hang, deadline 2 s): {} ran {:?}, {busy} RESOURCE_EXHAUSTED, {:.2} s",
+        ran.len(),
+        ran,
+        elapsed.as_secs_f64()
+    );
+    assert_eq!(ran.len(), 1, "{results:?}");
+    assert_eq!(
+        ran[0].as_deref(),
+        Some("TIMEOUT"),
+        "the one run hits its deadline"
+    );
+    assert_eq!(busy, 19, "{results:?}");
+    let m = d.scrape();
+    assert!(
+        m.contains("ddpcheck_work_rejected_total{call=\"preflight\",backend=\"sim\"} 19"),
+        "{m}"
+    );
+    d.stop();
+}
+
+#[test]
+fn ten_thousand_scrapes_leave_memory_files_and_threads_flat() {
+    let _serial = serial();
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let addr = d.metrics.clone().expect("metrics address");
+    let pid = d.child.id();
+    std::thread::sleep(Duration::from_secs(1));
+    let (idle_rss, _, idle_threads, idle_fds) = proc_stats(pid);
+    eprintln!(
+        "load: idle daemon: VmRSS {:.1} MiB, {idle_threads} threads, {idle_fds} open files",
+        idle_rss as f64 / 1024.0
+    );
+    assert!(
+        idle_rss <= 30 * 1024,
+        "idle VmRSS {idle_rss} KiB over 30 MiB"
+    );
+
+    let run = |n: usize| {
+        // 4 clients in parallel, as a few Prometheus servers would.
+        let per = n / 4;
+        let hs: Vec<_> = (0..4)
+            .map(|_| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..per {
+                        let body = common::http_get(&addr, "/metrics");
+                        assert!(body.contains("ddpcheck_snapshot_age_seconds "));
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    };
+    // Warm-up: the allocator's and hyper's first buffers are not a leak.
+    run(200);
+    std::thread::sleep(Duration::from_millis(200));
+    let before = proc_stats(pid);
+    let t0 = Instant::now();
+    let mut marks = Vec::new();
+    for _ in 0..4 {
+        run(2500);
+        marks.push(proc_stats(pid).0);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(200));
+    let after = proc_stats(pid);
+    eprintln!(
+        "load: 10000 scrapes in {secs:.1} s: VmRSS {:.1} -> {:.1} MiB (after each 2500: {:?} KiB), threads {} -> {}, open files {} -> {}",
+        before.0 as f64 / 1024.0,
+        after.0 as f64 / 1024.0,
+        marks,
+        before.2,
+        after.2,
+        before.3,
+        after.3
+    );
+    // A leak of 100 bytes per scrape would be ~1 MiB here; the stated margin is 1 MiB.
+    assert!(
+        after.0 <= before.0 + 1024,
+        "VmRSS grew {} KiB over 10000 scrapes",
+        after.0 as i64 - before.0 as i64
+    );
+    assert_eq!(after.3, before.3, "open files before and after");
+    assert!(
+        after.2 <= before.2,
+        "threads grew: {} -> {}",
+        before.2,
+        after.2
+    );
+    d.stop();
+}
