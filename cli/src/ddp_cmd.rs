@@ -40,6 +40,9 @@ pub struct DdpArgs {
     /// Write an SVG plot: speedup against parameters with the y = 1 line, communication share as bars.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
+    /// Show (and with --plot, draw) a saved `bench ddp --json` report instead of running.
+    #[arg(long = "from", value_name = "FILE")]
+    pub from: Option<std::path::PathBuf>,
     /// Write the embedded benchmark script into DIR and print, one per line, the torchrun commands
     /// that run the same launches by hand (the reference for ddpcheck's own overhead); runs nothing.
     #[arg(long, value_name = "DIR", hide = true)]
@@ -137,6 +140,17 @@ pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, CliError> {
     if let Some(dir) = &a.print_manual {
         return print_manual(&build_request(a, None)?, dir);
     }
+    if let Some(file) = &a.from {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| CliError::Usage(format!("--from {}: {e}", file.display())))?;
+        let r: ddpcheck_core::report::DdpReport = serde_json::from_str(&text).map_err(|e| {
+            CliError::Usage(format!(
+                "--from {}: not a bench ddp report: {e}",
+                file.display()
+            ))
+        })?;
+        return show(cli, a, &r);
+    }
     let target = make_target(cli)?;
     let node_gpus = if a.price_per_hour.is_some() {
         Some(target.topo("")?.gpus.len())
@@ -147,16 +161,20 @@ pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, CliError> {
     let reporter = progress::Reporter::new();
     let r = target.bench_ddp(&req, &mut |p| reporter.update(p));
     reporter.finish();
-    let r = r?;
+    show(cli, a, &r?)
+}
+
+/// Prints the report (table or JSON) and draws the plot if asked.
+fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<i32, CliError> {
     if let Some(path) = &a.plot {
-        crate::plot::ddp_svg(&r, path)
+        crate::plot::ddp_svg(r, path)
             .map_err(|e| CliError::Usage(format!("--plot {}: {e}", path.display())))?;
         eprintln!("ddpcheck: wrote {}", path.display());
     }
     if cli.json {
-        print_json(&r)?;
+        print_json(r)?;
     } else {
-        print!("{}", render::bench_ddp(&r));
+        print!("{}", render::bench_ddp(r));
     }
     Ok(0)
 }

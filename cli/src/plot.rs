@@ -47,21 +47,45 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
     };
     let ymax = all.iter().map(|p| p.1).fold(f64::from(n), f64::max) * 1.1;
     let sim = r.header.backend == BackendKind::Sim;
+    // The regime: NCCL variables that change the transport, from the report's provenance.
+    let regime: Vec<String> = r
+        .header
+        .provenance
+        .nccl_env
+        .iter()
+        .filter(|(k, _)| {
+            matches!(
+                k.as_str(),
+                "NCCL_P2P_DISABLE"
+                    | "NCCL_SHM_DISABLE"
+                    | "NCCL_P2P_LEVEL"
+                    | "NCCL_SOCKET_IFNAME"
+                    | "NCCL_IB_DISABLE"
+            )
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     let title = format!(
-        "DDP speedup on {} GPUs vs 1{}",
-        n,
+        "DDP speedup on {n} GPUs vs 1{}{}",
+        if regime.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", regime.join(" "))
+        },
         if sim { " — SIMULATED" } else { "" }
     );
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let (upper, lower) = root.split_vertically(400);
+    let (upper, lower) = root.split_vertically(420);
     let mut chart = ChartBuilder::on(&upper)
-        .caption(&title, ("sans-serif", 22))
+        .caption(&title, ("sans-serif", 20))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(50)
+        .right_y_label_area_size(60)
         .build_cartesian_2d((xlo..xhi).log_scale(), 0.0..ymax)
-        .map_err(err)?;
+        .map_err(err)?
+        .set_secondary_coord((xlo..xhi).log_scale(), 0.0..1.0);
     chart
         .configure_mesh()
         .x_desc("parameters")
@@ -69,13 +93,19 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
         .x_label_formatter(&|v| format!("{:.1}M", v / 1e6))
         .draw()
         .map_err(err)?;
-    // Communication share as bars behind the curves, scaled to the speedup axis.
+    chart
+        .configure_secondary_axes()
+        .y_desc("exposed communication (bars)")
+        .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
+        .draw()
+        .map_err(err)?;
+    // Exposed communication share of the step as bars behind the curves, on the right axis.
     for (i, (_, pts)) in series.iter().enumerate() {
         let colour = Palette99::pick(i).mix(0.25);
         chart
-            .draw_series(pts.iter().map(|&(p, _, c)| {
+            .draw_secondary_series(pts.iter().map(|&(p, _, c)| {
                 let w = 1.06 + 0.02 * i as f64;
-                Rectangle::new([(p / w, 0.0), (p * w, c * ymax)], colour.filled())
+                Rectangle::new([(p / w, 0.0), (p * w, c)], colour.filled())
             }))
             .map_err(err)?;
     }
@@ -111,7 +141,7 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
         .draw()
         .map_err(err)?;
 
-    // Lower panel: the variants compared at the largest model measured.
+    // Lower panel: the variants side by side at the largest model measured.
     let biggest = all.iter().map(|p| p.0).fold(0.0, f64::max);
     let bars: Vec<(String, f64)> = series
         .iter()
@@ -121,10 +151,11 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
                 .map(|p| (v.clone(), p.1))
         })
         .collect();
+    let bar_max = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.15;
     let mut c2 = ChartBuilder::on(&lower)
         .caption(
             format!(
-                "variants at {:.1}M parameters (bars: speedup; shaded above: exposed comm share)",
+                "variants compared at {:.1}M parameters: speedup on {n} GPUs",
                 biggest / 1e6
             ),
             ("sans-serif", 15),
@@ -132,22 +163,37 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(50)
-        .build_cartesian_2d(0..bars.len().max(1), 0.0..ymax)
+        .build_cartesian_2d((0..bars.len().max(1)).into_segmented(), 0.0..bar_max)
         .map_err(err)?;
     let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
     c2.configure_mesh()
         .disable_x_mesh()
         .x_labels(bars.len().max(1))
-        .x_label_formatter(&|i| labels.get(*i).cloned().unwrap_or_default())
-        .y_desc("speedup")
+        .x_label_formatter(&|seg| match seg {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                labels.get(*i).cloned().unwrap_or_default()
+            }
+            SegmentValue::Last => String::new(),
+        })
+        .y_desc("speedup (x)")
         .draw()
         .map_err(err)?;
     c2.draw_series(bars.iter().enumerate().map(|(i, b)| {
-        Rectangle::new(
-            [(i, 0.0), (i + 1, b.1)],
+        let mut r = Rectangle::new(
+            [
+                (SegmentValue::Exact(i), 0.0),
+                (SegmentValue::Exact(i + 1), b.1),
+            ],
             Palette99::pick(i).mix(0.7).filled(),
-        )
+        );
+        r.set_margin(0, 0, 12, 12);
+        r
     }))
+    .map_err(err)?;
+    c2.draw_series(LineSeries::new(
+        vec![(SegmentValue::Exact(0), 1.0), (SegmentValue::Last, 1.0)],
+        BLACK.stroke_width(1),
+    ))
     .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
