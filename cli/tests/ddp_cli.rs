@@ -1,0 +1,105 @@
+//! `ddpcheck bench ddp` on a simulated node: the table, the sweep, the SVG plot, a saved report
+//! shown again with `--from`, and bad input.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use common::{code, local, stderr, stdout};
+
+#[test]
+fn sweep_plots_speedup_with_the_y1_line_and_labels_the_simulation() {
+    let d = tempfile::tempdir().unwrap();
+    let svg = d.path().join("mlp.svg");
+    let o = local(&[
+        "--sim",
+        "t4x2-pcie",
+        "bench",
+        "ddp",
+        "--sweep",
+        "mlp:512,1024,2048,4096",
+        "--variants",
+        "base,fp16,accum8",
+        "--gpus",
+        "1,2",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.contains("SIMULATED NODE"), "{table}");
+    assert!(table.contains("mlp:4096x4"), "{table}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"), "not an SVG");
+    assert!(
+        text.contains("SIMULATED"),
+        "the plot must say it is simulated"
+    );
+    assert!(text.contains("y = 1"), "the plot must draw the y = 1 line");
+    assert!(
+        text.contains("exposed communication"),
+        "the plot must label the comm bars"
+    );
+}
+
+#[test]
+fn a_saved_report_is_shown_and_plotted_again() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("ddp.json");
+    let o = local(&[
+        "--sim",
+        "a6000x4-phb",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--gpus",
+        "1,4",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    std::fs::write(&json, &o.stdout).unwrap();
+    let svg = d.path().join("again.svg");
+    let o = local(&[
+        "bench",
+        "ddp",
+        "--from",
+        json.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("bf16+accum4"), "{}", stdout(&o));
+    assert!(svg.exists());
+    // Not a bench ddp report: a usage error in one line.
+    let o = local(&["bench", "ddp", "--from", "/nonexistent.json"]);
+    assert_eq!(code(&o), 64);
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+}
+
+#[test]
+fn bad_ddp_requests_are_usage_errors() {
+    for args in [
+        vec![
+            "--sim",
+            "h200x2-nvlink",
+            "bench",
+            "ddp",
+            "--variants",
+            "turbo",
+        ],
+        vec![
+            "--sim",
+            "h200x2-nvlink",
+            "bench",
+            "ddp",
+            "--model",
+            "resnet50",
+        ],
+        vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--gpus", "1,16"],
+        vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--sweep", "cnn:3"],
+        vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--env", "FOO=1"],
+    ] {
+        let o = local(&args);
+        assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
+    }
+}
