@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use ddpcheck_core::gpu::NodeInventory;
+use ddpcheck_core::gpu::{NodeInventory, ProbeState};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::NodeBackend;
 use tokio::sync::OwnedMutexGuard;
@@ -111,6 +111,26 @@ impl Node {
         match self.snapshot.write() {
             Ok(mut s) => *s = snap,
             Err(p) => *p.into_inner() = snap,
+        }
+    }
+
+    /// A collection ran past its deadline: every GPU of the last snapshot is marked stuck (its
+    /// readings are old), the collector counts as failed. The snapshot keeps its time, so its age
+    /// keeps growing for readers.
+    pub fn mark_collection_stuck(&self, after: Duration) {
+        self.metrics
+            .collector_ran("inventory", false, after.as_secs_f64());
+        let mut snap = match self.snapshot.write() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        if let Ok(inv) = snap.inventory.as_mut() {
+            for g in &mut inv.gpus {
+                if g.state == ProbeState::Ok {
+                    g.state = ProbeState::Stuck;
+                }
+            }
+            self.metrics.set_inventory(inv);
         }
     }
 

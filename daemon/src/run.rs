@@ -241,6 +241,10 @@ async fn collector_loop(node: Arc<Node>, cfg: DaemonConfig, mut stop: watch::Rec
             if tokio::time::timeout(cfg.collect_deadline, h).await.is_ok() {
                 busy = None;
                 let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+            } else {
+                // The backend did not honour its own deadlines: readers keep the last snapshot,
+                // now marked stuck, and the watchdog is not fed.
+                node.mark_collection_stuck(cfg.collect_deadline);
             }
         }
     }
