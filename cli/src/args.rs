@@ -69,6 +69,9 @@ pub enum Command {
     /// The daemon's configuration: `ddpcheck config check [--config FILE]`.
     #[command(subcommand)]
     Config(crate::config_cmd::ConfigCommand),
+    /// Several nodes through their daemons: `ddpcheck cluster check --nodes a,b,c`.
+    #[command(subcommand)]
+    Cluster(crate::cluster::ClusterCommand),
 }
 
 #[derive(Args, Debug)]

@@ -2,6 +2,7 @@
 //! runs the command and maps its outcome to an exit code.
 
 mod args;
+mod cluster;
 mod config_cmd;
 mod ddp_cmd;
 mod demo;
@@ -99,6 +100,7 @@ fn run(cli: &Cli) -> Result<i32, CliError> {
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(cli, a),
         Command::Recommend(a) => recommend::run(cli, a),
         Command::Config(c) => config_cmd::run(cli, c),
+        Command::Cluster(c) => cluster::run(cli, c),
     }
 }
 

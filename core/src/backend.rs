@@ -172,4 +172,26 @@ pub trait NodeBackend: Send + Sync {
         req: &DdpRequest,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<DdpResult>, ProbeError>;
+
+    /// Cluster run, phase 1: this node's rendezvous contribution (real NCCL: rank 0's unique
+    /// id). Default: not implemented for the real backend yet.
+    fn cluster_prepare(&self, job: &crate::cluster::ClusterJob) -> Result<Vec<u8>, ProbeError> {
+        let _ = job;
+        Err(ProbeError::Unavailable(
+            crate::cluster::REAL_JOIN_UNAVAILABLE.into(),
+        ))
+    }
+
+    /// Cluster run, phase 2: join one communicator with the other nodes (`rendezvous`: what the
+    /// nodes prepared, in rank order) and run the all-reduce sweep. Default: not implemented.
+    fn cluster_join(
+        &self,
+        job: &crate::cluster::ClusterJob,
+        rendezvous: &[Vec<u8>],
+    ) -> Result<crate::cluster::NodeResult, ProbeError> {
+        let _ = (job, rendezvous);
+        Err(ProbeError::Unavailable(
+            crate::cluster::REAL_JOIN_UNAVAILABLE.into(),
+        ))
+    }
 }

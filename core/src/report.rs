@@ -25,6 +25,8 @@ pub enum ReportKind {
     BenchCollectives,
     BenchDdp,
     Recommend,
+    /// `ddpcheck cluster check`: one all-reduce across nodes through their daemons.
+    Cluster,
 }
 
 /// Where every number of a report comes from (invariant 5).

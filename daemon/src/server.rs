@@ -12,9 +12,9 @@ use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::ProbeError;
 use ddpcheck_proto::v1::ddpcheck_server::Ddpcheck;
 use ddpcheck_proto::v1::{
-    work_event, BenchCollectivesRequest, BenchDdpRequest, GetHistoryRequest,
-    GetLastPreflightRequest, GetNodeRequest, GetTopologyRequest, HistoryReply, NodeSnapshot,
-    PreflightRequest, Progress, Report, WorkEvent,
+    work_event, BenchCollectivesRequest, BenchDdpRequest, ClusterCollectiveReply,
+    ClusterCollectiveRequest, GetHistoryRequest, GetLastPreflightRequest, GetNodeRequest,
+    GetTopologyRequest, HistoryReply, NodeSnapshot, PreflightRequest, Progress, Report, WorkEvent,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -443,4 +443,84 @@ impl Ddpcheck for Service {
         })?;
         Ok(Response::new(stream))
     }
+
+    async fn cluster_collective(
+        &self,
+        req: Request<ClusterCollectiveRequest>,
+    ) -> Result<Response<ClusterCollectiveReply>, Status> {
+        let req = req.into_inner();
+        let phase = match req.phase.as_str() {
+            "prepare" => ddpcheck_core::cluster::Phase::Prepare,
+            "join" => ddpcheck_core::cluster::Phase::Join,
+            p => {
+                return Err(Status::invalid_argument(format!(
+                    "phase {p:?}: expected prepare or join"
+                )))
+            }
+        };
+        if req.rendezvous.len() > 4096 || req.rendezvous.iter().any(|r| r.len() > 4096) {
+            return Err(Status::invalid_argument(
+                "rendezvous: at most 4096 entries of at most 4096 bytes",
+            ));
+        }
+        let dl = deadline(req.deadline_seconds, 30.0)?;
+        let job = ddpcheck_core::cluster::ClusterJob {
+            run_id: req.run_id,
+            rank: req.rank,
+            world_nodes: req.world_nodes,
+            gpus_per_node: req.gpus_per_node,
+            min_bytes: req.min_bytes,
+            max_bytes: req.max_bytes,
+            iters: req.iters,
+            deadline: dl,
+        };
+        job.validate().map_err(|e| probe_status(&e))?;
+        let guard = self.node.try_start_work("cluster").map_err(|msg| {
+            self.node.metrics.work_rejected("cluster");
+            Status::resource_exhausted(msg)
+        })?;
+        let node = self.node.clone();
+        let rendezvous = req.rendezvous;
+        let work = tokio::task::spawn_blocking(move || {
+            let _guard = guard;
+            let inv_host = node.backend.inventory().map(|i| i.hostname).ok();
+            let out = match phase {
+                ddpcheck_core::cluster::Phase::Prepare => node
+                    .backend
+                    .cluster_prepare(&job)
+                    .map(|r| (r, String::new())),
+                ddpcheck_core::cluster::Phase::Join => node
+                    .backend
+                    .cluster_join(&job, &rendezvous)
+                    .and_then(|r| Ok((Vec::new(), to_json(&r)?))),
+            };
+            (inv_host, node.backend.label(), out)
+        });
+        // The backend bounds its own work; this bound covers a backend that does not.
+        let (host, label, out) = tokio::time::timeout(dl + CLUSTER_GRACE, work)
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "cluster {} did not finish within {:.1} s",
+                    req.phase,
+                    dl.as_secs_f64()
+                ))
+            })?
+            .map_err(|e| Status::internal(format!("cluster work: {e}")))?;
+        let (rendezvous, node_result_json) = out.map_err(|e| match e {
+            ProbeError::Timeout { .. } => Status::deadline_exceeded(e.to_string()),
+            ProbeError::Busy(m) => Status::resource_exhausted(format!("BUSY: {m}")),
+            ProbeError::Unavailable(m) => Status::unimplemented(m),
+            other => probe_status(&other),
+        })?;
+        Ok(Response::new(ClusterCollectiveReply {
+            hostname: host.unwrap_or_else(engine::local_hostname),
+            backend_label: label,
+            rendezvous,
+            node_result_json,
+        }))
+    }
 }
+
+/// Slack past a cluster phase's deadline before the daemon answers for a backend that overran.
+const CLUSTER_GRACE: Duration = Duration::from_secs(2);

@@ -405,4 +405,19 @@ impl NodeBackend for SimBackend {
         }
         crate::ddp::run(self.catalog, self.profile, &self.faults, req, progress)
     }
+
+    fn cluster_prepare(
+        &self,
+        job: &ddpcheck_core::cluster::ClusterJob,
+    ) -> Result<Vec<u8>, ProbeError> {
+        crate::cluster::prepare(self, job)
+    }
+
+    fn cluster_join(
+        &self,
+        job: &ddpcheck_core::cluster::ClusterJob,
+        rendezvous: &[Vec<u8>],
+    ) -> Result<ddpcheck_core::cluster::NodeResult, ProbeError> {
+        crate::cluster::join(self, self.profile, job, rendezvous)
+    }
 }

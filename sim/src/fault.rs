@@ -13,10 +13,11 @@ pub enum Fault {
     GpuLost,
     Ecc,
     WrongResult,
+    SlowNic,
 }
 
 /// The fault table: name and one line of help, in the order help texts list them.
-pub const FAULTS: [(Fault, &str, &str); 8] = [
+pub const FAULTS: [(Fault, &str, &str); 9] = [
     (
         Fault::DegradedPcie,
         "degraded-pcie",
@@ -57,7 +58,15 @@ pub const FAULTS: [(Fault, &str, &str); 8] = [
         "wrong-result",
         "all-reduce results contain wrong elements (data corruption on the path)",
     ),
+    (
+        Fault::SlowNic,
+        "slow-nic",
+        "the node's inter-node NIC runs at 25% of normal in cluster runs (a flapping port, a link trained down); intra-node collectives are unaffected",
+    ),
 ];
+
+/// slow-nic: fraction of the normal NIC bandwidth in cluster runs.
+pub const SLOW_NIC_FACTOR: f64 = 0.25;
 
 /// slow-link: fraction of normal bandwidth.
 pub const SLOW_LINK_FACTOR: f64 = 0.30;

@@ -89,7 +89,7 @@ fn every_profile_parses_and_labels_itself() {
             "h200x8-nvswitch"
         ]
     );
-    assert_eq!(faults().len(), 8);
+    assert_eq!(faults().len(), 9);
     for p in profiles() {
         let b = sim(p);
         assert_eq!(b.kind(), BackendKind::Sim);
