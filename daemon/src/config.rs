@@ -9,11 +9,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::run::TlsFiles;
+use crate::web_config::WebConfig;
 
 /// Read when no `--config` (or `DDPCHECK_CONFIG`) is given; its absence is fine.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/ddpcheck/ddpcheck.toml";
@@ -40,7 +42,7 @@ impl Key {
 }
 
 /// Every key, in the order `ddpcheck config check` prints them.
-pub const KEYS: [Key; 10] = [
+pub const KEYS: [Key; 11] = [
     Key {
         name: "sim",
         env: "DDPCHECK_SIM",
@@ -75,6 +77,11 @@ pub const KEYS: [Key; 10] = [
         name: "metrics_listen",
         env: "DDPCHECK_METRICS_LISTEN",
         help: "address of /metrics, or \"none\"",
+    },
+    Key {
+        name: "web_config_file",
+        env: "DDPCHECK_WEB_CONFIG_FILE",
+        help: "/metrics TLS and basic auth (exporter-toolkit web config YAML); unset: plain HTTP, no auth",
     },
     Key {
         name: "runtime_dir",
@@ -117,6 +124,8 @@ pub struct Layer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_config_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_dir: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
@@ -143,6 +152,7 @@ impl Layer {
             "tls_key" => p(&self.tls_key),
             "tls_client_ca" => p(&self.tls_client_ca),
             "metrics_listen" => s(&self.metrics_listen),
+            "web_config_file" => p(&self.web_config_file),
             "runtime_dir" => p(&self.runtime_dir),
             "state_dir" => p(&self.state_dir),
             "collect_interval" => self.collect_interval.map(Val::Number),
@@ -160,6 +170,7 @@ impl Layer {
             "tls_key" => self.tls_key = other.tls_key.take(),
             "tls_client_ca" => self.tls_client_ca = other.tls_client_ca.take(),
             "metrics_listen" => self.metrics_listen = other.metrics_listen.take(),
+            "web_config_file" => self.web_config_file = other.web_config_file.take(),
             "runtime_dir" => self.runtime_dir = other.runtime_dir.take(),
             "state_dir" => self.state_dir = other.state_dir.take(),
             "collect_interval" => self.collect_interval = other.collect_interval.take(),
@@ -195,6 +206,7 @@ impl Layer {
                 "tls_key" => l.tls_key = Some(v.into()),
                 "tls_client_ca" => l.tls_client_ca = Some(v.into()),
                 "metrics_listen" => l.metrics_listen = Some(v),
+                "web_config_file" => l.web_config_file = Some(v.into()),
                 "runtime_dir" => l.runtime_dir = Some(v.into()),
                 "state_dir" => l.state_dir = Some(v.into()),
                 "collect_interval" => {
@@ -350,6 +362,8 @@ pub struct Settings {
     pub tcp: Option<SocketAddr>,
     pub tls: Option<TlsFiles>,
     pub metrics_listen: Option<SocketAddr>,
+    /// `/metrics` TLS and basic auth, read and checked (`None`: plain HTTP, no auth).
+    pub web_config: Option<Arc<WebConfig>>,
     pub runtime_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub collect_interval: Duration,
@@ -446,6 +460,14 @@ impl Effective {
                 ));
             }
         };
+        // Read here, so a bad file stops the daemon at start and `config check` reports it.
+        let web_config = match v.web_config_file.as_deref() {
+            None => None,
+            Some(p) if p.as_os_str().is_empty() => None,
+            Some(p) => Some(Arc::new(WebConfig::load(p).map_err(|e| {
+                self.invalid("web_config_file", p.display().to_string(), e.message)
+            })?)),
+        };
         if tcp.is_some() && tls.is_none() {
             return Err(self.invalid(
                 "tcp",
@@ -459,6 +481,7 @@ impl Effective {
             tcp,
             tls,
             metrics_listen,
+            web_config,
             runtime_dir: v.runtime_dir.clone(),
             state_dir: v.state_dir.clone(),
             collect_interval: Duration::from_secs_f64(interval),
@@ -726,5 +749,41 @@ mod tests {
         assert!(KEYS.iter().all(
             |k| key(k.name).is_some() && k.env == format!("DDPCHECK_{}", k.name.to_uppercase())
         ));
+    }
+
+    #[test]
+    fn web_config_file_is_read_and_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let good = d.path().join("web.yml");
+        let h = bcrypt::hash("pw", 4).unwrap();
+        std::fs::write(&good, format!("basic_auth_users:\n  prom: '{h}'\n")).unwrap();
+        let eff = merge(
+            Layer::default(),
+            env(&[("DDPCHECK_WEB_CONFIG_FILE", good.to_str().unwrap())]),
+            file(""),
+        );
+        let s = eff.settings().unwrap();
+        assert!(s.web_config.unwrap().auth_required());
+        assert_eq!(
+            eff.sources["web_config_file"],
+            Source::Env("DDPCHECK_WEB_CONFIG_FILE")
+        );
+        // Unset: plain HTTP.
+        let s = merge(Layer::default(), Layer::default(), file(""))
+            .settings()
+            .unwrap();
+        assert!(s.web_config.is_none());
+        let bad = d.path().join("bad.yml");
+        std::fs::write(&bad, "basic_auth_users:\n  prom: plaintext\n").unwrap();
+        let f = file(&format!("web_config_file = {:?}\n", bad.to_str().unwrap()));
+        let e = merge(Layer::default(), Layer::default(), f)
+            .settings()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("web_config_file = ") && e.contains("file /test/ddpcheck.toml"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
     }
 }

@@ -12,3 +12,4 @@ pub mod node;
 pub mod run;
 pub mod server;
 pub mod tls;
+pub mod web_config;

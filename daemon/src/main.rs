@@ -39,6 +39,10 @@ struct Args {
     /// Address of the /metrics endpoint, or "none" [default: 0.0.0.0:9402].
     #[arg(long, env = "DDPCHECK_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    /// /metrics TLS and basic auth: a web configuration file in the Prometheus exporter-toolkit
+    /// format (tls_server_config, basic_auth_users). Unset: plain HTTP, no authentication.
+    #[arg(long, env = "DDPCHECK_WEB_CONFIG_FILE", value_name = "FILE")]
+    web_config_file: Option<PathBuf>,
     /// Runtime directory (node lock). Default: $RUNTIME_DIRECTORY, /run/ddpcheck, ...
     #[arg(long, env = "DDPCHECK_RUNTIME_DIR")]
     runtime_dir: Option<PathBuf>,
@@ -61,6 +65,7 @@ impl Args {
             tls_key: self.tls_key,
             tls_client_ca: self.tls_client_ca,
             metrics_listen: self.metrics_listen,
+            web_config_file: self.web_config_file,
             runtime_dir: self.runtime_dir,
             state_dir: self.state_dir,
             collect_interval: self.collect_interval,
@@ -172,7 +177,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     // Handlers first: a SIGTERM right after the ready line must stop us cleanly, not kill us.
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let running = run::start(cfg, backend).await?;
+    let running = run::start_with_web_config(cfg, settings.web_config, backend).await?;
     tracing::info!(
         backend = %label,
         socket = %running.socket.display(),

@@ -18,6 +18,7 @@ use crate::history::History;
 use crate::lock::lock_path;
 use crate::node::Node;
 use crate::server::Service;
+use crate::web_config::WebConfig;
 
 /// Settings of one daemon instance.
 #[derive(Clone, Debug)]
@@ -128,6 +129,16 @@ pub async fn start(
     cfg: DaemonConfig,
     backend: Arc<dyn NodeBackend>,
 ) -> Result<Running, DaemonError> {
+    start_with_web_config(cfg, None, backend).await
+}
+
+/// [`start`], with `/metrics` behind the TLS and basic auth of `web` (exporter-toolkit web
+/// configuration, already loaded and checked).
+pub async fn start_with_web_config(
+    cfg: DaemonConfig,
+    web: Option<Arc<WebConfig>>,
+    backend: Arc<dyn NodeBackend>,
+) -> Result<Running, DaemonError> {
     if cfg.tcp.is_some() && cfg.tls.is_none() {
         return Err(DaemonError::Config(
             "TCP needs mTLS: give --tls-cert, --tls-key and --tls-client-ca".into(),
@@ -185,9 +196,10 @@ pub async fn start(
         let listener =
             bind_tcp(addr, METRICS_BACKLOG).map_err(io(format!("binding /metrics on {addr}")))?;
         metrics_addr = listener.local_addr().ok();
-        tasks.push(tokio::spawn(crate::http::serve(
+        tasks.push(tokio::spawn(crate::http::serve_with(
             listener,
             node.clone(),
+            web,
             stop_rx.clone(),
         )));
     }
