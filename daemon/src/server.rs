@@ -109,7 +109,6 @@ impl Service {
         let (tx, rx) = mpsc::channel::<Result<WorkEvent, Status>>(64);
         let node = self.node.clone();
         tokio::task::spawn_blocking(move || {
-            let _guard = guard;
             let backend_kind = node.backend.kind().as_str();
             let label = node.backend.label();
             let id = node.with_history(|h| h.begin(call, backend_kind, &label, engine::unix_now()));
@@ -130,6 +129,9 @@ impl Service {
                 let _ = ptx.try_send(Ok(ev));
             };
             let outcome = work(&node, &mut progress);
+            // The node is free again before the caller hears the outcome: a client that starts
+            // its next call on the report must not find the previous run still holding the lock.
+            drop(guard);
             node.metrics.work_ran(call, outcome.is_ok());
             let now = engine::unix_now();
             match outcome {
