@@ -154,12 +154,20 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, CliError> {
                 "--max-age {max_age} is not a number of seconds"
             )));
         }
-        if let Some(r) = target.last_preflight()? {
+        // A cached verdict that cannot be read is no verdict: run the check instead (in prolog
+        // mode its failure still ends in a `ddpcheck:` line).
+        if let Ok(Some(r)) = target.last_preflight() {
             let age = humantime::parse_rfc3339(&r.header.provenance.time)
                 .ok()
                 .and_then(|t| t.elapsed().ok())
                 .map(|d| d.as_secs_f64());
-            if age.is_some_and(|age| age <= max_age) {
+            let node_gpus: Vec<String> = target
+                .topo("")
+                .map(|t| t.gpus.into_iter().map(|g| g.uuid).collect())
+                .unwrap_or_default();
+            if age.is_some_and(|age| age <= max_age)
+                && covers_same_gpus(&r, &params.gpus, &node_gpus)
+            {
                 report = Some(r);
             }
         }
@@ -192,6 +200,27 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, CliError> {
         print!("{}", render::preflight(&report));
     }
     Ok(report.exit_code)
+}
+
+/// Whether a cached preflight checked exactly the GPUs this job asks for (every GPU of the node,
+/// `node_gpus`, when the job names none): a verdict about other GPUs must not decide this job.
+fn covers_same_gpus(
+    r: &ddpcheck_core::report::PreflightReport,
+    job_gpus: &str,
+    node_gpus: &[String],
+) -> bool {
+    let mut have: Vec<String> = r.gpus.iter().map(|g| g.uuid.clone()).collect();
+    let mut want: Vec<String> = if job_gpus.trim().is_empty() {
+        node_gpus.to_vec()
+    } else {
+        match ddpcheck_core::gpu::select_gpus(&r.gpus, job_gpus) {
+            Ok(sel) => sel.into_iter().map(|g| g.uuid).collect(),
+            Err(_) => return false,
+        }
+    };
+    have.sort_unstable();
+    want.sort_unstable();
+    !want.is_empty() && want == have
 }
 
 fn collectives(cli: &Cli, a: &CollectivesArgs) -> Result<i32, CliError> {

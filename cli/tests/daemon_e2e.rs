@@ -179,3 +179,47 @@ fn sigterm_stops_the_daemon_cleanly() {
     assert!(st.success(), "{st:?}");
     assert!(!socket.exists(), "socket removed on shutdown");
 }
+
+fn preflight_runs(d: &Daemon) -> u64 {
+    d.scrape()
+        .lines()
+        .filter(|l| l.starts_with("ddpcheck_preflight_runs_total{"))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<u64>().ok()))
+        .sum()
+}
+
+#[test]
+fn prolog_reuses_a_fresh_verdict_only_for_the_same_gpus() {
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    assert_eq!(code(&d.cli(&["check"])), 0);
+    assert_eq!(preflight_runs(&d), 1);
+    // Fresh and for every GPU: reused, no new run.
+    let o = d.cli(&["check", "--prolog", "--max-age", "600", "--gpus", ""]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).starts_with("ddpcheck: OK"), "{}", stdout(&o));
+    assert_eq!(preflight_runs(&d), 1, "a fresh verdict must be reused");
+    // The job has only GPU 0: the cached verdict covered other GPUs too, so it runs again.
+    let o = d.cli(&["check", "--prolog", "--max-age", "600", "--gpus", "0"]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(preflight_runs(&d), 2);
+    // Too old: runs again.
+    let o = d.cli(&["check", "--prolog", "--max-age", "0", "--gpus", ""]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(preflight_runs(&d), 3);
+    // No daemon at all: the prolog still answers with one `ddpcheck:` line and drains (exit 1).
+    let socket = d.socket.clone();
+    d.stop();
+    let o = std::process::Command::new(common::bin("ddpcheck"))
+        .arg("--daemon")
+        .arg(&socket)
+        .args(["check", "--prolog", "--max-age", "600"])
+        .env_remove("DDPCHECK_SIM")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("ddpcheck: UNKNOWN:"),
+        "{}",
+        stdout(&o)
+    );
+}
