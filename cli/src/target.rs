@@ -215,7 +215,7 @@ impl Target {
             Target::Daemon { addr } => block_on(async {
                 let mut c = connect(addr).await?;
                 let r = pb::BenchDdpRequest {
-                    models: req.models.iter().map(model_arg).collect(),
+                    models: req.models.iter().map(|m| m.to_arg()).collect(),
                     variants: req.variants.iter().map(|v| v.name.clone()).collect(),
                     world_sizes: req.world_sizes.clone(),
                     micro_batch: req.micro_batch,
@@ -230,23 +230,6 @@ impl Target {
                 parse(&report.json)
             }),
         }
-    }
-}
-
-/// The model as the API takes it (the inverse of `ModelSpec::from_str`).
-fn model_arg(m: &ddpcheck_core::ddp::ModelSpec) -> String {
-    use ddpcheck_core::ddp::ModelSpec;
-    match m {
-        ModelSpec::Decoder { name, .. } if name.starts_with("gpt2-") => name.clone(),
-        ModelSpec::Decoder {
-            layers,
-            width,
-            heads,
-            seq,
-            vocab,
-            ..
-        } => format!("decoder:{layers},{width},{heads},{seq},{vocab}"),
-        ModelSpec::Mlp { width, depth } => format!("mlp:{width},{depth}"),
     }
 }
 

@@ -54,6 +54,25 @@ impl ModelSpec {
         }
     }
 
+    /// The spec as `FromStr` reads it back (`gpt2-124m`, `decoder:L,W,H,S,V`, `mlp:W,D`): how a
+    /// model travels in the API and on command lines.
+    pub fn to_arg(&self) -> String {
+        match self {
+            ModelSpec::Decoder { name, .. } if name == "gpt2-124m" || name == "gpt2-355m" => {
+                name.clone()
+            }
+            ModelSpec::Decoder {
+                layers,
+                width,
+                heads,
+                seq,
+                vocab,
+                ..
+            } => format!("decoder:{layers},{width},{heads},{seq},{vocab}"),
+            ModelSpec::Mlp { width, depth } => format!("mlp:{width},{depth}"),
+        }
+    }
+
     /// Trainable parameters. Decoder: 12·L·W² (+ biases and norms) + vocab·W + seq·W.
     pub fn params(&self) -> u64 {
         match self {
@@ -392,6 +411,19 @@ mod tests {
             .parse::<DdpVariant>()
             .unwrap_err()
             .contains("unknown variant part"));
+    }
+
+    #[test]
+    fn model_args_read_back_to_the_same_spec() {
+        for arg in [
+            "gpt2-124m",
+            "gpt2-355m",
+            "decoder:4,256,8,512,1000",
+            "mlp:2048,3",
+        ] {
+            let spec: ModelSpec = arg.parse().unwrap();
+            assert_eq!(spec.to_arg().parse::<ModelSpec>().unwrap(), spec, "{arg}");
+        }
     }
 
     #[test]

@@ -90,6 +90,15 @@ fn provenance(inv: &NodeInventory, gpus: &[GpuInfo]) -> Provenance {
     }
 }
 
+/// Zero (an unset protobuf field, a flag left out) means the default.
+pub fn or_default<T: PartialEq + Default>(given: T, default: T) -> T {
+    if given == T::default() {
+        default
+    } else {
+        given
+    }
+}
+
 /// Preflight parameters as a user or API caller gives them; zero means the default.
 #[derive(Clone, Debug, Default)]
 pub struct PreflightParams {
@@ -111,26 +120,10 @@ pub fn run_preflight(
     let d = PreflightOptions::default();
     let opts = PreflightOptions {
         gpu_filter: params.gpus.clone(),
-        min_bytes: if params.min_bytes == 0 {
-            d.min_bytes
-        } else {
-            params.min_bytes
-        },
-        max_bytes: if params.max_bytes == 0 {
-            d.max_bytes
-        } else {
-            params.max_bytes
-        },
-        iters: if params.iters == 0 {
-            d.iters
-        } else {
-            params.iters
-        },
-        warmup_iters: if params.warmup_iters == 0 {
-            d.warmup_iters
-        } else {
-            params.warmup_iters
-        },
+        min_bytes: or_default(params.min_bytes, d.min_bytes),
+        max_bytes: or_default(params.max_bytes, d.max_bytes),
+        iters: or_default(params.iters, d.iters),
+        warmup_iters: or_default(params.warmup_iters, d.warmup_iters),
         deadline: params.deadline.unwrap_or(d.deadline),
         history_busbw,
         nccl_env: nccl_env_from_process(),

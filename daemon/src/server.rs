@@ -369,27 +369,11 @@ impl Ddpcheck for Service {
         let params = CollectiveParams {
             ops,
             gpus: req.gpus,
-            min_bytes: if req.min_bytes == 0 {
-                d.min_bytes
-            } else {
-                req.min_bytes
-            },
-            max_bytes: if req.max_bytes == 0 {
-                d.max_bytes
-            } else {
-                req.max_bytes
-            },
-            step_factor: if req.step_factor == 0 {
-                d.step_factor
-            } else {
-                u64::from(req.step_factor)
-            },
-            iters: if req.iters == 0 { d.iters } else { req.iters },
-            warmup_iters: if req.warmup_iters == 0 {
-                d.warmup_iters
-            } else {
-                req.warmup_iters
-            },
+            min_bytes: engine::or_default(req.min_bytes, d.min_bytes),
+            max_bytes: engine::or_default(req.max_bytes, d.max_bytes),
+            step_factor: engine::or_default(u64::from(req.step_factor), d.step_factor),
+            iters: engine::or_default(req.iters, d.iters),
+            warmup_iters: engine::or_default(req.warmup_iters, d.warmup_iters),
             in_place: req.in_place,
             check: req.check,
             deadline: deadline(req.deadline_seconds, d.deadline.as_secs_f64())?,
@@ -423,17 +407,10 @@ impl Ddpcheck for Service {
             models,
             variants,
             world_sizes: req.world_sizes,
-            micro_batch: if req.micro_batch == 0 {
-                8
-            } else {
-                req.micro_batch
-            },
-            warmup_steps: if req.warmup_steps == 0 {
-                10
-            } else {
-                req.warmup_steps
-            },
-            steps: if req.steps == 0 { 40 } else { req.steps },
+            // The seed recipe: micro-batch 8, 10 warm-up and 40 timed steps.
+            micro_batch: engine::or_default(req.micro_batch, 8),
+            warmup_steps: engine::or_default(req.warmup_steps, 10),
+            steps: engine::or_default(req.steps, 40),
             price_per_gpu_hour: (req.price_per_gpu_hour > 0.0).then_some(req.price_per_gpu_hour),
             env: env_pairs(&req.env),
             deadline_s: deadline(req.deadline_seconds, 600.0)?.as_secs_f64(),
