@@ -48,7 +48,7 @@ pub fn run(cli: &crate::Cli) -> Result<i32, CliError> {
     let outcome = (|| {
         let topo = target.topo("")?;
         let pre = target.preflight(&PreflightParams::default(), &mut |_| {})?;
-        let rec = crate::recommend::demo_recommendation(cli, &target)?;
+        let rec = crate::recommend::demo_recommendation(&target)?;
         Ok::<_, CliError>((topo, pre, rec))
     })();
     rt.block_on(running.shutdown());

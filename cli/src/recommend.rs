@@ -17,7 +17,6 @@ use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind,
 };
 use ddpcheck_core::topology::LinkClass;
-use ddpcheck_proto::v1 as pb;
 use ddpcheckd::engine::{self, CollectiveParams};
 use serde::{Deserialize, Serialize};
 
@@ -155,34 +154,14 @@ impl Measurements {
     }
 }
 
-fn daemon_history(addr: &str, m: &mut Measurements) -> Result<(), CliError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Daemon(e.to_string()))?;
-    rt.block_on(async {
-        let mut c = crate::target::connect(addr).await?;
-        for kind in ["preflight", "bench_collectives", "bench_ddp"] {
-            let rows = c
-                .get_history(pb::GetHistoryRequest {
-                    kind: kind.into(),
-                    limit: 5,
-                })
-                .await
-                .map_err(|s| CliError::Daemon(format!("ddpcheckd: {}", s.message())))?
-                .into_inner();
-            // Oldest first, so the newest wins where one kind replaces another.
-            for r in rows
-                .reports
-                .iter()
-                .rev()
-                .filter(|r| r.status == "complete" && !r.json.is_empty())
-            {
-                m.add_json(&r.json, "daemon history")?;
-            }
+/// The node's stored measurements, newest last so they win where one kind replaces another.
+fn daemon_history(target: &Target, m: &mut Measurements) -> Result<(), CliError> {
+    for kind in ["preflight", "bench_collectives", "bench_ddp"] {
+        for r in target.history(kind, 5)? {
+            m.add_json(&r.json, "daemon history")?;
         }
-        Ok(())
-    })
+    }
+    Ok(())
 }
 
 fn model_input(a: &RecommendArgs) -> Result<ModelInput, CliError> {
@@ -328,12 +307,7 @@ fn busbw_large(s: &Sweep) -> Option<f64> {
         .map(|x| x.1)
 }
 
-pub fn build(
-    cli: &Cli,
-    a: &RecommendArgs,
-    target: &Target,
-    allow_runs: bool,
-) -> Result<RecommendReport, CliError> {
+pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliError> {
     let started = Instant::now();
     if !(a.target_efficiency > 0.0 && a.target_efficiency <= 1.0) {
         return Err(CliError::Usage(format!(
@@ -349,19 +323,11 @@ pub fn build(
         m.add_json(&text, &f.display().to_string())?;
     }
     if a.from.is_empty() {
-        if let Some(addr) = &cli.daemon {
-            daemon_history(addr, &mut m)?;
-        }
+        daemon_history(target, &mut m)?;
     }
     let reporter = progress::Reporter::new();
     // The all-reduce curve, from small messages (α) to large (bandwidth).
     if m.sweep.is_none() {
-        if !allow_runs {
-            return Err(CliError::Usage(
-                "no all-reduce measurement given (--from a bench collectives or check report)"
-                    .into(),
-            ));
-        }
         let params = CollectiveParams {
             ops: vec![Collective::AllReduce],
             min_bytes: 4 << 10,
@@ -414,9 +380,6 @@ pub fn build(
                 "with --params, give --step-time-ms or --estimate-tflops (no model to run)".into(),
             ));
         };
-        if !allow_runs {
-            return Err(CliError::Usage("no 1-GPU DDP measurement of this model given (--from a bench ddp report, or --step-time-ms)".into()));
-        }
         // Two accumulations on one GPU separate per-micro-batch work from the optimizer step.
         let req = ddp_request(
             vec![spec.clone()],
@@ -487,7 +450,7 @@ pub fn build(
             p.topology.as_ref().and_then(|t| t.worst_link()),
             p.gpus.first().map(|g| g.memory_total_bytes),
         ),
-        None if allow_runs && a.from.is_empty() => match target.topo("") {
+        None if a.from.is_empty() => match target.topo("") {
             Ok(t) => (
                 t.topology.worst_link(),
                 t.gpus.first().map(|g| g.memory_total_bytes),
@@ -599,7 +562,7 @@ pub fn render(r: &RecommendReport) -> String {
 
 pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, CliError> {
     let target = make_target(cli)?;
-    let mut report = build(cli, a, &target, true)?;
+    let mut report = build(a, &target)?;
     if a.verify {
         verify(a, &target, &mut report)?;
     }
@@ -613,7 +576,7 @@ pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, CliError> {
 
 /// The demo's recommendation: gpt2-124m on the simulated node, from the demo daemon's
 /// preflight plus a collective sweep and a 1-GPU run on the same simulated node.
-pub fn demo_recommendation(cli: &Cli, target: &Target) -> Result<RecommendReport, CliError> {
+pub fn demo_recommendation(target: &Target) -> Result<RecommendReport, CliError> {
     let a = RecommendArgs {
         model: Some("gpt2-124m".into()),
         params: None,
@@ -628,5 +591,5 @@ pub fn demo_recommendation(cli: &Cli, target: &Target) -> Result<RecommendReport
         env_ab: Some("NCCL_P2P_LEVEL=SYS".into()),
         verify: false,
     };
-    build(cli, &a, target, true)
+    build(&a, target)
 }

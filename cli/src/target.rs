@@ -141,6 +141,29 @@ impl Target {
         }
     }
 
+    /// The daemon's stored complete reports of `kind`, oldest first (empty in local mode: local
+    /// runs keep no history).
+    pub fn history(&self, kind: &str, limit: u32) -> Result<Vec<pb::Report>, CliError> {
+        match self {
+            Target::Local { .. } => Ok(Vec::new()),
+            Target::Daemon { addr } => block_on(async {
+                let mut c = connect(addr).await?;
+                let mut rows = c
+                    .get_history(pb::GetHistoryRequest {
+                        kind: kind.into(),
+                        limit,
+                    })
+                    .await
+                    .map_err(status_error)?
+                    .into_inner()
+                    .reports;
+                rows.retain(|r| r.status == "complete" && !r.json.is_empty());
+                rows.reverse();
+                Ok(rows)
+            }),
+        }
+    }
+
     /// The daemon's newest stored preflight, for cached prolog verdicts.
     pub fn last_preflight(&self) -> Result<Option<PreflightReport>, CliError> {
         match self {
