@@ -323,6 +323,75 @@ pub struct DdpRequest {
     pub deadline_s: f64,
 }
 
+impl DdpRequest {
+    /// Bounds every field before any work (a request may come from the outside world); every
+    /// backend and the engine use this one check.
+    pub fn validate(&self, gpus_on_node: usize) -> Result<(), crate::ProbeError> {
+        let bad = |m: String| Err(crate::ProbeError::Invalid(m));
+        if self.models.is_empty() || self.variants.is_empty() || self.world_sizes.is_empty() {
+            return bad("a DDP benchmark needs at least one model, variant and GPU count".into());
+        }
+        if self.models.len() > 16 || self.variants.len() > 32 || self.world_sizes.len() > 16 {
+            return bad("too many models (16), variants (32) or GPU counts (16)".into());
+        }
+        for m in &self.models {
+            m.validate().map_err(crate::ProbeError::Invalid)?;
+        }
+        for v in &self.variants {
+            if !(1..=1024).contains(&v.accum) {
+                return bad(format!("variant {}: accumulation must be 1..=1024", v.name));
+            }
+            if let Some(mb) = v.bucket_cap_mb {
+                if !(mb.is_finite() && (0.1..=4096.0).contains(&mb)) {
+                    return bad(format!(
+                        "variant {}: bucket_cap_mb must be 0.1..=4096",
+                        v.name
+                    ));
+                }
+            }
+            if v.fsdp && v.hook != CommHook::None {
+                return bad(format!("variant {}: FSDP takes no DDP comm hook", v.name));
+            }
+        }
+        for &n in &self.world_sizes {
+            if n == 0 || n as usize > gpus_on_node {
+                return bad(format!(
+                    "GPU count {n} outside 1..={gpus_on_node} (this node has {gpus_on_node} GPUs)"
+                ));
+            }
+        }
+        if !(1..=4096).contains(&self.micro_batch) {
+            return bad(format!("micro-batch {} outside 1..=4096", self.micro_batch));
+        }
+        if !(1..=10_000).contains(&self.steps) || self.warmup_steps > 10_000 {
+            return bad(format!(
+                "steps {} (warm-up {}) outside 1..=10000",
+                self.steps, self.warmup_steps
+            ));
+        }
+        if !(self.deadline_s.is_finite() && self.deadline_s > 0.0 && self.deadline_s <= 86_400.0) {
+            return bad(format!("deadline {} s outside (0, 86400]", self.deadline_s));
+        }
+        if let Some(p) = self.price_per_gpu_hour {
+            if !(0.0..10_000.0).contains(&p) {
+                return bad(format!("price {p} per GPU-hour is not a sensible number"));
+            }
+        }
+        let env = self
+            .env
+            .iter()
+            .chain(self.variants.iter().flat_map(|v| v.env.iter()));
+        for (k, _) in env {
+            if !(k.starts_with("NCCL_") || k.starts_with("CUDA_")) {
+                return bad(format!(
+                    "environment override {k:?} is not an NCCL_* or CUDA_* variable"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One measured (or simulated) configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DdpResult {

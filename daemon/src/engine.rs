@@ -292,55 +292,13 @@ pub fn run_bench_collectives(
     })
 }
 
-/// Bounds a DDP request from the outside world before any work.
-pub fn validate_ddp(req: &DdpRequest, gpus_on_node: usize) -> Result<(), ProbeError> {
-    let bad = |m: String| Err(ProbeError::Invalid(m));
-    if req.models.is_empty() || req.models.len() > 64 {
-        return bad("give 1..=64 models".into());
-    }
-    for m in &req.models {
-        m.validate().map_err(ProbeError::Invalid)?;
-    }
-    if req.variants.is_empty() || req.variants.len() > 32 {
-        return bad("give 1..=32 variants".into());
-    }
-    if req.world_sizes.is_empty() {
-        return bad("give at least one GPU count".into());
-    }
-    for &n in &req.world_sizes {
-        if n == 0 || n as usize > gpus_on_node {
-            return bad(format!(
-                "GPU count {n} outside 1..={gpus_on_node} (this node has {gpus_on_node} GPUs)"
-            ));
-        }
-    }
-    if !(1..=4096).contains(&req.micro_batch) {
-        return bad(format!("micro-batch {} outside 1..=4096", req.micro_batch));
-    }
-    if !(1..=10_000).contains(&req.steps) || req.warmup_steps > 10_000 {
-        return bad(format!(
-            "steps {} (warm-up {}) outside 1..=10000",
-            req.steps, req.warmup_steps
-        ));
-    }
-    if !(req.deadline_s > 0.0 && req.deadline_s <= 24.0 * 3600.0) {
-        return bad(format!("deadline {} s outside (0, 86400]", req.deadline_s));
-    }
-    if let Some(p) = req.price_per_gpu_hour {
-        if !(0.0..10_000.0).contains(&p) {
-            return bad(format!("price {p} per GPU-hour is not a sensible number"));
-        }
-    }
-    Ok(())
-}
-
 pub fn run_bench_ddp(
     backend: &dyn NodeBackend,
     req: &DdpRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DdpReport, ProbeError> {
     let inv = backend.inventory()?;
-    validate_ddp(req, inv.gpus.len())?;
+    req.validate(inv.gpus.len())?;
     let mut prov = provenance(&inv, &inv.gpus);
     for (k, v) in &req.env {
         prov.nccl_env.insert(k.clone(), v.clone());

@@ -396,7 +396,7 @@ impl NodeBackend for SimBackend {
         req: &DdpRequest,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<DdpResult>, ProbeError> {
-        crate::ddp::validate(req, self.profile.gpus.len())?;
+        req.validate(self.profile.gpus.len())?;
         let widest = req.world_sizes.iter().copied().max().unwrap_or(1) as usize;
         let gpus: Vec<usize> = (0..widest).collect();
         self.refuse(&gpus)?;
