@@ -242,6 +242,58 @@ fn load(d: &Daemon, secs: f64, pace: Pace) -> (Stats, Stats, f64) {
     })
 }
 
+/// CPU seconds (user + system) a process has used so far, from `/proc/PID/stat`.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name (field 2) may hold spaces; the fields after its closing parenthesis are
+    // state, ppid, ... with utime and stime the 12th and 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 / hz
+}
+
+/// CPU used by the daemon and by the clients (this test process) over a load phase, per call:
+/// where two shared cores went.
+struct Cpu {
+    daemon: f64,
+    clients: f64,
+    wall: f64,
+}
+
+impl Cpu {
+    fn measure<T>(pid: u32, f: impl FnOnce() -> T) -> (T, Cpu) {
+        let (d0, c0, t0) = (
+            cpu_seconds(&pid.to_string()),
+            cpu_seconds("self"),
+            Instant::now(),
+        );
+        let out = f();
+        let cpu = Cpu {
+            daemon: cpu_seconds(&pid.to_string()) - d0,
+            clients: cpu_seconds("self") - c0,
+            wall: t0.elapsed().as_secs_f64(),
+        };
+        (out, cpu)
+    }
+
+    fn report(&self, calls: usize) {
+        let n = calls.max(1) as f64;
+        eprintln!(
+            "load: CPU over {:.1} s: daemon {:.2} s ({:.0}% of one core, {:.0} us per call), clients {:.2} s ({:.0}%, {:.0} us per call), {calls} calls",
+            self.wall,
+            self.daemon,
+            100.0 * self.daemon / self.wall,
+            1e6 * self.daemon / n,
+            self.clients,
+            100.0 * self.clients / self.wall,
+            1e6 * self.clients / n,
+        );
+    }
+}
+
 fn report_daemon(pid: u32) {
     let (rss, hwm, threads, fds) = proc_stats(pid);
     eprintln!(
@@ -260,9 +312,11 @@ const FLOOD_P99_BOUND_MS: f64 = 1000.0;
 fn flood_of_two_hundred_scrapers_and_fifty_readers_gets_no_errors() {
     let _serial = serial();
     let d = Daemon::start(Some("h200x2-nvlink"));
-    let (mut scrapes, mut reads, wall) = load(&d, load_seconds(), Pace::Flood);
+    let ((mut scrapes, mut reads, wall), cpu) =
+        Cpu::measure(d.child.id(), || load(&d, load_seconds(), Pace::Flood));
     let (_, s99, _) = scrapes.report("flood: 200 /metrics scrapers", wall);
     let (_, r99, _) = reads.report("flood: 50 GetNode readers", wall);
+    cpu.report(scrapes.micros.len() + reads.micros.len());
     report_daemon(d.child.id());
     assert_eq!(
         scrapes.errors, 0,
@@ -294,9 +348,10 @@ fn paced_two_hundred_scrapers_and_fifty_readers() {
     };
     let secs = load_seconds();
     // Rates over the load phase itself; the last ticks may end after it.
-    let (mut scrapes, mut reads, _) = load(&d, secs, pace);
+    let ((mut scrapes, mut reads, _), cpu) = Cpu::measure(d.child.id(), || load(&d, secs, pace));
     let (_, s99, _) = scrapes.report("paced: 200 /metrics scrapers, 1/s each", secs);
     let (_, r99, _) = reads.report("paced: 50 GetNode readers, 10/s each", secs);
+    cpu.report(scrapes.micros.len() + reads.micros.len());
     report_daemon(d.child.id());
     assert_eq!(
         scrapes.errors, 0,

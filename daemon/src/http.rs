@@ -21,21 +21,28 @@ use tokio_rustls::TlsAcceptor;
 use crate::node::Node;
 use crate::web_config::{Auth, WebConfig};
 
+/// The snapshot's age without copying it (`Node::snapshot_age` clones the whole snapshot,
+/// inventory and topology, for one `Instant`).
+fn snapshot_age(node: &Node) -> Duration {
+    match node.snapshot.read() {
+        Ok(s) => s.taken.elapsed(),
+        Err(p) => p.into_inner().taken.elapsed(),
+    }
+}
+
 async fn metrics(State(node): State<Arc<Node>>) -> impl IntoResponse {
-    node.metrics
-        .snapshot_age_seconds
-        .set(node.snapshot_age().as_secs_f64());
+    let body = node.metrics.scrape(snapshot_age(&node).as_secs_f64());
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        node.metrics.encode(),
+        body,
     )
 }
 
 async fn healthz(State(node): State<Arc<Node>>) -> impl IntoResponse {
-    let age = node.snapshot_age().as_secs_f64();
+    let age = snapshot_age(&node).as_secs_f64();
     format!("ok snapshot_age_seconds={age:.1}\n")
 }
 

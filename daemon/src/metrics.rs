@@ -1,7 +1,10 @@
 //! Prometheus metrics: the catalogue of docs/metrics.md, updated when the snapshot or a report
-//! changes and only encoded at scrape time (a scrape never touches a GPU).
+//! changes, encoded once per change and served from that cached text (a scrape never touches a
+//! GPU, and only the live snapshot age is formatted per scrape).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use ddpcheck_core::ddp::DdpResult;
 use ddpcheck_core::gpu::{GpuInfo, NodeInventory, ProbeState};
@@ -21,9 +24,26 @@ pub const GPU_LABELS: [&str; 5] = ["gpu", "UUID", "pci_bus_id", "model_name", "h
 /// Labels of `ddpcheck_node_info`: what a node-level series joins on to get its host name.
 pub const NODE_LABELS: [&str; 3] = ["hostname", "driver_version", "cuda_driver_version"];
 
+/// The exposition text of one generation of the values, cut around the value of
+/// `ddpcheck_snapshot_age_seconds`, which every scrape fills in live.
+struct Encoded {
+    generation: u64,
+    /// Up to and including the space before the age's value (or the whole text, if not found).
+    head: Vec<u8>,
+    /// From the newline after the age's value on (empty if not found).
+    tail: Vec<u8>,
+    /// False when the age line was not found: then every scrape encodes in full.
+    split: bool,
+}
+
 pub struct Metrics {
     registry: Registry,
-    pub snapshot_age_seconds: Gauge,
+    snapshot_age_seconds: Gauge,
+    /// Bumped after every change of a value (other than the snapshot age); a cached encoding
+    /// of an older generation is stale.
+    generation: AtomicU64,
+    encoded: RwLock<Option<Arc<Encoded>>>,
+    work_rate_limited: IntCounterVec,
     collector_success: IntGaugeVec,
     collector_duration: GaugeVec,
     node_info: IntGaugeVec,
@@ -100,6 +120,8 @@ impl Metrics {
             .with_label_values(&[env!("CARGO_PKG_VERSION"), backend_label])
             .set(1);
         let m = Metrics {
+            generation: AtomicU64::new(0),
+            encoded: RwLock::new(None),
             snapshot_age_seconds: reg(r, Gauge::new("ddpcheck_snapshot_age_seconds", "Age of the inventory snapshot served to readers").expect("valid")),
             collector_success: gauge_vec!(r, IntGaugeVec, "ddpcheck_collector_success", "1 if the collector's last run succeeded", &["collector"]),
             collector_duration: gauge_vec!(r, GaugeVec, "ddpcheck_collector_duration_seconds", "Duration of the collector's last run", &["collector"]),
@@ -128,6 +150,7 @@ impl Metrics {
             allreduce_wrong: reg(r, IntGauge::new("ddpcheck_allreduce_wrong_elements", "Wrong elements in the last preflight's all-reduce check").expect("valid")),
             work_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_work_runs_total", "Work-starting calls run, by call and outcome", &["call", "outcome"]),
             work_rejected: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rejected_total", "Work-starting calls refused as BUSY", &["call"]),
+            work_rate_limited: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rate_limited_total", "Work-starting calls refused by the rate limit (work_rate_per_minute)", &["call"]),
             ddp_speedup: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_speedup_ratio", "Measured DDP speedup over one GPU of the same recipe", &["model", "variant", "world_size"]),
             ddp_efficiency: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_scaling_efficiency_ratio", "Speedup divided by GPUs", &["model", "variant", "world_size"]),
             ddp_exposed: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_exposed_comm_ratio", "Share of the step spent in communication not hidden by compute", &["model", "variant", "world_size"]),
@@ -147,6 +170,7 @@ impl Metrics {
         }
         for c in WORK_CALLS {
             m.work_rejected.with_label_values(&[c]);
+            m.work_rate_limited.with_label_values(&[c]);
             for o in ["ok", "error"] {
                 m.work_runs.with_label_values(&[c, o]);
             }
@@ -162,16 +186,32 @@ impl Metrics {
         self.collector_duration
             .with_label_values(&[name])
             .set(seconds);
+        self.changed();
     }
 
     pub fn work_ran(&self, call: &str, ok: bool) {
         self.work_runs
             .with_label_values(&[call, if ok { "ok" } else { "error" }])
             .inc();
+        self.changed();
     }
 
+    /// A work call refused as BUSY (another test held the node).
     pub fn work_rejected(&self, call: &str) {
         self.work_rejected.with_label_values(&[call]).inc();
+        self.changed();
+    }
+
+    /// A work call refused by the rate limit.
+    pub fn work_rate_limited(&self, call: &str) {
+        self.work_rate_limited.with_label_values(&[call]).inc();
+        self.changed();
+    }
+
+    /// Marks the cached exposition stale. Called after a change (never before: a scrape that
+    /// encodes between the change and this call is then re-done by the next scrape).
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     fn gpu_labels(inv: &NodeInventory, g: &GpuInfo) -> [String; 5] {
@@ -241,6 +281,7 @@ impl Metrics {
                 .with_label_values(&l)
                 .set(i64::from(g.health.nvlinks_active.unwrap_or(0)));
         }
+        self.changed();
     }
 
     pub fn set_topology(&self, t: &TopologyMatrix) {
@@ -256,6 +297,7 @@ impl Metrics {
                 ])
                 .set(1);
         }
+        self.changed();
     }
 
     pub fn set_preflight(&self, r: &PreflightReport, finished_unix: f64) {
@@ -304,6 +346,7 @@ impl Metrics {
                 .and_then(|s| s.wrong_total())
                 .unwrap_or(0) as i64,
         );
+        self.changed();
     }
 
     pub fn set_ddp(&self, results: &[DdpResult]) {
@@ -324,14 +367,174 @@ impl Metrics {
                 .with_label_values(&[l[0], l[1], l[2], unit.as_str()])
                 .set(r.throughput);
         }
+        self.changed();
     }
 
-    /// The text exposition format.
+    /// The text exposition format, encoded now from the registry (the snapshot age as last set).
     pub fn encode(&self) -> String {
-        let mut buf = Vec::new();
+        String::from_utf8(self.encode_bytes()).unwrap_or_default()
+    }
+
+    fn encode_bytes(&self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(16 << 10);
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
-            return format!("# encoding error: {e}\n");
+            return format!("# encoding error: {e}\n").into_bytes();
         }
-        String::from_utf8(buf).unwrap_or_default()
+        buf
+    }
+
+    /// The exposition for a scrape, with `snapshot_age_seconds` as the age. Gathering and
+    /// encoding the registry clones every label of every series (most of a scrape's CPU under
+    /// load), so it is done once per change of the values; a scrape copies the cached text and
+    /// formats the age into it, exactly as the encoder would.
+    pub fn scrape(&self, snapshot_age_seconds: f64) -> Vec<u8> {
+        let e = self.encoded();
+        if !e.split {
+            // Not expected (the age series always exists); stay correct, if slower.
+            self.snapshot_age_seconds.set(snapshot_age_seconds);
+            return self.encode_bytes();
+        }
+        let age = snapshot_age_seconds.to_string();
+        let mut out = Vec::with_capacity(e.head.len() + age.len() + e.tail.len());
+        out.extend_from_slice(&e.head);
+        out.extend_from_slice(age.as_bytes());
+        out.extend_from_slice(&e.tail);
+        out
+    }
+
+    /// The cached encoding of the current generation, made if stale.
+    fn encoded(&self) -> Arc<Encoded> {
+        // Read before gathering: a change during the encoding makes the next scrape re-encode.
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some(e) = self.cache().as_ref().filter(|e| e.generation == generation) {
+            return e.clone();
+        }
+        let text = self.encode_bytes();
+        let fresh = Arc::new(split_at_age(generation, text));
+        let mut slot = match self.encoded.write() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        // Two scrapes may encode at once; keep the newer generation.
+        if slot.as_ref().is_none_or(|e| e.generation <= generation) {
+            *slot = Some(fresh.clone());
+        }
+        fresh
+    }
+
+    fn cache(&self) -> Option<Arc<Encoded>> {
+        match self.encoded.read() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+/// Cuts the exposition around the value of the `ddpcheck_snapshot_age_seconds` sample.
+fn split_at_age(generation: u64, text: Vec<u8>) -> Encoded {
+    const NAME: &[u8] = b"ddpcheck_snapshot_age_seconds";
+    let mut at = 0;
+    for line in text.split_inclusive(|b| *b == b'\n') {
+        let start = at;
+        at += line.len();
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        let named =
+            body.starts_with(NAME) && matches!(body.get(NAME.len()), Some(b'{') | Some(b' '));
+        if !named {
+            continue;
+        }
+        // The value is the last space-separated field (label values may hold spaces, the
+        // encoder writes no timestamp for a gauge).
+        if let Some(sp) = body.iter().rposition(|b| *b == b' ') {
+            let head = text[..start + sp + 1].to_vec();
+            let tail = text[start + body.len()..].to_vec();
+            return Encoded {
+                generation,
+                head,
+                tail,
+                split: true,
+            };
+        }
+    }
+    Encoded {
+        generation,
+        head: text,
+        tail: Vec::new(),
+        split: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddpcheck_core::NodeBackend;
+
+    fn text(b: Vec<u8>) -> String {
+        String::from_utf8(b).unwrap()
+    }
+
+    /// What a scrape serves is byte for byte what encoding the registry now gives.
+    fn assert_same(m: &Metrics, age: f64) {
+        let cached = text(m.scrape(age));
+        m.snapshot_age_seconds.set(age);
+        assert_eq!(cached, m.encode());
+    }
+
+    #[test]
+    fn cached_scrape_is_the_encoding_with_the_live_age() {
+        let m = Metrics::new("sim", "h200x2-nvlink");
+        for age in [0.0, 1.5, 1_234.000_001, 3e-7, 86_400.25] {
+            assert_same(&m, age);
+        }
+        let age_line = |t: &str| {
+            t.lines()
+                .find(|l| l.starts_with("ddpcheck_snapshot_age_seconds{"))
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            age_line(&text(m.scrape(7.5))),
+            "ddpcheck_snapshot_age_seconds{backend=\"sim\"} 7.5"
+        );
+        // Every kind of change is seen by the next scrape.
+        let sim = ddpcheck_sim::SimBackend::parse("h200x2-nvlink+degraded-pcie").unwrap();
+        let inv = sim.inventory().unwrap();
+        m.set_inventory(&inv);
+        assert!(text(m.scrape(1.0)).contains("ddpcheck_gpu_info{"));
+        assert_same(&m, 1.0);
+        m.set_topology(&sim.topology(&inv.gpus).unwrap());
+        assert!(text(m.scrape(1.0)).contains("ddpcheck_topology_link_info{"));
+        assert_same(&m, 1.0);
+        m.collector_ran("inventory", true, 0.25);
+        assert!(text(m.scrape(1.0)).contains(
+            "ddpcheck_collector_duration_seconds{collector=\"inventory\",backend=\"sim\"} 0.25"
+        ));
+        m.work_rejected("preflight");
+        assert!(text(m.scrape(1.0))
+            .contains("ddpcheck_work_rejected_total{call=\"preflight\",backend=\"sim\"} 1"));
+        m.work_rate_limited("bench_ddp");
+        m.work_rate_limited("bench_ddp");
+        assert!(text(m.scrape(1.0))
+            .contains("ddpcheck_work_rate_limited_total{call=\"bench_ddp\",backend=\"sim\"} 2"));
+        m.work_ran("preflight", true);
+        assert!(text(m.scrape(1.0)).contains(
+            "ddpcheck_work_runs_total{call=\"preflight\",outcome=\"ok\",backend=\"sim\"} 1"
+        ));
+        assert_same(&m, 2.0);
+        // No change: the same cached text, only the age differs.
+        let a = text(m.scrape(3.0));
+        let b = text(m.scrape(4.0));
+        assert_eq!(a.replace("} 3\n", "} 4\n"), b);
+    }
+
+    #[test]
+    fn split_finds_the_age_value_and_nothing_else() {
+        let t = b"# HELP ddpcheck_snapshot_age_seconds Age\n# TYPE ddpcheck_snapshot_age_seconds gauge\nddpcheck_snapshot_age_seconds_other 3\nddpcheck_snapshot_age_seconds{backend=\"a b\"} 12.5\nz 1\n".to_vec();
+        let e = split_at_age(4, t);
+        assert!(e.split);
+        assert!(e.head.ends_with(b"{backend=\"a b\"} "));
+        assert_eq!(e.tail, b"\nz 1\n");
+        let e = split_at_age(4, b"x 1\n".to_vec());
+        assert!(!e.split);
     }
 }
