@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ratelimit::{WorkRate, MAX_WORK_BURST, MAX_WORK_RATE_PER_MINUTE};
 use crate::run::TlsFiles;
 use crate::web_config::WebConfig;
 
@@ -42,7 +43,7 @@ impl Key {
 }
 
 /// Every key, in the order `ddpcheck config check` prints them.
-pub const KEYS: [Key; 11] = [
+pub const KEYS: [Key; 13] = [
     Key {
         name: "sim",
         env: "DDPCHECK_SIM",
@@ -98,6 +99,16 @@ pub const KEYS: [Key; 11] = [
         env: "DDPCHECK_COLLECT_INTERVAL",
         help: "seconds between snapshot refreshes (and systemd watchdog pings)",
     },
+    Key {
+        name: "work_rate_per_minute",
+        env: "DDPCHECK_WORK_RATE_PER_MINUTE",
+        help: "work-starting gRPC calls (preflight, benchmarks, cluster phases) allowed per minute on average, 0 = no limit; unset: 30",
+    },
+    Key {
+        name: "work_burst",
+        env: "DDPCHECK_WORK_BURST",
+        help: "work-starting calls allowed back to back before the per-minute rate applies; unset: 10",
+    },
 ];
 
 /// Looks a key up by its file name.
@@ -131,6 +142,11 @@ pub struct Layer {
     pub state_dir: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collect_interval: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_rate_per_minute: Option<f64>,
+    /// Whole calls; any TOML integer parses here, the bounds are checked in `settings()`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_burst: Option<i64>,
 }
 
 /// A key's value as text, for messages and `config check`; `None` when unset.
@@ -138,6 +154,7 @@ pub struct Layer {
 enum Val {
     Text(String),
     Number(f64),
+    Integer(i64),
 }
 
 impl Layer {
@@ -156,6 +173,8 @@ impl Layer {
             "runtime_dir" => p(&self.runtime_dir),
             "state_dir" => p(&self.state_dir),
             "collect_interval" => self.collect_interval.map(Val::Number),
+            "work_rate_per_minute" => self.work_rate_per_minute.map(Val::Number),
+            "work_burst" => self.work_burst.map(Val::Integer),
             _ => None,
         }
     }
@@ -174,6 +193,8 @@ impl Layer {
             "runtime_dir" => self.runtime_dir = other.runtime_dir.take(),
             "state_dir" => self.state_dir = other.state_dir.take(),
             "collect_interval" => self.collect_interval = other.collect_interval.take(),
+            "work_rate_per_minute" => self.work_rate_per_minute = other.work_rate_per_minute.take(),
+            "work_burst" => self.work_burst = other.work_burst.take(),
             _ => {}
         }
     }
@@ -217,6 +238,24 @@ impl Layer {
                         message: "not a number of seconds".into(),
                     })?;
                     l.collect_interval = Some(n);
+                }
+                "work_rate_per_minute" => {
+                    let n = v.trim().parse::<f64>().map_err(|_| ConfigError::Invalid {
+                        key: k.name,
+                        value: v.clone(),
+                        origin: Source::Env(k.env),
+                        message: "not a number of calls per minute".into(),
+                    })?;
+                    l.work_rate_per_minute = Some(n);
+                }
+                "work_burst" => {
+                    let n = v.trim().parse::<i64>().map_err(|_| ConfigError::Invalid {
+                        key: k.name,
+                        value: v.clone(),
+                        origin: Source::Env(k.env),
+                        message: "not a whole number of calls".into(),
+                    })?;
+                    l.work_burst = Some(n);
                 }
                 _ => {}
             }
@@ -324,6 +363,8 @@ pub fn merge(flags: Layer, env: Layer, file: FileLayer) -> Effective {
         listen: Some(PathBuf::from(crate::client::DEFAULT_SOCKET)),
         metrics_listen: Some(DEFAULT_METRICS_LISTEN.to_string()),
         collect_interval: Some(DEFAULT_COLLECT_INTERVAL_S),
+        work_rate_per_minute: Some(crate::ratelimit::DEFAULT_WORK_RATE_PER_MINUTE),
+        work_burst: Some(i64::from(crate::ratelimit::DEFAULT_WORK_BURST)),
         ..Layer::default()
     };
     let mut layers = [
@@ -367,6 +408,8 @@ pub struct Settings {
     pub runtime_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub collect_interval: Duration,
+    /// Rate limit of work-starting gRPC calls (off when `work_rate_per_minute` is 0).
+    pub work_rate: WorkRate,
 }
 
 impl Effective {
@@ -411,6 +454,7 @@ impl Effective {
                 format!("outside {lo}..={hi} seconds"),
             ));
         }
+        let work_rate = self.work_rate()?;
         let metrics_listen = match v
             .metrics_listen
             .as_deref()
@@ -448,6 +492,7 @@ impl Effective {
                 let value = match v.get(given) {
                     Some(Val::Text(t)) => t,
                     Some(Val::Number(n)) => n.to_string(),
+                    Some(Val::Integer(n)) => n.to_string(),
                     None => String::new(),
                 };
                 return Err(self.invalid(
@@ -485,7 +530,38 @@ impl Effective {
             runtime_dir: v.runtime_dir.clone(),
             state_dir: v.state_dir.clone(),
             collect_interval: Duration::from_secs_f64(interval),
+            work_rate,
         })
+    }
+
+    fn work_rate(&self) -> Result<WorkRate, ConfigError> {
+        let v = &self.values;
+        let per_minute = v
+            .work_rate_per_minute
+            .unwrap_or(crate::ratelimit::DEFAULT_WORK_RATE_PER_MINUTE);
+        if !(per_minute.is_finite() && (0.0..=MAX_WORK_RATE_PER_MINUTE).contains(&per_minute)) {
+            return Err(self.invalid(
+                "work_rate_per_minute",
+                per_minute.to_string(),
+                format!("outside 0..={MAX_WORK_RATE_PER_MINUTE} calls per minute (0 = no limit)"),
+            ));
+        }
+        let burst = v
+            .work_burst
+            .unwrap_or(i64::from(crate::ratelimit::DEFAULT_WORK_BURST));
+        let burst = u32::try_from(burst)
+            .ok()
+            .filter(|b| (1..=MAX_WORK_BURST).contains(b))
+            .ok_or_else(|| {
+                self.invalid(
+                    "work_burst",
+                    burst.to_string(),
+                    format!(
+                        "outside 1..={MAX_WORK_BURST} calls (turn the limit off with work_rate_per_minute = 0)"
+                    ),
+                )
+            })?;
+        Ok(WorkRate { per_minute, burst })
     }
 
     /// The effective configuration as TOML that parses back into a [`Layer`]: set keys as
@@ -508,6 +584,7 @@ impl Effective {
                     let lit = match val {
                         Val::Text(s) => toml::Value::String(s).to_string(),
                         Val::Number(n) => toml::Value::Float(n).to_string(),
+                        Val::Integer(n) => toml::Value::Integer(n).to_string(),
                     };
                     out.push_str(&format!("{} = {lit}  # {}\n", k.name, self.source(k.name)));
                 }
@@ -526,6 +603,7 @@ impl Effective {
             let v = match self.values.get(k.name) {
                 Some(Val::Text(s)) => serde_json::Value::String(s),
                 Some(Val::Number(n)) => serde_json::json!(n),
+                Some(Val::Integer(n)) => serde_json::json!(n),
                 None => serde_json::Value::Null,
             };
             values.insert(k.name.to_string(), v);
@@ -749,6 +827,91 @@ mod tests {
         assert!(KEYS.iter().all(
             |k| key(k.name).is_some() && k.env == format!("DDPCHECK_{}", k.name.to_uppercase())
         ));
+    }
+
+    #[test]
+    fn work_rate_defaults_layers_and_bounds() {
+        // Default: 30 a minute, burst 10.
+        let s = merge(Layer::default(), Layer::default(), file(""))
+            .settings()
+            .unwrap();
+        assert_eq!(
+            s.work_rate,
+            WorkRate {
+                per_minute: 30.0,
+                burst: 10
+            }
+        );
+        // File, environment and flag, with the usual precedence; integers and floats parse.
+        let eff = merge(
+            Layer {
+                work_burst: Some(3),
+                ..Layer::default()
+            },
+            env(&[
+                ("DDPCHECK_WORK_RATE_PER_MINUTE", "6.5"),
+                ("DDPCHECK_WORK_BURST", "4"),
+            ]),
+            file("work_rate_per_minute = 12\nwork_burst = 5\n"),
+        );
+        let s = eff.settings().unwrap();
+        assert_eq!(
+            s.work_rate,
+            WorkRate {
+                per_minute: 6.5,
+                burst: 3
+            }
+        );
+        assert_eq!(eff.sources["work_burst"], Source::Flag);
+        assert_eq!(
+            eff.sources["work_rate_per_minute"],
+            Source::Env("DDPCHECK_WORK_RATE_PER_MINUTE")
+        );
+        // 0 turns it off.
+        let s = merge(
+            Layer::default(),
+            Layer::default(),
+            file("work_rate_per_minute = 0\n"),
+        )
+        .settings()
+        .unwrap();
+        assert!(s.work_rate.is_off());
+        // Out of bounds or of the wrong type: an error naming the key and its source.
+        for (text, key) in [
+            ("work_rate_per_minute = -1\n", "work_rate_per_minute"),
+            ("work_rate_per_minute = nan\n", "work_rate_per_minute"),
+            ("work_rate_per_minute = 1e9\n", "work_rate_per_minute"),
+            ("work_burst = 0\n", "work_burst"),
+            ("work_burst = -3\n", "work_burst"),
+            ("work_burst = 4294967297\n", "work_burst"),
+        ] {
+            let e = merge(Layer::default(), Layer::default(), file(text))
+                .settings()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("{key} = ")) && e.contains("file /test/ddpcheck.toml"),
+                "{text}: {e}"
+            );
+        }
+        assert!(Layer::from_toml("work_burst = 2.5\n", Path::new("/x.toml")).is_err());
+        assert!(Layer::from_toml("work_burst = \"10\"\n", Path::new("/x.toml")).is_err());
+        assert!(Layer::from_env(|k| (k == "DDPCHECK_WORK_BURST").then(|| "ten".into())).is_err());
+        assert!(
+            Layer::from_env(|k| (k == "DDPCHECK_WORK_RATE_PER_MINUTE").then(|| "fast".into()))
+                .is_err()
+        );
+        // Rendered back as TOML that parses to the same values (the burst stays an integer).
+        let eff = merge(Layer::default(), Layer::default(), file("work_burst = 7\n"));
+        let text = eff.render_toml();
+        assert!(text.contains("work_burst = 7  # file"), "{text}");
+        assert!(
+            text.contains("work_rate_per_minute = 30.0  # default"),
+            "{text}"
+        );
+        let back = Layer::from_toml(&text, Path::new("rendered")).unwrap();
+        assert_eq!(back, eff.values);
+        assert_eq!(eff.to_json()["values"]["work_burst"], 7);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod http;
 pub mod lock;
 pub mod metrics;
 pub mod node;
+pub mod ratelimit;
 pub mod run;
 pub mod server;
 pub mod tls;

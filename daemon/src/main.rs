@@ -52,6 +52,13 @@ struct Args {
     /// Seconds between snapshot refreshes [default: 30].
     #[arg(long, env = "DDPCHECK_COLLECT_INTERVAL")]
     collect_interval: Option<f64>,
+    /// Work-starting calls (preflight, benchmarks, cluster phases) allowed per minute on
+    /// average; 0 turns the limit off [default: 30].
+    #[arg(long, env = "DDPCHECK_WORK_RATE_PER_MINUTE")]
+    work_rate_per_minute: Option<f64>,
+    /// Work-starting calls allowed back to back before the per-minute rate applies [default: 10].
+    #[arg(long, env = "DDPCHECK_WORK_BURST")]
+    work_burst: Option<i64>,
 }
 
 impl Args {
@@ -69,6 +76,8 @@ impl Args {
             runtime_dir: self.runtime_dir,
             state_dir: self.state_dir,
             collect_interval: self.collect_interval,
+            work_rate_per_minute: self.work_rate_per_minute,
+            work_burst: self.work_burst,
         };
         let flags = env.split_off(|id| {
             matches!(
@@ -177,7 +186,11 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     // Handlers first: a SIGTERM right after the ready line must stop us cleanly, not kill us.
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let running = run::start_with_web_config(cfg, settings.web_config, backend).await?;
+    let opts = run::Options {
+        web: settings.web_config,
+        work_rate: settings.work_rate,
+    };
+    let running = run::start_with_options(cfg, opts, backend).await?;
     tracing::info!(
         backend = %label,
         socket = %running.socket.display(),

@@ -13,6 +13,7 @@ use crate::engine;
 use crate::history::History;
 use crate::lock::{LockError, NodeLock};
 use crate::metrics::Metrics;
+use crate::ratelimit::WorkLimiter;
 
 /// What readers see: the latest inventory and topology, never a live GPU call.
 #[derive(Clone, Debug)]
@@ -41,6 +42,8 @@ pub struct Node {
     pub history: Mutex<History>,
     pub lock_path: PathBuf,
     work: Arc<tokio::sync::Mutex<()>>,
+    /// Rate limit of work-starting calls (off unless the daemon sets one).
+    pub work_limiter: WorkLimiter,
 }
 
 /// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
@@ -59,6 +62,7 @@ impl Node {
             history: Mutex::new(history),
             lock_path,
             work: Arc::new(tokio::sync::Mutex::new(())),
+            work_limiter: WorkLimiter::off(),
         }
     }
 

@@ -17,6 +17,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use crate::history::History;
 use crate::lock::lock_path;
 use crate::node::Node;
+use crate::ratelimit::{WorkLimiter, WorkRate};
 use crate::server::Service;
 use crate::web_config::WebConfig;
 
@@ -139,6 +140,44 @@ pub async fn start_with_web_config(
     web: Option<Arc<WebConfig>>,
     backend: Arc<dyn NodeBackend>,
 ) -> Result<Running, DaemonError> {
+    start_with_options(
+        cfg,
+        Options {
+            web,
+            ..Options::default()
+        },
+        backend,
+    )
+    .await
+}
+
+/// What a daemon may have beyond [`DaemonConfig`]. The default is what [`start`] gives: plain
+/// `/metrics` and no rate limit (embedders and tests that run many calls back to back); the
+/// `ddpcheckd` binary passes its configured limit (default 30 a minute, burst 10).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `/metrics` TLS and basic auth (exporter-toolkit web configuration, loaded and checked).
+    pub web: Option<Arc<WebConfig>>,
+    /// Rate limit of work-starting gRPC calls, on top of single flight.
+    pub work_rate: WorkRate,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            web: None,
+            work_rate: WorkRate::OFF,
+        }
+    }
+}
+
+/// [`start`] with [`Options`].
+pub async fn start_with_options(
+    cfg: DaemonConfig,
+    opts: Options,
+    backend: Arc<dyn NodeBackend>,
+) -> Result<Running, DaemonError> {
+    let Options { web, work_rate } = opts;
     if cfg.tcp.is_some() && cfg.tls.is_none() {
         return Err(DaemonError::Config(
             "TCP needs mTLS: give --tls-cert, --tls-key and --tls-client-ca".into(),
@@ -151,7 +190,9 @@ pub async fn start_with_web_config(
     if interrupted > 0 {
         tracing::warn!("{interrupted} run(s) were interrupted by the previous daemon's stop");
     }
-    let node = Arc::new(Node::new(backend, history, lock_path(&cfg.runtime_dir)));
+    let mut node = Node::new(backend, history, lock_path(&cfg.runtime_dir));
+    node.work_limiter = WorkLimiter::new(work_rate);
+    let node = Arc::new(node);
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
 

@@ -23,7 +23,7 @@ use tonic::{Request, Response, Status};
 
 use crate::engine::{self, CollectiveParams, PreflightParams};
 use crate::history::StoredReport;
-use crate::node::Node;
+use crate::node::{Node, WorkGuard};
 
 pub struct Service {
     pub node: Arc<Node>,
@@ -92,6 +92,27 @@ impl Finished {
 }
 
 impl Service {
+    /// Takes the node for a work call: within the rate limit (a token is taken only when the
+    /// work starts) and single flight. Both refusals are RESOURCE_EXHAUSTED, told apart by the
+    /// message ("rate limited: ..." or "BUSY: ...") and counted in their own metric.
+    fn start_work(&self, call: &'static str) -> Result<WorkGuard, Status> {
+        match self
+            .node
+            .work_limiter
+            .admit(|| self.node.try_start_work(call))
+        {
+            Ok(Ok(guard)) => Ok(guard),
+            Ok(Err(busy)) => {
+                self.node.metrics.work_rejected(call);
+                Err(Status::resource_exhausted(busy))
+            }
+            Err(limited) => {
+                self.node.metrics.work_rate_limited(call);
+                Err(Status::resource_exhausted(limited.message(call)))
+            }
+        }
+    }
+
     /// Runs `work` on a blocking thread under the single-flight guard, streaming its progress.
     fn spawn_work<F>(&self, call: &'static str, work: F) -> Result<EventStream, Status>
     where
@@ -99,13 +120,7 @@ impl Service {
             + Send
             + 'static,
     {
-        let guard = match self.node.try_start_work(call) {
-            Ok(g) => g,
-            Err(msg) => {
-                self.node.metrics.work_rejected(call);
-                return Err(Status::resource_exhausted(msg));
-            }
-        };
+        let guard = self.start_work(call)?;
         let (tx, rx) = mpsc::channel::<Result<WorkEvent, Status>>(64);
         let node = self.node.clone();
         tokio::task::spawn_blocking(move || {
@@ -454,10 +469,7 @@ impl Ddpcheck for Service {
             deadline: dl,
         };
         job.validate().map_err(|e| probe_status(&e))?;
-        let guard = self.node.try_start_work("cluster").map_err(|msg| {
-            self.node.metrics.work_rejected("cluster");
-            Status::resource_exhausted(msg)
-        })?;
+        let guard = self.start_work("cluster")?;
         let node = self.node.clone();
         let rendezvous = req.rendezvous;
         let work = tokio::task::spawn_blocking(move || {

@@ -409,11 +409,15 @@ fn value() -> impl Strategy<Value = Val> {
     ]
 }
 
-/// Whether `v` has the type the key takes (`collect_interval` is a number, the rest strings).
+/// Whether `v` has the type the key takes (`collect_interval` and `work_rate_per_minute` are
+/// numbers, `work_burst` an integer, the rest strings).
 fn well_typed(key: &str, v: &Val) -> bool {
+    let number = ["collect_interval", "work_rate_per_minute"].contains(&key);
+    let integer = key == "work_burst";
     match v {
-        Val::Str(_) => key != "collect_interval",
-        Val::Float(_) | Val::Int(_) => key == "collect_interval",
+        Val::Str(_) => !number && !integer,
+        Val::Float(_) => number,
+        Val::Int(_) => number || integer,
         Val::Bool(_) | Val::Array => false,
     }
 }
