@@ -28,6 +28,8 @@ impl Daemon {
         let socket = root.join("d.sock");
         let mut child = Command::new(bin("ddpcheckd"))
             .args(["--sim", sim, "--metrics-listen", "none"])
+            // Clients here run checks back to back on purpose: no rate limit.
+            .args(["--work-rate-per-minute", "0"])
             .arg("--listen")
             .arg(&socket)
             .arg("--runtime-dir")

@@ -92,9 +92,9 @@ impl Finished {
 }
 
 impl Service {
-    /// Takes the node for a work call: within the rate limit (a token is taken only when the
-    /// work starts) and single flight. Both refusals are RESOURCE_EXHAUSTED, told apart by the
-    /// message ("rate limited: ..." or "BUSY: ...") and counted in their own metric.
+    /// Takes the node for a preflight or benchmark: within the rate limit (a token is taken
+    /// only when the work starts) and single flight. Both refusals are RESOURCE_EXHAUSTED, told
+    /// apart by the message ("rate limited: ..." or "BUSY: ...") and counted in their own metric.
     fn start_work(&self, call: &'static str) -> Result<WorkGuard, Status> {
         match self
             .node
@@ -469,7 +469,13 @@ impl Ddpcheck for Service {
             deadline: dl,
         };
         job.validate().map_err(|e| probe_status(&e))?;
-        let guard = self.start_work("cluster")?;
+        // Single flight only, not the rate limit: a cluster check's isolation rounds make two
+        // phase calls per node per round, up to 2 log2(nodes) + 4 rounds, within seconds, and a
+        // phase refused midway is taken for a failed node (docs/reliability.md).
+        let guard = self.node.try_start_work("cluster").map_err(|msg| {
+            self.node.metrics.work_rejected("cluster");
+            Status::resource_exhausted(msg)
+        })?;
         let node = self.node.clone();
         let rendezvous = req.rendezvous;
         let work = tokio::task::spawn_blocking(move || {
