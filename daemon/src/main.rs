@@ -52,8 +52,8 @@ struct Args {
     /// Seconds between snapshot refreshes [default: 30].
     #[arg(long, env = "DDPCHECK_COLLECT_INTERVAL")]
     collect_interval: Option<f64>,
-    /// Work-starting calls (preflight, benchmarks, cluster phases) allowed per minute on
-    /// average; 0 turns the limit off [default: 30].
+    /// Work-starting calls (preflights and benchmarks; cluster phases are single flight only)
+    /// allowed per minute on average; 0 turns the limit off [default: 30].
     #[arg(long, env = "DDPCHECK_WORK_RATE_PER_MINUTE")]
     work_rate_per_minute: Option<f64>,
     /// Work-starting calls allowed back to back before the per-minute rate applies [default: 10].

@@ -1,5 +1,7 @@
-//! Rate limit of work-starting gRPC calls: a token bucket of `burst` tokens refilled at
-//! `per_minute` tokens a minute, on top of single flight (one test at a time).
+//! Rate limit of work-starting gRPC calls (preflights and benchmarks): a token bucket of `burst`
+//! tokens refilled at `per_minute` tokens a minute, on top of single flight (one test at a
+//! time). Cluster phases are single flight only: a cluster check's isolation rounds make many
+//! phase calls per node within seconds.
 //!
 //! Hand-written rather than the `governor` crate: a token must be taken only when the work really
 //! starts (a call refused as BUSY by the node lock must not use up the budget), so the check, the
