@@ -116,24 +116,35 @@ async fn call(
     mut c: Client,
     req: pb::ClusterCollectiveRequest,
     stage: Duration,
-) -> Result<pb::ClusterCollectiveReply, String> {
+) -> Result<pb::ClusterCollectiveReply, CallFailure> {
     let phase = req.phase.clone();
+    let timed_out = |message| CallFailure {
+        timed_out: true,
+        message,
+    };
     match tokio::time::timeout(stage + GRACE, c.cluster_collective(req)).await {
-        Err(_) => Err(format!(
+        Err(_) => Err(timed_out(format!(
             "did not answer the {phase} within {:.1} s",
             stage.as_secs_f64()
-        )),
-        Ok(Err(s)) if s.code() == tonic::Code::DeadlineExceeded => Err(format!(
+        ))),
+        Ok(Err(s)) if s.code() == tonic::Code::DeadlineExceeded => Err(timed_out(format!(
             "did not finish the {phase} within {:.1} s ({})",
             stage.as_secs_f64(),
             s.message()
-        )),
-        Ok(Err(s)) => Err(format!(
-            "{phase} failed: {}",
-            ddpcheckd::client::status_reason(&s)
-        )),
+        ))),
+        Ok(Err(s)) => Err(CallFailure {
+            timed_out: false,
+            message: format!("{phase} failed: {}", ddpcheckd::client::status_reason(&s)),
+        }),
         Ok(Ok(r)) => Ok(r.into_inner()),
     }
+}
+
+/// Why one node's phase failed.
+struct CallFailure {
+    /// It ran into the deadline (possibly waiting for a peer that failed).
+    timed_out: bool,
+    message: String,
 }
 
 /// Runs one phase on every node of `set` at once; the answers in rank order, or who failed.
@@ -152,10 +163,23 @@ async fn phase_all(
         match j {
             Ok((rank, idx, Ok(r))) => ok.push((rank, idx, r)),
             Ok((_, idx, Err(e))) => failed.push((idx, e)),
-            Err(e) => failed.push((usize::MAX, format!("task failed: {e}"))),
+            Err(e) => failed.push((
+                usize::MAX,
+                CallFailure {
+                    timed_out: false,
+                    message: format!("task failed: {e}"),
+                },
+            )),
         }
     }
     if !failed.is_empty() {
+        // In one communicator, a node that refused makes its peers wait until their deadline:
+        // those timeouts are the refusal's consequence, so only the refusing nodes are blamed.
+        if failed.iter().any(|(_, f)| !f.timed_out) {
+            failed.retain(|(_, f)| !f.timed_out);
+        }
+        let mut failed: Vec<(usize, String)> =
+            failed.into_iter().map(|(i, f)| (i, f.message)).collect();
         failed.sort();
         return Err(failed);
     }
@@ -261,6 +285,27 @@ impl Runner {
             for (idx, s) in seen {
                 self.seen.insert(idx, s);
             }
+            // A node whose all-reduce came back wrong fails the run, whatever its speed.
+            let r = r.and_then(|res| {
+                let wrong: Vec<(usize, String)> = res
+                    .iter()
+                    .filter_map(|(i, nr)| {
+                        let w: u64 = nr
+                            .sweep
+                            .samples
+                            .iter()
+                            .filter_map(|s| s.out_of_place.wrong)
+                            .sum();
+                        (w > 0)
+                            .then(|| (*i, format!("{w} wrong elements in its all-reduce results")))
+                    })
+                    .collect();
+                if wrong.is_empty() {
+                    Ok(res)
+                } else {
+                    Err(wrong)
+                }
+            });
             outcomes.push(match r {
                 Ok(res) => {
                     let busbw = res

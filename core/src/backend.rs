@@ -91,6 +91,66 @@ pub struct CollectiveRequest {
     /// Test hook: make the worker hang after init, to prove the deadline.
     #[serde(default)]
     pub inject_hang: bool,
+    /// Set when this process's GPUs are some ranks of a larger communicator (a cluster run
+    /// across nodes); unset: one communicator over this request's GPUs.
+    #[serde(default)]
+    pub group: Option<RankGroup>,
+}
+
+/// This process's share of a communicator that spans processes (one per node).
+///
+/// The ranks meet through NCCL's own bootstrap: every process sets `NCCL_COMM_ID` to
+/// `comm_id` (`host:port` of the first node), so all derive the same unique id, and global
+/// rank 0 opens the bootstrap root there inside `ncclCommInitRank`. No process has to live
+/// from one phase of the cluster protocol to the next to hold the id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankGroup {
+    /// Global rank of this process's first GPU; its GPUs take consecutive ranks.
+    pub first_rank: u32,
+    /// GPUs this process drives (its ranks).
+    pub local_ranks: u32,
+    /// Ranks of the whole communicator.
+    pub world_ranks: u32,
+    /// `host:port` of the bootstrap root (rank 0's node).
+    pub comm_id: String,
+}
+
+impl RankGroup {
+    /// Largest communicator a cluster run may ask for (4096 nodes of 64 GPUs is beyond it; the
+    /// bound only keeps buffers and loops finite).
+    pub const MAX_WORLD_RANKS: u32 = 1 << 16;
+
+    pub fn validate(&self) -> Result<(), ProbeError> {
+        let bad = |m: String| Err(ProbeError::Invalid(m));
+        if self.world_ranks < 2 || self.world_ranks > Self::MAX_WORLD_RANKS {
+            return bad(format!(
+                "{} ranks in the communicator, outside 2..={}",
+                self.world_ranks,
+                Self::MAX_WORLD_RANKS
+            ));
+        }
+        if self.local_ranks == 0
+            || u64::from(self.first_rank) + u64::from(self.local_ranks)
+                > u64::from(self.world_ranks)
+        {
+            return bad(format!(
+                "ranks {}..{} (of this process) do not fit in {} ranks",
+                self.first_rank,
+                u64::from(self.first_rank) + u64::from(self.local_ranks),
+                self.world_ranks
+            ));
+        }
+        let id = self.comm_id.as_str();
+        let port_ok = id.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if id.len() > 256 || id.chars().any(|c| c.is_whitespace() || c.is_control()) || !port_ok {
+            return bad(format!(
+                "rendezvous address {id:?} is not HOST:PORT (an IPv4 address, a name, or [IPv6])"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl CollectiveRequest {
@@ -134,6 +194,19 @@ impl CollectiveRequest {
                 ));
             }
         }
+        if let Some(g) = &self.group {
+            g.validate()?;
+            if !self.gpus.is_empty() && self.gpus.len() != g.local_ranks as usize {
+                return bad(format!(
+                    "{} GPUs named for {} local ranks",
+                    self.gpus.len(),
+                    g.local_ranks
+                ));
+            }
+            if self.env.iter().any(|(k, _)| k == "NCCL_COMM_ID") {
+                return bad("NCCL_COMM_ID is set by the rank group; do not override it".into());
+            }
+        }
         Ok(())
     }
 }
@@ -152,6 +225,10 @@ pub struct CollectiveRun {
     pub init_seconds: f64,
     /// Effective NCCL_* environment of the run.
     pub env: Vec<(String, String)>,
+    /// The transports NCCL's channels use (`NET/Socket`, `P2P/CUMEM`, ...), from its INFO
+    /// log; recorded for runs across processes (cluster runs), where it is the finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
 }
 
 /// A node to measure: real GPUs or a simulated profile. Implementations block; callers that are

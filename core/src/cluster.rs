@@ -17,8 +17,9 @@ use crate::finding::{Evidence, Finding, Severity, Subject};
 use crate::report::Header;
 use crate::verdict::Verdict;
 
-/// What the real backend answers until the multi-process NCCL join exists.
-pub const REAL_JOIN_UNAVAILABLE: &str = "real multi-node NCCL join not implemented yet";
+/// What a backend without cluster support answers (the trait's default; the daemon maps it to
+/// gRPC UNIMPLEMENTED).
+pub const REAL_JOIN_UNAVAILABLE: &str = "this backend does not take part in cluster runs";
 
 /// The inter-node network, for the expectation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -274,6 +274,7 @@ pub fn run(
             .collect(),
         deadline: opts.deadline,
         inject_hang: opts.inject_hang,
+        group: None,
     };
     req.validate()?;
     let t0 = Instant::now();

@@ -269,6 +269,7 @@ pub fn run_bench_collectives(
             env: env.clone(),
             deadline: params.deadline,
             inject_hang: false,
+            group: None,
         };
         req.validate()?;
         let run = backend.collectives(&req, progress)?;

@@ -507,7 +507,11 @@ impl Ddpcheck for Service {
         let (rendezvous, node_result_json) = out.map_err(|e| match e {
             ProbeError::Timeout { .. } => Status::deadline_exceeded(e.to_string()),
             ProbeError::Busy(m) => Status::resource_exhausted(format!("BUSY: {m}")),
-            ProbeError::Unavailable(m) => Status::unimplemented(m),
+            ProbeError::Unavailable(m) if m == ddpcheck_core::cluster::REAL_JOIN_UNAVAILABLE => {
+                Status::unimplemented(m)
+            }
+            // No driver, GPU or NCCL on this node: it cannot take part.
+            ProbeError::Unavailable(m) => Status::failed_precondition(m),
             other => probe_status(&other),
         })?;
         Ok(Response::new(ClusterCollectiveReply {

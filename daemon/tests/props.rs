@@ -292,6 +292,7 @@ fn collective_request() -> impl Strategy<Value = CollectiveRequest> {
                     env,
                     deadline,
                     inject_hang: b,
+                    group: None,
                 }
             },
         )

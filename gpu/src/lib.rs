@@ -5,6 +5,7 @@
 //! so a node without a driver gets a verdict, never a crash (invariant 7).
 
 pub mod children;
+pub mod cluster;
 pub mod ddp;
 pub mod nccl;
 pub mod nvml;
@@ -31,6 +32,9 @@ pub struct RealConfig {
     pub nccl_lib: Option<PathBuf>,
     /// Python launcher for DDP benchmarks (`python3` by default, run as `-m torch.distributed.run`).
     pub python: String,
+    /// Address other nodes reach this one at in cluster runs (`DDPCHECK_CLUSTER_ADDRESS`);
+    /// default: what the host name resolves to (see [`cluster::advertised_host`]).
+    pub cluster_address: Option<String>,
 }
 
 impl Default for RealConfig {
@@ -40,6 +44,7 @@ impl Default for RealConfig {
             worker_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("ddpcheck")),
             nccl_lib: std::env::var_os("DDPCHECK_NCCL_LIB").map(PathBuf::from),
             python: std::env::var("DDPCHECK_PYTHON").unwrap_or_else(|_| "python3".into()),
+            cluster_address: std::env::var("DDPCHECK_CLUSTER_ADDRESS").ok(),
         }
     }
 }
@@ -92,5 +97,20 @@ impl NodeBackend for RealBackend {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<DdpResult>, ProbeError> {
         ddp::run_ddp(&self.config, req, progress)
+    }
+
+    fn cluster_prepare(
+        &self,
+        job: &ddpcheck_core::cluster::ClusterJob,
+    ) -> Result<Vec<u8>, ProbeError> {
+        cluster::prepare(&self.config, job)
+    }
+
+    fn cluster_join(
+        &self,
+        job: &ddpcheck_core::cluster::ClusterJob,
+        rendezvous: &[Vec<u8>],
+    ) -> Result<ddpcheck_core::cluster::NodeResult, ProbeError> {
+        cluster::join(&self.config, job, rendezvous)
     }
 }

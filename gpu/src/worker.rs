@@ -23,6 +23,7 @@ use ddpcheck_core::backend::CollectiveRequest;
 
 use crate::nccl::bench::{self, Shared};
 use crate::nccl::protocol::{FailKind, WorkerEvent};
+use crate::nccl::transport::TransportLog;
 use crate::supervise::MULTICAST_OFF;
 
 /// Exit codes of the worker process (the parent reads the events, these are for people).
@@ -270,6 +271,15 @@ pub fn main_from_args(args: &[String]) -> i32 {
         }
     };
     apply_env(&req.env);
+    // A communicator across processes: every process derives the same unique id from the
+    // root's address, and NCCL's log says which transport the nodes ended up using.
+    let transport_log = match &req.group {
+        Some(g) => {
+            std::env::set_var("NCCL_COMM_ID", &g.comm_id);
+            TransportLog::capture()
+        }
+        None => None,
+    };
 
     let started = Instant::now();
     let budget = watchdog_deadline(req.deadline);
@@ -302,7 +312,9 @@ pub fn main_from_args(args: &[String]) -> i32 {
     }
 
     let emit_out = out.clone();
-    let result = bench::run(&req, &shared, &mut |ev| emit_out.event(&ev));
+    let result = bench::run(&req, &shared, transport_log.as_ref(), &mut |ev| {
+        emit_out.event(&ev)
+    });
     match result {
         Ok(fin) => {
             if out.terminal(&WorkerEvent::Done { run: fin.run }, EXIT_OK) {

@@ -384,6 +384,7 @@ impl NodeBackend for SimBackend {
             sweeps,
             nccl_version: Some(self.profile.nccl_version.clone()),
             nccl_library: None,
+            transport: None,
             cuda_runtime_version: Some(self.profile.cuda_runtime_version.clone()),
             // Reported, not slept: simulated time is not wall time.
             init_seconds: self.profile.nccl_init_seconds,

@@ -54,6 +54,7 @@ fn sweep_req(
         env: env(e),
         deadline: Duration::from_secs(30),
         inject_hang: false,
+        group: None,
     }
 }
 

@@ -19,6 +19,7 @@ use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use super::ffi::{self, CUdevice, CUdeviceptr, Comm, Cuda, CudaError, Nccl, NcclError, Stream};
 use super::plan::{self, Buf, Geometry};
 use super::protocol::{FailKind, RankDevice, WorkerEvent};
+use super::transport::TransportLog;
 
 /// Host staging chunk for the data check: bounds host memory at 64 MiB per rank.
 const CHUNK_ELEMS: usize = 16 << 20;
@@ -248,6 +249,7 @@ fn park_forever() -> ! {
 pub fn run(
     req: &CollectiveRequest,
     shared: &Arc<Shared>,
+    transport_log: Option<&TransportLog>,
     emit: &mut dyn FnMut(WorkerEvent),
 ) -> Result<Finished, Failure> {
     shared.set_stage("loading the CUDA driver library");
@@ -298,10 +300,13 @@ pub fn run(
     let _ = shared.nccl.set(nccl.clone());
 
     shared.set_stage("finding the GPUs");
-    let devices = match resolve_devices(&cuda, req) {
+    let devices = match resolve_devices(&cuda, req).and_then(|d| place_in_group(d, req)) {
         Ok(d) => d,
         Err(f) => return Err(fail_or_hang(req, shared, f)),
     };
+    // Ranks of this process and of the whole communicator (more when it spans processes).
+    let n_local = devices.len() as u32;
+    let n = req.group.as_ref().map_or(n_local, |g| g.world_ranks);
     for d in &devices {
         eprintln!(
             "ddpcheck worker: rank {} = CUDA device {} ({}, bus {}, asked {})",
@@ -316,7 +321,6 @@ pub fn run(
             }
         );
     }
-    let n = devices.len() as u32;
     let sizes = size_ladder(req.min_bytes, req.max_bytes, req.step_factor);
     let plan = Arc::new(RunPlan {
         ops: req.ops.clone(),
@@ -333,16 +337,26 @@ pub fn run(
     let id = nccl
         .unique_id()
         .map_err(|e| Failure::nccl(e, "NCCL unique id"))?;
-    shared.set_stage(format!("NCCL init ({n} ranks)"));
+    shared.set_stage(match &req.group {
+        Some(g) => format!(
+            "NCCL init (ranks {}..{} of {n}, root {})",
+            g.first_rank,
+            g.first_rank + n_local,
+            g.comm_id
+        ),
+        None => format!("NCCL init ({n} ranks)"),
+    });
     emit(WorkerEvent::Progress {
         stage: "nccl init".into(),
         done: 0,
         total,
-        message: format!("creating {n} NCCL communicators (NCCL {version})"),
+        message: format!("creating {n_local} of {n} NCCL communicator ranks (NCCL {version})"),
     });
 
     let (tx, rx) = mpsc::channel::<Msg>();
-    let barrier = Arc::new(Barrier::new(n as usize));
+    // Only this process's rank threads meet at the barrier; ranks of other processes are
+    // synchronized by the collectives themselves.
+    let barrier = Arc::new(Barrier::new(n_local as usize));
     let mut handles = Vec::new();
     for d in &devices {
         let ctx = RankCtx {
@@ -381,7 +395,7 @@ pub fn run(
 
     // Communicators.
     let mut init_s = 0.0f64;
-    for _ in 0..n {
+    for _ in 0..n_local {
         if let Msg::Ready { init_s: s, rank } = recv(&rx)? {
             eprintln!("ddpcheck worker: rank {rank} communicator ready in {s:.3} s");
             init_s = init_s.max(s);
@@ -397,6 +411,10 @@ pub fn run(
         ranks: n,
         devices: devices.clone(),
     });
+    let transport = transport_log.and_then(|l| l.wait_for_any(Duration::from_secs(1)));
+    if let Some(t) = &transport {
+        eprintln!("ddpcheck worker: NCCL transport {t}");
+    }
 
     // Samples: collect every rank's timing of each (op, size, variant).
     let variants = if plan.in_place { 2 } else { 1 };
@@ -418,7 +436,7 @@ pub fn run(
         };
         let slot = pending.entry((oi, si, in_place)).or_default();
         slot.push((rank, dev_us, host_us, wrong));
-        let complete = |k| pending.get(&k).is_some_and(|v| v.len() == n as usize);
+        let complete = |k| pending.get(&k).is_some_and(|v| v.len() == n_local as usize);
         if !(complete((oi, si, false)) && (variants == 1 || complete((oi, si, true)))) {
             continue;
         }
@@ -493,6 +511,7 @@ pub fn run(
             cuda_runtime_version: driver,
             init_seconds: init_s,
             env: effective_env(),
+            transport,
         },
         ranks: handles,
     })
@@ -565,6 +584,33 @@ fn resolve_devices(cuda: &Cuda, req: &CollectiveRequest) -> Result<Vec<RankDevic
         out.push(describe(cuda, out.len() as u32, asked, d));
     }
     Ok(out)
+}
+
+/// In a communicator across processes, this process's GPUs take the global ranks from
+/// `first_rank` on; with no GPUs named, the first `local_ranks` visible ones.
+fn place_in_group(
+    mut devices: Vec<RankDevice>,
+    req: &CollectiveRequest,
+) -> Result<Vec<RankDevice>, Failure> {
+    let Some(g) = &req.group else {
+        return Ok(devices);
+    };
+    if devices.len() < g.local_ranks as usize {
+        return Err(Failure::new(
+            FailKind::Unavailable,
+            format!(
+                "{} GPU(s) visible to CUDA, {} needed for this node's ranks (CUDA_VISIBLE_DEVICES={})",
+                devices.len(),
+                g.local_ranks,
+                std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "(unset)".into())
+            ),
+        ));
+    }
+    devices.truncate(g.local_ranks as usize);
+    for (i, d) in devices.iter_mut().enumerate() {
+        d.rank = g.first_rank + i as u32;
+    }
+    Ok(devices)
 }
 
 fn describe(cuda: &Cuda, rank: u32, requested: String, d: CUdevice) -> RankDevice {

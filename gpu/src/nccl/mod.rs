@@ -7,6 +7,7 @@ pub mod ffi;
 pub mod loader;
 pub mod plan;
 pub mod protocol;
+pub mod transport;
 
 use std::process::Command;
 
@@ -230,6 +231,7 @@ mod tests {
             env: vec![],
             deadline,
             inject_hang,
+            group: None,
         }
     }
 
@@ -313,6 +315,7 @@ mod tests {
             sweeps: vec![],
             nccl_version: Some("2.28.9".into()),
             nccl_library: None,
+            transport: None,
             cuda_runtime_version: Some("13.0".into()),
             init_seconds: 0.5,
             env: vec![],
@@ -414,6 +417,45 @@ mod tests {
             env: vec![("NCCL_P2P_DISABLE".into(), "1".into())],
             deadline: Duration::from_secs(30),
             inject_hang: false,
+            group: None,
+        }
+    }
+
+    #[test]
+    fn fake_gpus_as_ranks_of_a_group_report_their_transport() {
+        let Some(libs) = fake_libs() else { return };
+        let mut req = fake_request(vec![Collective::AllReduce]);
+        req.gpus.clear();
+        req.in_place = false;
+        req.group = Some(ddpcheck_core::backend::RankGroup {
+            first_rank: 0,
+            local_ranks: 2,
+            world_ranks: 2,
+            comm_id: "127.0.0.1:29500".into(),
+        });
+        let run = run_worker(
+            fake_child(libs.path()),
+            &req,
+            &opts(req.deadline),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(run.transport.as_deref(), Some("NET/Socket"));
+        assert_eq!(run.sweeps[0].ranks, 2);
+        assert!(run.sweeps[0]
+            .samples
+            .iter()
+            .all(|s| s.out_of_place.wrong == Some(0)));
+
+        // More ranks for this node than GPUs it has: refused before NCCL init.
+        let mut one = fake_child(libs.path());
+        one.env("FAKE_GPUS", "1");
+        let r = run_worker(one, &req, &opts(req.deadline), &mut |_| {});
+        match r {
+            Err(ProbeError::Unavailable(m)) => {
+                assert!(m.contains("1 GPU(s) visible to CUDA, 2 needed"), "{m}")
+            }
+            other => panic!("{other:?}"),
         }
     }
 
