@@ -1,34 +1,57 @@
 #!/usr/bin/env bash
 # The reference for ddpcheck's own overhead: the same embedded DDP script, launched by hand with
-# torchrun (the commands `ddpcheck bench ddp --print-manual` prints), right after ddpcheck ran the
-# same launches. Prints throughput through ddpcheck / by hand per run.
+# torchrun (the commands `ddpcheck bench ddp --print-manual` prints), interleaved with ddpcheck
+# running the same launches: ROUNDS rounds (default 3), the order alternating every round
+# (ddpcheck first, then by hand first, ...) so that drift of the machine hits both alike.
+# Prints, per run, every round of each and the ratio of the medians. BYHAND_VARIANTS picks the
+# variants (default: the four of the DDP validation).
 #   ddp-by-hand.sh DDPCHECK NGPU LOGDIR [bench ddp args...]
 set -uo pipefail
 DDPCHECK=$1; NGPU=$2; LOGS=$3; shift 3
-ARGS=(--model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" --steps 25 --warmup-steps 5 "$@")
-"$DDPCHECK" bench ddp "${ARGS[@]}" --json > "$LOGS/byhand-ddpcheck.json" 2> "$LOGS/byhand-ddpcheck.err"
-echo "ddpcheck run rc=$?"
+ROUNDS=${ROUNDS:-3}
+VARIANTS=${BYHAND_VARIANTS:-base,bf16,accum4,bf16+accum4}
+ARGS=(--model gpt2-124m --variants "$VARIANTS" --gpus "1,$NGPU" --steps 25 --warmup-steps 5 "$@")
 "$DDPCHECK" bench ddp "${ARGS[@]}" --print-manual "$LOGS/byhand-script" > "$LOGS/byhand-commands.txt"
-: > "$LOGS/byhand-results.jsonl"
-while IFS= read -r cmd; do
-    [ -n "$cmd" ] || continue
-    (cd "$LOGS/byhand-script" && bash -c "$cmd") 2>> "$LOGS/byhand.err" | grep '"event": *"result"' >> "$LOGS/byhand-results.jsonl"
-done < "$LOGS/byhand-commands.txt"
-python3 - "$LOGS/byhand-ddpcheck.json" "$LOGS/byhand-results.jsonl" <<'PY'
-import json, sys
-ours = {(r["model"], r["variant"], r["world_size"]): r["throughput"] for r in json.load(open(sys.argv[1]))["results"]}
-hand = {}
-for line in open(sys.argv[2]):
-    r = json.loads(line)
-    hand[(r["model"], r["variant"], r["world_size"])] = r["throughput"]
-print(f"{'run':<32} {'ddpcheck':>12} {'by hand':>12} {'ratio':>7}")
+through_ddpcheck() {
+    "$DDPCHECK" bench ddp "${ARGS[@]}" --json > "$LOGS/byhand-ddpcheck-$1.json" 2> "$LOGS/byhand-ddpcheck-$1.err"
+    echo "round $1: ddpcheck rc=$?"
+}
+by_hand() {
+    : > "$LOGS/byhand-results-$1.jsonl"
+    while IFS= read -r cmd; do
+        [ -n "$cmd" ] || continue
+        (cd "$LOGS/byhand-script" && bash -c "$cmd") 2>> "$LOGS/byhand-$1.err" | grep '"event": *"result"' >> "$LOGS/byhand-results-$1.jsonl"
+    done < "$LOGS/byhand-commands.txt"
+    echo "round $1: by hand, $(wc -l < "$LOGS/byhand-results-$1.jsonl") results"
+}
+for r in $(seq 1 "$ROUNDS"); do
+    if [ $((r % 2)) -eq 1 ]; then through_ddpcheck "$r"; by_hand "$r"; else by_hand "$r"; through_ddpcheck "$r"; fi
+    # A run cut at its time limit still brings back the rounds it finished.
+    [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"
+done
+python3 - "$LOGS" "$ROUNDS" <<'PY'
+import json, pathlib, statistics, sys
+logs, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+key = lambda r: (r["model"], r["variant"], r["world_size"])
+ours, hand = {}, {}
+for i in range(1, rounds + 1):
+    p = logs / f"byhand-ddpcheck-{i}.json"
+    if p.exists() and p.stat().st_size:
+        for r in json.loads(p.read_text())["results"]:
+            ours.setdefault(key(r), []).append(r["throughput"])
+    for line in (logs / f"byhand-results-{i}.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        hand.setdefault(key(r), []).append(r["throughput"])
+print(f"{'run':<28} {'ddpcheck (each round)':>30} {'by hand (each round)':>30} {'median ratio':>12}")
 worst = 0.0
 for k in sorted(ours):
-    if k in hand:
-        ratio = ours[k] / hand[k]
+    o, h = ours[k], hand.get(k, [])
+    fmt = lambda v: " ".join(f"{x:.0f}" for x in v)
+    if h:
+        ratio = statistics.median(o) / statistics.median(h)
         worst = max(worst, abs(ratio - 1))
-        print(f"{' '.join(map(str, k)):<32} {ours[k]:>12.0f} {hand[k]:>12.0f} {ratio:>7.3f}")
+        print(f"{' '.join(map(str, k)):<28} {fmt(o):>30} {fmt(h):>30} {ratio:>12.3f}")
     else:
-        print(f"{' '.join(map(str, k)):<32} {ours[k]:>12.0f} {'missing':>12}")
-print(f"largest |ddpcheck/by-hand - 1| = {worst:.1%} ({'PASS' if worst <= 0.03 else 'FAIL'} vs 3%)")
+        print(f"{' '.join(map(str, k)):<28} {fmt(o):>30} {'missing':>30}")
+print(f"{rounds} rounds: largest |median ddpcheck / median by hand - 1| = {worst:.1%} ({'PASS' if worst <= 0.03 else 'FAIL'} vs 3%)")
 PY

@@ -2,7 +2,9 @@
 # GPU validation of ddpcheck's real backends, run by hand on a GPU machine (here through the
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
-#   scripts/gpu-validate.sh [PHASE...]      phases: probe nccl preflight hang ddp mlp manual repeat
+#   scripts/gpu-validate.sh [PHASE...]
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355
+#   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
 # read from .fetched/nccl-tests (fetched, never committed) and built for the run.
@@ -24,6 +26,13 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 now() { date +%s.%N; }
 el() { python3 -c "print(f'{$2-$1:.2f}')"; }
 
+HN="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
+# pip's NCCL (the one torch and nccl-tests use); images may carry a second one on the loader path.
+PIPNCCL=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0] + "/lib/libnccl.so.2")' 2>/dev/null || true)
+build_nccl_tests() {
+    NT=$(bash scripts/build-nccl-tests.sh .fetched/nccl-tests > "$LOGS/nccl-tests-build.txt" 2>&1 && tail -1 "$LOGS/nccl-tests-build.txt")
+    NT_LIBDIR=$(grep -o 'LD_LIBRARY_PATH=[^ ]*' "$LOGS/nccl-tests-build.txt" | tail -1 | cut -d= -f2)
+}
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
 
 say "# ddpcheck GPU validation $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), $NGPU GPUs"
@@ -106,7 +115,7 @@ mlp)
     ;;
 manual)
     say "## manual: the same embedded script launched by hand with torchrun (reference for overhead)"
-    bash scripts/ddp-by-hand.sh "$DDPCHECK" "$NGPU" "$LOGS" 2>&1 | tee -a "$SUMMARY"
+    ROUNDS=${ROUNDS:-3} bash scripts/ddp-by-hand.sh "$DDPCHECK" "$NGPU" "$LOGS" 2>&1 | tee -a "$SUMMARY"
     ;;
 repeat)
     say "## repeat: the NVLink DDP run again (run-to-run agreement)"
@@ -131,6 +140,106 @@ hostnet3)
         env $HN LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 10 -w 2 -c 1 > "$LOGS/ref-hostnet-r$round.txt" 2>&1
     done
     python3 scripts/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
+    ;;
+hostnet5)
+    say "## hostnet5: host-network regime, ddpcheck and nccl-tests alternately (order swapped every round), 5 rounds, 64 MiB..1 GiB, both on pip's NCCL"
+    build_nccl_tests
+    say "pip NCCL: ${PIPNCCL:-not found}; all_reduce_perf: ${NT:-BUILD FAILED}"
+    rm -f "$LOGS"/ours-hostnet-r*.json "$LOGS"/ref-hostnet-r*.txt
+    ours_hn() { env $HN DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 1G -f 2 -n 10 -w 2 --json > "$LOGS/ours-hostnet-r$1.json" 2>> "$LOGS/hostnet5.err"; }
+    ref_hn() { env $HN LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 10 -w 2 -c 1 > "$LOGS/ref-hostnet-r$1.txt" 2>&1; }
+    for round in 1 2 3 4 5; do
+        if [ $((round % 2)) -eq 1 ]; then ours_hn $round; ref_hn $round; else ref_hn $round; ours_hn $round; fi
+    done
+    grep -h '"nccl_library"' "$LOGS"/ours-hostnet-r1.json | head -1 | tee -a "$SUMMARY"
+    grep -h 'NCCL version' "$LOGS"/ref-hostnet-r1.txt | head -1 | tee -a "$SUMMARY"
+    python3 scripts/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
+    ;;
+cluster)
+    say "## cluster: two daemons, one GPU each ($HN), one NCCL communicator across them, against the single-process sweep; 3 alternating rounds"
+    CD=$(mktemp -d /tmp/ddpcheck-cluster.XXXXXX)
+    pids=()
+    for i in 0 1; do
+        mkdir -p "$CD/state$i" "$CD/run$i"
+        env $HN CUDA_VISIBLE_DEVICES=$i DDPCHECK_CLUSTER_ADDRESS=127.0.0.1 DDPCHECK_NCCL_LIB="$PIPNCCL" RUST_LOG=info \
+            "$BIN/ddpcheckd" --listen "$CD/n$i.sock" --metrics-listen none --state-dir "$CD/state$i" --runtime-dir "$CD/run$i" \
+            > "$LOGS/cluster-daemon$i.log" 2>&1 &
+        pids+=($!)
+    done
+    for i in 0 1; do for _ in $(seq 100); do [ -S "$CD/n$i.sock" ] && break; sleep 0.1; done; done
+    for round in 1 2 3; do
+        t0=$(now)
+        "$DDPCHECK" cluster check --nodes "$CD/n0.sock,$CD/n1.sock" --gpus-per-node 1 --network tcp10 \
+            --min-bytes 64M --max-bytes 512M --stage-deadline 120 --json > "$LOGS/cluster-r$round.json" 2> "$LOGS/cluster-r$round.err"
+        say "cluster round $round: exit $? in $(el "$t0" "$(now)") s"
+        env $HN DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 512M -f 2 -n 20 -w 5 \
+            --json > "$LOGS/cluster-single-r$round.json" 2>> "$LOGS/cluster-single.err"
+    done
+    kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
+    left=$(pgrep -fa 'ddpcheckd worker' | grep -v pgrep || true)
+    say "daemons stopped; workers left: ${left:-none}"
+    python3 - "$LOGS" <<'PY' | tee -a "$SUMMARY"
+import json, pathlib, statistics, sys
+logs = pathlib.Path(sys.argv[1])
+def peak(path):
+    rep = json.loads(path.read_text())
+    s = [x for x in rep["runs"][0]["run"]["sweeps"] if x["op"] == "all_reduce"][0]["samples"]
+    return max(x["out_of_place"]["busbw_gbps"] for x in s if x["bytes"] >= 64 << 20)
+cl, single = [], []
+for r in (1, 2, 3):
+    try:
+        rep = json.loads((logs / f"cluster-r{r}.json").read_text())
+        cl.append(rep["cluster_busbw_gbps"])
+        print(f"round {r}: cluster {rep['cluster_busbw_gbps']:.2f} GB/s, verdict {rep['verdict']}, transport {rep.get('transport')}, "
+              f"nodes {[(n['hostname'], n['state'], n['busbw_gbps']) for n in rep['nodes']]}")
+    except Exception as e:
+        print(f"round {r}: cluster report unreadable: {e}")
+    try:
+        single.append(peak(logs / f"cluster-single-r{r}.json"))
+        print(f"round {r}: single process {single[-1]:.2f} GB/s")
+    except Exception as e:
+        print(f"round {r}: single-process report unreadable: {e}")
+if cl and single:
+    ratio = statistics.median(cl) / statistics.median(single)
+    print(f"median cluster {statistics.median(cl):.2f} / median single {statistics.median(single):.2f} = {ratio:.3f} "
+          f"({'PASS' if abs(ratio - 1) <= 0.10 else 'FAIL'} vs 10%)")
+PY
+    ;;
+model)
+    say "## model: per regime, the all-reduce curve, gpt2-124m (4 variants) and the MLP sweep, 1 and $NGPU GPUs, all on pip's NCCL"
+    for r in "${REGIMES[@]}"; do
+        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+        t0=$(now)
+        env $envs DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 1K -e 256M -f 2 -n 20 -w 5 --json > "$LOGS/model-curve-$name.json" 2> "$LOGS/model-curve-$name.err"
+        say "curve $name rc=$? $(el "$t0" "$(now)") s"
+        t0=$(now)
+        "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
+            --steps 20 --warmup-steps 5 --json > "$LOGS/model-gpt-$name.json" 2> "$LOGS/model-gpt-$name.err"
+        say "gpt2-124m $name rc=$? $(el "$t0" "$(now)") s"
+        t0=$(now)
+        "$DDPCHECK" bench ddp --sweep mlp:128,448,1024,2048,4352 --variants base,fp16,accum8 --gpus "1,$NGPU" $envargs \
+            --steps 20 --warmup-steps 5 --json > "$LOGS/model-mlp-$name.json" 2> "$LOGS/model-mlp-$name.err"
+        say "mlp $name rc=$? $(el "$t0" "$(now)") s"
+        tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    done
+    python3 scripts/summarise-ddp.py "$LOGS"/model-gpt-*.json "$LOGS"/model-mlp-*.json | tee -a "$SUMMARY"
+    ;;
+model355)
+    say "## model355: per regime, the all-reduce curve and gpt2-355m (4 variants), 1 and $NGPU GPUs"
+    for r in "${REGIMES[@]}"; do
+        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+        t0=$(now)
+        env $envs DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 1K -e 256M -f 2 -n 20 -w 5 --json > "$LOGS/model355-curve-$name.json" 2> "$LOGS/model355-curve-$name.err"
+        say "curve $name rc=$? $(el "$t0" "$(now)") s"
+        t0=$(now)
+        "$DDPCHECK" bench ddp --model gpt2-355m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
+            --steps 15 --warmup-steps 5 --json > "$LOGS/model355-gpt-$name.json" 2> "$LOGS/model355-gpt-$name.err"
+        say "gpt2-355m $name rc=$? $(el "$t0" "$(now)") s"
+        tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    done
+    python3 scripts/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
     ;;
 *) say "unknown phase $phase" ;;
 esac

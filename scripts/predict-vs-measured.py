@@ -5,7 +5,11 @@ For each regime: the all-reduce curve comes from a `bench collectives --json` re
 compute time from the 1-GPU *base* rows of a `bench ddp --json` report; the multi-GPU rows are
 held out (the model never sees them, no calibration), then compared with the predictions.
 
-Usage: predict-vs-measured.py DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
+Usage: predict-vs-measured.py [--min-params N] DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
+
+--min-params N leaves out models below N parameters (the judged range starts at 0.8M; smaller
+ones are calibration candidates). A measured speedup above the GPU count is marked `!`: with weak
+scaling it cannot be real, so its 1-GPU reference ran slow.
 
 With CALIBRATION.json (a `bench ddp --json` of OTHER models on the same node and regime), the
 model's DDP overheads are fitted on those runs (cross-calibration: the evaluated runs stay unseen)."""
@@ -16,9 +20,13 @@ import subprocess
 import sys
 import tempfile
 
-ddpcheck = sys.argv[1]
+args = sys.argv[1:]
+min_params = 0
+if args and args[0] == "--min-params":
+    min_params, args = float(args[1]), args[2:]
+ddpcheck = args[0]
 rows = []
-for arg in sys.argv[2:]:
+for arg in args[1:]:
     parts = arg.split(":")
     regime, coll, ddp = parts[:3]
     calib = ["--from", parts[3]] if len(parts) > 3 else []
@@ -26,7 +34,8 @@ for arg in sys.argv[2:]:
     # The model sees only 1-GPU runs: base and accumK (compute and optimizer step) and a hook run
     # (the hook's own cost); every multi-GPU run is held out.
     singles = dict(rep, results=[r for r in rep["results"] if r["world_size"] == 1])
-    held_out = [r for r in rep["results"] if r["world_size"] > 1 and r.get("speedup")]
+    held_out = [r for r in rep["results"]
+                if r["world_size"] > 1 and r.get("speedup") and r["params"] >= min_params]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(singles, f)
         singles_path = f.name
@@ -59,7 +68,8 @@ errs = []
 for regime, model, variant, n, p, m in rows:
     e = (p - m) / m
     errs.append(abs(e))
-    print(f"{regime:<8} {model:<12} {variant:<12} {n:>2} {p:>9.2f} {m:>9.2f} {e:>+7.1%}")
+    mark = " !" if m > n else ""
+    print(f"{regime:<8} {model:<12} {variant:<12} {n:>2} {p:>9.2f} {m:>9.2f} {e:>+7.1%}{mark}")
 if errs:
     print(f"\n{len(errs)} cases: median |error| {statistics.median(errs):.1%}, largest {max(errs):.1%}")
 # Ranking: within each (regime, model), variants ordered by predicted and by measured speedup,
