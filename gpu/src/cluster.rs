@@ -82,6 +82,32 @@ pub fn prepare(config: &RealConfig, job: &ClusterJob) -> Result<Vec<u8>, ProbeEr
     .map_err(|e| ProbeError::Worker(format!("encoding the rendezvous: {e}")))
 }
 
+/// The rendezvous entries of a run whose root is fixed in advance (`ddpcheck cluster srun`:
+/// the first node of a Slurm step and a port derived from the job), built locally on every
+/// node without any exchange: entry 0 names `root` as the bootstrap address, the others only
+/// their rank. What [`join_request`] reads from them is exactly what [`prepare`] gives, so the
+/// join itself is the daemons' one. `root` is checked there (`HOST:PORT`).
+pub fn fixed_rendezvous(root: &str, nodes: u32) -> Result<Vec<Vec<u8>>, ProbeError> {
+    let host = root.rsplit_once(':').map_or(root, |(h, _)| h);
+    (0..nodes)
+        .map(|rank| {
+            let entry = if rank == 0 {
+                Rendezvous {
+                    hostname: host.to_string(),
+                    comm_id: Some(root.to_string()),
+                }
+            } else {
+                Rendezvous {
+                    hostname: format!("rank {rank}"),
+                    comm_id: None,
+                }
+            };
+            serde_json::to_vec(&entry)
+                .map_err(|e| ProbeError::Worker(format!("encoding the rendezvous: {e}")))
+        })
+        .collect()
+}
+
 /// The collective request of this node's part: its GPUs as consecutive global ranks.
 pub fn join_request(
     job: &ClusterJob,
@@ -213,6 +239,43 @@ mod tests {
             assert_eq!(req.ops, vec![Collective::AllReduce]);
             assert!(req.check);
         }
+    }
+
+    #[test]
+    fn fixed_rendezvous_is_what_the_join_reads() {
+        let parts = fixed_rendezvous("node-a:20101", 3).unwrap();
+        assert_eq!(parts.len(), 3);
+        for rank in 0..3 {
+            let g = join_request(&job(rank), &parts).unwrap().group.unwrap();
+            assert_eq!(g.comm_id, "node-a:20101");
+            assert_eq!(
+                (g.first_rank, g.local_ranks, g.world_ranks),
+                (rank * 2, 2, 6)
+            );
+        }
+        let r0: Rendezvous = serde_json::from_slice(&parts[0]).unwrap();
+        assert_eq!(r0.hostname, "node-a");
+        let r2: Rendezvous = serde_json::from_slice(&parts[2]).unwrap();
+        assert_eq!(r2.comm_id, None);
+        // The same entries on every node: nothing in them depends on where they are built.
+        assert_eq!(parts, fixed_rendezvous("node-a:20101", 3).unwrap());
+        // An IPv6 root keeps its brackets; a root that is not HOST:PORT is refused at the join.
+        let v6 = fixed_rendezvous("[fe80::1]:20101", 2).unwrap();
+        let r0: Rendezvous = serde_json::from_slice(&v6[0]).unwrap();
+        assert_eq!(r0.hostname, "[fe80::1]");
+        let j = ClusterJob {
+            world_nodes: 2,
+            ..job(1)
+        };
+        assert_eq!(
+            join_request(&j, &v6).unwrap().group.unwrap().comm_id,
+            "[fe80::1]:20101"
+        );
+        let e = join_request(&j, &fixed_rendezvous("node-a", 2).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("not HOST:PORT"), "{e}");
+        // Entry count must match the job's nodes, as for the daemons' rendezvous.
+        let e = join_request(&job(0), &fixed_rendezvous("node-a:1", 2).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("2 entries for 3 nodes"), "{e}");
     }
 
     #[test]
