@@ -333,10 +333,19 @@ fn flood_of_two_hundred_scrapers_and_fifty_readers_gets_no_errors() {
     d.stop();
 }
 
-/// The paced load's bound. The goal is 10 ms, and quiet runs meet it (docs/reliability.md has the
-/// figures), but on a 2-core machine shared with builds a p99 of a few hundred calls lands on
-/// whatever else runs; 50 ms is the bound that stays stable there, not the goal.
-const PACED_P99_BOUND_MS: f64 = 50.0;
+/// The bar for 200 scrapers and 50 readers over 60 s. The paced load is that many
+/// clients at rates far above Prometheus' (1 scrape/s each, 10 reads/s each); the flood above is
+/// a stress test beyond it (docs/reliability.md).
+const PACED_P99_BOUND_MS: f64 = 10.0;
+
+/// The paced run's length: the 60 s unless DDPCHECK_PACED_LOAD_SECONDS says otherwise.
+fn paced_seconds() -> f64 {
+    std::env::var("DDPCHECK_PACED_LOAD_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(60.0)
+}
 
 #[test]
 fn paced_two_hundred_scrapers_and_fifty_readers() {
@@ -346,7 +355,7 @@ fn paced_two_hundred_scrapers_and_fifty_readers() {
         scrape: Duration::from_secs(1),
         read: Duration::from_millis(100),
     };
-    let secs = load_seconds();
+    let secs = paced_seconds();
     // Rates over the load phase itself; the last ticks may end after it.
     let ((mut scrapes, mut reads, _), cpu) = Cpu::measure(d.child.id(), || load(&d, secs, pace));
     let (_, s99, _) = scrapes.report("paced: 200 /metrics scrapers, 1/s each", secs);
