@@ -43,7 +43,7 @@ impl Key {
 }
 
 /// Every key, in the order `ddpcheck config check` prints them.
-pub const KEYS: [Key; 13] = [
+pub const KEYS: [Key; 14] = [
     Key {
         name: "sim",
         env: "DDPCHECK_SIM",
@@ -100,6 +100,11 @@ pub const KEYS: [Key; 13] = [
         help: "seconds between snapshot refreshes (and systemd watchdog pings)",
     },
     Key {
+        name: "cluster_address",
+        env: "DDPCHECK_CLUSTER_ADDRESS",
+        help: "host or IP other nodes reach this one at in cluster runs (the NCCL rendezvous when it is the first node); unset: the address the host name resolves to",
+    },
+    Key {
         name: "work_rate_per_minute",
         env: "DDPCHECK_WORK_RATE_PER_MINUTE",
         help: "work-starting gRPC calls (preflights and benchmarks; not cluster phases) allowed per minute on average, 0 = no limit; unset: 30",
@@ -143,6 +148,8 @@ pub struct Layer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collect_interval: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_address: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_rate_per_minute: Option<f64>,
     /// Whole calls; any TOML integer parses here, the bounds are checked in `settings()`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,6 +180,7 @@ impl Layer {
             "runtime_dir" => p(&self.runtime_dir),
             "state_dir" => p(&self.state_dir),
             "collect_interval" => self.collect_interval.map(Val::Number),
+            "cluster_address" => s(&self.cluster_address),
             "work_rate_per_minute" => self.work_rate_per_minute.map(Val::Number),
             "work_burst" => self.work_burst.map(Val::Integer),
             _ => None,
@@ -193,6 +201,7 @@ impl Layer {
             "runtime_dir" => self.runtime_dir = other.runtime_dir.take(),
             "state_dir" => self.state_dir = other.state_dir.take(),
             "collect_interval" => self.collect_interval = other.collect_interval.take(),
+            "cluster_address" => self.cluster_address = other.cluster_address.take(),
             "work_rate_per_minute" => self.work_rate_per_minute = other.work_rate_per_minute.take(),
             "work_burst" => self.work_burst = other.work_burst.take(),
             _ => {}
@@ -230,6 +239,7 @@ impl Layer {
                 "web_config_file" => l.web_config_file = Some(v.into()),
                 "runtime_dir" => l.runtime_dir = Some(v.into()),
                 "state_dir" => l.state_dir = Some(v.into()),
+                "cluster_address" => l.cluster_address = Some(v),
                 "collect_interval" => {
                     let n = v.trim().parse::<f64>().map_err(|_| ConfigError::Invalid {
                         key: k.name,
@@ -410,6 +420,8 @@ pub struct Settings {
     pub collect_interval: Duration,
     /// Rate limit of work-starting gRPC calls (off when `work_rate_per_minute` is 0).
     pub work_rate: WorkRate,
+    /// Where other nodes reach this one in cluster runs (`None`: from the host name).
+    pub cluster_address: Option<String>,
 }
 
 impl Effective {
@@ -531,7 +543,36 @@ impl Effective {
             state_dir: v.state_dir.clone(),
             collect_interval: Duration::from_secs_f64(interval),
             work_rate,
+            cluster_address: self.cluster_address()?,
         })
+    }
+
+    /// A host name, IPv4 or IPv6 address (NCCL_COMM_ID takes `HOST:PORT`); no port of its own.
+    fn cluster_address(&self) -> Result<Option<String>, ConfigError> {
+        let Some(a) = self.values.cluster_address.as_deref().map(str::trim) else {
+            return Ok(None);
+        };
+        if a.is_empty() {
+            return Ok(None);
+        }
+        let bare = a.trim_start_matches('[').trim_end_matches(']');
+        let is_ip = bare.parse::<std::net::IpAddr>().is_ok();
+        let is_name = a.len() <= 253
+            && a.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            });
+        if !(is_ip || is_name) {
+            return Err(self.invalid(
+                "cluster_address",
+                a.to_string(),
+                "not a host name or IP address (give no port: the daemon picks one per run)",
+            ));
+        }
+        Ok(Some(bare.to_string()))
     }
 
     fn work_rate(&self) -> Result<WorkRate, ConfigError> {
@@ -912,6 +953,34 @@ mod tests {
         let back = Layer::from_toml(&text, Path::new("rendered")).unwrap();
         assert_eq!(back, eff.values);
         assert_eq!(eff.to_json()["values"]["work_burst"], 7);
+    }
+
+    #[test]
+    fn cluster_address_takes_a_host_or_an_ip_without_a_port() {
+        let settings =
+            |text: &str| merge(Layer::default(), Layer::default(), file(text)).settings();
+        for (text, want) in [
+            ("", None),
+            ("cluster_address = \"10.0.0.11\"\n", Some("10.0.0.11")),
+            (
+                "cluster_address = \"node-07.cluster\"\n",
+                Some("node-07.cluster"),
+            ),
+            ("cluster_address = \"[fd00::7]\"\n", Some("fd00::7")),
+            ("cluster_address = \"fd00::7\"\n", Some("fd00::7")),
+        ] {
+            let s = settings(text).unwrap();
+            assert_eq!(s.cluster_address.as_deref(), want, "{text}");
+        }
+        for bad in ["10.0.0.11:29500", "a b", "node_07", "-", "x..y"] {
+            let e = settings(&format!("cluster_address = {bad:?}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("cluster_address = ") && e.contains("not a host name or IP"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -52,6 +52,10 @@ struct Args {
     /// Seconds between snapshot refreshes [default: 30].
     #[arg(long, env = "DDPCHECK_COLLECT_INTERVAL")]
     collect_interval: Option<f64>,
+    /// Host or IP other nodes reach this one at in cluster runs (the NCCL rendezvous when it is
+    /// the first node) [default: the address the host name resolves to].
+    #[arg(long, env = "DDPCHECK_CLUSTER_ADDRESS")]
+    cluster_address: Option<String>,
     /// Work-starting calls (preflights and benchmarks; cluster phases are single flight only)
     /// allowed per minute on average; 0 turns the limit off [default: 30].
     #[arg(long, env = "DDPCHECK_WORK_RATE_PER_MINUTE")]
@@ -76,6 +80,7 @@ impl Args {
             runtime_dir: self.runtime_dir,
             state_dir: self.state_dir,
             collect_interval: self.collect_interval,
+            cluster_address: self.cluster_address,
             work_rate_per_minute: self.work_rate_per_minute,
             work_burst: self.work_burst,
         };
@@ -171,7 +176,11 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         .state_dir
         .or_else(|| std::env::var_os("STATE_DIRECTORY").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/var/lib/ddpcheck"));
-    let backend = engine::make_backend(settings.sim.as_deref(), RealConfig::default())?;
+    let real = RealConfig {
+        cluster_address: settings.cluster_address.clone(),
+        ..RealConfig::default()
+    };
+    let backend = engine::make_backend(settings.sim.as_deref(), real)?;
     let label = backend.label();
     let cfg = DaemonConfig {
         socket: settings.listen,
