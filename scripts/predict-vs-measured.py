@@ -5,10 +5,13 @@ For each regime: the all-reduce curve comes from a `bench collectives --json` re
 compute time from the 1-GPU *base* rows of a `bench ddp --json` report; the multi-GPU rows are
 held out (the model never sees them, no calibration), then compared with the predictions.
 
-Usage: predict-vs-measured.py [--min-params N] DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
+Usage: predict-vs-measured.py [--min-params N] [--pool-1gpu] DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
 
 --min-params N leaves out models below N parameters (the judged range starts at 0.8M; smaller
-ones are calibration candidates). A measured speedup above the GPU count is marked `!`: with weak
+ones are calibration candidates). --pool-1gpu replaces every 1-GPU run by the median of the
+same model and variant over all the reports given (1-GPU runs do not depend on the regime, so
+one call holds several launches of each), for the model's input and the measured speedup alike:
+it measures how much of the error is the 1-GPU launch's own noise. A measured speedup above the GPU count is marked `!`: with weak
 scaling it cannot be real, so its 1-GPU reference ran slow.
 
 With CALIBRATION.json (a `bench ddp --json` of OTHER models on the same node and regime), the
@@ -21,16 +24,50 @@ import sys
 import tempfile
 
 args = sys.argv[1:]
-min_params = 0
-if args and args[0] == "--min-params":
-    min_params, args = float(args[1]), args[2:]
+min_params, pool = 0, False
+while args and args[0].startswith("--"):
+    if args[0] == "--min-params":
+        min_params, args = float(args[1]), args[2:]
+    elif args[0] == "--pool-1gpu":
+        pool, args = True, args[1:]
+    else:
+        sys.exit(f"unknown option {args[0]}")
 ddpcheck = args[0]
 rows = []
+pooled = {}
+if pool:
+    runs = {}
+    for arg in args[1:]:
+        for r in json.load(open(arg.split(":")[2]))["results"]:
+            if r["world_size"] == 1:
+                runs.setdefault((r["model"], r["variant"]), []).append(r)
+    for k, rs in runs.items():
+        pooled[k] = statistics.median(r["step_time_median_s"] for r in rs)
+
+
+def pooled_report(rep):
+    """The report with its 1-GPU runs replaced by the pooled medians and speedups recomputed."""
+    if not pool:
+        return rep
+    out = []
+    for r in rep["results"]:
+        r = dict(r)
+        step1 = pooled.get((r["model"], r["variant"]))
+        if step1 is not None:
+            if r["world_size"] == 1:
+                r["throughput"] *= r["step_time_median_s"] / step1
+                r["step_time_median_s"] = step1
+            elif r.get("speedup"):
+                r["speedup"] = r["world_size"] * step1 / r["step_time_median_s"]
+        out.append(r)
+    return dict(rep, results=out)
+
+
 for arg in args[1:]:
     parts = arg.split(":")
     regime, coll, ddp = parts[:3]
     calib = ["--from", parts[3]] if len(parts) > 3 else []
-    rep = json.load(open(ddp))
+    rep = pooled_report(json.load(open(ddp)))
     # The model sees only 1-GPU runs: base and accumK (compute and optimizer step) and a hook run
     # (the hook's own cost); every multi-GPU run is held out.
     singles = dict(rep, results=[r for r in rep["results"] if r["world_size"] == 1])
