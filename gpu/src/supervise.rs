@@ -1,7 +1,12 @@
-//! Child-process supervision: each child runs in its own session and process group under a
-//! hard deadline (SIGTERM to the group, a short grace, SIGKILL, reap), speaks JSON lines on
-//! stdout, and keeps the tail of its stderr for error messages. Generic: the NCCL worker and
-//! the DDP runner (torchrun) both use it (invariant 1).
+//! Child-process supervision: each child runs in its own process group (and, by default, its
+//! own session) under a hard deadline (SIGTERM to the group, a short grace, SIGKILL, reap),
+//! speaks JSON lines on stdout, and keeps the tail of its stderr for error messages. Generic:
+//! the NCCL worker and the DDP runner (torchrun) both use it (invariant 1).
+//!
+//! [`run_json_lines_with`] hands every JSON value to a callback; [`run_lines`] hands every
+//! line with its text, and its callback may say [`Next::Done`]: everything expected is in, so
+//! the child gets only [`Options::done_grace`] to exit by itself. What a callback collected
+//! stays with the caller whatever the call returns (a crash or stop after reporting).
 //!
 //! Nothing is left running: after the child ends, for whatever reason, the rest of its
 //! process group is killed too. A child stuck in the kernel (a GPU driver call after an XID)
@@ -11,7 +16,7 @@
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -28,9 +33,22 @@ pub struct Options {
     pub stderr_tail_bytes: usize,
     /// A stdout line longer than this is an error (a runaway child, not a protocol).
     pub max_line_bytes: usize,
-    /// Keep going on stdout lines that are not JSON (recorded in [`Outcome::non_json`]);
-    /// strict by default.
+    /// Keep going on stdout lines that are not JSON (recorded in [`Outcome::non_json`] and
+    /// handed to a [`run_lines`] callback as text), and cut a line longer than
+    /// `max_line_bytes` there (the rest of it is dropped) instead of failing; strict by default.
     pub allow_non_json: bool,
+    /// Start the child in a new session (setsid) and have the kernel SIGKILL it if the thread
+    /// that started it dies (`PR_SET_PDEATHSIG`); when false, only a new process group
+    /// (setpgid). Either way the group id is the child's pid. Default true.
+    pub new_session: bool,
+    /// After the callback says [`Next::Done`], the time the child has to exit by itself before
+    /// its group is stopped as at the deadline ([`SuperviseError::Lingered`]); never later than
+    /// the deadline.
+    pub done_grace: Duration,
+    /// When we stop the child (deadline, done grace), still hand the callback the lines it
+    /// wrote until its stdout closes, for up to 2 s after it is reaped. Default false: nothing
+    /// after the deadline counts.
+    pub read_while_stopping: bool,
 }
 
 impl Options {
@@ -41,8 +59,29 @@ impl Options {
             stderr_tail_bytes: 16 << 10,
             max_line_bytes: 8 << 20,
             allow_non_json: false,
+            new_session: true,
+            done_grace: Duration::from_secs(10),
+            read_while_stopping: false,
         }
     }
+}
+
+/// One stdout line for a [`run_lines`] callback. Blank lines are not handed on.
+#[derive(Debug)]
+pub struct Line<'a> {
+    /// The line without its newline (lossy UTF-8; cut at `max_line_bytes` when lenient).
+    pub text: &'a str,
+    /// The line as JSON; `None` only with [`Options::allow_non_json`].
+    pub json: Option<serde_json::Value>,
+}
+
+/// What a [`run_lines`] callback wants next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Keep reading.
+    More,
+    /// Everything expected is in: give the child [`Options::done_grace`] to exit.
+    Done,
 }
 
 /// A child that ran to its end with exit status 0.
@@ -72,6 +111,18 @@ pub enum SuperviseError {
         pid: u32,
         deadline: Duration,
         lines: u64,
+        /// How it ended once stopped; `None` if it could not be reaped (stuck in the kernel).
+        exit: Option<ExitStatus>,
+        stderr_tail: String,
+    },
+    /// The callback said [`Next::Done`] and the child did not exit within the done grace.
+    #[error("{program} did not exit within {:.1} s of its last expected output; its process group was stopped{}", .grace.as_secs_f64(), tail_suffix(.stderr_tail))]
+    Lingered {
+        program: String,
+        pid: u32,
+        grace: Duration,
+        lines: u64,
+        exit: Option<ExitStatus>,
         stderr_tail: String,
     },
     #[error("{program} printed a line that is not JSON (stdout line {line_no}): {line:?}{}", tail_suffix(.stderr_tail))]
@@ -100,6 +151,7 @@ pub enum SuperviseError {
         status: String,
         code: Option<i32>,
         signal: Option<i32>,
+        exit: ExitStatus,
         lines: u64,
         stderr_tail: String,
     },
@@ -117,6 +169,7 @@ impl SuperviseError {
     pub fn stderr_tail(&self) -> &str {
         match self {
             SuperviseError::Timeout { stderr_tail, .. }
+            | SuperviseError::Lingered { stderr_tail, .. }
             | SuperviseError::NotJson { stderr_tail, .. }
             | SuperviseError::Partial { stderr_tail, .. }
             | SuperviseError::LineTooLong { stderr_tail, .. }
@@ -127,6 +180,16 @@ impl SuperviseError {
 
     pub fn is_timeout(&self) -> bool {
         matches!(self, SuperviseError::Timeout { .. })
+    }
+
+    /// How the child ended where it was reaped: a non-zero exit, or the status after we
+    /// stopped it (deadline, done grace).
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        match self {
+            SuperviseError::Failed { exit, .. } => Some(*exit),
+            SuperviseError::Timeout { exit, .. } | SuperviseError::Lingered { exit, .. } => *exit,
+            _ => None,
+        }
     }
 }
 
@@ -178,18 +241,96 @@ enum Chunk {
     Err(io::Error),
 }
 
-/// Starts `cmd` in a new session (its own process group), writes `stdin` to it, and hands
-/// every stdout line, parsed as JSON, to `on_line` until the child exits. Blank lines are
-/// skipped. The child's stdio is set here; everything else about `cmd` (args, env, cwd) is the
-/// caller's.
+/// Starts `cmd` in its own process group (and session, see [`Options::new_session`]), writes
+/// `stdin` to it, and hands every stdout line, parsed as JSON, to `on_line` until the child
+/// exits. Blank lines are skipped. The child's stdio is set here; everything else about `cmd`
+/// (args, env, cwd) is the caller's.
 ///
 /// Errors: a non-JSON line (unless allowed), an incomplete last line, a non-zero exit, or
 /// the deadline; in each case the whole process group is stopped and reaped before return.
 pub fn run_json_lines_with(
-    mut cmd: Command,
+    cmd: Command,
     stdin: Option<Vec<u8>>,
     opts: &Options,
     mut on_line: impl FnMut(serde_json::Value),
+) -> Result<Outcome, SuperviseError> {
+    run_lines(cmd, stdin, opts, |line| {
+        if let Some(v) = line.json {
+            on_line(v);
+        }
+        Next::More
+    })
+}
+
+/// The stdout lines seen so far, and what the caller's callback is handed.
+struct Reader<'o> {
+    opts: &'o Options,
+    program: String,
+    /// JSON lines handed on.
+    lines: u64,
+    /// Newline-terminated lines read, blank ones included.
+    line_no: u64,
+    non_json: Vec<String>,
+}
+
+impl Reader<'_> {
+    /// One line (`partial`: the bytes after the last newline at EOF) to the callback.
+    /// Errors only in strict mode, for text that is not JSON.
+    fn feed(
+        &mut self,
+        bytes: &[u8],
+        partial: bool,
+        on_line: &mut impl FnMut(Line<'_>) -> Next,
+    ) -> Result<Next, SuperviseError> {
+        if !partial {
+            self.line_no += 1;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        if text.trim().is_empty() {
+            return Ok(Next::More);
+        }
+        match serde_json::from_str::<serde_json::Value>(&text) {
+            // A partial line may be a complete value that merely lacks its newline.
+            Ok(v) => {
+                self.lines += 1;
+                Ok(on_line(Line {
+                    text: &text,
+                    json: Some(v),
+                }))
+            }
+            Err(_) if self.opts.allow_non_json => {
+                if self.non_json.len() < 20 {
+                    self.non_json.push(truncate(text.trim_end(), 200));
+                }
+                Ok(on_line(Line {
+                    text: &text,
+                    json: None,
+                }))
+            }
+            Err(_) if partial => Err(SuperviseError::Partial {
+                program: self.program.clone(),
+                text: truncate(&text, 200),
+                stderr_tail: String::new(),
+            }),
+            Err(_) => Err(SuperviseError::NotJson {
+                program: self.program.clone(),
+                line_no: self.line_no,
+                line: truncate(text.trim_end(), 200),
+                stderr_tail: String::new(),
+            }),
+        }
+    }
+}
+
+/// [`run_json_lines_with`] for callers that need every line's text (non-JSON lines too, with
+/// `allow_non_json`) or that know when the child has said all it will: `on_line` returns
+/// [`Next::Done`] then, and a child that does not exit within [`Options::done_grace`] is
+/// stopped ([`SuperviseError::Lingered`]).
+pub fn run_lines(
+    mut cmd: Command,
+    stdin: Option<Vec<u8>>,
+    opts: &Options,
+    mut on_line: impl FnMut(Line<'_>) -> Next,
 ) -> Result<Outcome, SuperviseError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     cmd.stdin(if stdin.is_some() {
@@ -199,23 +340,27 @@ pub fn run_json_lines_with(
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (getppid, setsid, prctl) between fork and exec.
-    let parent = unsafe { libc::getpid() };
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // If we die without cleaning up, the kernel kills the direct child.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-            if libc::getppid() != parent {
-                return Err(io::Error::other("parent exited during spawn"));
-            }
-            Ok(())
-        });
+    if opts.new_session {
+        // SAFETY: only async-signal-safe calls (getppid, setsid, prctl) between fork and exec.
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                // If we die without cleaning up, the kernel kills the direct child.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                if libc::getppid() != parent {
+                    return Err(io::Error::other("parent exited during spawn"));
+                }
+                Ok(())
+            });
+        }
+    } else {
+        cmd.process_group(0);
     }
     let start = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| SuperviseError::Spawn {
+    let mut child = spawn_retrying(&mut cmd).map_err(|source| SuperviseError::Spawn {
         program: program.clone(),
         source,
     })?;
@@ -232,38 +377,30 @@ pub fn run_json_lines_with(
         });
     }
     let tail = Arc::new(Mutex::new(VecDeque::<u8>::new()));
-    let stderr_thread = child.stderr.take().map(|mut e| {
+    let stderr_thread = child.stderr.take().map(|e| {
         let tail = tail.clone();
         let cap = opts.stderr_tail_bytes;
-        thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            loop {
-                match e.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-                        t.extend(&buf[..n]);
-                        let excess = t.len().saturating_sub(cap);
-                        t.drain(..excess);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                }
-            }
-        })
+        thread::spawn(move || read_stderr(e, pid, cap, &tail))
     });
     let (tx, rx) = mpsc::channel();
     if let Some(out) = child.stdout.take() {
         let max = opts.max_line_bytes;
-        thread::spawn(move || read_lines(out, max, tx));
+        let cut = opts.allow_non_json;
+        thread::spawn(move || read_lines(out, max, cut, tx));
     } else {
         let _ = tx.send(Chunk::Eof);
     }
 
-    let deadline_at = start + opts.deadline;
-    let mut lines = 0u64;
-    let mut line_no = 0u64;
-    let mut non_json = Vec::new();
+    let mut deadline_at = start + opts.deadline;
+    // The deadline is the done grace's, not the hard one.
+    let mut done_deadline = false;
+    let mut reader = Reader {
+        opts,
+        program: program.clone(),
+        lines: 0,
+        line_no: 0,
+        non_json: Vec::new(),
+    };
     let mut exited: Option<(ExitStatus, Instant)> = None;
     let mut eof = false;
     let mut failure: Option<SuperviseError> = None;
@@ -312,76 +449,38 @@ pub fn run_json_lines_with(
         let wait = deadline_at
             .saturating_duration_since(now)
             .min(Duration::from_millis(20));
-        match rx.recv_timeout(wait) {
-            Ok(Chunk::Line(bytes)) => {
-                line_no += 1;
-                let text = String::from_utf8_lossy(&bytes);
-                if text.trim().is_empty() {
-                    continue;
-                }
-                match serde_json::from_str::<serde_json::Value>(&text) {
-                    Ok(v) => {
-                        lines += 1;
-                        on_line(v);
-                    }
-                    Err(_) if opts.allow_non_json => {
-                        if non_json.len() < 20 {
-                            non_json.push(truncate(text.trim_end(), 200));
-                        }
-                    }
-                    Err(_) => {
-                        failure = Some(SuperviseError::NotJson {
-                            program: program.clone(),
-                            line_no,
-                            line: truncate(text.trim_end(), 200),
-                            stderr_tail: String::new(),
-                        });
-                        break;
-                    }
+        let fed = match rx.recv_timeout(wait) {
+            Ok(Chunk::Line(bytes)) => reader.feed(&bytes, false, &mut on_line),
+            Ok(Chunk::Partial(bytes)) => reader.feed(&bytes, true, &mut on_line),
+            Ok(Chunk::TooLong) => Err(SuperviseError::LineTooLong {
+                program: program.clone(),
+                max: opts.max_line_bytes,
+                stderr_tail: String::new(),
+            }),
+            Ok(Chunk::Err(source)) => Err(SuperviseError::Io {
+                program: program.clone(),
+                what: "reading stdout".into(),
+                source,
+            }),
+            Ok(Chunk::Eof) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                eof = true;
+                Ok(Next::More)
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(Next::More),
+        };
+        match fed {
+            Ok(Next::More) => {}
+            Ok(Next::Done) => {
+                let at = Instant::now() + opts.done_grace;
+                if at < deadline_at {
+                    deadline_at = at;
+                    done_deadline = true;
                 }
             }
-            Ok(Chunk::Partial(bytes)) => {
-                let text = String::from_utf8_lossy(&bytes);
-                match serde_json::from_str::<serde_json::Value>(&text) {
-                    // A complete value that merely lacks its newline.
-                    Ok(v) => {
-                        lines += 1;
-                        on_line(v);
-                    }
-                    Err(_) if text.trim().is_empty() => {}
-                    Err(_) if opts.allow_non_json => {
-                        if non_json.len() < 20 {
-                            non_json.push(truncate(text.trim_end(), 200));
-                        }
-                    }
-                    Err(_) => {
-                        failure = Some(SuperviseError::Partial {
-                            program: program.clone(),
-                            text: truncate(&text, 200),
-                            stderr_tail: String::new(),
-                        });
-                        break;
-                    }
-                }
-            }
-            Ok(Chunk::TooLong) => {
-                failure = Some(SuperviseError::LineTooLong {
-                    program: program.clone(),
-                    max: opts.max_line_bytes,
-                    stderr_tail: String::new(),
-                });
+            Err(e) => {
+                failure = Some(e);
                 break;
             }
-            Ok(Chunk::Err(source)) => {
-                failure = Some(SuperviseError::Io {
-                    program: program.clone(),
-                    what: "reading stdout".into(),
-                    source,
-                });
-                break;
-            }
-            Ok(Chunk::Eof) | Err(mpsc::RecvTimeoutError::Disconnected) => eof = true,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
     }
 
@@ -403,6 +502,21 @@ pub fn run_json_lines_with(
             sweep_group(pgid, Duration::from_secs(2));
         });
     }
+    if timed_out && opts.read_while_stopping && !eof {
+        // What it wrote while being stopped (an error line at SIGTERM, a late result).
+        let until = Instant::now() + Duration::from_secs(2);
+        loop {
+            let fed = match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(Chunk::Line(bytes)) => reader.feed(&bytes, false, &mut on_line),
+                Ok(Chunk::Partial(bytes)) => reader.feed(&bytes, true, &mut on_line),
+                _ => break,
+            };
+            // The stop is the outcome; a bad line now changes nothing.
+            if fed.is_err() {
+                break;
+            }
+        }
+    }
     // Give the stderr reader a moment to take the last bytes.
     if let Some(h) = stderr_thread {
         let until = Instant::now() + Duration::from_millis(500);
@@ -411,13 +525,25 @@ pub fn run_json_lines_with(
         }
     }
     let stderr_tail = snapshot(&tail);
+    let lines = reader.lines;
 
+    if timed_out && done_deadline {
+        return Err(SuperviseError::Lingered {
+            program,
+            pid,
+            grace: opts.done_grace,
+            lines,
+            exit: status,
+            stderr_tail,
+        });
+    }
     if timed_out {
         return Err(SuperviseError::Timeout {
             program,
             pid,
             deadline: opts.deadline,
             lines,
+            exit: status,
             stderr_tail,
         });
     }
@@ -443,6 +569,7 @@ pub fn run_json_lines_with(
             status: describe_status(&status),
             code: status.code(),
             signal: status.signal(),
+            exit: status,
             lines,
             stderr_tail,
         });
@@ -453,8 +580,68 @@ pub fn run_json_lines_with(
         lines,
         elapsed: start.elapsed(),
         stderr_tail,
-        non_json,
+        non_json: reader.non_json,
     })
+}
+
+/// Spawning a program just written (a test's fake interpreter, a script) can fail with
+/// ETXTBSY while another thread's fork still holds the file open; that clears within
+/// milliseconds.
+fn spawn_retrying(cmd: &mut Command) -> io::Result<Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 10 => {
+                tries += 1;
+                thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Log target of the children's stderr lines (at trace level).
+const CHILD_LOG_TARGET: &str = "ddpcheck::child";
+
+/// Keeps the last `cap` bytes of the child's stderr in `tail`; with trace logging on for
+/// [`CHILD_LOG_TARGET`], also logs each line.
+fn read_stderr(mut e: ChildStderr, pid: u32, cap: usize, tail: &Mutex<VecDeque<u8>>) {
+    let trace = tracing::enabled!(target: CHILD_LOG_TARGET, tracing::Level::TRACE);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match e.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                {
+                    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                    t.extend(&buf[..n]);
+                    let excess = t.len().saturating_sub(cap);
+                    t.drain(..excess);
+                }
+                if trace {
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = pending.drain(..=i).collect();
+                        let text = String::from_utf8_lossy(&line);
+                        tracing::trace!(target: CHILD_LOG_TARGET, pid, "{}", text.trim_end());
+                    }
+                    // A runaway line is logged in pieces rather than held.
+                    if pending.len() > 64 << 10 {
+                        let text = String::from_utf8_lossy(&pending);
+                        tracing::trace!(target: CHILD_LOG_TARGET, pid, "{text}");
+                        pending.clear();
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    if trace && !pending.is_empty() {
+        let text = String::from_utf8_lossy(&pending);
+        tracing::trace!(target: CHILD_LOG_TARGET, pid, "{}", text.trim_end());
+    }
 }
 
 fn describe_status(st: &ExitStatus) -> String {
@@ -478,9 +665,13 @@ fn signal_name(s: i32) -> &'static str {
     }
 }
 
-fn read_lines(out: ChildStdout, max: usize, tx: mpsc::Sender<Chunk>) {
+/// Splits stdout into lines. A line longer than `max` ends the reading ([`Chunk::TooLong`]),
+/// or with `cut` is handed on cut at `max` and the rest of it dropped.
+fn read_lines(out: ChildStdout, max: usize, cut: bool, tx: mpsc::Sender<Chunk>) {
     let mut r = BufReader::with_capacity(64 << 10, out);
     let mut buf: Vec<u8> = Vec::new();
+    // Dropping the rest of a line that was cut and handed on.
+    let mut skipping = false;
     loop {
         let avail = match r.fill_buf() {
             Ok(b) => b,
@@ -499,21 +690,38 @@ fn read_lines(out: ChildStdout, max: usize, tx: mpsc::Sender<Chunk>) {
         }
         match avail.iter().position(|&b| b == b'\n') {
             Some(i) => {
-                buf.extend_from_slice(&avail[..i]);
+                if !skipping {
+                    buf.extend_from_slice(&avail[..i]);
+                }
                 r.consume(i + 1);
+                if std::mem::take(&mut skipping) {
+                    continue;
+                }
+                if cut {
+                    buf.truncate(max);
+                }
                 if tx.send(Chunk::Line(std::mem::take(&mut buf))).is_err() {
                     return;
                 }
             }
             None => {
                 let n = avail.len();
-                buf.extend_from_slice(avail);
+                if !skipping {
+                    buf.extend_from_slice(avail);
+                }
                 r.consume(n);
             }
         }
         if buf.len() > max {
-            let _ = tx.send(Chunk::TooLong);
-            return;
+            if !cut {
+                let _ = tx.send(Chunk::TooLong);
+                return;
+            }
+            buf.truncate(max);
+            skipping = true;
+            if tx.send(Chunk::Line(std::mem::take(&mut buf))).is_err() {
+                return;
+            }
         }
     }
 }
@@ -842,6 +1050,174 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, SuperviseError::Spawn { .. }), "{err}");
         assert!(err.to_string().contains("/nonexistent/ddpcheck-worker"));
+    }
+
+    #[test]
+    fn run_lines_hands_on_text_and_json_in_order() {
+        let mut opts = opts(5000);
+        opts.allow_non_json = true;
+        let mut got: Vec<(String, Option<serde_json::Value>)> = Vec::new();
+        let out = run_lines(
+            sh(r#"echo 'hello'; echo '{"a":1}'; echo; echo '[1]'; printf 'no newline'"#),
+            None,
+            &opts,
+            |l| {
+                got.push((l.text.to_string(), l.json));
+                Next::More
+            },
+        )
+        .unwrap();
+        let texts: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(texts, ["hello", r#"{"a":1}"#, "[1]", "no newline"]);
+        let parsed: Vec<bool> = got.iter().map(|(_, j)| j.is_some()).collect();
+        assert_eq!(parsed, [false, true, true, false]);
+        assert_eq!(out.lines, 2);
+        assert_eq!(out.non_json, ["hello", "no newline"]);
+    }
+
+    #[test]
+    fn lenient_mode_cuts_a_long_line_and_strict_mode_refuses_it() {
+        let script = "head -c 5000 /dev/zero | tr '\\0' x; echo; echo '{\"a\":1}'";
+        let mut lenient = opts(5000);
+        lenient.allow_non_json = true;
+        lenient.max_line_bytes = 100;
+        let mut got = Vec::new();
+        run_lines(sh(script), None, &lenient, |l| {
+            got.push((l.text.len(), l.json));
+            Next::More
+        })
+        .unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], (100, None));
+        assert_eq!(got[1].1, Some(serde_json::json!({"a": 1})));
+
+        let strict = Options {
+            max_line_bytes: 100,
+            ..opts(5000)
+        };
+        let err = run_json_lines_with(sh(script), None, &strict, |_| {}).unwrap_err();
+        assert!(
+            matches!(err, SuperviseError::LineTooLong { max: 100, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn done_gives_a_short_grace_then_stops_the_group() {
+        let mut o = opts(20_000);
+        o.done_grace = Duration::from_millis(300);
+        let t = Instant::now();
+        let mut got = Vec::new();
+        let err = run_lines(
+            sh(r#"sleep 1000 & echo "{\"pgid\":$$}"; echo '{"result":7}'; wait"#),
+            None,
+            &o,
+            |l| {
+                let done = l.json.as_ref().is_some_and(|v| v.get("result").is_some());
+                got.extend(l.json);
+                if done {
+                    Next::Done
+                } else {
+                    Next::More
+                }
+            },
+        )
+        .unwrap_err();
+        let took = t.elapsed();
+        assert!(
+            matches!(err, SuperviseError::Lingered { lines: 2, .. }),
+            "{err}"
+        );
+        assert!(!err.is_timeout());
+        assert!(err.to_string().contains("within 0.3 s"), "{err}");
+        // Stopped by our SIGTERM, well before the 20 s deadline; what was read stays ours.
+        assert_eq!(
+            err.exit_status().and_then(|s| s.signal()),
+            Some(libc::SIGTERM)
+        );
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        assert!(took < Duration::from_secs(4), "{took:?}");
+        assert_eq!(got[1]["result"], 7);
+        assert!(live_members(pgid_from(&got)).is_empty());
+    }
+
+    #[test]
+    fn done_then_exit_is_a_success_and_the_grace_never_extends_the_deadline() {
+        let mut o = opts(5000);
+        o.done_grace = Duration::from_secs(60);
+        let out = run_lines(sh(r#"echo '{"result":1}'; sleep 0.2"#), None, &o, |_| {
+            Next::Done
+        })
+        .unwrap();
+        assert_eq!(out.lines, 1);
+
+        let o = Options {
+            done_grace: Duration::from_secs(60),
+            ..opts(500)
+        };
+        let t = Instant::now();
+        let err = run_lines(sh(r#"echo '{"result":1}'; sleep 30"#), None, &o, |_| {
+            Next::Done
+        })
+        .unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn lines_written_while_stopping_are_read_only_when_asked() {
+        // At SIGTERM the child says so on stdout, then exits.
+        let script = r#"trap 'echo "{\"at\":\"term\"}"; exit 1' TERM; echo '{"at":"start"}'; sleep 30 & wait"#;
+        for read_while_stopping in [false, true] {
+            let o = Options {
+                read_while_stopping,
+                ..opts(500)
+            };
+            let mut got = Vec::new();
+            let err = run_json_lines_with(sh(script), None, &o, |v| got.push(v)).unwrap_err();
+            assert!(err.is_timeout(), "{err}");
+            let at: Vec<&str> = got.iter().filter_map(|v| v["at"].as_str()).collect();
+            if read_while_stopping {
+                assert_eq!(at, ["start", "term"]);
+            } else {
+                assert_eq!(at, ["start"]);
+            }
+        }
+    }
+
+    #[test]
+    fn new_session_or_only_a_new_process_group() {
+        // pid, process group and session of the child, from its /proc stat.
+        let script = r#"read -r _ _ _ _ pgrp sid _ < /proc/$$/stat; echo "{\"pid\":$$,\"pgrp\":$pgrp,\"sid\":$sid}""#;
+        // SAFETY: getsid(0) only reads our own session id.
+        let ours = unsafe { libc::getsid(0) } as i64;
+        for new_session in [true, false] {
+            let o = Options {
+                new_session,
+                ..opts(5000)
+            };
+            let mut got = Vec::new();
+            run_json_lines_with(sh(script), None, &o, |v| got.push(v)).unwrap();
+            let v = &got[0];
+            let pid = v["pid"].as_i64().unwrap();
+            assert_eq!(v["pgrp"].as_i64(), Some(pid), "{v}");
+            let sid = v["sid"].as_i64().unwrap();
+            if new_session {
+                assert_eq!(sid, pid, "{v}");
+            } else {
+                assert_eq!(sid, ours, "{v}");
+            }
+        }
+    }
+
+    #[test]
+    fn failed_carries_its_exit_status() {
+        let err = run_json_lines_with(sh("kill -SEGV $$"), None, &opts(5000), |_| {}).unwrap_err();
+        assert_eq!(
+            err.exit_status().and_then(|s| s.signal()),
+            Some(libc::SIGSEGV)
+        );
+        assert!(err.to_string().contains("SIGSEGV"), "{err}");
     }
 
     #[test]

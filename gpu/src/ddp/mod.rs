@@ -25,9 +25,12 @@
 //! [`DdpLaunch::nocomm_step_median_s`] (not for FSDP, which all-gathers parameters in every
 //! forward).
 //!
-//! Process supervision is the small [`spawn`] module, to be swapped for `crate::supervise`.
+//! Process supervision is [`crate::supervise`] with `supervise_options`: a new process group
+//! (not a new session), stdout lines read leniently (a stray `print()` is counted, not fatal),
+//! SIGTERM then SIGKILL to the group at the deadline, and once every result of a launch is in,
+//! `EXIT_GRACE_AFTER_RESULT` for torchrun to exit before it is stopped. Results read before a
+//! launch fails or is stopped are kept.
 
-mod spawn;
 #[cfg(test)]
 mod tests;
 
@@ -46,6 +49,7 @@ use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpRequest, DdpResult, DdpVaria
 use ddpcheck_core::ProbeError;
 use serde::{Deserialize, Serialize};
 
+use crate::supervise::{self, Line, Next, SuperviseError};
 use crate::RealConfig;
 
 /// The benchmark script's file name wherever it is written.
@@ -73,6 +77,14 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(20);
 /// After its result line a launch gets this long to exit before it is stopped (teardown hangs
 /// must not cost a finished measurement).
 const EXIT_GRACE_AFTER_RESULT: Duration = Duration::from_secs(60);
+/// Time between SIGTERM and SIGKILL: torchrun forwards SIGTERM to its workers.
+pub(crate) const TERM_GRACE: Duration = Duration::from_secs(3);
+/// Longest stdout line kept; the rest of a longer line is dropped.
+const MAX_LINE: usize = 1 << 20;
+/// Stderr kept per launch: the last lines, each cut at [`TAIL_LINE_BYTES`].
+const TAIL_LINES: usize = 60;
+const TAIL_LINE_BYTES: usize = 1000;
+const TAIL_BYTES: usize = 64 << 10;
 const STAGE: &str = "ddp";
 
 /// Extras of [`run_ddp_report`].
@@ -690,18 +702,18 @@ fn probe_torch(python: &str, deadline: Duration) -> Result<TorchProbe, ProbeErro
     }
     let mut last_json: Option<TorchProbe> = None;
     let mut garbage: Option<String> = None;
-    let finished = spawn::run(cmd, Instant::now() + deadline, &mut |line| {
-        match serde_json::from_str::<TorchProbe>(line.trim()) {
+    let ran = supervise::run_lines(cmd, None, &supervise_options(deadline), |line| {
+        match serde_json::from_str::<TorchProbe>(line.text.trim()) {
             Ok(p) => last_json = Some(p),
-            Err(_) if !line.trim().is_empty() => {
-                garbage.get_or_insert_with(|| clip(line, 200));
+            Err(_) if !line.text.trim().is_empty() => {
+                garbage.get_or_insert_with(|| clip(line.text, 200));
             }
             Err(_) => {}
         }
-        None
-    })
-    .map_err(|e| spawn_error(python, &e))?;
-    if finished.timed_out {
+        Next::More
+    });
+    let finished = Ended::from_supervised(python, ran)?;
+    if finished.stopped {
         return Err(ProbeError::Timeout {
             stage: format!("torch check ({python} -c 'import torch')"),
             seconds: deadline.as_secs_f64(),
@@ -716,10 +728,97 @@ fn probe_torch(python: &str, deadline: Duration) -> Result<TorchProbe, ProbeErro
                 .unwrap_or_else(|| "no output".into());
             Err(ProbeError::Unavailable(format!(
                 "{python} could not check for torch ({}): {why}",
-                describe_exit(&finished.status)
+                finished.describe()
             )))
         }
     }
+}
+
+/// How [`crate::supervise`] runs the torch check and the launches: torchrun in a new process
+/// group of our session (as validated on the GPU machines), lenient stdout, a longer SIGTERM
+/// grace (torchrun forwards SIGTERM to its workers), the lines written while being stopped.
+fn supervise_options(deadline: Duration) -> supervise::Options {
+    supervise::Options {
+        grace: TERM_GRACE,
+        stderr_tail_bytes: TAIL_BYTES,
+        max_line_bytes: MAX_LINE,
+        allow_non_json: true,
+        new_session: false,
+        done_grace: EXIT_GRACE_AFTER_RESULT,
+        read_while_stopping: true,
+        ..supervise::Options::new(deadline)
+    }
+}
+
+/// How a supervised child ended, as the judgement reads it.
+#[derive(Debug)]
+struct Ended {
+    /// We stopped it: at the deadline, or when it did not exit after its last result.
+    stopped: bool,
+    /// Its exit status, or why there is none.
+    exit: Result<ExitStatus, String>,
+    /// The last lines of stderr, oldest first.
+    stderr_tail: Vec<String>,
+}
+
+impl Ended {
+    /// Failing to start `program` is the only error; every other end is judged with what the
+    /// callback collected.
+    fn from_supervised(
+        program: &str,
+        ran: Result<supervise::Outcome, SuperviseError>,
+    ) -> Result<Ended, ProbeError> {
+        let e = match ran {
+            Ok(o) => {
+                return Ok(Ended {
+                    stopped: false,
+                    exit: Ok(o.status),
+                    stderr_tail: tail_lines(&o.stderr_tail),
+                })
+            }
+            Err(SuperviseError::Spawn { source, .. }) => return Err(spawn_error(program, &source)),
+            Err(e) => e,
+        };
+        let stopped = matches!(
+            e,
+            SuperviseError::Timeout { .. } | SuperviseError::Lingered { .. }
+        );
+        let exit = match e.exit_status() {
+            Some(st) => Ok(st),
+            None if stopped => Err("not reaped after SIGKILL".to_string()),
+            // The supervisor's own trouble (an I/O error; lenient lines never fail): its words.
+            None => Err(clip(&e.to_string(), 500)),
+        };
+        Ok(Ended {
+            stopped,
+            exit,
+            stderr_tail: tail_lines(e.stderr_tail()),
+        })
+    }
+
+    fn success(&self) -> bool {
+        matches!(&self.exit, Ok(st) if st.success())
+    }
+
+    fn describe(&self) -> String {
+        match &self.exit {
+            Ok(st) => describe_exit(st),
+            Err(why) => why.clone(),
+        }
+    }
+}
+
+/// The supervisor's stderr tail as its last [`TAIL_LINES`] lines, each cut at
+/// [`TAIL_LINE_BYTES`]; a first line cut by the byte bound is dropped.
+fn tail_lines(tail: &str) -> Vec<String> {
+    let mut lines: Vec<&str> = tail.lines().collect();
+    if tail.len() >= TAIL_BYTES && lines.len() > 1 {
+        lines.remove(0);
+    }
+    lines[lines.len().saturating_sub(TAIL_LINES)..]
+        .iter()
+        .map(|l| clip(l, TAIL_LINE_BYTES))
+        .collect()
 }
 
 fn spawn_error(program: &str, e: &io::Error) -> ProbeError {
@@ -917,23 +1016,26 @@ fn run_group(
         expected: items.len(),
         ..Collected::default()
     };
-    let ran = spawn::run(
+    let started = Instant::now();
+    let ran = supervise::run_lines(
         cmd,
-        Instant::now() + Duration::from_secs_f64(deadline_s),
-        &mut |line| on_line(line, &mut got, &label, &mut note),
+        None,
+        &supervise_options(Duration::from_secs_f64(deadline_s)),
+        |line| on_line(line, &mut got, &label, &mut note),
     );
+    let wall = started.elapsed();
     let all_fail = |t: &DdpLaunch, e: ProbeError| {
         items
             .iter()
             .map(|(m, v)| (launch_for(m, v, t), Err(e.clone())))
             .collect::<Vec<_>>()
     };
-    let finished = match ran {
+    let finished = match Ended::from_supervised(&program, ran) {
         Ok(f) => f,
-        Err(e) => return all_fail(&template, spawn_error(&program, &e)),
+        Err(e) => return all_fail(&template, e),
     };
     let mut template = template;
-    template.wall_s = finished.elapsed.as_secs_f64();
+    template.wall_s = wall.as_secs_f64();
     template.torch_env = got.env.take();
     let outcome = judge(&label, deadline_s, &finished, &mut got);
     template.warnings = std::mem::take(&mut got.warnings);
@@ -998,18 +1100,13 @@ fn run_group(
         .collect()
 }
 
-/// Handles one stdout line; returns an earlier deadline once the result is in.
-fn on_line(
-    line: &str,
-    got: &mut Collected,
-    label: &str,
-    note: &mut dyn FnMut(String),
-) -> Option<Instant> {
-    let line = line.trim();
+/// Handles one stdout line; says [`Next::Done`] once every result is in.
+fn on_line(line: Line<'_>, got: &mut Collected, label: &str, note: &mut dyn FnMut(String)) -> Next {
+    let value = line.json;
+    let line = line.text.trim();
     if line.is_empty() {
-        return None;
+        return Next::More;
     }
-    let value: Option<serde_json::Value> = serde_json::from_str(line).ok();
     let event = value
         .as_ref()
         .and_then(|v| v.get("event"))
@@ -1020,7 +1117,7 @@ fn on_line(
         if got.garbage.len() < 3 {
             got.garbage.push(clip(line, 200));
         }
-        return None;
+        return Next::More;
     };
     let mut malformed = |e: serde_json::Error| {
         got.malformed
@@ -1045,7 +1142,7 @@ fn on_line(
             Ok(r) if got.results.len() < got.expected => {
                 got.results.push(r);
                 if got.results.len() == got.expected {
-                    return Some(Instant::now() + EXIT_GRACE_AFTER_RESULT);
+                    return Next::Done;
                 }
             }
             Ok(_) => got
@@ -1059,14 +1156,14 @@ fn on_line(
         },
         _ => {} // a newer script's event: not ours to judge
     }
-    None
+    Next::More
 }
 
 /// Maps how the launch ended to its result or error.
 fn judge(
     label: &str,
     deadline_s: f64,
-    f: &spawn::Finished,
+    f: &Ended,
     got: &mut Collected,
 ) -> Result<Vec<ResultEvent>, ProbeError> {
     if let Some(first) = got.errors.first() {
@@ -1090,15 +1187,15 @@ fn judge(
                 got.expected
             ));
         }
-        if f.timed_out {
+        if f.stopped {
             got.warnings.push(format!(
                 "did not exit after reporting its result and was stopped ({})",
-                describe_exit(&f.status)
+                f.describe()
             ));
-        } else if !f.status.success() {
+        } else if !f.success() {
             got.warnings.push(format!(
                 "{} after reporting its result: {}",
-                describe_exit(&f.status),
+                f.describe(),
                 key_line(&f.stderr_tail).unwrap_or("no stderr")
             ));
         }
@@ -1111,17 +1208,17 @@ fn judge(
         }
         return Ok(r);
     }
-    if f.timed_out {
+    if f.stopped {
         return Err(ProbeError::Timeout {
             stage: format!("DDP benchmark {label}"),
             seconds: deadline_s,
         });
     }
     let mut msg = format!("{label}: ");
-    if f.status.success() {
+    if f.success() {
         msg.push_str("the benchmark exited without a result line");
     } else {
-        msg.push_str(&describe_exit(&f.status));
+        msg.push_str(&f.describe());
         if let Some(k) = key_line(&f.stderr_tail) {
             msg.push_str(": ");
             msg.push_str(k);

@@ -246,7 +246,7 @@ fn hanging_benchmark_times_out_and_leaves_no_process() {
     }
     assert!(took >= Duration::from_secs(1), "{took:?}");
     assert!(
-        took < Duration::from_secs(1) + spawn::TERM_GRACE + Duration::from_secs(3),
+        took < Duration::from_secs(1) + TERM_GRACE + Duration::from_secs(3),
         "{took:?}"
     );
     let pid: u32 = read(dir.path().join("pid")).trim().parse().unwrap();
@@ -953,7 +953,7 @@ fn real_ddp_deadline_stops_every_rank() {
     assert!(last.contains("step"), "{last}");
     // TERM grace, then up to 3 s for killed CUDA processes to close their pipes.
     assert!(
-        took < Duration::from_secs(30) + spawn::TERM_GRACE + Duration::from_secs(4),
+        took < Duration::from_secs(30) + TERM_GRACE + Duration::from_secs(4),
         "{took:?}"
     );
     // SIGKILLed ranks can take a moment to leave while the driver tears their context down.
@@ -1003,4 +1003,55 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
     assert_eq!(json["version"], 2);
     assert_eq!(json["runs"].as_array().unwrap().len(), 2);
     assert!(json.get("model").is_none());
+}
+
+#[test]
+fn launch_sees_its_own_group_in_our_session_and_no_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    // pid, process group and session of the launched program, and what its stdin is.
+    let body = format!(
+        "read -r _ _ _ _ pgrp sid _ < /proc/$$/stat\necho \"$$ $pgrp $sid\" > \"{d}/ids\"\nreadlink /proc/$$/fd/0 > \"{d}/stdin\"\nexit 1\n"
+    );
+    let py = fake(dir.path(), "python3", &body);
+    let err = run_ddp(
+        &cfg(&py),
+        &request(DdpVariant::default(), vec![1], 10.0),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(matches!(err, ProbeError::Worker(_)), "{err:?}");
+    let ids: Vec<i64> = read(dir.path().join("ids"))
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    // SAFETY: getsid(0) only reads our own session id.
+    let ours = unsafe { libc::getsid(0) } as i64;
+    assert_eq!(ids[1], ids[0], "its own process group: {ids:?}");
+    assert_eq!(ids[2], ours, "our session (no setsid): {ids:?}");
+    assert_eq!(read(dir.path().join("stdin")).trim(), "/dev/null");
+}
+
+#[test]
+fn the_last_expected_result_says_done() {
+    let mut got = Collected {
+        expected: 2,
+        ..Collected::default()
+    };
+    let result = |variant: &str| {
+        format!(
+            r#"{{"event":"result","model":"m","variant":"{variant}","params":1,"world_size":1,"step_time_median_s":0.1,"step_time_p90_s":0.1,"throughput":1.0,"throughput_unit":"samples/s"}}"#
+        )
+    };
+    let mut feed = |text: &str| {
+        let json = serde_json::from_str(text).ok();
+        on_line(Line { text, json }, &mut got, "label", &mut |_| {})
+    };
+    assert_eq!(feed("not json"), Next::More);
+    assert_eq!(feed(&result("a")), Next::More);
+    assert_eq!(feed(&result("b")), Next::Done);
+    assert_eq!(feed(&result("c")), Next::More);
+    assert_eq!(got.results.len(), 2);
+    assert_eq!(got.garbage_count, 1);
+    assert_eq!(got.warnings.len(), 1, "{:?}", got.warnings);
 }
