@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test harness: a failed set-up is a failed test
 #![allow(dead_code)]
 
+pub mod slurm;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
