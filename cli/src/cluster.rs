@@ -1,16 +1,21 @@
 //! `ddpcheck cluster check`: one all-reduce across nodes through their daemons, then the
-//! isolation of slow or dead nodes (core's `cluster::isolate`), each stage deadline-bounded.
+//! isolation of slow or dead nodes (core's `cluster::isolate`), each stage deadline-bounded;
+//! and `ddpcheck cluster srun`: the same all-reduce without daemons, one task per node under
+//! srun, with the rendezvous fixed in advance on the step's first node.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
+use ddpcheck_core::backend::RankGroup;
 use ddpcheck_core::cluster::{
-    self, ClusterNode, ClusterReport, DeadNode, Network, NodeResult, SubsetOutcome,
+    self, ClusterJob, ClusterNode, ClusterReport, DeadNode, Isolation, IsolationRun, Network,
+    NodeResult, SubsetOutcome,
 };
 use ddpcheck_core::report::{Header, Provenance, ReportKind};
-use ddpcheck_core::{BackendKind, Severity};
+use ddpcheck_core::{BackendKind, NodeBackend, ProbeError, Severity, Verdict};
 use ddpcheck_proto::v1 as pb;
 use ddpcheckd::engine;
 use tokio::task::JoinSet;
@@ -25,6 +30,8 @@ type Client = pb::ddpcheck_client::DdpcheckClient<Channel>;
 pub enum ClusterCommand {
     /// All-reduce across nodes through their daemons; names slow or silent nodes (exit = verdict).
     Check(ClusterCheckArgs),
+    /// One task per node under Slurm, no daemons: `srun --ntasks-per-node=1 ddpcheck cluster srun` (exit = verdict). With --json, give srun `--output=FILE-%t.json`: srun splits lines longer than 1 KiB.
+    Srun(ClusterSrunArgs),
 }
 
 #[derive(Args, Debug)]
@@ -35,6 +42,16 @@ pub struct ClusterCheckArgs {
     /// A file with one daemon address per line (blank lines and `#` comments ignored).
     #[arg(long, value_name = "FILE")]
     pub nodefile: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: ClusterRunArgs,
+    /// Most isolation rounds (default: enough to bisect the node count).
+    #[arg(long)]
+    pub max_rounds: Option<u32>,
+}
+
+/// What one cluster run measures and against what: shared by `check` and `srun`.
+#[derive(Args, Debug)]
+pub struct ClusterRunArgs {
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: u32,
     /// The network between nodes: ndr400, hdr200, roce100, tcp10 (sets the expectation).
@@ -50,12 +67,43 @@ pub struct ClusterCheckArgs {
     #[arg(long, default_value_t = 20)]
     pub iters: u32,
     /// Deadline of each stage on each node (connect, rendezvous, all-reduce), seconds. A node
-    /// that does not answer within it is reported and left out.
+    /// that does not answer within it is reported (and left out of `check`'s next runs).
     #[arg(long, default_value_t = 60.0)]
     pub stage_deadline: f64,
-    /// Most isolation rounds (default: enough to bisect the node count).
-    #[arg(long)]
-    pub max_rounds: Option<u32>,
+}
+
+impl ClusterRunArgs {
+    /// The network and the stage deadline, checked (usage errors before any work).
+    fn settings(&self) -> Result<(Network, Duration), CliError> {
+        let network: Network = self.network.parse().map_err(CliError::Usage)?;
+        if !(self.stage_deadline.is_finite()
+            && self.stage_deadline > 0.0
+            && self.stage_deadline <= 3600.0)
+        {
+            return Err(CliError::Usage(format!(
+                "--stage-deadline {} outside (0, 3600] seconds",
+                self.stage_deadline
+            )));
+        }
+        if self.nics_per_node == 0 || self.nics_per_node > 64 {
+            return Err(CliError::Usage("--nics-per-node outside 1..=64".into()));
+        }
+        Ok((network, Duration::from_secs_f64(self.stage_deadline)))
+    }
+
+    /// Node `rank`'s part of a run of `world_nodes` nodes.
+    fn job(&self, run_id: String, rank: u32, world_nodes: u32, stage: Duration) -> ClusterJob {
+        ClusterJob {
+            run_id,
+            rank,
+            world_nodes,
+            gpus_per_node: self.gpus_per_node,
+            min_bytes: self.min_bytes,
+            max_bytes: self.max_bytes,
+            iters: self.iters,
+            deadline: stage,
+        }
+    }
 }
 
 /// Slack past a stage's deadline for the daemon's own answer before we stop waiting.
@@ -346,32 +394,20 @@ impl Runner {
 }
 
 pub fn run(cli: &Cli, c: &ClusterCommand) -> Result<i32, CliError> {
-    let ClusterCommand::Check(a) = c;
+    match c {
+        ClusterCommand::Check(a) => run_check(cli, a),
+        ClusterCommand::Srun(a) => run_srun(cli, a),
+    }
+}
+
+fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError> {
     let started = Instant::now();
     let addrs = node_list(a)?;
-    let network: Network = a.network.parse().map_err(CliError::Usage)?;
-    if !(a.stage_deadline.is_finite() && a.stage_deadline > 0.0 && a.stage_deadline <= 3600.0) {
-        return Err(CliError::Usage(format!(
-            "--stage-deadline {} outside (0, 3600] seconds",
-            a.stage_deadline
-        )));
-    }
-    if a.nics_per_node == 0 || a.nics_per_node > 64 {
-        return Err(CliError::Usage("--nics-per-node outside 1..=64".into()));
-    }
-    let stage = Duration::from_secs_f64(a.stage_deadline);
+    let (network, stage) = a.run.settings()?;
     // Refuse a bad job here, once, rather than as a failure of every node.
-    cluster::ClusterJob {
-        run_id: "check".into(),
-        rank: 0,
-        world_nodes: addrs.len() as u32,
-        gpus_per_node: a.gpus_per_node,
-        min_bytes: a.min_bytes,
-        max_bytes: a.max_bytes,
-        iters: a.iters,
-        deadline: stage,
-    }
-    .validate()?;
+    a.run
+        .job("check".into(), 0, addrs.len() as u32, stage)
+        .validate()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -430,7 +466,7 @@ pub fn run(cli: &Cli, c: &ClusterCommand) -> Result<i32, CliError> {
     }
 
     // Stages 2 and 3 per run (rendezvous, all-reduce), in isolation rounds.
-    let expected = network.expected(a.nics_per_node);
+    let expected = network.expected(a.run.nics_per_node);
     let max_rounds = a
         .max_rounds
         .unwrap_or_else(|| cluster::default_max_rounds(live_addrs.len()));
@@ -439,11 +475,11 @@ pub fn run(cli: &Cli, c: &ClusterCommand) -> Result<i32, CliError> {
         clients,
         stage,
         template: pb::ClusterCollectiveRequest {
-            gpus_per_node: a.gpus_per_node,
-            min_bytes: a.min_bytes,
-            max_bytes: a.max_bytes,
-            iters: a.iters,
-            deadline_seconds: a.stage_deadline,
+            gpus_per_node: a.run.gpus_per_node,
+            min_bytes: a.run.min_bytes,
+            max_bytes: a.run.max_bytes,
+            iters: a.run.iters,
+            deadline_seconds: a.run.stage_deadline,
             ..Default::default()
         },
         base_id: format!(
@@ -539,8 +575,8 @@ pub fn run(cli: &Cli, c: &ClusterCommand) -> Result<i32, CliError> {
         reason: verdict.reason_line(&findings, "cluster all-reduce meets the expectation"),
         wall_seconds: started.elapsed().as_secs_f64(),
         network,
-        nics_per_node: a.nics_per_node,
-        gpus_per_node: a.gpus_per_node,
+        nics_per_node: a.run.nics_per_node,
+        gpus_per_node: a.run.gpus_per_node,
         expected,
         cluster_busbw_gbps: iso.cluster_run.as_ref().map(|(_, b)| *b),
         transport: cluster_results
@@ -646,4 +682,794 @@ fn render(r: &ClusterReport) -> String {
     }
     let _ = writeln!(s, "{}", r.reason);
     s
+}
+
+// ---------------------------------------------------------------------------------------------
+// `ddpcheck cluster srun`: one task per node, no daemons.
+
+/// How the mode is started; every usage error names it.
+const SRUN_LINE: &str = "srun --ntasks-per-node=1 ddpcheck cluster srun ...";
+
+/// The default root port lies in `PORT_BASE..PORT_BASE + PORT_SPAN` (20000-31999): no root
+/// needed, clear of Slurm's own ports (6817-6819), below Linux's ephemeral range (32768-60999),
+/// so no connection's local port holds it.
+pub const PORT_BASE: u16 = 20000;
+pub const PORT_SPAN: u16 = 12000;
+
+/// How long `scontrol show hostnames` may take before we give up on it.
+const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Args, Debug)]
+pub struct ClusterSrunArgs {
+    /// The NCCL bootstrap root, HOST:PORT (default: the step's first node and --port). Task 0 must run on HOST.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub root: Option<String>,
+    /// The root's port on the step's first node (default: derived from SLURM_JOB_ID and SLURM_STEP_ID, 20000-31999).
+    #[arg(long, conflicts_with = "root", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    #[command(flatten)]
+    pub run: ClusterRunArgs,
+}
+
+/// The srun step this task is part of, read from the environment srun gives its tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlurmStep {
+    /// This task's node rank (SLURM_PROCID; one task per node).
+    pub rank: u32,
+    /// Nodes (= tasks) of the step.
+    pub nodes: u32,
+    pub job_id: u64,
+    pub step_id: u64,
+    /// The step's nodes in Slurm's hostlist syntax (`node[01-04]`), when known.
+    pub nodelist: Option<String>,
+    /// SLURMD_NODENAME: this node's name in Slurm.
+    pub node_name: Option<String>,
+}
+
+impl SlurmStep {
+    /// Reads the step from `get` (the process environment, or a test's map). Errors are usage
+    /// errors in one line: not under srun, more than one task per node, fewer than two nodes.
+    pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Result<SlurmStep, String> {
+        // The first of `names` that is set and not empty, with the name it was read from.
+        let var = |names: &[&'static str]| -> Option<(&'static str, String)> {
+            names.iter().find_map(|n| {
+                get(n)
+                    .map(|v| v.trim().to_string())
+                    .filter(|v| !v.is_empty())
+                    .map(|v| (*n, v))
+            })
+        };
+        let (Some(procid), Some(step), Some(job)) = (
+            var(&["SLURM_PROCID"]),
+            var(&["SLURM_STEP_ID", "SLURM_STEPID"]),
+            var(&["SLURM_JOB_ID", "SLURM_JOBID"]),
+        ) else {
+            return Err(format!(
+                "cluster srun runs as the tasks of a Slurm step (SLURM_PROCID, SLURM_STEP_ID and SLURM_JOB_ID are not all set): start it as `{SRUN_LINE}`"
+            ));
+        };
+        fn num<T: std::str::FromStr>((name, v): &(&str, String)) -> Result<T, String> {
+            v.parse()
+                .map_err(|_| format!("{name}={v:?} is not a number Slurm would give"))
+        }
+        let step_id: u64 = num(&step)?;
+        // Slurm's special steps (batch, extern, interactive, pending) sit at the top of u32.
+        if step_id >= 0xFFFF_FFF0 {
+            return Err(format!(
+                "this is Slurm's special step {step_id} (a batch script or allocation shell), not a step of srun: start it as `{SRUN_LINE}`"
+            ));
+        }
+        let count = |names: &[&'static str]| {
+            var(names)
+                .ok_or_else(|| format!("{} is not set: start it as `{SRUN_LINE}`", names[0]))
+                .and_then(|v| num::<u32>(&v))
+        };
+        let tasks = count(&["SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"])?;
+        let nodes = count(&["SLURM_STEP_NUM_NODES", "SLURM_NNODES"])?;
+        if tasks != nodes {
+            return Err(format!(
+                "{tasks} tasks on {nodes} node(s): cluster srun needs exactly one task per node (`{SRUN_LINE}`)"
+            ));
+        }
+        if nodes < 2 {
+            return Err(format!(
+                "the step has {nodes} node(s): a cluster all-reduce needs at least 2 (srun -N2 or more, --ntasks-per-node=1)"
+            ));
+        }
+        let rank: u32 = num(&procid)?;
+        if rank >= nodes {
+            return Err(format!(
+                "SLURM_PROCID {rank} outside the step's {nodes} tasks"
+            ));
+        }
+        // The job's list names the step's nodes only when the step spans the whole job.
+        let job_list_is_step = var(&["SLURM_JOB_NUM_NODES", "SLURM_NNODES"])
+            .and_then(|v| num::<u32>(&v).ok())
+            == Some(nodes);
+        let nodelist = var(&["SLURM_STEP_NODELIST"])
+            .or_else(|| {
+                job_list_is_step
+                    .then(|| var(&["SLURM_JOB_NODELIST"]))
+                    .flatten()
+            })
+            .map(|(_, v)| v);
+        Ok(SlurmStep {
+            rank,
+            nodes,
+            job_id: num(&job)?,
+            step_id,
+            nodelist,
+            node_name: var(&["SLURMD_NODENAME"]).map(|(_, v)| v),
+        })
+    }
+
+    pub fn run_id(&self) -> String {
+        format!("srun-{}.{}", self.job_id, self.step_id)
+    }
+}
+
+/// The root's port when none is given: the same on every task of a step (a function of the
+/// job and step ids only), different for the steps of one job, and for step s < 101 of
+/// neighbouring jobs (job·101 + step, modulo the span: 101 is prime to 12000).
+pub fn default_port(job_id: u64, step_id: u64) -> u16 {
+    let span = u64::from(PORT_SPAN);
+    let offset = ((job_id % span) * 101 + step_id % span) % span;
+    PORT_BASE + u16::try_from(offset).unwrap_or(0)
+}
+
+/// The first host of a Slurm hostlist: read directly when its first element has no range,
+/// else expanded by `scontrol show hostnames` (`program`), bounded by `timeout`.
+pub fn first_host(nodelist: &str, program: &str, timeout: Duration) -> Result<String, String> {
+    let list = nodelist.trim();
+    let end = list.find([',', '[']).unwrap_or(list.len());
+    if !list[end..].starts_with('[') && end > 0 {
+        return Ok(list[..end].to_string());
+    }
+    let out = output_bounded(
+        std::process::Command::new(program).args(["show", "hostnames", list]),
+        timeout,
+    )
+    .map_err(|e| {
+        format!("cannot expand the step's node list {list:?} with `{program} show hostnames`: {e}; give the root with --root HOST:PORT")
+    })?;
+    out.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| format!("`{program} show hostnames {list}` named no host; give the root with --root HOST:PORT"))
+}
+
+/// A short command's standard output; killed past `timeout`. Its output is read while it runs,
+/// so a long node list cannot block it on a full pipe.
+fn output_bounded(cmd: &mut std::process::Command, timeout: Duration) -> Result<String, String> {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "it is not installed here".to_string(),
+            _ => e.to_string(),
+        })?;
+    let mut stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(o) = stdout.as_mut() {
+            let _ = o.read_to_end(&mut b);
+        }
+        b
+    });
+    let t0 = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if t0.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "it did not answer within {:.0} s",
+                    timeout.as_secs_f64()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let out = reader.join().unwrap_or_default();
+    if !status.success() {
+        let why = err.lines().next().unwrap_or("").trim().to_string();
+        return Err(format!("it failed ({status}): {why}"));
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `--root` as given, or the step's first node at `--port` (default: [`default_port`]).
+fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, CliError> {
+    let root = match &a.root {
+        Some(r) => r.trim().to_string(),
+        None => {
+            let list = step.nodelist.as_deref().ok_or_else(|| {
+                CliError::Usage(
+                    "the step's node list is unknown (SLURM_STEP_NODELIST not set): give the root with --root HOST:PORT"
+                        .into(),
+                )
+            })?;
+            let host = first_host(list, "scontrol", SCONTROL_TIMEOUT).map_err(CliError::Usage)?;
+            // NCCL's rank 0 opens the root: task 0 must be on the first node (it is, under
+            // block or cyclic distribution; an arbitrary one can move it).
+            if let (0, Some(me)) = (step.rank, step.node_name.as_deref()) {
+                if me != host {
+                    return Err(CliError::Usage(format!(
+                        "task 0 runs on {me}, not on the step's first node {host}: give the root with --root {me}:PORT"
+                    )));
+                }
+            }
+            let port = a
+                .port
+                .unwrap_or_else(|| default_port(step.job_id, step.step_id));
+            format!("{host}:{port}")
+        }
+    };
+    // core's own check of a rendezvous address, so a sim run refuses what a real one would.
+    RankGroup {
+        first_rank: 0,
+        local_ranks: 1,
+        world_ranks: 2,
+        comm_id: root.clone(),
+    }
+    .validate()
+    .map_err(|e| CliError::Usage(format!("--root: {e}")))?;
+    Ok(root)
+}
+
+/// This task's part: the entries built here, the local backend's join; bounded by the stage
+/// deadline plus grace whatever the backend does.
+fn srun_join(
+    backend: Arc<dyn NodeBackend>,
+    job: ClusterJob,
+    root: String,
+    limit: Duration,
+) -> Result<NodeResult, ProbeError> {
+    let real = backend.kind() == BackendKind::Real;
+    // Real GPUs: one active test per node, shared with the daemon and other local runs.
+    let _lock = if real {
+        let path = ddpcheckd::lock::lock_path(&ddpcheckd::lock::default_runtime_dir());
+        Some(
+            ddpcheckd::lock::NodeLock::try_acquire(&path, "cluster srun")
+                .map_err(|e| ProbeError::Busy(e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stage = job.deadline;
+    std::thread::spawn(move || {
+        let entries = if real {
+            ddpcheck_gpu::cluster::fixed_rendezvous(&root, job.world_nodes)
+        } else {
+            // The sim knows only its own node: every peer is assumed to be like it.
+            backend
+                .cluster_prepare(&job)
+                .map(|mine| vec![mine; job.world_nodes as usize])
+        };
+        let r = entries.and_then(|e| backend.cluster_join(&job, &e));
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(limit) {
+        Ok(r) => r,
+        Err(_) => {
+            // The backend outlived its own deadline: stop its worker processes, report TIMEOUT.
+            ddpcheck_gpu::children::terminate_all(Duration::from_secs(3));
+            Err(ProbeError::Timeout {
+                stage: "cluster all-reduce".into(),
+                seconds: stage.as_secs_f64(),
+            })
+        }
+    }
+}
+
+/// What one task prints with --json (one line): the cluster report of its view, and the step.
+#[derive(serde::Serialize)]
+struct SrunTaskReport {
+    #[serde(flatten)]
+    report: ClusterReport,
+    srun: SrunInfo,
+}
+
+#[derive(serde::Serialize)]
+struct SrunInfo {
+    rank: u32,
+    nodes: u32,
+    job_id: u64,
+    step_id: u64,
+    /// SLURMD_NODENAME, else the host name.
+    node: String,
+    root: String,
+    node_result: Option<NodeResult>,
+    notes: Vec<String>,
+}
+
+fn wrong_elements(r: &NodeResult) -> u64 {
+    r.sweep
+        .samples
+        .iter()
+        .filter_map(|s| s.out_of_place.wrong)
+        .sum()
+}
+
+fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> {
+    let started = Instant::now();
+    let (network, stage) = a.run.settings()?;
+    let step = SlurmStep::from_env(&|k| std::env::var(k).ok()).map_err(CliError::Usage)?;
+    let root = root_address(a, &step)?;
+    let job = a.run.job(step.run_id(), step.rank, step.nodes, stage);
+    job.validate()?;
+    let backend = engine::make_backend(cli.sim.as_deref(), ddpcheck_gpu::RealConfig::default())?;
+    let kind = backend.kind();
+    let label = backend.label();
+    let hostname = engine::local_hostname();
+    let node = step.node_name.clone().unwrap_or_else(|| hostname.clone());
+    let outcome = srun_join(backend, job, root.clone(), stage + GRACE);
+
+    let expected = network.expected(a.run.nics_per_node);
+    let names: Vec<String> = (0..step.nodes).map(|r| format!("rank {r}")).collect();
+    let mut notes = vec![
+        "no pairwise isolation in this mode (every task sees the same collective): to name a slow node, run `ddpcheck cluster check` through the daemons, or srun steps on node subsets with -w".to_string(),
+    ];
+    if kind == BackendKind::Sim {
+        notes.push(format!(
+            "simulated: every peer is assumed to be like this node ({label}); a task knows only its own --sim SPEC"
+        ));
+    }
+    let (iso, failure, node_result) = match outcome {
+        Ok(nr) => {
+            let busbw = nr.busbw_large();
+            let wrong = wrong_elements(&nr);
+            let iso = Isolation {
+                rounds: 1,
+                runs: vec![IsolationRun {
+                    round: 1,
+                    nodes: names.clone(),
+                    busbw_gbps: busbw,
+                    error: None,
+                }],
+                cluster_run: busbw.map(|b| (names.clone(), b)),
+                // Wrong results fail the node whatever its speed, as in `cluster check`.
+                dead: (wrong > 0)
+                    .then(|| DeadNode {
+                        node: node.clone(),
+                        reason: format!("{wrong} wrong elements in its all-reduce results"),
+                    })
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            };
+            (iso, None, Some(nr))
+        }
+        Err(ProbeError::Invalid(m)) => return Err(CliError::Usage(m)),
+        Err(e) => {
+            let iso = Isolation {
+                rounds: 1,
+                runs: vec![IsolationRun {
+                    round: 1,
+                    nodes: names.clone(),
+                    busbw_gbps: None,
+                    error: Some(e.to_string()),
+                }],
+                dead: vec![DeadNode {
+                    node: node.clone(),
+                    reason: e.to_string(),
+                }],
+                ..Default::default()
+            };
+            (iso, Some(e), None)
+        }
+    };
+    // A backend failure is its own verdict (UNKNOWN, BUSY, TIMEOUT), as in the rest of the CLI:
+    // nothing was measured to judge.
+    let (findings, verdict) = match failure.as_ref().and_then(ProbeError::verdict) {
+        Some(v) => (Vec::new(), v),
+        None => cluster::judge(&expected, &iso, &[]),
+    };
+    let reason = match &failure {
+        Some(e) => format!("ddpcheck: {}: {e}", verdict.as_str()),
+        None => verdict.reason_line(&findings, "cluster all-reduce meets the expectation"),
+    };
+    let state = if failure.is_some() || !iso.dead.is_empty() {
+        "unresponsive"
+    } else if verdict == Verdict::Ok {
+        "ok"
+    } else {
+        // Slow as a whole; which node is slow is not known in this mode.
+        "unresolved"
+    };
+    let nr = node_result.as_ref();
+    let prov = Provenance {
+        hostname: hostname.clone(),
+        time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        tool_version: engine::TOOL_VERSION.into(),
+        nccl_version: nr.and_then(|r| r.nccl_version.clone()),
+        nccl_env: if kind == BackendKind::Real {
+            engine::nccl_env_from_process()
+        } else {
+            Default::default()
+        },
+        ..Default::default()
+    };
+    let report = ClusterReport {
+        header: Header::new(ReportKind::Cluster, kind, label.clone(), prov),
+        verdict,
+        exit_code: verdict.exit_code(),
+        reason,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        network,
+        nics_per_node: a.run.nics_per_node,
+        gpus_per_node: a.run.gpus_per_node,
+        expected,
+        cluster_busbw_gbps: iso.cluster_run.as_ref().map(|(_, b)| *b),
+        transport: nr.and_then(|r| r.transport.clone()),
+        nodes: vec![ClusterNode {
+            node: node.clone(),
+            hostname: Some(nr.map_or(hostname, |r| r.hostname.clone())),
+            backend_label: Some(label),
+            state: state.into(),
+            busbw_gbps: nr.and_then(NodeResult::busbw_large),
+            transport: nr.and_then(|r| r.transport.clone()),
+            error: failure.as_ref().map(ToString::to_string),
+        }],
+        isolation: iso,
+        findings,
+    };
+    let task = SrunTaskReport {
+        report,
+        srun: SrunInfo {
+            rank: step.rank,
+            nodes: step.nodes,
+            job_id: step.job_id,
+            step_id: step.step_id,
+            node,
+            root,
+            node_result,
+            notes,
+        },
+    };
+    if cli.json {
+        // One line per task: srun interleaves the tasks' output line by line.
+        let line = serde_json::to_string(&task)
+            .map_err(|e| CliError::Daemon(format!("JSON output: {e}")))?;
+        println!("{line}");
+    } else {
+        print!("{}", render_srun(&task));
+    }
+    Ok(task.report.exit_code)
+}
+
+fn render_srun(t: &SrunTaskReport) -> String {
+    use std::fmt::Write;
+    let (r, i) = (&t.report, &t.srun);
+    let prefix = format!("[rank {}/{} {}]", i.rank, i.nodes, i.node);
+    let mut s = String::new();
+    let sim = if r.header.backend == BackendKind::Sim {
+        " [SIMULATED]"
+    } else {
+        ""
+    };
+    if i.rank == 0 {
+        let _ = writeln!(
+            s,
+            "{prefix} ddpcheck cluster srun: job {} step {}, {} nodes × {} GPUs, root {}, network {} × {} NIC(s), expected {:.1} GB/s{sim}",
+            i.job_id,
+            i.step_id,
+            i.nodes,
+            r.gpus_per_node,
+            i.root,
+            r.network,
+            r.nics_per_node,
+            r.expected.busbw_gbps
+        );
+        for n in &i.notes {
+            let _ = writeln!(s, "{prefix} note: {n}");
+        }
+    }
+    match &i.node_result {
+        Some(nr) => {
+            let _ = writeln!(
+                s,
+                "{prefix} result: {} busbw {} on {}, transport {}, NCCL {}{sim}",
+                nr.backend_label,
+                nr.busbw_large()
+                    .map(|b| format!("{b:.1} GB/s"))
+                    .unwrap_or_else(|| "-".into()),
+                nr.hostname,
+                nr.transport.as_deref().unwrap_or("-"),
+                nr.nccl_version.as_deref().unwrap_or("-"),
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "{prefix} result: {} failed: {}{sim}",
+                r.header.backend_label,
+                r.nodes
+                    .first()
+                    .and_then(|n| n.error.as_deref())
+                    .unwrap_or("-")
+            );
+        }
+    }
+    for f in r.findings.iter().filter(|f| f.severity > Severity::Info) {
+        let sev = match f.severity {
+            Severity::Info => "INFO",
+            Severity::Warning => "WARNING",
+            Severity::Critical => "CRITICAL",
+        };
+        let _ = writeln!(s, "{prefix} {sev} {}: {}", f.code, f.message);
+    }
+    let _ = writeln!(s, "{prefix} {}", r.reason);
+    // srun forwards a task's output in pieces of 1 KiB: a longer line (a worker's long error)
+    // would be interleaved with other tasks' lines, so each line is cut below that.
+    s.lines()
+        .map(|l| fit_line(l, SRUN_LINE_MAX))
+        .map(|l| l + "\n")
+        .collect()
+}
+
+/// Longest line a task prints in text mode (srun's I/O messages carry 1024 bytes).
+const SRUN_LINE_MAX: usize = 1000;
+
+fn fit_line(line: &str, max: usize) -> String {
+    if line.len() <= max {
+        return line.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &line[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::collections::HashMap;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// srun's variables for task `rank` of a step of `nodes` nodes, one task each.
+    fn srun_env(rank: u32, nodes: u32) -> HashMap<&'static str, String> {
+        HashMap::from([
+            ("SLURM_PROCID", rank.to_string()),
+            ("SLURM_STEP_ID", "3".to_string()),
+            ("SLURM_JOB_ID", "4711".to_string()),
+            ("SLURM_STEP_NUM_TASKS", nodes.to_string()),
+            ("SLURM_STEP_NUM_NODES", nodes.to_string()),
+            ("SLURM_NTASKS", nodes.to_string()),
+            ("SLURM_NNODES", nodes.to_string()),
+            ("SLURM_JOB_NUM_NODES", nodes.to_string()),
+            ("SLURM_STEP_NODELIST", "gpu[07-08]".to_string()),
+            ("SLURM_JOB_NODELIST", "gpu[07-08]".to_string()),
+            ("SLURMD_NODENAME", format!("gpu0{}", 7 + rank)),
+        ])
+    }
+
+    fn parse(env: &HashMap<&'static str, String>) -> Result<SlurmStep, String> {
+        SlurmStep::from_env(&|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn a_task_of_an_srun_step_is_read() {
+        let s = parse(&srun_env(1, 2)).unwrap();
+        assert_eq!(
+            s,
+            SlurmStep {
+                rank: 1,
+                nodes: 2,
+                job_id: 4711,
+                step_id: 3,
+                nodelist: Some("gpu[07-08]".into()),
+                node_name: Some("gpu08".into()),
+            }
+        );
+        assert_eq!(s.run_id(), "srun-4711.3");
+        // Older names only (SLURM_STEPID, SLURM_JOBID, SLURM_NTASKS, SLURM_NNODES).
+        let mut e = srun_env(0, 2);
+        for k in [
+            "SLURM_STEP_ID",
+            "SLURM_JOB_ID",
+            "SLURM_STEP_NUM_TASKS",
+            "SLURM_STEP_NUM_NODES",
+        ] {
+            e.remove(k);
+        }
+        e.insert("SLURM_STEPID", "3".into());
+        e.insert("SLURM_JOBID", "4711".into());
+        let s = parse(&e).unwrap();
+        assert_eq!((s.rank, s.nodes, s.job_id, s.step_id), (0, 2, 4711, 3));
+    }
+
+    #[test]
+    fn outside_srun_and_bad_steps_are_usage_errors() {
+        let e = parse(&HashMap::new()).unwrap_err();
+        assert!(e.contains("SLURM_PROCID") && e.contains(SRUN_LINE), "{e}");
+        // A batch script: a job, but no step of srun.
+        let mut batch = srun_env(0, 2);
+        batch.insert("SLURM_STEP_ID", "4294967294".into());
+        let e = parse(&batch).unwrap_err();
+        assert!(e.contains("special step"), "{e}");
+        // Two tasks on one node (srun -N1 -n2): the step's counts differ.
+        let mut two = srun_env(1, 2);
+        two.insert("SLURM_STEP_NUM_NODES", "1".into());
+        let e = parse(&two).unwrap_err();
+        assert!(e.contains("2 tasks on 1 node(s)"), "{e}");
+        assert!(e.contains("one task per node"), "{e}");
+        // One node: no network to measure.
+        let e = parse(&srun_env(0, 1)).unwrap_err();
+        assert!(e.contains("at least 2"), "{e}");
+        let mut bad = srun_env(0, 2);
+        bad.insert("SLURM_PROCID", "zero".into());
+        let e = parse(&bad).unwrap_err();
+        assert!(e.contains("SLURM_PROCID=\"zero\""), "{e}");
+        let mut out = srun_env(0, 2);
+        out.insert("SLURM_PROCID", "2".into());
+        assert!(parse(&out).unwrap_err().contains("outside"));
+    }
+
+    #[test]
+    fn the_job_node_list_stands_in_only_for_a_step_over_the_whole_job() {
+        let mut e = srun_env(0, 2);
+        e.remove("SLURM_STEP_NODELIST");
+        assert_eq!(parse(&e).unwrap().nodelist.as_deref(), Some("gpu[07-08]"));
+        // A step on 2 of the job's 4 nodes: the job's first node may not be in it.
+        e.insert("SLURM_JOB_NUM_NODES", "4".into());
+        e.insert("SLURM_JOB_NODELIST", "gpu[05-08]".into());
+        assert_eq!(parse(&e).unwrap().nodelist, None);
+    }
+
+    #[test]
+    fn long_lines_are_cut_below_sruns_message_size() {
+        assert_eq!(fit_line("short", 10), "short");
+        let long = "é".repeat(600); // 1200 bytes
+        let cut = fit_line(&long, SRUN_LINE_MAX);
+        assert!(
+            cut.len() <= SRUN_LINE_MAX && cut.ends_with("..."),
+            "{}",
+            cut.len()
+        );
+    }
+
+    #[test]
+    fn the_default_port_is_deterministic_in_range_and_differs_between_steps() {
+        assert_eq!(default_port(4711, 3), default_port(4711, 3));
+        let mut seen = std::collections::HashSet::new();
+        for job in 1000..1100u64 {
+            for step in 0..=100u64 {
+                let p = default_port(job, step);
+                assert!((PORT_BASE..PORT_BASE + PORT_SPAN).contains(&p), "{p}");
+                // Steps 0..=100 of 100 neighbouring jobs: no two share a port.
+                assert!(seen.insert(p), "job {job} step {step}: port {p} taken");
+            }
+        }
+        // Large ids (Slurm's federated job ids) stay in range.
+        let p = default_port(u64::from(u32::MAX) * 7, 4_000_000);
+        assert!((PORT_BASE..PORT_BASE + PORT_SPAN).contains(&p));
+    }
+
+    /// Held while a test writes and runs stub scripts: a script written while another test
+    /// thread forks can fail to execute ("text file busy").
+    static STUBS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn stub(dir: &std::path::Path, body: &str) -> String {
+        let p = dir.join("scontrol");
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn the_first_host_is_read_or_expanded_by_scontrol() {
+        let _stubs = STUBS.lock().unwrap_or_else(|e| e.into_inner());
+        let t = Duration::from_secs(10);
+        // No range in the first element: no scontrol needed (none exists at this path).
+        assert_eq!(
+            first_host("node-a", "/nonexistent/scontrol", t).unwrap(),
+            "node-a"
+        );
+        assert_eq!(
+            first_host("a1,b[1-2]", "/nonexistent/scontrol", t).unwrap(),
+            "a1"
+        );
+        let d = tempfile::tempdir().unwrap();
+        // scontrol's answer: one host per line; the arguments are checked by the stub.
+        let ok = stub(
+            d.path(),
+            r#"[ "$1 $2 $3" = "show hostnames gpu[07-08],x" ] || exit 9; printf 'gpu07\ngpu08\nx\n'"#,
+        );
+        assert_eq!(first_host("gpu[07-08],x", &ok, t).unwrap(), "gpu07");
+        let e = first_host("gpu[07-08]", "/nonexistent/scontrol", t).unwrap_err();
+        assert!(
+            e.contains("not installed") && e.contains("--root HOST:PORT"),
+            "{e}"
+        );
+        let failing = stub(
+            d.path(),
+            "echo 'scontrol: error: no controller' >&2; exit 1",
+        );
+        let e = first_host("gpu[07-08]", &failing, t).unwrap_err();
+        assert!(e.contains("no controller"), "{e}");
+        let empty = stub(d.path(), "exit 0");
+        assert!(first_host("gpu[07-08]", &empty, t)
+            .unwrap_err()
+            .contains("named no host"));
+    }
+
+    #[test]
+    fn a_hung_scontrol_is_stopped_at_the_timeout() {
+        let _stubs = STUBS.lock().unwrap_or_else(|e| e.into_inner());
+        let d = tempfile::tempdir().unwrap();
+        let hung = stub(d.path(), "exec sleep 30");
+        let t0 = Instant::now();
+        let e = first_host("gpu[07-08]", &hung, Duration::from_millis(300)).unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(e.contains("did not answer"), "{e}");
+    }
+
+    fn srun_args(root: Option<&str>, port: Option<u16>) -> ClusterSrunArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: ClusterSrunArgs,
+        }
+        let mut argv = vec!["t".to_string()];
+        if let Some(r) = root {
+            argv.extend(["--root".into(), r.into()]);
+        }
+        if let Some(p) = port {
+            argv.extend(["--port".into(), p.to_string()]);
+        }
+        T::parse_from(argv).a
+    }
+
+    #[test]
+    fn the_root_is_given_or_the_first_node_at_the_port() {
+        let step = parse(&srun_env(1, 2)).unwrap();
+        let root =
+            |a: &ClusterSrunArgs, s: &SlurmStep| root_address(a, s).map_err(|e| e.to_string());
+        assert_eq!(
+            root(&srun_args(Some("10.0.0.7:2345"), None), &step).unwrap(),
+            "10.0.0.7:2345"
+        );
+        assert!(root(&srun_args(Some("10.0.0.7"), None), &step)
+            .unwrap_err()
+            .contains("not HOST:PORT"));
+        // The node list's first element without a range needs no scontrol.
+        let mut plain = step.clone();
+        plain.nodelist = Some("gpu07,gpu08".into());
+        assert_eq!(
+            root(&srun_args(None, Some(2999)), &plain).unwrap(),
+            "gpu07:2999"
+        );
+        assert_eq!(
+            root(&srun_args(None, None), &plain).unwrap(),
+            format!("gpu07:{}", default_port(4711, 3))
+        );
+        // Task 0 elsewhere than the first node: NCCL's root could not open there.
+        let mut moved = plain.clone();
+        moved.rank = 0;
+        moved.node_name = Some("gpu08".into());
+        assert!(root(&srun_args(None, None), &moved)
+            .unwrap_err()
+            .contains("task 0 runs on gpu08"));
+        let mut unknown = plain;
+        unknown.nodelist = None;
+        assert!(root(&srun_args(None, None), &unknown)
+            .unwrap_err()
+            .contains("--root HOST:PORT"));
+    }
 }
