@@ -167,6 +167,118 @@ fn a_hung_or_dead_node_is_reported_within_the_deadline() {
     );
 }
 
+/// Builds gpu/src/nccl/testdata/fake_gpu.c (the stand-in for libcuda and libnccl of the gpu
+/// crate's tests) into a folder; `None` where no C compiler is installed.
+fn fake_gpu_libs() -> Option<tempfile::TempDir> {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("libfake.so");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../gpu/src/nccl/testdata/fake_gpu.c"
+    );
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-pthread", "-O1", "-o"])
+        .arg(&so)
+        .arg(src)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        assert!(
+            !common::services_must_run(),
+            "no C compiler to build the fake GPU libraries"
+        );
+        eprintln!("no C compiler: skipping the real-backend cluster test");
+        return None;
+    }
+    for name in ["libcuda.so.1", "libnccl.so.2"] {
+        std::fs::copy(&so, dir.path().join(name)).unwrap();
+    }
+    Some(dir)
+}
+
+/// Two daemons on the real backend, one fake GPU each: the real join path end to end without
+/// GPUs (rank 0's daemon names the rendezvous, both workers set NCCL_COMM_ID and take their
+/// global ranks, the fake NCCL meets them in shared memory, the transport comes from NCCL's
+/// log), and a node whose all-reduce comes back wrong is the one blamed.
+#[test]
+fn real_backend_daemons_join_one_communicator_through_fake_gpu_libraries() {
+    let Some(libs) = fake_gpu_libs() else { return };
+    let cuda = libs.path().join("libcuda.so.1").display().to_string();
+    let nccl = libs.path().join("libnccl.so.2").display().to_string();
+    let env = |wrong: bool| {
+        let mut e = vec![
+            ("DDPCHECK_CUDA_LIB", cuda.clone()),
+            ("DDPCHECK_NCCL_LIB", nccl.clone()),
+            ("FAKE_GPUS", "1".to_string()),
+        ];
+        if wrong {
+            e.push(("FAKE_NCCL_WRONG", "1".to_string()));
+        }
+        e
+    };
+    let start = |wrong: bool| {
+        let e = env(wrong);
+        let e: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Daemon::start_env(None, &["--cluster-address", "127.0.0.1"], &e)
+    };
+    let args = [
+        "--json",
+        "--gpus-per-node",
+        "1",
+        "--network",
+        "tcp10",
+        "--min-bytes",
+        "64K",
+        "--max-bytes",
+        "1M",
+        "--iters",
+        "5",
+        "--stage-deadline",
+        "20",
+    ];
+
+    let (a, b) = (start(false), start(false));
+    let o = cluster(&[&a, &b], &args);
+    let r = json(&o);
+    assert_eq!(r["backend"], "real", "{}", stdout(&o));
+    assert!([0, 1].contains(&code(&o)), "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(r["transport"], "NET/Socket");
+    assert!(r["cluster_busbw_gbps"].as_f64().unwrap() > 0.0);
+    for n in r["nodes"].as_array().unwrap() {
+        assert!(
+            n["state"] == "ok" || n["state"] == "slow",
+            "{n}: {}",
+            stdout(&o)
+        );
+        assert_eq!(n["backend_label"], "real");
+        assert_eq!(n["transport"], "NET/Socket");
+    }
+
+    // Node b's all-reduce results are wrong: it, not a, is named.
+    let (c, d) = (start(false), start(true));
+    let o = cluster(&[&c, &d], &args);
+    assert_eq!(code(&o), 2, "{}\n{}", stdout(&o), stderr(&o));
+    let r = json(&o);
+    let node = |addr: &str| {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == addr)
+            .cloned()
+            .unwrap()
+    };
+    let bad = node(&d.addr());
+    assert!(
+        bad["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("wrong elements"),
+        "{bad}"
+    );
+    assert!(node(&c.addr())["error"].is_null(), "{}", stdout(&o));
+}
+
 #[test]
 fn usage_errors_exit_64() {
     let o = common::local(&["cluster", "check", "--nodes", "/only/one.sock"]);

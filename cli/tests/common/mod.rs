@@ -37,6 +37,11 @@ impl Daemon {
     }
 
     pub fn start_with(sim: Option<&str>, extra: &[&str]) -> Daemon {
+        Self::start_env(sim, extra, &[])
+    }
+
+    /// As `start_with`, with extra environment variables for the daemon (and its workers).
+    pub fn start_env(sim: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("d.sock");
         let mut cmd = Command::new(bin("ddpcheckd"));
@@ -53,6 +58,7 @@ impl Daemon {
             .args(extra)
             .env_remove("DDPCHECK_SIM")
             .env("DDPCHECK_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn ddpcheckd");

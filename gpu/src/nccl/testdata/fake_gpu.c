@@ -5,9 +5,16 @@
  *
  * Environment: FAKE_GPUS (default 2) devices with bus ids 0000:10:00.0, 0000:11:00.0, ...;
  * FAKE_CUINIT_ERR=<code> makes cuInit fail; FAKE_NCCL_WRONG=1 corrupts one element of every
- * all-reduce result. Built by the tests with: cc -shared -fPIC -pthread. */
+ * all-reduce result. With NCCL_COMM_ID=HOST:PORT (a communicator across processes, as
+ * ddpcheck's cluster runs make), the ranks of all processes meet in a file mapped by all of
+ * them (/tmp/ddpcheck-fake-nccl-PORT, a process-shared barrier and one slot per rank); only
+ * all-reduce runs there. Built by the tests with: cc -shared -fPIC -pthread. */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +60,10 @@ int cuGetErrorName(int c, const char **s) { *s = c ? "CUDA_ERROR_FAKE" : "CUDA_S
 
 /* ---- NCCL ---- */
 #define MAXR 16
-typedef struct { int rank, n; } comm_t;
+/* Across processes: one slot of SLOT_ELEMS floats per rank. */
+#define SLOT_ELEMS ((size_t)1 << 20)
+typedef struct { pthread_barrier_t bar; atomic_int ready; int n; } shm_head_t;
+typedef struct { int rank, n; shm_head_t *shm; } comm_t;
 typedef struct { const float *src; const float *sends[MAXR]; } slot_t;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t bar;
@@ -63,24 +73,80 @@ static slot_t slots[MAXR];
 int ncclGetVersion(int *v) { *v = 22809; return 0; }
 int ncclGetUniqueId(void *id) { memset(id, 7, 128); return 0; }
 typedef struct { char b[128]; } uid_t128;
+static size_t shm_bytes(int n) { return sizeof(shm_head_t) + 64 + (size_t)n * SLOT_ELEMS * sizeof(float); }
+static float *shm_slot(comm_t *c, int r) {
+  return (float *)((char *)c->shm + sizeof(shm_head_t) + 64) + (size_t)r * SLOT_ELEMS;
+}
+/* Rank 0 creates the file and the barrier; the others wait for it (bounded: 20 s). */
+static shm_head_t *shm_join(const char *comm_id, int n, int rank) {
+  const char *port = strrchr(comm_id, ':');
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/ddpcheck-fake-nccl-%s", port ? port + 1 : "0");
+  int fd = -1;
+  if (rank == 0) {
+    unlink(path);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)shm_bytes(n)) != 0) return NULL;
+  } else {
+    for (int i = 0; i < 20000 && fd < 0; i++) {
+      fd = open(path, O_RDWR);
+      if (fd < 0) usleep(1000);
+    }
+    if (fd < 0) return NULL;
+  }
+  shm_head_t *h = NULL;
+  for (int i = 0; i < 20000; i++) {
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size >= (off_t)shm_bytes(n)) break;
+    usleep(1000);
+  }
+  void *m = mmap(NULL, shm_bytes(n), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return NULL;
+  h = (shm_head_t *)m;
+  if (rank == 0) {
+    pthread_barrierattr_t a;
+    pthread_barrierattr_init(&a);
+    pthread_barrierattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(&h->bar, &a, (unsigned)n);
+    h->n = n;
+    atomic_store(&h->ready, 1);
+  } else {
+    for (int i = 0; i < 20000 && !atomic_load(&h->ready); i++) usleep(1000);
+    if (!atomic_load(&h->ready)) return NULL;
+  }
+  pthread_barrier_wait(&h->bar);
+  if (rank == 0) unlink(path); /* everyone has it mapped */
+  return h;
+}
+/* Like NCCL with NCCL_DEBUG=INFO: name the channel's transport in the log file, where
+   ddpcheck's worker reads it. */
+static void fake_log_transport(int rank, int n) {
+  const char *log = getenv("NCCL_DEBUG_FILE"), *lvl = getenv("NCCL_DEBUG");
+  if (!log || !lvl || strcmp(lvl, "INFO")) return;
+  FILE *f = fopen(log, "w");
+  if (!f) return;
+  fprintf(f, "fake:1:1 [%d] NCCL INFO Channel 00/0 : %d[%d] -> %d[%d] [send] via NET/Socket/0\n",
+          rank, rank, rank, (rank + 1) % n, (rank + 1) % n);
+  fclose(f);
+}
 int ncclCommInitRank(comm_t **c, int n, uid_t128 id, int rank) {
   (void)id;
-  if (n < 1 || n > MAXR || rank < 0 || rank >= n) return 4;
+  if (n < 1 || rank < 0 || rank >= n) return 4;
+  const char *comm_id = getenv("NCCL_COMM_ID");
+  if (comm_id) {
+    /* Ranks in several processes: every rank thread maps the shared file itself. */
+    shm_head_t *h = shm_join(comm_id, n, rank);
+    if (!h) return 3;
+    *c = malloc(sizeof(comm_t)); (*c)->rank = rank; (*c)->n = n; (*c)->shm = h;
+    fake_log_transport(rank, n);
+    return 0;
+  }
+  if (n > MAXR) return 4;
   pthread_mutex_lock(&mu);
   if (!world) { pthread_barrier_init(&bar, NULL, (unsigned)n); world = n; }
   pthread_mutex_unlock(&mu);
-  *c = malloc(sizeof(comm_t)); (*c)->rank = rank; (*c)->n = n;
-  /* Like NCCL with NCCL_COMM_ID (a communicator across processes): name the socket transport
-     in the INFO log, where ddpcheck's worker reads it. */
-  const char *log = getenv("NCCL_DEBUG_FILE"), *lvl = getenv("NCCL_DEBUG");
-  if (getenv("NCCL_COMM_ID") && log && lvl && !strcmp(lvl, "INFO")) {
-    FILE *f = fopen(log, "w");
-    if (f) {
-      fprintf(f, "fake:1:1 [%d] NCCL INFO Channel 00/0 : %d[%d] -> %d[%d] [send] via NET/Socket/0\n",
-              rank, rank, rank, (rank + 1) % n, (rank + 1) % n);
-      fclose(f);
-    }
-  }
+  *c = malloc(sizeof(comm_t)); (*c)->rank = rank; (*c)->n = n; (*c)->shm = NULL;
   pthread_barrier_wait(&bar);
   return 0;
 }
@@ -91,6 +157,17 @@ static int wrong(void) { const char *s = getenv("FAKE_NCCL_WRONG"); return s && 
 
 int ncclAllReduce(const float *s, float *d, size_t cnt, int dt, int op, comm_t *c, void *st) {
   (void)dt; (void)op; (void)st;
+  if (c->shm) {
+    if (cnt > SLOT_ELEMS) return 5;
+    memcpy(shm_slot(c, c->rank), s, cnt * sizeof(float));
+    pthread_barrier_wait(&c->shm->bar);
+    float *t = scratch(cnt);
+    for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += shm_slot(c, r)[k]; t[k] = a; }
+    if (wrong() && cnt) t[cnt / 2] += 1.0f;
+    pthread_barrier_wait(&c->shm->bar);
+    memcpy(d, t, cnt * sizeof(float)); free(t);
+    return 0;
+  }
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt);
   for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[k]; t[k] = a; }
@@ -99,6 +176,7 @@ int ncclAllReduce(const float *s, float *d, size_t cnt, int dt, int op, comm_t *
 }
 int ncclReduce(const float *s, float *d, size_t cnt, int dt, int op, int root, comm_t *c, void *st) {
   (void)dt; (void)op; (void)st;
+  if (c->shm) return 5; /* across processes the fake runs all-reduce only */
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt);
   for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[k]; t[k] = a; }
@@ -107,12 +185,14 @@ int ncclReduce(const float *s, float *d, size_t cnt, int dt, int op, int root, c
 }
 int ncclBroadcast(const float *s, float *d, size_t cnt, int dt, int root, comm_t *c, void *st) {
   (void)dt; (void)st;
+  if (c->shm) return 5; /* across processes the fake runs all-reduce only */
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt); memcpy(t, slots[root].src, cnt * sizeof(float));
   finish(d, t, cnt); return 0;
 }
 int ncclAllGather(const float *s, float *d, size_t cnt, int dt, comm_t *c, void *st) {
   (void)dt; (void)st;
+  if (c->shm) return 5; /* across processes the fake runs all-reduce only */
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt * (size_t)c->n);
   for (int r = 0; r < c->n; r++) memcpy(t + (size_t)r * cnt, slots[r].src, cnt * sizeof(float));
@@ -120,6 +200,7 @@ int ncclAllGather(const float *s, float *d, size_t cnt, int dt, comm_t *c, void 
 }
 int ncclReduceScatter(const float *s, float *d, size_t cnt, int dt, int op, comm_t *c, void *st) {
   (void)dt; (void)op; (void)st;
+  if (c->shm) return 5; /* across processes the fake runs all-reduce only */
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt);
   for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[(size_t)c->rank * cnt + k]; t[k] = a; }
@@ -141,6 +222,7 @@ int ncclRecv(float *r, size_t cnt, int dt, int peer, comm_t *c, void *st) {
 int ncclGroupEnd(void) {
   if (--depth > 0 || !gcomm) return 0;
   comm_t *c = gcomm;
+  if (c->shm) { nsend = nrecv = 0; gcomm = NULL; return 5; }
   for (int i = 0; i < nsend; i++) slots[c->rank].sends[sends[i].peer] = sends[i].s;
   sync_all();
   float *tmp[MAXR];
@@ -156,6 +238,9 @@ int ncclGroupEnd(void) {
 }
 int ncclCommGetAsyncError(comm_t *c, int *e) { (void)c; *e = 0; return 0; }
 int ncclCommAbort(comm_t *c) { (void)c; return 0; }
-int ncclCommDestroy(comm_t *c) { free(c); return 0; }
+int ncclCommDestroy(comm_t *c) {
+  if (c->shm) munmap(c->shm, shm_bytes(c->n));
+  free(c); return 0;
+}
 const char *ncclGetErrorString(int r) { return r ? "fake NCCL error" : "no error"; }
 const char *ncclGetLastError(comm_t *c) { (void)c; return ""; }
