@@ -3,7 +3,7 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
@@ -240,6 +240,18 @@ model355)
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     python3 scripts/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
+    ;;
+smoke)
+    say "## smoke: a short DDP run through the runner (1 and $NGPU GPUs) and a deadline that stops a launch"
+    t0=$(now)
+    "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "1,$NGPU" --steps 5 --warmup-steps 2 --json > "$LOGS/smoke.json" 2> "$LOGS/smoke.err"
+    say "smoke ddp rc=$? $(el "$t0" "$(now)") s"
+    python3 scripts/summarise-ddp.py "$LOGS/smoke.json" | tee -a "$SUMMARY"
+    t0=$(now)
+    "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "$NGPU" --steps 2000 --deadline 12 > "$LOGS/smoke-deadline.txt" 2>&1; rc=$?
+    sleep 1
+    left=$(pgrep -fa 'ddpcheck_bench_ddp|torch.distributed.run' | grep -v pgrep || true)
+    say "deadline 12 s: exit $rc after $(el "$t0" "$(now)") s; left: ${left:-none}; $(tail -1 "$LOGS/smoke-deadline.txt" | head -c 300)"
     ;;
 *) say "unknown phase $phase" ;;
 esac
