@@ -37,6 +37,9 @@ pub struct DdpArgs {
     /// Hard deadline of each launch, seconds.
     #[arg(long, default_value_t = 600.0)]
     pub deadline: f64,
+    /// Launch each configuration N times and report the median (with the launches' spread): one launch of the same command can land several percent from the next
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeats: u32,
     /// Write an SVG plot: speedup against parameters with the y = 1 line, communication share as bars.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
@@ -133,6 +136,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         price_per_gpu_hour,
         env,
         deadline_s: a.deadline,
+        repeats: a.repeats,
     })
 }
 

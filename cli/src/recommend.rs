@@ -298,6 +298,7 @@ fn ddp_request(
         price_per_gpu_hour: None,
         env: Vec::new(),
         deadline_s: 600.0,
+        repeats: 1,
     })
 }
 

@@ -140,7 +140,9 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 pub fn bench_ddp(r: &DdpReport) -> String {
     let mut s = banner(&r.header, "bench ddp");
     let mut t = table();
-    t.set_header(vec![
+    // Repeated launches: how far apart they landed, next to the median they give.
+    let repeated = r.results.iter().any(|x| x.launch_spread().is_some());
+    let mut header = vec![
         "model",
         "params",
         "variant",
@@ -152,9 +154,13 @@ pub fn bench_ddp(r: &DdpReport) -> String {
         "efficiency",
         "exposed comm",
         "$/M",
-    ]);
+    ];
+    if repeated {
+        header.push("launches (spread)");
+    }
+    t.set_header(header);
     for x in &r.results {
-        t.add_row(vec![
+        let mut row = vec![
             x.model.clone(),
             format!("{:.1}M", x.params as f64 / 1e6),
             x.variant.clone(),
@@ -166,9 +172,19 @@ pub fn bench_ddp(r: &DdpReport) -> String {
             opt(x.efficiency, |v| format!("{:.0}%", v * 100.0)),
             opt(x.exposed_comm_fraction, |v| format!("{:.0}%", v * 100.0)),
             opt(x.cost_per_million, |v| format!("{v:.3}")),
-        ]);
+        ];
+        if repeated {
+            row.push(match x.launch_spread() {
+                Some(sp) => format!("{} ({:.1}%)", x.launch_step_medians_s.len(), sp * 100.0),
+                None => "1".into(),
+            });
+        }
+        t.add_row(row);
     }
     s.push_str(&format!("\n{t}\n"));
     s.push_str("speedup: against 1 GPU of the same model and variant (weak scaling); exposed comm: (step_N − step_1) / step_N\n");
+    if repeated {
+        s.push_str("steps: the median over the launches of each launch's median step; spread: (slowest − fastest launch) / median\n");
+    }
     s
 }

@@ -247,6 +247,7 @@ impl Target {
                     price_per_gpu_hour: req.price_per_gpu_hour.unwrap_or(0.0),
                     env: req.env.iter().cloned().collect(),
                     deadline_seconds: req.deadline_s,
+                    repeats: req.repeats,
                 };
                 let stream = c.bench_ddp(r).await.map_err(status_error)?.into_inner();
                 let report = drain(stream, progress).await?;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{code, local, stderr, stdout};
+use common::{code, local, stderr, stdout, Daemon};
 
 #[test]
 fn sweep_plots_speedup_with_the_y1_line_and_labels_the_simulation() {
@@ -98,8 +98,57 @@ fn bad_ddp_requests_are_usage_errors() {
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--gpus", "1,16"],
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--sweep", "cnn:3"],
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--env", "FOO=1"],
+        vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--repeats", "0"],
+        vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--repeats", "21"],
     ] {
         let o = local(&args);
         assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
     }
+}
+
+/// `--repeats N`: every configuration launched N times, locally and through the daemon; the
+/// table shows the launches and their spread, the JSON each launch's median.
+#[test]
+fn repeated_launches_are_reported_with_their_spread() {
+    let args = [
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "base,bf16",
+        "--gpus",
+        "1,2",
+        "--repeats",
+        "3",
+    ];
+    let mut local_args = vec!["--sim", "h200x2-nvlink"];
+    local_args.extend(args);
+    let o = local(&local_args);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.contains("launches (spread)"), "{table}");
+    assert!(table.contains("3 ("), "{table}");
+
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let o = d.cli(&json_args);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = r["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        let launches: Vec<f64> = row["launch_step_medians_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(launches.len(), 3, "{row}");
+        let mut sorted = launches.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert!((row["step_time_median_s"].as_f64().unwrap() - sorted[1]).abs() < 1e-12);
+    }
+    d.stop();
 }

@@ -321,7 +321,18 @@ pub struct DdpRequest {
     #[serde(default)]
     pub env: Vec<(String, String)>,
     pub deadline_s: f64,
+    /// Launches of each configuration; the result is their median (one launch of the same
+    /// command can land several percent away from the next, see [`merge_repeats`]).
+    #[serde(default = "one_launch")]
+    pub repeats: u32,
 }
+
+fn one_launch() -> u32 {
+    1
+}
+
+/// Most launches of one configuration a request may ask for.
+pub const MAX_REPEATS: u32 = 20;
 
 impl DdpRequest {
     /// Bounds every field before any work (a request may come from the outside world); every
@@ -369,6 +380,12 @@ impl DdpRequest {
                 self.steps, self.warmup_steps
             ));
         }
+        if !(1..=MAX_REPEATS).contains(&self.repeats) {
+            return bad(format!(
+                "repeats {} outside 1..={MAX_REPEATS}",
+                self.repeats
+            ));
+        }
         if !(self.deadline_s.is_finite() && self.deadline_s > 0.0 && self.deadline_s <= 86_400.0) {
             return bad(format!("deadline {} s outside (0, 86400]", self.deadline_s));
         }
@@ -414,6 +431,78 @@ pub struct DdpResult {
     /// and synchronisation not hidden behind compute (weak scaling keeps per-GPU work fixed).
     pub exposed_comm_fraction: Option<f64>,
     pub cost_per_million: Option<f64>,
+    /// With repeated launches: each launch's median step time, in launch order (the result's
+    /// step time is their median). Empty for a single launch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_step_medians_s: Vec<f64>,
+}
+
+impl DdpResult {
+    /// (slowest − fastest) / median of the launches' step times; `None` for a single launch.
+    pub fn launch_spread(&self) -> Option<f64> {
+        if self.launch_step_medians_s.len() < 2 || self.step_time_median_s <= 0.0 {
+            return None;
+        }
+        let (lo, hi) = self
+            .launch_step_medians_s
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            });
+        Some((hi - lo) / self.step_time_median_s)
+    }
+}
+
+/// Folds repeated launches of one configuration (model, variant, GPU count, micro-batch,
+/// accumulation) into one result: the median of the launches' median step times (throughput
+/// scaled to it), the median of their p90s, and every launch's median kept in
+/// `launch_step_medians_s`. A launch of a command moves as a whole (on 2xH200 the same gpt2-124m
+/// launch ran at ~40.2 or ~42.5 ms a step for its whole length, docs/results), so repeating the
+/// launch, not the steps, is what steadies the figure. Order: first appearance.
+pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
+    let key = |r: &DdpResult| {
+        (
+            r.model.clone(),
+            r.variant.clone(),
+            r.world_size,
+            r.micro_batch,
+            r.accum,
+        )
+    };
+    let mut groups: Vec<Vec<DdpResult>> = Vec::new();
+    for r in results {
+        match groups.iter_mut().find(|g| key(&g[0]) == key(&r)) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut g| {
+            if g.len() == 1 {
+                return g.remove(0);
+            }
+            let steps: Vec<f64> = g.iter().map(|r| r.step_time_median_s).collect();
+            let p90s: Vec<f64> = g.iter().map(|r| r.step_time_p90_s).collect();
+            let first = g.remove(0);
+            // Runners report finite steps; a launch without one does not move the figure.
+            let step = crate::expect::median(&steps).unwrap_or(first.step_time_median_s);
+            let p90 = crate::expect::median(&p90s).unwrap_or(first.step_time_p90_s);
+            // Throughput is work per step over the step time; the work is the same each launch.
+            let throughput = if step > 0.0 {
+                first.throughput * first.step_time_median_s / step
+            } else {
+                first.throughput
+            };
+            DdpResult {
+                step_time_median_s: step,
+                step_time_p90_s: p90,
+                throughput,
+                launch_step_medians_s: steps,
+                ..first
+            }
+        })
+        .collect()
 }
 
 /// Fills speedup, efficiency, exposed communication and cost from the 1-GPU rows of the same
@@ -526,6 +615,7 @@ mod tests {
             efficiency: None,
             exposed_comm_fraction: None,
             cost_per_million: None,
+            launch_step_medians_s: Vec::new(),
         };
         let mut rows = vec![mk(1, 66_189.0, 0.495), mk(4, 0.88 * 4.0 * 66_189.0, 0.5625)];
         fill_scaling(&mut rows, Some(2.64 / 4.0));
@@ -536,5 +626,51 @@ mod tests {
         // "a token cost about 10% more on four GPUs than on one" at 88% efficiency.
         let ratio = rows[1].cost_per_million.unwrap() / rows[0].cost_per_million.unwrap();
         assert!((ratio - 1.0 / 0.88).abs() < 1e-9, "{ratio}");
+    }
+
+    #[test]
+    fn repeated_launches_merge_to_their_median() {
+        let mk = |variant: &str, n: u32, step: f64| DdpResult {
+            model: "mlp:1024x4".into(),
+            params: 4_198_400,
+            variant: variant.into(),
+            world_size: n,
+            micro_batch: 256,
+            accum: 1,
+            step_time_median_s: step,
+            step_time_p90_s: step * 1.1,
+            throughput: f64::from(n) * 256.0 / step,
+            throughput_unit: "samples/s".into(),
+            speedup: None,
+            efficiency: None,
+            exposed_comm_fraction: None,
+            cost_per_million: None,
+            launch_step_medians_s: Vec::new(),
+        };
+        // Launch order: base/1, base/2, fp16/2, then again, then base/1 once more.
+        let rows = merge_repeats(vec![
+            mk("base", 1, 0.0020),
+            mk("base", 2, 0.0030),
+            mk("fp16", 2, 0.0050),
+            mk("base", 1, 0.0024),
+            mk("base", 2, 0.0032),
+            mk("base", 1, 0.0019),
+        ]);
+        assert_eq!(rows.len(), 3, "one row per configuration, first-seen order");
+        assert_eq!((rows[0].variant.as_str(), rows[0].world_size), ("base", 1));
+        assert_eq!((rows[2].variant.as_str(), rows[2].world_size), ("fp16", 2));
+        // Odd count: the middle launch; its throughput follows the median step.
+        assert_eq!(rows[0].launch_step_medians_s, vec![0.0020, 0.0024, 0.0019]);
+        assert!((rows[0].step_time_median_s - 0.0020).abs() < 1e-15);
+        assert!((rows[0].throughput - 256.0 / 0.0020).abs() < 1e-6);
+        assert!((rows[0].step_time_p90_s - 0.0022).abs() < 1e-12);
+        assert!((rows[0].launch_spread().unwrap() - 0.0005 / 0.0020).abs() < 1e-12);
+        // Even count: the mean of the middle two.
+        assert!((rows[1].step_time_median_s - 0.0031).abs() < 1e-15);
+        assert!((rows[1].throughput - 2.0 * 256.0 / 0.0031).abs() < 1e-6);
+        // A single launch stays as it was, with no spread.
+        assert!(rows[2].launch_step_medians_s.is_empty());
+        assert_eq!(rows[2].launch_spread(), None);
+        assert!((rows[2].step_time_median_s - 0.0050).abs() < 1e-15);
     }
 }

@@ -429,6 +429,7 @@ impl Ddpcheck for Service {
             price_per_gpu_hour: (req.price_per_gpu_hour > 0.0).then_some(req.price_per_gpu_hour),
             env: env_pairs(&req.env),
             deadline_s: deadline(req.deadline_seconds, 600.0)?.as_secs_f64(),
+            repeats: engine::or_default(req.repeats, 1),
         };
         let stream = self.spawn_work("bench_ddp", move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;

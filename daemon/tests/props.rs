@@ -636,6 +636,7 @@ proptest! {
             price_per_gpu_hour: deadline,
             env,
             deadline_seconds: deadline,
+            repeats: nums.2,
         };
         let bytes = ddp.encode_to_vec();
         decode_all(&bytes);

@@ -25,11 +25,13 @@ use std::time::Duration;
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::ddp::{fill_scaling, DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{
+    fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec,
+};
 use ddpcheck_core::ProbeError;
 
 use crate::fault::Fault;
-use crate::model::Fabric;
+use crate::model::{jitter, Fabric};
 use crate::profile::{Catalog, Profile};
 
 /// Share of a micro-batch's compute that is the backward pass.
@@ -214,54 +216,70 @@ pub fn run(
     req: &DdpRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<DdpResult>, ProbeError> {
-    let total = (req.models.len() * req.variants.len() * req.world_sizes.len()) as u32;
+    let repeats = req.repeats.max(1);
+    let total = (req.models.len() * req.variants.len() * req.world_sizes.len()) as u32 * repeats;
     let mut rows = Vec::new();
-    for spec in &req.models {
-        let work = compute_time(profile, spec, req.micro_batch);
-        let tokens = f64::from(spec.tokens_per_sample());
-        for variant in &req.variants {
-            let env: Vec<(String, String)> =
-                req.env.iter().chain(variant.env.iter()).cloned().collect();
-            for &world in &req.world_sizes {
-                let gpus: Vec<usize> = (0..world as usize).collect();
-                let fabric = Fabric::new(catalog, profile, faults, &env, &gpus);
-                let step = step_time(&fabric, spec, variant, work, world);
-                let accum = variant.accum.max(1);
-                let items = f64::from(world) * f64::from(accum) * f64::from(req.micro_batch);
-                progress(Progress {
-                    stage: "ddp".into(),
-                    done: rows.len() as u32 + 1,
-                    total,
-                    message: format!(
-                        "{} {} on {world} GPU(s): {:.1} ms per step (sim, regime {})",
-                        spec.name(),
-                        variant.name,
-                        step * 1e3,
-                        fabric.regime.name
-                    ),
-                });
-                rows.push(DdpResult {
-                    model: spec.name(),
-                    params: spec.params(),
-                    variant: variant.name.clone(),
-                    world_size: world,
-                    micro_batch: req.micro_batch,
-                    accum,
-                    step_time_median_s: step,
-                    step_time_p90_s: step * (1.0 + P90_SPREAD),
-                    throughput: items * tokens / step,
-                    throughput_unit: match spec {
-                        ModelSpec::Decoder { .. } => "tokens/s".into(),
-                        ModelSpec::Mlp { .. } => "samples/s".into(),
-                    },
-                    speedup: None,
-                    efficiency: None,
-                    exposed_comm_fraction: None,
-                    cost_per_million: None,
-                });
+    for launch in 0..repeats {
+        for spec in &req.models {
+            let work = compute_time(profile, spec, req.micro_batch);
+            let tokens = f64::from(spec.tokens_per_sample());
+            for variant in &req.variants {
+                let env: Vec<(String, String)> =
+                    req.env.iter().chain(variant.env.iter()).cloned().collect();
+                for &world in &req.world_sizes {
+                    let gpus: Vec<usize> = (0..world as usize).collect();
+                    let fabric = Fabric::new(catalog, profile, faults, &env, &gpus);
+                    // A repeated launch lands a little apart from the last, as on real nodes
+                    // (sim: a deterministic ±0.4% per launch, so the same request gives the same answer).
+                    let step = step_time(&fabric, spec, variant, work, world)
+                        * if repeats > 1 {
+                            1.0 + jitter(&format!(
+                                "launch{launch}/{}/{}/{world}",
+                                spec.name(),
+                                variant.name
+                            ))
+                        } else {
+                            1.0
+                        };
+                    let accum = variant.accum.max(1);
+                    let items = f64::from(world) * f64::from(accum) * f64::from(req.micro_batch);
+                    progress(Progress {
+                        stage: "ddp".into(),
+                        done: rows.len() as u32 + 1,
+                        total,
+                        message: format!(
+                            "{} {} on {world} GPU(s): {:.1} ms per step (sim, regime {})",
+                            spec.name(),
+                            variant.name,
+                            step * 1e3,
+                            fabric.regime.name
+                        ),
+                    });
+                    rows.push(DdpResult {
+                        model: spec.name(),
+                        params: spec.params(),
+                        variant: variant.name.clone(),
+                        world_size: world,
+                        micro_batch: req.micro_batch,
+                        accum,
+                        step_time_median_s: step,
+                        step_time_p90_s: step * (1.0 + P90_SPREAD),
+                        throughput: items * tokens / step,
+                        throughput_unit: match spec {
+                            ModelSpec::Decoder { .. } => "tokens/s".into(),
+                            ModelSpec::Mlp { .. } => "samples/s".into(),
+                        },
+                        speedup: None,
+                        efficiency: None,
+                        exposed_comm_fraction: None,
+                        cost_per_million: None,
+                        launch_step_medians_s: Vec::new(),
+                    });
+                }
             }
         }
     }
+    let mut rows = merge_repeats(rows);
     fill_scaling(&mut rows, req.price_per_gpu_hour);
     Ok(rows)
 }

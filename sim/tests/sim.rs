@@ -472,6 +472,7 @@ fn ddp_req(models: &[&str], variants: &[&str], worlds: &[u32], e: &[(&str, &str)
         price_per_gpu_hour: Some(2.64 / 4.0),
         env: env(e),
         deadline_s: 60.0,
+        repeats: 1,
     }
 }
 

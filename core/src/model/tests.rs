@@ -401,6 +401,7 @@ fn result(model: &ModelSpec, variant: &str, world: u32, step: f64) -> DdpResult 
         efficiency: None,
         exposed_comm_fraction: None,
         cost_per_million: None,
+        launch_step_medians_s: Vec::new(),
     }
 }
 

@@ -45,7 +45,9 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::Progress;
-use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{
+    fill_scaling, merge_repeats, CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec,
+};
 use ddpcheck_core::ProbeError;
 use serde::{Deserialize, Serialize};
 
@@ -294,8 +296,12 @@ pub fn run_ddp_report(
     let mut launches = Vec::new();
     let mut first_error = None;
     let groups = launch_groups(req, &plan);
-    let total = groups.len() as u32;
-    for (i, (world, items)) in groups.iter().enumerate() {
+    // Repeats run the whole sequence again, so that drift of the machine over the run touches
+    // every configuration alike; `merge_repeats` folds them.
+    let repeats = req.repeats.max(1) as usize;
+    let total = (groups.len() * repeats) as u32;
+    let sequence = (0..repeats).flat_map(|_| groups.iter());
+    for (i, (world, items)) in sequence.enumerate() {
         let ctx = LaunchCtx {
             launcher: &launcher,
             req,
@@ -326,12 +332,13 @@ pub fn run_ddp_report(
             return Err(e);
         }
     }
+    let mut results = merge_repeats(results);
     fill_scaling(&mut results, req.price_per_gpu_hour);
     progress(Progress {
         stage: STAGE.into(),
         done: total,
         total,
-        message: format!("{} of {total} DDP launches measured", results.len()),
+        message: format!("{} results from {total} DDP launches", results.len()),
     });
     Ok(DdpRun {
         probe,
@@ -367,6 +374,13 @@ pub fn plan(req: &DdpRequest) -> Result<Vec<(&ModelSpec, &DdpVariant, u32)>, Pro
         .find(|n| !(1..=MAX_WORLD_SIZE).contains(*n))
     {
         return bad(format!("world size {n} outside 1..={MAX_WORLD_SIZE}"));
+    }
+    if !(1..=ddpcheck_core::ddp::MAX_REPEATS).contains(&req.repeats) {
+        return bad(format!(
+            "repeats {} outside 1..={}",
+            req.repeats,
+            ddpcheck_core::ddp::MAX_REPEATS
+        ));
     }
     if !(1..=MAX_STEPS).contains(&req.steps) || req.warmup_steps > MAX_STEPS {
         return bad(format!(
@@ -1093,6 +1107,7 @@ fn run_group(
                     efficiency: None,
                     exposed_comm_fraction: None,
                     cost_per_million: None,
+                    launch_step_medians_s: Vec::new(),
                 }
             });
             (launch, outcome)

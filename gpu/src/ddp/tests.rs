@@ -52,6 +52,7 @@ fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) -> DdpRequest
         price_per_gpu_hour: Some(2.0),
         env: vec![],
         deadline_s,
+        repeats: 1,
     }
 }
 
@@ -805,6 +806,8 @@ fn requests_are_bounded() {
     assert!(invalid(&|r| r.micro_batch = 0).contains("micro-batch 0"));
     assert!(invalid(&|r| r.micro_batch = 4097).contains("micro-batch 4097"));
     assert!(invalid(&|r| r.deadline_s = 0.0).contains("deadline"));
+    assert!(invalid(&|r| r.repeats = 0).contains("repeats"));
+    assert!(invalid(&|r| r.repeats = 21).contains("repeats"));
     assert!(invalid(&|r| r.deadline_s = f64::NAN).contains("deadline"));
     assert!(invalid(&|r| r.price_per_gpu_hour = Some(-1.0)).contains("price"));
     assert!(invalid(&|r| r.models.clear()).contains("no model"));
@@ -886,6 +889,7 @@ fn real_ddp_smoke_on_this_node() {
         price_per_gpu_hour: Some(3.0),
         env: vec![],
         deadline_s: 180.0,
+        repeats: 1,
     };
     let opts = DdpOptions {
         measure_nocomm: true,
@@ -936,6 +940,7 @@ fn real_ddp_deadline_stops_every_rank() {
         price_per_gpu_hour: None,
         env: vec![],
         deadline_s: 30.0,
+        repeats: 1,
     };
     // Timed from the launch's own start: the torch check before it takes a few seconds.
     let mut launched: Option<Instant> = None;
@@ -964,6 +969,49 @@ fn real_ddp_deadline_stops_every_rank() {
     assert_eq!(bench_processes(), Vec::<String>::new());
 }
 
+/// `repeats`: the whole launch sequence runs again (1, 2, 1, 2, 1, 2 GPUs), and each
+/// configuration's result is the median of its launches, every launch's median kept.
+#[test]
+fn repeated_launches_give_the_median_and_keep_each_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = ModelSpec::gpt2_124m().params();
+    let d = dir.path().display();
+    // The k-th launch of N GPUs takes the k-th step time of its list.
+    let body = format!(
+        r#"echo "$n" >> "{d}/sequence"
+k=$(grep -c "^$n$" "{d}/sequence")
+case "$n:$k" in
+  1:1) step=0.100 ;; 1:2) step=0.130 ;; 1:3) step=0.090 ;;
+  2:1) step=0.125 ;; 2:2) step=0.120 ;; 2:3) step=0.200 ;;
+  *) echo "unexpected launch $n:$k" >&2; exit 3 ;;
+esac
+tput=$(awk "BEGIN {{ print $n * 8 * 1024 / $step }}")
+echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"bf16\",\"world_size\":$n,\"micro_batch\":8,\"accum\":1,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\"}}"
+"#
+    );
+    let py = fake(dir.path(), "python3", &body);
+    let mut req = request("bf16".parse().unwrap(), vec![1, 2], 20.0);
+    req.repeats = 3;
+    let run = run_ddp_report(&cfg(&py), &req, &DdpOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(
+        read(dir.path().join("sequence")),
+        "1\n2\n1\n2\n1\n2\n",
+        "the sequence repeats as a whole"
+    );
+    assert_eq!(run.launches.len(), 6);
+    let rows = &run.results;
+    assert_eq!(rows.len(), 2);
+    let (one, two) = (&rows[0], &rows[1]);
+    assert_eq!(one.launch_step_medians_s, vec![0.100, 0.130, 0.090]);
+    assert_eq!(two.launch_step_medians_s, vec![0.125, 0.120, 0.200]);
+    assert!((one.step_time_median_s - 0.100).abs() < 1e-12);
+    assert!((two.step_time_median_s - 0.125).abs() < 1e-12);
+    // Throughput follows the median step; the speedup compares the medians.
+    assert!((two.throughput - 2.0 * 8.0 * 1024.0 / 0.125).abs() < 1e-6);
+    assert!((two.speedup.unwrap() - 2.0 * 0.100 / 0.125).abs() < 1e-9);
+    assert!((two.launch_spread().unwrap() - (0.200 - 0.120) / 0.125).abs() < 1e-9);
+}
+
 #[test]
 fn runs_of_one_world_size_and_environment_share_a_launch() {
     let base: DdpVariant = "base".parse().unwrap();
@@ -980,6 +1028,7 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
         price_per_gpu_hour: None,
         env: Vec::new(),
         deadline_s: 60.0,
+        repeats: 1,
     };
     let plan = plan(&req).unwrap();
     let groups = launch_groups(&req, &plan);
