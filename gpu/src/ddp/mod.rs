@@ -13,7 +13,9 @@
 //! Every child gets `NCCL_NVLS_ENABLE=0`, `TORCH_SYMM_MEM_DISABLE_MULTICAST=1` and
 //! `NVSHMEM_DISABLE_NVLS=1` (NVLink multicast must stay off on the validation machines; a request
 //! that asks otherwise is refused), `OMP_NUM_THREADS=1` unless set, then the request's and the
-//! variant's `NCCL_*` / `CUDA_*` / `TORCH_NCCL_*` variables.
+//! variant's `NCCL_*` / `CUDA_*` variables. [`plan`] bounds the request with core's
+//! [`DdpRequest::validate`] first, so `TORCH_NCCL_*` overrides are refused here as everywhere
+//! else (the runner accepted them on its own until validate became its first check).
 //!
 //! Exposed communication. With weak scaling every GPU does the 1-GPU recipe's work, so the extra
 //! time of an N-GPU step over the 1-GPU step of the same model and variant is communication and
@@ -67,12 +69,12 @@ pub const PINNED_ENV: [(&str, &str); 3] = [
     ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
     ("NVSHMEM_DISABLE_NVLS", "1"),
 ];
+/// The GPU count [`plan`] passes to [`DdpRequest::validate`]: the runner does not know the
+/// node's GPUs (the engine checked the request against them before it got here).
 pub const MAX_WORLD_SIZE: u32 = 64;
-pub const MAX_STEPS: u32 = 10_000;
-pub const MAX_MICRO_BATCH: u32 = 4096;
 /// Models × variants × world sizes in one request.
 pub const MAX_LAUNCHES: usize = 256;
-/// Upper bound of the per-launch deadline.
+/// Upper bound of the per-launch deadline, tighter than validate's 24 h (see [`plan`]).
 pub const MAX_DEADLINE_S: f64 = 4.0 * 3600.0;
 /// The `python -c` torch probe; importing torch normally takes 1–3 s.
 const PROBE_DEADLINE: Duration = Duration::from_secs(20);
@@ -349,70 +351,38 @@ pub fn run_ddp_report(
 
 /// Bounds every field (a request may come from the outside world) and returns the launches in
 /// order: model, variant, world size ascending (1 first).
+///
+/// The field bounds are core's [`DdpRequest::validate`], the one check the engine and the
+/// simulated node use too, against [`MAX_WORLD_SIZE`] (the runner does not know the node's GPU
+/// count; the engine has already checked the request against it). What is left here is what
+/// only launching processes needs: names that go into a command line, the environment's names
+/// and values, [`MAX_LAUNCHES`] and the tighter [`MAX_DEADLINE_S`].
 pub fn plan(req: &DdpRequest) -> Result<Vec<(&ModelSpec, &DdpVariant, u32)>, ProbeError> {
+    req.validate(MAX_WORLD_SIZE as usize)?;
     let bad = |m: String| Err(ProbeError::Invalid(m));
-    if req.models.is_empty() {
-        return bad("no model given".into());
-    }
-    if req.variants.is_empty() {
-        return bad("no DDP variant given".into());
-    }
-    if req.world_sizes.is_empty() {
-        return bad("no world size given".into());
-    }
     for m in &req.models {
-        m.validate()
-            .map_err(|e| ProbeError::Invalid(format!("model {}: {e}", m.name())))?;
         check_name("model name", &m.name())?;
     }
     for v in &req.variants {
-        check_variant(v)?;
+        check_name("variant name", &v.name)?;
+        check_env(&format!("variant {}", v.name), &v.env)?;
     }
-    if let Some(n) = req
-        .world_sizes
-        .iter()
-        .find(|n| !(1..=MAX_WORLD_SIZE).contains(*n))
-    {
-        return bad(format!("world size {n} outside 1..={MAX_WORLD_SIZE}"));
-    }
-    if !(1..=ddpcheck_core::ddp::MAX_REPEATS).contains(&req.repeats) {
+    check_env("request", &req.env)?;
+    // validate allows a day; one launch of the runner is held to 4 h, so a request with a
+    // mistyped deadline cannot keep the node's GPUs for longer than any benchmark needs.
+    if req.deadline_s > MAX_DEADLINE_S {
         return bad(format!(
-            "repeats {} outside 1..={}",
-            req.repeats,
-            ddpcheck_core::ddp::MAX_REPEATS
-        ));
-    }
-    if !(1..=MAX_STEPS).contains(&req.steps) || req.warmup_steps > MAX_STEPS {
-        return bad(format!(
-            "steps {} (warm-up {}) outside 1..={MAX_STEPS}",
-            req.steps, req.warmup_steps
-        ));
-    }
-    if !(1..=MAX_MICRO_BATCH).contains(&req.micro_batch) {
-        return bad(format!(
-            "micro-batch {} outside 1..={MAX_MICRO_BATCH}",
-            req.micro_batch
-        ));
-    }
-    if !(req.deadline_s.is_finite() && req.deadline_s > 0.0 && req.deadline_s <= MAX_DEADLINE_S) {
-        return bad(format!(
-            "deadline {} s outside (0, {MAX_DEADLINE_S}] s",
+            "deadline {} s above the runner's bound of {MAX_DEADLINE_S} s per launch",
             req.deadline_s
         ));
     }
-    if let Some(p) = req.price_per_gpu_hour {
-        if !(p.is_finite() && p >= 0.0) {
-            return bad(format!(
-                "price per GPU-hour {p} is not a non-negative number"
-            ));
-        }
-    }
-    check_env("request", &req.env)?;
 
     let mut worlds = req.world_sizes.clone();
     worlds.sort_unstable();
     worlds.dedup();
     let count = req.models.len() * req.variants.len() * worlds.len();
+    // validate bounds each list on its own (16 × 32 × 16); the product is the number of
+    // processes started, which the runner bounds.
     if count > MAX_LAUNCHES {
         return bad(format!(
             "{count} launches (models × variants × world sizes) is above the bound of {MAX_LAUNCHES}"
@@ -429,6 +399,7 @@ pub fn plan(req: &DdpRequest) -> Result<Vec<(&ModelSpec, &DdpVariant, u32)>, Pro
     Ok(plan)
 }
 
+/// Model and variant names go into the launch's `--config` argument and the printed command.
 fn check_name(what: &str, name: &str) -> Result<(), ProbeError> {
     if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
         return Err(ProbeError::Invalid(format!(
@@ -438,30 +409,16 @@ fn check_name(what: &str, name: &str) -> Result<(), ProbeError> {
     Ok(())
 }
 
-fn check_variant(v: &DdpVariant) -> Result<(), ProbeError> {
-    check_name("variant name", &v.name)?;
-    let bad = |m: String| Err(ProbeError::Invalid(format!("variant {}: {m}", v.name)));
-    if !(1..=1024).contains(&v.accum) {
-        return bad(format!("accumulation {} outside 1..=1024", v.accum));
-    }
-    if let Some(mb) = v.bucket_cap_mb {
-        if !(mb.is_finite() && (0.1..=4096.0).contains(&mb)) {
-            return bad(format!("bucket_cap_mb {mb} outside 0.1..=4096"));
-        }
-    }
-    if v.fsdp && v.hook != CommHook::None {
-        return bad("FSDP takes no DDP comm hook".into());
-    }
-    check_env(&format!("variant {}", v.name), &v.env)
-}
-
+/// What validate does not check of the variables a child gets: validate admits any name with
+/// an `NCCL_` or `CUDA_` prefix; a child's environment also needs a name after the prefix in
+/// upper case, digits and `_`, one-line values, a bounded count, and the pinned values kept.
 fn check_env(whose: &str, env: &[(String, String)]) -> Result<(), ProbeError> {
     let bad = |m: String| Err(ProbeError::Invalid(format!("{whose} environment: {m}")));
     if env.len() > 64 {
         return bad(format!("{} variables, at most 64", env.len()));
     }
     for (k, v) in env {
-        let prefixed = ["NCCL_", "CUDA_", "TORCH_NCCL_"]
+        let prefixed = ["NCCL_", "CUDA_"]
             .iter()
             .any(|p| k.len() > p.len() && k.starts_with(p));
         let charset = k
@@ -469,7 +426,7 @@ fn check_env(whose: &str, env: &[(String, String)]) -> Result<(), ProbeError> {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
         if !prefixed || !charset {
             return bad(format!(
-                "{k:?} is not an NCCL_*, CUDA_* or TORCH_NCCL_* variable"
+                "{k:?} is not an NCCL_* or CUDA_* name (upper-case letters, digits and _)"
             ));
         }
         if v.len() > 4096 || v.contains('\0') || v.contains('\n') {

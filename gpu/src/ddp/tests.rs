@@ -797,20 +797,24 @@ fn requests_are_bounded() {
             other => panic!("expected Invalid, got {other:?}"),
         }
     };
-    assert!(invalid(&|r| r.world_sizes = vec![0]).contains("world size 0"));
-    assert!(invalid(&|r| r.world_sizes = vec![1, 65]).contains("world size 65"));
-    assert!(invalid(&|r| r.world_sizes.clear()).contains("no world size"));
+    // Field bounds: core's DdpRequest::validate, against MAX_WORLD_SIZE.
+    assert!(invalid(&|r| r.world_sizes = vec![0]).contains("GPU count 0 outside 1..=64"));
+    assert!(invalid(&|r| r.world_sizes = vec![1, 65]).contains("GPU count 65 outside 1..=64"));
+    assert!(
+        invalid(&|r| r.world_sizes.clear()).contains("at least one model, variant and GPU count")
+    );
     assert!(invalid(&|r| r.steps = 0).contains("steps 0"));
     assert!(invalid(&|r| r.steps = 10_001).contains("steps 10001"));
     assert!(invalid(&|r| r.warmup_steps = 10_001).contains("warm-up 10001"));
     assert!(invalid(&|r| r.micro_batch = 0).contains("micro-batch 0"));
     assert!(invalid(&|r| r.micro_batch = 4097).contains("micro-batch 4097"));
-    assert!(invalid(&|r| r.deadline_s = 0.0).contains("deadline"));
-    assert!(invalid(&|r| r.repeats = 0).contains("repeats"));
-    assert!(invalid(&|r| r.repeats = 21).contains("repeats"));
-    assert!(invalid(&|r| r.deadline_s = f64::NAN).contains("deadline"));
-    assert!(invalid(&|r| r.price_per_gpu_hour = Some(-1.0)).contains("price"));
-    assert!(invalid(&|r| r.models.clear()).contains("no model"));
+    assert!(invalid(&|r| r.deadline_s = 0.0).contains("deadline 0 s"));
+    assert!(invalid(&|r| r.repeats = 0).contains("repeats 0"));
+    assert!(invalid(&|r| r.repeats = 21).contains("repeats 21"));
+    assert!(invalid(&|r| r.deadline_s = f64::NAN).contains("deadline NaN s"));
+    assert!(invalid(&|r| r.price_per_gpu_hour = Some(-1.0)).contains("price -1"));
+    assert!(invalid(&|r| r.models.clear()).contains("at least one model"));
+    assert!(invalid(&|r| r.variants.clear()).contains("at least one model, variant"));
     assert!(
         invalid(&|r| r.models = vec![ModelSpec::Mlp { width: 4, depth: 1 }])
             .contains("MLP width 4")
@@ -818,12 +822,8 @@ fn requests_are_bounded() {
     assert!(
         invalid(&|r| r.env = vec![("LD_PRELOAD".into(), "x.so".into())]).contains("LD_PRELOAD")
     );
-    assert!(invalid(&|r| r.env = vec![("NCCL_NVLS_ENABLE".into(), "1".into())]).contains("pinned"));
-    assert!(
-        invalid(&|r| r.variants[0].env = vec![("NCCL_ALGO".into(), "a\nb".into())])
-            .contains("one line")
-    );
-    assert!(invalid(&|r| r.variants[0].accum = 0).contains("accumulation 0"));
+    assert!(invalid(&|r| r.variants[0].accum = 0)
+        .contains("variant base: accumulation must be 1..=1024"));
     assert!(
         invalid(&|r| r.variants[0].bucket_cap_mb = Some(f64::INFINITY)).contains("bucket_cap_mb")
     );
@@ -832,7 +832,40 @@ fn requests_are_bounded() {
         r.variants[0].hook = CommHook::Bf16;
     })
     .contains("FSDP"));
-    assert!(invalid(&|r| r.variants = vec![DdpVariant::default(); 200]).contains("launches"));
+    assert!(invalid(&|r| r.variants = vec![DdpVariant::default(); 200]).contains("variants (32)"));
+    // TORCH_NCCL_* goes the way of validate: refused (the runner alone used to take it).
+    assert!(
+        invalid(&|r| r.env = vec![("TORCH_NCCL_BLOCKING_WAIT".into(), "1".into())])
+            .contains("TORCH_NCCL_BLOCKING_WAIT")
+    );
+
+    // What only the runner checks.
+    assert!(invalid(&|r| r.env = vec![("NCCL_NVLS_ENABLE".into(), "1".into())]).contains("pinned"));
+    assert!(
+        invalid(&|r| r.variants[0].env = vec![("NCCL_ALGO".into(), "a\nb".into())])
+            .contains("one line")
+    );
+    // validate takes any NCCL_/CUDA_ prefix; a child's variable needs a proper name after it.
+    assert!(invalid(&|r| r.env = vec![("NCCL_".into(), "1".into())]).contains("\"NCCL_\""));
+    assert!(invalid(&|r| r.env = vec![("NCCL_algo".into(), "ring".into())]).contains("NCCL_algo"));
+    assert!(invalid(&|r| r.env = vec![("NCCL_A B".into(), "1".into())]).contains("NCCL_A B"));
+    assert!(
+        invalid(&|r| r.env = vec![("NCCL_ALGO".into(), "ring".into()); 65])
+            .contains("65 variables")
+    );
+    assert!(invalid(&|r| r.variants[0].name = "a\nb".into()).contains("variant name"));
+    assert!(invalid(&|r| r.variants[0].name = "x".repeat(65)).contains("variant name"));
+    // Within validate's 24 h, above the runner's 4 h.
+    assert!(invalid(&|r| r.deadline_s = MAX_DEADLINE_S + 1.0).contains("runner's bound"));
+    let mut four_hours = ok.clone();
+    four_hours.deadline_s = MAX_DEADLINE_S;
+    assert!(plan(&four_hours).is_ok());
+    // Each list within validate's bounds, their product above MAX_LAUNCHES: 5 × 32 × 2 = 320.
+    assert!(invalid(&|r| {
+        r.models = vec![ModelSpec::gpt2_124m(); 5];
+        r.variants = vec![DdpVariant::default(); 32];
+    })
+    .contains("320 launches"));
     // Pinned values themselves are fine to repeat.
     let mut same = ok.clone();
     same.env = vec![("NCCL_NVLS_ENABLE".into(), "0".into())];
