@@ -667,7 +667,7 @@ fn signal_name(s: i32) -> &'static str {
 
 /// Splits stdout into lines. A line longer than `max` ends the reading ([`Chunk::TooLong`]),
 /// or with `cut` is handed on cut at `max` and the rest of it dropped.
-fn read_lines(out: ChildStdout, max: usize, cut: bool, tx: mpsc::Sender<Chunk>) {
+fn read_lines(out: impl Read, max: usize, cut: bool, tx: mpsc::Sender<Chunk>) {
     let mut r = BufReader::with_capacity(64 << 10, out);
     let mut buf: Vec<u8> = Vec::new();
     // Dropping the rest of a line that was cut and handed on.
@@ -697,7 +697,13 @@ fn read_lines(out: ChildStdout, max: usize, cut: bool, tx: mpsc::Sender<Chunk>) 
                 if std::mem::take(&mut skipping) {
                     continue;
                 }
-                if cut {
+                // A whole over-long line can arrive in one read, newline included: the bound
+                // holds whether or not the reader saw it in pieces.
+                if buf.len() > max {
+                    if !cut {
+                        let _ = tx.send(Chunk::TooLong);
+                        return;
+                    }
                     buf.truncate(max);
                 }
                 if tx.send(Chunk::Line(std::mem::take(&mut buf))).is_err() {
@@ -1073,6 +1079,38 @@ mod tests {
         assert_eq!(parsed, [false, true, true, false]);
         assert_eq!(out.lines, 2);
         assert_eq!(out.non_json, ["hello", "no newline"]);
+    }
+
+    /// The bound must not depend on how the pipe hands the line over: here the whole line and
+    /// its newline come in one read.
+    #[test]
+    fn a_long_line_read_at_once_is_refused_or_cut() {
+        let data = format!("{}\n{{\"a\":1}}\n", "x".repeat(5000));
+        let chunks = |cut: bool| {
+            let (tx, rx) = mpsc::channel();
+            read_lines(
+                std::io::Cursor::new(data.clone().into_bytes()),
+                100,
+                cut,
+                tx,
+            );
+            rx.try_iter().collect::<Vec<Chunk>>()
+        };
+        let strict = chunks(false);
+        assert!(
+            matches!(strict.as_slice(), [Chunk::TooLong]),
+            "{} chunks, first {:?}",
+            strict.len(),
+            strict.first().map(std::mem::discriminant)
+        );
+        let lenient = chunks(true);
+        match lenient.as_slice() {
+            [Chunk::Line(a), Chunk::Line(b), Chunk::Eof] => {
+                assert_eq!(a.len(), 100);
+                assert_eq!(b.as_slice(), br#"{"a":1}"#);
+            }
+            other => panic!("{} chunks", other.len()),
+        }
     }
 
     #[test]
