@@ -431,7 +431,8 @@ mod tests {
             first_rank: 0,
             local_ranks: 2,
             world_ranks: 2,
-            comm_id: "127.0.0.1:29500".into(),
+            // The fake meets the ranks in a file named by the port: one of this process's own.
+            comm_id: format!("127.0.0.1:{}", 1024 + std::process::id() % 60000),
         });
         let run = run_worker(
             fake_child(libs.path()),
