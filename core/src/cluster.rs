@@ -203,6 +203,15 @@ impl NodeResult {
             .peak_busbw(crate::preflight::LARGE_MESSAGE.min(max))
             .map(|(_, b)| b)
     }
+
+    /// Wrong elements counted over the sweep's data checks (0 when none ran).
+    pub fn wrong_elements(&self) -> u64 {
+        self.sweep
+            .samples
+            .iter()
+            .filter_map(|s| s.out_of_place.wrong)
+            .sum()
+    }
 }
 
 /// What running one subset of nodes together gave.

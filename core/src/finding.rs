@@ -10,6 +10,17 @@ pub enum Severity {
     Critical,
 }
 
+impl Severity {
+    /// `INFO`, `WARNING`, `CRITICAL`: how line-oriented output names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Info => "INFO",
+            Severity::Warning => "WARNING",
+            Severity::Critical => "CRITICAL",
+        }
+    }
+}
+
 /// What a finding is about. GPUs are always named by UUID and PCI bus id (invariant 4).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -10,7 +10,7 @@ use ddpcheck_core::cluster::{
     self, ClusterNode, ClusterReport, DeadNode, NodeResult, SubsetOutcome,
 };
 use ddpcheck_core::report::{Header, Provenance, ReportKind};
-use ddpcheck_core::{BackendKind, Severity};
+use ddpcheck_core::BackendKind;
 use ddpcheck_proto::v1 as pb;
 use ddpcheckd::engine;
 use tokio::task::JoinSet;
@@ -266,12 +266,7 @@ impl Runner {
                 let wrong: Vec<(usize, String)> = res
                     .iter()
                     .filter_map(|(i, nr)| {
-                        let w: u64 = nr
-                            .sweep
-                            .samples
-                            .iter()
-                            .filter_map(|s| s.out_of_place.wrong)
-                            .sum();
+                        let w = nr.wrong_elements();
                         (w > 0)
                             .then(|| (*i, format!("{w} wrong elements in its all-reduce results")))
                     })
@@ -484,7 +479,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
         .and_then(|(_, r)| r.nccl_version.clone());
     let prov = Provenance {
         hostname: engine::local_hostname(),
-        time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        time: engine::now_rfc3339(),
         tool_version: engine::TOOL_VERSION.into(),
         nccl_version,
         ..Default::default()
@@ -582,12 +577,7 @@ fn render(r: &ClusterReport) -> String {
         let _ = writeln!(s, "  round {}: {} → {res}", run.round, run.nodes.join(", "));
     }
     for f in &r.findings {
-        let sev = match f.severity {
-            Severity::Info => "INFO",
-            Severity::Warning => "WARNING",
-            Severity::Critical => "CRITICAL",
-        };
-        let _ = writeln!(s, "{sev} {}: {}", f.code, f.message);
+        let _ = writeln!(s, "{} {}: {}", f.severity.label(), f.code, f.message);
         for e in &f.evidence {
             let _ = writeln!(
                 s,

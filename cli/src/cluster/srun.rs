@@ -155,10 +155,9 @@ pub fn first_host(nodelist: &str, program: &str, timeout: Duration) -> Result<St
     if !list[end..].starts_with('[') && end > 0 {
         return Ok(list[..end].to_string());
     }
-    let out = output_bounded(
-        std::process::Command::new(program).args(["show", "hostnames", list]),
-        timeout,
-    )
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(["show", "hostnames", list]);
+    let out = output_bounded(cmd, timeout)
     .map_err(|e| {
         format!("cannot expand the step's node list {list:?} with `{program} show hostnames`: {e}; give the root with --root HOST:PORT")
     })?;
@@ -169,54 +168,40 @@ pub fn first_host(nodelist: &str, program: &str, timeout: Duration) -> Result<St
         .ok_or_else(|| format!("`{program} show hostnames {list}` named no host; give the root with --root HOST:PORT"))
 }
 
-/// A short command's standard output; killed past `timeout`. Its output is read while it runs,
-/// so a long node list cannot block it on a full pipe.
-fn output_bounded(cmd: &mut std::process::Command, timeout: Duration) -> Result<String, String> {
-    use std::io::Read;
-    use std::process::Stdio;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => "it is not installed here".to_string(),
-            _ => e.to_string(),
-        })?;
-    let mut stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        if let Some(o) = stdout.as_mut() {
-            let _ = o.read_to_end(&mut b);
+/// A short command's standard output (blank lines dropped), through the same supervisor as
+/// every other child of ddpcheck: its own process group, stopped past `timeout`.
+fn output_bounded(cmd: std::process::Command, timeout: Duration) -> Result<String, String> {
+    use ddpcheck_gpu::supervise::{self, Next, SuperviseError};
+    let mut opts = supervise::Options::new(timeout);
+    opts.allow_non_json = true;
+    let mut out = String::new();
+    supervise::run_lines(cmd, None, &opts, |l| {
+        out.push_str(l.text);
+        out.push('\n');
+        Next::More
+    })
+    .map_err(|e| match e {
+        SuperviseError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            "it is not installed here".to_string()
         }
-        b
-    });
-    let t0 = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if t0.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "it did not answer within {:.0} s",
-                    timeout.as_secs_f64()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(e.to_string()),
+        SuperviseError::Spawn { source, .. } => source.to_string(),
+        SuperviseError::Timeout { .. } => {
+            format!("it did not answer within {:.0} s", timeout.as_secs_f64())
         }
-    };
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    let out = reader.join().unwrap_or_default();
-    if !status.success() {
-        let why = err.lines().next().unwrap_or("").trim().to_string();
-        return Err(format!("it failed ({status}): {why}"));
-    }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+        SuperviseError::Failed {
+            status,
+            stderr_tail,
+            ..
+        } => {
+            let why = stderr_tail
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            format!("it failed ({status}): {}", why.trim())
+        }
+        other => other.to_string(),
+    })?;
+    Ok(out)
 }
 
 /// `--root` as given, or the step's first node at `--port` (default: [`default_port`]).
@@ -325,14 +310,6 @@ struct SrunInfo {
     notes: Vec<String>,
 }
 
-fn wrong_elements(r: &NodeResult) -> u64 {
-    r.sweep
-        .samples
-        .iter()
-        .filter_map(|s| s.out_of_place.wrong)
-        .sum()
-}
-
 pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> {
     let started = Instant::now();
     let (network, stage) = a.run.settings()?;
@@ -360,7 +337,7 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> 
     let (iso, failure, node_result) = match outcome {
         Ok(nr) => {
             let busbw = nr.busbw_large();
-            let wrong = wrong_elements(&nr);
+            let wrong = nr.wrong_elements();
             let iso = Isolation {
                 rounds: 1,
                 runs: vec![IsolationRun {
@@ -422,7 +399,7 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> 
     let nr = node_result.as_ref();
     let prov = Provenance {
         hostname: hostname.clone(),
-        time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        time: engine::now_rfc3339(),
         tool_version: engine::TOOL_VERSION.into(),
         nccl_version: nr.and_then(|r| r.nccl_version.clone()),
         nccl_env: if kind == BackendKind::Real {
@@ -534,12 +511,13 @@ fn render_srun(t: &SrunTaskReport) -> String {
         }
     }
     for f in r.findings.iter().filter(|f| f.severity > Severity::Info) {
-        let sev = match f.severity {
-            Severity::Info => "INFO",
-            Severity::Warning => "WARNING",
-            Severity::Critical => "CRITICAL",
-        };
-        let _ = writeln!(s, "{prefix} {sev} {}: {}", f.code, f.message);
+        let _ = writeln!(
+            s,
+            "{prefix} {} {}: {}",
+            f.severity.label(),
+            f.code,
+            f.message
+        );
     }
     let _ = writeln!(s, "{prefix} {}", r.reason);
     // srun forwards a task's output in pieces of 1 KiB: a longer line (a worker's long error)
