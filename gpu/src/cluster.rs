@@ -25,10 +25,11 @@ pub struct Rendezvous {
     pub comm_id: Option<String>,
 }
 
+/// The name this node goes by in cluster answers (the inventory's reading of it).
 fn hostname() -> String {
-    hostname::get()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown".into())
+    Some(crate::nvml::hostname())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// The address other nodes reach this one at: `DDPCHECK_CLUSTER_ADDRESS` (the daemon's

@@ -186,7 +186,8 @@ impl NvmlProbe {
     }
 }
 
-fn hostname() -> String {
+/// This host's name; empty when it cannot be read.
+pub(crate) fn hostname() -> String {
     hostname::get()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_default()
