@@ -142,6 +142,36 @@ enum Pace {
     Every { scrape: Duration, read: Duration },
 }
 
+/// One client: calls `call` on each tick of `tick` (back to back without one) until `end`,
+/// timing every call that succeeds and counting the others as errors.
+async fn client<F, Fut>(
+    mut tick: Option<tokio::time::Interval>,
+    end: tokio::time::Instant,
+    what: &'static str,
+    mut call: F,
+) -> Stats
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let mut st = Stats::default();
+    loop {
+        if let Some(t) = tick.as_mut() {
+            t.tick().await;
+        }
+        if tokio::time::Instant::now() >= end {
+            break;
+        }
+        let t = Instant::now();
+        match tokio::time::timeout(Duration::from_secs(10), call()).await {
+            Ok(Ok(())) => st.micros.push(t.elapsed().as_micros() as u64),
+            Ok(Err(e)) => st.error(e),
+            Err(_) => st.error(format!("{what} took over 10 s")),
+        }
+    }
+    st
+}
+
 /// Runs 200 scrapers and 50 GetNode readers against `d` for `secs`; returns their stats and the
 /// measured wall time.
 fn load(d: &Daemon, secs: f64, pace: Pace) -> (Stats, Stats, f64) {
@@ -170,65 +200,34 @@ fn load(d: &Daemon, secs: f64, pace: Pace) -> (Stats, Stats, f64) {
         let mut scrapers = Vec::new();
         for i in 0..200 {
             let addr = addr.clone();
-            let mut tick = ticker(i, 200, scrape_every);
-            scrapers.push(tokio::spawn(async move {
-                let mut st = Stats::default();
-                loop {
-                    if let Some(t) = tick.as_mut() {
-                        t.tick().await;
-                    }
-                    if tokio::time::Instant::now() >= end {
-                        break;
-                    }
-                    let t = Instant::now();
-                    match tokio::time::timeout(Duration::from_secs(10), scrape(&addr)).await {
-                        Ok(Ok(_)) => st.micros.push(t.elapsed().as_micros() as u64),
-                        Ok(Err(e)) => st.error(e),
-                        Err(_) => st.error("scrape took over 10 s".into()),
-                    }
-                }
-                st
-            }));
+            let tick = ticker(i, 200, scrape_every);
+            scrapers.push(tokio::spawn(client(tick, end, "scrape", move || {
+                let addr = addr.clone();
+                async move { scrape(&addr).await.map(|_| ()) }
+            })));
         }
         let mut readers = Vec::new();
-        for (i, mut c) in clients.into_iter().enumerate() {
-            let mut tick = ticker(i as u32, 50, read_every);
-            readers.push(tokio::spawn(async move {
-                let mut st = Stats::default();
-                loop {
-                    if let Some(t) = tick.as_mut() {
-                        t.tick().await;
-                    }
-                    if tokio::time::Instant::now() >= end {
-                        break;
-                    }
-                    let t = Instant::now();
-                    let r = tokio::time::timeout(
-                        Duration::from_secs(10),
-                        c.get_node(GetNodeRequest {}),
-                    )
-                    .await;
-                    match r {
-                        Ok(Ok(n)) => {
-                            let n = n.into_inner();
-                            if n.backend == "sim"
-                                && n.error.is_empty()
-                                && !n.inventory_json.is_empty()
-                            {
-                                st.micros.push(t.elapsed().as_micros() as u64);
-                            } else {
-                                st.error(format!(
-                                    "bad snapshot: backend {:?} error {:?}",
-                                    n.backend, n.error
-                                ));
-                            }
-                        }
-                        Ok(Err(s)) => st.error(format!("GetNode: {s}")),
-                        Err(_) => st.error("GetNode took over 10 s".into()),
+        for (i, c) in clients.into_iter().enumerate() {
+            let tick = ticker(i as u32, 50, read_every);
+            readers.push(tokio::spawn(client(tick, end, "GetNode", move || {
+                // A clone shares the channel: one connection per reader, as before.
+                let mut c = c.clone();
+                async move {
+                    let n = c
+                        .get_node(GetNodeRequest {})
+                        .await
+                        .map_err(|s| format!("GetNode: {s}"))?
+                        .into_inner();
+                    if n.backend == "sim" && n.error.is_empty() && !n.inventory_json.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "bad snapshot: backend {:?} error {:?}",
+                            n.backend, n.error
+                        ))
                     }
                 }
-                st
-            }));
+            })));
         }
         let mut scrapes = Stats::default();
         for h in scrapers {
