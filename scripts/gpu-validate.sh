@@ -29,9 +29,20 @@ el() { python3 -c "print(f'{$2-$1:.2f}')"; }
 HN="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
 # pip's NCCL (the one torch and nccl-tests use); images may carry a second one on the loader path.
 PIPNCCL=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0] + "/lib/libnccl.so.2")' 2>/dev/null || true)
+# Builds all_reduce_perf: NT is the binary, NT_LIBDIR the folder of the pip libnccl.so.2 it
+# needs on the loader path (the build log says where).
 build_nccl_tests() {
     NT=$(bash scripts/build-nccl-tests.sh .fetched/nccl-tests > "$LOGS/nccl-tests-build.txt" 2>&1 && tail -1 "$LOGS/nccl-tests-build.txt")
     NT_LIBDIR=$(grep -o 'LD_LIBRARY_PATH=[^ ]*' "$LOGS/nccl-tests-build.txt" | tail -1 | cut -d= -f2)
+}
+# The all-reduce curve of one regime for the step-time model, on pip's NCCL (the one torch
+# uses): model_curve PREFIX NAME [VAR=VALUE...].
+model_curve() {
+    local prefix=$1 name=$2 t0
+    shift 2
+    t0=$(now)
+    env "$@" DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 1K -e 256M -f 2 -n 20 -w 5 --json > "$LOGS/$prefix-curve-$name.json" 2> "$LOGS/$prefix-curve-$name.err"
+    say "curve $name rc=$? $(el "$t0" "$(now)") s"
 }
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
 
@@ -55,10 +66,8 @@ probe)
     ;;
 nccl)
     say "## nccl: ddpcheck all-reduce sweep vs all_reduce_perf, same sizes, 3 regimes"
-    NT=$(bash scripts/build-nccl-tests.sh .fetched/nccl-tests > "$LOGS/nccl-tests-build.txt" 2>&1 && tail -1 "$LOGS/nccl-tests-build.txt")
+    build_nccl_tests
     say "all_reduce_perf: ${NT:-BUILD FAILED (see logs/nccl-tests-build.txt)}"
-    # all_reduce_perf needs the pip package's libnccl.so.2 on the loader path (the build log says where).
-    NT_LIBDIR=$(grep -o 'LD_LIBRARY_PATH=[^ ]*' "$LOGS/nccl-tests-build.txt" | tail -1 | cut -d= -f2)
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         t0=$(now)
@@ -132,9 +141,7 @@ notorch)
     ;;
 hostnet3)
     say "## hostnet3: the host-network regime, ddpcheck and nccl-tests alternately, 3 rounds, 64 MiB..1 GiB"
-    NT=$(bash scripts/build-nccl-tests.sh .fetched/nccl-tests > "$LOGS/nccl-tests-build.txt" 2>&1 && tail -1 "$LOGS/nccl-tests-build.txt")
-    NT_LIBDIR=$(grep -o 'LD_LIBRARY_PATH=[^ ]*' "$LOGS/nccl-tests-build.txt" | tail -1 | cut -d= -f2)
-    HN="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
+    build_nccl_tests
     for round in 1 2 3; do
         env $HN "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 1G -f 2 -n 10 -w 2 --json > "$LOGS/ours-hostnet-r$round.json" 2>> "$LOGS/hostnet3.err"
         env $HN LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 10 -w 2 -c 1 > "$LOGS/ref-hostnet-r$round.txt" 2>&1
@@ -210,9 +217,7 @@ model)
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
-        t0=$(now)
-        env $envs DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 1K -e 256M -f 2 -n 20 -w 5 --json > "$LOGS/model-curve-$name.json" 2> "$LOGS/model-curve-$name.err"
-        say "curve $name rc=$? $(el "$t0" "$(now)") s"
+        model_curve model "$name" $envs
         t0=$(now)
         "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
             --steps 20 --warmup-steps 5 --json > "$LOGS/model-gpt-$name.json" 2> "$LOGS/model-gpt-$name.err"
@@ -230,9 +235,7 @@ model355)
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
-        t0=$(now)
-        env $envs DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 1K -e 256M -f 2 -n 20 -w 5 --json > "$LOGS/model355-curve-$name.json" 2> "$LOGS/model355-curve-$name.err"
-        say "curve $name rc=$? $(el "$t0" "$(now)") s"
+        model_curve model355 "$name" $envs
         t0=$(now)
         "$DDPCHECK" bench ddp --model gpt2-355m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
             --steps 15 --warmup-steps 5 --json > "$LOGS/model355-gpt-$name.json" 2> "$LOGS/model355-gpt-$name.err"
