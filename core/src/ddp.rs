@@ -460,15 +460,9 @@ impl DdpResult {
 /// launch ran at ~40.2 or ~42.5 ms a step for its whole length, docs/results), so repeating the
 /// launch, not the steps, is what steadies the figure. Order: first appearance.
 pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
-    let key = |r: &DdpResult| {
-        (
-            r.model.clone(),
-            r.variant.clone(),
-            r.world_size,
-            r.micro_batch,
-            r.accum,
-        )
-    };
+    fn key(r: &DdpResult) -> (&str, &str, u32, u32, u32) {
+        (&r.model, &r.variant, r.world_size, r.micro_batch, r.accum)
+    }
     let mut groups: Vec<Vec<DdpResult>> = Vec::new();
     for r in results {
         match groups.iter_mut().find(|g| key(&g[0]) == key(&r)) {
