@@ -3,8 +3,8 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke
-#   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b)
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes
+#   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b; modes: MODES_ROUNDS=N)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
 # read from .fetched/nccl-tests (fetched, never committed) and built for the run.
@@ -247,7 +247,7 @@ model355)
 smoke)
     say "## smoke: a short DDP run through the runner (1 and $NGPU GPUs) and a deadline that stops a launch"
     t0=$(now)
-    "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "1,$NGPU" --steps 5 --warmup-steps 2 --json > "$LOGS/smoke.json" 2> "$LOGS/smoke.err"
+    "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "1,$NGPU" --steps 5 --warmup-steps 2 --repeats 2 --json > "$LOGS/smoke.json" 2> "$LOGS/smoke.err"
     say "smoke ddp rc=$? $(el "$t0" "$(now)") s"
     python3 scripts/summarise-ddp.py "$LOGS/smoke.json" | tee -a "$SUMMARY"
     t0=$(now)
@@ -255,6 +255,10 @@ smoke)
     sleep 1
     left=$(pgrep -fa 'ddpcheck_bench_ddp|torch.distributed.run' | grep -v pgrep || true)
     say "deadline 12 s: exit $rc after $(el "$t0" "$(now)") s; left: ${left:-none}; $(tail -1 "$LOGS/smoke-deadline.txt" | head -c 300)"
+    ;;
+modes)
+    say "## modes: the same launch again and again, unpinned and pinned to cores, with GPU clocks (launch-to-launch spread)"
+    bash scripts/ddp-modes.sh "$DDPCHECK" "$NGPU" "$LOGS" 2>&1 | tee -a "$SUMMARY"
     ;;
 *) say "unknown phase $phase" ;;
 esac

@@ -231,7 +231,57 @@ def load_config(text):
         "steps": _int(cfg, "steps", 40, 1, 10000),
         "nccl_timeout_s": _int(cfg, "nccl_timeout_s", 120, 5, 3600),
         "measure_nocomm": bool(cfg.get("measure_nocomm", False)),
+        "cpu_binding": _choice(cfg, "cpu_binding", ("none", "cores")),
     }
+
+
+def _choice(d, key, allowed):
+    value = d.get(key, allowed[0])
+    if value not in allowed:
+        raise Fatal("config: %s must be one of %s, not %r" % (key, ", ".join(allowed), value), "invalid")
+    return value
+
+
+def bind_cpus(mode):
+    """With mode "cores", pins this rank to its own share of the physical cores it may run on: the
+    cores split evenly, in (socket, core) order, among the node's local ranks, both hyperthreads of
+    a core to the same rank. Steps of a few milliseconds are bound by the Python thread that
+    launches kernels, and the scheduler may otherwise put two ranks on one core's hyperthreads for a
+    whole launch. Called before torch starts any thread (threads inherit the mask). Returns the
+    CPUs, or None when not pinned."""
+    if mode != "cores" or not hasattr(os, "sched_setaffinity"):
+        return None
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    nlocal = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    cores = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        topo = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
+        try:
+            with open(topo + "physical_package_id") as f, open(topo + "core_id") as g:
+                key = (int(f.read()), int(g.read()))
+        except (OSError, ValueError):
+            key = (0, cpu)  # no topology: every CPU its own core
+        cores.setdefault(key, []).append(cpu)
+    groups = [cores[k] for k in sorted(cores)]
+    share = len(groups) // max(nlocal, 1)
+    if share < 1 or local >= nlocal:
+        print("ddpcheck: %d core(s) for %d local rank(s): not pinned" % (len(groups), nlocal), file=sys.stderr)
+        return None
+    mine = sorted(c for g in groups[local * share:(local + 1) * share] for c in g)
+    os.sched_setaffinity(0, mine)
+    return mine
+
+
+def cpu_list(cpus):
+    """[0, 1, 2, 5] as "0-2,5"."""
+    parts, start = [], None
+    for i, c in enumerate(cpus):
+        if start is None:
+            start = c
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            parts.append(str(start) if start == c else "%d-%d" % (start, c))
+            start = None
+    return ",".join(parts)
 
 
 def import_torch():
@@ -396,6 +446,8 @@ def main(argv=None):
     rank = _rank()
     world = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    _STAGE = "pinning to CPUs"
+    pinned = bind_cpus(cfg["cpu_binding"])
 
     _STAGE = "checking torch"
     torch = import_torch()
@@ -428,6 +480,7 @@ def main(argv=None):
         "nccl": nccl_version(torch), "gpus": gpus, "gpu_uuids": uuids, "gpu_pci_bus_ids": pcis,
         "python": sys.version.split()[0], "world_size": world, "init_s": round(init_s, 4),
         "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+        "cpu_binding": cfg["cpu_binding"], "rank0_cpus": cpu_list(pinned) if pinned else None,
     })
 
     def bench_one(spec, var):
