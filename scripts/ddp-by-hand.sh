@@ -4,13 +4,15 @@
 # running the same launches: ROUNDS rounds (default 3), the order alternating every round
 # (ddpcheck first, then by hand first, ...) so that drift of the machine hits both alike.
 # Prints, per run, every round of each and the ratio of the medians. BYHAND_VARIANTS picks the
-# variants (default: the four of the DDP validation).
+# variants (default: the four of the DDP validation), BYHAND_STEPS the timed steps per run (default
+# 25; more steps average over the minutes-long shifts of step time seen on shared machines).
 #   ddp-by-hand.sh DDPCHECK NGPU LOGDIR [bench ddp args...]
 set -uo pipefail
 DDPCHECK=$1; NGPU=$2; LOGS=$3; shift 3
 ROUNDS=${ROUNDS:-3}
 VARIANTS=${BYHAND_VARIANTS:-base,bf16,accum4,bf16+accum4}
-ARGS=(--model gpt2-124m --variants "$VARIANTS" --gpus "1,$NGPU" --steps 25 --warmup-steps 5 "$@")
+STEPS=${BYHAND_STEPS:-25}
+ARGS=(--model gpt2-124m --variants "$VARIANTS" --gpus "1,$NGPU" --steps "$STEPS" --warmup-steps 5 "$@")
 "$DDPCHECK" bench ddp "${ARGS[@]}" --print-manual "$LOGS/byhand-script" > "$LOGS/byhand-commands.txt"
 through_ddpcheck() {
     "$DDPCHECK" bench ddp "${ARGS[@]}" --json > "$LOGS/byhand-ddpcheck-$1.json" 2> "$LOGS/byhand-ddpcheck-$1.err"
