@@ -3,7 +3,7 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b; modes: MODES_ROUNDS=N)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
@@ -243,6 +243,20 @@ model355)
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     python3 scripts/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
+    ;;
+mlprep)
+    say "## mlprep: the MLP sweep of the model phase with every configuration launched 3 times (median), NVLink and shm"
+    for r in "${REGIMES[@]:0:2}"; do
+        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+        model_curve mlprep "$name" $envs
+        t0=$(now)
+        "$DDPCHECK" bench ddp --sweep mlp:128,448,1024,2048,4352 --variants base,fp16,accum8 --gpus "1,$NGPU" $envargs \
+            --steps 20 --warmup-steps 5 --repeats 3 --json > "$LOGS/mlprep-mlp-$name.json" 2> "$LOGS/mlprep-mlp-$name.err"
+        say "mlp x3 $name rc=$? $(el "$t0" "$(now)") s"
+        tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    done
+    python3 scripts/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
     ;;
 smoke)
     say "## smoke: a short DDP run through the runner (1 and $NGPU GPUs) and a deadline that stops a launch"
