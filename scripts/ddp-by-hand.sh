@@ -31,29 +31,4 @@ for r in $(seq 1 "$ROUNDS"); do
     # A run cut at its time limit still brings back the rounds it finished.
     [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"
 done
-python3 - "$LOGS" "$ROUNDS" <<'PY'
-import json, pathlib, statistics, sys
-logs, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
-key = lambda r: (r["model"], r["variant"], r["world_size"])
-ours, hand = {}, {}
-for i in range(1, rounds + 1):
-    p = logs / f"byhand-ddpcheck-{i}.json"
-    if p.exists() and p.stat().st_size:
-        for r in json.loads(p.read_text())["results"]:
-            ours.setdefault(key(r), []).append(r["throughput"])
-    for line in (logs / f"byhand-results-{i}.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        hand.setdefault(key(r), []).append(r["throughput"])
-print(f"{'run':<28} {'ddpcheck (each round)':>30} {'by hand (each round)':>30} {'median ratio':>12}")
-worst = 0.0
-for k in sorted(ours):
-    o, h = ours[k], hand.get(k, [])
-    fmt = lambda v: " ".join(f"{x:.0f}" for x in v)
-    if h:
-        ratio = statistics.median(o) / statistics.median(h)
-        worst = max(worst, abs(ratio - 1))
-        print(f"{' '.join(map(str, k)):<28} {fmt(o):>30} {fmt(h):>30} {ratio:>12.3f}")
-    else:
-        print(f"{' '.join(map(str, k)):<28} {fmt(o):>30} {'missing':>30}")
-print(f"{rounds} rounds: largest |median ddpcheck / median by hand - 1| = {worst:.1%} ({'PASS' if worst <= 0.03 else 'FAIL'} vs 3%)")
-PY
+python3 "$(dirname "$0")/compare-byhand.py" "$LOGS" "$ROUNDS"
