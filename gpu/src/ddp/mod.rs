@@ -358,8 +358,19 @@ pub fn run_ddp_report(
 /// only launching processes needs: names that go into a command line, the environment's names
 /// and values, [`MAX_LAUNCHES`] and the tighter [`MAX_DEADLINE_S`].
 pub fn plan(req: &DdpRequest) -> Result<Vec<(&ModelSpec, &DdpVariant, u32)>, ProbeError> {
-    req.validate(MAX_WORLD_SIZE as usize)?;
     let bad = |m: String| Err(ProbeError::Invalid(m));
+    // The runner's own bound, said as such: validate's wording is about the node's GPUs, which
+    // a plan made without the node (`--print-manual`) does not know.
+    if let Some(n) = req
+        .world_sizes
+        .iter()
+        .find(|&&n| n == 0 || n > MAX_WORLD_SIZE)
+    {
+        return bad(format!(
+            "GPU count {n} outside the runner's 1..={MAX_WORLD_SIZE} processes per launch"
+        ));
+    }
+    req.validate(MAX_WORLD_SIZE as usize)?;
     for m in &req.models {
         check_name("model name", &m.name())?;
     }

@@ -797,9 +797,16 @@ fn requests_are_bounded() {
             other => panic!("expected Invalid, got {other:?}"),
         }
     };
-    // Field bounds: core's DdpRequest::validate, against MAX_WORLD_SIZE.
-    assert!(invalid(&|r| r.world_sizes = vec![0]).contains("GPU count 0 outside 1..=64"));
-    assert!(invalid(&|r| r.world_sizes = vec![1, 65]).contains("GPU count 65 outside 1..=64"));
+    // The runner's GPU bound says it is the runner's (a plan does not know the node's GPUs).
+    for worlds in [vec![0], vec![1, 65]] {
+        let m = invalid(&|r| r.world_sizes = worlds.clone());
+        assert!(
+            m.contains("outside the runner's 1..=64 processes per launch"),
+            "{m}"
+        );
+        assert!(!m.contains("this node has"), "{m}");
+    }
+    // Field bounds: core's DdpRequest::validate.
     assert!(
         invalid(&|r| r.world_sizes.clear()).contains("at least one model, variant and GPU count")
     );
