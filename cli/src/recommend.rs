@@ -59,6 +59,10 @@ pub struct RecommendArgs {
     /// Run the DDP benchmark for the baseline and the recommended variant and print predicted against measured.
     #[arg(long)]
     pub verify: bool,
+    /// Launch each DDP run (the 1-GPU compute measurement and --verify's runs) N times and use
+    /// the median: short steps can move 10-50% between launches of the same command.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeats: u32,
 }
 
 /// `124M`, `1.3B`, `350000`.
@@ -88,6 +92,10 @@ pub struct VerifyRow {
     pub predicted_speedup: f64,
     pub measured_speedup: f64,
     pub error: f64,
+    /// With --repeats: the larger launch spread of the measured 1-GPU and N-GPU rows
+    /// ((slowest − fastest) / median), how soft the measured speedup is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_spread: Option<f64>,
 }
 
 /// The `--json` document: the report head, the recommendation, and `--verify` rows.
@@ -284,6 +292,7 @@ fn ddp_request(
     sizes: Vec<u32>,
     micro_batch: u32,
     steps: u32,
+    repeats: u32,
 ) -> Result<DdpRequest, CliError> {
     Ok(DdpRequest {
         models,
@@ -298,7 +307,7 @@ fn ddp_request(
         price_per_gpu_hour: None,
         env: Vec::new(),
         deadline_s: 600.0,
-        repeats: 1,
+        repeats,
     })
 }
 
@@ -388,6 +397,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
             vec![1],
             a.micro_batch,
             15,
+            a.repeats,
         )?;
         let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
         m.ddp
@@ -514,7 +524,14 @@ fn verify(
     if rec.chosen != "base" && rec.chosen != "1 GPU" {
         variants.push(rec.chosen.as_str());
     }
-    let req = ddp_request(vec![spec], &variants, vec![1, rec.gpus], a.micro_batch, 30)?;
+    let req = ddp_request(
+        vec![spec],
+        &variants,
+        vec![1, rec.gpus],
+        a.micro_batch,
+        30,
+        a.repeats,
+    )?;
     let reporter = progress::Reporter::new();
     let r = target.bench_ddp(&req, &mut |p| reporter.update(p));
     reporter.finish();
@@ -524,18 +541,26 @@ fn verify(
         .iter()
         .filter(|x| variants.contains(&x.variant.as_str()))
     {
-        if let Some(meas) = r
-            .results
-            .iter()
-            .find(|x| x.variant == row.variant && x.world_size == rec.gpus)
-            .and_then(|x| x.speedup)
-        {
+        let measured = |n: u32| {
+            r.results
+                .iter()
+                .find(|x| x.variant == row.variant && x.world_size == n)
+        };
+        if let Some((multi, meas)) = measured(rec.gpus).and_then(|x| Some((x, x.speedup?))) {
+            let measured_spread = [
+                multi.launch_spread(),
+                measured(1).and_then(|x| x.launch_spread()),
+            ]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max);
             report.verify.push(VerifyRow {
                 variant: row.variant.clone(),
                 world_size: rec.gpus,
                 predicted_speedup: row.prediction.speedup,
                 measured_speedup: meas,
                 error: (row.prediction.speedup - meas) / meas,
+                measured_spread,
             });
         }
     }
@@ -548,8 +573,12 @@ pub fn render(r: &RecommendReport) -> String {
     if !r.verify.is_empty() {
         s.push_str("\n--verify: predicted against measured speedup\n");
         for v in &r.verify {
+            let spread = v
+                .measured_spread
+                .map(|sp| format!("  (launches {:.0}% apart)", sp * 100.0))
+                .unwrap_or_default();
             s.push_str(&format!(
-                "  {:<14} {} GPUs  predicted {:.2}x  measured {:.2}x  error {:+.1}%\n",
+                "  {:<14} {} GPUs  predicted {:.2}x  measured {:.2}x  error {:+.1}%{spread}\n",
                 v.variant,
                 v.world_size,
                 v.predicted_speedup,
@@ -591,6 +620,7 @@ pub fn demo_recommendation(target: &Target) -> Result<RecommendReport, CliError>
         estimate_tflops: None,
         env_ab: Some("NCCL_P2P_LEVEL=SYS".into()),
         verify: false,
+        repeats: 1,
     };
     build(&a, target)
 }

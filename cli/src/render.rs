@@ -186,5 +186,12 @@ pub fn bench_ddp(r: &DdpReport) -> String {
     if repeated {
         s.push_str("steps: the median over the launches of each launch's median step; spread: (slowest − fastest launch) / median\n");
     }
+    let caveats = ddpcheck_core::caveats::ddp_caveats(&r.results);
+    if !caveats.is_empty() {
+        s.push_str("caveats:\n");
+        for c in caveats {
+            s.push_str(&format!("  - {c}\n"));
+        }
+    }
     s
 }
