@@ -1197,7 +1197,10 @@ print(json.dumps({"before": before, "pinned": pinned, "after": sorted(os.sched_g
     let (a, b) = (cpus(&r0, "after"), cpus(&r1, "after"));
     assert_eq!(a, cpus(&r0, "pinned"));
     assert!(!a.is_empty() && !b.is_empty(), "{r0} {r1}");
-    assert!(a.iter().all(|c| all.contains(c) && !b.contains(c)), "{r0} {r1}");
+    assert!(
+        a.iter().all(|c| all.contains(c) && !b.contains(c)),
+        "{r0} {r1}"
+    );
     assert!(b.iter().all(|c| all.contains(c)), "{r1}");
 }
 
