@@ -13,6 +13,7 @@ mod render;
 mod target;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use args::{BenchCommand, CheckArgs, Cli, CollectivesArgs, Command, TopoArgs};
@@ -50,7 +51,15 @@ fn main() -> ExitCode {
         }
     };
     target::set_client_tls(cli.client_tls());
-    let code = match run(&cli) {
+    let outcome = run(&cli);
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        // The run ended because Ctrl-C stopped its children (a killed worker reads as UNKNOWN):
+        // the signal thread is ending them and exits 130; its outcome, not this one, is the answer.
+        loop {
+            std::thread::park();
+        }
+    }
+    let code = match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("ddpcheck: {e}");
@@ -59,6 +68,9 @@ fn main() -> ExitCode {
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
+
+/// Set by the signal thread before it stops our children.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Ctrl-C or SIGTERM during a local run: end our children's process groups (NCCL worker,
 /// torchrun and its ranks) before exiting, so nothing keeps running on the GPUs.
@@ -69,6 +81,7 @@ fn stop_children_on_signals() {
     };
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
+            INTERRUPTED.store(true, Ordering::SeqCst);
             ddpcheck_gpu::children::terminate_all(Duration::from_secs(3));
             eprintln!("ddpcheck: interrupted");
             std::process::exit(128 + sig);

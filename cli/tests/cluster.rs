@@ -8,6 +8,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::fake_gpu::FakeGpuLibs;
 use common::{bin, code, output_within, stderr, stdout, Daemon};
 
 fn cluster(daemons: &[&Daemon], extra: &[&str]) -> std::process::Output {
@@ -167,50 +168,18 @@ fn a_hung_or_dead_node_is_reported_within_the_deadline() {
     );
 }
 
-/// Builds gpu/src/nccl/testdata/fake_gpu.c (the stand-in for libcuda and libnccl of the gpu
-/// crate's tests) into a folder; `None` where no C compiler is installed.
-fn fake_gpu_libs() -> Option<tempfile::TempDir> {
-    let dir = tempfile::tempdir().unwrap();
-    let so = dir.path().join("libfake.so");
-    let src = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../gpu/src/nccl/testdata/fake_gpu.c"
-    );
-    let built = Command::new("cc")
-        .args(["-shared", "-fPIC", "-pthread", "-O1", "-o"])
-        .arg(&so)
-        .arg(src)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !built {
-        assert!(
-            !common::services_must_run(),
-            "no C compiler to build the fake GPU libraries"
-        );
-        eprintln!("no C compiler: skipping the real-backend cluster test");
-        return None;
-    }
-    for name in ["libcuda.so.1", "libnccl.so.2"] {
-        std::fs::copy(&so, dir.path().join(name)).unwrap();
-    }
-    Some(dir)
-}
-
 /// Two daemons on the real backend, one fake GPU each: the real join path end to end without
 /// GPUs (rank 0's daemon names the rendezvous, both workers set NCCL_COMM_ID and take their
 /// global ranks, the fake NCCL meets them in shared memory, the transport comes from NCCL's
 /// log), and a node whose all-reduce comes back wrong is the one blamed.
 #[test]
 fn real_backend_daemons_join_one_communicator_through_fake_gpu_libraries() {
-    let Some(libs) = fake_gpu_libs() else { return };
-    let cuda = libs.path().join("libcuda.so.1").display().to_string();
-    let nccl = libs.path().join("libnccl.so.2").display().to_string();
+    let Some(libs) = FakeGpuLibs::build() else {
+        return;
+    };
     let env = |wrong: bool| {
-        let mut e = vec![
-            ("DDPCHECK_CUDA_LIB", cuda.clone()),
-            ("DDPCHECK_NCCL_LIB", nccl.clone()),
-            ("FAKE_GPUS", "1".to_string()),
-        ];
+        let mut e = libs.env(false);
+        e.push(("FAKE_GPUS", "1".to_string()));
         if wrong {
             e.push(("FAKE_NCCL_WRONG", "1".to_string()));
         }

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test harness: a failed set-up is a failed test
 #![allow(dead_code)]
 
+pub mod fake_gpu;
 pub mod slurm;
 
 use std::io::{BufRead, BufReader};

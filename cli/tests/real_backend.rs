@@ -1,0 +1,172 @@
+//! `ddpcheck` on the real backend end to end, without GPUs: the fake NVML, CUDA and NCCL
+//! libraries (gpu/src/*/testdata) stand in for the driver. The inventory and health come from
+//! NVML, the sweep from the NCCL worker process; Ctrl-C of a local run ends that worker.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::fake_gpu::FakeGpuLibs;
+use common::{bin, code, output_within, stderr, stdout};
+
+/// `ddpcheck ARGS` on the fake GPUs, with its own runtime dir (the node lock) and env extras.
+fn ddpcheck(libs: &FakeGpuLibs, runtime: &Path, extra: &[(&str, &str)], args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("ddpcheck"));
+    cmd.args(args)
+        .env_remove("DDPCHECK_SIM")
+        .env_remove("DDPCHECK_DAEMON")
+        .env("DDPCHECK_RUNTIME_DIR", runtime)
+        .envs(libs.env(true))
+        .envs(extra.iter().copied());
+    cmd
+}
+
+#[test]
+fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
+    let Some(libs) = FakeGpuLibs::build() else {
+        return;
+    };
+    let rt = tempfile::tempdir().unwrap();
+    let wrong = [("FAKE_NCCL_WRONG", "1")];
+    let o = output_within(
+        &mut ddpcheck(&libs, rt.path(), &wrong, &["check", "--json"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code(&o), 2, "{}\n{}", stdout(&o), stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["backend"], "real");
+    assert_eq!(r["verdict"], "CRITICAL");
+    assert_eq!(r["provenance"]["driver_version"], "999.99-fake");
+    let uuids: Vec<&str> = r["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["uuid"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uuids,
+        [
+            "GPU-fa4e0000-0000-0000-0000-000000000000",
+            "GPU-fa4e0000-0000-0000-0000-000000000001"
+        ]
+    );
+    assert_eq!(r["gpus"][1]["pcie"]["width_current"], 16);
+    assert_eq!(r["topology"]["links"][0][1], "PHB");
+    let codes: Vec<&str> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"allreduce_wrong"), "{codes:?}");
+
+    // The same node as a Slurm prolog: drain (exit 1) with one line that says why.
+    let o = output_within(
+        &mut ddpcheck(&libs, rt.path(), &wrong, &["check", "--prolog"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code(&o), 1, "{}\n{}", stdout(&o), stderr(&o));
+    let line = format!("{}{}", stdout(&o), stderr(&o));
+    assert_eq!(line.trim().lines().count(), 1, "{line}");
+    assert!(line.starts_with("ddpcheck: CRITICAL"), "{line}");
+}
+
+/// The processes whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Gone, or a zombie nobody reaped yet: either way it runs nothing.
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+#[test]
+fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
+    let Some(libs) = FakeGpuLibs::build() else {
+        return;
+    };
+    let rt = tempfile::tempdir().unwrap();
+    let mut child = ddpcheck(
+        &libs,
+        rt.path(),
+        &[],
+        &["check", "--inject-hang", "--deadline", "120"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let pid = child.id();
+
+    // Wait for the NCCL worker (hanging by request) to be running.
+    let start = Instant::now();
+    let workers = loop {
+        let w = children_of(pid);
+        if !w.is_empty() {
+            break w;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no worker started"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if sent.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("ddpcheck did not end within 20 s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("ddpcheck: interrupted"), "{err}");
+    // Its worker went with it (SIGTERM, then SIGKILL after 3 s).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !workers.iter().all(|&w| ended(w)) {
+        assert!(
+            Instant::now() < deadline,
+            "worker(s) {workers:?} still running after ddpcheck exited"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,99 @@
+/* fake_nvml.c: a stand-in for libnvidia-ml.so.1 in ddpcheck's tests, so that the real backend's
+ * inventory and health reads (and with fake_gpu.c the whole `ddpcheck check`) run on a machine
+ * without GPUs. Healthy PCIe GPUs under one host bridge (PHB), no NVLink.
+ *
+ * Environment: FAKE_GPUS (default 2) devices, bus ids 00000000:10:00.0, 00000000:11:00.0, ...
+ * (the ones fake_gpu.c's CUDA reports). Functions not written here are missing symbols, which
+ * nvml-wrapper reports as an error for that one field. Built by the tests with:
+ * cc -shared -fPIC -o libnvidia-ml.so.1 fake_nvml.c */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OK = 0, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3, NOT_FOUND = 6 };
+
+static unsigned ngpus(void) { const char *s = getenv("FAKE_GPUS"); return s ? (unsigned)atoi(s) : 2; }
+/* A device handle is its index + 1, so that no handle is NULL. */
+static int index_of(void *dev, unsigned *i) {
+  uintptr_t h = (uintptr_t)dev;
+  if (h == 0 || h > ngpus()) return INVALID_ARGUMENT;
+  *i = (unsigned)(h - 1);
+  return OK;
+}
+#define DEVICE(dev, i) unsigned i; if (index_of(dev, &i)) return INVALID_ARGUMENT
+
+int nvmlInit_v2(void) { return OK; }
+int nvmlInitWithFlags(unsigned flags) { (void)flags; return OK; }
+int nvmlShutdown(void) { return OK; }
+const char *nvmlErrorString(int r) { return r ? "fake NVML error" : "Success"; }
+int nvmlSystemGetDriverVersion(char *buf, unsigned len) { snprintf(buf, len, "999.99-fake"); return OK; }
+int nvmlSystemGetCudaDriverVersion(int *v) { *v = 13000; return OK; }
+int nvmlSystemGetCudaDriverVersion_v2(int *v) { *v = 13000; return OK; }
+int nvmlDeviceGetCount_v2(unsigned *n) { *n = ngpus(); return OK; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **dev) {
+  if (i >= ngpus()) return INVALID_ARGUMENT;
+  *dev = (void *)(uintptr_t)(i + 1);
+  return OK;
+}
+int nvmlDeviceGetHandleByPciBusId_v2(const char *id, void **dev) {
+  unsigned dom = 0, bus = 0, d = 0, fn = 0;
+  if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &d, &fn) != 4) return INVALID_ARGUMENT;
+  if (dom != 0 || d != 0 || fn != 0 || bus < 0x10 || bus - 0x10 >= ngpus()) return NOT_FOUND;
+  *dev = (void *)(uintptr_t)(bus - 0x10 + 1);
+  return OK;
+}
+int nvmlDeviceGetIndex(void *dev, unsigned *out) { DEVICE(dev, i); *out = i; return OK; }
+int nvmlDeviceGetName(void *dev, char *buf, unsigned len) { DEVICE(dev, i); snprintf(buf, len, "Fake GPU"); return OK; }
+int nvmlDeviceGetUUID(void *dev, char *buf, unsigned len) {
+  DEVICE(dev, i);
+  snprintf(buf, len, "GPU-fa4e0000-0000-0000-0000-%012x", i);
+  return OK;
+}
+
+struct pci_info { char bus_id_legacy[16]; unsigned domain, bus, device, pci_device_id, pci_subsystem_id; char bus_id[32]; };
+int nvmlDeviceGetPciInfo_v3(void *dev, struct pci_info *p) {
+  DEVICE(dev, i);
+  memset(p, 0, sizeof *p);
+  p->bus = 0x10 + i;
+  p->pci_device_id = 0x233510de;
+  snprintf(p->bus_id_legacy, sizeof p->bus_id_legacy, "0000:%02x:00.0", 0x10 + i);
+  snprintf(p->bus_id, sizeof p->bus_id, "00000000:%02x:00.0", 0x10 + i);
+  return OK;
+}
+
+struct memory_v2 { unsigned version; unsigned long long total, reserved, free, used; };
+int nvmlDeviceGetMemoryInfo_v2(void *dev, struct memory_v2 *m) {
+  DEVICE(dev, i);
+  m->total = 16ULL << 30; m->reserved = 0; m->used = 1ULL << 20; m->free = m->total - m->used;
+  return OK;
+}
+
+/* PCIe gen 4 x16, running as it should. */
+int nvmlDeviceGetCurrPcieLinkGeneration(void *dev, unsigned *v) { DEVICE(dev, i); *v = 4; return OK; }
+int nvmlDeviceGetMaxPcieLinkGeneration(void *dev, unsigned *v) { DEVICE(dev, i); *v = 4; return OK; }
+int nvmlDeviceGetGpuMaxPcieLinkGeneration(void *dev, unsigned *v) { DEVICE(dev, i); *v = 4; return OK; }
+int nvmlDeviceGetCurrPcieLinkWidth(void *dev, unsigned *v) { DEVICE(dev, i); *v = 16; return OK; }
+int nvmlDeviceGetMaxPcieLinkWidth(void *dev, unsigned *v) { DEVICE(dev, i); *v = 16; return OK; }
+int nvmlDeviceGetNvLinkState(void *dev, unsigned link, int *active) { DEVICE(dev, i); (void)link; (void)active; return NOT_SUPPORTED; }
+
+/* Every pair meets at a host bridge (nvml.h NVML_TOPOLOGY_HOSTBRIDGE). */
+int nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level) {
+  DEVICE(a, i); DEVICE(b, j); (void)i; (void)j;
+  *level = 30;
+  return OK;
+}
+
+/* Healthy: ECC on and clean, nothing retired, no throttling, idle. */
+int nvmlDeviceGetEccMode(void *dev, int *current, int *pending) { DEVICE(dev, i); *current = *pending = 1; return OK; }
+int nvmlDeviceGetTotalEccErrors(void *dev, int type, int counter, unsigned long long *n) { DEVICE(dev, i); (void)type; (void)counter; *n = 0; return OK; }
+int nvmlDeviceGetRetiredPagesPendingStatus(void *dev, int *pending) { DEVICE(dev, i); *pending = 0; return OK; }
+int nvmlDeviceGetCurrentClocksThrottleReasons(void *dev, unsigned long long *r) { DEVICE(dev, i); *r = 0; return OK; }
+int nvmlDeviceGetCurrentClocksEventReasons(void *dev, unsigned long long *r) { DEVICE(dev, i); *r = 0; return OK; }
+int nvmlDeviceGetTemperature(void *dev, int sensor, unsigned *t) { DEVICE(dev, i); (void)sensor; *t = 35; return OK; }
+int nvmlDeviceGetPowerUsage(void *dev, unsigned *mw) { DEVICE(dev, i); *mw = 60000; return OK; }
+int nvmlDeviceGetClockInfo(void *dev, int clock, unsigned *mhz) { DEVICE(dev, i); (void)clock; *mhz = 1410; return OK; }
+int nvmlDeviceGetPersistenceMode(void *dev, int *on) { DEVICE(dev, i); *on = 1; return OK; }
+int nvmlDeviceGetComputeMode(void *dev, int *mode) { DEVICE(dev, i); *mode = 0; return OK; }
+int nvmlDeviceGetMigMode(void *dev, unsigned *current, unsigned *pending) { DEVICE(dev, i); (void)current; (void)pending; return NOT_SUPPORTED; }
+int nvmlDeviceGetComputeRunningProcesses_v3(void *dev, unsigned *count, void *infos) { DEVICE(dev, i); (void)infos; *count = 0; return OK; }
