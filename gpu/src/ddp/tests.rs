@@ -574,15 +574,41 @@ fn script_reports_missing_torch_and_bad_config_as_json() {
     );
 }
 
+/// Runs `body` under python3 with the embedded script imported as `m` (and json, os, sys), the
+/// script's path as argv[1] and `args` after it; returns what it printed as JSON.
+fn with_script_module(
+    py: &str,
+    script: &Path,
+    body: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> serde_json::Value {
+    let code = format!(
+        "import importlib.util, json, os, sys\n\
+         spec = importlib.util.spec_from_file_location('bench', sys.argv[1])\n\
+         m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n{body}"
+    );
+    let out = Command::new(py)
+        .args(["-c", &code])
+        .arg(script)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn script_helpers_compute_what_they_claim() {
     let Some(py) = python3() else { return };
     let dir = tempfile::tempdir().unwrap();
     let script = write_script(dir.path()).unwrap();
     let code = r#"
-import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("bench", sys.argv[1])
-m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 xs = [0.5, 0.1, 0.4, 0.2, 0.3]
 cfg = m.load_config('{"model":{"kind":"decoder","layers":2,"width":64,"heads":4},"variant":{"hook":"power_sgd","accum":4}}')
 print(json.dumps({
@@ -592,17 +618,7 @@ print(json.dumps({
   "cfg": cfg,
 }))
 "#;
-    let out = Command::new(py)
-        .args(["-c", code])
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = with_script_module(py, &script, code, &[], &[]);
     assert_eq!(v["median"], 0.3);
     assert_eq!(v["median_even"], 2.5);
     // Sorted 0.1..0.5: position 0.9·4 = 3.6 → 0.4 + 0.6·0.1.
@@ -653,19 +669,13 @@ fn rust_config_is_what_the_script_reads() {
             )],
             false,
         );
-        let code = "import importlib.util, json, sys\nspec = importlib.util.spec_from_file_location('b', sys.argv[1])\nm = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\nprint(json.dumps(m.load_config(sys.argv[2])))";
-        let out = Command::new(py)
-            .args(["-c", code])
-            .arg(&script)
-            .arg(&json)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let c = with_script_module(
+            py,
+            &script,
+            "print(json.dumps(m.load_config(sys.argv[2])))",
+            &[&json],
+            &[],
         );
-        let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(c["runs"][0][1]["hook"], expect);
         assert_eq!(c["runs"][0][1]["bucket_cap_mb"], 50.0);
         assert_eq!(c["runs"][0][0]["name"], "mlp:256x3");
@@ -1152,29 +1162,19 @@ fn script_pins_local_ranks_to_disjoint_cores() {
     let script = write_script(dir.path()).unwrap();
     // Each local rank of two pins itself and prints the CPUs it may run on afterwards.
     let code = r#"
-import importlib.util, json, os, sys
-spec = importlib.util.spec_from_file_location("bench", sys.argv[1])
-m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 before = sorted(os.sched_getaffinity(0))
 pinned = m.bind_cpus(sys.argv[2])
 print(json.dumps({"before": before, "pinned": pinned, "after": sorted(os.sched_getaffinity(0)),
                   "list": m.cpu_list([0, 1, 2, 5, 7, 8])}))
 "#;
-    let run = |rank: &str, mode: &str| -> serde_json::Value {
-        let out = Command::new(py)
-            .args(["-c", code])
-            .arg(&script)
-            .arg(mode)
-            .env("LOCAL_RANK", rank)
-            .env("LOCAL_WORLD_SIZE", "2")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+    let run = |rank: &str, mode: &str| {
+        with_script_module(
+            py,
+            &script,
+            code,
+            &[mode],
+            &[("LOCAL_RANK", rank), ("LOCAL_WORLD_SIZE", "2")],
+        )
     };
     let off = run("0", "none");
     assert_eq!(off["pinned"], serde_json::Value::Null);
