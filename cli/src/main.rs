@@ -82,6 +82,9 @@ fn stop_children_on_signals() {
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
             INTERRUPTED.store(true, Ordering::SeqCst);
+            // Held until we exit: the report of the run being stopped (its killed worker reads as
+            // UNKNOWN) must not reach stdout; the main thread blocks on its first print instead.
+            let _quiet = std::io::stdout().lock();
             ddpcheck_gpu::children::terminate_all(Duration::from_secs(3));
             eprintln!("ddpcheck: interrupted");
             std::process::exit(128 + sig);

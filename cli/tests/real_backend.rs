@@ -118,7 +118,7 @@ fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
         &[],
         &["check", "--inject-hang", "--deadline", "120"],
     )
-    .stdout(Stdio::null())
+    .stdout(Stdio::piped())
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
@@ -158,8 +158,12 @@ fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
     };
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("ddpcheck: interrupted"), "{err}");
+    // No report of the stopped run (its killed worker would read as UNKNOWN).
+    assert!(out.is_empty(), "{out}");
     // Its worker went with it (SIGTERM, then SIGKILL after 3 s).
     let deadline = Instant::now() + Duration::from_secs(10);
     while !workers.iter().all(|&w| ended(w)) {
