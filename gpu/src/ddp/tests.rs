@@ -11,7 +11,11 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec};
 use ddpcheck_core::ProbeError;
 
+use super::launch::{sh_quote, shebang_python};
+use super::outcome::key_line;
+use super::probe::torch_version;
 use super::*;
+use crate::supervise::{Line, Next};
 use crate::RealConfig;
 
 /// Answers the `python -c` torch probe like a healthy torch 2.11 with 8 GPUs.

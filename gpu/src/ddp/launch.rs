@@ -1,0 +1,235 @@
+//! How a launch is built: the launcher (a Python interpreter or a torchrun), its argv, the
+//! environment on top of ours, the script's `--config` JSON, and the same command as one shell
+//! line for a run by hand.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::ProbeError;
+use serde::Serialize;
+
+use super::PINNED_ENV;
+use crate::RealConfig;
+
+/// How the script is started.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Launcher {
+    /// An interpreter, run as `PYTHON -m torch.distributed.run`.
+    Python(String),
+    /// A torchrun executable, called directly; `python` is the interpreter of its shebang.
+    Torchrun {
+        torchrun: String,
+        python: Option<String>,
+    },
+}
+
+impl Launcher {
+    pub(super) fn probe_python(&self) -> Option<&str> {
+        match self {
+            Launcher::Python(p) => Some(p),
+            Launcher::Torchrun { python, .. } => python.as_deref(),
+        }
+    }
+}
+
+pub(super) fn launcher(cfg: &RealConfig) -> Result<Launcher, ProbeError> {
+    let p = cfg.python.trim();
+    if p.is_empty() {
+        return Err(ProbeError::Unavailable(
+            "no Python launcher configured: set DDPCHECK_PYTHON to a python3 with torch ≥ 2.4"
+                .into(),
+        ));
+    }
+    if Path::new(p).file_name() == Some(OsStr::new("torchrun")) {
+        let python = find_program(p).and_then(|path| shebang_python(&path));
+        Ok(Launcher::Torchrun {
+            torchrun: p.to_string(),
+            python,
+        })
+    } else {
+        Ok(Launcher::Python(p.to_string()))
+    }
+}
+
+/// `name` as the shell would find it: a path as is, a bare name through PATH.
+pub(super) fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.is_file().then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The Python interpreter named by a script's `#!` line (`/usr/bin/env python3` included).
+pub(super) fn shebang_python(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 512];
+    let n = fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    let text = String::from_utf8_lossy(&head[..n]);
+    let first = text.lines().next()?.strip_prefix("#!")?;
+    let mut words = first.split_whitespace();
+    let mut interp = words.next()?;
+    if Path::new(interp).file_name() == Some(OsStr::new("env")) {
+        interp = words.find(|w| !w.starts_with('-'))?;
+    }
+    let base = Path::new(interp).file_name()?.to_str()?;
+    base.starts_with("python").then(|| interp.to_string())
+}
+
+pub(super) fn launch_argv(
+    launcher: &Launcher,
+    world: u32,
+    script: &Path,
+    config_json: &str,
+) -> (String, Vec<String>) {
+    let mut args: Vec<String> = Vec::new();
+    let program = match launcher {
+        Launcher::Python(p) => {
+            args.extend(["-m".into(), "torch.distributed.run".into()]);
+            p.clone()
+        }
+        Launcher::Torchrun { torchrun, .. } => torchrun.clone(),
+    };
+    // --standalone: a private rendezvous on a free local port, so two runs never collide.
+    args.extend([
+        "--standalone".into(),
+        "--nproc_per_node".into(),
+        world.to_string(),
+        script.display().to_string(),
+        "--config".into(),
+        config_json.to_string(),
+    ]);
+    (program, args)
+}
+
+/// Variables set on top of the inherited environment, in order (a later key wins).
+pub(super) fn env_overrides(req: &DdpRequest, variant: &DdpVariant) -> Vec<(String, String)> {
+    pub(super) fn set(out: &mut Vec<(String, String)>, k: &str, v: &str) {
+        match out.iter_mut().find(|(ek, _)| ek == k) {
+            Some(e) => e.1 = v.to_string(),
+            None => out.push((k.to_string(), v.to_string())),
+        }
+    }
+    let mut out = Vec::new();
+    if std::env::var_os("OMP_NUM_THREADS").is_none() {
+        set(&mut out, "OMP_NUM_THREADS", "1");
+    }
+    set(&mut out, "PYTHONUNBUFFERED", "1");
+    for (k, v) in req.env.iter().chain(&variant.env) {
+        set(&mut out, k, v);
+    }
+    for (k, v) in PINNED_ENV {
+        set(&mut out, k, v);
+    }
+    out
+}
+
+pub(super) fn effective_nccl_env(overrides: &[(String, String)]) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect();
+    for (k, v) in overrides {
+        if k.starts_with("NCCL_") {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    env
+}
+
+#[derive(Serialize)]
+pub(super) struct ScriptRun<'a> {
+    pub(super) model: &'a ModelSpec,
+    pub(super) variant: ScriptVariant<'a>,
+}
+
+/// One launch's config: a single `model`/`variant` (version 1), or several `runs` that share one
+/// torch start-up and NCCL init (version 2).
+#[derive(Serialize)]
+pub(super) struct ScriptConfig<'a> {
+    pub(super) version: u32,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub(super) single: Option<ScriptRun<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) runs: Vec<ScriptRun<'a>>,
+    pub(super) micro_batch: u32,
+    pub(super) warmup_steps: u32,
+    pub(super) steps: u32,
+    pub(super) nccl_timeout_s: u32,
+    pub(super) measure_nocomm: bool,
+}
+
+#[derive(Serialize)]
+pub(super) struct ScriptVariant<'a> {
+    pub(super) name: &'a str,
+    pub(super) hook: CommHook,
+    pub(super) accum: u32,
+    pub(super) bucket_cap_mb: Option<f64>,
+    pub(super) gradient_as_bucket_view: bool,
+    pub(super) fsdp: bool,
+}
+
+/// The `--config` JSON of one launch of `items` (model, variant) pairs.
+pub(super) fn script_config(
+    req: &DdpRequest,
+    items: &[(&ModelSpec, &DdpVariant)],
+    measure_nocomm: bool,
+) -> String {
+    let mut runs: Vec<ScriptRun<'_>> = items
+        .iter()
+        .map(|(model, variant)| ScriptRun {
+            model,
+            variant: ScriptVariant {
+                name: &variant.name,
+                hook: variant.hook,
+                accum: variant.accum,
+                bucket_cap_mb: variant.bucket_cap_mb,
+                gradient_as_bucket_view: variant.gradient_as_bucket_view,
+                fsdp: variant.fsdp,
+            },
+        })
+        .collect();
+    let single = if runs.len() == 1 { runs.pop() } else { None };
+    let c = ScriptConfig {
+        version: if single.is_some() { 1 } else { 2 },
+        single,
+        runs,
+        micro_batch: req.micro_batch,
+        warmup_steps: req.warmup_steps,
+        steps: req.steps,
+        // NCCL's own watchdog: well inside the launch deadline, never absurdly short.
+        nccl_timeout_s: (req.deadline_s * 0.5).clamp(30.0, 600.0) as u32,
+        measure_nocomm,
+    };
+    // Strings, integers and finite floats: serialising cannot fail.
+    serde_json::to_string(&c).unwrap_or_default()
+}
+
+/// `s` quoted for a POSIX shell (bare when it is plainly safe).
+pub(super) fn sh_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+pub(super) fn command_line(env: &[(String, String)], program: &str, args: &[String]) -> String {
+    env.iter()
+        .map(|(k, v)| format!("{k}={}", sh_quote(v)))
+        .chain(std::iter::once(sh_quote(program)))
+        .chain(args.iter().map(|a| sh_quote(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,391 @@
+//! Reading a launch: its stdout events, how the process ended, and the judgement of both into
+//! results, warnings or one error that says what went wrong.
+
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+use ddpcheck_core::ProbeError;
+use serde::Deserialize;
+
+use super::{TorchEnv, TAIL_BYTES, TAIL_LINES, TAIL_LINE_BYTES};
+use crate::supervise::{self, Line, Next, SuperviseError};
+
+/// How a supervised child ended, as the judgement reads it.
+#[derive(Debug)]
+pub(super) struct Ended {
+    /// We stopped it: at the deadline, or when it did not exit after its last result.
+    pub(super) stopped: bool,
+    /// Its exit status, or why there is none.
+    pub(super) exit: Result<ExitStatus, String>,
+    /// The last lines of stderr, oldest first.
+    pub(super) stderr_tail: Vec<String>,
+}
+
+impl Ended {
+    /// Failing to start `program` is the only error; every other end is judged with what the
+    /// callback collected.
+    pub(super) fn from_supervised(
+        program: &str,
+        ran: Result<supervise::Outcome, SuperviseError>,
+    ) -> Result<Ended, ProbeError> {
+        let e = match ran {
+            Ok(o) => {
+                return Ok(Ended {
+                    stopped: false,
+                    exit: Ok(o.status),
+                    stderr_tail: tail_lines(&o.stderr_tail),
+                })
+            }
+            Err(SuperviseError::Spawn { source, .. }) => return Err(spawn_error(program, &source)),
+            Err(e) => e,
+        };
+        let stopped = matches!(
+            e,
+            SuperviseError::Timeout { .. } | SuperviseError::Lingered { .. }
+        );
+        let exit = match e.exit_status() {
+            Some(st) => Ok(st),
+            None if stopped => Err("not reaped after SIGKILL".to_string()),
+            // The supervisor's own trouble (an I/O error; lenient lines never fail): its words.
+            None => Err(clip(&e.to_string(), 500)),
+        };
+        Ok(Ended {
+            stopped,
+            exit,
+            stderr_tail: tail_lines(e.stderr_tail()),
+        })
+    }
+
+    pub(super) fn success(&self) -> bool {
+        matches!(&self.exit, Ok(st) if st.success())
+    }
+
+    pub(super) fn describe(&self) -> String {
+        match &self.exit {
+            Ok(st) => describe_exit(st),
+            Err(why) => why.clone(),
+        }
+    }
+}
+
+/// The supervisor's stderr tail as its last [`TAIL_LINES`] lines, each cut at
+/// [`TAIL_LINE_BYTES`]; a first line cut by the byte bound is dropped.
+pub(super) fn tail_lines(tail: &str) -> Vec<String> {
+    let mut lines: Vec<&str> = tail.lines().collect();
+    if tail.len() >= TAIL_BYTES && lines.len() > 1 {
+        lines.remove(0);
+    }
+    lines[lines.len().saturating_sub(TAIL_LINES)..]
+        .iter()
+        .map(|l| clip(l, TAIL_LINE_BYTES))
+        .collect()
+}
+
+pub(super) fn spawn_error(program: &str, e: &io::Error) -> ProbeError {
+    match e.kind() {
+        io::ErrorKind::NotFound => ProbeError::Unavailable(format!(
+            "{program} not found: set DDPCHECK_PYTHON to a python3 with torch ≥ 2.4 (or to a torchrun)"
+        )),
+        io::ErrorKind::PermissionDenied => {
+            ProbeError::Unavailable(format!("{program} cannot be executed: {e}"))
+        }
+        _ => ProbeError::Unavailable(format!("cannot start {program}: {e}")),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ProgressEvent {
+    #[serde(default)]
+    pub(super) phase: String,
+    #[serde(default)]
+    pub(super) step: u32,
+    #[serde(default)]
+    pub(super) total: u32,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ResultEvent {
+    /// Which run of a grouped launch this is (absent in a one-run launch of an older script).
+    #[serde(default)]
+    pub(super) model: Option<String>,
+    #[serde(default)]
+    pub(super) variant: Option<String>,
+    pub(super) params: u64,
+    pub(super) world_size: u32,
+    pub(super) step_time_median_s: f64,
+    pub(super) step_time_p90_s: f64,
+    pub(super) throughput: f64,
+    pub(super) throughput_unit: String,
+    #[serde(default)]
+    pub(super) nocomm_step_time_median_s: Option<f64>,
+    #[serde(default)]
+    pub(super) max_memory_bytes: Option<u64>,
+    #[serde(default)]
+    pub(super) final_loss: Option<f64>,
+    #[serde(default)]
+    pub(super) step_times_s: Vec<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ErrorEvent {
+    #[serde(default)]
+    pub(super) kind: String,
+    pub(super) message: String,
+}
+
+/// What a launch printed on stdout.
+#[derive(Default)]
+pub(super) struct Collected {
+    pub(super) env: Option<TorchEnv>,
+    pub(super) results: Vec<ResultEvent>,
+    /// Results the launch owes: once all are in, the process gets a short grace to exit.
+    pub(super) expected: usize,
+    pub(super) errors: Vec<ErrorEvent>,
+    /// Lines that were not JSON objects with an `event`: the first few, and how many.
+    pub(super) garbage: Vec<String>,
+    pub(super) garbage_count: usize,
+    /// Known events that did not parse.
+    pub(super) malformed: Vec<String>,
+    pub(super) warnings: Vec<String>,
+}
+
+/// Handles one stdout line; says [`Next::Done`] once every result is in.
+pub(super) fn on_line(
+    line: Line<'_>,
+    got: &mut Collected,
+    label: &str,
+    note: &mut dyn FnMut(String),
+) -> Next {
+    let value = line.json;
+    let line = line.text.trim();
+    if line.is_empty() {
+        return Next::More;
+    }
+    let event = value
+        .as_ref()
+        .and_then(|v| v.get("event"))
+        .and_then(|e| e.as_str())
+        .map(str::to_string);
+    let (Some(value), Some(event)) = (value, event) else {
+        got.garbage_count += 1;
+        if got.garbage.len() < 3 {
+            got.garbage.push(clip(line, 200));
+        }
+        return Next::More;
+    };
+    let mut malformed = |e: serde_json::Error| {
+        got.malformed
+            .push(format!("{event} line: {e}: {}", clip(line, 200)));
+    };
+    match event.as_str() {
+        "env" => match serde_json::from_value(value) {
+            Ok(env) => got.env = Some(env),
+            Err(e) => malformed(e),
+        },
+        "progress" => {
+            if let Ok(p) = serde_json::from_value::<ProgressEvent>(value) {
+                let what = match p.phase.as_str() {
+                    "ready" => "model ready, warming up".to_string(),
+                    "nocomm" => format!("no-communication step {}/{}", p.step, p.total),
+                    _ => format!("step {}/{}", p.step, p.total),
+                };
+                note(format!("{label}: {what}"));
+            }
+        }
+        "result" => match serde_json::from_value::<ResultEvent>(value) {
+            Ok(r) if got.results.len() < got.expected => {
+                got.results.push(r);
+                if got.results.len() == got.expected {
+                    return Next::Done;
+                }
+            }
+            Ok(_) => got
+                .warnings
+                .push("more result lines than runs; the first ones count".into()),
+            Err(e) => malformed(e),
+        },
+        "error" => match serde_json::from_value::<ErrorEvent>(value) {
+            Ok(e) => got.errors.push(e),
+            Err(e) => malformed(e),
+        },
+        _ => {} // a newer script's event: not ours to judge
+    }
+    Next::More
+}
+
+/// Maps how the launch ended to its result or error.
+pub(super) fn judge(
+    label: &str,
+    deadline_s: f64,
+    f: &Ended,
+    got: &mut Collected,
+) -> Result<Vec<ResultEvent>, ProbeError> {
+    if let Some(first) = got.errors.first() {
+        let others = got.errors.len() - 1;
+        let mut msg = format!("{label}: {}", first.message);
+        if others > 0 {
+            msg.push_str(&format!(" (and {others} more rank error(s))"));
+        }
+        return Err(match first.kind.as_str() {
+            "unavailable" => ProbeError::Unavailable(msg),
+            "invalid" => ProbeError::Invalid(msg),
+            _ => ProbeError::Worker(msg),
+        });
+    }
+    if !got.results.is_empty() {
+        let r = std::mem::take(&mut got.results);
+        if r.len() < got.expected {
+            got.warnings.push(format!(
+                "{} of {} runs reported before the launch ended",
+                r.len(),
+                got.expected
+            ));
+        }
+        if f.stopped {
+            got.warnings.push(format!(
+                "did not exit after reporting its result and was stopped ({})",
+                f.describe()
+            ));
+        } else if !f.success() {
+            got.warnings.push(format!(
+                "{} after reporting its result: {}",
+                f.describe(),
+                key_line(&f.stderr_tail).unwrap_or("no stderr")
+            ));
+        }
+        if got.garbage_count > 0 {
+            got.warnings.push(format!(
+                "{} stdout line(s) were not JSON, e.g. {:?}",
+                got.garbage_count,
+                got.garbage.first().map(String::as_str).unwrap_or("")
+            ));
+        }
+        return Ok(r);
+    }
+    if f.stopped {
+        return Err(ProbeError::Timeout {
+            stage: format!("DDP benchmark {label}"),
+            seconds: deadline_s,
+        });
+    }
+    let mut msg = format!("{label}: ");
+    if f.success() {
+        msg.push_str("the benchmark exited without a result line");
+    } else {
+        msg.push_str(&f.describe());
+        if let Some(k) = key_line(&f.stderr_tail) {
+            msg.push_str(": ");
+            msg.push_str(k);
+        }
+    }
+    if let Some(m) = got.malformed.first() {
+        msg.push_str(&format!("; malformed {m}"));
+    }
+    if got.garbage_count > 0 {
+        msg.push_str(&format!(
+            "; its stdout was not JSON lines ({} line(s), first {:?})",
+            got.garbage_count,
+            got.garbage.first().map(String::as_str).unwrap_or("")
+        ));
+    }
+    let tail = tail_summary(&f.stderr_tail, 6);
+    if !tail.is_empty() {
+        msg.push_str("; stderr tail: ");
+        msg.push_str(&tail);
+    }
+    Err(ProbeError::Worker(clip(&msg, 2000)))
+}
+
+pub(super) fn check_result(r: &ResultEvent, world: u32) -> Result<(), ProbeError> {
+    if r.world_size != world {
+        return Err(ProbeError::Worker(format!(
+            "the benchmark reported world size {} for a launch on {world} GPU(s)",
+            r.world_size
+        )));
+    }
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if !(positive(r.step_time_median_s) && positive(r.step_time_p90_s) && positive(r.throughput)) {
+        return Err(ProbeError::Worker(format!(
+            "the benchmark reported non-positive times or throughput (median {} s, p90 {} s, {} {})",
+            r.step_time_median_s, r.step_time_p90_s, r.throughput, r.throughput_unit
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn describe_exit(status: &ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exit code {code}");
+    }
+    match status.signal() {
+        Some(sig) => {
+            let name = match sig {
+                libc::SIGKILL => " (SIGKILL)",
+                libc::SIGTERM => " (SIGTERM)",
+                libc::SIGSEGV => " (SIGSEGV)",
+                libc::SIGABRT => " (SIGABRT)",
+                libc::SIGBUS => " (SIGBUS)",
+                _ => "",
+            };
+            format!("killed by signal {sig}{name}")
+        }
+        None => format!("{status}"),
+    }
+}
+
+/// A line with letters or digits, without torch's `[rankN]:` prefix.
+pub(super) fn meaningful(line: &str) -> Option<&str> {
+    let mut t = line.trim();
+    if let Some(rest) = t.strip_prefix("[rank") {
+        if let Some((_, after)) = rest.split_once("]:") {
+            t = after.trim();
+        }
+    }
+    t.chars().any(char::is_alphanumeric).then_some(t)
+}
+
+/// `SomeError: …` or `pkg.SomeException: …`, the last line of a Python traceback.
+pub(super) fn looks_like_exception(line: &str) -> bool {
+    let Some((head, _)) = line.split_once(':') else {
+        return false;
+    };
+    // torchrun's own wrapper error says only that a worker failed; the worker's line is better.
+    !head.is_empty()
+        && !head.ends_with("ChildFailedError")
+        && head
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        && ["Error", "Exception", "Interrupt", "Exit"]
+            .iter()
+            .any(|s| head.ends_with(s))
+}
+
+/// The stderr line that best says what went wrong: our own `ddpcheck:` line, else the last
+/// exception line, else the last line with words in it.
+pub(super) fn key_line(tail: &[String]) -> Option<&str> {
+    let lines: Vec<&str> = tail.iter().filter_map(|l| meaningful(l)).collect();
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("ddpcheck: "))
+        .or_else(|| lines.iter().rev().find(|l| looks_like_exception(l)))
+        .or_else(|| lines.last())
+        .copied()
+}
+
+pub(super) fn tail_summary(tail: &[String], n: usize) -> String {
+    let lines: Vec<&str> = tail.iter().filter_map(|l| meaningful(l)).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+pub(super) fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
