@@ -55,7 +55,7 @@ pub(super) fn launcher(cfg: &RealConfig) -> Result<Launcher, ProbeError> {
 }
 
 /// `name` as the shell would find it: a path as is, a bare name through PATH.
-pub(super) fn find_program(name: &str) -> Option<PathBuf> {
+fn find_program(name: &str) -> Option<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
         return p.is_file().then_some(p);
@@ -113,7 +113,7 @@ pub(super) fn launch_argv(
 
 /// Variables set on top of the inherited environment, in order (a later key wins).
 pub(super) fn env_overrides(req: &DdpRequest, variant: &DdpVariant) -> Vec<(String, String)> {
-    pub(super) fn set(out: &mut Vec<(String, String)>, k: &str, v: &str) {
+    fn set(out: &mut Vec<(String, String)>, k: &str, v: &str) {
         match out.iter_mut().find(|(ek, _)| ek == k) {
             Some(e) => e.1 = v.to_string(),
             None => out.push((k.to_string(), v.to_string())),
@@ -146,35 +146,35 @@ pub(super) fn effective_nccl_env(overrides: &[(String, String)]) -> BTreeMap<Str
 }
 
 #[derive(Serialize)]
-pub(super) struct ScriptRun<'a> {
-    pub(super) model: &'a ModelSpec,
-    pub(super) variant: ScriptVariant<'a>,
+struct ScriptRun<'a> {
+    model: &'a ModelSpec,
+    variant: ScriptVariant<'a>,
 }
 
 /// One launch's config: a single `model`/`variant` (version 1), or several `runs` that share one
 /// torch start-up and NCCL init (version 2).
 #[derive(Serialize)]
-pub(super) struct ScriptConfig<'a> {
-    pub(super) version: u32,
+struct ScriptConfig<'a> {
+    version: u32,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub(super) single: Option<ScriptRun<'a>>,
+    single: Option<ScriptRun<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(super) runs: Vec<ScriptRun<'a>>,
-    pub(super) micro_batch: u32,
-    pub(super) warmup_steps: u32,
-    pub(super) steps: u32,
-    pub(super) nccl_timeout_s: u32,
-    pub(super) measure_nocomm: bool,
+    runs: Vec<ScriptRun<'a>>,
+    micro_batch: u32,
+    warmup_steps: u32,
+    steps: u32,
+    nccl_timeout_s: u32,
+    measure_nocomm: bool,
 }
 
 #[derive(Serialize)]
-pub(super) struct ScriptVariant<'a> {
-    pub(super) name: &'a str,
-    pub(super) hook: CommHook,
-    pub(super) accum: u32,
-    pub(super) bucket_cap_mb: Option<f64>,
-    pub(super) gradient_as_bucket_view: bool,
-    pub(super) fsdp: bool,
+struct ScriptVariant<'a> {
+    name: &'a str,
+    hook: CommHook,
+    accum: u32,
+    bucket_cap_mb: Option<f64>,
+    gradient_as_bucket_view: bool,
+    fsdp: bool,
 }
 
 /// The `--config` JSON of one launch of `items` (model, variant) pairs.

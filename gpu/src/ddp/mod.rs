@@ -549,10 +549,7 @@ fn run_group(
         cmd.env(k, v);
     }
     let deadline_s = ctx.req.deadline_s;
-    let mut got = Collected {
-        expected: items.len(),
-        ..Collected::default()
-    };
+    let mut got = Collected::expecting(items.len());
     let started = Instant::now();
     let ran = supervise::run_lines(
         cmd,

@@ -71,7 +71,7 @@ impl Ended {
 
 /// The supervisor's stderr tail as its last [`TAIL_LINES`] lines, each cut at
 /// [`TAIL_LINE_BYTES`]; a first line cut by the byte bound is dropped.
-pub(super) fn tail_lines(tail: &str) -> Vec<String> {
+fn tail_lines(tail: &str) -> Vec<String> {
     let mut lines: Vec<&str> = tail.lines().collect();
     if tail.len() >= TAIL_BYTES && lines.len() > 1 {
         lines.remove(0);
@@ -82,7 +82,7 @@ pub(super) fn tail_lines(tail: &str) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn spawn_error(program: &str, e: &io::Error) -> ProbeError {
+fn spawn_error(program: &str, e: &io::Error) -> ProbeError {
     match e.kind() {
         io::ErrorKind::NotFound => ProbeError::Unavailable(format!(
             "{program} not found: set DDPCHECK_PYTHON to a python3 with torch ≥ 2.4 (or to a torchrun)"
@@ -95,13 +95,13 @@ pub(super) fn spawn_error(program: &str, e: &io::Error) -> ProbeError {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct ProgressEvent {
+struct ProgressEvent {
     #[serde(default)]
-    pub(super) phase: String,
+    phase: String,
     #[serde(default)]
-    pub(super) step: u32,
+    step: u32,
     #[serde(default)]
-    pub(super) total: u32,
+    total: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,10 +128,10 @@ pub(super) struct ResultEvent {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct ErrorEvent {
+struct ErrorEvent {
     #[serde(default)]
-    pub(super) kind: String,
-    pub(super) message: String,
+    kind: String,
+    message: String,
 }
 
 /// What a launch printed on stdout.
@@ -141,13 +141,23 @@ pub(super) struct Collected {
     pub(super) results: Vec<ResultEvent>,
     /// Results the launch owes: once all are in, the process gets a short grace to exit.
     pub(super) expected: usize,
-    pub(super) errors: Vec<ErrorEvent>,
+    errors: Vec<ErrorEvent>,
     /// Lines that were not JSON objects with an `event`: the first few, and how many.
-    pub(super) garbage: Vec<String>,
+    garbage: Vec<String>,
     pub(super) garbage_count: usize,
     /// Known events that did not parse.
-    pub(super) malformed: Vec<String>,
+    malformed: Vec<String>,
     pub(super) warnings: Vec<String>,
+}
+
+impl Collected {
+    /// Nothing read yet from a launch that owes `expected` results.
+    pub(super) fn expecting(expected: usize) -> Collected {
+        Collected {
+            expected,
+            ..Collected::default()
+        }
+    }
 }
 
 /// Handles one stdout line; says [`Next::Done`] once every result is in.

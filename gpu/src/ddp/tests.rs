@@ -1137,10 +1137,7 @@ fn launch_sees_its_own_group_in_our_session_and_no_stdin() {
 
 #[test]
 fn the_last_expected_result_says_done() {
-    let mut got = Collected {
-        expected: 2,
-        ..Collected::default()
-    };
+    let mut got = Collected::expecting(2);
     let result = |variant: &str| {
         format!(
             r#"{{"event":"result","model":"m","variant":"{variant}","params":1,"world_size":1,"step_time_median_s":0.1,"step_time_p90_s":0.1,"throughput":1.0,"throughput_unit":"samples/s"}}"#
