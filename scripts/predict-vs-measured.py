@@ -63,6 +63,20 @@ def pooled_report(rep):
     return dict(rep, results=out)
 
 
+def launch_range(rep, r):
+    """With repeated launches (`--repeats`): the lowest and highest speedup any pairing of a
+    1-GPU launch with an N-GPU launch gives, i.e. how far the measurement itself moves; None
+    for single launches."""
+    one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
+           and s["variant"] == r["variant"]]
+    l1 = one[0].get("launch_step_medians_s") if one else None
+    ln = r.get("launch_step_medians_s")
+    if not l1 or not ln:
+        return None
+    n = r["world_size"]
+    return (n * min(l1) / max(ln), n * max(l1) / min(ln))
+
+
 for arg in args[1:]:
     parts = arg.split(":")
     regime, coll, ddp = parts[:3]
@@ -97,18 +111,28 @@ for arg in args[1:]:
             name = {"base": "base"}.get(r["variant"], r["variant"])
             if name not in pred:
                 continue
-            rows.append((regime, model, r["variant"], r["world_size"], pred[name], r["speedup"]))
+            rows.append((regime, model, r["variant"], r["world_size"], pred[name], r["speedup"],
+                         launch_range(rep, r)))
     os.unlink(singles_path)
 
 print(f"{'regime':<8} {'model':<12} {'variant':<12} {'n':>2} {'predicted':>9} {'measured':>9} {'error':>7}")
 errs = []
-for regime, model, variant, n, p, m in rows:
+inside = 0
+ranged = [r for r in rows if r[6]]
+for regime, model, variant, n, p, m, rng in rows:
     e = (p - m) / m
     errs.append(abs(e))
     mark = " !" if m > n else ""
-    print(f"{regime:<8} {model:<12} {variant:<12} {n:>2} {p:>9.2f} {m:>9.2f} {e:>+7.1%}{mark}")
+    span = ""
+    if rng:
+        ok = rng[0] <= p <= rng[1]
+        inside += ok
+        span = f"  launches {rng[0]:.2f}..{rng[1]:.2f}{' in' if ok else ''}"
+    print(f"{regime:<8} {model:<12} {variant:<12} {n:>2} {p:>9.2f} {m:>9.2f} {e:>+7.1%}{mark}{span}")
 if errs:
     print(f"\n{len(errs)} cases: median |error| {statistics.median(errs):.1%}, largest {max(errs):.1%}")
+if ranged:
+    print(f"{inside} of {len(ranged)} predictions inside the speedup range their repeated launches span")
 # Ranking: within each (regime, model), variants ordered by predicted and by measured speedup,
 # compared wherever measured speedups differ by more than 5%.
 bad = 0
