@@ -152,3 +152,51 @@ fn repeated_launches_are_reported_with_their_spread() {
     }
     d.stop();
 }
+
+/// Under the table, caveats name what not to take at face value: a saved report whose 2-GPU
+/// speedup is above 2 and whose 1-GPU launches landed far apart.
+#[test]
+fn soft_results_are_named_under_the_table() {
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "base",
+        "--gpus",
+        "1,2",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let mut r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // A steady report has no caveats.
+    let d = tempfile::tempdir().unwrap();
+    let steady = d.path().join("steady.json");
+    std::fs::write(&steady, serde_json::to_vec(&r).unwrap()).unwrap();
+    let o = local(&["bench", "ddp", "--from", steady.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!stdout(&o).contains("caveats:"), "{}", stdout(&o));
+
+    // The same report as a noisy machine would give it.
+    let rows = r["results"].as_array_mut().unwrap();
+    let step1 = rows[0]["step_time_median_s"].as_f64().unwrap();
+    rows[0]["launch_step_medians_s"] = serde_json::json!([step1 * 0.8, step1, step1 * 1.2]);
+    rows[1]["speedup"] = serde_json::json!(2.3);
+    let noisy = d.path().join("noisy.json");
+    std::fs::write(&noisy, serde_json::to_vec(&r).unwrap()).unwrap();
+    let o = local(&["bench", "ddp", "--from", noisy.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("caveats:"), "{text}");
+    assert!(
+        text.contains("gpt2-124m base on 1 GPU: its 3 launches landed 40% apart"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gpt2-124m base on 2 GPUs: speedup 2.30x is above 2x"),
+        "{text}"
+    );
+}
