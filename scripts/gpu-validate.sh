@@ -4,7 +4,8 @@
 #
 #   scripts/gpu-validate.sh [PHASE...]
 #   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep
-#   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b; modes: MODES_ROUNDS=N)
+#   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
+#    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
 # read from .fetched/nccl-tests (fetched, never committed) and built for the run.
@@ -213,18 +214,20 @@ if cl and single:
 PY
     ;;
 model)
-    say "## model: per regime, the all-reduce curve, gpt2-124m (4 variants) and the MLP sweep, 1 and $NGPU GPUs, all on pip's NCCL"
+    MREP=${MODEL_REPEATS:-1}
+    say "## model: per regime, the all-reduce curve, gpt2-124m (4 variants) and the MLP sweep, 1 and $NGPU GPUs, all on pip's NCCL, $MREP launch(es) each"
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        case ",${MODEL_REGIMES:-nvlink,shm,hostnet}," in *",$name,"*) ;; *) continue ;; esac
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve model "$name" $envs
         t0=$(now)
         "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
-            --steps 20 --warmup-steps 5 --json > "$LOGS/model-gpt-$name.json" 2> "$LOGS/model-gpt-$name.err"
+            --steps 20 --warmup-steps 5 --repeats "$MREP" --json > "$LOGS/model-gpt-$name.json" 2> "$LOGS/model-gpt-$name.err"
         say "gpt2-124m $name rc=$? $(el "$t0" "$(now)") s"
         t0=$(now)
         "$DDPCHECK" bench ddp --sweep mlp:128,448,1024,2048,4352 --variants base,fp16,accum8 --gpus "1,$NGPU" $envargs \
-            --steps 20 --warmup-steps 5 --json > "$LOGS/model-mlp-$name.json" 2> "$LOGS/model-mlp-$name.err"
+            --steps 20 --warmup-steps 5 --repeats "$MREP" --json > "$LOGS/model-mlp-$name.json" 2> "$LOGS/model-mlp-$name.err"
         say "mlp $name rc=$? $(el "$t0" "$(now)") s"
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
