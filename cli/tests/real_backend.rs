@@ -1,6 +1,7 @@
 //! `ddpcheck` on the real backend end to end, without GPUs: the fake NVML, CUDA and NCCL
 //! libraries (gpu/src/*/testdata) stand in for the driver. The inventory and health come from
-//! NVML, the sweep from the NCCL worker process; Ctrl-C of a local run ends that worker.
+//! NVML, the sweep from the NCCL worker process, DDP from a fake launcher in place of torchrun;
+//! Ctrl-C of a local run ends the worker or the launch.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;
@@ -170,6 +171,131 @@ fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
         assert!(
             Instant::now() < deadline,
             "worker(s) {workers:?} still running after ddpcheck exited"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A stand-in for python3 and torchrun: answers the torch check like torch 2.11 with two GPUs,
+/// and a launch with the script's JSON lines (40 ms a step on one GPU, 2 ms more per extra GPU).
+/// With FAKE_HANG=FILE a launch starts a `sleep` (its pid in FILE) and waits for it instead.
+fn fake_python(dir: &Path) -> std::path::PathBuf {
+    let params = ddpcheck_core::ddp::ModelSpec::gpt2_124m().params();
+    let body = format!(
+        r#"#!/bin/sh
+if [ "$1" = "-c" ]; then
+  echo '{{"python":"/fake/python3","torch":"2.11.0+cu130","cuda":"13.0","cuda_available":true,"device_count":2,"nccl":true}}'
+  exit 0
+fi
+n=1; prev=
+for a in "$@"; do [ "$prev" = "--nproc_per_node" ] && n=$a; prev=$a; done
+if [ -n "$FAKE_HANG" ]; then sleep 300 & echo $! > "$FAKE_HANG"; wait; fi
+echo '{{"event":"env","torch":"2.11.0+cu130","gpus":["Fake GPU"]}}'
+step=$(awk "BEGIN {{ print 0.040 + 0.002 * ($n - 1) }}")
+tput=$(awk "BEGIN {{ print $n * 8 * 1024 / $step }}")
+echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"variant\":\"base\",\"params\":{params},\"world_size\":$n,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\"}}"
+"#
+    );
+    let path = dir.join("python3");
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_launch() {
+    let Some(libs) = FakeGpuLibs::build() else {
+        return;
+    };
+    let rt = tempfile::tempdir().unwrap();
+    let py = fake_python(rt.path());
+    let py = py.to_str().unwrap();
+    let args = [
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "base",
+        "--gpus",
+        "1,2",
+        "--steps",
+        "5",
+        "--warmup-steps",
+        "1",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.extend(["--repeats", "2", "--json"]);
+    let o = output_within(
+        &mut ddpcheck(&libs, rt.path(), &[("DDPCHECK_PYTHON", py)], &json_args),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code(&o), 0, "{}\n{}", stdout(&o), stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["backend"], "real");
+    let rows = r["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{r}");
+    assert_eq!(rows[1]["world_size"], 2);
+    assert_eq!(
+        rows[1]["launch_step_medians_s"],
+        serde_json::json!([0.042, 0.042])
+    );
+    let speedup = rows[1]["speedup"].as_f64().unwrap();
+    // The fake prints throughput to 6 significant digits.
+    assert!((speedup - 2.0 * 0.040 / 0.042).abs() < 1e-4, "{speedup}");
+
+    // Ctrl-C while a launch runs: the launcher's process group ends with ddpcheck.
+    let pidfile = rt.path().join("sleep.pid");
+    let mut child = ddpcheck(
+        &libs,
+        rt.path(),
+        &[
+            ("DDPCHECK_PYTHON", py),
+            ("FAKE_HANG", pidfile.to_str().unwrap()),
+        ],
+        &args,
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let start = Instant::now();
+    let sleeper = loop {
+        if let Some(pid) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        {
+            break pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no launch started"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if sent.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("ddpcheck did not end within 20 s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ended(sleeper) {
+        assert!(
+            Instant::now() < deadline,
+            "the launch's sleep {sleeper} outlived ddpcheck"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
