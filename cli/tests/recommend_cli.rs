@@ -131,7 +131,37 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     assert!(!rows.is_empty());
     for r in rows {
         assert!(r["measured_speedup"].as_f64().unwrap() > 0.0);
+        assert!(
+            r.get("measured_spread").is_none(),
+            "one launch has no spread: {r}"
+        );
     }
+
+    // --repeats 3: every DDP run launched three times; verify says how far apart they landed.
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--verify",
+        "--repeats",
+        "3",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let t = stdout(&o);
+    assert!(t.contains("% apart)"), "{t}");
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--verify",
+        "--repeats",
+        "0",
+    ]);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
 }
 
 #[test]
