@@ -107,6 +107,38 @@ fn ended(pid: u32) -> bool {
     }
 }
 
+/// Sends SIGINT (Ctrl-C) to `child` and waits for it to exit (20 s at most).
+fn interrupt(child: &mut std::process::Child) -> std::process::ExitStatus {
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let sent = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if sent.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("ddpcheck did not end within 20 s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (10 s at most) until every one of `pids` has ended.
+fn assert_all_end(pids: &[u32], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pids.iter().all(|&p| ended(p)) {
+        assert!(
+            Instant::now() < deadline,
+            "{what} {pids:?} still running after ddpcheck exited"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
     let Some(libs) = FakeGpuLibs::build() else {
@@ -140,23 +172,7 @@ fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
         std::thread::sleep(Duration::from_millis(100));
     };
     std::thread::sleep(Duration::from_millis(300));
-    let sent = Instant::now();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if sent.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("ddpcheck did not end within 20 s of Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = interrupt(&mut child);
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     let mut out = String::new();
@@ -166,14 +182,7 @@ fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
     // No report of the stopped run (its killed worker would read as UNKNOWN).
     assert!(out.is_empty(), "{out}");
     // Its worker went with it (SIGTERM, then SIGKILL after 3 s).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !workers.iter().all(|&w| ended(w)) {
-        assert!(
-            Instant::now() < deadline,
-            "worker(s) {workers:?} still running after ddpcheck exited"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert_all_end(&workers, "worker(s)");
 }
 
 /// A stand-in for python3 and torchrun: answers the torch check like torch 2.11 with two GPUs,
@@ -274,29 +283,6 @@ fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_laun
         assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let sent = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if sent.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("ddpcheck did not end within 20 s of Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(130));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ended(sleeper) {
-        assert!(
-            Instant::now() < deadline,
-            "the launch's sleep {sleeper} outlived ddpcheck"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert_eq!(interrupt(&mut child).code(), Some(130));
+    assert_all_end(&[sleeper], "the launch's sleep");
 }
