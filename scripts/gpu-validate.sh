@@ -5,7 +5,8 @@
 #   scripts/gpu-validate.sh [PHASE...]
 #   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
-#    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times)
+#    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
+#    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration))
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
 # read from .fetched/nccl-tests (fetched, never committed) and built for the run.
@@ -215,6 +216,7 @@ PY
     ;;
 model)
     MREP=${MODEL_REPEATS:-1}
+    GPTARGS=""; MG=${MODEL_GPT:-gpt2-124m}; for m in ${MG//,/ }; do GPTARGS="$GPTARGS --model $m"; done
     say "## model: per regime, the all-reduce curve, gpt2-124m (4 variants) and the MLP sweep, 1 and $NGPU GPUs, all on pip's NCCL, $MREP launch(es) each"
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
@@ -222,9 +224,9 @@ model)
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve model "$name" $envs
         t0=$(now)
-        "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
+        "$DDPCHECK" bench ddp $GPTARGS --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
             --steps 20 --warmup-steps 5 --repeats "$MREP" --json > "$LOGS/model-gpt-$name.json" 2> "$LOGS/model-gpt-$name.err"
-        say "gpt2-124m $name rc=$? $(el "$t0" "$(now)") s"
+        say "${MODEL_GPT:-gpt2-124m} $name rc=$? $(el "$t0" "$(now)") s"
         t0=$(now)
         "$DDPCHECK" bench ddp --sweep mlp:128,448,1024,2048,4352 --variants base,fp16,accum8 --gpus "1,$NGPU" $envargs \
             --steps 20 --warmup-steps 5 --repeats "$MREP" --json > "$LOGS/model-mlp-$name.json" 2> "$LOGS/model-mlp-$name.err"
