@@ -217,7 +217,7 @@ PY
 model)
     MREP=${MODEL_REPEATS:-1}
     GPTARGS=""; MG=${MODEL_GPT:-gpt2-124m}; for m in ${MG//,/ }; do GPTARGS="$GPTARGS --model $m"; done
-    say "## model: per regime, the all-reduce curve, gpt2-124m (4 variants) and the MLP sweep, 1 and $NGPU GPUs, all on pip's NCCL, $MREP launch(es) each"
+    say "## model: per regime, the all-reduce curve, $MG (4 variants) and the MLP sweep, 1 and $NGPU GPUs, all on pip's NCCL, $MREP launch(es) each"
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         case ",${MODEL_REGIMES:-nvlink,shm,hostnet}," in *",$name,"*) ;; *) continue ;; esac
@@ -226,7 +226,7 @@ model)
         t0=$(now)
         "$DDPCHECK" bench ddp $GPTARGS --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
             --steps 20 --warmup-steps 5 --repeats "$MREP" --json > "$LOGS/model-gpt-$name.json" 2> "$LOGS/model-gpt-$name.err"
-        say "${MODEL_GPT:-gpt2-124m} $name rc=$? $(el "$t0" "$(now)") s"
+        say "$MG $name rc=$? $(el "$t0" "$(now)") s"
         t0=$(now)
         "$DDPCHECK" bench ddp --sweep mlp:128,448,1024,2048,4352 --variants base,fp16,accum8 --gpus "1,$NGPU" $envargs \
             --steps 20 --warmup-steps 5 --repeats "$MREP" --json > "$LOGS/model-mlp-$name.json" 2> "$LOGS/model-mlp-$name.err"
