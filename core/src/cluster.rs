@@ -173,6 +173,19 @@ impl ClusterJob {
         }
         Ok(())
     }
+
+    /// The join's inputs: this job bounded, and one rendezvous entry per node.
+    pub fn validate_join(&self, rendezvous: &[Vec<u8>]) -> Result<(), ProbeError> {
+        self.validate()?;
+        if rendezvous.len() != self.world_nodes as usize {
+            return Err(ProbeError::Invalid(format!(
+                "rendezvous has {} entries for {} nodes",
+                rendezvous.len(),
+                self.world_nodes
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The simulated rendezvous: each node's prepare answers its entry; the join gets all of them,

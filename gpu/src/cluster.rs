@@ -114,14 +114,7 @@ pub fn join_request(
     job: &ClusterJob,
     rendezvous: &[Vec<u8>],
 ) -> Result<CollectiveRequest, ProbeError> {
-    job.validate()?;
-    if rendezvous.len() != job.world_nodes as usize {
-        return Err(ProbeError::Invalid(format!(
-            "rendezvous has {} entries for {} nodes",
-            rendezvous.len(),
-            job.world_nodes
-        )));
-    }
+    job.validate_join(rendezvous)?;
     let root: Rendezvous = serde_json::from_slice(&rendezvous[0]).map_err(|e| {
         ProbeError::Invalid(format!(
             "the first node's rendezvous is not a real-GPU one ({e}); are all nodes on real GPUs?"

@@ -58,14 +58,7 @@ pub fn join(
     job: &ClusterJob,
     rendezvous: &[Vec<u8>],
 ) -> Result<NodeResult, ProbeError> {
-    job.validate()?;
-    if rendezvous.len() != job.world_nodes as usize {
-        return Err(ProbeError::Invalid(format!(
-            "rendezvous has {} entries for {} nodes",
-            rendezvous.len(),
-            job.world_nodes
-        )));
-    }
+    job.validate_join(rendezvous)?;
     let peers = rendezvous
         .iter()
         .map(|r| serde_json::from_slice::<SimPeer>(r))
