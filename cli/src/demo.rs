@@ -1,7 +1,7 @@
 //! `ddpcheck demo`: starts an in-process daemon on a temporary socket with the simulated
 //! `a6000x4-phb` node and runs the main flow through gRPC, as a user's tools would.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ddpcheck_gpu::RealConfig;
 use ddpcheckd::engine::{self, PreflightParams};
@@ -23,16 +23,7 @@ pub fn run(cli: &crate::Cli) -> Result<i32, CliError> {
         .build()
         .map_err(|e| CliError::Daemon(format!("runtime: {e}")))?;
     let backend = engine::make_backend(Some(DEMO_PROFILE), RealConfig::default())?;
-    let cfg = DaemonConfig {
-        socket: dir.path().join("ddpcheck.sock"),
-        tcp: None,
-        tls: None,
-        metrics_addr: None,
-        runtime_dir: dir.path().join("run"),
-        state_dir: dir.path().join("state"),
-        collect_interval: Duration::from_secs(30),
-        collect_deadline: Duration::from_secs(5),
-    };
+    let cfg = DaemonConfig::in_dir(dir.path());
     let running = rt
         .block_on(run::start(cfg, backend))
         .map_err(|e| CliError::Daemon(format!("demo daemon: {e}")))?;

@@ -39,6 +39,24 @@ pub struct DaemonConfig {
     pub collect_deadline: Duration,
 }
 
+impl DaemonConfig {
+    /// A private daemon whose socket (`ddpcheck.sock`), runtime and state folders all live in
+    /// `dir`: no TCP, no `/metrics`, the collector every 30 s with a 5 s deadline. The demo's and
+    /// the tests' in-process daemons.
+    pub fn in_dir(dir: &std::path::Path) -> DaemonConfig {
+        DaemonConfig {
+            socket: dir.join("ddpcheck.sock"),
+            tcp: None,
+            tls: None,
+            metrics_addr: None,
+            runtime_dir: dir.join("run"),
+            state_dir: dir.join("state"),
+            collect_interval: Duration::from_secs(30),
+            collect_deadline: Duration::from_secs(5),
+        }
+    }
+}
+
 /// Server certificate and key, and the CA that client certificates must chain to.
 #[derive(Clone, Debug)]
 pub struct TlsFiles {

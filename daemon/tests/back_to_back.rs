@@ -5,8 +5,6 @@
 //! catches a release moved after slow work but cannot force the scheduling of the original race.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
-use std::time::Duration;
-
 use ddpcheck_proto::v1::{work_event, PreflightRequest};
 use ddpcheck_sim::SimBackend;
 use ddpcheckd::run::{self, DaemonConfig};
@@ -14,16 +12,7 @@ use ddpcheckd::run::{self, DaemonConfig};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn back_to_back_work_calls_are_never_busy() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = DaemonConfig {
-        socket: dir.path().join("d.sock"),
-        tcp: None,
-        tls: None,
-        metrics_addr: None,
-        runtime_dir: dir.path().join("run"),
-        state_dir: dir.path().join("state"),
-        collect_interval: Duration::from_secs(30),
-        collect_deadline: Duration::from_secs(5),
-    };
+    let cfg = DaemonConfig::in_dir(dir.path());
     let backend = std::sync::Arc::new(SimBackend::parse("h200x2-nvlink").unwrap());
     let running = run::start(cfg, backend).await.unwrap();
     let mut client = ddpcheckd::client::connect(&running.socket.display().to_string())

@@ -74,14 +74,10 @@ async fn a_hung_inventory_never_blocks_readers_and_marks_gpus_stuck() {
         calls: AtomicUsize::new(0),
     });
     let cfg = DaemonConfig {
-        socket: dir.path().join("d.sock"),
-        tcp: None,
-        tls: None,
         metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
-        runtime_dir: dir.path().join("run"),
-        state_dir: dir.path().join("state"),
         collect_interval: Duration::from_millis(50),
         collect_deadline: Duration::from_millis(300),
+        ..DaemonConfig::in_dir(dir.path())
     };
     let running = run::start(cfg, backend).await.unwrap();
     let addr = running.metrics_addr.unwrap();
