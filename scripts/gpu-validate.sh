@@ -21,7 +21,7 @@ DDPCHECK=$BIN/ddpcheck
 # NVLink multicast must stay off on shared machines (DEVICE.md): in every program we start.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PHASES=${*:-probe nccl preflight hang ddp mlp manual}
-NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 0)
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)  # grep -c prints 0 itself
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
@@ -45,6 +45,17 @@ model_curve() {
     t0=$(now)
     env "$@" DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 1K -e 256M -f 2 -n 20 -w 5 --json > "$LOGS/$prefix-curve-$name.json" 2> "$LOGS/$prefix-curve-$name.err"
     say "curve $name rc=$? $(el "$t0" "$(now)") s"
+}
+# The model's judged MLPs (128x4 = 66K parameters is below the judged range: a calibration case).
+MLP_SWEEP=mlp:128,448,1024,2048,4352
+# One `bench ddp` of the model phases at 1 and $NGPU GPUs (5 warm-up steps), its report in
+# logs/NAME.json: ddp_runs NAME LABEL ARGS...
+ddp_runs() {
+    local name=$1 label=$2 t0
+    shift 2
+    t0=$(now)
+    "$DDPCHECK" bench ddp "$@" --gpus "1,$NGPU" --warmup-steps 5 --json > "$LOGS/$name.json" 2> "$LOGS/$name.err"
+    say "$label rc=$? $(el "$t0" "$(now)") s"
 }
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
 
@@ -223,14 +234,8 @@ model)
         case ",${MODEL_REGIMES:-nvlink,shm,hostnet}," in *",$name,"*) ;; *) continue ;; esac
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve model "$name" $envs
-        t0=$(now)
-        "$DDPCHECK" bench ddp $GPTARGS --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
-            --steps 20 --warmup-steps 5 --repeats "$MREP" --json > "$LOGS/model-gpt-$name.json" 2> "$LOGS/model-gpt-$name.err"
-        say "$MG $name rc=$? $(el "$t0" "$(now)") s"
-        t0=$(now)
-        "$DDPCHECK" bench ddp --sweep mlp:128,448,1024,2048,4352 --variants base,fp16,accum8 --gpus "1,$NGPU" $envargs \
-            --steps 20 --warmup-steps 5 --repeats "$MREP" --json > "$LOGS/model-mlp-$name.json" 2> "$LOGS/model-mlp-$name.err"
-        say "mlp $name rc=$? $(el "$t0" "$(now)") s"
+        ddp_runs "model-gpt-$name" "$MG $name" $GPTARGS --variants base,bf16,accum4,bf16+accum4 $envargs --steps 20 --repeats "$MREP"
+        ddp_runs "model-mlp-$name" "mlp $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$MREP"
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     python3 scripts/summarise-ddp.py "$LOGS"/model-gpt-*.json "$LOGS"/model-mlp-*.json | tee -a "$SUMMARY"
@@ -241,10 +246,7 @@ model355)
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve model355 "$name" $envs
-        t0=$(now)
-        "$DDPCHECK" bench ddp --model gpt2-355m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
-            --steps 15 --warmup-steps 5 --json > "$LOGS/model355-gpt-$name.json" 2> "$LOGS/model355-gpt-$name.err"
-        say "gpt2-355m $name rc=$? $(el "$t0" "$(now)") s"
+        ddp_runs "model355-gpt-$name" "gpt2-355m $name" --model gpt2-355m --variants base,bf16,accum4,bf16+accum4 $envargs --steps 15
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     python3 scripts/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
@@ -255,10 +257,7 @@ mlprep)
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve mlprep "$name" $envs
-        t0=$(now)
-        "$DDPCHECK" bench ddp --sweep mlp:128,448,1024,2048,4352 --variants base,fp16,accum8 --gpus "1,$NGPU" $envargs \
-            --steps 20 --warmup-steps 5 --repeats 3 --json > "$LOGS/mlprep-mlp-$name.json" 2> "$LOGS/mlprep-mlp-$name.err"
-        say "mlp x3 $name rc=$? $(el "$t0" "$(now)") s"
+        ddp_runs "mlprep-mlp-$name" "mlp x3 $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats 3
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     python3 scripts/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
