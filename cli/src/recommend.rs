@@ -60,7 +60,7 @@ pub struct RecommendArgs {
     #[arg(long)]
     pub verify: bool,
     /// Launch each DDP run (the 1-GPU compute measurement and --verify's runs) N times and use
-    /// the median: short steps can move 10-50% between launches of the same command.
+    /// the median: short steps moved 10-57% between launches of the same command on 2xH200.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeats: u32,
 }

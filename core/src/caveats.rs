@@ -55,7 +55,7 @@ pub fn ddp_caveats(results: &[DdpResult]) -> Vec<String> {
         .any(|r| r.step_time_median_s > 0.0 && r.step_time_median_s < HOST_BOUND_STEP_S);
     if short && !repeated {
         lines.push(format!(
-            "steps under {:.0} ms are bound by the host and can move by 10-50% between launches of the same command: repeat with --repeats 3 before trusting a speedup",
+            "steps under {:.0} ms are bound by the host and moved 10-57% between launches of the same command on 2xH200: repeat with --repeats 3 before trusting a speedup",
             HOST_BOUND_STEP_S * 1e3
         ));
     }
