@@ -6,7 +6,8 @@
 #   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
-#    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration))
+#    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
+#    model, model355, mlprep: NOCOMM_REPEATS=N launches of the `nocomm` input runs, 0 skips them)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
 # read from .fetched/nccl-tests (fetched, never committed) and built for the run.
@@ -56,6 +57,15 @@ ddp_runs() {
     t0=$(now)
     "$DDPCHECK" bench ddp "$@" --gpus "1,$NGPU" --warmup-steps 5 --json > "$LOGS/$name.json" 2> "$LOGS/$name.err"
     say "$label rc=$? $(el "$t0" "$(now)") s"
+}
+# The model's input for N processes side by side: the models' `nocomm` variant (no gradient
+# communication, so no regime) at 1 and $NGPU GPUs, in its own launches, separate from the judged
+# runs: nocomm_inputs PREFIX LABEL ARGS...
+nocomm_inputs() {
+    local prefix=$1 label=$2
+    shift 2
+    [ "${NOCOMM_REPEATS:-3}" -gt 0 ] || return 0
+    ddp_runs "$prefix" "nocomm $label x${NOCOMM_REPEATS:-3}" "$@" --variants nocomm --repeats "${NOCOMM_REPEATS:-3}"
 }
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
 
@@ -229,6 +239,8 @@ model)
     MREP=${MODEL_REPEATS:-1}
     GPTARGS=""; MG=${MODEL_GPT:-gpt2-124m}; for m in ${MG//,/ }; do GPTARGS="$GPTARGS --model $m"; done
     say "## model: per regime, the all-reduce curve, $MG (4 variants) and the MLP sweep, 1 and $NGPU GPUs, all on pip's NCCL, $MREP launch(es) each"
+    nocomm_inputs model-nocomm-gpt "$MG" $GPTARGS --steps 20
+    nocomm_inputs model-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         case ",${MODEL_REGIMES:-nvlink,shm,hostnet}," in *",$name,"*) ;; *) continue ;; esac
@@ -242,6 +254,7 @@ model)
     ;;
 model355)
     say "## model355: per regime, the all-reduce curve and gpt2-355m (4 variants), 1 and $NGPU GPUs"
+    nocomm_inputs model355-nocomm-gpt gpt2-355m --model gpt2-355m --steps 15
     for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
@@ -253,6 +266,7 @@ model355)
     ;;
 mlprep)
     say "## mlprep: the MLP sweep of the model phase with every configuration launched 3 times (median), NVLink and shm"
+    nocomm_inputs mlprep-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
     for r in "${REGIMES[@]:0:2}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done

@@ -5,7 +5,7 @@ For each regime: the all-reduce curve comes from a `bench collectives --json` re
 compute time from the 1-GPU *base* rows of a `bench ddp --json` report; the multi-GPU rows are
 held out (the model never sees them, no calibration), then compared with the predictions.
 
-Usage: predict-vs-measured.py [--min-params N] [--pool-1gpu] DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
+Usage: predict-vs-measured.py [--min-params N] [--pool-1gpu] [--inputs FILE]... DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
 
 --min-params N leaves out models below N parameters (the judged range starts at 0.8M; smaller
 ones are calibration candidates). --pool-1gpu replaces every 1-GPU run by the median of the
@@ -13,6 +13,10 @@ same model and variant over all the reports given (1-GPU runs do not depend on t
 one call holds several launches of each), for the model's input and the measured speedup alike:
 it measures how much of the error is the 1-GPU launch's own noise. A measured speedup above the GPU count is marked `!`: with weak
 scaling it cannot be real, so its 1-GPU reference ran slow.
+
+--inputs FILE adds a `bench ddp --json` report of model inputs to every prediction: the `nocomm`
+runs at 1 and N GPUs (N processes side by side with no communication), launched separately from
+the judged runs. Without it the model assumes N processes compute as fast as one.
 
 With CALIBRATION.json (a `bench ddp --json` of OTHER models on the same node and regime), the
 model's DDP overheads are fitted on those runs (cross-calibration: the evaluated runs stay unseen)."""
@@ -24,9 +28,11 @@ import sys
 import tempfile
 
 args = sys.argv[1:]
-min_params, pool = 0, False
+min_params, pool, inputs = 0, False, []
 while args and args[0].startswith("--"):
-    if args[0] == "--min-params":
+    if args[0] == "--inputs":
+        inputs, args = inputs + ["--from", args[1]], args[2:]
+    elif args[0] == "--min-params":
         min_params, args = float(args[1]), args[2:]
     elif args[0] == "--pool-1gpu":
         pool, args = True, args[1:]
@@ -96,7 +102,7 @@ for arg in args[1:]:
         world = max(r["world_size"] for r in held_out if r["model"] == model)
         out = subprocess.run(
             [ddpcheck, "recommend", "--model", cli_model, "--micro-batch", str(mb), "--gpus", str(world),
-             "--from", coll, "--from", singles_path, *calib, "--json"],
+             "--from", coll, "--from", singles_path, *inputs, *calib, "--json"],
             capture_output=True, text=True)
         if out.returncode != 0:
             print(f"{regime} {model}: recommend failed: {out.stderr.strip()}")
@@ -104,6 +110,10 @@ for arg in args[1:]:
         rec = json.loads(out.stdout)
         if calib:
             print(f"{regime} {model}: overheads {rec['overheads_source']}")
+        base_row = next((r for r in rec["rows"] if r["variant"] == "base"), None)
+        if inputs and base_row:
+            p = base_row["prediction"]
+            print(f"{regime} {model}: side-by-side slowdown x{1 + p['side_by_side_s'] / p['single_gpu_step_s']:.3f}")
         pred = {r["variant"]: r["prediction"]["speedup"] for r in rec["rows"]}
         for r in held_out:
             if r["model"] != model:

@@ -15,7 +15,8 @@ pub struct DdpArgs {
     /// MLP width sweep (speedup against parameters, the crossover): mlp:W1,W2,...
     #[arg(long, value_name = "mlp:WIDTHS")]
     pub sweep: Option<String>,
-    /// Variants, comma-separated: base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, joined with '+'.
+    /// Variants, comma-separated: base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, joined with '+';
+    /// nocomm: no gradient communication at all (N GPUs side by side; an input of `recommend`).
     #[arg(long, default_value = "base,bf16,accum4,bf16+accum4")]
     pub variants: String,
     /// GPU counts to run, comma-separated (1 is added: speedup is against one GPU).

@@ -7,11 +7,11 @@ use std::time::Instant;
 use clap::Args;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec};
-use ddpcheck_core::model::{calibrate, LinkCurve};
+use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
     estimate_flops, recommend, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, ModelInput,
-    RecommendInput, Recommendation,
+    RecommendInput, Recommendation, SideBySideInput,
 };
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind,
@@ -212,7 +212,7 @@ fn measured_hook_cost(m: &Measurements, model: &ModelInput, micro_batch: u32) ->
                 && r.accum == 1
                 && r.variant
                     .parse::<DdpVariant>()
-                    .map(|v| v.hook == hook && !v.fsdp && v.bucket_cap_mb.is_none())
+                    .map(|v| v.hook == hook && !v.fsdp && !v.nocomm && v.bucket_cap_mb.is_none())
                     .unwrap_or(false)
         })
     };
@@ -240,7 +240,12 @@ fn measured_compute(
                 && r.micro_batch == micro_batch
                 && r.variant
                     .parse::<DdpVariant>()
-                    .map(|v| v.hook == Default::default() && !v.fsdp && v.bucket_cap_mb.is_none())
+                    .map(|v| {
+                        v.hook == Default::default()
+                            && !v.fsdp
+                            && !v.nocomm
+                            && v.bucket_cap_mb.is_none()
+                    })
                     .unwrap_or(false)
         })
         .collect();
@@ -284,6 +289,59 @@ fn measured_compute(
         },
         None,
     ))
+}
+
+/// N GPUs side by side against one, from the runs gathered (a `nocomm` run at `gpus`).
+fn measured_side_by_side(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+    gpus: u32,
+) -> Option<SideBySideInput> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let rows: Vec<&DdpResult> = m.ddp.iter().map(|(r, _)| r).collect();
+    let sbs = side_by_side(&rows, &spec.name(), micro_batch, gpus)?;
+    let at = |r: &DdpResult| {
+        m.ddp
+            .iter()
+            .find(|(x, _)| std::ptr::eq(x, r))
+            .map(|(_, h)| {
+                let kind = if h.backend == ddpcheck_core::BackendKind::Sim {
+                    "SIMULATED"
+                } else {
+                    "real"
+                };
+                format!("{kind}, {} {}", h.provenance.hostname, h.provenance.time)
+            })
+            .unwrap_or_default()
+    };
+    let launches = |r: &DdpResult| match r.launch_step_medians_s.as_slice() {
+        l if l.len() > 1 => format!(
+            "{} launches {:.2}-{:.2} ms",
+            l.len(),
+            l.iter().copied().fold(f64::INFINITY, f64::min) * 1e3,
+            l.iter().copied().fold(0.0, f64::max) * 1e3
+        ),
+        _ => "1 launch".to_string(),
+    };
+    Some(SideBySideInput {
+        measured_ratio: sbs.slowdown,
+        repeated: sbs.repeated(),
+        distinct: sbs.distinct,
+        rests_on: format!(
+            "{} at {gpus} GPUs: {:.2} ms per step, {} ({}); 1-GPU {}: {:.2} ms, {} ({})",
+            sbs.nocomm.variant,
+            sbs.nocomm.step_time_median_s * 1e3,
+            launches(sbs.nocomm),
+            at(sbs.nocomm),
+            sbs.one_gpu.variant,
+            sbs.one_gpu.step_time_median_s * 1e3,
+            launches(sbs.one_gpu),
+            at(sbs.one_gpu)
+        ),
+    })
 }
 
 fn ddp_request(
@@ -390,10 +448,11 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
                 "with --params, give --step-time-ms or --estimate-tflops (no model to run)".into(),
             ));
         };
-        // Two accumulations on one GPU separate per-micro-batch work from the optimizer step.
+        // Two accumulations on one GPU separate per-micro-batch work from the optimizer step;
+        // `nocomm` on one GPU and on N measures how much N processes slow each other.
         let req = ddp_request(
             vec![spec.clone()],
-            &["base", "accum4", "bf16"],
+            &["base", "accum4", "bf16", "nocomm"],
             vec![1],
             a.micro_batch,
             15,
@@ -402,6 +461,20 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
         m.ddp
             .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
+        // Only where the node has the GPUs (the curve was measured on them).
+        if gpus > 1 && gpus <= sweep.ranks {
+            let req = ddp_request(
+                vec![spec.clone()],
+                &["nocomm"],
+                vec![gpus],
+                a.micro_batch,
+                15,
+                a.repeats,
+            )?;
+            let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
+            m.ddp
+                .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
+        }
         let (c, o) = measured_compute(&m, &model, a.micro_batch).ok_or_else(|| {
             CliError::Probe(ddpcheck_core::ProbeError::Worker(
                 "the 1-GPU DDP run returned no baseline row".into(),
@@ -471,6 +544,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         None => (None, None),
     };
     let hook_compute_s = measured_hook_cost(&m, &model, a.micro_batch);
+    let side_by_side = measured_side_by_side(&m, &model, a.micro_batch, gpus);
     let input = RecommendInput {
         model,
         micro_batch: a.micro_batch,
@@ -490,6 +564,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         gpu_memory_bytes,
         optimizer_s,
         hook_compute_s,
+        side_by_side,
     };
     let rec = recommend(&input).map_err(|e| CliError::Usage(format!("recommend: {e}")))?;
     let header = Header::new(

@@ -88,6 +88,64 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
         "{}",
         v["overheads_source"]
     );
+    // No nocomm runs: how much 4 processes slow each other is unmeasured, and it says so.
+    let codes = |v: &serde_json::Value| -> Vec<String> {
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["code"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(codes(&v).contains(&"side_by_side_unmeasured".to_string()));
+
+    // With nocomm runs at 1 and 4 GPUs (three launches each) the measurement is cited instead.
+    let nocomm = save(
+        d.path(),
+        "nocomm.json",
+        &[
+            "--sim",
+            "a6000x4-phb",
+            "bench",
+            "ddp",
+            "--model",
+            "gpt2-124m",
+            "--variants",
+            "nocomm",
+            "--gpus",
+            "1,4",
+            "--repeats",
+            "3",
+            "--json",
+        ],
+    );
+    let o = local(&[
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--from",
+        coll.to_str().unwrap(),
+        "--from",
+        ddp.to_str().unwrap(),
+        "--from",
+        nocomm.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!codes(&w).contains(&"side_by_side_unmeasured".to_string()));
+    let cited = w["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rests_on"].as_str().unwrap().contains("nocomm at 4 GPUs"))
+        .unwrap_or_else(|| panic!("no side-by-side reason: {w}"));
+    assert!(
+        cited["rests_on"].as_str().unwrap().contains("3 launches"),
+        "{cited}"
+    );
+    // The nocomm rows are inputs, not DDP runs to calibrate on: the same calibration as before.
+    assert_eq!(w["overheads_source"], v["overheads_source"]);
 }
 
 #[test]
@@ -127,6 +185,15 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // The quick runs measured 2 GPUs side by side (nocomm) and the reasons cite it.
+    assert!(
+        v["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["rests_on"].as_str().unwrap().contains("nocomm at 2 GPUs")),
+        "{v}"
+    );
     let rows = v["verify"].as_array().unwrap();
     assert!(!rows.is_empty());
     for r in rows {

@@ -225,7 +225,9 @@ impl CommHook {
 }
 
 /// One way of running DDP: `base`, `bf16`, `fp16`, `powersgd`, `accum4`, `bucket50`, `fsdp`,
-/// combined with `+` (`bf16+accum4`).
+/// combined with `+` (`bf16+accum4`), and `nocomm`: DDP with every micro-batch under `no_sync`,
+/// so N GPUs compute side by side with no gradient communication (the ceiling communication
+/// cannot beat; the step-time model reads from it how much N processes slow each other).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DdpVariant {
     pub name: String,
@@ -234,6 +236,9 @@ pub struct DdpVariant {
     pub bucket_cap_mb: Option<f64>,
     pub gradient_as_bucket_view: bool,
     pub fsdp: bool,
+    /// No gradient communication at all (`nocomm`).
+    #[serde(default)]
+    pub nocomm: bool,
     #[serde(default)]
     pub env: Vec<(String, String)>,
 }
@@ -247,6 +252,7 @@ impl Default for DdpVariant {
             bucket_cap_mb: None,
             gradient_as_bucket_view: true,
             fsdp: false,
+            nocomm: false,
             env: Vec::new(),
         }
     }
@@ -267,6 +273,7 @@ impl FromStr for DdpVariant {
                 "fp16" => v.hook = CommHook::Fp16,
                 "powersgd" => v.hook = CommHook::PowerSgd,
                 "fsdp" => v.fsdp = true,
+                "nocomm" => v.nocomm = true,
                 "nobucketview" => v.gradient_as_bucket_view = false,
                 _ => {
                     if let Some(k) = p.strip_prefix("accum") {
@@ -287,7 +294,7 @@ impl FromStr for DdpVariant {
                         v.bucket_cap_mb = Some(mb);
                     } else {
                         return Err(format!(
-                            "unknown variant part {part:?}: expected base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, nobucketview, joined with +"
+                            "unknown variant part {part:?}: expected base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, nocomm, nobucketview, joined with +"
                         ));
                     }
                 }
@@ -295,6 +302,11 @@ impl FromStr for DdpVariant {
         }
         if v.fsdp && v.hook != CommHook::None {
             return Err(format!("{s:?}: FSDP takes no DDP comm hook"));
+        }
+        if v.nocomm && (v.fsdp || v.hook != CommHook::None) {
+            return Err(format!(
+                "{s:?}: nocomm sends no gradients, so it takes no comm hook and no FSDP"
+            ));
         }
         Ok(v)
     }
@@ -559,6 +571,10 @@ mod tests {
         );
         assert!("accumX".parse::<DdpVariant>().is_err());
         assert!("fsdp+bf16".parse::<DdpVariant>().is_err());
+        let v: DdpVariant = "nocomm+accum8".parse().unwrap();
+        assert!(v.nocomm && v.accum == 8);
+        assert!("nocomm+bf16".parse::<DdpVariant>().is_err());
+        assert!("nocomm+fsdp".parse::<DdpVariant>().is_err());
         assert!("turbo"
             .parse::<DdpVariant>()
             .unwrap_err()

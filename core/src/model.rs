@@ -21,11 +21,15 @@
 //!   comm hook) plus the all-reduce time of its wire bytes read from the [`LinkCurve`];
 //! * exposed communication is the time the last all-reduce ends after the backward ends.
 //!
-//! `step(N) = k·compute + exposed + ddp_fixed_s`, and `step(1) = k·compute`: `compute_s` is what
-//! a one-GPU run of the same recipe measures per micro-batch (its own bookkeeping included), and
-//! `ddp_fixed_s` is what N ranks add on top of it every synchronising step (DDP's reducer
-//! finalisation, waiting for the slowest rank, stream synchronisation). Hence
-//! `speedup = N·k·compute / step(N)`, `efficiency = speedup / N`, and the communication share is
+//! `step(N) = s·k·compute + exposed + ddp_fixed_s`, and `step(1) = k·compute`: `compute_s` is
+//! what a one-GPU run of the same recipe measures per micro-batch (its own bookkeeping included),
+//! `s` ([`StepInputs::side_by_side_slowdown`], ≥ 1) how much slower that work runs when N
+//! processes run it side by side with no communication at all (they share the host's cores,
+//! memory and PCIe; measured by a `nocomm` DDP run at N GPUs, 1 when not measured), and
+//! `ddp_fixed_s` what N ranks add on top of it every synchronising step (DDP's reducer
+//! finalisation, waiting for the slowest rank, stream synchronisation). The backward of the
+//! synchronising micro-batch is slowed by `s` too, so the all-reduces have a longer window.
+//! Hence `speedup = N·k·compute / step(N)`, `efficiency = speedup / N`, and the communication share is
 //! `(step(N) − step(1)) / step(N)`, the same definition [`crate::ddp::fill_scaling`] applies to
 //! measured runs.
 //!
@@ -516,6 +520,10 @@ pub struct StepInputs {
     /// DDP runs the hook on one GPU too, so it is part of the 1-GPU reference as well. Measured
     /// as a 1-GPU hook run minus a 1-GPU plain run; 0 when unknown.
     pub hook_compute_s: f64,
+    /// How much slower each GPU's work runs with N processes side by side than with one alone,
+    /// communication aside (an N-GPU `nocomm` step over a 1-GPU one); 1 when not measured.
+    /// Small, host-bound steps are where it matters: N Python processes share the host.
+    pub side_by_side_slowdown: f64,
 }
 
 impl StepInputs {
@@ -535,6 +543,7 @@ impl StepInputs {
             units_per_micro_batch: 1.0,
             optimizer_s: 0.0,
             hook_compute_s: 0.0,
+            side_by_side_slowdown: 1.0,
         }
     }
 
@@ -634,6 +643,12 @@ impl StepInputs {
                 self.optimizer_s
             ));
         }
+        let s = self.side_by_side_slowdown;
+        if !(s.is_finite() && (0.1..=100.0).contains(&s)) {
+            return bad(format!(
+                "side-by-side slowdown {s} must be within 0.1..=100"
+            ));
+        }
         if self.layout.tensors.iter().any(|t| !t.ready.is_finite()) {
             return bad("gradient ready times must be finite".into());
         }
@@ -667,13 +682,17 @@ pub struct Prediction {
     pub exposed_comm_s: f64,
     /// `ddp_fixed_s` (0 on one GPU).
     pub overhead_s: f64,
+    /// Time N processes side by side add to the compute of a step (0 on one GPU).
+    #[serde(default)]
+    pub side_by_side_s: f64,
     pub buckets: u32,
     /// Bytes each rank all-reduces per step.
     pub wire_bytes: f64,
     /// `N·k·compute / step`.
     pub speedup: f64,
     pub efficiency: f64,
-    /// `(step(N) − step(1)) / step(N)`: exposed communication and DDP overhead.
+    /// `(step(N) − step(1)) / step(N)`: exposed communication, DDP overhead and the side-by-side
+    /// slowdown (as measured runs define it).
     pub comm_share: f64,
     /// Units (tokens or samples) per second over all GPUs.
     pub throughput: f64,
@@ -718,12 +737,13 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
         inputs.hook_compute_s
     };
     let single = k * inputs.compute_s + inputs.optimizer_s + hook;
-    let (busy, exposed, overhead) = if n > 1 {
-        (busy, exposed, inputs.overheads.ddp_fixed_s)
+    let (busy, exposed, overhead, crowd) = if n > 1 {
+        let crowd = (inputs.side_by_side_slowdown - 1.0) * single;
+        (busy, exposed, inputs.overheads.ddp_fixed_s, crowd)
     } else {
-        (0.0, 0.0, 0.0)
+        (0.0, 0.0, 0.0, 0.0)
     };
-    let step = single + exposed + overhead;
+    let step = single + crowd + exposed + overhead;
     let speedup = f64::from(n) * single / step;
     Prediction {
         world: n,
@@ -734,6 +754,7 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
         comm_s: busy,
         exposed_comm_s: exposed,
         overhead_s: overhead,
+        side_by_side_s: crowd,
         buckets: if n > 1 { buckets.len() as u32 } else { 0 },
         wire_bytes: if n > 1 {
             inputs.params() as f64 * inputs.wire_bytes_per_param()
@@ -763,7 +784,7 @@ pub fn predict(inputs: &StepInputs, curve: &LinkCurve) -> Result<Prediction, Mod
     let buckets = inputs.buckets();
     let costs = bucket_costs(inputs, &buckets, curve);
     let (busy, exposed) = timeline(
-        inputs.compute_s,
+        inputs.compute_s * inputs.side_by_side_slowdown,
         inputs.backward_fraction,
         &buckets,
         &costs,
@@ -898,6 +919,106 @@ fn layout_for_result(r: &DdpResult) -> GradLayout {
     }
 }
 
+/// What a node's runs measure of N processes side by side: see [`side_by_side`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SideBySide<'a> {
+    /// The N-GPU `nocomm` step over the 1-GPU step (not clamped: noise can put it below 1).
+    pub slowdown: f64,
+    /// Both sides were launched more than once and every N-GPU launch was slower than every
+    /// 1-GPU launch: a slowdown larger than the launch-to-launch spread. Only then is it counted
+    /// ([`SideBySide::counted`]); on 2×H200 a single launch of a short step moved 10–57%, more
+    /// than the slowdowns measured (4–21%), and counting them made predictions worse.
+    pub distinct: bool,
+    pub nocomm: &'a DdpResult,
+    pub one_gpu: &'a DdpResult,
+}
+
+impl SideBySide<'_> {
+    /// Both runs were launched more than once.
+    pub fn repeated(&self) -> bool {
+        self.nocomm.launch_step_medians_s.len() > 1 && self.one_gpu.launch_step_medians_s.len() > 1
+    }
+
+    /// The slowdown the model takes: the measured one where it stands out of the launches'
+    /// spread, else 1 (none).
+    pub fn counted(&self) -> f64 {
+        if self.distinct {
+            self.slowdown.max(1.0)
+        } else {
+            1.0
+        }
+    }
+}
+
+/// (fastest, slowest) launch of a run with repeated launches.
+fn launch_range(r: &DdpResult) -> Option<(f64, f64)> {
+    let l = &r.launch_step_medians_s;
+    (l.len() > 1).then(|| {
+        l.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+    })
+}
+
+/// How much N processes side by side slow one model's work on this node, from its runs: the
+/// `nocomm` run at `world` GPUs against one GPU at the same micro-batch and accumulation (a
+/// 1-GPU `nocomm` run when there is one, else a plain DDP run: no hook, bucket or FSDP).
+/// Accumulation 1 is preferred, then the newest rows (last in `rows`).
+pub fn side_by_side<'a>(
+    rows: &[&'a DdpResult],
+    model: &str,
+    micro_batch: u32,
+    world: u32,
+) -> Option<SideBySide<'a>> {
+    let parsed = |r: &DdpResult| r.variant.parse::<DdpVariant>().ok();
+    let usable = |r: &&&DdpResult| {
+        r.model == model
+            && r.micro_batch == micro_batch
+            && r.step_time_median_s.is_finite()
+            && r.step_time_median_s > 0.0
+    };
+    let reference = |accum: u32| {
+        let one: Vec<&&DdpResult> = rows
+            .iter()
+            .filter(usable)
+            .filter(|r| r.world_size == 1 && r.accum == accum)
+            .collect();
+        let plain = |v: &DdpVariant| {
+            v.hook == CommHook::None && !v.fsdp && v.bucket_cap_mb.is_none() && !v.nocomm
+        };
+        one.iter()
+            .rev()
+            .find(|r| parsed(r).is_some_and(|v| v.nocomm))
+            .or_else(|| {
+                one.iter()
+                    .rev()
+                    .find(|r| parsed(r).is_some_and(|v| plain(&v)))
+            })
+            .map(|r| **r)
+    };
+    let mut candidates: Vec<&&DdpResult> = rows
+        .iter()
+        .filter(usable)
+        .filter(|r| r.world_size == world && world > 1 && parsed(r).is_some_and(|v| v.nocomm))
+        .collect();
+    // Accumulation 1 first, the newest first within it.
+    candidates.reverse();
+    candidates.sort_by_key(|r| r.accum != 1);
+    candidates.into_iter().find_map(|n| {
+        let one = reference(n.accum)?;
+        let distinct = match (launch_range(n), launch_range(one)) {
+            (Some((n_fastest, _)), Some((_, one_slowest))) => n_fastest > one_slowest,
+            _ => false,
+        };
+        Some(SideBySide {
+            slowdown: n.step_time_median_s / one.step_time_median_s,
+            distinct,
+            nocomm: n,
+            one_gpu: one,
+        })
+    })
+}
+
 struct CalCase {
     compute_s: f64,
     accum: f64,
@@ -923,13 +1044,16 @@ fn rms(cases: &[CalCase], o: &Overheads, bf: f64) -> f64 {
 ///
 /// Uses every run with `world_size == curve.ranks` that has a one-GPU run of the same model
 /// (same variant preferred, else any variant; compute per micro-batch = its step / its
-/// accumulation). Minimises the mean squared ln(predicted/measured step time) plus a light pull
+/// accumulation, times the model's [`side_by_side`] slowdown where `nocomm` runs measured one
+/// beyond their launches' spread;
+/// `nocomm` runs themselves are not cases: they communicate nothing). Minimises the mean squared ln(predicted/measured step time) plus a light pull
 /// (1e-6 per scale unit: 1 ms, 100 µs, 0.1) towards the defaults, so that parameters the runs cannot separate stay at their
 /// defaults. Bounded: fixed 0..0.25 s, per bucket 0..10 ms, backward fraction 0.4..0.9. Search:
 /// a coarse 9×9×7 grid, then Nelder–Mead from its six best points (the loss is only piecewise smooth
 /// because of the max() in the overlap, so no gradients). `hook_per_bucket_s` keeps its default.
 pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibration, ModelError> {
     let defaults = Overheads::default();
+    let refs: Vec<&DdpResult> = measured.iter().collect();
     let mut cases = Vec::new();
     for r in measured
         .iter()
@@ -944,10 +1068,12 @@ pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibratio
             .min_by_key(|s| u8::from(s.variant != r.variant));
         let Some(single) = single else { continue };
         let variant: DdpVariant = r.variant.parse().unwrap_or_default();
-        if variant.fsdp {
+        if variant.fsdp || variant.nocomm {
             continue;
         }
-        let compute_s = single.step_time_median_s / f64::from(single.accum.max(1));
+        let slowdown =
+            side_by_side(&refs, &r.model, r.micro_batch, r.world_size).map_or(1.0, |s| s.counted());
+        let compute_s = slowdown * single.step_time_median_s / f64::from(single.accum.max(1));
         let mut inputs = StepInputs::new(layout_for_result(r), compute_s, r.world_size, 1)
             .with_variant(&variant);
         inputs.accum = r.accum.max(1);

@@ -146,6 +146,21 @@ pub struct CalibrationInput {
     pub source: String,
 }
 
+/// N processes side by side, as the node measured it (see `StepInputs::side_by_side_slowdown`
+/// and `model::SideBySide`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SideBySideInput {
+    /// The N-GPU `nocomm` step over the 1-GPU step, as measured.
+    pub measured_ratio: f64,
+    /// Both sides were launched more than once.
+    pub repeated: bool,
+    /// Every N-GPU launch was slower than every 1-GPU launch. Only then is the slowdown counted:
+    /// anything less is within the launch-to-launch noise.
+    pub distinct: bool,
+    /// The runs it comes from.
+    pub rests_on: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecommendInput {
     pub model: ModelInput,
@@ -186,6 +201,9 @@ pub struct RecommendInput {
     /// Per-step cost of a compressing comm hook (see `StepInputs::hook_compute_s`), measured.
     #[serde(default)]
     pub hook_compute_s: Option<f64>,
+    /// How much N GPUs side by side slow each other's compute, when measured at `gpus`.
+    #[serde(default)]
+    pub side_by_side: Option<SideBySideInput>,
 }
 
 /// A reason, and the measurement (or assumption) it rests on.
@@ -199,7 +217,8 @@ pub struct Reason {
 pub struct Warning {
     /// Stable identifier: `p2p_forced_across_host_bridge`, `nvlink_transport_disabled`,
     /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
-    /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`.
+    /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`,
+    /// `side_by_side_unmeasured`.
     pub code: String,
     pub text: String,
     pub rests_on: String,
@@ -374,6 +393,17 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     if let Some(mb) = input.bucket_cap_mb {
         base.bucket_cap_mb = mb;
     }
+    if let Some(sbs) = &input.side_by_side {
+        if !(sbs.measured_ratio.is_finite() && sbs.measured_ratio > 0.0) {
+            return Err(ModelError::Invalid(format!(
+                "side-by-side ratio {} must be positive",
+                sbs.measured_ratio
+            )));
+        }
+        if sbs.distinct {
+            base.side_by_side_slowdown = sbs.measured_ratio.max(1.0);
+        }
+    }
     let overheads_source = match &input.calibration {
         Some(c) => {
             c.calibration.apply(&mut base);
@@ -500,6 +530,37 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             ),
             rests_on: curve_cite.clone(),
         });
+        if let Some(sbs) = &input.side_by_side {
+            let pct = (sbs.measured_ratio - 1.0) * 100.0;
+            let measured = if pct.abs() < 0.5 {
+                format!("{n} GPUs side by side, with no communication, ran a step as fast as one GPU alone")
+            } else {
+                format!(
+                    "{n} GPUs side by side, with no communication, ran a step {:.0}% {} than one GPU alone",
+                    pct.abs(),
+                    if pct > 0.0 { "slower" } else { "faster" }
+                )
+            };
+            let text = if sbs.distinct && pct >= 0.5 {
+                format!(
+                    "{measured}, in every launch (their processes share the host): every variant pays that, and no setting of DDP recovers it."
+                )
+            } else if pct.abs() < 0.5 {
+                format!("{measured}: no slowdown to count.")
+            } else if sbs.repeated {
+                format!(
+                    "{measured}, within the spread of their own launches: not counted (not told apart from launch-to-launch noise)."
+                )
+            } else {
+                format!(
+                    "{measured}, one launch each: not counted, as one launch of a short step can move more than that (--repeats 3 tells them apart)."
+                )
+            };
+            reasons.push(Reason {
+                text,
+                rests_on: sbs.rests_on.clone(),
+            });
+        }
         reasons.push(Reason {
             text: format!(
                 "DDP's own cost: {} per step and {} per bucket ({} more with a comm hook); backward is {:.0}% of a micro-batch.",
@@ -813,6 +874,17 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
                     curve.ranks
                 ),
                 rests_on: curve_cite.clone(),
+            });
+        }
+    }
+    if n > 1 && input.side_by_side.is_none() {
+        if let ComputeSource::Measured { .. } = input.compute {
+            warnings.push(Warning {
+                code: "side_by_side_unmeasured".into(),
+                text: format!(
+                    "Not measured: how much {n} processes side by side slow each other's compute; the model assumes not at all, which over-predicts short, host-bound steps. `ddpcheck bench ddp --variants nocomm --gpus 1,{n}` measures it."
+                ),
+                rests_on: compute_cite.clone(),
             });
         }
     }
@@ -1188,11 +1260,64 @@ mod tests {
             gpu_memory_bytes: Some(48 << 30),
             optimizer_s: None,
             hook_compute_s: None,
+            side_by_side: None,
         }
     }
 
     fn codes(r: &Recommendation) -> Vec<&str> {
         r.warnings.iter().map(|w| w.code.as_str()).collect()
+    }
+
+    #[test]
+    fn a_measured_side_by_side_slowdown_lowers_every_variant_and_is_cited() {
+        let plain = recommend(&a6000_input()).unwrap();
+        let mut input = a6000_input();
+        input.side_by_side = Some(SideBySideInput {
+            measured_ratio: 1.2,
+            repeated: true,
+            distinct: true,
+            rests_on: "nocomm at 4 GPUs: 156 ms".into(),
+        });
+        let crowded = recommend(&input).unwrap();
+        for (a, b) in plain.rows.iter().zip(&crowded.rows) {
+            assert!(b.prediction.speedup < a.prediction.speedup, "{}", a.variant);
+            assert!(b.prediction.side_by_side_s > 0.0);
+        }
+        assert!(crowded
+            .reasons
+            .iter()
+            .any(|r| r.text.contains("20% slower") && r.rests_on.contains("nocomm at 4 GPUs")));
+        // Within the launches' spread, or one launch each: said, not counted.
+        for (repeated, says) in [(true, "within the spread"), (false, "one launch each")] {
+            let sbs = input.side_by_side.as_mut().unwrap();
+            sbs.distinct = false;
+            sbs.repeated = repeated;
+            let r = recommend(&input).unwrap();
+            assert_eq!(
+                r.rows[0].prediction.speedup,
+                plain.rows[0].prediction.speedup
+            );
+            assert!(r.reasons.iter().any(|x| x.text.contains(says)), "{says}");
+        }
+        // Below 1 is noise: never a speed-up.
+        let sbs = input.side_by_side.as_mut().unwrap();
+        sbs.measured_ratio = 0.9;
+        sbs.distinct = true;
+        let noisy = recommend(&input).unwrap();
+        assert_eq!(
+            noisy.rows[0].prediction.speedup,
+            plain.rows[0].prediction.speedup
+        );
+        input.side_by_side.as_mut().unwrap().measured_ratio = f64::NAN;
+        assert!(recommend(&input).is_err());
+        // Unmeasured: warned only where the compute was measured (a DDP runner was at hand).
+        assert!(!codes(&plain).contains(&"side_by_side_unmeasured"));
+        let mut measured = a6000_input();
+        measured.compute = ComputeSource::Measured {
+            seconds: 0.130,
+            detail: "1-GPU run".into(),
+        };
+        assert!(codes(&recommend(&measured).unwrap()).contains(&"side_by_side_unmeasured"));
     }
 
     #[test]

@@ -43,6 +43,7 @@ const WORDS: &[&str] = &[
     "fp16",
     "powersgd",
     "fsdp",
+    "nocomm",
     "nobucketview",
     "accum",
     "bucket",
@@ -117,6 +118,7 @@ fn variant_in_bounds(v: &DdpVariant) -> bool {
         && v.bucket_cap_mb
             .is_none_or(|mb| mb.is_finite() && (0.1..=4096.0).contains(&mb))
         && !(v.fsdp && v.hook != CommHook::None)
+        && !(v.nocomm && (v.fsdp || v.hook != CommHook::None))
 }
 
 proptest! {
@@ -199,14 +201,14 @@ proptest! {
     }
 
     /// Generated variants from the documented parts: accepted exactly when every part is in bounds
-    /// and FSDP is not combined with a hook.
+    /// and neither FSDP nor nocomm is combined with a hook, nor nocomm with FSDP.
     #[test]
     fn composed_variants_accepted_iff_in_bounds(
         parts in proptest::collection::vec(
             prop_oneof![
                 Just("base".to_string()), Just("bf16".to_string()), Just("fp16".to_string()),
                 Just("powersgd".to_string()), Just("fsdp".to_string()),
-                Just("nobucketview".to_string()),
+                Just("nobucketview".to_string()), Just("nocomm".to_string()),
                 (0u32..2000).prop_map(|k| format!("accum{k}")),
                 (0.0f64..5000.0).prop_map(|mb| format!("bucket{mb}")),
             ],
@@ -215,11 +217,13 @@ proptest! {
         let s = parts.join("+");
         let mut hook = false;
         let mut fsdp = false;
+        let mut nocomm = false;
         let mut ok = true;
         for p in &parts {
             match p.as_str() {
                 "bf16" | "fp16" | "powersgd" => hook = true,
                 "fsdp" => fsdp = true,
+                "nocomm" => nocomm = true,
                 _ => {
                     if let Some(k) = p.strip_prefix("accum") {
                         ok &= (1..=1024).contains(&k.parse::<u32>().unwrap());
@@ -229,7 +233,7 @@ proptest! {
                 }
             }
         }
-        ok &= !(hook && fsdp);
+        ok &= !(hook && fsdp) && !(nocomm && (hook || fsdp));
         let got = DdpVariant::from_str(&s);
         prop_assert_eq!(got.is_ok(), ok, "{:?} -> {:?}", s, got);
         if let Ok(v) = got {

@@ -15,7 +15,8 @@
 //!   `overlap_rate` (compute and communication share the GPU and its PCIe/host path), after it
 //!   at full speed. What finishes after the backward pass is exposed.
 //! - With accumulation k only the last micro-batch synchronises (`no_sync`):
-//!   step = k·c + exposed + o. One GPU has nothing to synchronise.
+//!   step = k·c + exposed + o. One GPU has nothing to synchronise, nor has `nocomm`. Simulated
+//!   GPUs do not slow each other: N processes side by side compute as fast as one.
 //! - FSDP (estimate): per layer unit, an all-gather in the forward and one in the backward, and
 //!   a reduce-scatter of the gradients on the synchronising micro-batch, each overlapping its
 //!   pass at the same rate.
@@ -155,7 +156,7 @@ pub fn step_time(
 ) -> f64 {
     let k = f64::from(variant.accum.max(1));
     let compute = k * work.micro_s + work.overhead_s;
-    if world < 2 {
+    if world < 2 || variant.nocomm {
         return compute;
     }
     let rate = fabric.regime.overlap_rate;

@@ -535,3 +535,175 @@ fn optimizer_and_hook_work_count_once_per_step_on_one_gpu_and_on_n() {
     bad.optimizer_s = f64::NAN;
     assert!(predict(&bad, &curve).is_err());
 }
+
+#[test]
+fn side_by_side_slowdown_stretches_every_n_gpu_step() {
+    // Communication far below the backward: the slowdown alone sets the speedup, N / s.
+    let fast = LinkCurve::flat(2, 1e6, 0.0).unwrap();
+    let mut i = StepInputs::for_model(&ModelSpec::gpt2_124m(), 8, 0.040, 2, 8);
+    i.overheads = Overheads {
+        ddp_fixed_s: 0.0,
+        per_bucket_s: 0.0,
+        hook_per_bucket_s: 0.0,
+    };
+    i.optimizer_s = 0.005;
+    i.side_by_side_slowdown = 1.25;
+    let p = predict(&i, &fast).unwrap();
+    let single = 8.0 * 0.040 + 0.005;
+    assert!(close(p.single_gpu_step_s, single, 1e-12), "{p:?}");
+    assert!(close(p.side_by_side_s, 0.25 * single, 1e-12), "{p:?}");
+    // (The tied embedding's gradient is ready only when the backward ends: a sliver is exposed.)
+    assert!(close(p.speedup, 2.0 / 1.25, 1e-5), "{p:?}");
+    // It is part of the communication share, as measured runs define it.
+    assert!(close(p.comm_share, 0.25 / 1.25, 1e-5), "{p:?}");
+    // One GPU is its own reference: nothing side by side.
+    let one = predict(&i.clone().with_world(1), &fast).unwrap();
+    assert!(close(one.step_s, single, 1e-12) && one.side_by_side_s == 0.0);
+    // A slower backward is a longer window for the all-reduces: on a slow link, part of the
+    // added compute hides communication that was exposed, so the step grows by less.
+    let slow = a6000(4.3);
+    let mut plain = gpt2_124m(1, CommHook::None);
+    plain.overheads = i.overheads;
+    let mut crowded = plain.clone();
+    crowded.side_by_side_slowdown = 1.1;
+    let (a, b) = (
+        predict(&plain, &slow).unwrap(),
+        predict(&crowded, &slow).unwrap(),
+    );
+    let added = 0.1 * 0.130;
+    assert!(a.exposed_comm_s > 0.1, "{a:?}");
+    assert!(
+        b.exposed_comm_s < a.exposed_comm_s - 0.2 * added,
+        "{a:?} {b:?}"
+    );
+    assert!(
+        b.step_s > a.step_s && b.step_s < a.step_s + added,
+        "{a:?} {b:?}"
+    );
+    // Out of range: invalid input.
+    let mut bad = i.clone();
+    bad.side_by_side_slowdown = f64::NAN;
+    assert!(predict(&bad, &fast).is_err());
+    bad.side_by_side_slowdown = 0.0;
+    assert!(predict(&bad, &fast).is_err());
+}
+
+#[test]
+fn side_by_side_reads_the_nocomm_runs() {
+    let mlp = ModelSpec::Mlp {
+        width: 1024,
+        depth: 4,
+    };
+    let base1 = result(&mlp, "base", 1, 0.010);
+    let nocomm1 = result(&mlp, "nocomm", 1, 0.011);
+    let nocomm2 = result(&mlp, "nocomm", 2, 0.0132);
+    let acc_n2 = result(&mlp, "nocomm+accum8", 2, 0.100);
+    let acc_1 = result(&mlp, "accum8", 1, 0.080);
+    let other = result(&ModelSpec::gpt2_124m(), "nocomm", 2, 0.050);
+    // Against the 1-GPU nocomm run when there is one.
+    let rows = [&base1, &nocomm1, &nocomm2, &other];
+    let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
+    assert!(close(s.slowdown, 1.2, 1e-12), "{s:?}");
+    assert_eq!(s.one_gpu.variant, "nocomm");
+    // Else against the plain run.
+    let rows = [&base1, &nocomm2];
+    let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
+    assert!(close(s.slowdown, 1.32, 1e-12), "{s:?}");
+    assert_eq!(s.one_gpu.variant, "base");
+    // Accumulation 1 first; an accumulated pair is used when it is all there is.
+    let rows = [&acc_n2, &acc_1, &base1, &nocomm2];
+    assert_eq!(
+        side_by_side(&rows, &mlp.name(), 8, 2).unwrap().nocomm.accum,
+        1
+    );
+    let rows = [&acc_n2, &acc_1, &base1];
+    let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
+    assert!(close(s.slowdown, 1.25, 1e-12), "{s:?}");
+    // Single launches: measured, not counted (a launch of a short step moves more than this).
+    assert!(!s.distinct && !s.repeated() && s.counted() == 1.0);
+    // Repeated launches: counted only where every N-GPU launch is slower than every 1-GPU one.
+    let launched = |r: &DdpResult, l: &[f64]| DdpResult {
+        launch_step_medians_s: l.to_vec(),
+        ..r.clone()
+    };
+    let one = launched(&nocomm1, &[0.0105, 0.011, 0.0115]);
+    let apart = launched(&nocomm2, &[0.0125, 0.0132, 0.014]);
+    let overlapping = launched(&nocomm2, &[0.0112, 0.0132, 0.014]);
+    let s = side_by_side(&[&one, &apart], &mlp.name(), 8, 2).unwrap();
+    assert!(
+        s.distinct && s.repeated() && close(s.counted(), 1.2, 1e-12),
+        "{s:?}"
+    );
+    let s = side_by_side(&[&one, &overlapping], &mlp.name(), 8, 2).unwrap();
+    assert!(!s.distinct && s.repeated() && s.counted() == 1.0, "{s:?}");
+    // Another world size, micro-batch or model, or no 1-GPU partner: nothing.
+    let rows = [&base1, &nocomm2];
+    assert!(side_by_side(&rows, &mlp.name(), 8, 4).is_none());
+    assert!(side_by_side(&rows, &mlp.name(), 16, 2).is_none());
+    assert!(side_by_side(&rows, "gpt2-124m", 8, 2).is_none());
+    assert!(side_by_side(&[&nocomm2], &mlp.name(), 8, 2).is_none());
+}
+
+#[test]
+fn calibration_counts_the_side_by_side_slowdown_and_skips_nocomm_runs() {
+    // Runs made by the model with a known slowdown of 1.2 and known overheads; the nocomm runs
+    // measure the slowdown. Calibration must recover the overheads, not absorb the slowdown.
+    let curve = LinkCurve::from_sweep(&synthetic_sweep(2, 30e-6, 27.0)).unwrap();
+    let truth = Overheads {
+        ddp_fixed_s: 1e-3,
+        per_bucket_s: 100e-6,
+        hook_per_bucket_s: Overheads::default().hook_per_bucket_s,
+    };
+    let models = [
+        (
+            ModelSpec::Mlp {
+                width: 1024,
+                depth: 4,
+            },
+            0.002,
+        ),
+        (
+            ModelSpec::Mlp {
+                width: 2048,
+                depth: 4,
+            },
+            0.004,
+        ),
+    ];
+    let mut runs = Vec::new();
+    for (spec, compute) in &models {
+        for variant in ["base", "bf16", "accum4", "bf16+accum4"] {
+            let v: DdpVariant = variant.parse().unwrap();
+            let mut i = StepInputs::for_model(spec, 8, *compute, 2, 1).with_variant(&v);
+            i.overheads = truth;
+            i.side_by_side_slowdown = 1.2;
+            let p = predict(&i, &curve).unwrap();
+            runs.push(result(spec, variant, 1, p.single_gpu_step_s));
+            runs.push(result(spec, variant, 2, p.step_s));
+        }
+        // Three launches each, every 2-GPU launch slower than every 1-GPU one: counted.
+        let mut one = result(spec, "nocomm", 1, *compute);
+        one.launch_step_medians_s = vec![0.98 * compute, *compute, 1.02 * compute];
+        let mut two = result(spec, "nocomm", 2, 1.2 * compute);
+        two.launch_step_medians_s = vec![1.18 * compute, 1.2 * compute, 1.22 * compute];
+        runs.push(one);
+        runs.push(two);
+    }
+    let cal = calibrate(&runs, &curve).unwrap();
+    assert_eq!(cal.runs_used, 8, "{cal:?}");
+    assert!(cal.rms_log_error_after < 0.01, "{cal:?}");
+    assert!(close(cal.overheads.ddp_fixed_s, 1e-3, 0.3e-3), "{cal:?}");
+    // Without the nocomm runs the fit must put the slowdown somewhere: a worse fit or a larger
+    // fixed cost.
+    let blind: Vec<DdpResult> = runs
+        .iter()
+        .filter(|r| !r.variant.contains("nocomm"))
+        .cloned()
+        .collect();
+    let b = calibrate(&blind, &curve).unwrap();
+    assert!(
+        b.rms_log_error_after > 2.0 * cal.rms_log_error_after.max(1e-4)
+            || b.overheads.ddp_fixed_s > 1.5e-3,
+        "{b:?}"
+    );
+}

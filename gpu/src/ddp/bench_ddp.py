@@ -194,6 +194,9 @@ def parse_run(cfg):
     fsdp = bool(variant.get("fsdp", False))
     if fsdp and hook != "none":
         raise Fatal("config: FSDP takes no DDP comm hook", "invalid")
+    nocomm = bool(variant.get("nocomm", False))
+    if nocomm and (fsdp or hook != "none"):
+        raise Fatal("config: nocomm sends no gradients: no comm hook, no FSDP", "invalid")
     v = {
         "name": str(variant.get("name") or "base"),
         "hook": hook,
@@ -201,6 +204,7 @@ def parse_run(cfg):
         "bucket_cap_mb": bucket,
         "gradient_as_bucket_view": bool(variant.get("gradient_as_bucket_view", True)),
         "fsdp": fsdp,
+        "nocomm": nocomm,
     }
     return m, v
 
@@ -591,10 +595,11 @@ def main(argv=None):
         warm, steps = cfg["warmup_steps"], cfg["steps"]
         emit({"event": "progress", "phase": "ready", "step": 0, "total": warm + steps, "warmup": warm,
               "params": params})
-        timed, loss = timed_steps("timed", warm, steps, True)
+        # nocomm: every micro-batch under no_sync, N GPUs side by side with no communication.
+        timed, loss = timed_steps("timed", warm, steps, not var["nocomm"])
 
         nocomm = None
-        if cfg["measure_nocomm"] and world > 1 and not var["fsdp"]:
+        if cfg["measure_nocomm"] and world > 1 and not var["fsdp"] and not var["nocomm"]:
             # The same steps with every micro-batch under no_sync: N GPUs computing side by side with
             # no gradient communication, the reference for exposed communication.
             nc_warm, nc_steps = min(warm, 3), max(1, min(steps, 20))

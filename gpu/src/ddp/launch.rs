@@ -175,6 +175,7 @@ struct ScriptVariant<'a> {
     bucket_cap_mb: Option<f64>,
     gradient_as_bucket_view: bool,
     fsdp: bool,
+    nocomm: bool,
 }
 
 /// The `--config` JSON of one launch of `items` (model, variant) pairs.
@@ -194,6 +195,7 @@ pub(super) fn script_config(
                 bucket_cap_mb: variant.bucket_cap_mb,
                 gradient_as_bucket_view: variant.gradient_as_bucket_view,
                 fsdp: variant.fsdp,
+                nocomm: variant.nocomm,
             },
         })
         .collect();

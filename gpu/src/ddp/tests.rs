@@ -682,10 +682,37 @@ fn rust_config_is_what_the_script_reads() {
         );
         assert_eq!(c["runs"][0][1]["hook"], expect);
         assert_eq!(c["runs"][0][1]["bucket_cap_mb"], 50.0);
+        assert_eq!(c["runs"][0][1]["nocomm"], false);
         assert_eq!(c["runs"][0][0]["name"], "mlp:256x3");
         assert_eq!(c["steps"], 3);
         assert_eq!(c["nccl_timeout_s"], 50);
     }
+    // nocomm reaches the script, which refuses it with a hook as core does.
+    let mlp = ModelSpec::Mlp {
+        width: 256,
+        depth: 3,
+    };
+    let nocomm: DdpVariant = "nocomm+accum8".parse().unwrap();
+    let json = script_config(&req, &[(&mlp, &nocomm)], false);
+    let c = with_script_module(
+        py,
+        &script,
+        "print(json.dumps(m.load_config(sys.argv[2])))",
+        &[&json],
+        &[],
+    );
+    assert_eq!(c["runs"][0][1]["nocomm"], true);
+    assert_eq!(c["runs"][0][1]["accum"], 8);
+    let bad = json.replace("\"hook\":\"none\"", "\"hook\":\"bf16\"");
+    assert_ne!(bad, json);
+    let c = with_script_module(
+        py,
+        &script,
+        "try:\n    m.load_config(sys.argv[2]); print('null')\nexcept m.Fatal as e:\n    print(json.dumps(str(e)))",
+        &[&bad],
+        &[],
+    );
+    assert!(c.as_str().unwrap_or("").contains("nocomm"), "{c}");
 }
 
 #[test]
