@@ -61,6 +61,7 @@ pub struct RecommendArgs {
     pub verify: bool,
     /// Launch each DDP run (the 1-GPU compute measurement and --verify's runs) N times and use
     /// the median: short steps moved 10-57% between launches of the same command on 2xH200.
+    /// With N > 1 it also measures how much the GPUs slow each other side by side (`nocomm`).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeats: u32,
 }
@@ -448,11 +449,19 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
                 "with --params, give --step-time-ms or --estimate-tflops (no model to run)".into(),
             ));
         };
-        // Two accumulations on one GPU separate per-micro-batch work from the optimizer step;
-        // `nocomm` on one GPU and on N measures how much N processes slow each other.
+        // Two accumulations on one GPU separate per-micro-batch work from the optimizer step.
+        // With repeated launches, `nocomm` on one GPU and on N measures how much N processes
+        // slow each other (one launch each cannot tell that from launch noise: not worth a
+        // launch).
+        let side_by_side = a.repeats > 1 && gpus > 1 && gpus <= sweep.ranks;
+        let variants: &[&str] = if side_by_side {
+            &["base", "accum4", "bf16", "nocomm"]
+        } else {
+            &["base", "accum4", "bf16"]
+        };
         let req = ddp_request(
             vec![spec.clone()],
-            &["base", "accum4", "bf16", "nocomm"],
+            variants,
             vec![1],
             a.micro_batch,
             15,
@@ -462,7 +471,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         m.ddp
             .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
         // Only where the node has the GPUs (the curve was measured on them).
-        if gpus > 1 && gpus <= sweep.ranks {
+        if side_by_side {
             let req = ddp_request(
                 vec![spec.clone()],
                 &["nocomm"],

@@ -185,13 +185,13 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    // The quick runs measured 2 GPUs side by side (nocomm) and the reasons cite it.
+    // One launch each cannot measure how much 2 GPUs slow each other: not run, and said so.
     assert!(
-        v["reasons"]
+        v["warnings"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|r| r["rests_on"].as_str().unwrap().contains("nocomm at 2 GPUs")),
+            .any(|w| w["code"] == "side_by_side_unmeasured"),
         "{v}"
     );
     let rows = v["verify"].as_array().unwrap();
@@ -218,6 +218,9 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
     assert!(t.contains("% apart)"), "{t}");
+    // With repeats the quick runs measure 2 GPUs side by side (nocomm) and cite it.
+    assert!(t.contains("nocomm at 2 GPUs"), "{t}");
+    assert!(!t.contains("side_by_side_unmeasured"), "{t}");
     let o = local(&[
         "--sim",
         "h200x2-nvlink",

@@ -882,7 +882,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             warnings.push(Warning {
                 code: "side_by_side_unmeasured".into(),
                 text: format!(
-                    "Not measured: how much {n} processes side by side slow each other's compute; the model assumes not at all, which over-predicts short, host-bound steps. `ddpcheck bench ddp --variants nocomm --gpus 1,{n}` measures it."
+                    "Not measured: how much {n} processes side by side slow each other's compute; the model assumes not at all, which over-predicts short, host-bound steps where they do. `--repeats 3` measures it (`nocomm` runs at 1 and {n} GPUs, three launches each: one launch cannot tell it from launch noise)."
                 ),
                 rests_on: compute_cite.clone(),
             });
