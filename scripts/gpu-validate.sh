@@ -7,7 +7,7 @@
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
-#    model, model355, mlprep: NOCOMM_REPEATS=N launches of the `nocomm` input runs, 0 skips them)
+#    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
 # read from .fetched/nccl-tests (fetched, never committed) and built for the run.
@@ -64,8 +64,8 @@ ddp_runs() {
 nocomm_inputs() {
     local prefix=$1 label=$2
     shift 2
-    [ "${NOCOMM_REPEATS:-3}" -gt 0 ] || return 0
-    ddp_runs "$prefix" "nocomm $label x${NOCOMM_REPEATS:-3}" "$@" --variants nocomm --repeats "${NOCOMM_REPEATS:-3}"
+    [ "${NOCOMM_REPEATS:-0}" -gt 0 ] || return 0
+    ddp_runs "$prefix" "nocomm $label x$NOCOMM_REPEATS" "$@" --variants nocomm --repeats "$NOCOMM_REPEATS"
 }
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
 
