@@ -3,7 +3,7 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
@@ -287,6 +287,27 @@ smoke)
     sleep 1
     left=$(pgrep -fa 'ddpcheck_bench_ddp|torch.distributed.run' | grep -v pgrep || true)
     say "deadline 12 s: exit $rc after $(el "$t0" "$(now)") s; left: ${left:-none}; $(tail -1 "$LOGS/smoke-deadline.txt" | head -c 300)"
+    ;;
+overlap)
+    say "## overlap: the same all-reduce alone and under a compute load on another stream, per regime (scripts/overlap-probe.py)"
+    for r in "${REGIMES[@]}"; do
+        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        t0=$(now)
+        env $envs python3 -m torch.distributed.run --standalone --nproc-per-node "$NGPU" scripts/overlap-probe.py \
+            > "$LOGS/overlap-$name.jsonl" 2> "$LOGS/overlap-$name.err"
+        say "overlap $name rc=$? $(el "$t0" "$(now)") s"
+        tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    done
+    python3 - "$LOGS"/overlap-*.jsonl <<'PY' | tee -a "$SUMMARY"
+import json, sys
+print(f"{'regime':<8} {'load':<12} {'bytes':>10} {'alone ms':>9} {'loaded ms':>9} {'ratio':>6} outlasted")
+for path in sys.argv[1:]:
+    regime = path.rsplit("overlap-", 1)[1].split(".")[0]
+    for line in open(path):
+        if line.startswith("{"):
+            r = json.loads(line)
+            print(f"{regime:<8} {r['load']:<12} {r['bytes']:>10} {r['alone_s']*1e3:>9.3f} {r['loaded_s']*1e3:>9.3f} {r['ratio']:>6.2f} {r['load_outlasted']}")
+PY
     ;;
 modes)
     say "## modes: the same launch again and again, unpinned and pinned to cores, with GPU clocks (launch-to-launch spread)"
