@@ -255,12 +255,7 @@ fn measured_compute(
         .rev()
         .find(|(r, _)| r.accum == 1)
         .or_else(|| plain.last())?;
-    let kind = if h.backend == ddpcheck_core::BackendKind::Sim {
-        "SIMULATED"
-    } else {
-        "real"
-    };
-    let at = format!("{kind}, {} {}", h.provenance.hostname, h.provenance.time);
+    let at = measured_at(h);
     // Two accumulations separate the per-micro-batch work from the once-per-step optimizer:
     // step(k) = k·c + o.
     if one.accum == 1 {
@@ -292,6 +287,16 @@ fn measured_compute(
     ))
 }
 
+/// Where and when a run was measured, and whether on real GPUs: `real, HOST TIME`.
+fn measured_at(h: &Header) -> String {
+    let kind = if h.backend == ddpcheck_core::BackendKind::Sim {
+        "SIMULATED"
+    } else {
+        "real"
+    };
+    format!("{kind}, {} {}", h.provenance.hostname, h.provenance.time)
+}
+
 /// N GPUs side by side against one, from the runs gathered (a `nocomm` run at `gpus`).
 fn measured_side_by_side(
     m: &Measurements,
@@ -308,14 +313,7 @@ fn measured_side_by_side(
         m.ddp
             .iter()
             .find(|(x, _)| std::ptr::eq(x, r))
-            .map(|(_, h)| {
-                let kind = if h.backend == ddpcheck_core::BackendKind::Sim {
-                    "SIMULATED"
-                } else {
-                    "real"
-                };
-                format!("{kind}, {} {}", h.provenance.hostname, h.provenance.time)
-            })
+            .map(|(_, h)| measured_at(h))
             .unwrap_or_default()
     };
     let launches = |r: &DdpResult| match r.launch_step_medians_s.as_slice() {
@@ -459,22 +457,10 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         } else {
             &["base", "accum4", "bf16"]
         };
-        let req = ddp_request(
-            vec![spec.clone()],
-            variants,
-            vec![1],
-            a.micro_batch,
-            15,
-            a.repeats,
-        )?;
-        let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
-        m.ddp
-            .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
-        // Only where the node has the GPUs (the curve was measured on them).
-        if side_by_side {
+        let mut quick_run = |variants: &[&str], gpus: u32| -> Result<(), CliError> {
             let req = ddp_request(
                 vec![spec.clone()],
-                &["nocomm"],
+                variants,
                 vec![gpus],
                 a.micro_batch,
                 15,
@@ -483,6 +469,12 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
             let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
             m.ddp
                 .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
+            Ok(())
+        };
+        quick_run(variants, 1)?;
+        // Only where the node has the GPUs (the curve was measured on them).
+        if side_by_side {
+            quick_run(&["nocomm"], gpus)?;
         }
         let (c, o) = measured_compute(&m, &model, a.micro_batch).ok_or_else(|| {
             CliError::Probe(ddpcheck_core::ProbeError::Worker(

@@ -49,19 +49,23 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
             "--json",
         ],
     );
+    // recommend from the saved reports and `more` arguments.
+    let recommend = |more: &[&str]| {
+        let mut args = vec![
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--from",
+            coll.to_str().unwrap(),
+            "--from",
+            ddp.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        local(&args)
+    };
     let t0 = Instant::now();
-    let o = local(&[
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--from",
-        coll.to_str().unwrap(),
-        "--from",
-        ddp.to_str().unwrap(),
-        "--price-per-hour",
-        "2.64",
-        "--json",
-    ]);
+    let o = recommend(&["--price-per-hour", "2.64"]);
     let took = t0.elapsed();
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(
@@ -119,18 +123,7 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
             "--json",
         ],
     );
-    let o = local(&[
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--from",
-        coll.to_str().unwrap(),
-        "--from",
-        ddp.to_str().unwrap(),
-        "--from",
-        nocomm.to_str().unwrap(),
-        "--json",
-    ]);
+    let o = recommend(&["--from", nocomm.to_str().unwrap()]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!codes(&w).contains(&"side_by_side_unmeasured".to_string()));

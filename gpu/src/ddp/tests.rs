@@ -650,6 +650,20 @@ fn rust_config_is_what_the_script_reads() {
     let dir = tempfile::tempdir().unwrap();
     let script = write_script(dir.path()).unwrap();
     let req = request(DdpVariant::default(), vec![1], 100.0);
+    let mlp = ModelSpec::Mlp {
+        width: 256,
+        depth: 3,
+    };
+    // The script's reading of a config, or its Fatal message as a JSON string.
+    let read = |json: &str| {
+        with_script_module(
+            py,
+            &script,
+            "try:\n    print(json.dumps(m.load_config(sys.argv[2])))\nexcept m.Fatal as e:\n    print(json.dumps(str(e)))",
+            &[json],
+            &[],
+        )
+    };
     for (hook, expect) in [
         (CommHook::None, "none"),
         (CommHook::Fp16, "fp16"),
@@ -662,24 +676,7 @@ fn rust_config_is_what_the_script_reads() {
             bucket_cap_mb: Some(50.0),
             ..DdpVariant::default()
         };
-        let json = script_config(
-            &req,
-            &[(
-                &ModelSpec::Mlp {
-                    width: 256,
-                    depth: 3,
-                },
-                &v,
-            )],
-            false,
-        );
-        let c = with_script_module(
-            py,
-            &script,
-            "print(json.dumps(m.load_config(sys.argv[2])))",
-            &[&json],
-            &[],
-        );
+        let c = read(&script_config(&req, &[(&mlp, &v)], false));
         assert_eq!(c["runs"][0][1]["hook"], expect);
         assert_eq!(c["runs"][0][1]["bucket_cap_mb"], 50.0);
         assert_eq!(c["runs"][0][1]["nocomm"], false);
@@ -688,30 +685,14 @@ fn rust_config_is_what_the_script_reads() {
         assert_eq!(c["nccl_timeout_s"], 50);
     }
     // nocomm reaches the script, which refuses it with a hook as core does.
-    let mlp = ModelSpec::Mlp {
-        width: 256,
-        depth: 3,
-    };
     let nocomm: DdpVariant = "nocomm+accum8".parse().unwrap();
     let json = script_config(&req, &[(&mlp, &nocomm)], false);
-    let c = with_script_module(
-        py,
-        &script,
-        "print(json.dumps(m.load_config(sys.argv[2])))",
-        &[&json],
-        &[],
-    );
+    let c = read(&json);
     assert_eq!(c["runs"][0][1]["nocomm"], true);
     assert_eq!(c["runs"][0][1]["accum"], 8);
     let bad = json.replace("\"hook\":\"none\"", "\"hook\":\"bf16\"");
     assert_ne!(bad, json);
-    let c = with_script_module(
-        py,
-        &script,
-        "try:\n    m.load_config(sys.argv[2]); print('null')\nexcept m.Fatal as e:\n    print(json.dumps(str(e)))",
-        &[&bad],
-        &[],
-    );
+    let c = read(&bad);
     assert!(c.as_str().unwrap_or("").contains("nocomm"), "{c}");
 }
 
