@@ -186,6 +186,14 @@ pub fn bench_ddp(r: &DdpReport) -> String {
     if repeated {
         s.push_str("steps: the median over the launches of each launch's median step; spread: (slowest − fastest launch) / median\n");
     }
+    let nocomm = r.results.iter().any(|x| {
+        x.variant
+            .parse::<ddpcheck_core::ddp::DdpVariant>()
+            .is_ok_and(|v| v.nocomm)
+    });
+    if nocomm {
+        s.push_str("nocomm: no gradient communication at all; its exposed comm is what N GPUs side by side cost each other\n");
+    }
     let caveats = ddpcheck_core::caveats::ddp_caveats(&r.results);
     if !caveats.is_empty() {
         s.push_str("caveats:\n");

@@ -129,6 +129,7 @@ fn repeated_launches_are_reported_with_their_spread() {
     let table = stdout(&o);
     assert!(table.contains("launches (spread)"), "{table}");
     assert!(table.contains("3 ("), "{table}");
+    assert!(!table.contains("nocomm:"), "{table}");
 
     let d = Daemon::start(Some("h200x2-nvlink"));
     let mut json_args = args.to_vec();
@@ -199,4 +200,69 @@ fn soft_results_are_named_under_the_table() {
         text.contains("gpt2-124m base on 2 GPUs: speedup 2.30x is above 2x"),
         "{text}"
     );
+}
+
+/// `nocomm` runs DDP with no gradient communication (N GPUs side by side) and the table says
+/// what its exposed-comm column then means.
+#[test]
+fn nocomm_runs_side_by_side_and_is_explained() {
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "base,nocomm",
+        "--gpus",
+        "1,2",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let step = |variant: &str, n: u64| {
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["variant"] == variant && x["world_size"] == n)
+            .unwrap()["step_time_median_s"]
+            .as_f64()
+            .unwrap()
+    };
+    // The simulated GPUs do not slow each other, and nocomm communicates nothing: its 2-GPU step
+    // is its 1-GPU step; plain DDP pays for its all-reduce.
+    assert!((step("nocomm", 2) - step("nocomm", 1)).abs() < 1e-12);
+    assert!(step("base", 2) > step("nocomm", 2));
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "nocomm",
+        "--gpus",
+        "1,2",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("nocomm: no gradient communication"),
+        "{}",
+        stdout(&o)
+    );
+    // With a hook it is a usage error, not a run.
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "nocomm+bf16",
+    ]);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
 }
