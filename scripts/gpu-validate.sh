@@ -3,7 +3,7 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
@@ -308,6 +308,11 @@ for path in sys.argv[1:]:
             r = json.loads(line)
             print(f"{regime:<8} {r['load']:<12} {r['bytes']:>10} {r['alone_s']*1e3:>9.3f} {r['loaded_s']*1e3:>9.3f} {r['ratio']:>6.2f} {r['load_outlasted']}")
 PY
+    ;;
+sidebyside)
+    say "## sidebyside: the MLP sweep with no communication, accumulation 1 and 8, 1 and $NGPU GPUs, three launches each"
+    ddp_runs sidebyside-mlp "nocomm,nocomm+accum8 x3" --sweep "$MLP_SWEEP" --variants nocomm,nocomm+accum8 --steps 20 --repeats 3
+    python3 scripts/summarise-ddp.py "$LOGS/sidebyside-mlp.json" | tee -a "$SUMMARY"
     ;;
 modes)
     say "## modes: the same launch again and again, unpinned and pinned to cores, with GPU clocks (launch-to-launch spread)"
