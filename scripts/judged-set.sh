@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The recommend issue's judged set, reproduced from the raw reports in docs/results/: every
+# multi-GPU DDP run of gpt2-124m, gpt2-355m and the MLPs of 0.8-76M parameters, held out and
+# predicted from its own call's all-reduce curve and 1-GPU runs (scripts/predict-vs-measured.py).
+#
+#   scripts/judged-set.sh [DDPCHECK]        (default: target/release/ddpcheck)
+#
+# Sessions 2-4 on 2xH200, single launches (the `model`/`model355` phases): 120 cases. The
+# `mlprep` runs (three launches each) are printed after, as their own sets.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+P=${1:-target/release/ddpcheck}
+R=docs/results
+S2=$R/2026-11-30-s2/model S3=$R/2026-11-30-s3 S4=$R/2026-11-30-s4
+# LABEL:CURVE:DDP of one call's regime: case_arg LABEL DIR PREFIX KIND REGIME
+case_arg() { echo "$1:$2/$3-curve-$5.json:$2/$3-$4-$5.json"; }
+args=()
+for r in nvlink shm hostnet; do
+    args+=("$(case_arg "s2-$r" "$S2" model gpt "$r")" "$(case_arg "s2-mlp-$r" "$S2" model mlp "$r")")
+    args+=("$(case_arg "s3-355-$r" "$S3/model355" model355 gpt "$r")")
+    args+=("$(case_arg "s4-$r" "$S4/model" model gpt "$r")" "$(case_arg "s4-mlp-$r" "$S4/model" model mlp "$r")")
+    args+=("$(case_arg "s4-355-$r" "$S4/model355" model355 gpt "$r")")
+done
+echo "== single launches, sessions 2-4"
+python3 scripts/predict-vs-measured.py --min-params 800000 "$P" "${args[@]}"
+for s in s3 s4; do
+    d=$R/2026-11-30-$s/mlprep
+    echo
+    echo "== mlprep, $s (three launches each)"
+    python3 scripts/predict-vs-measured.py --min-params 800000 "$P" \
+        "$(case_arg "$s-mlp-nvlink" "$d" mlprep mlp nvlink)" "$(case_arg "$s-mlp-shm" "$d" mlprep mlp shm)"
+done
