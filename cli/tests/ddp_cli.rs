@@ -206,19 +206,24 @@ fn soft_results_are_named_under_the_table() {
 /// what its exposed-comm column then means.
 #[test]
 fn nocomm_runs_side_by_side_and_is_explained() {
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "base,nocomm",
-        "--gpus",
-        "1,2",
-        "--json",
-    ]);
+    // gpt2-124m on the simulated 2xH200 at 1 and 2 GPUs, with these variants and more arguments.
+    let bench = |variants: &str, more: &[&str]| {
+        let mut args = vec![
+            "--sim",
+            "h200x2-nvlink",
+            "bench",
+            "ddp",
+            "--model",
+            "gpt2-124m",
+            "--gpus",
+            "1,2",
+            "--variants",
+            variants,
+        ];
+        args.extend_from_slice(more);
+        local(&args)
+    };
+    let o = bench("base,nocomm", &["--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let step = |variant: &str, n: u64| {
@@ -235,18 +240,7 @@ fn nocomm_runs_side_by_side_and_is_explained() {
     // is its 1-GPU step; plain DDP pays for its all-reduce.
     assert!((step("nocomm", 2) - step("nocomm", 1)).abs() < 1e-12);
     assert!(step("base", 2) > step("nocomm", 2));
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "nocomm",
-        "--gpus",
-        "1,2",
-    ]);
+    let o = bench("nocomm", &[]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(
         stdout(&o).contains("nocomm: no gradient communication"),
@@ -254,15 +248,6 @@ fn nocomm_runs_side_by_side_and_is_explained() {
         stdout(&o)
     );
     // With a hook it is a usage error, not a run.
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "nocomm+bf16",
-    ]);
+    let o = bench("nocomm+bf16", &[]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
 }
