@@ -213,7 +213,7 @@ fn measured_hook_cost(m: &Measurements, model: &ModelInput, micro_batch: u32) ->
                 && r.accum == 1
                 && r.variant
                     .parse::<DdpVariant>()
-                    .map(|v| v.hook == hook && !v.fsdp && !v.nocomm && v.bucket_cap_mb.is_none())
+                    .map(|v| v.plain_ddp_with(hook))
                     .unwrap_or(false)
         })
     };
@@ -241,12 +241,7 @@ fn measured_compute(
                 && r.micro_batch == micro_batch
                 && r.variant
                     .parse::<DdpVariant>()
-                    .map(|v| {
-                        v.hook == Default::default()
-                            && !v.fsdp
-                            && !v.nocomm
-                            && v.bucket_cap_mb.is_none()
-                    })
+                    .map(|v| v.plain_ddp_with(CommHook::None))
                     .unwrap_or(false)
         })
         .collect();
@@ -316,14 +311,14 @@ fn measured_side_by_side(
             .map(|(_, h)| measured_at(h))
             .unwrap_or_default()
     };
-    let launches = |r: &DdpResult| match r.launch_step_medians_s.as_slice() {
-        l if l.len() > 1 => format!(
+    let launches = |r: &DdpResult| match r.launch_range() {
+        Some((fastest, slowest)) => format!(
             "{} launches {:.2}-{:.2} ms",
-            l.len(),
-            l.iter().copied().fold(f64::INFINITY, f64::min) * 1e3,
-            l.iter().copied().fold(0.0, f64::max) * 1e3
+            r.launch_step_medians_s.len(),
+            fastest * 1e3,
+            slowest * 1e3
         ),
-        _ => "1 launch".to_string(),
+        None => "1 launch".to_string(),
     };
     Some(SideBySideInput {
         measured_ratio: sbs.slowdown,

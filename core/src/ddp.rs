@@ -312,6 +312,14 @@ impl FromStr for DdpVariant {
     }
 }
 
+impl DdpVariant {
+    /// DDP as the step-time model models it, with this comm hook: gradients all-reduced in
+    /// DDP's default buckets (not FSDP, not `nocomm`).
+    pub fn plain_ddp_with(&self, hook: CommHook) -> bool {
+        self.hook == hook && !self.fsdp && !self.nocomm && self.bucket_cap_mb.is_none()
+    }
+}
+
 impl fmt::Display for DdpVariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)
@@ -452,16 +460,21 @@ pub struct DdpResult {
 impl DdpResult {
     /// (slowest − fastest) / median of the launches' step times; `None` for a single launch.
     pub fn launch_spread(&self) -> Option<f64> {
-        if self.launch_step_medians_s.len() < 2 || self.step_time_median_s <= 0.0 {
+        if self.step_time_median_s <= 0.0 {
             return None;
         }
-        let (lo, hi) = self
-            .launch_step_medians_s
-            .iter()
-            .fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
-                (lo.min(x), hi.max(x))
-            });
+        let (lo, hi) = self.launch_range()?;
         Some((hi - lo) / self.step_time_median_s)
+    }
+
+    /// The fastest and the slowest launch's step time; `None` for a single launch.
+    pub fn launch_range(&self) -> Option<(f64, f64)> {
+        let l = &self.launch_step_medians_s;
+        (l.len() > 1).then(|| {
+            l.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            })
+        })
     }
 }
 
@@ -575,6 +588,12 @@ mod tests {
         assert!(v.nocomm && v.accum == 8);
         assert!("nocomm+bf16".parse::<DdpVariant>().is_err());
         assert!("nocomm+fsdp".parse::<DdpVariant>().is_err());
+        // What the step-time model models: DDP with default buckets, with the given hook.
+        let plain = |s: &str, h| s.parse::<DdpVariant>().unwrap().plain_ddp_with(h);
+        assert!(plain("base", CommHook::None) && plain("accum4", CommHook::None));
+        assert!(plain("bf16+accum4", CommHook::Bf16) && !plain("bf16", CommHook::None));
+        assert!(!plain("nocomm", CommHook::None) && !plain("fsdp", CommHook::None));
+        assert!(!plain("bucket50", CommHook::None));
         assert!("turbo"
             .parse::<DdpVariant>()
             .unwrap_err()

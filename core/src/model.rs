@@ -936,7 +936,7 @@ pub struct SideBySide<'a> {
 impl SideBySide<'_> {
     /// Both runs were launched more than once.
     pub fn repeated(&self) -> bool {
-        self.nocomm.launch_step_medians_s.len() > 1 && self.one_gpu.launch_step_medians_s.len() > 1
+        self.nocomm.launch_range().is_some() && self.one_gpu.launch_range().is_some()
     }
 
     /// The slowdown the model takes: the measured one where it stands out of the launches'
@@ -948,16 +948,6 @@ impl SideBySide<'_> {
             1.0
         }
     }
-}
-
-/// (fastest, slowest) launch of a run with repeated launches.
-fn launch_range(r: &DdpResult) -> Option<(f64, f64)> {
-    let l = &r.launch_step_medians_s;
-    (l.len() > 1).then(|| {
-        l.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
-            (lo.min(x), hi.max(x))
-        })
-    })
 }
 
 /// How much N processes side by side slow one model's work on this node, from its runs: the
@@ -983,16 +973,13 @@ pub fn side_by_side<'a>(
             .filter(usable)
             .filter(|r| r.world_size == 1 && r.accum == accum)
             .collect();
-        let plain = |v: &DdpVariant| {
-            v.hook == CommHook::None && !v.fsdp && v.bucket_cap_mb.is_none() && !v.nocomm
-        };
         one.iter()
             .rev()
             .find(|r| parsed(r).is_some_and(|v| v.nocomm))
             .or_else(|| {
                 one.iter()
                     .rev()
-                    .find(|r| parsed(r).is_some_and(|v| plain(&v)))
+                    .find(|r| parsed(r).is_some_and(|v| v.plain_ddp_with(CommHook::None)))
             })
             .map(|r| **r)
     };
@@ -1006,7 +993,7 @@ pub fn side_by_side<'a>(
     candidates.sort_by_key(|r| r.accum != 1);
     candidates.into_iter().find_map(|n| {
         let one = reference(n.accum)?;
-        let distinct = match (launch_range(n), launch_range(one)) {
+        let distinct = match (n.launch_range(), one.launch_range()) {
             (Some((n_fastest, _)), Some((_, one_slowest))) => n_fastest > one_slowest,
             _ => false,
         };
