@@ -154,23 +154,30 @@ fn repeated_launches_are_reported_with_their_spread() {
     d.stop();
 }
 
-/// Under the table, caveats name what not to take at face value: a saved report whose 2-GPU
-/// speedup is above 2 and whose 1-GPU launches landed far apart.
-#[test]
-fn soft_results_are_named_under_the_table() {
-    let o = local(&[
+/// `bench ddp` of gpt2-124m on the simulated 2xH200 at 1 and 2 GPUs, with these variants and
+/// more arguments.
+fn sim_gpt2_bench(variants: &str, more: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "--sim",
         "h200x2-nvlink",
         "bench",
         "ddp",
         "--model",
         "gpt2-124m",
-        "--variants",
-        "base",
         "--gpus",
         "1,2",
-        "--json",
-    ]);
+        "--variants",
+        variants,
+    ];
+    args.extend_from_slice(more);
+    local(&args)
+}
+
+/// Under the table, caveats name what not to take at face value: a saved report whose 2-GPU
+/// speedup is above 2 and whose 1-GPU launches landed far apart.
+#[test]
+fn soft_results_are_named_under_the_table() {
+    let o = sim_gpt2_bench("base", &["--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let mut r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // A steady report has no caveats.
@@ -206,24 +213,7 @@ fn soft_results_are_named_under_the_table() {
 /// what its exposed-comm column then means.
 #[test]
 fn nocomm_runs_side_by_side_and_is_explained() {
-    // gpt2-124m on the simulated 2xH200 at 1 and 2 GPUs, with these variants and more arguments.
-    let bench = |variants: &str, more: &[&str]| {
-        let mut args = vec![
-            "--sim",
-            "h200x2-nvlink",
-            "bench",
-            "ddp",
-            "--model",
-            "gpt2-124m",
-            "--gpus",
-            "1,2",
-            "--variants",
-            variants,
-        ];
-        args.extend_from_slice(more);
-        local(&args)
-    };
-    let o = bench("base,nocomm", &["--json"]);
+    let o = sim_gpt2_bench("base,nocomm", &["--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let step = |variant: &str, n: u64| {
@@ -240,7 +230,7 @@ fn nocomm_runs_side_by_side_and_is_explained() {
     // is its 1-GPU step; plain DDP pays for its all-reduce.
     assert!((step("nocomm", 2) - step("nocomm", 1)).abs() < 1e-12);
     assert!(step("base", 2) > step("nocomm", 2));
-    let o = bench("nocomm", &[]);
+    let o = sim_gpt2_bench("nocomm", &[]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(
         stdout(&o).contains("nocomm: no gradient communication"),
@@ -248,6 +238,6 @@ fn nocomm_runs_side_by_side_and_is_explained() {
         stdout(&o)
     );
     // With a hook it is a usage error, not a run.
-    let o = bench("nocomm+bf16", &[]);
+    let o = sim_gpt2_bench("nocomm+bf16", &[]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
 }

@@ -167,15 +167,13 @@ fn recommends_through_the_daemon_history() {
 
 #[test]
 fn quick_runs_and_verify_on_a_simulated_node() {
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--verify",
-        "--json",
-    ]);
+    // recommend on the simulated 2xH200 with these arguments.
+    let recommend = |args: &[&str]| {
+        let mut all = vec!["--sim", "h200x2-nvlink", "recommend"];
+        all.extend_from_slice(args);
+        local(&all)
+    };
+    let o = recommend(&["--model", "gpt2-124m", "--verify", "--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["verify"].as_array().unwrap();
@@ -189,16 +187,7 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     }
 
     // --repeats 3: every DDP run launched three times; verify says how far apart they landed.
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--verify",
-        "--repeats",
-        "3",
-    ]);
+    let o = recommend(&["--model", "gpt2-124m", "--verify", "--repeats", "3"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
     assert!(t.contains("% apart)"), "{t}");
@@ -207,31 +196,14 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     assert!(!t.contains("side_by_side_unmeasured"), "{t}");
     // Short steps: one launch each cannot measure how much 2 GPUs slow each other, so the quick
     // runs do not try, and it says so.
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
-        "--model",
-        "mlp:1024,4",
-        "--micro-batch",
-        "256",
-    ]);
+    let o = recommend(&["--model", "mlp:1024,4", "--micro-batch", "256"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(
         stdout(&o).contains("[side_by_side_unmeasured]"),
         "{}",
         stdout(&o)
     );
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--verify",
-        "--repeats",
-        "0",
-    ]);
+    let o = recommend(&["--model", "gpt2-124m", "--verify", "--repeats", "0"]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
 }
 
