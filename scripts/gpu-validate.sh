@@ -3,10 +3,11 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
+#    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3);
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
@@ -265,15 +266,18 @@ model355)
     python3 scripts/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
     ;;
 mlprep)
-    say "## mlprep: the MLP sweep of the model phase with every configuration launched 3 times (median), NVLink and shm"
-    nocomm_inputs mlprep-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
+    reps=${MLPREP_REPEATS:-3}
+    say "## mlprep: the MLP sweep of the model phase with every configuration launched $reps times (median), NVLink and shm"
     for r in "${REGIMES[@]:0:2}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve mlprep "$name" $envs
-        ddp_runs "mlprep-mlp-$name" "mlp x3 $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats 3
+        ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$reps"
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
+    # The model's inputs last: a call that runs out of time keeps the judged runs.
+    nocomm_inputs mlprep-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
+    tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     python3 scripts/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
     ;;
 smoke)
@@ -313,6 +317,26 @@ sidebyside)
     say "## sidebyside: the MLP sweep with no communication, accumulation 1 and 8, 1 and $NGPU GPUs, three launches each"
     ddp_runs sidebyside-mlp "nocomm,nocomm+accum8 x3" --sweep "$MLP_SWEEP" --variants nocomm,nocomm+accum8 --steps 20 --repeats 3
     python3 scripts/summarise-ddp.py "$LOGS/sidebyside-mlp.json" | tee -a "$SUMMARY"
+    ;;
+noise)
+    say "## noise: does a longer timed stretch steady a launch? MLP 1024x4, five launches each, 20 steps (the model phases) against about 2 s of steps"
+    ddp_runs noise-short "mlp 1024x4 base,accum8 20 steps x5" --sweep mlp:1024 --variants base,accum8 --steps 20 --repeats 5
+    tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    ddp_runs noise-long-base "mlp 1024x4 base 1000 steps x5" --sweep mlp:1024 --variants base --steps 1000 --repeats 5
+    tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    ddp_runs noise-long-accum8 "mlp 1024x4 accum8 130 steps x5" --sweep mlp:1024 --variants accum8 --steps 130 --repeats 5
+    python3 - "$LOGS"/noise-*.json <<'PY' | tee -a "$SUMMARY"
+import json, sys
+print(f"{'report':<18} {'variant':<8} {'n':>2} {'steps':>5} {'median ms':>9} {'launch medians ms':<40} spread")
+for path in sys.argv[1:]:
+    rep = json.load(open(path))
+    name = path.rsplit("/", 1)[1][:-5]
+    for r in rep["results"]:
+        ls = r.get("launch_step_medians_s") or []
+        spread = (max(ls) / min(ls) - 1) * 100 if ls else float("nan")
+        print(f"{name:<18} {r['variant']:<8} {r['world_size']:>2} {'':>5} {r['step_time_median_s']*1e3:>9.3f} "
+              f"{' '.join(f'{x*1e3:.2f}' for x in ls):<40} {spread:.1f}%")
+PY
     ;;
 modes)
     say "## modes: the same launch again and again, unpinned and pinned to cores, with GPU clocks (launch-to-launch spread)"

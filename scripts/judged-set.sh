@@ -6,7 +6,7 @@
 #   scripts/judged-set.sh [DDPCHECK]        (default: target/release/ddpcheck)
 #
 # Sessions 2-4 on 2xH200, single launches (the `model`/`model355` phases): 120 cases. The
-# `mlprep` runs (three launches each) are printed after, as their own sets.
+# `mlprep` runs (three launches each; five in session 5) are printed after, as their own sets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-target/release/ddpcheck}
@@ -30,3 +30,8 @@ for s in s3 s4; do
     python3 scripts/predict-vs-measured.py --min-params 800000 "$P" \
         "$(case_arg "$s-mlp-nvlink" "$d" mlprep mlp nvlink)" "$(case_arg "$s-mlp-shm" "$d" mlprep mlp shm)"
 done
+d=$R/2026-11-30-s5/mlprep5
+echo
+echo "== mlprep5, s5 (five launches each)"
+python3 scripts/predict-vs-measured.py --min-params 800000 "$P" \
+    "$(case_arg s5-mlp-nvlink "$d" mlprep5 mlp nvlink)" "$(case_arg s5-mlp-shm "$d" mlprep5 mlp shm)"

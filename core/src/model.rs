@@ -21,14 +21,19 @@
 //!   comm hook) plus the all-reduce time of its wire bytes read from the [`LinkCurve`];
 //! * exposed communication is the time the last all-reduce ends after the backward ends.
 //!
-//! `step(N) = s·k·compute + exposed + ddp_fixed_s`, and `step(1) = k·compute`: `compute_s` is
-//! what a one-GPU run of the same recipe measures per micro-batch (its own bookkeeping included),
-//! `s` ([`StepInputs::side_by_side_slowdown`], ≥ 1) how much slower that work runs when N
-//! processes run it side by side with no communication at all (they share the host's cores,
-//! memory and PCIe; measured by a `nocomm` DDP run at N GPUs, 1 when not measured), and
-//! `ddp_fixed_s` what N ranks add on top of it every synchronising step (DDP's reducer
-//! finalisation, waiting for the slowest rank, stream synchronisation). The backward of the
-//! synchronising micro-batch is slowed by `s` too, so the all-reduces have a longer window.
+//! `step(N) = k·compute + exposed + ddp_fixed_s + crowd`, and `step(1) = k·compute`: `compute_s`
+//! is what a one-GPU run of the same recipe measures per micro-batch (its own bookkeeping
+//! included), and `ddp_fixed_s` what N ranks add every synchronising step (DDP's reducer
+//! finalisation, waiting for the slowest rank, stream synchronisation). `crowd` is what N
+//! processes side by side add: `s` ([`StepInputs::side_by_side_slowdown`], ≥ 1) is how much
+//! slower a micro-batch runs at N GPUs with no communication at all (they share the host's
+//! cores, memory and PCIe; measured by a `nocomm` DDP run at N GPUs, 1 when not measured). The
+//! `k − 1` micro-batches under `no_sync` and the per-step work stretch by `s` in full; in the
+//! synchronising micro-batch the stretch is host time the rank spends waiting for its
+//! all-reduces anyway, so only `max(0, (s − 1)·compute − exposed − ddp_fixed_s)` shows. (On
+//! 2×H200 the MLPs' unaccumulated runs showed no slowdown where their `nocomm` and accumulated
+//! runs did; counted this way rather than on every micro-batch, the errors of session 4's
+//! datasets fell: docs/results/h200x2-session5.md.)
 //! Hence `speedup = N·k·compute / step(N)`, `efficiency = speedup / N`, and the communication share is
 //! `(step(N) − step(1)) / step(N)`, the same definition [`crate::ddp::fill_scaling`] applies to
 //! measured runs.
@@ -682,7 +687,8 @@ pub struct Prediction {
     pub exposed_comm_s: f64,
     /// `ddp_fixed_s` (0 on one GPU).
     pub overhead_s: f64,
-    /// Time N processes side by side add to the compute of a step (0 on one GPU).
+    /// Time N processes side by side add to a step beyond the communication waits that cover
+    /// it (0 on one GPU).
     #[serde(default)]
     pub side_by_side_s: f64,
     pub buckets: u32,
@@ -738,8 +744,14 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
     };
     let single = k * inputs.compute_s + inputs.optimizer_s + hook;
     let (busy, exposed, overhead, crowd) = if n > 1 {
-        let crowd = (inputs.side_by_side_slowdown - 1.0) * single;
-        (busy, exposed, inputs.overheads.ddp_fixed_s, crowd)
+        let fixed = inputs.overheads.ddp_fixed_s;
+        let crowd = side_by_side_extra(
+            single,
+            inputs.compute_s,
+            inputs.side_by_side_slowdown,
+            exposed + fixed,
+        );
+        (busy, exposed, fixed, crowd)
     } else {
         (0.0, 0.0, 0.0, 0.0)
     };
@@ -768,6 +780,16 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
     }
 }
 
+/// What the side-by-side slowdown `s` adds to an N-GPU step beyond its exposed communication and
+/// fixed cost (`waits`). The micro-batches under `no_sync` and the step's own work (optimizer,
+/// hook casts) run `s` times slower in full. In the synchronising micro-batch the slowdown is a
+/// host-side stretch that the rank spends anyway waiting for its all-reduces and DDP's fixed
+/// work, so only what exceeds those waits shows: `max(0, (s − 1)·compute − waits)`.
+fn side_by_side_extra(single: f64, compute: f64, s: f64, waits: f64) -> f64 {
+    let stretch = s - 1.0;
+    stretch * (single - compute) + (stretch * compute - waits).max(0.0)
+}
+
 fn per_bucket(inputs: &StepInputs) -> f64 {
     let o = &inputs.overheads;
     o.per_bucket_s
@@ -784,7 +806,7 @@ pub fn predict(inputs: &StepInputs, curve: &LinkCurve) -> Result<Prediction, Mod
     let buckets = inputs.buckets();
     let costs = bucket_costs(inputs, &buckets, curve);
     let (busy, exposed) = timeline(
-        inputs.compute_s * inputs.side_by_side_slowdown,
+        inputs.compute_s,
         inputs.backward_fraction,
         &buckets,
         &costs,
@@ -1008,6 +1030,8 @@ pub fn side_by_side<'a>(
 
 struct CalCase {
     compute_s: f64,
+    /// The side-by-side slowdown counted for the case's model (1 when none).
+    slowdown: f64,
     accum: f64,
     hooked: bool,
     buckets: Vec<Bucket>,
@@ -1018,7 +1042,9 @@ struct CalCase {
 fn case_log_error(c: &CalCase, o: &Overheads, bf: f64) -> f64 {
     let pb = o.per_bucket_s + if c.hooked { o.hook_per_bucket_s } else { 0.0 };
     let (_, exposed) = timeline(c.compute_s, bf, &c.buckets, &c.allreduce, pb);
-    let step = c.accum * c.compute_s + exposed + o.ddp_fixed_s;
+    let single = c.accum * c.compute_s;
+    let waits = exposed + o.ddp_fixed_s;
+    let step = single + side_by_side_extra(single, c.compute_s, c.slowdown, waits) + waits;
     (step / c.measured_step_s).ln()
 }
 
@@ -1031,9 +1057,9 @@ fn rms(cases: &[CalCase], o: &Overheads, bf: f64) -> f64 {
 ///
 /// Uses every run with `world_size == curve.ranks` that has a one-GPU run of the same model
 /// (same variant preferred, else any variant; compute per micro-batch = its step / its
-/// accumulation, times the model's [`side_by_side`] slowdown where `nocomm` runs measured one
-/// beyond their launches' spread;
-/// `nocomm` runs themselves are not cases: they communicate nothing). Minimises the mean squared ln(predicted/measured step time) plus a light pull
+/// accumulation; the model's [`side_by_side`] slowdown is counted as [`predict`] counts it where
+/// `nocomm` runs measured one beyond their launches' spread; `nocomm` runs themselves are not
+/// cases: they communicate nothing). Minimises the mean squared ln(predicted/measured step time) plus a light pull
 /// (1e-6 per scale unit: 1 ms, 100 µs, 0.1) towards the defaults, so that parameters the runs cannot separate stay at their
 /// defaults. Bounded: fixed 0..0.25 s, per bucket 0..10 ms, backward fraction 0.4..0.9. Search:
 /// a coarse 9×9×7 grid, then Nelder–Mead from its six best points (the loss is only piecewise smooth
@@ -1060,7 +1086,7 @@ pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibratio
         }
         let slowdown =
             side_by_side(&refs, &r.model, r.micro_batch, r.world_size).map_or(1.0, |s| s.counted());
-        let compute_s = slowdown * single.step_time_median_s / f64::from(single.accum.max(1));
+        let compute_s = single.step_time_median_s / f64::from(single.accum.max(1));
         let mut inputs = StepInputs::new(layout_for_result(r), compute_s, r.world_size, 1)
             .with_variant(&variant);
         inputs.accum = r.accum.max(1);
@@ -1071,6 +1097,7 @@ pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibratio
         let allreduce = bucket_costs(&inputs, &buckets, curve);
         cases.push(CalCase {
             compute_s,
+            slowdown,
             accum: f64::from(inputs.accum),
             hooked: inputs.hook != CommHook::None,
             buckets,

@@ -1272,7 +1272,7 @@ mod tests {
     }
 
     #[test]
-    fn a_measured_side_by_side_slowdown_lowers_every_variant_and_is_cited() {
+    fn a_measured_side_by_side_slowdown_lowers_the_accumulated_variants_and_is_cited() {
         let plain = recommend(&a6000_input()).unwrap();
         let mut input = a6000_input();
         input.side_by_side = Some(SideBySideInput {
@@ -1282,9 +1282,18 @@ mod tests {
             rests_on: "nocomm at 4 GPUs: 156 ms".into(),
         });
         let crowded = recommend(&input).unwrap();
+        // The no_sync micro-batches stretch in full; a synchronising one only beyond the
+        // all-reduce waits that cover it, so no variant gets faster and every accumulated one slower.
         for (a, b) in plain.rows.iter().zip(&crowded.rows) {
-            assert!(b.prediction.speedup < a.prediction.speedup, "{}", a.variant);
-            assert!(b.prediction.side_by_side_s > 0.0);
+            assert!(
+                b.prediction.speedup <= a.prediction.speedup,
+                "{}",
+                a.variant
+            );
+            if a.prediction.accum > 1 {
+                assert!(b.prediction.speedup < a.prediction.speedup, "{}", a.variant);
+                assert!(b.prediction.side_by_side_s > 0.0, "{}", a.variant);
+            }
         }
         assert!(crowded
             .reasons

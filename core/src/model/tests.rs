@@ -537,7 +537,7 @@ fn optimizer_and_hook_work_count_once_per_step_on_one_gpu_and_on_n() {
 }
 
 #[test]
-fn side_by_side_slowdown_stretches_every_n_gpu_step() {
+fn side_by_side_slowdown_stretches_what_no_communication_waits_cover() {
     // Communication far below the backward: the slowdown alone sets the speedup, N / s.
     let fast = LinkCurve::flat(2, 1e6, 0.0).unwrap();
     let mut i = StepInputs::for_model(&ModelSpec::gpt2_124m(), 8, 0.040, 2, 8);
@@ -551,16 +551,24 @@ fn side_by_side_slowdown_stretches_every_n_gpu_step() {
     let p = predict(&i, &fast).unwrap();
     let single = 8.0 * 0.040 + 0.005;
     assert!(close(p.single_gpu_step_s, single, 1e-12), "{p:?}");
-    assert!(close(p.side_by_side_s, 0.25 * single, 1e-12), "{p:?}");
-    // (The tied embedding's gradient is ready only when the backward ends: a sliver is exposed.)
-    assert!(close(p.speedup, 2.0 / 1.25, 1e-5), "{p:?}");
+    // The no_sync micro-batches and the optimizer in full; the synchronising micro-batch less
+    // the sliver of exposed communication it waits anyway (the tied embedding's gradient is
+    // ready only when the backward ends).
+    let waits = p.exposed_comm_s;
+    assert!(waits < 1e-4, "{p:?}");
+    assert!(
+        close(p.side_by_side_s, 0.25 * single - waits, 1e-12),
+        "{p:?}"
+    );
+    assert!(close(p.speedup, 2.0 / 1.25, 1e-3), "{p:?}");
     // It is part of the communication share, as measured runs define it.
-    assert!(close(p.comm_share, 0.25 / 1.25, 1e-5), "{p:?}");
+    assert!(close(p.comm_share, 0.25 / 1.25, 1e-3), "{p:?}");
     // One GPU is its own reference: nothing side by side.
     let one = predict(&i.clone().with_world(1), &fast).unwrap();
     assert!(close(one.step_s, single, 1e-12) && one.side_by_side_s == 0.0);
-    // A slower backward is a longer window for the all-reduces: on a slow link, part of the
-    // added compute hides communication that was exposed, so the step grows by less.
+    // Without accumulation on a slow link the rank waits longer for its all-reduces than the
+    // stretch lasts: the step does not grow (measured on 2xH200: the MLPs' unaccumulated runs
+    // showed no slowdown where their accumulated and nocomm runs did).
     let slow = a6000(4.3);
     let mut plain = gpt2_124m(1, CommHook::None);
     plain.overheads = i.overheads;
@@ -570,15 +578,19 @@ fn side_by_side_slowdown_stretches_every_n_gpu_step() {
         predict(&plain, &slow).unwrap(),
         predict(&crowded, &slow).unwrap(),
     );
-    let added = 0.1 * 0.130;
-    assert!(a.exposed_comm_s > 0.1, "{a:?}");
+    assert!(a.exposed_comm_s > 0.1 * plain.compute_s, "{a:?}");
     assert!(
-        b.exposed_comm_s < a.exposed_comm_s - 0.2 * added,
-        "{a:?} {b:?}"
+        close(b.step_s, a.step_s, 1e-12) && b.side_by_side_s == 0.0,
+        "{b:?}"
+    );
+    // Accumulated on the same link: the seven no_sync micro-batches stretch in full.
+    let (a4, b4) = (
+        predict(&plain.clone().with_accum(8), &slow).unwrap(),
+        predict(&crowded.clone().with_accum(8), &slow).unwrap(),
     );
     assert!(
-        b.step_s > a.step_s && b.step_s < a.step_s + added,
-        "{a:?} {b:?}"
+        close(b4.step_s - a4.step_s, 0.1 * 7.0 * plain.compute_s, 1e-12),
+        "{a4:?} {b4:?}"
     );
     // Out of range: invalid input.
     let mut bad = i.clone();
