@@ -3,7 +3,7 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
@@ -317,6 +317,32 @@ sidebyside)
     say "## sidebyside: the MLP sweep with no communication, accumulation 1 and 8, 1 and $NGPU GPUs, three launches each"
     ddp_runs sidebyside-mlp "nocomm,nocomm+accum8 x3" --sweep "$MLP_SWEEP" --variants nocomm,nocomm+accum8 --steps 20 --repeats 3
     python3 scripts/summarise-ddp.py "$LOGS/sidebyside-mlp.json" | tee -a "$SUMMARY"
+    ;;
+paired)
+    say "## paired: one GPU and $NGPU GPUs timed in the same launch, alternating blocks (scripts/paired-probe.py), three launches, NVLink"
+    for i in 1 2 3; do
+        t0=$(now)
+        python3 -m torch.distributed.run --standalone --nproc-per-node "$NGPU" scripts/paired-probe.py \
+            --widths "${PAIRED_WIDTHS:-448,1024,2048,4352}" --variants base,fp16,accum8 \
+            > "$LOGS/paired-$i.jsonl" 2> "$LOGS/paired-$i.err"
+        say "paired launch $i rc=$? $(el "$t0" "$(now)") s"
+        tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    done
+    python3 - "$LOGS"/paired-*.jsonl <<'PY' | tee -a "$SUMMARY"
+import json, sys
+runs = {}
+for path in sys.argv[1:]:
+    for line in open(path):
+        if line.startswith("{"):
+            r = json.loads(line)
+            runs.setdefault((r["model"], r["variant"]), []).append(r)
+print(f"{'model':<12} {'variant':<8} {'paired speedup per launch':<26} {'spread':>7} {'rounds min..max':>16}")
+for (model, variant), rs in sorted(runs.items()):
+    sp = [r["speedup"] for r in rs]
+    rounds = [x for r in rs for x in r["round_speedups"]]
+    print(f"{model:<12} {variant:<8} {' '.join(f'{x:.3f}' for x in sp):<26} {(max(sp) / min(sp) - 1) * 100:>6.1f}% "
+          f"{min(rounds):>7.2f}..{max(rounds):.2f}")
+PY
     ;;
 noise)
     say "## noise: does a longer timed stretch steady a launch? MLP 1024x4, five launches each, 20 steps (the model phases) against about 2 s of steps"

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""How well could a perfect model score against speedups measured with this much noise?
+
+Reads `bench ddp --json` reports whose runs were launched several times (`--repeats N`), takes
+the launch-to-launch spread of each configuration (standard deviation of ln(step) over its
+launches, 1 GPU and N GPUs apart), and simulates the recommend issue's judged statistics for a
+model that is exactly right: every error then comes from the measurement. For each number of
+launches per configuration it prints the median |error| and the largest |error| a perfect model
+would typically show over as many cases as the reports hold, and how often the largest would
+pass 20% (the issue's bar).
+
+    python3 scripts/noise-floor.py [--min-params 800000] [--launches 1,3,5,10,15] REPORT.json...
+
+Launch-level noise is drawn as normal in ln(step) with the median spread measured (heavier tails
+make the real figures worse, never better)."""
+import json
+import math
+import random
+import statistics
+import sys
+
+args = sys.argv[1:]
+min_params, launches = 800000.0, [1, 3, 5, 10, 15]
+while args and args[0].startswith("--"):
+    if args[0] == "--min-params":
+        min_params, args = float(args[1]), args[2:]
+    elif args[0] == "--launches":
+        launches, args = [int(x) for x in args[1].split(",")], args[2:]
+    else:
+        sys.exit(f"unknown option {args[0]}")
+if not args:
+    sys.exit(__doc__)
+
+sd_one, sd_n, cases = [], [], 0
+for path in args:
+    rows = json.load(open(path))["results"]
+    one = {(r["model"], r["variant"]): r for r in rows if r["world_size"] == 1}
+    for r in rows:
+        if r["world_size"] < 2 or r["params"] < min_params:
+            continue
+        o = one.get((r["model"], r["variant"]))
+        if o is None or len(o["launch_step_medians_s"]) < 2 or len(r["launch_step_medians_s"]) < 2:
+            continue
+        sd_one.append(statistics.stdev(math.log(x) for x in o["launch_step_medians_s"]))
+        sd_n.append(statistics.stdev(math.log(x) for x in r["launch_step_medians_s"]))
+        cases += 1
+if not cases:
+    sys.exit("no multi-GPU run with repeated launches and a repeated 1-GPU partner in the reports")
+s1, sn = statistics.median(sd_one), statistics.median(sd_n)
+print(f"{cases} cases; launch-to-launch sd of ln(step): 1 GPU {s1:.3f} (largest {max(sd_one):.3f}), "
+      f"N GPUs {sn:.3f} (largest {max(sd_n):.3f})")
+print(f"{'launches':>8} {'median |err|':>13} {'largest |err| (typical)':>24} {'P(largest > 20%)':>17}")
+rng = random.Random(1)
+for n in launches:
+    medians, largest = [], []
+    for _ in range(2000):
+        errs = []
+        for _ in range(cases):
+            m1 = statistics.median(rng.gauss(0.0, s1) for _ in range(n))
+            mn = statistics.median(rng.gauss(0.0, sn) for _ in range(n))
+            errs.append(abs(math.exp(mn - m1) - 1.0))
+        medians.append(statistics.median(errs))
+        largest.append(max(errs))
+    over = sum(x > 0.2 for x in largest) / len(largest)
+    print(f"{n:>8} {100 * statistics.median(medians):>12.1f}% {100 * statistics.median(largest):>23.1f}% {over:>17.2f}")
