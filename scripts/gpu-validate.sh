@@ -7,7 +7,7 @@
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
-#    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3);
+#    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm picks regimes;
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
@@ -270,6 +270,7 @@ mlprep)
     say "## mlprep: the MLP sweep of the model phase with every configuration launched $reps times (median), NVLink and shm"
     for r in "${REGIMES[@]:0:2}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        case ",${MLPREP_REGIMES:-nvlink,shm}," in *",$name,"*) ;; *) continue ;; esac
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve mlprep "$name" $envs
         ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$reps"
