@@ -97,6 +97,10 @@ pub struct VerifyRow {
     /// ((slowest − fastest) / median), how soft the measured speedup is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_spread: Option<f64>,
+    /// With --repeats: the measured speedup's relative standard error
+    /// (`ddpcheck_core::ddp::speedup_uncertainty`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_uncertainty: Option<f64>,
 }
 
 /// The `--json` document: the report head, the recommendation, and `--verify` rows.
@@ -632,6 +636,7 @@ fn verify(
                 measured_speedup: meas,
                 error: (row.prediction.speedup - meas) / meas,
                 measured_spread,
+                measured_uncertainty: multi.speedup_uncertainty,
             });
         }
     }
@@ -648,8 +653,20 @@ pub fn render(r: &RecommendReport) -> String {
                 .measured_spread
                 .map(|sp| format!("  (launches {:.0}% apart)", sp * 100.0))
                 .unwrap_or_default();
+            // Within twice the measurement's standard error the error is not told from noise.
+            let noise = v
+                .measured_uncertainty
+                .map(|u| {
+                    let verdict = if v.error.abs() <= 2.0 * u {
+                        "the error is within the measurement's noise"
+                    } else {
+                        "the error exceeds the measurement's noise"
+                    };
+                    format!("  measured ±{:.1}%: {verdict}", u * 100.0)
+                })
+                .unwrap_or_default();
             s.push_str(&format!(
-                "  {:<14} {} GPUs  predicted {:.2}x  measured {:.2}x  error {:+.1}%{spread}\n",
+                "  {:<14} {} GPUs  predicted {:.2}x  measured {:.2}x  error {:+.1}%{spread}{noise}\n",
                 v.variant,
                 v.world_size,
                 v.predicted_speedup,

@@ -168,7 +168,10 @@ pub fn bench_ddp(r: &DdpReport) -> String {
             format!("{:.1}", x.step_time_median_s * 1e3),
             format!("{:.1}", x.step_time_p90_s * 1e3),
             format!("{:.0} {}", x.throughput, x.throughput_unit),
-            opt(x.speedup, |v| format!("{v:.2}x")),
+            match (x.speedup, x.speedup_uncertainty) {
+                (Some(v), Some(u)) => format!("{v:.2}x ±{:.1}%", u * 100.0),
+                (v, _) => opt(v, |v| format!("{v:.2}x")),
+            },
             opt(x.efficiency, |v| format!("{:.0}%", v * 100.0)),
             opt(x.exposed_comm_fraction, |v| format!("{:.0}%", v * 100.0)),
             opt(x.cost_per_million, |v| format!("{v:.3}")),
@@ -185,6 +188,9 @@ pub fn bench_ddp(r: &DdpReport) -> String {
     s.push_str("speedup: against 1 GPU of the same model and variant (weak scaling); exposed comm: (step_N − step_1) / step_N\n");
     if repeated {
         s.push_str("steps: the median over the launches of each launch's median step; spread: (slowest − fastest launch) / median\n");
+    }
+    if r.results.iter().any(|x| x.speedup_uncertainty.is_some()) {
+        s.push_str("±: the speedup's standard error from how far the launches at 1 and N GPUs spread; differences smaller than about twice it are not measured\n");
     }
     let nocomm = r.results.iter().any(|x| {
         x.variant

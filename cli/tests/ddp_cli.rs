@@ -130,6 +130,9 @@ fn repeated_launches_are_reported_with_their_spread() {
     assert!(table.contains("launches (spread)"), "{table}");
     assert!(table.contains("3 ("), "{table}");
     assert!(!table.contains("nocomm:"), "{table}");
+    // Each 2-GPU speedup carries its standard error, explained under the table.
+    assert!(table.contains("x ±"), "{table}");
+    assert!(table.contains("±: the speedup's standard error"), "{table}");
 
     let d = Daemon::start(Some("h200x2-nvlink"));
     let mut json_args = args.to_vec();
@@ -150,6 +153,9 @@ fn repeated_launches_are_reported_with_their_spread() {
         let mut sorted = launches.clone();
         sorted.sort_by(f64::total_cmp);
         assert!((row["step_time_median_s"].as_f64().unwrap() - sorted[1]).abs() < 1e-12);
+        // Only a multi-GPU row has a speedup uncertainty (both sides were launched 3 times).
+        let u = row.get("speedup_uncertainty").and_then(|v| v.as_f64());
+        assert_eq!(u.is_some(), row["world_size"] == 2, "{row}");
     }
     d.stop();
 }

@@ -181,7 +181,7 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     for r in rows {
         assert!(r["measured_speedup"].as_f64().unwrap() > 0.0);
         assert!(
-            r.get("measured_spread").is_none(),
+            r.get("measured_spread").is_none() && r.get("measured_uncertainty").is_none(),
             "one launch has no spread: {r}"
         );
     }
@@ -191,6 +191,24 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
     assert!(t.contains("% apart)"), "{t}");
+    // ... and how uncertain the measured speedup is, and whether the error stands out of it.
+    assert!(t.contains("measured ±"), "{t}");
+    let o = recommend(&[
+        "--model",
+        "gpt2-124m",
+        "--verify",
+        "--repeats",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = doc["verify"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for r in rows {
+        let u = r["measured_uncertainty"].as_f64().unwrap();
+        assert!((0.0..0.5).contains(&u), "{r}");
+    }
     // With repeats the quick runs measure 2 GPUs side by side (nocomm) and cite it.
     assert!(t.contains("nocomm at 2 GPUs"), "{t}");
     assert!(!t.contains("side_by_side_unmeasured"), "{t}");

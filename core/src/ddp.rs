@@ -455,6 +455,11 @@ pub struct DdpResult {
     /// step time is their median). Empty for a single launch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launch_step_medians_s: Vec<f64>,
+    /// With repeated launches at 1 and N GPUs: the relative standard error of `speedup`, from
+    /// how far the launches of both sides spread ([`speedup_uncertainty`]). Filled by
+    /// [`fill_scaling`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_uncertainty: Option<f64>,
 }
 
 impl DdpResult {
@@ -465,6 +470,23 @@ impl DdpResult {
         }
         let (lo, hi) = self.launch_range()?;
         Some((hi - lo) / self.step_time_median_s)
+    }
+
+    /// The sample standard deviation of ln(step time) over the launches: how far one launch
+    /// lands from the next, as a fraction. `None` for fewer than two launches.
+    pub fn launch_log_sd(&self) -> Option<f64> {
+        let logs: Vec<f64> = self
+            .launch_step_medians_s
+            .iter()
+            .filter(|x| x.is_finite() && **x > 0.0)
+            .map(|x| x.ln())
+            .collect();
+        if logs.len() < 2 || logs.len() != self.launch_step_medians_s.len() {
+            return None;
+        }
+        let n = logs.len() as f64;
+        let mean = logs.iter().sum::<f64>() / n;
+        Some((logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
     }
 
     /// The fastest and the slowest launch's step time; `None` for a single launch.
@@ -518,6 +540,7 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
                 step_time_p90_s: p90,
                 throughput,
                 launch_step_medians_s: steps,
+                speedup_uncertainty: None,
                 ..first
             }
         })
@@ -527,8 +550,24 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
 /// Fills speedup, efficiency, exposed communication and cost from the 1-GPU rows of the same
 /// model and variant. Rows without a 1-GPU partner keep `None`. Cost uses the price of one
 /// GPU-hour (a node's price divided by its GPUs): a job pays for the GPUs it holds.
+/// How uncertain a speedup measured from repeated launches is: its relative standard error,
+/// `√(π/2)·√(σ₁²/n₁ + σ_N²/n_N)`, where σ is each side's [`DdpResult::launch_log_sd`] and n its
+/// number of launches (a median's standard error is about √(π/2) times the mean's). `None`
+/// unless both sides were launched at least twice.
+///
+/// Why it matters: on the shared 2xH200 VMs, launches of a 2 ms MLP step spread σ ≈ 0.1, so a
+/// speedup from one launch each is uncertain by about ±14%, from five launches each by about ±8%
+/// (docs/results/h200x2-session5.md).
+pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64> {
+    let term = |r: &DdpResult| {
+        let sd = r.launch_log_sd()?;
+        Some(sd * sd / r.launch_step_medians_s.len() as f64)
+    };
+    Some((std::f64::consts::FRAC_PI_2 * (term(multi)? + term(single)?)).sqrt())
+}
+
 pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) {
-    let singles: Vec<(String, String, f64, f64)> = results
+    let singles: Vec<(String, String, f64, f64, DdpResult)> = results
         .iter()
         .filter(|r| r.world_size == 1)
         .map(|r| {
@@ -537,6 +576,7 @@ pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) 
                 r.variant.clone(),
                 r.throughput,
                 r.step_time_median_s,
+                r.clone(),
             )
         })
         .collect();
@@ -547,13 +587,18 @@ pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) 
                 r.cost_per_million = Some(per_hour * 1e6 / (r.throughput * 3600.0));
             }
         }
-        if let Some((_, _, t1, s1)) = singles
+        if let Some((_, _, t1, s1, one)) = singles
             .iter()
-            .find(|(m, v, _, _)| *m == r.model && *v == r.variant)
+            .find(|(m, v, _, _, _)| *m == r.model && *v == r.variant)
         {
             if *t1 > 0.0 && r.step_time_median_s > 0.0 {
                 let speedup = r.throughput / t1;
                 r.speedup = Some(speedup);
+                r.speedup_uncertainty = if r.world_size > 1 {
+                    speedup_uncertainty(r, one)
+                } else {
+                    None
+                };
                 r.efficiency = Some(speedup / f64::from(r.world_size));
                 r.exposed_comm_fraction =
                     Some(((r.step_time_median_s - s1) / r.step_time_median_s).clamp(0.0, 1.0));
@@ -645,6 +690,7 @@ mod tests {
             exposed_comm_fraction: None,
             cost_per_million: None,
             launch_step_medians_s: Vec::new(),
+            speedup_uncertainty: None,
         };
         let mut rows = vec![mk(1, 66_189.0, 0.495), mk(4, 0.88 * 4.0 * 66_189.0, 0.5625)];
         fill_scaling(&mut rows, Some(2.64 / 4.0));
@@ -675,6 +721,7 @@ mod tests {
             exposed_comm_fraction: None,
             cost_per_million: None,
             launch_step_medians_s: Vec::new(),
+            speedup_uncertainty: None,
         };
         // Launch order: base/1, base/2, fp16/2, then again, then base/1 once more.
         let rows = merge_repeats(vec![
@@ -701,5 +748,30 @@ mod tests {
         assert!(rows[2].launch_step_medians_s.is_empty());
         assert_eq!(rows[2].launch_spread(), None);
         assert!((rows[2].step_time_median_s - 0.0050).abs() < 1e-15);
+
+        // The speedup's uncertainty comes from both sides' launches, once fill_scaling pairs
+        // them; the 1-GPU row is its own reference and fp16 has no repeated partner.
+        let mut rows = rows;
+        fill_scaling(&mut rows, None);
+        let sd = |l: &[f64]| {
+            let m = l.iter().map(|x| x.ln()).sum::<f64>() / l.len() as f64;
+            (l.iter().map(|x| (x.ln() - m).powi(2)).sum::<f64>() / (l.len() - 1) as f64).sqrt()
+        };
+        let (s1, s2) = (sd(&[0.0020, 0.0024, 0.0019]), sd(&[0.0030, 0.0032]));
+        assert!((rows[0].launch_log_sd().unwrap() - s1).abs() < 1e-12);
+        let want = (std::f64::consts::FRAC_PI_2 * (s1 * s1 / 3.0 + s2 * s2 / 2.0)).sqrt();
+        let got = rows[1].speedup_uncertainty.unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} {want}");
+        assert!(got > 0.05 && got < 0.15, "{got}");
+        assert_eq!(rows[0].speedup_uncertainty, None);
+        assert_eq!(rows[2].speedup_uncertainty, None);
+        // One launch on either side: no estimate.
+        let mut single = rows[1].clone();
+        single.launch_step_medians_s.clear();
+        assert_eq!(speedup_uncertainty(&single, &rows[0]), None);
+        assert_eq!(speedup_uncertainty(&rows[1], &single), None);
+        // A broken launch time is no estimate either.
+        single.launch_step_medians_s = vec![0.003, f64::NAN];
+        assert_eq!(single.launch_log_sd(), None);
     }
 }

@@ -275,6 +275,7 @@ pub fn run(
                         exposed_comm_fraction: None,
                         cost_per_million: None,
                         launch_step_medians_s: Vec::new(),
+                        speedup_uncertainty: None,
                     });
                 }
             }

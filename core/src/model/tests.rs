@@ -402,6 +402,7 @@ fn result(model: &ModelSpec, variant: &str, world: u32, step: f64) -> DdpResult 
         exposed_comm_fraction: None,
         cost_per_million: None,
         launch_step_medians_s: Vec::new(),
+        speedup_uncertainty: None,
     }
 }
 
@@ -636,6 +637,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     // Repeated launches: counted only where every N-GPU launch is slower than every 1-GPU one.
     let launched = |r: &DdpResult, l: &[f64]| DdpResult {
         launch_step_medians_s: l.to_vec(),
+        speedup_uncertainty: None,
         ..r.clone()
     };
     let one = launched(&nocomm1, &[0.0105, 0.011, 0.0115]);

@@ -628,6 +628,7 @@ fn run_group(
                     exposed_comm_fraction: None,
                     cost_per_million: None,
                     launch_step_medians_s: Vec::new(),
+                    speedup_uncertainty: None,
                 }
             });
             (launch, outcome)
