@@ -21,6 +21,7 @@ the judged runs. Without it the model assumes N processes compute as fast as one
 With CALIBRATION.json (a `bench ddp --json` of OTHER models on the same node and regime), the
 model's DDP overheads are fitted on those runs (cross-calibration: the evaluated runs stay unseen)."""
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -83,6 +84,18 @@ def launch_range(rep, r):
     return (n * min(l1) / max(ln), n * max(l1) / min(ln))
 
 
+def uncertainty(rep, r):
+    """With repeated launches on both sides: the measured speedup's relative standard error,
+    sqrt(pi/2 * (sd1^2/n1 + sdN^2/nN)) with sd the spread of ln(step) over each side's launches
+    (the formula of ddpcheck's `speedup_uncertainty`); None otherwise."""
+    one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
+           and s["variant"] == r["variant"]]
+    sides = [one[0].get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
+    if not all(l and len(l) > 1 for l in sides):
+        return None
+    return math.sqrt(math.pi / 2 * sum(statistics.variance([math.log(x) for x in l]) / len(l) for l in sides))
+
+
 for arg in args[1:]:
     parts = arg.split(":")
     regime, coll, ddp = parts[:3]
@@ -122,14 +135,16 @@ for arg in args[1:]:
             if name not in pred:
                 continue
             rows.append((regime, model, r["variant"], r["world_size"], pred[name], r["speedup"],
-                         launch_range(rep, r)))
+                         launch_range(rep, r), uncertainty(rep, r)))
     os.unlink(singles_path)
 
 print(f"{'regime':<8} {'model':<12} {'variant':<12} {'n':>2} {'predicted':>9} {'measured':>9} {'error':>7}")
 errs = []
 inside = 0
 ranged = [r for r in rows if r[6]]
-for regime, model, variant, n, p, m, rng in rows:
+with_u = [r for r in rows if r[7] is not None]
+beyond = 0
+for regime, model, variant, n, p, m, rng, u in rows:
     e = (p - m) / m
     errs.append(abs(e))
     mark = " !" if m > n else ""
@@ -138,11 +153,18 @@ for regime, model, variant, n, p, m, rng in rows:
         ok = rng[0] <= p <= rng[1]
         inside += ok
         span = f"  launches {rng[0]:.2f}..{rng[1]:.2f}{' in' if ok else ''}"
+    if u is not None:
+        far = abs(e) > 2 * u
+        beyond += far
+        span += f"  ±{u:.1%}{' beyond 2σ' if far else ''}"
     print(f"{regime:<8} {model:<12} {variant:<12} {n:>2} {p:>9.2f} {m:>9.2f} {e:>+7.1%}{mark}{span}")
 if errs:
     print(f"\n{len(errs)} cases: median |error| {statistics.median(errs):.1%}, largest {max(errs):.1%}")
 if ranged:
     print(f"{inside} of {len(ranged)} predictions inside the speedup range their repeated launches span")
+if with_u:
+    print(f"{beyond} of {len(with_u)} errors beyond twice the measured speedup's standard error "
+          f"(median standard error {statistics.median(r[7] for r in with_u):.1%})")
 # Ranking: within each (regime, model), variants ordered by predicted and by measured speedup,
 # compared wherever measured speedups differ by more than 5%.
 bad = 0
