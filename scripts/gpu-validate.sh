@@ -3,10 +3,11 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
+#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m";
 #    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm picks regimes;
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
@@ -345,6 +346,30 @@ for (model, variant), rs in sorted(runs.items()):
           f"{min(rounds):>7.2f}..{max(rounds):.2f}")
 PY
     ;;
+buckets)
+    say "## buckets: every DDP bucket's all-reduce inside a step against the same size alone (scripts/bucket-timing.py), NVLink and shm"
+    for r in "${REGIMES[@]:0:2}"; do
+        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        for m in ${BUCKET_MODELS:-gpt2-124m gpt2-355m}; do
+            t0=$(now)
+            env $envs python3 -m torch.distributed.run --standalone --nproc-per-node "$NGPU" scripts/bucket-timing.py \
+                --model "$m" > "$LOGS/buckets-$m-$name.jsonl" 2> "$LOGS/buckets-$m-$name.err"
+            say "buckets $m $name rc=$? $(el "$t0" "$(now)") s"
+            tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+        done
+    done
+    python3 - "$LOGS"/buckets-*.jsonl <<'PY' | tee -a "$SUMMARY"
+import json, sys
+print(f"{'file':<26} {'buckets':>7} {'step ms':>8} {'in-step ms':>10} {'alone ms':>9} {'ratio':>6} {'last bucket ms':>14}")
+for path in sys.argv[1:]:
+    for line in open(path):
+        if line.startswith("{"):
+            r = json.loads(line)
+            name = path.rsplit("/", 1)[1][len("buckets-"):-len(".jsonl")]
+            print(f"{name:<26} {len(r['buckets']):>7} {r['step_median_s']*1e3:>8.1f} {r['in_step_total_s']*1e3:>10.1f} "
+                  f"{r['alone_total_s']*1e3:>9.1f} {r['in_step_total_s']/r['alone_total_s']:>6.2f} {r['last_bucket_span_s']*1e3:>14.1f}")
+PY
+    ;;
 noise)
     say "## noise: does a longer timed stretch steady a launch? MLP 1024x4, five launches each, 20 steps (the model phases) against about 2 s of steps"
     ddp_runs noise-short "mlp 1024x4 base,accum8 20 steps x5" --sweep mlp:1024 --variants base,accum8 --steps 20 --repeats 5
@@ -354,14 +379,14 @@ noise)
     ddp_runs noise-long-accum8 "mlp 1024x4 accum8 130 steps x5" --sweep mlp:1024 --variants accum8 --steps 130 --repeats 5
     python3 - "$LOGS"/noise-*.json <<'PY' | tee -a "$SUMMARY"
 import json, sys
-print(f"{'report':<18} {'variant':<8} {'n':>2} {'steps':>5} {'median ms':>9} {'launch medians ms':<40} spread")
+print(f"{'report':<18} {'variant':<8} {'n':>2} {'median ms':>9} {'launch medians ms':<40} spread")
 for path in sys.argv[1:]:
     rep = json.load(open(path))
     name = path.rsplit("/", 1)[1][:-5]
     for r in rep["results"]:
         ls = r.get("launch_step_medians_s") or []
         spread = (max(ls) / min(ls) - 1) * 100 if ls else float("nan")
-        print(f"{name:<18} {r['variant']:<8} {r['world_size']:>2} {'':>5} {r['step_time_median_s']*1e3:>9.3f} "
+        print(f"{name:<18} {r['variant']:<8} {r['world_size']:>2} {r['step_time_median_s']*1e3:>9.3f} "
               f"{' '.join(f'{x*1e3:.2f}' for x in ls):<40} {spread:.1f}%")
 PY
     ;;
