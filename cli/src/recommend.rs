@@ -6,12 +6,14 @@ use std::time::Instant;
 
 use clap::Args;
 use ddpcheck_core::collective::{Collective, Sweep};
-use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{
+    speedup_uncertainty, CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec,
+};
 use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
-    estimate_flops, recommend, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, ModelInput,
-    RecommendInput, Recommendation, SideBySideInput,
+    estimate_flops, recommend, variant_name, CalibrationInput, ComputeSource, CurveProvenance,
+    EnvAb, MeasuredSpeedup, ModelInput, RecommendInput, Recommendation, SideBySideInput,
 };
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind,
@@ -296,6 +298,54 @@ fn measured_at(h: &Header) -> String {
     format!("{kind}, {} {}", h.provenance.hostname, h.provenance.time)
 }
 
+/// The speedups measured for recommend's variants at `gpus` (plain DDP in the measured
+/// environment, the same model and micro-batch), oldest first.
+fn measured_speedups(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+    gpus: u32,
+) -> Vec<MeasuredSpeedup> {
+    let ModelInput::Spec { spec } = model else {
+        return Vec::new();
+    };
+    let name = spec.name();
+    m.ddp
+        .iter()
+        .filter(|(r, _)| r.model == name && r.micro_batch == micro_batch && r.world_size == gpus)
+        .filter_map(|(r, h)| {
+            let v: DdpVariant = r.variant.parse().ok()?;
+            if !(v.plain_ddp_with(v.hook) && v.env.is_empty() && v.accum == r.accum) {
+                return None;
+            }
+            let launches = r.launch_step_medians_s.len().max(1);
+            // Reports written before the field existed: from the 1-GPU partner's launches.
+            let uncertainty = r.speedup_uncertainty.or_else(|| {
+                m.ddp
+                    .iter()
+                    .rev()
+                    .find(|(one, _)| {
+                        one.world_size == 1
+                            && one.model == r.model
+                            && one.variant == r.variant
+                            && one.micro_batch == r.micro_batch
+                    })
+                    .and_then(|(one, _)| speedup_uncertainty(r, one))
+            });
+            Some(MeasuredSpeedup {
+                variant: variant_name(v.hook, v.accum)?.to_string(),
+                speedup: r.speedup.filter(|s| s.is_finite() && *s > 0.0)?,
+                uncertainty,
+                rests_on: format!(
+                    "bench ddp at {gpus} GPUs, {launches} launch{} ({})",
+                    if launches == 1 { "" } else { "es" },
+                    measured_at(h)
+                ),
+            })
+        })
+        .collect()
+}
+
 /// N GPUs side by side against one, from the runs gathered (a `nocomm` run at `gpus`).
 fn measured_side_by_side(
     m: &Measurements,
@@ -545,6 +595,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
     };
     let hook_compute_s = measured_hook_cost(&m, &model, a.micro_batch);
     let side_by_side = measured_side_by_side(&m, &model, a.micro_batch, gpus);
+    let measured = measured_speedups(&m, &model, a.micro_batch, gpus);
     let input = RecommendInput {
         model,
         micro_batch: a.micro_batch,
@@ -565,6 +616,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         optimizer_s,
         hook_compute_s,
         side_by_side,
+        measured,
     };
     let rec = recommend(&input).map_err(|e| CliError::Usage(format!("recommend: {e}")))?;
     let header = Header::new(

@@ -92,6 +92,21 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
         "{}",
         v["overheads_source"]
     );
+    // The node's own 4-GPU runs stand beside the predictions of their variants (one launch
+    // each: no standard error), and a reason compares them.
+    let rows = v["rows"].as_array().unwrap();
+    let measured_of =
+        |name: &str| rows.iter().find(|r| r["variant"] == name).unwrap()["measured"].clone();
+    for name in ["base", "bf16+accum4"] {
+        let m = measured_of(name);
+        assert!(m["speedup"].as_f64().unwrap() > 0.0, "{name}: {m}");
+        assert!(m.get("uncertainty").is_none(), "one launch: {m}");
+    }
+    assert!(measured_of("accum2").is_null());
+    assert!(v["reasons"].as_array().unwrap().iter().any(|r| r["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("Measured on this node at 4 GPUs")));
     // No nocomm runs, but 120 ms steps: not worth a warning (long steps are not slowed enough).
     let codes = |v: &serde_json::Value| -> Vec<String> {
         v["warnings"]

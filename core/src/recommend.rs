@@ -161,6 +161,42 @@ pub struct SideBySideInput {
     pub rests_on: String,
 }
 
+/// A speedup the node measured for one of the variants at the recommendation's GPU count: shown
+/// beside the prediction, and checked against it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredSpeedup {
+    /// The variant's row name (`base`, `bf16`, `accum4`, `bf16+accum4`, …).
+    pub variant: String,
+    pub speedup: f64,
+    /// Relative standard error from repeated launches (`DdpResult::speedup_uncertainty`);
+    /// `None` for a single launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty: Option<f64>,
+    /// The runs it comes from.
+    pub rests_on: String,
+}
+
+impl MeasuredSpeedup {
+    /// Whether a prediction differs from this measurement by more than the measurement's noise:
+    /// twice its standard error with repeated launches, else 20% (one launch of a short step
+    /// moved 10–57% on 2×H200; docs/results/h200x2-session3.md).
+    pub fn contradicted_by(&self, predicted: f64) -> bool {
+        let error = (predicted - self.speedup) / self.speedup;
+        error.abs() > self.uncertainty.map_or(SINGLE_LAUNCH_NOISE, |u| 2.0 * u)
+    }
+}
+
+/// How far one launch's speedup may be off when nothing measured its noise.
+const SINGLE_LAUNCH_NOISE: f64 = 0.20;
+
+/// The row name of plain DDP with this hook and accumulation, if recommend has such a row.
+pub fn variant_name(hook: CommHook, accum: u32) -> Option<&'static str> {
+    VARIANTS
+        .iter()
+        .find(|(_, h, k)| *h == hook && *k == accum)
+        .map(|(name, _, _)| *name)
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecommendInput {
     pub model: ModelInput,
@@ -204,6 +240,9 @@ pub struct RecommendInput {
     /// How much N GPUs side by side slow each other's compute, when measured at `gpus`.
     #[serde(default)]
     pub side_by_side: Option<SideBySideInput>,
+    /// Speedups the node measured for these variants at `gpus` (the newest last).
+    #[serde(default)]
+    pub measured: Vec<MeasuredSpeedup>,
 }
 
 /// A reason, and the measurement (or assumption) it rests on.
@@ -218,7 +257,7 @@ pub struct Warning {
     /// Stable identifier: `p2p_forced_across_host_bridge`, `nvlink_transport_disabled`,
     /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
     /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`,
-    /// `side_by_side_unmeasured`.
+    /// `side_by_side_unmeasured`, `measured_below_prediction`.
     pub code: String,
     pub text: String,
     pub rests_on: String,
@@ -233,6 +272,9 @@ pub struct VariantRow {
     pub prediction: Prediction,
     pub cost_per_million: Option<f64>,
     pub reaches_target: bool,
+    /// What the node measured for this variant, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredSpeedup>,
 }
 
 /// The same recipe on one GPU (accumulation 1).
@@ -354,6 +396,15 @@ fn validate(input: &RecommendInput) -> Result<(), ModelError> {
     if let ModelInput::Spec { spec } = &input.model {
         spec.validate().map_err(ModelError::Invalid)?;
     }
+    for m in &input.measured {
+        let u_ok = m.uncertainty.is_none_or(|u| u.is_finite() && u >= 0.0);
+        if !(m.speedup.is_finite() && m.speedup > 0.0 && u_ok) {
+            return bad(format!(
+                "measured speedup {} (±{:?}) of {} must be positive",
+                m.speedup, m.uncertainty, m.variant
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -443,6 +494,12 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             cost_per_million: cost(p.throughput, n),
             reaches_target: p.efficiency >= input.target_efficiency,
             prediction: p,
+            measured: input
+                .measured
+                .iter()
+                .rev()
+                .find(|m| m.variant == name)
+                .cloned(),
         });
     }
     let row = |name: &str| rows.iter().find(|r| r.variant == name);
@@ -543,7 +600,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             };
             let text = if sbs.distinct && pct >= 0.5 {
                 format!(
-                    "{measured}, in every launch (their processes share the host): every variant pays that, and no setting of DDP recovers it."
+                    "{measured}, in every launch (their processes share the host): the micro-batches under no_sync pay it in full, a synchronising one only where it outlasts the wait for its all-reduces, and no setting of DDP recovers it."
                 )
             } else if pct.abs() < 0.5 {
                 format!("{measured}: no slowdown to count.")
@@ -619,6 +676,37 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
                     input.price_per_hour.unwrap_or(0.0),
                     input.node_gpus
                 ),
+            });
+        }
+        let measured: Vec<(&VariantRow, &MeasuredSpeedup)> = rows
+            .iter()
+            .filter_map(|r| Some((r, r.measured.as_ref()?)))
+            .collect();
+        if !measured.is_empty() {
+            let parts: Vec<String> = measured
+                .iter()
+                .map(|(r, m)| {
+                    let error = (r.prediction.speedup - m.speedup) / m.speedup * 100.0;
+                    let noise = match m.uncertainty {
+                        Some(u) => format!(", measured ±{:.1}%", u * 100.0),
+                        None => ", its noise unmeasured".into(),
+                    };
+                    let verdict = if m.contradicted_by(r.prediction.speedup) {
+                        "beyond the noise"
+                    } else {
+                        "within the noise"
+                    };
+                    format!(
+                        "{} {:.2}× (predicted {:.2}×, {error:+.1}%{noise}: {verdict})",
+                        r.variant, m.speedup, r.prediction.speedup
+                    )
+                })
+                .collect();
+            let mut cites: Vec<&str> = measured.iter().map(|(_, m)| m.rests_on.as_str()).collect();
+            cites.dedup();
+            reasons.push(Reason {
+                text: format!("Measured on this node at {n} GPUs: {}.", parts.join("; ")),
+                rests_on: cites.join("; "),
             });
         }
         for ab in &input.env_ab {
@@ -891,6 +979,19 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             });
         }
     }
+    if let Some(m) = &chosen_row.measured {
+        let p = chosen_row.prediction.speedup;
+        if n > 1 && p > m.speedup && m.contradicted_by(p) {
+            warnings.push(Warning {
+                code: "measured_below_prediction".into(),
+                text: format!(
+                    "{} measured {:.2}× on this node against the {p:.2}× predicted, further apart than the measurement's noise: expect the measured figure, and re-measure with `--verify --repeats 5` before a long run.",
+                    chosen_row.variant, m.speedup
+                ),
+                rests_on: m.rests_on.clone(),
+            });
+        }
+    }
     if let ComputeSource::Estimated { .. } = input.compute {
         warnings.push(Warning {
             code: "compute_estimated".into(),
@@ -1090,6 +1191,11 @@ impl Recommendation {
             header.push(format!("$/M {unit_word}"));
         }
         header.push("target".into());
+        // What the node measured, beside what the model predicts, where it measured.
+        let measured_col = self.rows.iter().any(|r| r.measured.is_some());
+        if measured_col {
+            header.push("measured".into());
+        }
         let mut table: Vec<Vec<String>> = vec![header];
         let mut one = vec![
             "1 GPU".to_string(),
@@ -1108,6 +1214,9 @@ impl Recommendation {
             );
         }
         one.push(String::new());
+        if measured_col {
+            one.push(String::new());
+        }
         table.push(one);
         for r in &self.rows {
             let p = &r.prediction;
@@ -1127,6 +1236,15 @@ impl Recommendation {
                 "{}{mark}",
                 if r.reaches_target { "yes" } else { "no" }
             ));
+            if measured_col {
+                line.push(match &r.measured {
+                    Some(m) => match m.uncertainty {
+                        Some(u) => format!("{:.2}× ±{:.1}%", m.speedup, u * 100.0),
+                        None => format!("{:.2}×", m.speedup),
+                    },
+                    None => String::new(),
+                });
+            }
             table.push(line);
         }
         let widths: Vec<usize> = (0..table[0].len())
@@ -1264,11 +1382,92 @@ mod tests {
             optimizer_s: None,
             hook_compute_s: None,
             side_by_side: None,
+            measured: Vec::new(),
         }
     }
 
     fn codes(r: &Recommendation) -> Vec<&str> {
         r.warnings.iter().map(|w| w.code.as_str()).collect()
+    }
+
+    #[test]
+    fn measured_speedups_stand_beside_the_predictions_and_are_checked_against_them() {
+        let plain = recommend(&a6000_input()).unwrap();
+        let chosen = plain.chosen.clone();
+        let predicted = |name: &str| {
+            plain
+                .rows
+                .iter()
+                .find(|r| r.variant == name)
+                .unwrap()
+                .prediction
+                .speedup
+        };
+        let measured = |variant: &str, speedup: f64, uncertainty: Option<f64>| MeasuredSpeedup {
+            variant: variant.into(),
+            speedup,
+            uncertainty,
+            rests_on: format!("bench ddp of {variant}"),
+        };
+        // Within the noise: shown, cited, no warning; the choice stays the model's.
+        let mut input = a6000_input();
+        input.measured = vec![
+            measured("base", predicted("base") * 0.97, Some(0.05)),
+            measured(&chosen, predicted(&chosen) * 0.95, Some(0.04)),
+        ];
+        let r = recommend(&input).unwrap();
+        assert_eq!(r.chosen, chosen);
+        let base = r.rows.iter().find(|x| x.variant == "base").unwrap();
+        assert_eq!(base.measured.as_ref().unwrap().uncertainty, Some(0.05));
+        assert!(
+            r.rows.iter().filter(|x| x.measured.is_some()).count()
+                == 2 - usize::from(chosen == "base")
+        );
+        let cited = r
+            .reasons
+            .iter()
+            .find(|x| x.text.starts_with("Measured on this node"))
+            .unwrap();
+        assert!(
+            cited.text.contains("within the noise") && !cited.text.contains("beyond"),
+            "{cited:?}"
+        );
+        assert!(cited.rests_on.contains("bench ddp of base"), "{cited:?}");
+        assert!(!codes(&r).contains(&"measured_below_prediction"));
+        assert!(r.render_text().contains("measured"));
+        // The chosen variant measured 30% below its prediction, ±5%: beyond the noise, warned.
+        input.measured = vec![measured(&chosen, predicted(&chosen) / 1.3, Some(0.05))];
+        let r = recommend(&input).unwrap();
+        assert!(
+            codes(&r).contains(&"measured_below_prediction"),
+            "{:?}",
+            r.warnings
+        );
+        // The same gap from one launch (noise unknown, taken as 20%) is also beyond it; 15% is not.
+        input.measured = vec![measured(&chosen, predicted(&chosen) / 1.3, None)];
+        assert!(codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
+        input.measured = vec![measured(&chosen, predicted(&chosen) / 1.15, None)];
+        assert!(!codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
+        // Faster than predicted is no warning.
+        input.measured = vec![measured(&chosen, predicted(&chosen) * 1.3, Some(0.01))];
+        assert!(!codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
+        // A variant recommend has no row for is ignored; a broken measurement is invalid input.
+        input.measured = vec![measured("fp16+accum8", 1.0, None)];
+        assert!(recommend(&input)
+            .unwrap()
+            .rows
+            .iter()
+            .all(|x| x.measured.is_none()));
+        for bad in [
+            measured("base", f64::NAN, None),
+            measured("base", 0.0, None),
+            measured("base", 1.5, Some(-0.1)),
+        ] {
+            input.measured = vec![bad];
+            assert!(recommend(&input).is_err());
+        }
+        assert_eq!(variant_name(CommHook::Bf16, 4), Some("bf16+accum4"));
+        assert_eq!(variant_name(CommHook::Fp16, 4), None);
     }
 
     #[test]
