@@ -1,0 +1,72 @@
+//! The recommend issue's published accuracy figures are what this code computes from the
+//! committed GPU measurements: `scripts/judged-set.sh` against the table in
+//! docs/results/h200x2-session5.md.
+
+mod common;
+
+use common::{bin, repo_root};
+use std::process::Command;
+
+/// The table row the doc gives for each block of the script's output.
+const ROWS: [(&str, &str); 4] = [
+    (
+        "== single launches, sessions 2-4",
+        "sessions 2–4, single launches",
+    ),
+    ("== mlprep, s3", "mlprep s3, 3 launches"),
+    ("== mlprep, s4", "mlprep s4, 3 launches"),
+    ("== mlprep5, s5", "mlprep5 s5, 5 launches"),
+];
+
+/// The rest of the first line of `text` after `prefix`, up to `end` (`None`: the line's end).
+fn field<'a>(text: &'a str, prefix: &str, end: Option<&str>) -> Option<&'a str> {
+    let line = text.lines().find(|l| l.contains(prefix))?;
+    let rest = &line[line.find(prefix)? + prefix.len()..];
+    match end {
+        Some(end) => Some(&rest[..rest.find(end)?]),
+        None => Some(rest),
+    }
+}
+
+#[test]
+fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
+    let root = repo_root();
+    let o = Command::new("bash")
+        .arg(root.join("scripts/judged-set.sh"))
+        .arg(bin("ddpcheck"))
+        .current_dir(root)
+        .output()
+        .expect("bash runs scripts/judged-set.sh (it needs python3)");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "judged-set.sh failed: {}\n{out}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc = std::fs::read_to_string(root.join("docs/results/h200x2-session5.md")).unwrap();
+    for (block, label) in ROWS {
+        let start = out
+            .find(block)
+            .unwrap_or_else(|| panic!("no block {block:?} in:\n{out}"));
+        let rest = &out[start + block.len()..];
+        let text = &rest[..rest.find("\n== ").unwrap_or(rest.len())];
+        let summary = |prefix: &str, end: Option<&str>| {
+            field(text, prefix, end)
+                .unwrap_or_else(|| panic!("no {prefix:?} in {block:?}:\n{text}"))
+        };
+        let cases = text
+            .lines()
+            .find_map(|l| Some(l.split_once(" cases: ")?.0))
+            .unwrap_or_else(|| panic!("no case count in {block:?}:\n{text}"));
+        let row = format!(
+            "| {label} | {cases} | {} | {} | {} |",
+            summary("median |error| ", Some(",")),
+            summary("largest ", None),
+            summary("ranking: ", Some(" pairs")),
+        );
+        assert!(
+            doc.contains(&row),
+            "docs/results/h200x2-session5.md lacks {row:?}: the model or the data changed; re-run scripts/judged-set.sh and update the table\n{text}"
+        );
+    }
+}
