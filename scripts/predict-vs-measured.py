@@ -169,6 +169,9 @@ if with_u:
 # compared wherever measured speedups differ by more than 5%.
 bad = 0
 pairs = 0
+# With repeated launches: the pairs whose measured difference also stands out of the noise
+# (their ln ratio beyond twice the combined standard error).
+resolved, resolved_bad = 0, 0
 for key in sorted({(r[0], r[1]) for r in rows}):
     grp = [r for r in rows if (r[0], r[1]) == key]
     for i in range(len(grp)):
@@ -176,7 +179,15 @@ for key in sorted({(r[0], r[1]) for r in rows}):
             a, b = grp[i], grp[j]
             if abs(a[5] - b[5]) / max(a[5], b[5]) > 0.05:
                 pairs += 1
-                if (a[4] - b[4]) * (a[5] - b[5]) < 0:
+                wrong = (a[4] - b[4]) * (a[5] - b[5]) < 0
+                if wrong:
                     bad += 1
                     print(f"ranking differs: {key} {a[2]} vs {b[2]}: predicted {a[4]:.2f}/{b[4]:.2f}, measured {a[5]:.2f}/{b[5]:.2f}")
+                if a[7] is not None and b[7] is not None:
+                    if abs(math.log(a[5] / b[5])) > 2 * math.hypot(a[7], b[7]):
+                        resolved += 1
+                        resolved_bad += wrong
 print(f"ranking: {pairs - bad} of {pairs} pairs (measured >5% apart) in the measured order")
+if with_u:
+    print(f"ranking where the measured difference is also beyond twice its standard error: "
+          f"{resolved - resolved_bad} of {resolved} pairs in the measured order")
