@@ -24,7 +24,6 @@ done - last ready).
 An experiment, not part of ddpcheck: the hook adds a little Python per bucket (DDP's default runs
 in C++), so compare ratios, not absolute step times, with `bench ddp`."""
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -36,20 +35,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from probe_common import init_rank, load_runner
+
 PRESETS = {
     "gpt2-124m": {"kind": "decoder", "layers": 12, "width": 768, "heads": 12, "seq": 1024, "vocab": 50257},
     "gpt2-355m": {"kind": "decoder", "layers": 24, "width": 1024, "heads": 16, "seq": 1024, "vocab": 50257},
 }
-
-
-def load_runner():
-    """bench_ddp.py (the runner ddpcheck embeds) as a module, for its build_model."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "gpu", "src", "ddp", "bench_ddp.py")
-    spec = importlib.util.spec_from_file_location("ddpcheck_bench_ddp", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main():
@@ -59,11 +50,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
-    rank, world = dist.get_rank(), dist.get_world_size()
+    dev, rank, world = init_rank()
+    local = dev.index
     spec = PRESETS[args.model]
 
     torch.manual_seed(1234)

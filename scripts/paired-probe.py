@@ -20,9 +20,7 @@ An experiment, not part of ddpcheck: if paired speedups agree across launches, t
 into the DDP runner (`bench ddp`) and the model's judged set is re-measured with it."""
 import argparse
 import contextlib
-import importlib.util
 import json
-import os
 import statistics
 import sys
 import time
@@ -32,15 +30,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-
-def load_runner():
-    """bench_ddp.py (the runner ddpcheck embeds) as a module, for its build_model."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "gpu", "src", "ddp", "bench_ddp.py")
-    spec = importlib.util.spec_from_file_location("ddpcheck_bench_ddp", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from probe_common import init_rank, load_runner
 
 
 def main():
@@ -53,11 +43,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
-    rank, world = dist.get_rank(), dist.get_world_size()
+    dev, rank, world = init_rank()
+    local = dev.index
     # Every rank takes part in creating every group.
     solo_pg = dist.new_group([0])
     host_pg = dist.new_group(backend="gloo")  # the waiting ranks block on a socket, not a GPU
