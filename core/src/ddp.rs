@@ -547,9 +547,6 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
         .collect()
 }
 
-/// Fills speedup, efficiency, exposed communication and cost from the 1-GPU rows of the same
-/// model and variant. Rows without a 1-GPU partner keep `None`. Cost uses the price of one
-/// GPU-hour (a node's price divided by its GPUs): a job pays for the GPUs it holds.
 /// How uncertain a speedup measured from repeated launches is: its relative standard error,
 /// `√(π/2)·√(σ₁²/n₁ + σ_N²/n_N)`, where σ is each side's [`DdpResult::launch_log_sd`] and n its
 /// number of launches (a median's standard error is about √(π/2) times the mean's). `None`
@@ -566,19 +563,15 @@ pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64>
     Some((std::f64::consts::FRAC_PI_2 * (term(multi)? + term(single)?)).sqrt())
 }
 
+/// Fills speedup (and its uncertainty), efficiency, exposed communication and cost from the
+/// 1-GPU rows of the same model and variant. Rows without a 1-GPU partner keep `None`. Cost uses
+/// the price of one GPU-hour (a node's price divided by its GPUs): a job pays for the GPUs it
+/// holds.
 pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) {
-    let singles: Vec<(String, String, f64, f64, DdpResult)> = results
+    let singles: Vec<DdpResult> = results
         .iter()
         .filter(|r| r.world_size == 1)
-        .map(|r| {
-            (
-                r.model.clone(),
-                r.variant.clone(),
-                r.throughput,
-                r.step_time_median_s,
-                r.clone(),
-            )
-        })
+        .cloned()
         .collect();
     for r in results.iter_mut() {
         if let Some(p) = price_per_gpu_hour {
@@ -587,11 +580,12 @@ pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) 
                 r.cost_per_million = Some(per_hour * 1e6 / (r.throughput * 3600.0));
             }
         }
-        if let Some((_, _, t1, s1, one)) = singles
+        if let Some(one) = singles
             .iter()
-            .find(|(m, v, _, _, _)| *m == r.model && *v == r.variant)
+            .find(|one| one.model == r.model && one.variant == r.variant)
         {
-            if *t1 > 0.0 && r.step_time_median_s > 0.0 {
+            let (t1, s1) = (one.throughput, one.step_time_median_s);
+            if t1 > 0.0 && r.step_time_median_s > 0.0 {
                 let speedup = r.throughput / t1;
                 r.speedup = Some(speedup);
                 r.speedup_uncertainty = if r.world_size > 1 {
