@@ -6,9 +6,7 @@ use std::time::Instant;
 
 use clap::Args;
 use ddpcheck_core::collective::{Collective, Sweep};
-use ddpcheck_core::ddp::{
-    speedup_uncertainty, CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec,
-};
+use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec};
 use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
@@ -156,7 +154,10 @@ impl Measurements {
                 }
             }
             "bench_ddp" => {
-                let r: DdpReport = serde_json::from_value(v).map_err(bad)?;
+                let mut r: DdpReport = serde_json::from_value(v).map_err(bad)?;
+                // The report's own pairing again (same speedups, no price: costs stay as
+                // written), so reports written before `speedup_uncertainty` existed carry it too.
+                fill_scaling(&mut r.results, None);
                 self.ddp.extend(r.results.into_iter().map(|x| (x, r.header.clone())));
             }
             other => {
@@ -319,23 +320,10 @@ fn measured_speedups(
                 return None;
             }
             let launches = r.launch_step_medians_s.len().max(1);
-            // Reports written before the field existed: from the 1-GPU partner's launches.
-            let uncertainty = r.speedup_uncertainty.or_else(|| {
-                m.ddp
-                    .iter()
-                    .rev()
-                    .find(|(one, _)| {
-                        one.world_size == 1
-                            && one.model == r.model
-                            && one.variant == r.variant
-                            && one.micro_batch == r.micro_batch
-                    })
-                    .and_then(|(one, _)| speedup_uncertainty(r, one))
-            });
             Some(MeasuredSpeedup {
                 variant: variant_name(v.hook, v.accum)?.to_string(),
                 speedup: r.speedup.filter(|s| s.is_finite() && *s > 0.0)?,
-                uncertainty,
+                uncertainty: r.speedup_uncertainty,
                 rests_on: format!(
                     "bench ddp at {gpus} GPUs, {launches} launch{} ({})",
                     if launches == 1 { "" } else { "es" },
