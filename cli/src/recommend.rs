@@ -10,8 +10,9 @@ use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpRequest, DdpResult, DdpVaria
 use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
-    estimate_flops, recommend, variant_name, CalibrationInput, ComputeSource, CurveProvenance,
-    EnvAb, MeasuredSpeedup, ModelInput, RecommendInput, Recommendation, SideBySideInput,
+    beyond_noise, estimate_flops, recommend, variant_name, CalibrationInput, ComputeSource,
+    CurveProvenance, EnvAb, MeasuredSpeedup, ModelInput, RecommendInput, Recommendation,
+    SideBySideInput,
 };
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind,
@@ -693,14 +694,13 @@ pub fn render(r: &RecommendReport) -> String {
                 .measured_spread
                 .map(|sp| format!("  (launches {:.0}% apart)", sp * 100.0))
                 .unwrap_or_default();
-            // Within twice the measurement's standard error the error is not told from noise.
             let noise = v
                 .measured_uncertainty
                 .map(|u| {
-                    let verdict = if v.error.abs() <= 2.0 * u {
-                        "the error is within the measurement's noise"
-                    } else {
+                    let verdict = if beyond_noise(v.error, Some(u)) {
                         "the error exceeds the measurement's noise"
+                    } else {
+                        "the error is within the measurement's noise"
                     };
                     format!("  measured ±{:.1}%: {verdict}", u * 100.0)
                 })

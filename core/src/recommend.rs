@@ -177,13 +177,18 @@ pub struct MeasuredSpeedup {
 }
 
 impl MeasuredSpeedup {
-    /// Whether a prediction differs from this measurement by more than the measurement's noise:
-    /// twice its standard error with repeated launches, else 20% (one launch of a short step
-    /// moved 10–57% on 2×H200; docs/results/h200x2-session3.md).
+    /// Whether a prediction differs from this measurement by more than the measurement's noise
+    /// ([`beyond_noise`]).
     pub fn contradicted_by(&self, predicted: f64) -> bool {
-        let error = (predicted - self.speedup) / self.speedup;
-        error.abs() > self.uncertainty.map_or(SINGLE_LAUNCH_NOISE, |u| 2.0 * u)
+        beyond_noise((predicted - self.speedup) / self.speedup, self.uncertainty)
     }
+}
+
+/// Whether a relative error of a prediction against a measured speedup lies beyond the
+/// measurement's noise: twice its relative standard error with repeated launches, else 20% (one
+/// launch of a short step moved 10–57% on 2×H200; docs/results/h200x2-session3.md).
+pub fn beyond_noise(error: f64, uncertainty: Option<f64>) -> bool {
+    error.abs() > uncertainty.map_or(SINGLE_LAUNCH_NOISE, |u| 2.0 * u)
 }
 
 /// How far one launch's speedup may be off when nothing measured its noise.
