@@ -8,7 +8,7 @@
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
 #    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m";
-#    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm picks regimes;
+#    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes;
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
@@ -268,8 +268,8 @@ model355)
     ;;
 mlprep)
     reps=${MLPREP_REPEATS:-3}
-    say "## mlprep: the MLP sweep of the model phase with every configuration launched $reps times (median), NVLink and shm"
-    for r in "${REGIMES[@]:0:2}"; do
+    say "## mlprep: the MLP sweep of the model phase with every configuration launched $reps times (median), regimes ${MLPREP_REGIMES:-nvlink,shm}"
+    for r in "${REGIMES[@]}"; do
         name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
         case ",${MLPREP_REGIMES:-nvlink,shm}," in *",$name,"*) ;; *) continue ;; esac
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
