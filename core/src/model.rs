@@ -946,10 +946,12 @@ fn layout_for_result(r: &DdpResult) -> GradLayout {
 pub struct SideBySide<'a> {
     /// The N-GPU `nocomm` step over the 1-GPU step (not clamped: noise can put it below 1).
     pub slowdown: f64,
-    /// Both sides were launched more than once and every N-GPU launch was slower than every
-    /// 1-GPU launch: a slowdown larger than the launch-to-launch spread. Only then is it counted
-    /// ([`SideBySide::counted`]); on 2×H200 a single launch of a short step moved 10–57%, more
-    /// than the slowdowns measured (4–21%), and counting them made predictions worse.
+    /// Both sides were launched more than once and the slowdown lies beyond twice its standard
+    /// error ([`crate::ddp::speedup_uncertainty`], the noise test of recommend's measured rows).
+    /// Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single launch of a short
+    /// step moved 10–57%, more than the slowdowns measured (4–21%), and counting them made
+    /// predictions worse. (Until session 6 every N-GPU launch had to be slower than every 1-GPU
+    /// one: a test that grows stricter the more launches there are, as ranges only widen.)
     pub distinct: bool,
     pub nocomm: &'a DdpResult,
     pub one_gpu: &'a DdpResult,
@@ -1015,12 +1017,11 @@ pub fn side_by_side<'a>(
     candidates.sort_by_key(|r| r.accum != 1);
     candidates.into_iter().find_map(|n| {
         let one = reference(n.accum)?;
-        let distinct = match (n.launch_range(), one.launch_range()) {
-            (Some((n_fastest, _)), Some((_, one_slowest))) => n_fastest > one_slowest,
-            _ => false,
-        };
+        let slowdown = n.step_time_median_s / one.step_time_median_s;
+        let distinct =
+            crate::ddp::speedup_uncertainty(n, one).is_some_and(|u| slowdown.ln() > 2.0 * u);
         Some(SideBySide {
-            slowdown: n.step_time_median_s / one.step_time_median_s,
+            slowdown,
             distinct,
             nocomm: n,
             one_gpu: one,

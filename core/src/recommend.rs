@@ -605,13 +605,13 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             };
             let text = if sbs.distinct && pct >= 0.5 {
                 format!(
-                    "{measured}, in every launch (their processes share the host): the micro-batches under no_sync pay it in full, a synchronising one only where it outlasts the wait for its all-reduces, and no setting of DDP recovers it."
+                    "{measured}, beyond twice its standard error over their launches (their processes share the host): the micro-batches under no_sync pay it in full, a synchronising one only where it outlasts the wait for its all-reduces, and no setting of DDP recovers it."
                 )
             } else if pct.abs() < 0.5 {
                 format!("{measured}: no slowdown to count.")
             } else if sbs.repeated {
                 format!(
-                    "{measured}, within the spread of their own launches: not counted (not told apart from launch-to-launch noise)."
+                    "{measured}, within twice its standard error over their launches: not counted (not told apart from launch-to-launch noise)."
                 )
             } else {
                 format!(
@@ -1503,8 +1503,11 @@ mod tests {
             .reasons
             .iter()
             .any(|r| r.text.contains("20% slower") && r.rests_on.contains("nocomm at 4 GPUs")));
-        // Within the launches' spread, or one launch each: said, not counted.
-        for (repeated, says) in [(true, "within the spread"), (false, "one launch each")] {
+        // Within the launches' noise, or one launch each: said, not counted.
+        for (repeated, says) in [
+            (true, "within twice its standard error"),
+            (false, "one launch each"),
+        ] {
             let sbs = input.side_by_side.as_mut().unwrap();
             sbs.distinct = false;
             sbs.repeated = repeated;

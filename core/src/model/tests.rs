@@ -634,22 +634,33 @@ fn side_by_side_reads_the_nocomm_runs() {
     assert!(close(s.slowdown, 1.25, 1e-12), "{s:?}");
     // Single launches: measured, not counted (a launch of a short step moves more than this).
     assert!(!s.distinct && !s.repeated() && s.counted() == 1.0);
-    // Repeated launches: counted only where every N-GPU launch is slower than every 1-GPU one.
+    // Repeated launches: counted only where the slowdown (here 1.2, ln 0.18) lies beyond twice
+    // its standard error over the launches.
     let launched = |r: &DdpResult, l: &[f64]| DdpResult {
         launch_step_medians_s: l.to_vec(),
         speedup_uncertainty: None,
         ..r.clone()
     };
     let one = launched(&nocomm1, &[0.0105, 0.011, 0.0115]);
-    let apart = launched(&nocomm2, &[0.0125, 0.0132, 0.014]);
-    let overlapping = launched(&nocomm2, &[0.0112, 0.0132, 0.014]);
-    let s = side_by_side(&[&one, &apart], &mlp.name(), 8, 2).unwrap();
+    let steady = launched(&nocomm2, &[0.0125, 0.0132, 0.014]);
+    let s = side_by_side(&[&one, &steady], &mlp.name(), 8, 2).unwrap();
     assert!(
         s.distinct && s.repeated() && close(s.counted(), 1.2, 1e-12),
         "{s:?}"
     );
-    let s = side_by_side(&[&one, &overlapping], &mlp.name(), 8, 2).unwrap();
+    // The same medians with launches spread wide (standard error ~0.15): not counted.
+    let spread = launched(&nocomm2, &[0.008, 0.0132, 0.020]);
+    let s = side_by_side(&[&one, &spread], &mlp.name(), 8, 2).unwrap();
     assert!(!s.distinct && s.repeated() && s.counted() == 1.0, "{s:?}");
+    // Ten launches a side whose ranges overlap (one slow 1-GPU launch, one fast N-GPU one)
+    // but whose medians stand well apart: counted; a test of disjoint ranges would not count it.
+    let mut ten_one = vec![0.011; 9];
+    ten_one.push(0.0135);
+    let mut ten_n = vec![0.0132; 9];
+    ten_n.push(0.0105);
+    let (ten_one, ten_n) = (launched(&nocomm1, &ten_one), launched(&nocomm2, &ten_n));
+    let s = side_by_side(&[&ten_one, &ten_n], &mlp.name(), 8, 2).unwrap();
+    assert!(s.distinct && close(s.counted(), 1.2, 1e-12), "{s:?}");
     // Another world size, micro-batch or model, or no 1-GPU partner: nothing.
     let rows = [&base1, &nocomm2];
     assert!(side_by_side(&rows, &mlp.name(), 8, 4).is_none());
