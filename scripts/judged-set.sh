@@ -6,7 +6,9 @@
 #   scripts/judged-set.sh [DDPCHECK]        (default: target/release/ddpcheck)
 #
 # Sessions 2-4 on 2xH200, single launches (the `model`/`model355` phases): 120 cases. The
-# `mlprep` runs (three launches each; five in session 5) are printed after, as their own sets.
+# `mlprep` runs (three launches each; five in session 5; ten, and eight on the host network, in
+# session 6) are printed after, as their own sets. Last, the device cases each at their steadiest
+# measurement: GPT-2 from the single launches (steps of 40-100 ms) and the MLPs from session 6.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-target/release/ddpcheck}
@@ -14,8 +16,10 @@ R=docs/results
 S2=$R/2026-11-30-s2/model S3=$R/2026-11-30-s3 S4=$R/2026-11-30-s4
 # LABEL:CURVE:DDP of one call's regime: case_arg LABEL DIR PREFIX KIND REGIME
 case_arg() { echo "$1:$2/$3-curve-$5.json:$2/$3-$4-$5.json"; }
-args=()
+args=() gpt=()
 for r in nvlink shm hostnet; do
+    gpt+=("$(case_arg "s2-$r" "$S2" model gpt "$r")" "$(case_arg "s3-355-$r" "$S3/model355" model355 gpt "$r")")
+    gpt+=("$(case_arg "s4-$r" "$S4/model" model gpt "$r")" "$(case_arg "s4-355-$r" "$S4/model355" model355 gpt "$r")")
     args+=("$(case_arg "s2-$r" "$S2" model gpt "$r")" "$(case_arg "s2-mlp-$r" "$S2" model mlp "$r")")
     args+=("$(case_arg "s3-355-$r" "$S3/model355" model355 gpt "$r")")
     args+=("$(case_arg "s4-$r" "$S4/model" model gpt "$r")" "$(case_arg "s4-mlp-$r" "$S4/model" model mlp "$r")")
@@ -35,3 +39,12 @@ echo
 echo "== mlprep5, s5 (five launches each)"
 python3 scripts/predict-vs-measured.py --min-params 800000 "$P" \
     "$(case_arg s5-mlp-nvlink "$d" mlprep5 mlp nvlink)" "$(case_arg s5-mlp-shm "$d" mlprep5 mlp shm)"
+S6=$R/2026-11-30-s6
+s6=("$(case_arg s6-mlp-nvlink "$S6/mlprep10" mlprep10 mlp nvlink)" "$(case_arg s6-mlp-shm "$S6/mlprep10" mlprep10 mlp shm)"
+    "$(case_arg s6-mlp-hostnet "$S6/mlprep8-hostnet" mlprep8 mlp hostnet)")
+echo
+echo "== mlprep10, s6 (ten launches each; eight on the host network)"
+python3 scripts/predict-vs-measured.py --min-params 800000 "$P" "${s6[@]}"
+echo
+echo "== device cases: GPT-2 single launches (sessions 2-4), MLPs repeated (s6)"
+python3 scripts/predict-vs-measured.py --min-params 800000 "$P" "${gpt[@]}" "${s6[@]}"

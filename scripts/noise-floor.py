@@ -9,6 +9,13 @@ launches per configuration it prints the median |error| and the largest |error| 
 would typically show over as many cases as the reports hold, and how often the largest would
 pass 20% (the issue's bar).
 
+Then the ranking: within each report and model, the variants' measured speedups stand in for
+the truth (noise widens their spread, so this flatters the measurement), and each launch is
+drawn as a factor common to every configuration of that launch plus a configuration's own part,
+both measured from the reports (the common part cancels between variants of one launch). It
+prints how many variant pairs a measurement would show more than 5% apart and how many of those
+a perfect model would still see in the other order.
+
     python3 scripts/noise-floor.py [--min-params 800000] [--launches 1,3,5,10,15] REPORT.json...
 
 Launch-level noise is drawn as normal in ln(step) with the median spread measured (heavier tails
@@ -32,8 +39,24 @@ if not args:
     sys.exit(__doc__)
 
 sd_one, sd_n, cases = [], [], 0
+groups = []  # per report and model: the multi-GPU variants' measured speedups
+common, own = {1: [], 2: []}, {1: [], 2: []}  # launch sd split, by 1 GPU (1) and N GPUs (2)
 for path in args:
     rows = json.load(open(path))["results"]
+    for side in (1, 2):
+        mat = [[math.log(x) for x in r["launch_step_medians_s"]] for r in rows
+               if (r["world_size"] == 1) == (side == 1) and r["params"] >= min_params]
+        mat = [m for m in mat if len(m) == len(mat[0])] if mat else []
+        if len(mat) >= 2 and len(mat[0]) >= 2:
+            cen = [[v - statistics.mean(m) for v in m] for m in mat]
+            launch = [statistics.mean(c[i] for c in cen) for i in range(len(mat[0]))]
+            common[side].append(statistics.stdev(launch))
+            own[side].append(statistics.stdev(c[i] - launch[i] for c in cen for i in range(len(launch))))
+    by_model = {}
+    for r in rows:
+        if r["world_size"] >= 2 and r["params"] >= min_params and r.get("speedup"):
+            by_model.setdefault(r["model"], []).append(r["speedup"])
+    groups += [g for g in by_model.values() if len(g) >= 2]
     one = {(r["model"], r["variant"]): r for r in rows if r["world_size"] == 1}
     for r in rows:
         if r["world_size"] < 2 or r["params"] < min_params:
@@ -63,3 +86,32 @@ for n in launches:
         largest.append(max(errs))
     over = sum(x > 0.2 for x in largest) / len(largest)
     print(f"{n:>8} {100 * statistics.median(medians):>12.1f}% {100 * statistics.median(largest):>23.1f}% {over:>17.2f}")
+
+if not (common[1] and common[2]):
+    sys.exit(0)
+c1, o1 = statistics.median(common[1]), statistics.median(own[1])
+cn, on = statistics.median(common[2]), statistics.median(own[2])
+print(f"\nranking: {len(groups)} groups of variants; launch sd of ln(step) split into common and own: "
+      f"1 GPU {c1:.3f} + {o1:.3f}, N GPUs {cn:.3f} + {on:.3f}")
+print(f"{'launches':>8} {'pairs >5% apart':>16} {'of them in the wrong order':>27} {'P(none wrong)':>14}")
+for n in launches:
+    shown, wrong, clean = [], [], 0
+    for _ in range(1000):
+        s_pairs = w_pairs = 0
+        for g in groups:
+            f1 = [rng.gauss(0.0, c1) for _ in range(n)]
+            fn = [rng.gauss(0.0, cn) for _ in range(n)]
+            meas = []
+            for true in g:
+                m1 = statistics.median(f + rng.gauss(0.0, o1) for f in f1)
+                mn = statistics.median(f + rng.gauss(0.0, on) for f in fn)
+                meas.append(true * math.exp(m1 - mn))
+            for i in range(len(g)):
+                for j in range(i + 1, len(g)):
+                    if abs(meas[i] - meas[j]) / max(meas[i], meas[j]) > 0.05:
+                        s_pairs += 1
+                        w_pairs += (g[i] - g[j]) * (meas[i] - meas[j]) < 0
+        shown.append(s_pairs)
+        wrong.append(w_pairs)
+        clean += w_pairs == 0
+    print(f"{n:>8} {statistics.median(shown):>16.0f} {statistics.mean(wrong):>27.1f} {clean / 1000:>14.2f}")

@@ -1,22 +1,36 @@
 //! The recommend issue's published accuracy figures are what this code computes from the
-//! committed GPU measurements: `scripts/judged-set.sh` against the table in
-//! docs/results/h200x2-session5.md. The script needs python3: without it the test skips, and
-//! fails instead when DDPCHECK_REQUIRE_SERVICES=1 (as in CI).
+//! committed GPU measurements: `scripts/judged-set.sh` against the tables in
+//! docs/results/h200x2-session5.md and h200x2-session6.md. The script needs python3: without it
+//! the test skips, and fails instead when DDPCHECK_REQUIRE_SERVICES=1 (as in CI).
 
 mod common;
 
 use common::{bin, repo_root, services_must_run};
 use std::process::Command;
 
-/// The table row the doc gives for each block of the script's output.
-const ROWS: [(&str, &str); 4] = [
+const S5: &str = "docs/results/h200x2-session5.md";
+const S6: &str = "docs/results/h200x2-session6.md";
+
+/// For each block of the script's output: the label of its table row, and the doc holding it.
+const ROWS: [(&str, &str, &str); 6] = [
     (
         "== single launches, sessions 2-4",
         "sessions 2–4, single launches",
+        S5,
     ),
-    ("== mlprep, s3", "mlprep s3, 3 launches"),
-    ("== mlprep, s4", "mlprep s4, 3 launches"),
-    ("== mlprep5, s5", "mlprep5 s5, 5 launches"),
+    ("== mlprep, s3", "mlprep s3, 3 launches", S5),
+    ("== mlprep, s4", "mlprep s4, 3 launches", S5),
+    ("== mlprep5, s5", "mlprep5 s5, 5 launches", S5),
+    (
+        "== mlprep10, s6",
+        "mlprep10 s6, 10 launches (8 hostnet)",
+        S6,
+    ),
+    (
+        "== device cases:",
+        "device cases: GPT-2 single launches, MLPs s6",
+        S6,
+    ),
 ];
 
 /// The rest of the first line of `text` after `prefix`, up to `end` (`None`: the line's end).
@@ -56,8 +70,9 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
         "judged-set.sh failed: {}\n{out}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let doc = std::fs::read_to_string(root.join("docs/results/h200x2-session5.md")).unwrap();
-    for (block, label) in ROWS {
+    for (block, label, doc_path) in ROWS {
+        let doc = std::fs::read_to_string(root.join(doc_path))
+            .unwrap_or_else(|e| panic!("{doc_path}: {e}"));
         let start = out
             .find(block)
             .unwrap_or_else(|| panic!("no block {block:?} in:\n{out}"));
@@ -79,7 +94,7 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
         );
         assert!(
             doc.contains(&row),
-            "docs/results/h200x2-session5.md lacks {row:?}: the model or the data changed; re-run scripts/judged-set.sh and update the table\n{text}"
+            "{doc_path} lacks {row:?}: the model or the data changed; re-run scripts/judged-set.sh and update the table\n{text}"
         );
     }
 }
