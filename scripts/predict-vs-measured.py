@@ -96,6 +96,31 @@ def uncertainty(rep, r):
     return math.sqrt(math.pi / 2 * sum(statistics.variance([math.log(x) for x in l]) / len(l) for l in sides))
 
 
+def launches(rep, r):
+    """Each launch's ln(step) of the run's 1-GPU partner and of the run itself, in launch order
+    (a `--repeats` launch runs every configuration once, so index i is the same launch for every
+    run of one side); None without repeated launches."""
+    one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
+           and s["variant"] == r["variant"]]
+    sides = [one[0].get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
+    if not all(l and len(l) > 1 for l in sides):
+        return None
+    return tuple([math.log(x) for x in l] for l in sides)
+
+
+def paired_ratio(a, b):
+    """ln(speedup_a / speedup_b) from the launches, each side's difference taken within each
+    launch (the launch's common speed cancels), with its standard error; None when the two runs
+    were not launched together the same number of times."""
+    if not (a and b) or any(len(x) != len(y) for x, y in zip(a, b)):
+        return None
+    d1 = [x - y for x, y in zip(a[0], b[0])]
+    dn = [x - y for x, y in zip(a[1], b[1])]
+    est = statistics.median(d1) - statistics.median(dn)
+    se = math.sqrt(math.pi / 2 * (statistics.variance(d1) / len(d1) + statistics.variance(dn) / len(dn)))
+    return est, se
+
+
 for arg in args[1:]:
     parts = arg.split(":")
     regime, coll, ddp = parts[:3]
@@ -135,7 +160,7 @@ for arg in args[1:]:
             if name not in pred:
                 continue
             rows.append((regime, model, r["variant"], r["world_size"], pred[name], r["speedup"],
-                         launch_range(rep, r), uncertainty(rep, r)))
+                         launch_range(rep, r), uncertainty(rep, r), launches(rep, r)))
     os.unlink(singles_path)
 
 print(f"{'regime':<8} {'model':<12} {'variant':<12} {'n':>2} {'predicted':>9} {'measured':>9} {'error':>7}")
@@ -144,7 +169,7 @@ inside = 0
 ranged = [r for r in rows if r[6]]
 with_u = [r for r in rows if r[7] is not None]
 beyond = 0
-for regime, model, variant, n, p, m, rng, u in rows:
+for regime, model, variant, n, p, m, rng, u, _ in rows:
     e = (p - m) / m
     errs.append(abs(e))
     mark = " !" if m > n else ""
@@ -191,3 +216,26 @@ print(f"ranking: {pairs - bad} of {pairs} pairs (measured >5% apart) in the meas
 if with_u:
     print(f"ranking where the measured difference is also beyond twice its standard error: "
           f"{resolved - resolved_bad} of {resolved} pairs in the measured order")
+# The same ranking with each pair's ratio measured within launches: every configuration of a
+# report ran once per launch, so a launch's common speed cancels from the ratio of two variants.
+p_pairs = p_bad = p_res = p_res_bad = 0
+for key in sorted({(r[0], r[1]) for r in rows}):
+    grp = [r for r in rows if (r[0], r[1]) == key]
+    for i in range(len(grp)):
+        for j in range(i + 1, len(grp)):
+            a, b = grp[i], grp[j]
+            pr = paired_ratio(a[8], b[8])
+            if pr is None or abs(math.exp(pr[0]) - 1) <= 0.05 and abs(math.exp(-pr[0]) - 1) <= 0.05:
+                continue
+            p_pairs += 1
+            wrong = (a[4] - b[4]) * pr[0] < 0
+            far = abs(pr[0]) > 2 * pr[1]
+            p_bad += wrong
+            p_res += far
+            p_res_bad += wrong and far
+            if wrong:
+                print(f"paired ranking differs: {key} {a[2]} vs {b[2]}: predicted {a[4]:.2f}/{b[4]:.2f}, "
+                      f"measured ratio {math.exp(pr[0]):.3f} ±{pr[1]:.1%}{' beyond 2σ' if far else ''}")
+if p_pairs:
+    print(f"paired within launches: {p_pairs - p_bad} of {p_pairs} pairs (>5% apart) in the measured order; "
+          f"beyond twice the standard error: {p_res - p_res_bad} of {p_res}")
