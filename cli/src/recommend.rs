@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use clap::Args;
 use ddpcheck_core::collective::{Collective, Sweep};
-use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{
+    fill_scaling, throughput_ratio, CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec,
+};
 use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
@@ -104,6 +106,21 @@ pub struct VerifyRow {
     pub measured_uncertainty: Option<f64>,
 }
 
+/// What `--verify` measured of the recommendation against the baseline at the same GPU count:
+/// throughput over throughput, within launches when they were repeated
+/// (`ddpcheck_core::ddp::throughput_ratio`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VerifyGain {
+    pub variant: String,
+    pub baseline: String,
+    pub world_size: u32,
+    pub predicted_ratio: f64,
+    pub measured_ratio: f64,
+    /// With --repeats: the measured ratio's relative standard error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_uncertainty: Option<f64>,
+}
+
 /// The `--json` document: the report head, the recommendation, and `--verify` rows.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RecommendReport {
@@ -113,6 +130,8 @@ pub struct RecommendReport {
     pub recommendation: Recommendation,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<VerifyRow>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_gain: Option<VerifyGain>,
     /// Seconds spent (measurements included).
     pub seconds: f64,
 }
@@ -618,6 +637,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         header,
         recommendation: rec,
         verify: Vec::new(),
+        verify_gain: None,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -681,6 +701,30 @@ fn verify(
             });
         }
     }
+    let at_n = |name: &str| {
+        let row = rec.rows.iter().find(|x| x.variant == name)?;
+        let run = r
+            .results
+            .iter()
+            .find(|x| x.variant == name && x.world_size == rec.gpus)?;
+        Some((row, run))
+    };
+    if let (Some((chosen, chosen_run)), Some((base, base_run))) =
+        (at_n(rec.chosen.as_str()), at_n("base"))
+    {
+        if chosen.variant != base.variant && base.prediction.throughput > 0.0 {
+            if let Some(m) = throughput_ratio(chosen_run, base_run) {
+                report.verify_gain = Some(VerifyGain {
+                    variant: chosen.variant.clone(),
+                    baseline: base.variant.clone(),
+                    world_size: rec.gpus,
+                    predicted_ratio: chosen.prediction.throughput / base.prediction.throughput,
+                    measured_ratio: m.ratio,
+                    measured_uncertainty: m.uncertainty,
+                });
+            }
+        }
+    }
     Ok(())
 }
 
@@ -714,6 +758,27 @@ pub fn render(r: &RecommendReport) -> String {
                 v.error * 100.0
             ));
         }
+    }
+    if let Some(g) = &r.verify_gain {
+        let how = match g.measured_uncertainty {
+            Some(u) => format!(" ±{:.1}% (within launches)", u * 100.0),
+            None => " (one launch each)".to_string(),
+        };
+        // The same noise test as the rows above, on ln(ratio) so faster and slower weigh alike.
+        let verdict = if !beyond_noise(g.measured_ratio.ln(), g.measured_uncertainty) {
+            match g.measured_uncertainty {
+                Some(_) => "these launches do not tell the two apart",
+                None => "one launch each cannot tell the two apart (--repeats 3 or more can)",
+            }
+        } else if g.measured_ratio > 1.0 {
+            "the recommendation pays off on this node"
+        } else {
+            "the recommendation measured slower than the baseline: keep the baseline"
+        };
+        s.push_str(&format!(
+            "  {} against {} on {} GPUs: predicted {:.2}x the throughput, measured {:.2}x{how}: {verdict}\n",
+            g.variant, g.baseline, g.world_size, g.predicted_ratio, g.measured_ratio
+        ));
     }
     s
 }

@@ -241,6 +241,65 @@ fn quick_runs_and_verify_on_a_simulated_node() {
 }
 
 #[test]
+fn verify_measures_the_recommendation_against_the_baseline() {
+    // The simulated 4xA6000 PHB box recommends bf16 with accumulation: --verify runs both and
+    // says how much faster the recommendation trained, launch by launch with --repeats.
+    let verify = |extra: &[&str]| {
+        let mut all = vec![
+            "--sim",
+            "a6000x4-phb",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--verify",
+        ];
+        all.extend_from_slice(extra);
+        local(&all)
+    };
+    let o = verify(&["--repeats", "3", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let g = &doc["verify_gain"];
+    assert_eq!(g["variant"], doc["chosen"], "{g}");
+    assert_eq!(g["baseline"], "base");
+    // The seed measured 2.0x for base and 3.5-3.7x for bf16 + accumulation 4: about 1.8x.
+    let (p, m) = (
+        g["predicted_ratio"].as_f64().unwrap(),
+        g["measured_ratio"].as_f64().unwrap(),
+    );
+    assert!((1.3..2.5).contains(&p) && (1.3..2.5).contains(&m), "{g}");
+    let u = g["measured_uncertainty"].as_f64().unwrap();
+    assert!((0.0..0.1).contains(&u), "{g}");
+    let o = verify(&["--repeats", "3"]);
+    let t = stdout(&o);
+    assert!(
+        t.contains("against base on 4 GPUs")
+            && t.contains("(within launches)")
+            && t.contains("pays off"),
+        "{t}"
+    );
+    // One launch each: the ratio, without an uncertainty.
+    let o = verify(&["--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["verify_gain"]["measured_ratio"].as_f64().unwrap() > 1.0);
+    assert!(doc["verify_gain"].get("measured_uncertainty").is_none());
+    // Where the recommendation is the baseline, there is nothing to compare.
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--verify",
+        "--json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["chosen"], "base");
+    assert!(doc.get("verify_gain").is_none(), "{doc}");
+}
+
+#[test]
 fn bad_input_is_a_usage_error() {
     for args in [
         vec!["--sim", "h200x2-nvlink", "recommend"],

@@ -563,6 +563,59 @@ pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64>
     Some((std::f64::consts::FRAC_PI_2 * (term(multi)? + term(single)?)).sqrt())
 }
 
+/// One run's throughput over another's at the same GPU count, as measured.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputRatio {
+    pub ratio: f64,
+    /// Relative standard error (of ln ratio); `None` for single launches.
+    pub uncertainty: Option<f64>,
+}
+
+/// How much faster run `a` trains than run `b` (samples per second; same GPU count): with
+/// repeated launches, measured launch by launch. A `--repeats` sequence runs every configuration
+/// once per round, so launch `i` of `a` and of `b` ran side by side in time; the round's common
+/// speed (on 2xH200 about half of a short step's launch-to-launch variance) cancels from their
+/// ratio, where a ratio of two medians would keep it. The ratio is the median over launches, its
+/// uncertainty `√(π/2)·sd/√n` of the per-launch ln ratios. Launches are paired by position, so
+/// both runs must have the same number of them (else the plain throughput ratio, without
+/// uncertainty). `None` for different GPU counts or a run without throughput.
+pub fn throughput_ratio(a: &DdpResult, b: &DdpResult) -> Option<ThroughputRatio> {
+    if a.world_size != b.world_size || !(a.throughput > 0.0 && b.throughput > 0.0) {
+        return None;
+    }
+    let plain = ThroughputRatio {
+        ratio: a.throughput / b.throughput,
+        uncertainty: None,
+    };
+    let (la, lb) = (&a.launch_step_medians_s, &b.launch_step_medians_s);
+    let valid = |l: &[f64]| l.len() > 1 && l.iter().all(|x| x.is_finite() && *x > 0.0);
+    if la.len() != lb.len() || !valid(la) || !valid(lb) {
+        return Some(plain);
+    }
+    // Samples per rank per step: a step of `a` does this many times `b`'s work.
+    let work =
+        f64::from(a.micro_batch * a.accum.max(1)) / f64::from(b.micro_batch * b.accum.max(1));
+    let mut logs: Vec<f64> = la
+        .iter()
+        .zip(lb)
+        .map(|(ta, tb)| (work * tb / ta).ln())
+        .collect();
+    let n = logs.len() as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    let sd = (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    logs.sort_by(f64::total_cmp);
+    let mid = logs.len() / 2;
+    let median = if logs.len() % 2 == 1 {
+        logs[mid]
+    } else {
+        (logs[mid - 1] + logs[mid]) / 2.0
+    };
+    Some(ThroughputRatio {
+        ratio: median.exp(),
+        uncertainty: Some((std::f64::consts::FRAC_PI_2 / n).sqrt() * sd),
+    })
+}
+
 /// Fills speedup (and its uncertainty), efficiency, exposed communication and cost from the
 /// 1-GPU rows of the same model and variant. Rows without a 1-GPU partner keep `None`. Cost uses
 /// the price of one GPU-hour (a node's price divided by its GPUs): a job pays for the GPUs it
@@ -767,5 +820,54 @@ mod tests {
         // A broken launch time is no estimate either.
         single.launch_step_medians_s = vec![0.003, f64::NAN];
         assert_eq!(single.launch_log_sd(), None);
+    }
+
+    #[test]
+    fn throughput_ratio_cancels_the_launches_common_speed() {
+        let mk = |variant: &str, accum: u32, steps: &[f64]| {
+            let step = steps[steps.len() / 2];
+            DdpResult {
+                model: "mlp:1024x4".into(),
+                params: 4_198_400,
+                variant: variant.into(),
+                world_size: 2,
+                micro_batch: 256,
+                accum,
+                step_time_median_s: step,
+                step_time_p90_s: step,
+                throughput: 2.0 * 256.0 * f64::from(accum) / step,
+                throughput_unit: "samples/s".into(),
+                speedup: None,
+                efficiency: None,
+                exposed_comm_fraction: None,
+                cost_per_million: None,
+                launch_step_medians_s: steps.to_vec(),
+                speedup_uncertainty: None,
+            }
+        };
+        // Launches 30% apart, every one of them with accum8 doing 8 micro-batches in 6.4 times
+        // base's step: 1.25x the samples per second, in every launch.
+        let speed = [1.0, 1.3, 0.9, 1.1, 1.2];
+        let base_steps: Vec<f64> = speed.iter().map(|s| 0.002 * s).collect();
+        let acc_steps: Vec<f64> = speed.iter().map(|s| 0.0128 * s).collect();
+        let (base, acc) = (mk("base", 1, &base_steps), mk("accum8", 8, &acc_steps));
+        let r = throughput_ratio(&acc, &base).unwrap();
+        assert!((r.ratio - 1.25).abs() < 1e-9, "{r:?}");
+        assert!(
+            r.uncertainty.unwrap() < 1e-9,
+            "the common speed cancels: {r:?}"
+        );
+        // Launches that did not run side by side (here the rounds shifted by one): the speeds
+        // no longer cancel, and the uncertainty says so.
+        let mut shifted = acc_steps.clone();
+        shifted.rotate_left(1);
+        let r = throughput_ratio(&mk("accum8", 8, &shifted), &base).unwrap();
+        assert!(r.uncertainty.unwrap() > 0.05, "unpaired rounds: {r:?}");
+        // Different launch counts: the plain ratio, with no uncertainty; other GPU counts: none.
+        let r = throughput_ratio(&mk("accum8", 8, &acc_steps[..4]), &base).unwrap();
+        assert_eq!(r.uncertainty, None);
+        let mut one = base.clone();
+        one.world_size = 1;
+        assert_eq!(throughput_ratio(&acc, &one), None);
     }
 }
