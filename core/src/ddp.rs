@@ -481,12 +481,10 @@ impl DdpResult {
             .filter(|x| x.is_finite() && **x > 0.0)
             .map(|x| x.ln())
             .collect();
-        if logs.len() < 2 || logs.len() != self.launch_step_medians_s.len() {
+        if logs.len() != self.launch_step_medians_s.len() {
             return None;
         }
-        let n = logs.len() as f64;
-        let mean = logs.iter().sum::<f64>() / n;
-        Some((logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
+        sample_sd(&logs)
     }
 
     /// The fastest and the slowest launch's step time; `None` for a single launch.
@@ -595,25 +593,28 @@ pub fn throughput_ratio(a: &DdpResult, b: &DdpResult) -> Option<ThroughputRatio>
     // Samples per rank per step: a step of `a` does this many times `b`'s work.
     let work =
         f64::from(a.micro_batch * a.accum.max(1)) / f64::from(b.micro_batch * b.accum.max(1));
-    let mut logs: Vec<f64> = la
+    let logs: Vec<f64> = la
         .iter()
         .zip(lb)
         .map(|(ta, tb)| (work * tb / ta).ln())
         .collect();
-    let n = logs.len() as f64;
-    let mean = logs.iter().sum::<f64>() / n;
-    let sd = (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-    logs.sort_by(f64::total_cmp);
-    let mid = logs.len() / 2;
-    let median = if logs.len() % 2 == 1 {
-        logs[mid]
-    } else {
-        (logs[mid - 1] + logs[mid]) / 2.0
+    let (Some(median), Some(sd)) = (crate::expect::median(&logs), sample_sd(&logs)) else {
+        return Some(plain);
     };
     Some(ThroughputRatio {
         ratio: median.exp(),
-        uncertainty: Some((std::f64::consts::FRAC_PI_2 / n).sqrt() * sd),
+        uncertainty: Some((std::f64::consts::FRAC_PI_2 / logs.len() as f64).sqrt() * sd),
     })
+}
+
+/// The sample standard deviation (n − 1); `None` for fewer than two values.
+fn sample_sd(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    Some((xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
 }
 
 /// Fills speedup (and its uncertainty), efficiency, exposed communication and cost from the
