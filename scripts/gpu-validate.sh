@@ -5,7 +5,7 @@
 #   scripts/gpu-validate.sh [PHASE...]
 #   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
-#    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times,
+#    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
 #    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m";
 #    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes;
@@ -249,10 +249,12 @@ model)
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve model "$name" $envs
         ddp_runs "model-gpt-$name" "$MG $name" $GPTARGS --variants base,bf16,accum4,bf16+accum4 $envargs --steps 20 --repeats "$MREP"
-        ddp_runs "model-mlp-$name" "mlp $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$MREP"
+        if [ "${MODEL_MLP:-1}" = 1 ]; then
+            ddp_runs "model-mlp-$name" "mlp $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$MREP"
+        fi
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
-    python3 scripts/summarise-ddp.py "$LOGS"/model-gpt-*.json "$LOGS"/model-mlp-*.json | tee -a "$SUMMARY"
+    python3 scripts/summarise-ddp.py "$LOGS"/model-gpt-*.json $(ls "$LOGS"/model-mlp-*.json 2>/dev/null) | tee -a "$SUMMARY"
     ;;
 model355)
     say "## model355: per regime, the all-reduce curve and gpt2-355m (4 variants), 1 and $NGPU GPUs"
