@@ -658,7 +658,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             if let Some(u) = unhooked(r) {
                 reasons.push(Reason {
                     text: format!(
-                        "Not {}: its {:.0}% efficiency is against one GPU running the same hook, and it would train no faster than {} ({} against {} {unit_word}/s); the hook's casts cost about what it saves on the wire.",
+                        "Not {}: its {:.0}% efficiency is against one GPU running the same hook, and it would train no faster than {} ({} against {} {unit_word}/s); the hook's casts cost at least what it saves on the wire.",
                         r.variant,
                         r.prediction.efficiency * 100.0,
                         u.variant,
