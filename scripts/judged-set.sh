@@ -4,6 +4,7 @@
 # predicted from its own call's all-reduce curve and 1-GPU runs (scripts/predict-vs-measured.py).
 #
 #   scripts/judged-set.sh [DDPCHECK]        (default: target/release/ddpcheck)
+#   PVM_OPTS=--plain-reference scripts/judged-set.sh   (options for predict-vs-measured.py)
 #
 # Sessions 2-4 on 2xH200, single launches (the `model`/`model355` phases): 120 cases. The
 # `mlprep` runs (three launches each; five in session 5; ten, and eight on the host network, in
@@ -26,25 +27,25 @@ for r in nvlink shm hostnet; do
     args+=("$(case_arg "s4-355-$r" "$S4/model355" model355 gpt "$r")")
 done
 echo "== single launches, sessions 2-4"
-python3 scripts/predict-vs-measured.py --min-params 800000 "$P" "${args[@]}"
+python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${args[@]}"
 for s in s3 s4; do
     d=$R/2026-11-30-$s/mlprep
     echo
     echo "== mlprep, $s (three launches each)"
-    python3 scripts/predict-vs-measured.py --min-params 800000 "$P" \
+    python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" \
         "$(case_arg "$s-mlp-nvlink" "$d" mlprep mlp nvlink)" "$(case_arg "$s-mlp-shm" "$d" mlprep mlp shm)"
 done
 d=$R/2026-11-30-s5/mlprep5
 echo
 echo "== mlprep5, s5 (five launches each)"
-python3 scripts/predict-vs-measured.py --min-params 800000 "$P" \
+python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" \
     "$(case_arg s5-mlp-nvlink "$d" mlprep5 mlp nvlink)" "$(case_arg s5-mlp-shm "$d" mlprep5 mlp shm)"
 S6=$R/2026-11-30-s6
 s6=("$(case_arg s6-mlp-nvlink "$S6/mlprep10" mlprep10 mlp nvlink)" "$(case_arg s6-mlp-shm "$S6/mlprep10" mlprep10 mlp shm)"
     "$(case_arg s6-mlp-hostnet "$S6/mlprep8-hostnet" mlprep8 mlp hostnet)")
 echo
 echo "== mlprep10, s6 (ten launches each; eight on the host network)"
-python3 scripts/predict-vs-measured.py --min-params 800000 "$P" "${s6[@]}"
+python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${s6[@]}"
 echo
 echo "== device cases: GPT-2 single launches (sessions 2-4), MLPs repeated (s6)"
-python3 scripts/predict-vs-measured.py --min-params 800000 "$P" "${gpt[@]}" "${s6[@]}"
+python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}"

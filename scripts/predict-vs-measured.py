@@ -14,6 +14,10 @@ one call holds several launches of each), for the model's input and the measured
 it measures how much of the error is the 1-GPU launch's own noise. A measured speedup above the GPU count is marked `!`: with weak
 scaling it cannot be real, so its 1-GPU reference ran slow.
 
+--plain-reference takes a hooked variant's speedup, predicted and measured, against one GPU
+running the same accumulation without the hook (fp16 -> base, bf16+accum4 -> accum4), as the
+seeds do, instead of against one GPU running the hook too (what `bench ddp` and the model do).
+
 --inputs FILE adds a `bench ddp --json` report of model inputs to every prediction: the `nocomm`
 runs at 1 and N GPUs (N processes side by side with no communication), launched separately from
 the judged runs. Without it the model assumes N processes compute as fast as one.
@@ -29,7 +33,7 @@ import sys
 import tempfile
 
 args = sys.argv[1:]
-min_params, pool, inputs = 0, False, []
+min_params, pool, inputs, plain_ref = 0, False, [], False
 while args and args[0].startswith("--"):
     if args[0] == "--inputs":
         inputs, args = inputs + ["--from", args[1]], args[2:]
@@ -37,6 +41,8 @@ while args and args[0].startswith("--"):
         min_params, args = float(args[1]), args[2:]
     elif args[0] == "--pool-1gpu":
         pool, args = True, args[1:]
+    elif args[0] == "--plain-reference":
+        plain_ref, args = True, args[1:]
     else:
         sys.exit(f"unknown option {args[0]}")
 ddpcheck = args[0]
@@ -70,12 +76,21 @@ def pooled_report(rep):
     return dict(rep, results=out)
 
 
+def ref_variant(variant):
+    """The variant whose 1-GPU run is the reference: itself, or with --plain-reference the same
+    name without its hook."""
+    if not plain_ref:
+        return variant
+    rest = [p for p in variant.split("+") if p.strip().lower() not in ("fp16", "bf16")]
+    return "+".join(rest) or "base"
+
+
 def launch_range(rep, r):
     """With repeated launches (`--repeats`): the lowest and highest speedup any pairing of a
     1-GPU launch with an N-GPU launch gives, i.e. how far the measurement itself moves; None
     for single launches."""
     one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
-           and s["variant"] == r["variant"]]
+           and s["variant"] == ref_variant(r["variant"])]
     l1 = one[0].get("launch_step_medians_s") if one else None
     ln = r.get("launch_step_medians_s")
     if not l1 or not ln:
@@ -89,7 +104,7 @@ def uncertainty(rep, r):
     sqrt(pi/2 * (sd1^2/n1 + sdN^2/nN)) with sd the spread of ln(step) over each side's launches
     (the formula of ddpcheck's `speedup_uncertainty`); None otherwise."""
     one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
-           and s["variant"] == r["variant"]]
+           and s["variant"] == ref_variant(r["variant"])]
     sides = [one[0].get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
     if not all(l and len(l) > 1 for l in sides):
         return None
@@ -101,7 +116,7 @@ def launches(rep, r):
     (a `--repeats` launch runs every configuration once, so index i is the same launch for every
     run of one side); None without repeated launches."""
     one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
-           and s["variant"] == r["variant"]]
+           and s["variant"] == ref_variant(r["variant"])]
     sides = [one[0].get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
     if not all(l and len(l) > 1 for l in sides):
         return None
@@ -153,13 +168,25 @@ for arg in args[1:]:
             p = base_row["prediction"]
             print(f"{regime} {model}: side-by-side slowdown x{1 + p['side_by_side_s'] / p['single_gpu_step_s']:.3f}")
         pred = {r["variant"]: r["prediction"]["speedup"] for r in rec["rows"]}
+        if plain_ref:
+            # N-GPU throughput over the reference's predicted 1-GPU throughput.
+            by_name = {r["variant"]: r["prediction"] for r in rec["rows"]}
+            pred = {v: p["throughput"] / (by_name[ref_variant(v)]["throughput"] / by_name[ref_variant(v)]["speedup"])
+                    for v, p in by_name.items() if ref_variant(v) in by_name}
         for r in held_out:
             if r["model"] != model:
                 continue
             name = {"base": "base"}.get(r["variant"], r["variant"])
             if name not in pred:
                 continue
-            rows.append((regime, model, r["variant"], r["world_size"], pred[name], r["speedup"],
+            measured = r["speedup"]
+            if plain_ref:
+                one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == model
+                       and s["variant"] == ref_variant(r["variant"])]
+                if not one:
+                    continue
+                measured = r["throughput"] / one[0]["throughput"]
+            rows.append((regime, model, r["variant"], r["world_size"], pred[name], measured,
                          launch_range(rep, r), uncertainty(rep, r), launches(rep, r)))
     os.unlink(singles_path)
 
