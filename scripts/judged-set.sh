@@ -4,7 +4,7 @@
 # predicted from its own call's all-reduce curve and 1-GPU runs (scripts/predict-vs-measured.py).
 #
 #   scripts/judged-set.sh [DDPCHECK]        (default: target/release/ddpcheck)
-#   PVM_OPTS=--plain-reference scripts/judged-set.sh   (options for predict-vs-measured.py)
+#   PVM_OPTS="--pool-1gpu" scripts/judged-set.sh   (options for predict-vs-measured.py)
 #
 # Sessions 2-4 on 2xH200, single launches (the `model`/`model355` phases): 120 cases. The
 # `mlprep` runs (three launches each; five in session 5; ten, and eight on the host network, in

@@ -52,10 +52,15 @@ for path in args:
             launch = [statistics.mean(c[i] for c in cen) for i in range(len(mat[0]))]
             common[side].append(statistics.stdev(launch))
             own[side].append(statistics.stdev(c[i] - launch[i] for c in cen for i in range(len(launch))))
+    # Speedups against one GPU running the same recipe without the comm hook (ddpcheck's
+    # `ddp::one_gpu_reference`), recomputed: reports before session 6 hold another definition.
+    plain = {(r["model"], r["variant"]): r for r in rows if r["world_size"] == 1}
     by_model = {}
     for r in rows:
-        if r["world_size"] >= 2 and r["params"] >= min_params and r.get("speedup"):
-            by_model.setdefault(r["model"], []).append(r["speedup"])
+        hook_free = "+".join(p for p in r["variant"].split("+") if p not in ("fp16", "bf16")) or "base"
+        ref = plain.get((r["model"], hook_free))
+        if r["world_size"] >= 2 and r["params"] >= min_params and ref and ref["throughput"] > 0:
+            by_model.setdefault(r["model"], []).append(r["throughput"] / ref["throughput"])
     groups += [g for g in by_model.values() if len(g) >= 2]
     one = {(r["model"], r["variant"]): r for r in rows if r["world_size"] == 1}
     for r in rows:

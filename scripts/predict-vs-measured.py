@@ -14,9 +14,11 @@ one call holds several launches of each), for the model's input and the measured
 it measures how much of the error is the 1-GPU launch's own noise. A measured speedup above the GPU count is marked `!`: with weak
 scaling it cannot be real, so its 1-GPU reference ran slow.
 
---plain-reference takes a hooked variant's speedup, predicted and measured, against one GPU
-running the same accumulation without the hook (fp16 -> base, bf16+accum4 -> accum4), as the
-seeds do, instead of against one GPU running the hook too (what `bench ddp` and the model do).
+A hooked variant's speedup, predicted and measured, is taken against one GPU running the same
+recipe without the hook (fp16 -> base, bf16+accum4 -> accum4), as ddpcheck does since session 6
+(`ddp::one_gpu_reference`); the measured one is recomputed from the runs' throughputs, so
+reports written before read the same way. (Sessions 1-5 took it against one GPU running the
+hook too; their figures are in their pages.)
 
 --inputs FILE adds a `bench ddp --json` report of model inputs to every prediction: the `nocomm`
 runs at 1 and N GPUs (N processes side by side with no communication), launched separately from
@@ -33,7 +35,7 @@ import sys
 import tempfile
 
 args = sys.argv[1:]
-min_params, pool, inputs, plain_ref = 0, False, [], False
+min_params, pool, inputs = 0, False, []
 while args and args[0].startswith("--"):
     if args[0] == "--inputs":
         inputs, args = inputs + ["--from", args[1]], args[2:]
@@ -41,8 +43,6 @@ while args and args[0].startswith("--"):
         min_params, args = float(args[1]), args[2:]
     elif args[0] == "--pool-1gpu":
         pool, args = True, args[1:]
-    elif args[0] == "--plain-reference":
-        plain_ref, args = True, args[1:]
     else:
         sys.exit(f"unknown option {args[0]}")
 ddpcheck = args[0]
@@ -77,10 +77,8 @@ def pooled_report(rep):
 
 
 def ref_variant(variant):
-    """The variant whose 1-GPU run is the reference: itself, or with --plain-reference the same
-    name without its hook."""
-    if not plain_ref:
-        return variant
+    """The variant whose 1-GPU run is the speedup's reference: the same name without its comm
+    hook (ddpcheck's `ddp::one_gpu_reference`)."""
     rest = [p for p in variant.split("+") if p.strip().lower() not in ("fp16", "bf16")]
     return "+".join(rest) or "base"
 
@@ -168,24 +166,19 @@ for arg in args[1:]:
             p = base_row["prediction"]
             print(f"{regime} {model}: side-by-side slowdown x{1 + p['side_by_side_s'] / p['single_gpu_step_s']:.3f}")
         pred = {r["variant"]: r["prediction"]["speedup"] for r in rec["rows"]}
-        if plain_ref:
-            # N-GPU throughput over the reference's predicted 1-GPU throughput.
-            by_name = {r["variant"]: r["prediction"] for r in rec["rows"]}
-            pred = {v: p["throughput"] / (by_name[ref_variant(v)]["throughput"] / by_name[ref_variant(v)]["speedup"])
-                    for v, p in by_name.items() if ref_variant(v) in by_name}
         for r in held_out:
             if r["model"] != model:
                 continue
             name = {"base": "base"}.get(r["variant"], r["variant"])
             if name not in pred:
                 continue
-            measured = r["speedup"]
-            if plain_ref:
-                one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == model
-                       and s["variant"] == ref_variant(r["variant"])]
-                if not one:
-                    continue
-                measured = r["throughput"] / one[0]["throughput"]
+            # Recomputed, not the report's own: reports before session 6 took a hooked
+            # variant's speedup against one GPU running the hook.
+            one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == model
+                   and s["variant"] == ref_variant(r["variant"])]
+            if not one:
+                continue
+            measured = r["throughput"] / one[0]["throughput"]
             rows.append((regime, model, r["variant"], r["world_size"], pred[name], measured,
                          launch_range(rep, r), uncertainty(rep, r), launches(rep, r)))
     os.unlink(singles_path)

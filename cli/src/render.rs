@@ -185,7 +185,7 @@ pub fn bench_ddp(r: &DdpReport) -> String {
         t.add_row(row);
     }
     s.push_str(&format!("\n{t}\n"));
-    s.push_str("speedup: against 1 GPU of the same model and variant (weak scaling); exposed comm: (step_N − step_1) / step_N\n");
+    s.push_str("speedup: against 1 GPU of the same model and variant without its comm hook (weak scaling); exposed comm: (step_N − step_1) / step_N\n");
     if repeated {
         s.push_str("steps: the median over the launches of each launch's median step; spread: (slowest − fastest launch) / median\n");
     }

@@ -320,6 +320,25 @@ impl DdpVariant {
     }
 }
 
+/// The variant whose 1-GPU run a variant's speedup is taken against: the same recipe without a
+/// comm hook (`bf16+accum4` → `accum4`, `fp16` → `base`), and the variant itself otherwise. A
+/// hook only changes what DDP sends between GPUs, and nobody trains on one GPU with it, yet DDP
+/// runs its casts on one GPU too: against a 1-GPU run paying them, a hook whose casts cost what
+/// it saves on the wire looked faster than it trains (on 2xH200, a small MLP's casts cost about
+/// 1 ms a step). The seeds' reference is this one too: the same recipe on one GPU.
+pub fn one_gpu_reference(variant: &str) -> String {
+    let hook_free: Vec<&str> = variant
+        .split('+')
+        .map(str::trim)
+        .filter(|p| !["bf16", "fp16", "powersgd"].contains(&p.to_ascii_lowercase().as_str()))
+        .collect();
+    if hook_free.is_empty() {
+        "base".into()
+    } else {
+        hook_free.join("+")
+    }
+}
+
 impl fmt::Display for DdpVariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)
@@ -355,6 +374,31 @@ fn one_launch() -> u32 {
 pub const MAX_REPEATS: u32 = 20;
 
 impl DdpRequest {
+    /// The request with, for every hooked variant measured on one GPU, its
+    /// [`one_gpu_reference`] added where missing (under the hooked variant's environment), so
+    /// its speedup has its reference. The added variant runs at every GPU count, in the same
+    /// launches. Never beyond the 32 variants a request may hold.
+    pub fn with_one_gpu_references(mut self) -> Self {
+        if !self.world_sizes.contains(&1) {
+            return self;
+        }
+        let mut added = Vec::new();
+        for v in &self.variants {
+            let name = one_gpu_reference(&v.name);
+            let present = |list: &[DdpVariant]| list.iter().any(|x| x.name == name);
+            if name == v.name || present(&self.variants) || present(&added) {
+                continue;
+            }
+            if let Ok(mut reference) = name.parse::<DdpVariant>() {
+                reference.env = v.env.clone();
+                added.push(reference);
+            }
+        }
+        let room = 32usize.saturating_sub(self.variants.len());
+        self.variants.extend(added.into_iter().take(room));
+        self
+    }
+
     /// Bounds every field before any work (a request may come from the outside world); every
     /// backend and the engine use this one check.
     pub fn validate(&self, gpus_on_node: usize) -> Result<(), crate::ProbeError> {
@@ -444,7 +488,8 @@ pub struct DdpResult {
     /// Tokens/s (decoders) or samples/s (MLP) over all GPUs.
     pub throughput: f64,
     pub throughput_unit: String,
-    /// Against one GPU of the same model and variant; filled by [`fill_scaling`].
+    /// Against one GPU of the same model and variant without its comm hook
+    /// ([`one_gpu_reference`]); filled by [`fill_scaling`].
     pub speedup: Option<f64>,
     pub efficiency: Option<f64>,
     /// (step_N − step_1) / step_N for the same recipe: the part of a step that is communication
@@ -618,9 +663,10 @@ fn sample_sd(xs: &[f64]) -> Option<f64> {
 }
 
 /// Fills speedup (and its uncertainty), efficiency, exposed communication and cost from the
-/// 1-GPU rows of the same model and variant. Rows without a 1-GPU partner keep `None`. Cost uses
-/// the price of one GPU-hour (a node's price divided by its GPUs): a job pays for the GPUs it
-/// holds.
+/// 1-GPU rows of the same model: the run of the variant's [`one_gpu_reference`] (without its
+/// comm hook), else, in reports that lack that run, the variant's own 1-GPU run. Rows without
+/// a 1-GPU partner keep `None`. Cost uses the price of one GPU-hour (a node's price divided by
+/// its GPUs): a job pays for the GPUs it holds.
 pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) {
     let singles: Vec<DdpResult> = results
         .iter()
@@ -634,10 +680,13 @@ pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) 
                 r.cost_per_million = Some(per_hour * 1e6 / (r.throughput * 3600.0));
             }
         }
-        if let Some(one) = singles
-            .iter()
-            .find(|one| one.model == r.model && one.variant == r.variant)
-        {
+        let one_gpu = |variant: &str| {
+            singles
+                .iter()
+                .find(|one| one.model == r.model && one.variant == variant)
+        };
+        let reference = one_gpu(&one_gpu_reference(&r.variant)).or_else(|| one_gpu(&r.variant));
+        if let Some(one) = reference {
             let (t1, s1) = (one.throughput, one.step_time_median_s);
             if t1 > 0.0 && r.step_time_median_s > 0.0 {
                 let speedup = r.throughput / t1;
@@ -821,6 +870,84 @@ mod tests {
         // A broken launch time is no estimate either.
         single.launch_step_medians_s = vec![0.003, f64::NAN];
         assert_eq!(single.launch_log_sd(), None);
+    }
+
+    #[test]
+    fn a_hooked_variants_speedup_is_against_one_gpu_without_the_hook() {
+        assert_eq!(one_gpu_reference("bf16+accum4"), "accum4");
+        assert_eq!(one_gpu_reference("fp16"), "base");
+        assert_eq!(one_gpu_reference("accum8"), "accum8");
+        assert_eq!(one_gpu_reference("nocomm"), "nocomm");
+        let mk = |variant: &str, n: u32, step: f64| DdpResult {
+            model: "mlp:1024x4".into(),
+            params: 4_198_400,
+            variant: variant.into(),
+            world_size: n,
+            micro_batch: 256,
+            accum: 1,
+            step_time_median_s: step,
+            step_time_p90_s: step,
+            throughput: f64::from(n) * 256.0 / step,
+            throughput_unit: "samples/s".into(),
+            speedup: None,
+            efficiency: None,
+            exposed_comm_fraction: None,
+            cost_per_million: None,
+            launch_step_medians_s: Vec::new(),
+            speedup_uncertainty: None,
+        };
+        // fp16's casts cost 1 ms on one GPU; on two it runs as fast as base: no gain.
+        let mut rows = vec![
+            mk("base", 1, 0.002),
+            mk("fp16", 1, 0.003),
+            mk("base", 2, 0.0025),
+            mk("fp16", 2, 0.0025),
+        ];
+        fill_scaling(&mut rows, None);
+        assert_eq!(
+            rows[2].speedup, rows[3].speedup,
+            "against the same plain run"
+        );
+        assert!((rows[3].speedup.unwrap() - 1.6).abs() < 1e-12);
+        assert!(
+            (rows[1].speedup.unwrap() - 2.0 / 3.0).abs() < 1e-12,
+            "one GPU pays the casts"
+        );
+        // A report without the plain 1-GPU run falls back to the variant's own.
+        let mut rows = vec![mk("fp16", 1, 0.003), mk("fp16", 2, 0.0025)];
+        fill_scaling(&mut rows, None);
+        assert!((rows[1].speedup.unwrap() - 2.4).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_request_gets_the_one_gpu_references_its_hooked_variants_need() {
+        let variants = |names: &[&str]| -> Vec<DdpVariant> {
+            names.iter().map(|n| n.parse().unwrap()).collect()
+        };
+        let mut req = DdpRequest {
+            models: vec![ModelSpec::gpt2_124m()],
+            variants: variants(&["bf16+accum4", "fp16", "accum8"]),
+            world_sizes: vec![1, 2],
+            micro_batch: 8,
+            warmup_steps: 1,
+            steps: 2,
+            price_per_gpu_hour: None,
+            env: Vec::new(),
+            deadline_s: 60.0,
+            repeats: 1,
+        };
+        req.variants[1].env = vec![("NCCL_P2P_DISABLE".into(), "1".into())];
+        let got = req.clone().with_one_gpu_references();
+        let names: Vec<&str> = got.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["bf16+accum4", "fp16", "accum8", "accum4", "base"]);
+        assert_eq!(
+            got.variants[4].env, req.variants[1].env,
+            "under the hooked one's environment"
+        );
+        // Present already, or no 1-GPU run asked for: nothing added.
+        assert_eq!(got.clone().with_one_gpu_references(), got);
+        req.world_sizes = vec![2];
+        assert_eq!(req.clone().with_one_gpu_references(), req);
     }
 
     #[test]

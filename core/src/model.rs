@@ -21,7 +21,9 @@
 //!   comm hook) plus the all-reduce time of its wire bytes read from the [`LinkCurve`];
 //! * exposed communication is the time the last all-reduce ends after the backward ends.
 //!
-//! `step(N) = k·compute + exposed + ddp_fixed_s + crowd`, and `step(1) = k·compute`: `compute_s`
+//! `step(N) = k·compute + hook + exposed + ddp_fixed_s + crowd`, and `step(1) = k·compute`, one
+//! GPU running the same recipe without the comm hook (`hook` is the hook's casts,
+//! [`StepInputs::hook_compute_s`]; see [`crate::ddp::one_gpu_reference`]): `compute_s`
 //! is what a one-GPU run of the same recipe measures per micro-batch (its own bookkeeping
 //! included), and `ddp_fixed_s` what N ranks add every synchronising step (DDP's reducer
 //! finalisation, waiting for the slowest rank, stream synchronisation). `crowd` is what N
@@ -522,8 +524,9 @@ pub struct StepInputs {
     /// Measured from 1-GPU runs at two accumulations; 0 when unknown (then `compute_s` holds it).
     pub optimizer_s: f64,
     /// Extra work per optimizer step when a comm hook compresses gradients (the casts), seconds.
-    /// DDP runs the hook on one GPU too, so it is part of the 1-GPU reference as well. Measured
-    /// as a 1-GPU hook run minus a 1-GPU plain run; 0 when unknown.
+    /// Part of the N-GPU step, not of the speedup's 1-GPU reference, which runs the same recipe
+    /// without the hook (`crate::ddp::one_gpu_reference`). Measured as a 1-GPU hook run minus a
+    /// 1-GPU plain run; 0 when unknown.
     pub hook_compute_s: f64,
     /// How much slower each GPU's work runs with N processes side by side than with one alone,
     /// communication aside (an N-GPU `nocomm` step over a 1-GPU one); 1 when not measured.
@@ -677,7 +680,7 @@ pub struct Prediction {
     pub accum: u32,
     /// One optimizer step on N GPUs.
     pub step_s: f64,
-    /// The same recipe on one GPU: `k·compute`.
+    /// The same recipe on one GPU, without the comm hook: `k·compute` (the speedup's reference).
     pub single_gpu_step_s: f64,
     /// GPU work per step per GPU, `k·compute`.
     pub compute_s: f64,
@@ -742,7 +745,10 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
     } else {
         inputs.hook_compute_s
     };
-    let single = k * inputs.compute_s + inputs.optimizer_s + hook;
+    // The speedup's reference: one GPU running the same recipe without the comm hook
+    // (`crate::ddp::one_gpu_reference`); the hook's casts are part of the N-GPU step.
+    let reference = k * inputs.compute_s + inputs.optimizer_s;
+    let single = reference + hook;
     let (busy, exposed, overhead, crowd) = if n > 1 {
         let fixed = inputs.overheads.ddp_fixed_s;
         let crowd = side_by_side_extra(
@@ -756,12 +762,12 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
         (0.0, 0.0, 0.0, 0.0)
     };
     let step = single + crowd + exposed + overhead;
-    let speedup = f64::from(n) * single / step;
+    let speedup = f64::from(n) * reference / step;
     Prediction {
         world: n,
         accum: inputs.accum,
         step_s: step,
-        single_gpu_step_s: single,
+        single_gpu_step_s: reference,
         compute_s: single,
         comm_s: busy,
         exposed_comm_s: exposed,
@@ -775,7 +781,7 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
         },
         speedup,
         efficiency: speedup / f64::from(n),
-        comm_share: ((step - single) / step).clamp(0.0, 1.0),
+        comm_share: ((step - reference) / step).clamp(0.0, 1.0),
         throughput: f64::from(n) * k * inputs.units_per_micro_batch / step,
     }
 }

@@ -304,7 +304,9 @@ pub fn run_bench_ddp(
     for (k, v) in &req.env {
         prov.nccl_env.insert(k.clone(), v.clone());
     }
-    let results = backend.ddp(req, progress)?;
+    // A hooked variant's speedup is taken against one GPU without the hook: run that too.
+    let req = req.clone().with_one_gpu_references();
+    let results = backend.ddp(&req, progress)?;
     Ok(DdpReport {
         header: Header::new(ReportKind::BenchDdp, backend.kind(), backend.label(), prov),
         results,

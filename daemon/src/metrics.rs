@@ -151,7 +151,7 @@ impl Metrics {
             work_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_work_runs_total", "Work-starting calls run, by call and outcome", &["call", "outcome"]),
             work_rejected: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rejected_total", "Work-starting calls refused as BUSY", &["call"]),
             work_rate_limited: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rate_limited_total", "Work-starting calls refused by the rate limit (work_rate_per_minute)", &["call"]),
-            ddp_speedup: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_speedup_ratio", "Measured DDP speedup over one GPU of the same recipe", &["model", "variant", "world_size"]),
+            ddp_speedup: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_speedup_ratio", "Measured DDP speedup over one GPU of the same recipe without a comm hook", &["model", "variant", "world_size"]),
             ddp_efficiency: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_scaling_efficiency_ratio", "Speedup divided by GPUs", &["model", "variant", "world_size"]),
             ddp_exposed: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_exposed_comm_ratio", "Share of the step spent in communication not hidden by compute", &["model", "variant", "world_size"]),
             ddp_throughput: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_throughput_per_second", "Tokens (decoders) or samples (MLP) per second over all GPUs", &["model", "variant", "world_size", "unit"]),

@@ -519,18 +519,28 @@ fn optimizer_and_hook_work_count_once_per_step_on_one_gpu_and_on_n() {
     ));
     assert!(close(b.step_s - a.step_s, 0.050, 1e-12));
     assert!(close(b.exposed_comm_s, a.exposed_comm_s, 1e-12));
-    // A hook's own cost is part of the 1-GPU reference too, and only for hook variants.
-    let mut hooked = gpt2_124m(1, CommHook::Bf16);
+    // A hook's own cost is part of the step, only for hook variants, and never of the 1-GPU
+    // reference (the same recipe without the hook): on one GPU it is pure loss.
+    let one_gpu =
+        |hook| StepInputs::for_model(&ModelSpec::gpt2_124m(), 8, 0.130, 1, 1).with_hook(hook);
+    let mut hooked = one_gpu(CommHook::Bf16);
     hooked.hook_compute_s = 0.010;
     let h = predict(&hooked, &curve).unwrap();
-    assert!(close(h.single_gpu_step_s, 0.130 + 0.010, 1e-12));
-    let mut unhooked = gpt2_124m(1, CommHook::None);
+    assert!(close(h.single_gpu_step_s, 0.130, 1e-12));
+    assert!(close(h.step_s, 0.130 + 0.010, 1e-12), "{h:?}");
+    assert!(close(h.speedup, 0.130 / 0.140, 1e-12), "{h:?}");
+    let mut unhooked = one_gpu(CommHook::None);
     unhooked.hook_compute_s = 0.010;
-    assert!(close(
-        predict(&unhooked, &curve).unwrap().single_gpu_step_s,
-        0.130,
-        1e-12
-    ));
+    let u = predict(&unhooked, &curve).unwrap();
+    assert!(close(u.single_gpu_step_s, 0.130, 1e-12) && close(u.step_s, 0.130, 1e-12));
+    // On 4 GPUs the casts lengthen the step and lower the speedup by as much.
+    let mut hooked4 = gpt2_124m(1, CommHook::Bf16);
+    let free = predict(&hooked4, &curve).unwrap();
+    hooked4.hook_compute_s = 0.010;
+    let paid = predict(&hooked4, &curve).unwrap();
+    assert!(close(paid.step_s - free.step_s, 0.010, 1e-12));
+    assert!(close(paid.single_gpu_step_s, free.single_gpu_step_s, 1e-12));
+    assert!(paid.speedup < free.speedup);
     // Negative or NaN costs are invalid input, not a prediction.
     let mut bad = plain.clone();
     bad.optimizer_s = f64::NAN;
