@@ -708,6 +708,28 @@ pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) 
 mod tests {
     use super::*;
 
+    /// An `mlp:1024x4` run at micro-batch 256 (its p90 = its median, nothing filled in).
+    fn mlp_run(variant: &str, world: u32, accum: u32, step: f64) -> DdpResult {
+        DdpResult {
+            model: "mlp:1024x4".into(),
+            params: 4_198_400,
+            variant: variant.into(),
+            world_size: world,
+            micro_batch: 256,
+            accum,
+            step_time_median_s: step,
+            step_time_p90_s: step,
+            throughput: f64::from(world * accum) * 256.0 / step,
+            throughput_unit: "samples/s".into(),
+            speedup: None,
+            efficiency: None,
+            exposed_comm_fraction: None,
+            cost_per_million: None,
+            launch_step_medians_s: Vec::new(),
+            speedup_uncertainty: None,
+        }
+    }
+
     #[test]
     fn gpt2_presets_have_published_sizes() {
         let p124 = ModelSpec::gpt2_124m().params();
@@ -803,22 +825,8 @@ mod tests {
     #[test]
     fn repeated_launches_merge_to_their_median() {
         let mk = |variant: &str, n: u32, step: f64| DdpResult {
-            model: "mlp:1024x4".into(),
-            params: 4_198_400,
-            variant: variant.into(),
-            world_size: n,
-            micro_batch: 256,
-            accum: 1,
-            step_time_median_s: step,
             step_time_p90_s: step * 1.1,
-            throughput: f64::from(n) * 256.0 / step,
-            throughput_unit: "samples/s".into(),
-            speedup: None,
-            efficiency: None,
-            exposed_comm_fraction: None,
-            cost_per_million: None,
-            launch_step_medians_s: Vec::new(),
-            speedup_uncertainty: None,
+            ..mlp_run(variant, n, 1, step)
         };
         // Launch order: base/1, base/2, fp16/2, then again, then base/1 once more.
         let rows = merge_repeats(vec![
@@ -878,24 +886,7 @@ mod tests {
         assert_eq!(one_gpu_reference("fp16"), "base");
         assert_eq!(one_gpu_reference("accum8"), "accum8");
         assert_eq!(one_gpu_reference("nocomm"), "nocomm");
-        let mk = |variant: &str, n: u32, step: f64| DdpResult {
-            model: "mlp:1024x4".into(),
-            params: 4_198_400,
-            variant: variant.into(),
-            world_size: n,
-            micro_batch: 256,
-            accum: 1,
-            step_time_median_s: step,
-            step_time_p90_s: step,
-            throughput: f64::from(n) * 256.0 / step,
-            throughput_unit: "samples/s".into(),
-            speedup: None,
-            efficiency: None,
-            exposed_comm_fraction: None,
-            cost_per_million: None,
-            launch_step_medians_s: Vec::new(),
-            speedup_uncertainty: None,
-        };
+        let mk = |variant: &str, n: u32, step: f64| mlp_run(variant, n, 1, step);
         // fp16's casts cost 1 ms on one GPU; on two it runs as fast as base: no gain.
         let mut rows = vec![
             mk("base", 1, 0.002),
@@ -952,26 +943,9 @@ mod tests {
 
     #[test]
     fn throughput_ratio_cancels_the_launches_common_speed() {
-        let mk = |variant: &str, accum: u32, steps: &[f64]| {
-            let step = steps[steps.len() / 2];
-            DdpResult {
-                model: "mlp:1024x4".into(),
-                params: 4_198_400,
-                variant: variant.into(),
-                world_size: 2,
-                micro_batch: 256,
-                accum,
-                step_time_median_s: step,
-                step_time_p90_s: step,
-                throughput: 2.0 * 256.0 * f64::from(accum) / step,
-                throughput_unit: "samples/s".into(),
-                speedup: None,
-                efficiency: None,
-                exposed_comm_fraction: None,
-                cost_per_million: None,
-                launch_step_medians_s: steps.to_vec(),
-                speedup_uncertainty: None,
-            }
+        let mk = |variant: &str, accum: u32, steps: &[f64]| DdpResult {
+            launch_step_medians_s: steps.to_vec(),
+            ..mlp_run(variant, 2, accum, steps[steps.len() / 2])
         };
         // Launches 30% apart, every one of them with accum8 doing 8 micro-batches in 6.4 times
         // base's step: 1.25x the samples per second, in every launch.
