@@ -327,10 +327,15 @@ impl DdpVariant {
 /// it saves on the wire looked faster than it trains (on 2xH200, a small MLP's casts cost about
 /// 1 ms a step). The seeds' reference is this one too: the same recipe on one GPU.
 pub fn one_gpu_reference(variant: &str) -> String {
+    // A part names a hook when the variant parser reads a hook from it: one vocabulary.
+    let names_hook = |part: &str| {
+        part.parse::<DdpVariant>()
+            .is_ok_and(|v| v.hook != CommHook::None)
+    };
     let hook_free: Vec<&str> = variant
         .split('+')
         .map(str::trim)
-        .filter(|p| !["bf16", "fp16", "powersgd"].contains(&p.to_ascii_lowercase().as_str()))
+        .filter(|p| !names_hook(p))
         .collect();
     if hook_free.is_empty() {
         "base".into()
@@ -373,11 +378,14 @@ fn one_launch() -> u32 {
 /// Most launches of one configuration a request may ask for.
 pub const MAX_REPEATS: u32 = 20;
 
+/// Variants one request may hold.
+const MAX_VARIANTS: usize = 32;
+
 impl DdpRequest {
     /// The request with, for every hooked variant measured on one GPU, its
     /// [`one_gpu_reference`] added where missing (under the hooked variant's environment), so
     /// its speedup has its reference. The added variant runs at every GPU count, in the same
-    /// launches. Never beyond the 32 variants a request may hold.
+    /// launches. Never beyond the [`MAX_VARIANTS`] a request may hold.
     pub fn with_one_gpu_references(mut self) -> Self {
         if !self.world_sizes.contains(&1) {
             return self;
@@ -394,7 +402,7 @@ impl DdpRequest {
                 added.push(reference);
             }
         }
-        let room = 32usize.saturating_sub(self.variants.len());
+        let room = MAX_VARIANTS.saturating_sub(self.variants.len());
         self.variants.extend(added.into_iter().take(room));
         self
     }
@@ -406,7 +414,10 @@ impl DdpRequest {
         if self.models.is_empty() || self.variants.is_empty() || self.world_sizes.is_empty() {
             return bad("a DDP benchmark needs at least one model, variant and GPU count".into());
         }
-        if self.models.len() > 16 || self.variants.len() > 32 || self.world_sizes.len() > 16 {
+        if self.models.len() > 16
+            || self.variants.len() > MAX_VARIANTS
+            || self.world_sizes.len() > 16
+        {
             return bad("too many models (16), variants (32) or GPU counts (16)".into());
         }
         for m in &self.models {
@@ -662,10 +673,20 @@ fn sample_sd(xs: &[f64]) -> Option<f64> {
     Some((xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
 }
 
+/// The 1-GPU run among `runs` that `r`'s speedup is taken against: the same model's run of
+/// `r`'s [`one_gpu_reference`] (without its comm hook), else, in reports that lack that run,
+/// the variant's own 1-GPU run.
+pub fn one_gpu_partner<'a>(runs: &'a [DdpResult], r: &DdpResult) -> Option<&'a DdpResult> {
+    let find = |variant: &str| {
+        runs.iter()
+            .find(|one| one.world_size == 1 && one.model == r.model && one.variant == variant)
+    };
+    find(&one_gpu_reference(&r.variant)).or_else(|| find(&r.variant))
+}
+
 /// Fills speedup (and its uncertainty), efficiency, exposed communication and cost from the
-/// 1-GPU rows of the same model: the run of the variant's [`one_gpu_reference`] (without its
-/// comm hook), else, in reports that lack that run, the variant's own 1-GPU run. Rows without
-/// a 1-GPU partner keep `None`. Cost uses the price of one GPU-hour (a node's price divided by
+/// 1-GPU rows of the same model ([`one_gpu_partner`]). Rows without a 1-GPU partner keep
+/// `None`. Cost uses the price of one GPU-hour (a node's price divided by
 /// its GPUs): a job pays for the GPUs it holds.
 pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) {
     let singles: Vec<DdpResult> = results
@@ -680,13 +701,7 @@ pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) 
                 r.cost_per_million = Some(per_hour * 1e6 / (r.throughput * 3600.0));
             }
         }
-        let one_gpu = |variant: &str| {
-            singles
-                .iter()
-                .find(|one| one.model == r.model && one.variant == variant)
-        };
-        let reference = one_gpu(&one_gpu_reference(&r.variant)).or_else(|| one_gpu(&r.variant));
-        if let Some(one) = reference {
+        if let Some(one) = one_gpu_partner(&singles, r) {
             let (t1, s1) = (one.throughput, one.step_time_median_s);
             if t1 > 0.0 && r.step_time_median_s > 0.0 {
                 let speedup = r.throughput / t1;
@@ -886,6 +901,7 @@ mod tests {
         assert_eq!(one_gpu_reference("fp16"), "base");
         assert_eq!(one_gpu_reference("accum8"), "accum8");
         assert_eq!(one_gpu_reference("nocomm"), "nocomm");
+        assert_eq!(one_gpu_reference("powersgd+accum2"), "accum2");
         let mk = |variant: &str, n: u32, step: f64| mlp_run(variant, n, 1, step);
         // fp16's casts cost 1 ms on one GPU; on two it runs as fast as base: no gain.
         let mut rows = vec![
