@@ -7,7 +7,8 @@ use std::time::Instant;
 use clap::Args;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
-    fill_scaling, throughput_ratio, CommHook, DdpRequest, DdpResult, DdpVariant, ModelSpec,
+    fill_scaling, one_gpu_partner, throughput_ratio, CommHook, DdpRequest, DdpResult, DdpVariant,
+    ModelSpec,
 };
 use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
@@ -677,15 +678,16 @@ fn verify(
         .iter()
         .filter(|x| variants.contains(&x.variant.as_str()))
     {
-        let measured = |n: u32| {
-            r.results
-                .iter()
-                .find(|x| x.variant == row.variant && x.world_size == n)
-        };
-        if let Some((multi, meas)) = measured(rec.gpus).and_then(|x| Some((x, x.speedup?))) {
+        let multi_run = r
+            .results
+            .iter()
+            .find(|x| x.variant == row.variant && x.world_size == rec.gpus);
+        if let Some((multi, meas)) = multi_run.and_then(|x| Some((x, x.speedup?))) {
+            // The 1-GPU run the speedup was taken against (without the hook), not the
+            // variant's own.
             let measured_spread = [
                 multi.launch_spread(),
-                measured(1).and_then(|x| x.launch_spread()),
+                one_gpu_partner(&r.results, multi).and_then(DdpResult::launch_spread),
             ]
             .into_iter()
             .flatten()
