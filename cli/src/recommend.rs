@@ -7,15 +7,14 @@ use std::time::Instant;
 use clap::Args;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
-    fill_scaling, one_gpu_partner, throughput_ratio, CommHook, DdpRequest, DdpResult, DdpVariant,
-    ModelSpec,
+    beyond_noise, fill_scaling, one_gpu_partner, throughput_ratio, CommHook, DdpRequest, DdpResult,
+    DdpVariant, ModelSpec,
 };
 use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
-    beyond_noise, estimate_flops, recommend, variant_name, CalibrationInput, ComputeSource,
-    CurveProvenance, EnvAb, MeasuredSpeedup, ModelInput, RecommendInput, Recommendation,
-    SideBySideInput,
+    estimate_flops, recommend, variant_name, CalibrationInput, ComputeSource, CurveProvenance,
+    EnvAb, MeasuredSpeedup, ModelInput, RecommendInput, Recommendation, SideBySideInput,
 };
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind,

@@ -385,7 +385,7 @@ impl DdpRequest {
     /// The request with, for every hooked variant measured on one GPU, its
     /// [`one_gpu_reference`] added where missing (under the hooked variant's environment), so
     /// its speedup has its reference. The added variant runs at every GPU count, in the same
-    /// launches. Never beyond the [`MAX_VARIANTS`] a request may hold.
+    /// launches. Never beyond the variants a request may hold (`MAX_VARIANTS`).
     pub fn with_one_gpu_references(mut self) -> Self {
         if !self.world_sizes.contains(&1) {
             return self;
@@ -616,6 +616,17 @@ pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64>
     };
     Some((std::f64::consts::FRAC_PI_2 * (term(multi)? + term(single)?)).sqrt())
 }
+
+/// Whether a relative difference from a measured figure (an error of a prediction, a ln ratio)
+/// lies beyond the measurement's noise: twice its relative standard error with repeated
+/// launches, else 20% (one launch of a short step moved 10–57% on 2×H200;
+/// docs/results/h200x2-session3.md).
+pub fn beyond_noise(difference: f64, uncertainty: Option<f64>) -> bool {
+    difference.abs() > uncertainty.map_or(SINGLE_LAUNCH_NOISE, |u| 2.0 * u)
+}
+
+/// How far one launch's figure may be off when nothing measured its noise.
+const SINGLE_LAUNCH_NOISE: f64 = 0.20;
 
 /// One run's throughput over another's at the same GPU count, as measured.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

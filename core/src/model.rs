@@ -1024,8 +1024,9 @@ pub fn side_by_side<'a>(
     candidates.into_iter().find_map(|n| {
         let one = reference(n.accum)?;
         let slowdown = n.step_time_median_s / one.step_time_median_s;
-        let distinct =
-            crate::ddp::speedup_uncertainty(n, one).is_some_and(|u| slowdown.ln() > 2.0 * u);
+        let distinct = slowdown > 1.0
+            && crate::ddp::speedup_uncertainty(n, one)
+                .is_some_and(|u| crate::ddp::beyond_noise(slowdown.ln(), Some(u)));
         Some(SideBySide {
             slowdown,
             distinct,

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendKind;
-use crate::ddp::{CommHook, ModelSpec};
+use crate::ddp::{beyond_noise, CommHook, ModelSpec};
 use crate::model::{
     cost_per_million, predict, Calibration, GradLayout, LinkCurve, ModelError, Overheads,
     Prediction, StepInputs, MIB,
@@ -183,16 +183,6 @@ impl MeasuredSpeedup {
         beyond_noise((predicted - self.speedup) / self.speedup, self.uncertainty)
     }
 }
-
-/// Whether a relative error of a prediction against a measured speedup lies beyond the
-/// measurement's noise: twice its relative standard error with repeated launches, else 20% (one
-/// launch of a short step moved 10–57% on 2×H200; docs/results/h200x2-session3.md).
-pub fn beyond_noise(error: f64, uncertainty: Option<f64>) -> bool {
-    error.abs() > uncertainty.map_or(SINGLE_LAUNCH_NOISE, |u| 2.0 * u)
-}
-
-/// How far one launch's speedup may be off when nothing measured its noise.
-const SINGLE_LAUNCH_NOISE: f64 = 0.20;
 
 /// The row name of plain DDP with this hook and accumulation, if recommend has such a row.
 pub fn variant_name(hook: CommHook, accum: u32) -> Option<&'static str> {
