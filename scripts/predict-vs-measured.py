@@ -83,13 +83,18 @@ def ref_variant(variant):
     return "+".join(rest) or "base"
 
 
+def one_gpu(rep, r):
+    """The 1-GPU run of the report that r's speedup is taken against, or None."""
+    return next((s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
+                 and s["variant"] == ref_variant(r["variant"])), None)
+
+
 def launch_range(rep, r):
     """With repeated launches (`--repeats`): the lowest and highest speedup any pairing of a
     1-GPU launch with an N-GPU launch gives, i.e. how far the measurement itself moves; None
     for single launches."""
-    one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
-           and s["variant"] == ref_variant(r["variant"])]
-    l1 = one[0].get("launch_step_medians_s") if one else None
+    one = one_gpu(rep, r)
+    l1 = one.get("launch_step_medians_s") if one else None
     ln = r.get("launch_step_medians_s")
     if not l1 or not ln:
         return None
@@ -101,9 +106,8 @@ def uncertainty(rep, r):
     """With repeated launches on both sides: the measured speedup's relative standard error,
     sqrt(pi/2 * (sd1^2/n1 + sdN^2/nN)) with sd the spread of ln(step) over each side's launches
     (the formula of ddpcheck's `speedup_uncertainty`); None otherwise."""
-    one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
-           and s["variant"] == ref_variant(r["variant"])]
-    sides = [one[0].get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
+    one = one_gpu(rep, r)
+    sides = [one.get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
     if not all(l and len(l) > 1 for l in sides):
         return None
     return math.sqrt(math.pi / 2 * sum(statistics.variance([math.log(x) for x in l]) / len(l) for l in sides))
@@ -113,9 +117,8 @@ def launches(rep, r):
     """Each launch's ln(step) of the run's 1-GPU partner and of the run itself, in launch order
     (a `--repeats` launch runs every configuration once, so index i is the same launch for every
     run of one side); None without repeated launches."""
-    one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == r["model"]
-           and s["variant"] == ref_variant(r["variant"])]
-    sides = [one[0].get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
+    one = one_gpu(rep, r)
+    sides = [one.get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
     if not all(l and len(l) > 1 for l in sides):
         return None
     return tuple([math.log(x) for x in l] for l in sides)
@@ -174,11 +177,10 @@ for arg in args[1:]:
                 continue
             # Recomputed, not the report's own: reports before session 6 took a hooked
             # variant's speedup against one GPU running the hook.
-            one = [s for s in rep["results"] if s["world_size"] == 1 and s["model"] == model
-                   and s["variant"] == ref_variant(r["variant"])]
+            one = one_gpu(rep, r)
             if not one:
                 continue
-            measured = r["throughput"] / one[0]["throughput"]
+            measured = r["throughput"] / one["throughput"]
             rows.append((regime, model, r["variant"], r["world_size"], pred[name], measured,
                          launch_range(rep, r), uncertainty(rep, r), launches(rep, r)))
     os.unlink(singles_path)
