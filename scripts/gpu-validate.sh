@@ -3,11 +3,11 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
-#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m";
+#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3);
 #    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes;
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
@@ -283,6 +283,24 @@ mlprep)
     nocomm_inputs mlprep-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     python3 scripts/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
+    ;;
+features)
+    say "## features: bench ddp adds a hooked variant's 1-GPU reference; recommend --verify's gain over the baseline (shm)"
+    t0=$(now)
+    "$DDPCHECK" bench ddp --model gpt2-124m --variants bf16 --gpus "1,$NGPU" --steps 15 --warmup-steps 5 --json > "$LOGS/features-bf16-reference.json" 2> "$LOGS/features-bf16-reference.err"
+    say "bench ddp --variants bf16 rc=$? $(el "$t0" "$(now)") s"
+    python3 scripts/summarise-ddp.py "$LOGS/features-bf16-reference.json" | tee -a "$SUMMARY"
+    tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    t0=$(now)
+    env NCCL_P2P_DISABLE=1 "$DDPCHECK" recommend --model mlp:2048,4 --micro-batch 256 --verify --repeats "${VERIFY_REPEATS:-3}" --json > "$LOGS/features-verify.json" 2> "$LOGS/features-verify.err"
+    say "recommend --verify --repeats ${VERIFY_REPEATS:-3} (shm) rc=$? $(el "$t0" "$(now)") s"
+    python3 - "$LOGS/features-verify.json" <<'PY' | tee -a "$SUMMARY"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("chosen:", r.get("chosen"), "| verify_gain:", json.dumps(r.get("verify_gain")))
+for row in r.get("verify") or []:
+    print(json.dumps(row)[:400])
+PY
     ;;
 smoke)
     say "## smoke: a short DDP run through the runner (1 and $NGPU GPUs) and a deadline that stops a launch"
