@@ -8,8 +8,9 @@
 #
 # Sessions 2-4 on 2xH200, single launches (the `model`/`model355` phases): 120 cases. The
 # `mlprep` runs (three launches each; five in session 5; ten, and eight on the host network, in
-# session 6) are printed after, as their own sets. Last, the device cases each at their steadiest
-# measurement: GPT-2 from the single launches (steps of 40-100 ms) and the MLPs from session 6.
+# session 6; eight in session 7, with that host's `nocomm` inputs in a second block) are printed
+# after, as their own sets. Last, the device cases each at their steadiest measurement: GPT-2 from
+# the single launches (steps of 40-100 ms) and the MLPs from sessions 6 and 7.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-target/release/ddpcheck}
@@ -46,6 +47,15 @@ s6=("$(case_arg s6-mlp-nvlink "$S6/mlprep10" mlprep10 mlp nvlink)" "$(case_arg s
 echo
 echo "== mlprep10, s6 (ten launches each; eight on the host network)"
 python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${s6[@]}"
+S7=$R/2026-11-30-s7
+s7=("$(case_arg s7-mlp-nvlink "$S7/mlprep8" mlprep8 mlp nvlink)" "$(case_arg s7-mlp-shm "$S7/mlprep8" mlprep8 mlp shm)"
+    "$(case_arg s7-mlp-hostnet "$S7/mlprep8" mlprep8 mlp hostnet)")
 echo
-echo "== device cases: GPT-2 single launches (sessions 2-4), MLPs repeated (s6)"
-python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}"
+echo "== mlprep8, s7 (eight launches each, one host)"
+python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${s7[@]}"
+echo
+echo "== mlprep8, s7, with the nocomm inputs of the same host (eight launches)"
+python3 scripts/predict-vs-measured.py --min-params 800000 --inputs "$S7/nocomm8/mlprep-nocomm-mlp.json" ${PVM_OPTS:-} "$P" "${s7[@]}"
+echo
+echo "== device cases: GPT-2 single launches (sessions 2-4), MLPs repeated (s6, s7)"
+python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}"

@@ -1,35 +1,41 @@
 //! The recommend issue's published accuracy figures are what this code computes from the
-//! committed GPU measurements: `scripts/judged-set.sh` against the tables in
-//! docs/results/h200x2-session5.md and h200x2-session6.md. The script needs python3: without it
-//! the test skips, and fails instead when DDPCHECK_REQUIRE_SERVICES=1 (as in CI).
+//! committed GPU measurements: `scripts/judged-set.sh` against the table of
+//! docs/results/h200x2-session7.md (sessions 5 and 6 keep the tables computed then). The script
+//! needs python3: without it the test skips, and fails instead when DDPCHECK_REQUIRE_SERVICES=1
+//! (as in CI).
 
 mod common;
 
 use common::{bin, repo_root, services_must_run};
 use std::process::Command;
 
-const S5: &str = "docs/results/h200x2-session5.md";
-const S6: &str = "docs/results/h200x2-session6.md";
+const S7: &str = "docs/results/h200x2-session7.md";
 
 /// For each block of the script's output: the label of its table row, and the doc holding it.
-const ROWS: [(&str, &str, &str); 6] = [
+const ROWS: [(&str, &str, &str); 8] = [
     (
         "== single launches, sessions 2-4",
         "sessions 2–4, single launches",
-        S5,
+        S7,
     ),
-    ("== mlprep, s3", "mlprep s3, 3 launches", S5),
-    ("== mlprep, s4", "mlprep s4, 3 launches", S5),
-    ("== mlprep5, s5", "mlprep5 s5, 5 launches", S5),
+    ("== mlprep, s3", "mlprep s3, 3 launches", S7),
+    ("== mlprep, s4", "mlprep s4, 3 launches", S7),
+    ("== mlprep5, s5", "mlprep5 s5, 5 launches", S7),
     (
         "== mlprep10, s6",
         "mlprep10 s6, 10 launches (8 hostnet)",
-        S6,
+        S7,
+    ),
+    ("== mlprep8, s7 (", "mlprep8 s7, 8 launches", S7),
+    (
+        "== mlprep8, s7, with the nocomm",
+        "mlprep8 s7, with nocomm inputs",
+        S7,
     ),
     (
         "== device cases:",
-        "device cases: GPT-2 single launches, MLPs s6",
-        S6,
+        "device cases: GPT-2 single launches, MLPs s6 and s7",
+        S7,
     ),
 ];
 

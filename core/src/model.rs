@@ -19,6 +19,14 @@
 //! * bucket all-reduces run one after another on one NCCL stream: bucket `j` starts when it is
 //!   ready and bucket `j−1` has finished, and takes `per_bucket_s` (+ `hook_per_bucket_s` with a
 //!   comm hook) plus the all-reduce time of its wire bytes read from the [`LinkCurve`];
+//! * a comm hook's own cost ([`StepInputs::hook_compute_s`], measured on one GPU) is paid in
+//!   equal shares as each bucket becomes ready: a share delays that bucket's all-reduce and the
+//!   rest of the backward, so the backward ends `hook` later, and a share paid while earlier
+//!   buckets are still on the wire hides behind them. (DDP runs the hook as it hands over each
+//!   bucket. On 2×H200 the MLPs' 1-GPU hook cost grew with the number of buckets, about
+//!   0.35–0.45 ms a bucket, rather than with their bytes, which the GPU casts in tens of µs.
+//!   Paying it all after the backward had under-predicted fp16 over shm by 9–28% on every
+//!   session's 16.8M and 75.8M MLPs: docs/results/h200x2-session7.md);
 //! * exposed communication is the time the last all-reduce ends after the backward ends.
 //!
 //! `step(N) = k·compute + hook + exposed + ddp_fixed_s + crowd`, and `step(1) = k·compute`, one
@@ -523,10 +531,11 @@ pub struct StepInputs {
     /// gradients), seconds. It runs after the last all-reduce, so it hides no communication.
     /// Measured from 1-GPU runs at two accumulations; 0 when unknown (then `compute_s` holds it).
     pub optimizer_s: f64,
-    /// Extra work per optimizer step when a comm hook compresses gradients (the casts), seconds.
-    /// Part of the N-GPU step, not of the speedup's 1-GPU reference, which runs the same recipe
-    /// without the hook (`crate::ddp::one_gpu_reference`). Measured as a 1-GPU hook run minus a
-    /// 1-GPU plain run; 0 when unknown.
+    /// Extra work per optimizer step when a comm hook compresses gradients (the hook's host
+    /// work and casts), seconds. Part of the N-GPU step, not of the speedup's 1-GPU reference,
+    /// which runs the same recipe without the hook (`crate::ddp::one_gpu_reference`); paid in
+    /// equal shares per bucket as each becomes ready (module docs). Measured as a 1-GPU hook run
+    /// minus a 1-GPU plain run; 0 when unknown.
     pub hook_compute_s: f64,
     /// How much slower each GPU's work runs with N processes side by side than with one alone,
     /// communication aside (an N-GPU `nocomm` step over a 1-GPU one); 1 when not measured.
@@ -716,25 +725,33 @@ fn bucket_costs(inputs: &StepInputs, buckets: &[Bucket], curve: &LinkCurve) -> V
         .collect()
 }
 
-/// The timeline of the synchronising micro-batch: (comm busy time, exposed time).
+/// The timeline of the synchronising micro-batch: (comm busy time, exposed time). `hook_s` is
+/// the comm hook's cost, paid in equal shares as each bucket becomes ready; the backward ends
+/// `hook_s` later than `compute_s`, and exposed time counts from there.
 fn timeline(
     compute_s: f64,
     backward_fraction: f64,
     buckets: &[Bucket],
     allreduce: &[f64],
     per_bucket_s: f64,
+    hook_s: f64,
 ) -> (f64, f64) {
     let bwd_start = (1.0 - backward_fraction) * compute_s;
     let bwd = backward_fraction * compute_s;
+    let per_hook = if buckets.is_empty() {
+        0.0
+    } else {
+        hook_s / buckets.len() as f64
+    };
     let mut end = 0.0f64;
     let mut busy = 0.0;
-    for (b, t) in buckets.iter().zip(allreduce) {
-        let ready = bwd_start + b.ready.clamp(0.0, 1.0) * bwd;
+    for (j, (b, t)) in buckets.iter().zip(allreduce).enumerate() {
+        let ready = bwd_start + b.ready.clamp(0.0, 1.0) * bwd + (j + 1) as f64 * per_hook;
         let dur = per_bucket_s + t;
         end = end.max(ready) + dur;
         busy += dur;
     }
-    (busy, (end - compute_s).max(0.0))
+    (busy, (end - compute_s - hook_s).max(0.0))
 }
 
 fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) -> Prediction {
@@ -817,6 +834,11 @@ pub fn predict(inputs: &StepInputs, curve: &LinkCurve) -> Result<Prediction, Mod
         &buckets,
         &costs,
         per_bucket(inputs),
+        if inputs.hook == CommHook::None {
+            0.0
+        } else {
+            inputs.hook_compute_s
+        },
     );
     Ok(assemble(inputs, &buckets, busy, exposed))
 }
@@ -1049,7 +1071,7 @@ struct CalCase {
 
 fn case_log_error(c: &CalCase, o: &Overheads, bf: f64) -> f64 {
     let pb = o.per_bucket_s + if c.hooked { o.hook_per_bucket_s } else { 0.0 };
-    let (_, exposed) = timeline(c.compute_s, bf, &c.buckets, &c.allreduce, pb);
+    let (_, exposed) = timeline(c.compute_s, bf, &c.buckets, &c.allreduce, pb, 0.0);
     let single = c.accum * c.compute_s;
     let waits = exposed + o.ddp_fixed_s;
     let step = single + side_by_side_extra(single, c.compute_s, c.slowdown, waits) + waits;

@@ -533,11 +533,13 @@ fn optimizer_and_hook_work_count_once_per_step_on_one_gpu_and_on_n() {
     unhooked.hook_compute_s = 0.010;
     let u = predict(&unhooked, &curve).unwrap();
     assert!(close(u.single_gpu_step_s, 0.130, 1e-12) && close(u.step_s, 0.130, 1e-12));
-    // On 4 GPUs the casts lengthen the step and lower the speedup by as much.
+    // On 4 GPUs over a link that hides every all-reduce, the casts lengthen the step and lower
+    // the speedup by as much.
+    let fast = LinkCurve::flat(4, 1e6, 0.0).unwrap();
     let mut hooked4 = gpt2_124m(1, CommHook::Bf16);
-    let free = predict(&hooked4, &curve).unwrap();
+    let free = predict(&hooked4, &fast).unwrap();
     hooked4.hook_compute_s = 0.010;
-    let paid = predict(&hooked4, &curve).unwrap();
+    let paid = predict(&hooked4, &fast).unwrap();
     assert!(close(paid.step_s - free.step_s, 0.010, 1e-12));
     assert!(close(paid.single_gpu_step_s, free.single_gpu_step_s, 1e-12));
     assert!(paid.speedup < free.speedup);
@@ -545,6 +547,56 @@ fn optimizer_and_hook_work_count_once_per_step_on_one_gpu_and_on_n() {
     let mut bad = plain.clone();
     bad.optimizer_s = f64::NAN;
     assert!(predict(&bad, &curve).is_err());
+}
+
+#[test]
+fn a_hooks_cost_is_paid_bucket_by_bucket_as_each_becomes_ready() {
+    // Two buckets of 50 MB on the wire, each all-reduce 10 ms (flat curve: 2 ranks, busbw
+    // 5 GB/s), ready at the middle and at the end of a 30 ms backward. The hook costs 8 ms a
+    // step: 4 ms when each bucket becomes ready, which delays that bucket's all-reduce and the
+    // rest of the backward (backward end 10 + 30 + 8 = 48 ms).
+    let curve = LinkCurve::flat(2, 5.0, 0.0).unwrap();
+    let layout = GradLayout {
+        tensors: vec![
+            GradTensor {
+                params: 25_000_000,
+                ready: 0.5,
+            },
+            GradTensor {
+                params: 25_000_000,
+                ready: 1.0,
+            },
+        ],
+    };
+    let mut i = StepInputs::new(layout, 0.040, 2, 1).with_hook(CommHook::Fp16);
+    i.backward_fraction = 0.75;
+    i.first_bucket_mb = 1.0;
+    i.bucket_cap_mb = 1.0;
+    i.overheads = Overheads {
+        ddp_fixed_s: 0.0,
+        per_bucket_s: 0.0,
+        hook_per_bucket_s: 0.0,
+    };
+    let free = predict(&i, &curve).unwrap();
+    i.hook_compute_s = 0.008;
+    let paid = predict(&i, &curve).unwrap();
+    assert_eq!(paid.buckets, 2);
+    // Without the cost: bucket 1 runs 25..35 ms, bucket 2 40..50 ms: 10 ms exposed.
+    assert!(close(free.exposed_comm_s, 0.010, 1e-9), "{free:?}");
+    // With it: bucket 1 runs 29..39 ms, bucket 2 48..58 ms; the step is 40 + 8 + 10 ms.
+    assert!(close(paid.exposed_comm_s, 0.010, 1e-9), "{paid:?}");
+    assert!(close(paid.step_s, 0.058, 1e-9), "{paid:?}");
+    // When bucket 2 waits behind bucket 1, the cost paid at bucket 2's turn hides in that wait:
+    // bucket 1 ready at 0.95 of the backward (38.5 ms without the cost) runs until 48.5 ms.
+    i.layout.tensors[0].ready = 0.95;
+    i.hook_compute_s = 0.0;
+    let queued_free = predict(&i, &curve).unwrap();
+    i.hook_compute_s = 0.008;
+    let queued_paid = predict(&i, &curve).unwrap();
+    assert!(close(queued_free.step_s, 0.0585, 1e-9), "{queued_free:?}");
+    // Bucket 1 starts at 42.5 ms and ends at 52.5; bucket 2, ready at 48 ms, runs until 62.5.
+    assert!(close(queued_paid.step_s, 0.0625, 1e-9), "{queued_paid:?}");
+    assert!(queued_paid.step_s - queued_free.step_s < 0.008);
 }
 
 #[test]
