@@ -154,8 +154,9 @@ pub struct SideBySideInput {
     pub measured_ratio: f64,
     /// Both sides were launched more than once.
     pub repeated: bool,
-    /// Every N-GPU launch was slower than every 1-GPU launch. Only then is the slowdown counted:
-    /// anything less is within the launch-to-launch noise.
+    /// The slowdown lies beyond twice its standard error over the launches
+    /// ([`crate::model::SideBySide::distinct`]). Only then is it counted: anything less is within
+    /// the launch-to-launch noise.
     pub distinct: bool,
     /// The runs it comes from.
     pub rests_on: String,
