@@ -3,11 +3,11 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
-#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3);
+#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3); hostgap: HOSTGAP_REPEATS=N (default 3);
 #    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes;
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
@@ -283,6 +283,16 @@ mlprep)
     nocomm_inputs mlprep-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     python3 scripts/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
+    ;;
+hostgap)
+    # Does DDP's all-reduce over the host network take longer than the benchmark curve says on
+    # this host too? (Session 7's host: 1.23-1.37x; session 6's host B: none.)
+    say "## hostgap: the host-network curve and two comm-bound MLPs' base runs, ${HOSTGAP_REPEATS:-3} launches"
+    hn=${REGIMES[2]}; envs=${hn#*:}; envs=${envs%:}
+    envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+    model_curve hostgap hostnet $envs
+    ddp_runs hostgap-mlp-hostnet "mlp 2048x4,4352x4 base x${HOSTGAP_REPEATS:-3} hostnet" --sweep mlp:2048,4352 --variants base $envargs --steps 20 --repeats "${HOSTGAP_REPEATS:-3}"
+    python3 scripts/summarise-ddp.py "$LOGS/hostgap-mlp-hostnet.json" | tee -a "$SUMMARY"
     ;;
 features)
     say "## features: bench ddp adds a hooked variant's 1-GPU reference; recommend --verify's gain over the baseline (shm)"
