@@ -1060,6 +1060,8 @@ pub fn side_by_side<'a>(
 
 struct CalCase {
     compute_s: f64,
+    /// A comm hook's own cost per step (0 without one), paid per bucket as [`predict`] pays it.
+    hook_s: f64,
     /// The side-by-side slowdown counted for the case's model (1 when none).
     slowdown: f64,
     accum: f64,
@@ -1071,8 +1073,8 @@ struct CalCase {
 
 fn case_log_error(c: &CalCase, o: &Overheads, bf: f64) -> f64 {
     let pb = o.per_bucket_s + if c.hooked { o.hook_per_bucket_s } else { 0.0 };
-    let (_, exposed) = timeline(c.compute_s, bf, &c.buckets, &c.allreduce, pb, 0.0);
-    let single = c.accum * c.compute_s;
+    let (_, exposed) = timeline(c.compute_s, bf, &c.buckets, &c.allreduce, pb, c.hook_s);
+    let single = c.accum * c.compute_s + c.hook_s;
     let waits = exposed + o.ddp_fixed_s;
     let step = single + side_by_side_extra(single, c.compute_s, c.slowdown, waits) + waits;
     (step / c.measured_step_s).ln()
@@ -1086,8 +1088,9 @@ fn rms(cases: &[CalCase], o: &Overheads, bf: f64) -> f64 {
 /// Fits `ddp_fixed_s`, `per_bucket_s` and `backward_fraction` to measured DDP runs.
 ///
 /// Uses every run with `world_size == curve.ranks` that has a one-GPU run of the same model
-/// (same variant preferred, else any variant; compute per micro-batch = its step / its
-/// accumulation; the model's [`side_by_side`] slowdown is counted as [`predict`] counts it where
+/// (the variant's hook-free reference and its own 1-GPU run when both exist, the hook's cost
+/// being their difference, as [`predict`] takes it; else any variant; compute per micro-batch =
+/// the 1-GPU step / its accumulation; the model's [`side_by_side`] slowdown is counted as [`predict`] counts it where
 /// `nocomm` runs measured one beyond their launches' spread; `nocomm` runs themselves are not
 /// cases: they communicate nothing). Minimises the mean squared ln(predicted/measured step time) plus a light pull
 /// (1e-6 per scale unit: 1 ms, 100 µs, 0.1) towards the defaults, so that parameters the runs cannot separate stay at their
@@ -1105,11 +1108,34 @@ pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibratio
         if !(r.step_time_median_s.is_finite() && r.step_time_median_s > 0.0) {
             continue;
         }
-        let single = measured
-            .iter()
-            .filter(|s| s.world_size == 1 && s.model == r.model && s.step_time_median_s > 0.0)
-            .min_by_key(|s| u8::from(s.variant != r.variant));
-        let Some(single) = single else { continue };
+        let one_gpu = |variant: &str| {
+            measured.iter().find(|s| {
+                s.world_size == 1
+                    && s.model == r.model
+                    && s.variant == variant
+                    && s.step_time_median_s > 0.0
+            })
+        };
+        // As `predict` takes them: compute from the run without the hook
+        // (`ddp::one_gpu_reference`), and a hooked run's own cost as its 1-GPU run over that one.
+        // Without both, any 1-GPU run of the model, with the hook's cost inside its compute.
+        let reference = one_gpu(&crate::ddp::one_gpu_reference(&r.variant));
+        let (single, hook_s) = match (reference, one_gpu(&r.variant)) {
+            (Some(plain), Some(own)) => (
+                plain,
+                (own.step_time_median_s - plain.step_time_median_s).max(0.0),
+            ),
+            _ => {
+                let any = measured
+                    .iter()
+                    .filter(|s| {
+                        s.world_size == 1 && s.model == r.model && s.step_time_median_s > 0.0
+                    })
+                    .min_by_key(|s| u8::from(s.variant != r.variant));
+                let Some(any) = any else { continue };
+                (any, 0.0)
+            }
+        };
         let variant: DdpVariant = r.variant.parse().unwrap_or_default();
         if variant.fsdp || variant.nocomm {
             continue;
@@ -1127,6 +1153,7 @@ pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibratio
         let allreduce = bucket_costs(&inputs, &buckets, curve);
         cases.push(CalCase {
             compute_s,
+            hook_s,
             slowdown,
             accum: f64::from(inputs.accum),
             hooked: inputs.hook != CommHook::None,
