@@ -25,7 +25,7 @@
 //!   buckets are still on the wire hides behind them. (DDP runs the hook as it hands over each
 //!   bucket. On 2×H200 the MLPs' 1-GPU hook cost grew with the number of buckets, about
 //!   0.35–0.45 ms a bucket, rather than with their bytes, which the GPU casts in tens of µs.
-//!   Paying it all after the backward had under-predicted fp16 over shm by 9–28% on every
+//!   Paying it all after the backward had under-predicted fp16 over shm by 8–28% on every
 //!   session's 16.8M and 75.8M MLPs: docs/results/h200x2-session7.md);
 //! * exposed communication is the time the last all-reduce ends after the backward ends.
 //!
@@ -672,6 +672,15 @@ impl StepInputs {
         Ok(())
     }
 
+    /// The comm hook's cost per step: [`StepInputs::hook_compute_s`] when a hook runs, else 0.
+    fn hook_cost_s(&self) -> f64 {
+        if self.hook == CommHook::None {
+            0.0
+        } else {
+            self.hook_compute_s
+        }
+    }
+
     fn buckets(&self) -> Vec<Bucket> {
         assign_buckets(
             &self.layout,
@@ -757,11 +766,7 @@ fn timeline(
 fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) -> Prediction {
     let n = inputs.world;
     let k = f64::from(inputs.accum);
-    let hook = if inputs.hook == CommHook::None {
-        0.0
-    } else {
-        inputs.hook_compute_s
-    };
+    let hook = inputs.hook_cost_s();
     // The speedup's reference: one GPU running the same recipe without the comm hook
     // (`crate::ddp::one_gpu_reference`); the hook's casts are part of the N-GPU step.
     let reference = k * inputs.compute_s + inputs.optimizer_s;
@@ -834,11 +839,7 @@ pub fn predict(inputs: &StepInputs, curve: &LinkCurve) -> Result<Prediction, Mod
         &buckets,
         &costs,
         per_bucket(inputs),
-        if inputs.hook == CommHook::None {
-            0.0
-        } else {
-            inputs.hook_compute_s
-        },
+        inputs.hook_cost_s(),
     );
     Ok(assemble(inputs, &buckets, busy, exposed))
 }
@@ -1087,16 +1088,18 @@ fn rms(cases: &[CalCase], o: &Overheads, bf: f64) -> f64 {
 
 /// Fits `ddp_fixed_s`, `per_bucket_s` and `backward_fraction` to measured DDP runs.
 ///
-/// Uses every run with `world_size == curve.ranks` that has a one-GPU run of the same model
-/// (the variant's hook-free reference and its own 1-GPU run when both exist, the hook's cost
-/// being their difference, as [`predict`] takes it; else any variant; compute per micro-batch =
-/// the 1-GPU step / its accumulation; the model's [`side_by_side`] slowdown is counted as [`predict`] counts it where
-/// `nocomm` runs measured one beyond their launches' spread; `nocomm` runs themselves are not
-/// cases: they communicate nothing). Minimises the mean squared ln(predicted/measured step time) plus a light pull
-/// (1e-6 per scale unit: 1 ms, 100 µs, 0.1) towards the defaults, so that parameters the runs cannot separate stay at their
-/// defaults. Bounded: fixed 0..0.25 s, per bucket 0..10 ms, backward fraction 0.4..0.9. Search:
-/// a coarse 9×9×7 grid, then Nelder–Mead from its six best points (the loss is only piecewise smooth
-/// because of the max() in the overlap, so no gradients). `hook_per_bucket_s` keeps its default.
+/// Uses every run with `world_size == curve.ranks` that has a one-GPU run of the same model.
+/// Compute per micro-batch is the 1-GPU step over its accumulation, read as [`predict`] reads
+/// it: from the variant's hook-free reference, with a hooked run's own cost (its 1-GPU run over
+/// that one) paid per bucket; without both runs, from any 1-GPU run of the model. The model's
+/// [`side_by_side`] slowdown is counted as [`predict`] counts it where `nocomm` runs measured one
+/// beyond their launches' spread; `nocomm` runs themselves are not cases (they communicate
+/// nothing). Minimises the mean squared ln(predicted/measured step time) plus a light pull (1e-6
+/// per scale unit: 1 ms, 100 µs, 0.1) towards the defaults, so that parameters the runs cannot
+/// separate stay at their defaults. Bounded: fixed 0..0.25 s, per bucket 0..10 ms, backward
+/// fraction 0.4..0.9. Search: a coarse 9×9×7 grid, then Nelder–Mead from its six best points
+/// (the loss is only piecewise smooth because of the max() in the overlap, so no gradients).
+/// `hook_per_bucket_s` keeps its default.
 pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibration, ModelError> {
     let defaults = Overheads::default();
     let refs: Vec<&DdpResult> = measured.iter().collect();
