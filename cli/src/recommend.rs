@@ -226,8 +226,12 @@ fn provenance_of(h: &Header) -> CurveProvenance {
 type MeasuredCompute = (ComputeSource, Option<f64>);
 
 /// Per-step cost of a compressing hook on one GPU: a 1-GPU bf16 (else fp16) run minus the plain
-/// one, both at accumulation 1.
-fn measured_hook_cost(m: &Measurements, model: &ModelInput, micro_batch: u32) -> Option<f64> {
+/// one, both at accumulation 1; and the runs it rests on.
+fn measured_hook_cost(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+) -> Option<(f64, String)> {
     let ModelInput::Spec { spec } = model else {
         return None;
     };
@@ -246,7 +250,14 @@ fn measured_hook_cost(m: &Measurements, model: &ModelInput, micro_batch: u32) ->
     };
     let plain = one_gpu(CommHook::None)?;
     let hooked = one_gpu(CommHook::Bf16).or_else(|| one_gpu(CommHook::Fp16))?;
-    Some((hooked.0.step_time_median_s - plain.0.step_time_median_s).max(0.0))
+    let cost = (hooked.0.step_time_median_s - plain.0.step_time_median_s).max(0.0);
+    let detail = format!(
+        "1-GPU {} run of {name} over its {} run ({})",
+        hooked.0.variant,
+        plain.0.variant,
+        measured_at(&hooked.1)
+    );
+    Some((cost, detail))
 }
 
 fn measured_compute(
@@ -601,7 +612,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         },
         None => (None, None),
     };
-    let hook_compute_s = measured_hook_cost(&m, &model, a.micro_batch);
+    let (hook_compute_s, hook_rests_on) = measured_hook_cost(&m, &model, a.micro_batch).unzip();
     let side_by_side = measured_side_by_side(&m, &model, a.micro_batch, gpus);
     let measured = measured_speedups(&m, &model, a.micro_batch, gpus);
     let input = RecommendInput {
@@ -623,6 +634,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         gpu_memory_bytes,
         optimizer_s,
         hook_compute_s,
+        hook_rests_on,
         side_by_side,
         measured,
     };

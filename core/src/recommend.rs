@@ -233,6 +233,9 @@ pub struct RecommendInput {
     /// Per-step cost of a compressing comm hook (see `StepInputs::hook_compute_s`), measured.
     #[serde(default)]
     pub hook_compute_s: Option<f64>,
+    /// The runs `hook_compute_s` comes from, for the reason that cites it.
+    #[serde(default)]
+    pub hook_rests_on: Option<String>,
     /// How much N GPUs side by side slow each other's compute, when measured at `gpus`.
     #[serde(default)]
     pub side_by_side: Option<SideBySideInput>,
@@ -636,6 +639,31 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
                 ),
                 rests_on: curve_cite.clone(),
             });
+            if let Some(h) = input.hook_compute_s.filter(|h| *h > 0.0) {
+                // What the hook's own cost adds to the N-GPU step: the same prediction without it.
+                let mut free = base
+                    .clone()
+                    .with_hook(chosen_row.hook)
+                    .with_accum(chosen_row.accum);
+                free.hook_compute_s = 0.0;
+                let added = cp.step_s - predict(&free, curve)?.step_s;
+                let hidden = if added < 0.95 * h {
+                    "part of it hides behind earlier buckets' all-reduces"
+                } else {
+                    "with no earlier all-reduce still running to hide it behind, nearly all of it shows"
+                };
+                reasons.push(Reason {
+                    text: format!(
+                        "The hook itself costs {} a step on one GPU (its host work and casts). DDP pays it bucket by bucket as the backward hands them over, so {hidden}: it adds {} to the {n}-GPU step.",
+                        fmt_s(h),
+                        fmt_s(added)
+                    ),
+                    rests_on: input
+                        .hook_rests_on
+                        .clone()
+                        .unwrap_or_else(|| "measured on one GPU".into()),
+                });
+            }
         }
         if chosen_row.accum > 1 {
             reasons.push(Reason {
@@ -1377,6 +1405,7 @@ mod tests {
             gpu_memory_bytes: Some(48 << 30),
             optimizer_s: None,
             hook_compute_s: None,
+            hook_rests_on: None,
             side_by_side: None,
             measured: Vec::new(),
         }
@@ -1410,6 +1439,41 @@ mod tests {
             );
         }
         assert_eq!(row(&r.chosen).hook, CommHook::None, "{}", r.chosen);
+    }
+
+    #[test]
+    fn a_chosen_hooks_own_cost_is_cited_with_what_it_adds_to_the_step() {
+        let plain = recommend(&a6000_input()).unwrap();
+        let mut input = a6000_input();
+        input.hook_compute_s = Some(0.005);
+        input.hook_rests_on = Some("1-GPU bf16 run over base (test)".into());
+        let r = recommend(&input).unwrap();
+        assert_eq!(r.chosen, "bf16+accum2");
+        let reason = r
+            .reasons
+            .iter()
+            .find(|x| x.text.starts_with("The hook itself costs"))
+            .expect("a reason for the hook's own cost");
+        assert_eq!(reason.rests_on, "1-GPU bf16 run over base (test)");
+        // What it adds is the chosen step with the cost against the same step without it: less
+        // than the cost, as the seed's slow link still has earlier buckets queued when later
+        // shares are paid.
+        let step = |r: &Recommendation| {
+            r.rows
+                .iter()
+                .find(|x| x.variant == "bf16+accum2")
+                .unwrap()
+                .prediction
+                .step_s
+        };
+        let added = step(&r) - step(&plain);
+        assert!(added > 0.0 && added < 0.005 - 1e-4, "{added}");
+        assert!(reason.text.contains(&fmt_s(added)), "{}", reason.text);
+        // Without a measured cost there is nothing to cite.
+        assert!(!plain
+            .reasons
+            .iter()
+            .any(|x| x.text.starts_with("The hook itself costs")));
     }
 
     fn codes(r: &Recommendation) -> Vec<&str> {
