@@ -1090,8 +1090,9 @@ fn rms(cases: &[CalCase], o: &Overheads, bf: f64) -> f64 {
 ///
 /// Uses every run with `world_size == curve.ranks` that has a one-GPU run of the same model.
 /// Compute per micro-batch is the 1-GPU step over its accumulation, read as [`predict`] reads
-/// it: from the variant's hook-free reference, with a hooked run's own cost (its 1-GPU run over
-/// that one) paid per bucket; without both runs, from any 1-GPU run of the model. The model's
+/// it: from the run the speedup is taken against ([`crate::ddp::one_gpu_partner`]), with a
+/// hooked run's own cost (its 1-GPU run over that one) paid per bucket; without a partner, from
+/// any 1-GPU run of the model. The model's
 /// [`side_by_side`] slowdown is counted as [`predict`] counts it where `nocomm` runs measured one
 /// beyond their launches' spread; `nocomm` runs themselves are not cases (they communicate
 /// nothing). Minimises the mean squared ln(predicted/measured step time) plus a light pull (1e-6
@@ -1111,29 +1112,28 @@ pub fn calibrate(measured: &[DdpResult], curve: &LinkCurve) -> Result<Calibratio
         if !(r.step_time_median_s.is_finite() && r.step_time_median_s > 0.0) {
             continue;
         }
-        let one_gpu = |variant: &str| {
-            measured.iter().find(|s| {
-                s.world_size == 1
-                    && s.model == r.model
-                    && s.variant == variant
-                    && s.step_time_median_s > 0.0
-            })
-        };
-        // As `predict` takes them: compute from the run without the hook
-        // (`ddp::one_gpu_reference`), and a hooked run's own cost as its 1-GPU run over that one.
-        // Without both, any 1-GPU run of the model, with the hook's cost inside its compute.
-        let reference = one_gpu(&crate::ddp::one_gpu_reference(&r.variant));
-        let (single, hook_s) = match (reference, one_gpu(&r.variant)) {
-            (Some(plain), Some(own)) => (
-                plain,
-                (own.step_time_median_s - plain.step_time_median_s).max(0.0),
+        // As `predict` takes them: compute from the run the speedup is taken against
+        // (`ddp::one_gpu_partner`: the hook-free reference, else the run's own 1-GPU run), and a
+        // hooked run's own cost as its 1-GPU run over that one. Without a partner, any 1-GPU run
+        // of the model, with the hook's cost inside its compute.
+        let usable = |s: &&DdpResult| s.step_time_median_s > 0.0;
+        let own = measured
+            .iter()
+            .filter(usable)
+            .find(|s| s.world_size == 1 && s.model == r.model && s.variant == r.variant);
+        let partner = crate::ddp::one_gpu_partner(measured, r).filter(usable);
+        let (single, hook_s) = match partner {
+            Some(p) => (
+                p,
+                own.map_or(0.0, |o| {
+                    (o.step_time_median_s - p.step_time_median_s).max(0.0)
+                }),
             ),
-            _ => {
+            None => {
                 let any = measured
                     .iter()
-                    .filter(|s| {
-                        s.world_size == 1 && s.model == r.model && s.step_time_median_s > 0.0
-                    })
+                    .filter(usable)
+                    .filter(|s| s.world_size == 1 && s.model == r.model)
                     .min_by_key(|s| u8::from(s.variant != r.variant));
                 let Some(any) = any else { continue };
                 (any, 0.0)
