@@ -251,19 +251,7 @@ fn nocomm_runs_side_by_side_and_is_explained() {
 #[test]
 fn a_hooked_variant_is_measured_against_one_gpu_without_its_hook() {
     // Only bf16+accum4 asked for: the 1-GPU reference of its speedup, accum4, runs too.
-    let o = local(&[
-        "--sim",
-        "a6000x4-phb",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "bf16+accum4",
-        "--gpus",
-        "1,4",
-        "--json",
-    ]);
+    let o = sim_gpt2_bench("bf16+accum4", &["--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = doc["results"].as_array().unwrap();
@@ -273,22 +261,11 @@ fn a_hooked_variant_is_measured_against_one_gpu_without_its_hook() {
             .unwrap_or_else(|| panic!("no {variant} at {n} GPUs in {rows:?}"))
     };
     let reference = row("accum4", 1)["throughput"].as_f64().unwrap();
-    let hooked = row("bf16+accum4", 4);
+    let hooked = row("bf16+accum4", 2);
     let want = hooked["throughput"].as_f64().unwrap() / reference;
     let got = hooked["speedup"].as_f64().unwrap();
     assert!((got - want).abs() < 1e-9, "{got} against {want}");
-    let o = local(&[
-        "--sim",
-        "a6000x4-phb",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "bf16",
-        "--gpus",
-        "1,4",
-    ]);
+    let o = sim_gpt2_bench("bf16", &[]);
     assert!(
         stdout(&o).contains("without its comm hook"),
         "{}",
