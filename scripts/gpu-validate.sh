@@ -277,6 +277,10 @@ mlprep)
         envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve mlprep "$name" $envs
         ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$reps"
+        # The sweep again after the DDP runs: how far the network moved while they ran.
+        model_curve mlprep "$name-after" $envs
+        python3 scripts/probe-vs-sweep.py "$LOGS/mlprep-mlp-$name.json" "$LOGS/mlprep-curve-$name.json" \
+            "$LOGS/mlprep-curve-$name-after.json" | tee -a "$SUMMARY"
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     # The model's inputs last: a call that runs out of time keeps the judged runs.

@@ -90,6 +90,7 @@ mod tests {
             cost_per_million: None,
             launch_step_medians_s: launches,
             speedup_uncertainty: None,
+            all_reduce_probe: None,
         }
     }
 

@@ -159,6 +159,69 @@ impl Sweep {
         }
     }
 
+    /// An all-reduce sweep from (bytes per rank, seconds) pairs timed out of place on float32
+    /// buffers, e.g. by the DDP runner in its own process group; pairs whose time is not a
+    /// positive number are left out. `None` when none is left.
+    pub fn all_reduce_from_times(ranks: u32, times: &[(u64, f64)]) -> Option<Sweep> {
+        let op = Collective::AllReduce;
+        let samples: Vec<Sample> = times
+            .iter()
+            .filter(|(bytes, s)| *bytes > 0 && s.is_finite() && *s > 0.0)
+            .map(|&(bytes, s)| Sample {
+                bytes,
+                count: bytes / 4,
+                dtype: "float".into(),
+                out_of_place: Timing::from_time(op, ranks, bytes, s * 1e6, None),
+                in_place: None,
+            })
+            .collect();
+        (!samples.is_empty()).then(|| Sweep {
+            op,
+            ranks,
+            redop: "sum".into(),
+            root: -1,
+            samples,
+        })
+    }
+
+    /// Several sweeps of one collective and rank count folded into one: at each size all of
+    /// them measured, the median out-of-place time. `None` when they share no size, or differ
+    /// in collective or ranks.
+    pub fn median_of(sweeps: &[&Sweep]) -> Option<Sweep> {
+        let first = sweeps.first()?;
+        if sweeps
+            .iter()
+            .any(|s| s.op != first.op || s.ranks != first.ranks)
+        {
+            return None;
+        }
+        let samples: Vec<Sample> = first
+            .samples
+            .iter()
+            .filter_map(|s| {
+                let times: Option<Vec<f64>> = sweeps
+                    .iter()
+                    .map(|w| {
+                        w.samples
+                            .iter()
+                            .find(|x| x.bytes == s.bytes)
+                            .map(|x| x.out_of_place.time_us)
+                    })
+                    .collect();
+                let t = crate::expect::median(&times?)?;
+                Some(Sample {
+                    out_of_place: Timing::from_time(first.op, first.ranks, s.bytes, t, None),
+                    in_place: None,
+                    ..s.clone()
+                })
+            })
+            .collect();
+        (!samples.is_empty()).then(|| Sweep {
+            samples,
+            ..(*first).clone()
+        })
+    }
+
     /// Total wrong elements over the sweep, if any check ran.
     pub fn wrong_total(&self) -> Option<u64> {
         let mut any = false;

@@ -516,7 +516,30 @@ pub struct DdpResult {
     /// [`fill_scaling`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup_uncertainty: Option<f64>,
+    /// On more than one GPU: all-reduces of [`ALL_REDUCE_PROBE_BYTES`] timed alone in the run's
+    /// own process group seconds before its steps (the median over launches when repeated).
+    /// The network as this run's NCCL saw it; over the host network it moved −16% to +37%
+    /// against a `bench collectives` sweep run minutes before (docs/results/h200x2-session7.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_reduce_probe: Option<crate::collective::Sweep>,
 }
+
+/// The sizes (bytes per rank) a multi-GPU DDP run all-reduces alone before its steps: 4 KiB for
+/// the per-call latency up to 64 MiB, past DDP's 25 MiB buckets, doubling from 1 MiB where a
+/// bucket's time is mostly bandwidth. Larger sizes read the last point's bandwidth.
+pub const ALL_REDUCE_PROBE_BYTES: [u64; 11] = [
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    2 << 20,
+    4 << 20,
+    8 << 20,
+    16 << 20,
+    32 << 20,
+    64 << 20,
+];
 
 impl DdpResult {
     /// (slowest − fastest) / median of the launches' step times; `None` for a single launch.
@@ -579,6 +602,11 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
             }
             let steps: Vec<f64> = g.iter().map(|r| r.step_time_median_s).collect();
             let p90s: Vec<f64> = g.iter().map(|r| r.step_time_p90_s).collect();
+            let probes: Vec<&crate::collective::Sweep> = g
+                .iter()
+                .filter_map(|r| r.all_reduce_probe.as_ref())
+                .collect();
+            let probe = crate::collective::Sweep::median_of(&probes);
             let first = g.remove(0);
             // Runners report finite steps; a launch without one does not move the figure.
             let step = crate::expect::median(&steps).unwrap_or(first.step_time_median_s);
@@ -595,6 +623,7 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
                 throughput,
                 launch_step_medians_s: steps,
                 speedup_uncertainty: None,
+                all_reduce_probe: probe,
                 ..first
             }
         })
@@ -753,6 +782,7 @@ mod tests {
             cost_per_million: None,
             launch_step_medians_s: Vec::new(),
             speedup_uncertainty: None,
+            all_reduce_probe: None,
         }
     }
 
@@ -836,6 +866,7 @@ mod tests {
             cost_per_million: None,
             launch_step_medians_s: Vec::new(),
             speedup_uncertainty: None,
+            all_reduce_probe: None,
         };
         let mut rows = vec![mk(1, 66_189.0, 0.495), mk(4, 0.88 * 4.0 * 66_189.0, 0.5625)];
         fill_scaling(&mut rows, Some(2.64 / 4.0));

@@ -25,9 +25,10 @@
 use std::time::Duration;
 
 use ddpcheck_core::backend::Progress;
-use ddpcheck_core::collective::Collective;
+use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec,
+    ALL_REDUCE_PROBE_BYTES,
 };
 use ddpcheck_core::ProbeError;
 
@@ -276,6 +277,7 @@ pub fn run(
                         cost_per_million: None,
                         launch_step_medians_s: Vec::new(),
                         speedup_uncertainty: None,
+                        all_reduce_probe: all_reduce_probe(&fabric, world, variant),
                     });
                 }
             }
@@ -284,6 +286,19 @@ pub fn run(
     let mut rows = merge_repeats(rows);
     fill_scaling(&mut rows, req.price_per_gpu_hour);
     Ok(rows)
+}
+
+/// What the runner's all-reduce probe would time before the steps: the profile's own curve
+/// (the same one the steps use) at [`ALL_REDUCE_PROBE_BYTES`]; none on one GPU or for `nocomm`.
+fn all_reduce_probe(fabric: &Fabric<'_>, world: u32, variant: &DdpVariant) -> Option<Sweep> {
+    if world < 2 || variant.nocomm {
+        return None;
+    }
+    let times: Vec<(u64, f64)> = ALL_REDUCE_PROBE_BYTES
+        .iter()
+        .map(|&b| (b, fabric.time_us(Collective::AllReduce, b) * 1e-6))
+        .collect();
+    Sweep::all_reduce_from_times(world, &times)
 }
 
 /// `hang`: the run never finishes; sleep until the caller's deadline and report it.

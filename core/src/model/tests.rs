@@ -403,6 +403,7 @@ fn result(model: &ModelSpec, variant: &str, world: u32, step: f64) -> DdpResult 
         cost_per_million: None,
         launch_step_medians_s: Vec::new(),
         speedup_uncertainty: None,
+        all_reduce_probe: None,
     }
 }
 
@@ -710,6 +711,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     let launched = |r: &DdpResult, l: &[f64]| DdpResult {
         launch_step_medians_s: l.to_vec(),
         speedup_uncertainty: None,
+        all_reduce_probe: None,
         ..r.clone()
     };
     let one = launched(&nocomm1, &[0.0105, 0.011, 0.0115]);

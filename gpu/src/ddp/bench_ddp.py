@@ -18,6 +18,11 @@ own micro-batch). Each optimizer step is timed with CUDA-synchronised wall time;
 discarded; each step's time is the maximum over ranks (all_gather); median and p90 are computed on
 rank 0.
 
+With "all_reduce_probe_bytes" in the config (ddpcheck sends 4 KiB to 64 MiB), each run on more
+than one GPU (but `nocomm`) first all-reduces those sizes alone in the same
+process group, on the idle GPUs, and reports the mean time of each (the slowest rank's) as the
+result's "all_reduce_probe": the network as this launch's NCCL saw it, seconds before the steps.
+
 Output: JSON lines on stdout. Rank 0 prints {"event":"env"}, {"event":"progress"} and
 {"event":"result"}; any rank that fails prints {"event":"error","kind":..,"message":..} and exits
 non-zero. Everything else (Python warnings, NCCL_DEBUG output, tracebacks) goes to stderr.
@@ -41,6 +46,9 @@ CONFIG_VERSION = 1
 POWERSGD_START_ITER = 2
 # Progress lines at most this often (seconds), outside the timed region.
 PROGRESS_EVERY_S = 0.5
+# The all-reduce probe before each multi-GPU run (config "all_reduce_probe_bytes"): warm-up and
+# timed calls per size.
+PROBE_WARMUP, PROBE_ITERS = 2, 8
 
 _STAGE = "starting"
 _OUT = None
@@ -236,7 +244,19 @@ def load_config(text):
         "nccl_timeout_s": _int(cfg, "nccl_timeout_s", 120, 5, 3600),
         "measure_nocomm": bool(cfg.get("measure_nocomm", False)),
         "cpu_binding": _choice(cfg, "cpu_binding", ("none", "cores")),
+        "all_reduce_probe_bytes": probe_sizes(cfg),
     }
+
+
+def probe_sizes(cfg):
+    """The config's all-reduce probe sizes: whole float32 buffers of 4 B..1 GiB, at most 32."""
+    sizes = cfg.get("all_reduce_probe_bytes", [])
+    ok = isinstance(sizes, list) and len(sizes) <= 32 and all(
+        isinstance(n, int) and not isinstance(n, bool) and 4 <= n <= 1 << 30 and n % 4 == 0 for n in sizes)
+    if not ok:
+        raise Fatal("config: all_reduce_probe_bytes must be a list of at most 32 sizes, multiples "
+                    "of 4 in 4..=%d, got %r" % (1 << 30, sizes), "invalid")
+    return sizes
 
 
 def _choice(d, key, allowed):
@@ -487,6 +507,30 @@ def main(argv=None):
         "cpu_binding": cfg["cpu_binding"], "rank0_cpus": cpu_list(pinned) if pinned else None,
     })
 
+    def all_reduce_probe():
+        """[[bytes, seconds], ...]: each probe size all-reduced alone, the mean of PROBE_ITERS calls
+        back to back after PROBE_WARMUP (nccl-tests' way, which the sweep the model otherwise
+        reads uses too), the slowest rank's."""
+        global _STAGE
+        _STAGE = "timing all-reduce alone"
+        means = []
+        for nbytes in cfg["all_reduce_probe_bytes"]:
+            buf = torch.ones(nbytes // 4, device=device, dtype=torch.float32)
+            for _ in range(PROBE_WARMUP):
+                dist.all_reduce(buf)
+            torch.cuda.synchronize(device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(PROBE_ITERS):
+                dist.all_reduce(buf)
+            end.record()
+            end.synchronize()
+            means.append(start.elapsed_time(end) / 1e3 / PROBE_ITERS)
+            del buf
+        slowest = torch.tensor(means, dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        return [[n, t] for n, t in zip(cfg["all_reduce_probe_bytes"], slowest.tolist())]
+
     def bench_one(spec, var):
         global _STAGE
         mb, accum = cfg["micro_batch"], var["accum"]
@@ -528,6 +572,8 @@ def main(argv=None):
                           "all-reduce" % (POWERSGD_START_ITER + 1), file=sys.stderr)
 
         opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-4, fused=True)
+        probing = cfg["all_reduce_probe_bytes"] and world > 1 and not var["nocomm"]
+        probe = all_reduce_probe() if probing else None
 
         gen = torch.Generator(device=device)
         gen.manual_seed(4321 + rank)  # different random data on every rank
@@ -624,6 +670,7 @@ def main(argv=None):
             "optimizer": "adamw-fused", "autocast": "bf16",
             "powersgd_start_iter": POWERSGD_START_ITER if var["hook"] == "powersgd" else None,
             "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "single",
+            "all_reduce_probe": probe,
         }
         if len(timed) <= 2000:
             result["step_times_s"] = [round(t, 7) for t in timed]

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec, ALL_REDUCE_PROBE_BYTES};
 use ddpcheck_core::ProbeError;
 use serde::Serialize;
 
@@ -165,6 +165,7 @@ struct ScriptConfig<'a> {
     steps: u32,
     nccl_timeout_s: u32,
     measure_nocomm: bool,
+    all_reduce_probe_bytes: &'static [u64],
 }
 
 #[derive(Serialize)]
@@ -210,6 +211,7 @@ pub(super) fn script_config(
         // NCCL's own watchdog: well inside the launch deadline, never absurdly short.
         nccl_timeout_s: (req.deadline_s * 0.5).clamp(30.0, 600.0) as u32,
         measure_nocomm,
+        all_reduce_probe_bytes: &ALL_REDUCE_PROBE_BYTES,
     };
     // Strings, integers and finite floats: serialising cannot fail.
     serde_json::to_string(&c).unwrap_or_default()

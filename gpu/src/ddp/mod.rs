@@ -52,6 +52,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::Progress;
+use ddpcheck_core::collective::Sweep;
 use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec,
 };
@@ -629,6 +630,10 @@ fn run_group(
                     cost_per_million: None,
                     launch_step_medians_s: Vec::new(),
                     speedup_uncertainty: None,
+                    all_reduce_probe: ev
+                        .all_reduce_probe
+                        .as_deref()
+                        .and_then(|t| Sweep::all_reduce_from_times(world, t)),
                 }
             });
             (launch, outcome)

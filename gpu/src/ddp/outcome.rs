@@ -125,6 +125,9 @@ pub(super) struct ResultEvent {
     pub(super) final_loss: Option<f64>,
     #[serde(default)]
     pub(super) step_times_s: Vec<f64>,
+    /// (bytes per rank, seconds) of the all-reduces timed alone before the steps.
+    #[serde(default)]
+    pub(super) all_reduce_probe: Option<Vec<(u64, f64)>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::Progress;
-use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec, ALL_REDUCE_PROBE_BYTES};
 use ddpcheck_core::ProbeError;
 
 use super::launch::{sh_quote, shebang_python};
@@ -78,8 +78,8 @@ pwd > "{d}/pwd_$n"
 stat -c %a . > "{d}/mode_$n"
 cp "$script" "{d}/script_copy.py"
 case "$n" in
-  1) step=0.100; tput=81920; nocomm=null ;;
-  2) step=0.125; tput=131072; nocomm=0.105 ;;
+  1) step=0.100; tput=81920; nocomm=null; probe=null ;;
+  2) step=0.125; tput=131072; nocomm=0.105; probe='[[4096,0.00002],[67108864,0.0002],[1048576,-1]]' ;;
   *) echo "unexpected N $n" >&2; exit 3 ;;
 esac
 echo "torchrun chatter on stderr" >&2
@@ -87,7 +87,7 @@ echo '{{"event":"env","torch":"2.11.0+cu130","cuda":"13.0","nccl":"2.28.9","gpus
 echo '{{"event":"progress","phase":"ready","step":0,"total":4}}'
 echo '{{"event":"progress","phase":"timed","step":4,"total":4}}'
 echo '{{"event":"some_future_event","x":1}}'
-echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"bf16\",\"world_size\":$n,\"micro_batch\":8,\"accum\":1,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\",\"nocomm_step_time_median_s\":$nocomm,\"step_times_s\":[$step,$step,$step]}}"
+echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"bf16\",\"world_size\":$n,\"micro_batch\":8,\"accum\":1,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\",\"nocomm_step_time_median_s\":$nocomm,\"all_reduce_probe\":$probe,\"step_times_s\":[$step,$step,$step]}}"
 exit 0
 "#
     )
@@ -134,6 +134,18 @@ fn fake_benchmark_gives_results_with_speedups() {
     // 2 GPUs at $2 each, 131072 tokens/s.
     let cost = 4.0 * 1e6 / (131072.0 * 3600.0);
     assert!((two.cost_per_million.unwrap() - cost).abs() < 1e-12);
+
+    // The all-reduce probe becomes a 2-rank sweep; a point without a positive time is left out.
+    assert_eq!(one.all_reduce_probe, None);
+    let probe = two.all_reduce_probe.as_ref().unwrap();
+    assert_eq!(probe.ranks, 2);
+    assert_eq!(
+        probe.samples.iter().map(|s| s.bytes).collect::<Vec<_>>(),
+        [4096, 67108864]
+    );
+    // 64 MiB in 200 µs: 335.5 GB/s algbw, the same busbw on 2 ranks.
+    assert!((probe.samples[1].out_of_place.time_us - 200.0).abs() < 1e-9);
+    assert!((probe.samples[1].out_of_place.busbw_gbps - 67108864.0 / 200e-6 / 1e9).abs() < 1e-6);
 
     // Extras: provenance from the env line, the no-communication reference only on N > 1.
     let l2 = &run.launches[1];
@@ -641,6 +653,8 @@ print(json.dumps({
     assert_eq!(c["micro_batch"], 8);
     assert_eq!(c["warmup_steps"], 10);
     assert_eq!(c["steps"], 40);
+    // By hand without the key: no probe before the steps.
+    assert_eq!(c["all_reduce_probe_bytes"], serde_json::json!([]));
 }
 
 #[test]
@@ -683,7 +697,20 @@ fn rust_config_is_what_the_script_reads() {
         assert_eq!(c["runs"][0][0]["name"], "mlp:256x3");
         assert_eq!(c["steps"], 3);
         assert_eq!(c["nccl_timeout_s"], 50);
+        assert_eq!(
+            c["all_reduce_probe_bytes"],
+            serde_json::json!(ALL_REDUCE_PROBE_BYTES)
+        );
     }
+    // Probe sizes the script cannot all-reduce as whole float32 buffers are refused.
+    let json = script_config(&req, &[(&mlp, &DdpVariant::default())], false);
+    let odd = json.replace("[4096,", "[4097,");
+    assert_ne!(odd, json);
+    let c = read(&odd);
+    assert!(
+        c.as_str().unwrap_or("").contains("all_reduce_probe_bytes"),
+        "{c}"
+    );
     // nocomm reaches the script, which refuses it with a hook as core does.
     let nocomm: DdpVariant = "nocomm+accum8".parse().unwrap();
     let json = script_config(&req, &[(&mlp, &nocomm)], false);
