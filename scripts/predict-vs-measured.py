@@ -5,7 +5,7 @@ For each regime: the all-reduce curve comes from a `bench collectives --json` re
 compute time from the 1-GPU *base* rows of a `bench ddp --json` report; the multi-GPU rows are
 held out (the model never sees them, no calibration), then compared with the predictions.
 
-Usage: predict-vs-measured.py [--min-params N] [--pool-1gpu] [--inputs FILE]... DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
+Usage: predict-vs-measured.py [--min-params N] [--pool-1gpu] [--probe-curve] [--inputs FILE]... DDPCHECK REGIME:COLLECTIVES.json:DDP.json[:CALIBRATION.json] [...]
 
 --min-params N leaves out models below N parameters (the judged range starts at 0.8M; smaller
 ones are calibration candidates). --pool-1gpu replaces every 1-GPU run by the median of the
@@ -19,6 +19,10 @@ recipe without the hook (fp16 -> base, bf16+accum4 -> accum4), as ddpcheck does 
 (`ddp::one_gpu_reference`); the measured one is recomputed from the runs' throughputs, so
 reports written before read the same way. (Sessions 1-5 took it against one GPU running the
 hook too; their figures are in their pages.)
+
+--probe-curve takes the all-reduce curve from the held-out runs' own `all_reduce_probe` (each
+N-GPU run times all-reduces alone in its process group before its steps; the median over the
+model's runs) in place of the `bench collectives` report: the network as the DDP launches saw it.
 
 --inputs FILE adds a `bench ddp --json` report of model inputs to every prediction: the `nocomm`
 runs at 1 and N GPUs (N processes side by side with no communication), launched separately from
@@ -35,7 +39,7 @@ import sys
 import tempfile
 
 args = sys.argv[1:]
-min_params, pool, inputs = 0, False, []
+min_params, pool, inputs, probe_curve = 0, False, [], False
 while args and args[0].startswith("--"):
     if args[0] == "--inputs":
         inputs, args = inputs + ["--from", args[1]], args[2:]
@@ -43,6 +47,8 @@ while args and args[0].startswith("--"):
         min_params, args = float(args[1]), args[2:]
     elif args[0] == "--pool-1gpu":
         pool, args = True, args[1:]
+    elif args[0] == "--probe-curve":
+        probe_curve, args = True, args[1:]
     else:
         sys.exit(f"unknown option {args[0]}")
 ddpcheck = args[0]
@@ -81,6 +87,22 @@ def ref_variant(variant):
     hook (ddpcheck's `ddp::one_gpu_reference`)."""
     rest = [p for p in variant.split("+") if p.strip().lower() not in ("fp16", "bf16")]
     return "+".join(rest) or "base"
+
+
+def probe_report(coll_path, runs):
+    """A `bench collectives` report (the given one's header) whose all-reduce sweep is the median
+    of the runs' probes at each size; None when no run carries one."""
+    probes = [r["all_reduce_probe"] for r in runs if r.get("all_reduce_probe")]
+    if not probes:
+        return None
+    samples = []
+    for s in probes[0]["samples"]:
+        times = [x["out_of_place"]["time_us"] for p in probes for x in p["samples"] if x["bytes"] == s["bytes"]]
+        samples.append(dict(s, out_of_place=dict(s["out_of_place"], time_us=statistics.median(times))))
+    coll = json.load(open(coll_path))
+    run = coll["runs"][0]
+    sweep = dict(probes[0], samples=samples)
+    return dict(coll, runs=[dict(run, run=dict(run["run"], sweeps=[sweep]))])
 
 
 def one_gpu(rep, r):
@@ -154,10 +176,21 @@ for arg in args[1:]:
         cli_model = model.replace("x4", ",4") if model.startswith("mlp:") else model
         mb = [r["micro_batch"] for r in held_out if r["model"] == model][0]
         world = max(r["world_size"] for r in held_out if r["model"] == model)
+        curve_path = coll
+        if probe_curve:
+            probed = probe_report(coll, [r for r in held_out if r["model"] == model])
+            if probed is None:
+                print(f"{regime} {model}: no all_reduce_probe in its runs")
+                continue
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                json.dump(probed, f)
+                curve_path = f.name
         out = subprocess.run(
             [ddpcheck, "recommend", "--model", cli_model, "--micro-batch", str(mb), "--gpus", str(world),
-             "--from", coll, "--from", singles_path, *inputs, *calib, "--json"],
+             "--from", curve_path, "--from", singles_path, *inputs, *calib, "--json"],
             capture_output=True, text=True)
+        if curve_path != coll:
+            os.unlink(curve_path)
         if out.returncode != 0:
             print(f"{regime} {model}: recommend failed: {out.stderr.strip()}")
             continue

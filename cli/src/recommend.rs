@@ -140,6 +140,9 @@ pub struct RecommendReport {
 #[derive(Default)]
 struct Measurements {
     sweep: Option<(Sweep, Header)>,
+    /// The all-reduce probes (timed alone in DDP's own process group before each multi-GPU
+    /// run's steps) of the newest `bench ddp` report that has any.
+    probes: Vec<(Sweep, Header)>,
     preflight: Option<PreflightReport>,
     ddp: Vec<(DdpResult, Header)>,
 }
@@ -178,6 +181,14 @@ impl Measurements {
                 // The report's own pairing again (same speedups, no price: costs stay as
                 // written), so reports written before `speedup_uncertainty` existed carry it too.
                 fill_scaling(&mut r.results, None);
+                let probes: Vec<(Sweep, Header)> = r
+                    .results
+                    .iter()
+                    .filter_map(|x| Some((x.all_reduce_probe.clone()?, r.header.clone())))
+                    .collect();
+                if !probes.is_empty() {
+                    self.probes = probes;
+                }
                 self.ddp.extend(r.results.into_iter().map(|x| (x, r.header.clone())));
             }
             other => {
@@ -218,7 +229,22 @@ fn provenance_of(h: &Header) -> CurveProvenance {
         time: h.provenance.time.clone(),
         backend: Some(h.backend),
         label: h.backend_label.clone(),
+        method: String::new(),
     }
+}
+
+/// The all-reduce curve the multi-GPU DDP runs timed in their own process group before their
+/// steps, at `gpus` (or the largest count probed): the median over those runs, the header of
+/// the last, and how many runs. Preferred to a `bench collectives` sweep: over the host network
+/// DDP's all-reduces ran 0.84-1.37x a sweep's time minutes apart, and these probes followed
+/// them (docs/results/h200x2-session8.md).
+fn in_launch_curve(m: &Measurements, gpus: Option<u32>) -> Option<(Sweep, Header, usize)> {
+    let ranks = gpus.or_else(|| m.probes.iter().map(|(s, _)| s.ranks).max())?;
+    let at: Vec<&(Sweep, Header)> = m.probes.iter().filter(|(s, _)| s.ranks == ranks).collect();
+    let sweeps: Vec<&Sweep> = at.iter().map(|(s, _)| s).collect();
+    let merged = Sweep::median_of(&sweeps)?;
+    let (_, header) = at.last()?;
+    Some((merged, header.clone(), at.len()))
 }
 
 /// The one-GPU baseline row of this model: its step time / accumulation is one micro-batch.
@@ -461,8 +487,10 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         daemon_history(target, &mut m)?;
     }
     let reporter = progress::Reporter::new();
-    // The all-reduce curve, from small messages (α) to large (bandwidth).
-    if m.sweep.is_none() {
+    // The all-reduce curve: as DDP's own process group timed it where a multi-GPU run did,
+    // else a sweep from small messages (α) to large (bandwidth).
+    let in_launch = in_launch_curve(&m, a.gpus);
+    if m.sweep.is_none() && in_launch.is_none() {
         let params = CollectiveParams {
             ops: vec![Collective::AllReduce],
             min_bytes: 4 << 10,
@@ -477,10 +505,19 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
             m.sweep = Some((s.clone(), r.header.clone()));
         }
     }
-    let (sweep, sweep_header) = m
-        .sweep
-        .clone()
-        .ok_or_else(|| CliError::Usage("the measurements hold no all-reduce sweep".into()))?;
+    let (sweep, sweep_header, curve_method) = match in_launch {
+        Some((sweep, header, runs)) => (
+            sweep,
+            header,
+            format!("by {runs} bench ddp run(s) in DDP's own process group before their steps"),
+        ),
+        None => {
+            let (sweep, header) = m.sweep.clone().ok_or_else(|| {
+                CliError::Usage("the measurements hold no all-reduce sweep".into())
+            })?;
+            (sweep, header, String::new())
+        }
+    };
     let curve = LinkCurve::from_sweep(&sweep)
         .map_err(|e| CliError::Usage(format!("all-reduce curve: {e}")))?;
     let gpus = a.gpus.unwrap_or(sweep.ranks);
@@ -624,7 +661,10 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         price_per_hour: a.price_per_hour,
         target_efficiency: a.target_efficiency,
         curve,
-        curve_provenance: provenance_of(&sweep_header),
+        curve_provenance: CurveProvenance {
+            method: curve_method,
+            ..provenance_of(&sweep_header)
+        },
         worst_link,
         nccl_env: engine::nccl_env_from_process(),
         env_ab,

@@ -118,6 +118,90 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
     };
     assert!(!codes(&v).contains(&"side_by_side_unmeasured".to_string()));
 
+    // The curve is the one the three 4-GPU DDP runs (base, bf16+accum4 and its reference accum4)
+    // timed in their own process group, not the sweep.
+    let provenance = |v: &serde_json::Value| v["curve"]["provenance"].as_str().unwrap().to_string();
+    assert!(
+        provenance(&v).contains("by 3 bench ddp run(s) in DDP's own process group"),
+        "{}",
+        provenance(&v)
+    );
+    let base_speedup = |v: &serde_json::Value| {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["variant"] == "base")
+            .unwrap()["prediction"]["speedup"]
+            .as_f64()
+            .unwrap()
+    };
+    // Those probes three times slower: plain DDP predicted slower (the probes are what is read).
+    let mut slow: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&ddp).unwrap()).unwrap();
+    for r in slow["results"].as_array_mut().unwrap() {
+        let probe = r
+            .get_mut("all_reduce_probe")
+            .and_then(|p| p.get_mut("samples"));
+        for s in probe.and_then(|s| s.as_array_mut()).into_iter().flatten() {
+            let t = s["out_of_place"]["time_us"].as_f64().unwrap();
+            s["out_of_place"]["time_us"] = (3.0 * t).into();
+        }
+    }
+    let slow_path = d.path().join("ddp-slow-probes.json");
+    std::fs::write(&slow_path, slow.to_string()).unwrap();
+    let o = local(&[
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--from",
+        coll.to_str().unwrap(),
+        "--from",
+        slow_path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        base_speedup(&s) < 0.9 * base_speedup(&v),
+        "{} against {}",
+        base_speedup(&s),
+        base_speedup(&v)
+    );
+    // 1-GPU runs only: no probe, so the sweep it is.
+    let single = save(
+        d.path(),
+        "ddp1.json",
+        &[
+            "--sim",
+            "a6000x4-phb",
+            "bench",
+            "ddp",
+            "--model",
+            "gpt2-124m",
+            "--variants",
+            "base",
+            "--gpus",
+            "1",
+            "--json",
+        ],
+    );
+    let o = local(&[
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--gpus",
+        "4",
+        "--from",
+        coll.to_str().unwrap(),
+        "--from",
+        single.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!provenance(&w).contains("bench ddp"), "{}", provenance(&w));
+
     // With nocomm runs at 1 and 4 GPUs (three launches each) the measurement is cited instead.
     let nocomm = save(
         d.path(),

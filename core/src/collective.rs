@@ -341,6 +341,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn probe_times_become_a_sweep_and_fold_to_their_median() {
+        // 64 MiB in 20 ms on 4 ranks: algbw 3.36 GB/s, busbw x1.5; a non-positive time is dropped.
+        let s =
+            Sweep::all_reduce_from_times(4, &[(4096, 30e-6), (64 << 20, 0.020), (1 << 20, 0.0)])
+                .unwrap();
+        assert_eq!(
+            (s.op, s.ranks, s.samples.len()),
+            (Collective::AllReduce, 4, 2)
+        );
+        let big = &s.samples[1].out_of_place;
+        assert!((big.time_us - 20_000.0).abs() < 1e-9);
+        assert!((big.busbw_gbps - 1.5 * (64u64 << 20) as f64 / 0.020 / 1e9).abs() < 1e-9);
+        assert_eq!(s.samples[1].count, 16 << 20);
+        assert!(Sweep::all_reduce_from_times(4, &[(4096, f64::NAN)]).is_none());
+        // Three launches: the middle time at each size all three measured; 4 KiB only twice
+        // (the mean of the two), 1 MiB once in the first: left out.
+        let a =
+            Sweep::all_reduce_from_times(4, &[(4096, 10e-6), (1 << 20, 1e-3), (64 << 20, 0.020)])
+                .unwrap();
+        let b = Sweep::all_reduce_from_times(4, &[(4096, 30e-6), (64 << 20, 0.026)]).unwrap();
+        let c = Sweep::all_reduce_from_times(4, &[(64 << 20, 0.021)]).unwrap();
+        let m = Sweep::median_of(&[&a, &b, &c]).unwrap();
+        assert_eq!(
+            m.samples.iter().map(|s| s.bytes).collect::<Vec<_>>(),
+            [64 << 20]
+        );
+        assert!((m.samples[0].out_of_place.time_us - 21_000.0).abs() < 1e-9);
+        let m = Sweep::median_of(&[&a, &b]).unwrap();
+        assert_eq!(
+            m.samples.iter().map(|s| s.bytes).collect::<Vec<_>>(),
+            [4096, 64 << 20]
+        );
+        assert!((m.samples[0].out_of_place.time_us - 20.0).abs() < 1e-9);
+        // Sweeps of different rank counts do not fold; nothing folds from nothing.
+        let two = Sweep::all_reduce_from_times(2, &[(64 << 20, 0.020)]).unwrap();
+        assert!(Sweep::median_of(&[&a, &two]).is_none());
+        assert!(Sweep::median_of(&[]).is_none());
+    }
+
+    #[test]
     fn busbw_factors_match_nccl_tests() {
         assert_eq!(Collective::AllReduce.busbw_factor(2), 1.0);
         assert_eq!(Collective::AllReduce.busbw_factor(4), 1.5);

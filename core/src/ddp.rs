@@ -906,6 +906,8 @@ mod tests {
         // Even count: the mean of the middle two.
         assert!((rows[1].step_time_median_s - 0.0031).abs() < 1e-15);
         assert!((rows[1].throughput - 2.0 * 256.0 / 0.0031).abs() < 1e-6);
+        // No launch carried an all-reduce probe: none after the fold either.
+        assert!(rows.iter().all(|r| r.all_reduce_probe.is_none()));
         // A single launch stays as it was, with no spread.
         assert!(rows[2].launch_step_medians_s.is_empty());
         assert_eq!(rows[2].launch_spread(), None);
@@ -935,6 +937,22 @@ mod tests {
         // A broken launch time is no estimate either.
         single.launch_step_medians_s = vec![0.003, f64::NAN];
         assert_eq!(single.launch_log_sd(), None);
+    }
+
+    #[test]
+    fn repeated_launches_fold_their_all_reduce_probes() {
+        use crate::collective::Sweep;
+        let probed = |step: f64, t64: f64| DdpResult {
+            all_reduce_probe: Sweep::all_reduce_from_times(2, &[(64 << 20, t64)]),
+            ..mlp_run("base", 2, 1, step)
+        };
+        let rows = merge_repeats(vec![
+            probed(0.0030, 0.017),
+            probed(0.0032, 0.023),
+            probed(0.0031, 0.019),
+        ]);
+        let p = rows[0].all_reduce_probe.as_ref().unwrap();
+        assert!((p.samples[0].out_of_place.time_us - 19_000.0).abs() < 1e-9);
     }
 
     #[test]

@@ -107,6 +107,9 @@ pub struct CurveProvenance {
     /// `sim:PROFILE`, `real`, or where given numbers were published.
     #[serde(default)]
     pub label: String,
+    /// How it was measured when not by a `bench collectives` sweep, e.g. inside DDP runs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub method: String,
 }
 
 impl CurveProvenance {
@@ -121,6 +124,11 @@ impl CurveProvenance {
             String::new()
         } else {
             format!(" [{}]", self.label)
+        };
+        let at = if self.method.is_empty() {
+            at
+        } else {
+            format!("{}, {at}", self.method)
         };
         match self.backend {
             Some(BackendKind::Real) => format!("measured {at}{label}").trim_end().to_string(),
@@ -1392,6 +1400,7 @@ mod tests {
                 time: "2026-10-26T09:00:00Z".into(),
                 backend: None,
                 label: "seed 000".into(),
+                method: String::new(),
             },
             worst_link: Some(LinkClass::Phb),
             nccl_env: BTreeMap::new(),
