@@ -9,8 +9,11 @@
 # Sessions 2-4 on 2xH200, single launches (the `model`/`model355` phases): 120 cases. The
 # `mlprep` runs (three launches each; five in session 5; ten, and eight on the host network, in
 # session 6; eight in session 7, with that host's `nocomm` inputs in a second block) are printed
-# after, as their own sets. Last, the device cases each at their steadiest measurement: GPT-2 from
-# the single launches (steps of 40-100 ms) and the MLPs from sessions 6 and 7.
+# after, as their own sets. Session 8's runs carry the all-reduce each DDP run timed in its own
+# process group: its sets are printed with the sweep's curve and with that one (`--probe-curve`,
+# what `recommend` reads). Last, the device cases each at their steadiest measurement: GPT-2 from
+# the single launches (steps of 40-100 ms) and the MLPs from sessions 6 and 7; then with session
+# 8's MLPs and gpt2-124m added, each run read as recommend reads it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-target/release/ddpcheck}
@@ -56,6 +59,19 @@ python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "$
 echo
 echo "== mlprep8, s7, with the nocomm inputs of the same host (eight launches)"
 python3 scripts/predict-vs-measured.py --min-params 800000 --inputs "$S7/nocomm8/mlprep-nocomm-mlp.json" ${PVM_OPTS:-} "$P" "${s7[@]}"
+S8=$R/2026-11-30-s8
+s8=("$(case_arg s8-mlp-nvlink "$S8/mlprep8" mlprep8 mlp nvlink)" "$(case_arg s8-mlp-shm "$S8/mlprep8" mlprep8 mlp shm)"
+    "$(case_arg s8-mlp-hostnet "$S8/mlprep8" mlprep8 mlp hostnet)"
+    "$(case_arg s8-nvlink "$S8/model3" model3 gpt nvlink)" "$(case_arg s8-hostnet "$S8/model3" model3 gpt hostnet)")
+echo
+echo "== s8, the sweep's curve (MLPs eight launches, gpt2-124m three, one host a call)"
+python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${s8[@]}"
+echo
+echo "== s8, the curve DDP's runs timed in their own process group (as recommend reads them)"
+python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s8[@]}"
 echo
 echo "== device cases: GPT-2 single launches (sessions 2-4), MLPs repeated (s6, s7)"
 python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}"
+echo
+echo "== device cases with s8, each run's curve as recommend reads it (s8: DDP's own; before: the sweep)"
+python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}" "${s8[@]}"

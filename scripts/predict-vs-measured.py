@@ -23,6 +23,7 @@ hook too; their figures are in their pages.)
 --probe-curve takes the all-reduce curve from the held-out runs' own `all_reduce_probe` (each
 N-GPU run times all-reduces alone in its process group before its steps; the median over the
 model's runs) in place of the `bench collectives` report: the network as the DDP launches saw it.
+Runs without probes (reports before session 8) keep the report's curve, as `recommend` does.
 
 --inputs FILE adds a `bench ddp --json` report of model inputs to every prediction: the `nocomm`
 runs at 1 and N GPUs (N processes side by side with no communication), launched separately from
@@ -179,12 +180,10 @@ for arg in args[1:]:
         curve_path = coll
         if probe_curve:
             probed = probe_report(coll, [r for r in held_out if r["model"] == model])
-            if probed is None:
-                print(f"{regime} {model}: no all_reduce_probe in its runs")
-                continue
-            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                json.dump(probed, f)
-                curve_path = f.name
+            if probed is not None:
+                with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                    json.dump(probed, f)
+                    curve_path = f.name
         out = subprocess.run(
             [ddpcheck, "recommend", "--model", cli_model, "--micro-batch", str(mb), "--gpus", str(world),
              "--from", curve_path, "--from", singles_path, *inputs, *calib, "--json"],

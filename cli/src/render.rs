@@ -2,6 +2,8 @@
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
+use ddpcheck_core::collective::Sweep;
+use ddpcheck_core::recommend::fmt_bytes;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
 };
@@ -137,6 +139,38 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "-".into())
 }
 
+/// Per GPU count, what the runs' all-reduce probes (timed alone in their own process group
+/// before their steps) measured at the largest and smallest size: the curve `recommend` reads.
+fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
+    let mut worlds: Vec<u32> = results
+        .iter()
+        .filter_map(|x| Some(x.all_reduce_probe.as_ref()?.ranks))
+        .collect();
+    worlds.sort_unstable();
+    worlds.dedup();
+    worlds
+        .into_iter()
+        .filter_map(|n| {
+            let probes: Vec<&Sweep> = results
+                .iter()
+                .filter_map(|x| x.all_reduce_probe.as_ref())
+                .filter(|p| p.ranks == n)
+                .collect();
+            let m = Sweep::median_of(&probes)?;
+            let (small, large) = (m.samples.first()?, m.samples.last()?);
+            Some(format!(
+                "all-reduce alone in DDP's process group before the steps ({n} GPUs, median of {} run(s)): {} in {:.3} ms ({:.2} GB/s busbw), {} in {:.3} ms",
+                probes.len(),
+                fmt_bytes(large.bytes as f64),
+                large.out_of_place.time_us / 1e3,
+                large.out_of_place.busbw_gbps,
+                fmt_bytes(small.bytes as f64),
+                small.out_of_place.time_us / 1e3,
+            ))
+        })
+        .collect()
+}
+
 pub fn bench_ddp(r: &DdpReport) -> String {
     let mut s = banner(&r.header, "bench ddp");
     let mut t = table();
@@ -191,6 +225,10 @@ pub fn bench_ddp(r: &DdpReport) -> String {
     }
     if r.results.iter().any(|x| x.speedup_uncertainty.is_some()) {
         s.push_str("±: the speedup's standard error from how far the launches at 1 and N GPUs spread; differences smaller than about twice it are not measured\n");
+    }
+    for line in probe_lines(&r.results) {
+        s.push_str(&line);
+        s.push('\n');
     }
     let nocomm = r.results.iter().any(|x| {
         x.variant

@@ -28,6 +28,11 @@ fn sweep_plots_speedup_with_the_y1_line_and_labels_the_simulation() {
     let table = stdout(&o);
     assert!(table.contains("SIMULATED NODE"), "{table}");
     assert!(table.contains("mlp:4096x4"), "{table}");
+    // The 2-GPU runs' all-reduce probes, as recommend will read them: 4 models x 3 variants.
+    assert!(
+        table.contains("all-reduce alone in DDP's process group before the steps (2 GPUs, median of 12 run(s)): 64.0 MiB in "),
+        "{table}"
+    );
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg"), "not an SVG");
     assert!(

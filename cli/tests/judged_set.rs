@@ -1,6 +1,6 @@
 //! The recommend issue's published accuracy figures are what this code computes from the
 //! committed GPU measurements: `scripts/judged-set.sh` against the table of
-//! docs/results/h200x2-session7.md (sessions 5 and 6 keep the tables computed then). The script
+//! docs/results/h200x2-session8.md (sessions 5-7 keep the tables computed then). The script
 //! needs python3: without it the test skips, and fails instead when DDPCHECK_REQUIRE_SERVICES=1
 //! (as in CI).
 
@@ -9,33 +9,44 @@ mod common;
 use common::{bin, repo_root, services_must_run};
 use std::process::Command;
 
-const S7: &str = "docs/results/h200x2-session7.md";
+const S8: &str = "docs/results/h200x2-session8.md";
 
 /// For each block of the script's output: the label of its table row, and the doc holding it.
-const ROWS: [(&str, &str, &str); 8] = [
+const ROWS: [(&str, &str, &str); 11] = [
     (
         "== single launches, sessions 2-4",
         "sessions 2–4, single launches",
-        S7,
+        S8,
     ),
-    ("== mlprep, s3", "mlprep s3, 3 launches", S7),
-    ("== mlprep, s4", "mlprep s4, 3 launches", S7),
-    ("== mlprep5, s5", "mlprep5 s5, 5 launches", S7),
+    ("== mlprep, s3", "mlprep s3, 3 launches", S8),
+    ("== mlprep, s4", "mlprep s4, 3 launches", S8),
+    ("== mlprep5, s5", "mlprep5 s5, 5 launches", S8),
     (
         "== mlprep10, s6",
         "mlprep10 s6, 10 launches (8 hostnet)",
-        S7,
+        S8,
     ),
-    ("== mlprep8, s7 (", "mlprep8 s7, 8 launches", S7),
+    ("== mlprep8, s7 (", "mlprep8 s7, 8 launches", S8),
     (
         "== mlprep8, s7, with the nocomm",
         "mlprep8 s7, with nocomm inputs",
-        S7,
+        S8,
+    ),
+    ("== s8, the sweep's curve", "s8, the sweep's curve", S8),
+    (
+        "== s8, the curve DDP's runs timed",
+        "s8, the runs' own curve (as recommend reads it)",
+        S8,
     ),
     (
-        "== device cases:",
+        "== device cases: GPT-2",
         "device cases: GPT-2 single launches, MLPs s6 and s7",
-        S7,
+        S8,
+    ),
+    (
+        "== device cases with s8",
+        "device cases with s8, each as recommend reads it",
+        S8,
     ),
 ];
 

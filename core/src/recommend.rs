@@ -1356,7 +1356,8 @@ fn fmt_s(s: f64) -> String {
     }
 }
 
-fn fmt_bytes(b: f64) -> String {
+/// A byte count as people read it (KiB, MiB, GiB).
+pub fn fmt_bytes(b: f64) -> String {
     if b >= 1024.0 * MIB {
         format!("{:.2} GiB", b / (1024.0 * MIB))
     } else if b >= MIB {
