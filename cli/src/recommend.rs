@@ -121,6 +121,20 @@ pub struct VerifyGain {
     pub measured_uncertainty: Option<f64>,
 }
 
+/// The network during `--verify`'s runs (their all-reduce probes) against the curve the
+/// predictions read, at DDP's bucket size: where the two part, the verify errors follow.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VerifyNetwork {
+    pub world_size: u32,
+    pub bytes: u64,
+    /// What the predictions read at `bytes`, GB/s.
+    pub predicted_busbw_gbps: f64,
+    /// What the verify runs timed in their own process group before their steps, GB/s.
+    pub measured_busbw_gbps: f64,
+    /// How many runs' probes (their median).
+    pub runs: usize,
+}
+
 /// The `--json` document: the report head, the recommendation, and `--verify` rows.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RecommendReport {
@@ -132,6 +146,8 @@ pub struct RecommendReport {
     pub verify: Vec<VerifyRow>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_gain: Option<VerifyGain>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_network: Option<VerifyNetwork>,
     /// Seconds spent (measurements included).
     pub seconds: f64,
 }
@@ -690,6 +706,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         recommendation: rec,
         verify: Vec::new(),
         verify_gain: None,
+        verify_network: None,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -754,6 +771,7 @@ fn verify(
             });
         }
     }
+    report.verify_network = verify_network(&r.results, rec);
     let at_n = |name: &str| {
         let row = rec.rows.iter().find(|x| x.variant == name)?;
         let run = r
@@ -779,6 +797,24 @@ fn verify(
         }
     }
     Ok(())
+}
+
+/// The verify runs' all-reduce probes at the recommendation's GPU count, read as the model reads
+/// a curve, at the bucket size the predictions were summarised at.
+fn verify_network(runs: &[DdpResult], rec: &Recommendation) -> Option<VerifyNetwork> {
+    let probes: Vec<&Sweep> = runs
+        .iter()
+        .filter(|x| x.world_size == rec.gpus)
+        .filter_map(|x| x.all_reduce_probe.as_ref())
+        .collect();
+    let curve = LinkCurve::from_sweep(&Sweep::median_of(&probes)?).ok()?;
+    Some(VerifyNetwork {
+        world_size: rec.gpus,
+        bytes: rec.curve.bucket_bytes,
+        predicted_busbw_gbps: rec.curve.busbw_at_bucket_gbps,
+        measured_busbw_gbps: curve.busbw_at(rec.curve.bucket_bytes),
+        runs: probes.len(),
+    })
 }
 
 pub fn render(r: &RecommendReport) -> String {
@@ -811,6 +847,17 @@ pub fn render(r: &RecommendReport) -> String {
                 v.error * 100.0
             ));
         }
+    }
+    if let Some(n) = &r.verify_network {
+        let ratio = n.predicted_busbw_gbps / n.measured_busbw_gbps;
+        s.push_str(&format!(
+            "  network during these runs ({} run(s) on {} GPUs, all-reduce alone in DDP's process group): {:.2} GB/s busbw at {}, the predictions read {:.2} GB/s: an all-reduce took {ratio:.2}x the time the model assumed\n",
+            n.runs,
+            n.world_size,
+            n.measured_busbw_gbps,
+            ddpcheck_core::recommend::fmt_bytes(n.bytes as f64),
+            n.predicted_busbw_gbps,
+        ));
     }
     if let Some(g) = &r.verify_gain {
         let how = match g.measured_uncertainty {

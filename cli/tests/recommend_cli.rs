@@ -284,12 +284,26 @@ fn quick_runs_and_verify_on_a_simulated_node() {
             "one launch has no spread: {r}"
         );
     }
+    // The verify runs timed the network in their own process group; on the simulated node it
+    // is the curve the predictions read (the sweep of the quick runs), at DDP's 25 MiB bucket.
+    let n = &v["verify_network"];
+    assert_eq!(
+        (n["world_size"].as_u64(), n["bytes"].as_u64()),
+        (Some(2), Some(25 << 20)),
+        "{n}"
+    );
+    let (p, m) = (
+        n["predicted_busbw_gbps"].as_f64().unwrap(),
+        n["measured_busbw_gbps"].as_f64().unwrap(),
+    );
+    assert!(m > 0.0 && (m / p - 1.0).abs() < 0.05, "{n}");
 
     // --repeats 3: every DDP run launched three times; verify says how far apart they landed.
     let o = recommend(&["--model", "gpt2-124m", "--verify", "--repeats", "3"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
     assert!(t.contains("% apart)"), "{t}");
+    assert!(t.contains("network during these runs"), "{t}");
     // ... and how uncertain the measured speedup is, and whether the error stands out of it.
     assert!(t.contains("measured ±"), "{t}");
     let o = recommend(&[
