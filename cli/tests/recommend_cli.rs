@@ -16,6 +16,43 @@ fn save(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf 
     p
 }
 
+/// A saved `bench ddp --json` of gpt2-124m on the simulated 4xA6000 box, with `more` arguments.
+fn save_a6000_gpt2(
+    dir: &std::path::Path,
+    name: &str,
+    variants: &str,
+    gpus: &str,
+    more: &[&str],
+) -> std::path::PathBuf {
+    let mut args = vec![
+        "--sim",
+        "a6000x4-phb",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        variants,
+        "--gpus",
+        gpus,
+        "--json",
+    ];
+    args.extend_from_slice(more);
+    save(dir, name, &args)
+}
+
+/// `recommend --model gpt2-124m --json` from saved reports and `more` arguments: its document.
+fn recommend_json(files: &[&std::path::Path], more: &[&str]) -> serde_json::Value {
+    let mut args = vec!["recommend", "--model", "gpt2-124m", "--json"];
+    for f in files {
+        args.extend(["--from", f.to_str().unwrap()]);
+    }
+    args.extend_from_slice(more);
+    let o = local(&args);
+    assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 #[test]
 fn recommends_from_saved_reports_offline_in_under_a_second() {
     let d = tempfile::tempdir().unwrap();
@@ -32,23 +69,7 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
             "256M",
         ],
     );
-    let ddp = save(
-        d.path(),
-        "ddp.json",
-        &[
-            "--sim",
-            "a6000x4-phb",
-            "bench",
-            "ddp",
-            "--model",
-            "gpt2-124m",
-            "--variants",
-            "base,bf16+accum4",
-            "--gpus",
-            "1,4",
-            "--json",
-        ],
-    );
+    let ddp = save_a6000_gpt2(d.path(), "ddp.json", "base,bf16+accum4", "1,4", &[]);
     // recommend from the saved reports and `more` arguments.
     let recommend = |more: &[&str]| {
         let mut args = vec![
@@ -150,18 +171,7 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
     }
     let slow_path = d.path().join("ddp-slow-probes.json");
     std::fs::write(&slow_path, slow.to_string()).unwrap();
-    let o = local(&[
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--from",
-        coll.to_str().unwrap(),
-        "--from",
-        slow_path.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = recommend_json(&[&coll, &slow_path], &[]);
     assert!(
         base_speedup(&s) < 0.9 * base_speedup(&v),
         "{} against {}",
@@ -169,58 +179,17 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
         base_speedup(&v)
     );
     // 1-GPU runs only: no probe, so the sweep it is.
-    let single = save(
-        d.path(),
-        "ddp1.json",
-        &[
-            "--sim",
-            "a6000x4-phb",
-            "bench",
-            "ddp",
-            "--model",
-            "gpt2-124m",
-            "--variants",
-            "base",
-            "--gpus",
-            "1",
-            "--json",
-        ],
-    );
-    let o = local(&[
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--gpus",
-        "4",
-        "--from",
-        coll.to_str().unwrap(),
-        "--from",
-        single.to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let single = save_a6000_gpt2(d.path(), "ddp1.json", "base", "1", &[]);
+    let w = recommend_json(&[&coll, &single], &["--gpus", "4"]);
     assert!(!provenance(&w).contains("bench ddp"), "{}", provenance(&w));
 
     // With nocomm runs at 1 and 4 GPUs (three launches each) the measurement is cited instead.
-    let nocomm = save(
+    let nocomm = save_a6000_gpt2(
         d.path(),
         "nocomm.json",
-        &[
-            "--sim",
-            "a6000x4-phb",
-            "bench",
-            "ddp",
-            "--model",
-            "gpt2-124m",
-            "--variants",
-            "nocomm",
-            "--gpus",
-            "1,4",
-            "--repeats",
-            "3",
-            "--json",
-        ],
+        "nocomm",
+        "1,4",
+        &["--repeats", "3"],
     );
     let o = recommend(&["--from", nocomm.to_str().unwrap()]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
