@@ -169,6 +169,28 @@ fn topo_prints_nv18_and_bench_has_nccl_tests_footer() {
     assert_valid(&json(&o));
     let o = d.cli(&["topo", "--json"]);
     assert_valid(&json(&o));
+    // A DDP report, its 4-GPU row with the all-reduce probe its run timed.
+    let o = d.cli(&[
+        "bench",
+        "ddp",
+        "--model",
+        "mlp:256,2",
+        "--variants",
+        "base",
+        "--gpus",
+        "1,4",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v = json(&o);
+    assert_valid(&v);
+    let four = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["world_size"] == 4)
+        .unwrap();
+    assert_eq!(four["all_reduce_probe"]["ranks"], 4, "{four}");
 }
 
 #[test]
