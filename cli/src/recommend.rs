@@ -537,6 +537,15 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
     let curve = LinkCurve::from_sweep(&sweep)
         .map_err(|e| CliError::Usage(format!("all-reduce curve: {e}")))?;
     let gpus = a.gpus.unwrap_or(sweep.ranks);
+    // The node's GPUs (the price is for all of them): DDP's probes may cover only some.
+    let node_gpus = [
+        Some(sweep.ranks),
+        m.sweep.as_ref().map(|(s, _)| s.ranks),
+        m.preflight.as_ref().map(|p| p.gpus.len() as u32),
+    ]
+    .into_iter()
+    .flatten()
+    .fold(gpus, u32::max);
     // Compute per micro-batch: given, measured (a 1-GPU run), or estimated from FLOPs.
     let mut optimizer_s = None;
     let compute = if let Some(ms) = a.step_time_ms {
@@ -673,7 +682,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         micro_batch: a.micro_batch,
         seq: a.seq,
         gpus,
-        node_gpus: sweep.ranks.max(gpus),
+        node_gpus,
         price_per_hour: a.price_per_hour,
         target_efficiency: a.target_efficiency,
         curve,

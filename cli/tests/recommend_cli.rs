@@ -182,6 +182,27 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
     let single = save_a6000_gpt2(d.path(), "ddp1.json", "base", "1", &[]);
     let w = recommend_json(&[&coll, &single], &["--gpus", "4"]);
     assert!(!provenance(&w).contains("bench ddp"), "{}", provenance(&w));
+    // Probes at 2 of the node's 4 GPUs: the curve and the default GPU count are theirs, the
+    // node's price is still split four ways (the sweep saw 4).
+    let two = save_a6000_gpt2(d.path(), "ddp2.json", "base", "1,2", &[]);
+    let w = recommend_json(&[&coll, &two], &["--price-per-hour", "2.64"]);
+    assert_eq!(w["gpus"], 2);
+    assert!(
+        provenance(&w).contains("by 1 bench ddp run(s)"),
+        "{}",
+        provenance(&w)
+    );
+    assert!(
+        w["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["rests_on"]
+                .as_str()
+                .unwrap()
+                .contains("price $2.64/h for 4 GPUs")),
+        "{w}"
+    );
 
     // With nocomm runs at 1 and 4 GPUs (three launches each) the measurement is cited instead.
     let nocomm = save_a6000_gpt2(

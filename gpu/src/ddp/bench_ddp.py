@@ -19,9 +19,9 @@ discarded; each step's time is the maximum over ranks (all_gather); median and p
 rank 0.
 
 With "all_reduce_probe_bytes" in the config (ddpcheck sends 4 KiB to 64 MiB), each run on more
-than one GPU (but `nocomm`) first all-reduces those sizes alone in the same
-process group, on the idle GPUs, and reports the mean time of each (the slowest rank's) as the
-result's "all_reduce_probe": the network as this launch's NCCL saw it, seconds before the steps.
+than one GPU (but `nocomm`) first all-reduces those sizes alone in the same process group, on
+the idle GPUs, and reports the mean time of each (the slowest rank's) as the result's
+"all_reduce_probe": the network as this launch's NCCL saw it, seconds before the steps.
 
 Output: JSON lines on stdout. Rank 0 prints {"event":"env"}, {"event":"progress"} and
 {"event":"result"}; any rank that fails prints {"event":"error","kind":..,"message":..} and exits
