@@ -7,8 +7,8 @@ use std::time::Instant;
 use clap::Args;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
-    beyond_noise, fill_scaling, one_gpu_partner, throughput_ratio, CommHook, DdpRequest, DdpResult,
-    DdpVariant, ModelSpec,
+    beyond_noise, fill_scaling, one_gpu_partner, probe_curve, throughput_ratio, CommHook,
+    DdpRequest, DdpResult, DdpVariant, ModelSpec,
 };
 use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
@@ -156,9 +156,9 @@ pub struct RecommendReport {
 #[derive(Default)]
 struct Measurements {
     sweep: Option<(Sweep, Header)>,
-    /// The all-reduce probes (timed alone in DDP's own process group before each multi-GPU
-    /// run's steps) of the newest `bench ddp` report that has any.
-    probes: Vec<(Sweep, Header)>,
+    /// The runs of the newest `bench ddp` report that timed all-reduces alone in DDP's own
+    /// process group before their steps, with its header.
+    probed: Option<(Vec<DdpResult>, Header)>,
     preflight: Option<PreflightReport>,
     ddp: Vec<(DdpResult, Header)>,
 }
@@ -197,13 +197,14 @@ impl Measurements {
                 // The report's own pairing again (same speedups, no price: costs stay as
                 // written), so reports written before `speedup_uncertainty` existed carry it too.
                 fill_scaling(&mut r.results, None);
-                let probes: Vec<(Sweep, Header)> = r
+                let probed: Vec<DdpResult> = r
                     .results
                     .iter()
-                    .filter_map(|x| Some((x.all_reduce_probe.clone()?, r.header.clone())))
+                    .filter(|x| x.all_reduce_probe.is_some())
+                    .cloned()
                     .collect();
-                if !probes.is_empty() {
-                    self.probes = probes;
+                if !probed.is_empty() {
+                    self.probed = Some((probed, r.header.clone()));
                 }
                 self.ddp.extend(r.results.into_iter().map(|x| (x, r.header.clone())));
             }
@@ -250,17 +251,15 @@ fn provenance_of(h: &Header) -> CurveProvenance {
 }
 
 /// The all-reduce curve the multi-GPU DDP runs timed in their own process group before their
-/// steps, at `gpus` (or the largest count probed): the median over those runs, the header of
-/// the last, and how many runs. Preferred to a `bench collectives` sweep: over the host network
+/// steps, at `gpus` (or the largest count probed): the median over those runs, their report's
+/// header, and how many runs. Preferred to a `bench collectives` sweep: over the host network
 /// DDP's all-reduces ran 0.84-1.37x a sweep's time minutes apart, and these probes followed
 /// them (docs/results/h200x2-session8.md).
 fn in_launch_curve(m: &Measurements, gpus: Option<u32>) -> Option<(Sweep, Header, usize)> {
-    let ranks = gpus.or_else(|| m.probes.iter().map(|(s, _)| s.ranks).max())?;
-    let at: Vec<&(Sweep, Header)> = m.probes.iter().filter(|(s, _)| s.ranks == ranks).collect();
-    let sweeps: Vec<&Sweep> = at.iter().map(|(s, _)| s).collect();
-    let merged = Sweep::median_of(&sweeps)?;
-    let (_, header) = at.last()?;
-    Some((merged, header.clone(), at.len()))
+    let (runs, header) = m.probed.as_ref()?;
+    let world = gpus.or_else(|| runs.iter().map(|r| r.world_size).max())?;
+    let (curve, n) = probe_curve(runs, world)?;
+    Some((curve, header.clone(), n))
 }
 
 /// The one-GPU baseline row of this model: its step time / accumulation is one micro-batch.
@@ -811,18 +810,14 @@ fn verify(
 /// The verify runs' all-reduce probes at the recommendation's GPU count, read as the model reads
 /// a curve, at the bucket size the predictions were summarised at.
 fn verify_network(runs: &[DdpResult], rec: &Recommendation) -> Option<VerifyNetwork> {
-    let probes: Vec<&Sweep> = runs
-        .iter()
-        .filter(|x| x.world_size == rec.gpus)
-        .filter_map(|x| x.all_reduce_probe.as_ref())
-        .collect();
-    let curve = LinkCurve::from_sweep(&Sweep::median_of(&probes)?).ok()?;
+    let (probes, n) = probe_curve(runs, rec.gpus)?;
+    let curve = LinkCurve::from_sweep(&probes).ok()?;
     Some(VerifyNetwork {
         world_size: rec.gpus,
         bytes: rec.curve.bucket_bytes,
         predicted_busbw_gbps: rec.curve.busbw_at_bucket_gbps,
         measured_busbw_gbps: curve.busbw_at(rec.curve.bucket_bytes),
-        runs: probes.len(),
+        runs: n,
     })
 }
 

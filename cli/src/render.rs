@@ -2,7 +2,7 @@
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
-use ddpcheck_core::collective::Sweep;
+use ddpcheck_core::ddp::probe_curve;
 use ddpcheck_core::recommend::fmt_bytes;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
@@ -144,23 +144,18 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
     let mut worlds: Vec<u32> = results
         .iter()
-        .filter_map(|x| Some(x.all_reduce_probe.as_ref()?.ranks))
+        .filter(|x| x.all_reduce_probe.is_some())
+        .map(|x| x.world_size)
         .collect();
     worlds.sort_unstable();
     worlds.dedup();
     worlds
         .into_iter()
         .filter_map(|n| {
-            let probes: Vec<&Sweep> = results
-                .iter()
-                .filter_map(|x| x.all_reduce_probe.as_ref())
-                .filter(|p| p.ranks == n)
-                .collect();
-            let m = Sweep::median_of(&probes)?;
+            let (m, runs) = probe_curve(results, n)?;
             let (small, large) = (m.samples.first()?, m.samples.last()?);
             Some(format!(
-                "all-reduce alone in DDP's process group before the steps ({n} GPUs, median of {} run(s)): {} in {:.3} ms ({:.2} GB/s busbw), {} in {:.3} ms",
-                probes.len(),
+                "all-reduce alone in DDP's process group before the steps ({n} GPUs, median of {runs} run(s)): {} in {:.3} ms ({:.2} GB/s busbw), {} in {:.3} ms",
                 fmt_bytes(large.bytes as f64),
                 large.out_of_place.time_us / 1e3,
                 large.out_of_place.busbw_gbps,

@@ -541,6 +541,17 @@ pub const ALL_REDUCE_PROBE_BYTES: [u64; 11] = [
     64 << 20,
 ];
 
+/// The all-reduce curve the runs at `world` GPUs timed in their own process group before their
+/// steps: the median of their probes at each size, and how many runs had one.
+pub fn probe_curve(results: &[DdpResult], world: u32) -> Option<(crate::collective::Sweep, usize)> {
+    let probes: Vec<&crate::collective::Sweep> = results
+        .iter()
+        .filter(|r| r.world_size == world)
+        .filter_map(|r| r.all_reduce_probe.as_ref())
+        .collect();
+    Some((crate::collective::Sweep::median_of(&probes)?, probes.len()))
+}
+
 impl DdpResult {
     /// (slowest − fastest) / median of the launches' step times; `None` for a single launch.
     pub fn launch_spread(&self) -> Option<f64> {
@@ -953,6 +964,10 @@ mod tests {
         ]);
         let p = rows[0].all_reduce_probe.as_ref().unwrap();
         assert!((p.samples[0].out_of_place.time_us - 19_000.0).abs() < 1e-9);
+        // The curve the 2-GPU runs timed: this one run's; at 4 GPUs nothing was probed.
+        let (curve, runs) = probe_curve(&rows, 2).unwrap();
+        assert_eq!((&curve, runs), (p, 1));
+        assert!(probe_curve(&rows, 4).is_none());
     }
 
     #[test]
