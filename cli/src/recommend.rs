@@ -14,7 +14,8 @@ use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
     estimate_flops, recommend, variant_name, CalibrationInput, ComputeSource, CurveProvenance,
-    EnvAb, MeasuredSpeedup, ModelInput, RecommendInput, Recommendation, SideBySideInput,
+    EnvAb, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, Recommendation,
+    SideBySideInput,
 };
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind,
@@ -520,6 +521,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
             m.sweep = Some((s.clone(), r.header.clone()));
         }
     }
+    let from_ddp_runs = in_launch.is_some();
     let (sweep, sweep_header, curve_method) = match in_launch {
         Some((sweep, header, runs)) => (
             sweep,
@@ -535,6 +537,17 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
     };
     let curve = LinkCurve::from_sweep(&sweep)
         .map_err(|e| CliError::Usage(format!("all-reduce curve: {e}")))?;
+    // With the curve from DDP's runs, the sweep is a second look at the same link.
+    let other_curve = m
+        .sweep
+        .as_ref()
+        .filter(|_| from_ddp_runs)
+        .and_then(|(s, h)| {
+            Some(OtherCurve {
+                curve: LinkCurve::from_sweep(s).ok()?,
+                provenance: provenance_of(h),
+            })
+        });
     let gpus = a.gpus.unwrap_or(sweep.ranks);
     // The node's GPUs (the price is for all of them): DDP's probes may cover only some.
     let node_gpus = [
@@ -701,6 +714,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         hook_rests_on,
         side_by_side,
         measured,
+        other_curve,
     };
     let rec = recommend(&input).map_err(|e| CliError::Usage(format!("recommend: {e}")))?;
     let header = Header::new(

@@ -178,6 +178,10 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
         base_speedup(&s),
         base_speedup(&v)
     );
+    // ... and the sweep, a second look at the link, now parts from them: warned. The simulated
+    // probes themselves agree with the sweep: not warned.
+    assert!(codes(&s).contains(&"network_moved".to_string()), "{s}");
+    assert!(!codes(&v).contains(&"network_moved".to_string()), "{v}");
     // 1-GPU runs only: no probe, so the sweep it is.
     let single = save_a6000_gpt2(d.path(), "ddp1.json", "base", "1", &[]);
     let w = recommend_json(&[&coll, &single], &["--gpus", "4"]);

@@ -250,7 +250,24 @@ pub struct RecommendInput {
     /// Speedups the node measured for these variants at `gpus` (the newest last).
     #[serde(default)]
     pub measured: Vec<MeasuredSpeedup>,
+    /// Another measurement of the same link the model did not read (a `bench collectives`
+    /// sweep, when `curve` came from DDP's own runs), for the warning when the two part.
+    #[serde(default)]
+    pub other_curve: Option<OtherCurve>,
 }
+
+/// A second all-reduce curve of the node, and where it comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OtherCurve {
+    pub curve: LinkCurve,
+    pub provenance: CurveProvenance,
+}
+
+/// How far (as a factor either way) two measurements of one link may part at the bucket size
+/// before `network_moved` is warned: beyond the 1–3% by which DDP's probes and the sweeps agreed
+/// over NVLink and shm, and enough to move a communication-bound prediction by more than 10%
+/// (over the host network they parted by 2–26% minutes apart; docs/results/h200x2-session8.md).
+const NETWORK_MOVED_FACTOR: f64 = 1.15;
 
 /// A reason, and the measurement (or assumption) it rests on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -264,7 +281,7 @@ pub struct Warning {
     /// Stable identifier: `p2p_forced_across_host_bridge`, `nvlink_transport_disabled`,
     /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
     /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`,
-    /// `side_by_side_unmeasured`, `measured_below_prediction`.
+    /// `side_by_side_unmeasured`, `measured_below_prediction`, `network_moved`.
     pub code: String,
     pub text: String,
     pub rests_on: String,
@@ -1011,6 +1028,26 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             });
         }
     }
+    if let Some(o) = input
+        .other_curve
+        .as_ref()
+        .filter(|o| o.curve.ranks == curve.ranks)
+    {
+        let other = o.curve.busbw_at(bucket_bytes);
+        let factor = curve_summary.busbw_at_bucket_gbps / other;
+        if other > 0.0 && (factor.ln().abs() > NETWORK_MOVED_FACTOR.ln()) {
+            warnings.push(Warning {
+                code: "network_moved".into(),
+                text: format!(
+                    "The all-reduce the predictions read runs at {:.2}× the bus bandwidth of the node's other measurement ({:.2} against {other:.2} GB/s at {}): this node's network moves between measurements (over a host network 0.84–1.37× within minutes on 2×H200). Every communication-bound figure above moves with it: re-measure with `bench ddp --repeats 3` just before a long run.",
+                    factor,
+                    curve_summary.busbw_at_bucket_gbps,
+                    fmt_bytes(bucket_bytes as f64)
+                ),
+                rests_on: format!("{}; the other: {}", curve_cite, o.provenance.describe()),
+            });
+        }
+    }
     if let Some(m) = &chosen_row.measured {
         let p = chosen_row.prediction.speedup;
         if n > 1 && p > m.speedup && m.contradicted_by(p) {
@@ -1418,6 +1455,7 @@ mod tests {
             hook_rests_on: None,
             side_by_side: None,
             measured: Vec::new(),
+            other_curve: None,
         }
     }
 
@@ -1770,6 +1808,48 @@ mod tests {
         assert_eq!(r.chosen, "1 GPU");
         assert!(codes(&r).contains(&"one_gpu_faster"));
         assert!(r.summary.starts_with("Train on one GPU"));
+    }
+
+    #[test]
+    fn a_second_measurement_of_the_link_that_parts_from_the_curve_is_warned() {
+        let mut input = a6000_input();
+        let other = |busbw: f64| OtherCurve {
+            curve: LinkCurve::flat(4, busbw, 30e-6).unwrap(),
+            provenance: CurveProvenance {
+                host: "node".into(),
+                time: "2026-11-30T18:00:00Z".into(),
+                backend: Some(BackendKind::Real),
+                label: String::new(),
+                method: String::new(),
+            },
+        };
+        let at_bucket = recommend(&input).unwrap().curve.busbw_at_bucket_gbps;
+        // 10% apart: within what two measurements of a steady link give.
+        input.other_curve = Some(other(at_bucket / 1.10));
+        assert!(!codes(&recommend(&input).unwrap()).contains(&"network_moved"));
+        // 25% apart either way: warned, citing both.
+        for factor in [1.25, 1.0 / 1.25] {
+            input.other_curve = Some(other(at_bucket / factor));
+            let r = recommend(&input).unwrap();
+            let w = r
+                .warnings
+                .iter()
+                .find(|w| w.code == "network_moved")
+                .expect("warning");
+            assert!(w.text.contains(&format!("{factor:.2}×")), "{}", w.text);
+            assert!(
+                w.rests_on
+                    .contains("the other: measured node 2026-11-30T18:00:00Z"),
+                "{}",
+                w.rests_on
+            );
+        }
+        // Another rank count is another link: not compared.
+        input.other_curve = Some(OtherCurve {
+            curve: LinkCurve::flat(2, at_bucket / 1.5, 30e-6).unwrap(),
+            ..other(1.0)
+        });
+        assert!(!codes(&recommend(&input).unwrap()).contains(&"network_moved"));
     }
 
     #[test]
