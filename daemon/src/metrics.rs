@@ -75,6 +75,7 @@ pub struct Metrics {
     ddp_efficiency: GaugeVec,
     ddp_exposed: GaugeVec,
     ddp_throughput: GaugeVec,
+    ddp_allreduce_busbw: GaugeVec,
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: T) -> T {
@@ -155,6 +156,7 @@ impl Metrics {
             ddp_efficiency: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_scaling_efficiency_ratio", "Speedup divided by GPUs", &["model", "variant", "world_size"]),
             ddp_exposed: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_exposed_comm_ratio", "Share of the step spent in communication not hidden by compute", &["model", "variant", "world_size"]),
             ddp_throughput: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_throughput_per_second", "Tokens (decoders) or samples (MLP) per second over all GPUs", &["model", "variant", "world_size", "unit"]),
+            ddp_allreduce_busbw: gauge_vec!(r, GaugeVec, "ddpcheck_ddp_allreduce_busbw_bytes_per_second", "All-reduce bus bandwidth at the largest probed size, timed alone in the DDP run's own process group before its steps", &["model", "variant", "world_size"]),
             registry,
         };
         for c in COLLECTORS {
@@ -361,6 +363,11 @@ impl Metrics {
             }
             if let Some(x) = r.exposed_comm_fraction {
                 self.ddp_exposed.with_label_values(&l).set(x);
+            }
+            if let Some(last) = r.all_reduce_probe.as_ref().and_then(|p| p.samples.last()) {
+                self.ddp_allreduce_busbw
+                    .with_label_values(&l)
+                    .set(last.out_of_place.busbw_gbps * 1e9);
             }
             let unit = r.throughput_unit.replace("/s", "");
             self.ddp_throughput
