@@ -48,7 +48,9 @@ pub struct RecommendArgs {
     #[arg(long, default_value_t = 0.85)]
     pub target_efficiency: f64,
     /// Saved reports to use instead of measuring (`check --json`, `bench collectives --json`,
-    /// `bench ddp --json`); repeatable. Lets a colleague's node be advised offline.
+    /// `bench ddp --json`); repeatable. Lets a colleague's node be advised offline. Multi-GPU
+    /// `bench ddp` runs also give the all-reduce curve (timed in DDP's own process group), which
+    /// is read before a sweep.
     #[arg(long = "from", value_name = "FILE")]
     pub from: Vec<PathBuf>,
     /// Compute time of one micro-batch on one GPU, instead of measuring it.
