@@ -254,7 +254,7 @@ fn provenance_of(h: &Header) -> CurveProvenance {
 }
 
 /// The all-reduce curve the multi-GPU DDP runs timed in their own process group before their
-/// steps, at `gpus` (or the largest count probed): the median over those runs, their report's
+/// steps, at `gpus` (or, with no count known, the largest count probed): the median over those runs, their report's
 /// header, and how many runs. Preferred to a `bench collectives` sweep: over the host network
 /// DDP's all-reduces ran 0.84-1.37x a sweep's time minutes apart, and these probes followed
 /// them (docs/results/h200x2-session8.md).
@@ -507,7 +507,16 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
     let reporter = progress::Reporter::new();
     // The all-reduce curve: as DDP's own process group timed it where a multi-GPU run did,
     // else a sweep from small messages (α) to large (bandwidth).
-    let in_launch = in_launch_curve(&m, a.gpus);
+    // The node's GPUs as its sweep or preflight saw them: the default GPU count, and the price's
+    // split. DDP's probes may cover only some of them.
+    let node_seen = [
+        m.sweep.as_ref().map(|(s, _)| s.ranks),
+        m.preflight.as_ref().map(|p| p.gpus.len() as u32),
+    ]
+    .into_iter()
+    .flatten()
+    .max();
+    let in_launch = in_launch_curve(&m, a.gpus.or(node_seen));
     if m.sweep.is_none() && in_launch.is_none() {
         let params = CollectiveParams {
             ops: vec![Collective::AllReduce],
@@ -551,15 +560,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
             })
         });
     let gpus = a.gpus.unwrap_or(sweep.ranks);
-    // The node's GPUs (the price is for all of them): DDP's probes may cover only some.
-    let node_gpus = [
-        Some(sweep.ranks),
-        m.sweep.as_ref().map(|(s, _)| s.ranks),
-        m.preflight.as_ref().map(|p| p.gpus.len() as u32),
-    ]
-    .into_iter()
-    .flatten()
-    .fold(gpus, u32::max);
+    let node_gpus = node_seen.unwrap_or(0).max(sweep.ranks).max(gpus);
     // Compute per micro-batch: given, measured (a 1-GPU run), or estimated from FLOPs.
     let mut optimizer_s = None;
     let compute = if let Some(ms) = a.step_time_ms {

@@ -186,10 +186,14 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
     let single = save_a6000_gpt2(d.path(), "ddp1.json", "base", "1", &[]);
     let w = recommend_json(&[&coll, &single], &["--gpus", "4"]);
     assert!(!provenance(&w).contains("bench ddp"), "{}", provenance(&w));
-    // Probes at 2 of the node's 4 GPUs: the curve and the default GPU count are theirs, the
-    // node's price is still split four ways (the sweep saw 4).
+    // Probes at 2 of the node's 4 GPUs: the default is still the 4 GPUs the sweep saw, on the
+    // sweep's curve; asked for 2 GPUs, the probes' curve, with the node's price still split four
+    // ways.
     let two = save_a6000_gpt2(d.path(), "ddp2.json", "base", "1,2", &[]);
-    let w = recommend_json(&[&coll, &two], &["--price-per-hour", "2.64"]);
+    let w = recommend_json(&[&coll, &two], &[]);
+    assert_eq!(w["gpus"], 4);
+    assert!(!provenance(&w).contains("bench ddp"), "{}", provenance(&w));
+    let w = recommend_json(&[&coll, &two], &["--gpus", "2", "--price-per-hour", "2.64"]);
     assert_eq!(w["gpus"], 2);
     assert!(
         provenance(&w).contains("by 1 bench ddp run(s)"),
