@@ -3,11 +3,11 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap netcurve
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
-#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3); hostgap: HOSTGAP_REPEATS=N (default 3);
+#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3; netcurve: 2); hostgap: HOSTGAP_REPEATS=N (default 3);
 #    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes;
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
@@ -312,6 +312,33 @@ features)
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("chosen:", r.get("chosen"), "| verify_gain:", json.dumps(r.get("verify_gain")))
+for row in r.get("verify") or []:
+    print(json.dumps(row)[:400])
+PY
+    ;;
+netcurve)
+    # recommend reading its curve from DDP's own runs on the host network (and warning when the
+    # sweep parts from it), then --verify with its line on the network during its runs.
+    say "## netcurve: recommend from a host-network sweep and gpt2-124m runs (the runs' probes as its curve), then --verify"
+    hn=${REGIMES[2]}; envs=${hn#*:}; envs=${envs%:}
+    envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+    model_curve netcurve hostnet $envs
+    ddp_runs netcurve-gpt-hostnet "gpt2-124m base,bf16 hostnet" --model gpt2-124m --variants base,bf16 $envargs --steps 15
+    t0=$(now)
+    env $envs "$DDPCHECK" recommend --model gpt2-124m --gpus "$NGPU" --from "$LOGS/netcurve-curve-hostnet.json" \
+        --from "$LOGS/netcurve-gpt-hostnet.json" > "$LOGS/netcurve-recommend.txt" 2> "$LOGS/netcurve-recommend.err"
+    say "recommend from the saved reports rc=$? $(el "$t0" "$(now)") s"
+    grep -E "^all-reduce:|network_moved|^Recommendation" "$LOGS/netcurve-recommend.txt" | tee -a "$SUMMARY"
+    tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    t0=$(now)
+    env $envs "$DDPCHECK" recommend --model gpt2-124m --gpus "$NGPU" --from "$LOGS/netcurve-curve-hostnet.json" \
+        --from "$LOGS/netcurve-gpt-hostnet.json" --verify --repeats "${VERIFY_REPEATS:-2}" --json > "$LOGS/netcurve-verify.json" 2> "$LOGS/netcurve-verify.err"
+    say "recommend --verify --repeats ${VERIFY_REPEATS:-2} (host network) rc=$? $(el "$t0" "$(now)") s"
+    python3 - "$LOGS/netcurve-verify.json" <<'PY' | tee -a "$SUMMARY"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("curve:", r["curve"]["provenance"])
+print("chosen:", r.get("chosen"), "| verify_network:", json.dumps(r.get("verify_network")))
 for row in r.get("verify") or []:
     print(json.dumps(row)[:400])
 PY
