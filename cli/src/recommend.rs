@@ -200,16 +200,7 @@ impl Measurements {
                 // The report's own pairing again (same speedups, no price: costs stay as
                 // written), so reports written before `speedup_uncertainty` existed carry it too.
                 fill_scaling(&mut r.results, None);
-                let probed: Vec<DdpResult> = r
-                    .results
-                    .iter()
-                    .filter(|x| x.all_reduce_probe.is_some())
-                    .cloned()
-                    .collect();
-                if !probed.is_empty() {
-                    self.probed = Some((probed, r.header.clone()));
-                }
-                self.ddp.extend(r.results.into_iter().map(|x| (x, r.header.clone())));
+                self.add_ddp(r);
             }
             other => {
                 return Err(CliError::Usage(format!(
@@ -218,6 +209,24 @@ impl Measurements {
             }
         }
         Ok(())
+    }
+}
+
+impl Measurements {
+    /// A `bench ddp` report's runs; those that timed the network before their steps replace
+    /// the probes held so far (the newest report's count).
+    fn add_ddp(&mut self, r: DdpReport) {
+        let probed: Vec<DdpResult> = r
+            .results
+            .iter()
+            .filter(|x| x.all_reduce_probe.is_some())
+            .cloned()
+            .collect();
+        if !probed.is_empty() {
+            self.probed = Some((probed, r.header.clone()));
+        }
+        self.ddp
+            .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
     }
 }
 
@@ -263,6 +272,55 @@ fn in_launch_curve(m: &Measurements, gpus: Option<u32>) -> Option<(Sweep, Header
     let world = gpus.or_else(|| runs.iter().map(|r| r.world_size).max())?;
     let (curve, n) = probe_curve(runs, world)?;
     Some((curve, header.clone(), n))
+}
+
+/// The all-reduce curve the model reads, and what it rests on.
+struct ChosenCurve {
+    sweep: Sweep,
+    header: Header,
+    curve: LinkCurve,
+    /// How it was measured when not by a sweep (`CurveProvenance::method`).
+    method: String,
+    /// With the curve from DDP's runs, the node's sweep: a second look at the same link.
+    other: Option<OtherCurve>,
+}
+
+/// DDP's own probes (`in_launch_curve`'s answer) where there are any, else the node's sweep.
+fn choose_curve(
+    m: &Measurements,
+    in_launch: Option<(Sweep, Header, usize)>,
+) -> Result<ChosenCurve, CliError> {
+    let read = |s: &Sweep| {
+        LinkCurve::from_sweep(s).map_err(|e| CliError::Usage(format!("all-reduce curve: {e}")))
+    };
+    Ok(match in_launch {
+        Some((probes, header, runs)) => ChosenCurve {
+            curve: read(&probes)?,
+            sweep: probes,
+            header,
+            method: format!(
+                "by {runs} bench ddp run(s) in DDP's own process group before their steps"
+            ),
+            other: m.sweep.as_ref().and_then(|(s, h)| {
+                Some(OtherCurve {
+                    curve: LinkCurve::from_sweep(s).ok()?,
+                    provenance: provenance_of(h),
+                })
+            }),
+        },
+        None => {
+            let (sweep, header) = m.sweep.clone().ok_or_else(|| {
+                CliError::Usage("the measurements hold no all-reduce sweep".into())
+            })?;
+            ChosenCurve {
+                curve: read(&sweep)?,
+                sweep,
+                header,
+                method: String::new(),
+                other: None,
+            }
+        }
+    })
 }
 
 /// The one-GPU baseline row of this model: its step time / accumulation is one micro-batch.
@@ -532,35 +590,11 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
             m.sweep = Some((s.clone(), r.header.clone()));
         }
     }
-    let from_ddp_runs = in_launch.is_some();
-    let (sweep, sweep_header, curve_method) = match in_launch {
-        Some((sweep, header, runs)) => (
-            sweep,
-            header,
-            format!("by {runs} bench ddp run(s) in DDP's own process group before their steps"),
-        ),
-        None => {
-            let (sweep, header) = m.sweep.clone().ok_or_else(|| {
-                CliError::Usage("the measurements hold no all-reduce sweep".into())
-            })?;
-            (sweep, header, String::new())
-        }
-    };
-    let curve = LinkCurve::from_sweep(&sweep)
-        .map_err(|e| CliError::Usage(format!("all-reduce curve: {e}")))?;
-    // With the curve from DDP's runs, the sweep is a second look at the same link.
-    let other_curve = m
-        .sweep
-        .as_ref()
-        .filter(|_| from_ddp_runs)
-        .and_then(|(s, h)| {
-            Some(OtherCurve {
-                curve: LinkCurve::from_sweep(s).ok()?,
-                provenance: provenance_of(h),
-            })
-        });
-    let gpus = a.gpus.unwrap_or(sweep.ranks);
-    let node_gpus = node_seen.unwrap_or(0).max(sweep.ranks).max(gpus);
+    let mut chosen = choose_curve(&m, in_launch)?;
+    // The GPUs the curve was measured on.
+    let measured_ranks = chosen.sweep.ranks;
+    let gpus = a.gpus.unwrap_or(measured_ranks);
+    let node_gpus = node_seen.unwrap_or(0).max(measured_ranks).max(gpus);
     // Compute per micro-batch: given, measured (a 1-GPU run), or estimated from FLOPs.
     let mut optimizer_s = None;
     let compute = if let Some(ms) = a.step_time_ms {
@@ -596,7 +630,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         // With repeated launches, `nocomm` on one GPU and on N measures how much N processes
         // slow each other (one launch each cannot tell that from launch noise: not worth a
         // launch).
-        let side_by_side = a.repeats > 1 && gpus > 1 && gpus <= sweep.ranks;
+        let side_by_side = a.repeats > 1 && gpus > 1 && gpus <= measured_ranks;
         let variants: &[&str] = if side_by_side {
             &["base", "accum4", "bf16", "nocomm"]
         } else {
@@ -611,9 +645,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
                 15,
                 a.repeats,
             )?;
-            let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
-            m.ddp
-                .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
+            m.add_ddp(target.bench_ddp(&req, &mut |p| reporter.update(p))?);
             Ok(())
         };
         quick_run(variants, 1)?;
@@ -629,6 +661,13 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         optimizer_s = o;
         c
     };
+    // Once more now the GPU count is known and the quick runs are in: their N-GPU launch
+    // (`nocomm`, with --repeats) timed the network in DDP's own process group too.
+    if let Some(probed) = in_launch_curve(&m, Some(gpus)) {
+        chosen = choose_curve(&m, Some(probed))?;
+    }
+    let curve = chosen.curve;
+    let sweep_header = chosen.header;
     // Candidate NCCL settings, measured on the node.
     let mut env_ab = Vec::new();
     if let Some(spec) = &a.env_ab {
@@ -702,7 +741,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         target_efficiency: a.target_efficiency,
         curve,
         curve_provenance: CurveProvenance {
-            method: curve_method,
+            method: chosen.method,
             ..provenance_of(&sweep_header)
         },
         worst_link,
@@ -717,7 +756,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         hook_rests_on,
         side_by_side,
         measured,
-        other_curve,
+        other_curve: chosen.other,
     };
     let rec = recommend(&input).map_err(|e| CliError::Usage(format!("recommend: {e}")))?;
     let header = Header::new(

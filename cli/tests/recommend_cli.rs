@@ -320,6 +320,15 @@ fn quick_runs_and_verify_on_a_simulated_node() {
         let u = r["measured_uncertainty"].as_f64().unwrap();
         assert!((0.0..0.5).contains(&u), "{r}");
     }
+    // Without repeats the quick runs stay on one GPU: the sweep is the curve. With them, the
+    // 2-GPU nocomm launch timed the network in DDP's own process group first: that is.
+    let provenance = |v: &serde_json::Value| v["curve"]["provenance"].as_str().unwrap().to_string();
+    assert!(!provenance(&v).contains("bench ddp"), "{}", provenance(&v));
+    assert!(
+        provenance(&doc).contains("by 1 bench ddp run(s)"),
+        "{}",
+        provenance(&doc)
+    );
     // With repeats the quick runs measure 2 GPUs side by side (nocomm) and cite it.
     assert!(t.contains("nocomm at 2 GPUs"), "{t}");
     assert!(!t.contains("side_by_side_unmeasured"), "{t}");

@@ -21,7 +21,7 @@
 //!   a reduce-scatter of the gradients on the synchronising micro-batch, each overlapping its
 //!   pass at the same rate.
 //! - p90 is the median plus 2%: the sim has no noise of its own.
-//! - A multi-GPU run (but `nocomm`) reports the profile's own curve as the all-reduce it timed
+//! - A multi-GPU run (`nocomm` too) reports the profile's own curve as the all-reduce it timed
 //!   before its steps (`all_reduce_probe`): the simulated network does not drift.
 
 use std::time::Duration;
@@ -279,7 +279,7 @@ pub fn run(
                         cost_per_million: None,
                         launch_step_medians_s: Vec::new(),
                         speedup_uncertainty: None,
-                        all_reduce_probe: all_reduce_probe(&fabric, world, variant),
+                        all_reduce_probe: all_reduce_probe(&fabric, world),
                     });
                 }
             }
@@ -291,9 +291,9 @@ pub fn run(
 }
 
 /// What the runner's all-reduce probe would time before the steps: the profile's own curve
-/// (the same one the steps use) at [`ALL_REDUCE_PROBE_BYTES`]; none on one GPU or for `nocomm`.
-fn all_reduce_probe(fabric: &Fabric<'_>, world: u32, variant: &DdpVariant) -> Option<Sweep> {
-    if world < 2 || variant.nocomm {
+/// (the same one the steps use) at [`ALL_REDUCE_PROBE_BYTES`]; none on one GPU.
+fn all_reduce_probe(fabric: &Fabric<'_>, world: u32) -> Option<Sweep> {
+    if world < 2 {
         return None;
     }
     let times: Vec<(u64, f64)> = ALL_REDUCE_PROBE_BYTES

@@ -19,8 +19,8 @@ discarded; each step's time is the maximum over ranks (all_gather); median and p
 rank 0.
 
 With "all_reduce_probe_bytes" in the config (ddpcheck sends 4 KiB to 64 MiB), each run on more
-than one GPU (but `nocomm`) first all-reduces those sizes alone in the same process group, on
-the idle GPUs, and reports the mean time of each (the slowest rank's) as the result's
+than one GPU (`nocomm` too: the network is there) first all-reduces those sizes alone in the
+same process group, on the idle GPUs, and reports the mean time of each (the slowest rank's) as the result's
 "all_reduce_probe": the network as this launch's NCCL saw it, seconds before the steps.
 
 Output: JSON lines on stdout. Rank 0 prints {"event":"env"}, {"event":"progress"} and
@@ -572,7 +572,7 @@ def main(argv=None):
                           "all-reduce" % (POWERSGD_START_ITER + 1), file=sys.stderr)
 
         opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-4, fused=True)
-        probing = cfg["all_reduce_probe_bytes"] and world > 1 and not var["nocomm"]
+        probing = cfg["all_reduce_probe_bytes"] and world > 1
         probe = all_reduce_probe() if probing else None
 
         gen = torch.Generator(device=device)
