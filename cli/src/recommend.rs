@@ -276,7 +276,6 @@ fn in_launch_curve(m: &Measurements, gpus: Option<u32>) -> Option<(Sweep, Header
 
 /// The all-reduce curve the model reads, and what it rests on.
 struct ChosenCurve {
-    sweep: Sweep,
     header: Header,
     curve: LinkCurve,
     /// How it was measured when not by a sweep (`CurveProvenance::method`).
@@ -296,7 +295,6 @@ fn choose_curve(
     Ok(match in_launch {
         Some((probes, header, runs)) => ChosenCurve {
             curve: read(&probes)?,
-            sweep: probes,
             header,
             method: format!(
                 "by {runs} bench ddp run(s) in DDP's own process group before their steps"
@@ -314,7 +312,6 @@ fn choose_curve(
             })?;
             ChosenCurve {
                 curve: read(&sweep)?,
-                sweep,
                 header,
                 method: String::new(),
                 other: None,
@@ -563,8 +560,6 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         daemon_history(target, &mut m)?;
     }
     let reporter = progress::Reporter::new();
-    // The all-reduce curve: as DDP's own process group timed it where a multi-GPU run did,
-    // else a sweep from small messages (α) to large (bandwidth).
     // The node's GPUs as its sweep or preflight saw them: the default GPU count, and the price's
     // split. DDP's probes may cover only some of them.
     let node_seen = [
@@ -574,6 +569,8 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
     .into_iter()
     .flatten()
     .max();
+    // The all-reduce curve: as DDP's own process group timed it where a multi-GPU run did,
+    // else a sweep from small messages (α) to large (bandwidth).
     let in_launch = in_launch_curve(&m, a.gpus.or(node_seen));
     if m.sweep.is_none() && in_launch.is_none() {
         let params = CollectiveParams {
@@ -592,7 +589,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
     }
     let mut chosen = choose_curve(&m, in_launch)?;
     // The GPUs the curve was measured on.
-    let measured_ranks = chosen.sweep.ranks;
+    let measured_ranks = chosen.curve.ranks;
     let gpus = a.gpus.unwrap_or(measured_ranks);
     let node_gpus = node_seen.unwrap_or(0).max(measured_ranks).max(gpus);
     // Compute per micro-batch: given, measured (a 1-GPU run), or estimated from FLOPs.
