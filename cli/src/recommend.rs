@@ -210,9 +210,7 @@ impl Measurements {
         }
         Ok(())
     }
-}
 
-impl Measurements {
     /// A `bench ddp` report's runs; those that timed the network before their steps replace
     /// the probes held so far (the newest report's count).
     fn add_ddp(&mut self, r: DdpReport) {
@@ -263,10 +261,10 @@ fn provenance_of(h: &Header) -> CurveProvenance {
 }
 
 /// The all-reduce curve the multi-GPU DDP runs timed in their own process group before their
-/// steps, at `gpus` (or, with no count known, the largest count probed): the median over those runs, their report's
-/// header, and how many runs. Preferred to a `bench collectives` sweep: over the host network
-/// DDP's all-reduces ran 0.84-1.37x a sweep's time minutes apart, and these probes followed
-/// them (docs/results/h200x2-session8.md).
+/// steps, at `gpus` (or, with no count known, the largest count probed): the median over those
+/// runs, their report's header, and how many runs. Preferred to a `bench collectives` sweep:
+/// over the host network DDP's all-reduces ran 0.84-1.37x a sweep's time minutes apart, and
+/// these probes followed them (docs/results/h200x2-session8.md).
 fn in_launch_curve(m: &Measurements, gpus: Option<u32>) -> Option<(Sweep, Header, usize)> {
     let (runs, header) = m.probed.as_ref()?;
     let world = gpus.or_else(|| runs.iter().map(|r| r.world_size).max())?;

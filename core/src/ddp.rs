@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::collective::Sweep;
+
 /// GPT-2's BPE vocabulary, used by the decoder presets.
 pub const GPT2_VOCAB: u64 = 50257;
 
@@ -521,7 +523,7 @@ pub struct DdpResult {
     /// The network as this run's NCCL saw it; over the host network it moved −16% to +37%
     /// against a `bench collectives` sweep run minutes before (docs/results/h200x2-session7.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub all_reduce_probe: Option<crate::collective::Sweep>,
+    pub all_reduce_probe: Option<Sweep>,
 }
 
 /// The sizes (bytes per rank) a multi-GPU DDP run all-reduces alone before its steps: 4 KiB for
@@ -543,13 +545,13 @@ pub const ALL_REDUCE_PROBE_BYTES: [u64; 11] = [
 
 /// The all-reduce curve the runs at `world` GPUs timed in their own process group before their
 /// steps: the median of their probes at each size, and how many runs had one.
-pub fn probe_curve(results: &[DdpResult], world: u32) -> Option<(crate::collective::Sweep, usize)> {
-    let probes: Vec<&crate::collective::Sweep> = results
+pub fn probe_curve(results: &[DdpResult], world: u32) -> Option<(Sweep, usize)> {
+    let probes: Vec<&Sweep> = results
         .iter()
         .filter(|r| r.world_size == world)
         .filter_map(|r| r.all_reduce_probe.as_ref())
         .collect();
-    Some((crate::collective::Sweep::median_of(&probes)?, probes.len()))
+    Some((Sweep::median_of(&probes)?, probes.len()))
 }
 
 impl DdpResult {
@@ -613,11 +615,8 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
             }
             let steps: Vec<f64> = g.iter().map(|r| r.step_time_median_s).collect();
             let p90s: Vec<f64> = g.iter().map(|r| r.step_time_p90_s).collect();
-            let probes: Vec<&crate::collective::Sweep> = g
-                .iter()
-                .filter_map(|r| r.all_reduce_probe.as_ref())
-                .collect();
-            let probe = crate::collective::Sweep::median_of(&probes);
+            // One configuration, so one GPU count: its launches' probes, folded.
+            let probe = probe_curve(&g, g[0].world_size).map(|(sweep, _)| sweep);
             let first = g.remove(0);
             // Runners report finite steps; a launch without one does not move the figure.
             let step = crate::expect::median(&steps).unwrap_or(first.step_time_median_s);
@@ -952,7 +951,6 @@ mod tests {
 
     #[test]
     fn repeated_launches_fold_their_all_reduce_probes() {
-        use crate::collective::Sweep;
         let probed = |step: f64, t64: f64| DdpResult {
             all_reduce_probe: Sweep::all_reduce_from_times(2, &[(64 << 20, t64)]),
             ..mlp_run("base", 2, 1, step)
