@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::collective::Sweep;
 
@@ -654,6 +655,30 @@ pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64>
         Some(sd * sd / r.launch_step_medians_s.len() as f64)
     };
     Some((std::f64::consts::FRAC_PI_2 * (term(multi)? + term(single)?)).sqrt())
+}
+
+/// Whether the ln ratio of two repeated-launch runs' step times lies beyond their launches'
+/// noise: beyond `t·σ`, σ their [`speedup_uncertainty`] and t Student's two-sided 95% quantile
+/// at the Welch–Satterthwaite degrees of freedom of the two launch sets, never below the 2 of
+/// [`beyond_noise`]. `None` unless both were launched at least twice.
+///
+/// Why not 2σ: σ itself is estimated from the launches, and with two a side it rests on about
+/// one degree of freedom, where t is 6–13; with eight a side t is about 2.1. On 2xH200 two
+/// launches a side put a `nocomm` slowdown at 2.27x, 3.7σ, while session 7's eight launches of
+/// the same MLP had measured 1.09x (docs/results/h200x2-session9.md).
+pub fn beyond_launch_noise(ln_ratio: f64, multi: &DdpResult, single: &DdpResult) -> Option<bool> {
+    let sigma = speedup_uncertainty(multi, single)?;
+    let part = |r: &DdpResult| {
+        let sd = r.launch_log_sd()?;
+        let n = r.launch_step_medians_s.len() as f64;
+        Some((sd * sd / n, n - 1.0))
+    };
+    let ((a, da), (b, db)) = (part(multi)?, part(single)?);
+    let welch = (a + b).powi(2) / (a * a / da + b * b / db);
+    // Identical launches on both sides leave 0/0: fall back to the pooled count.
+    let dof = if welch.is_finite() { welch } else { da + db };
+    let t = StudentsT::new(0.0, 1.0, dof).map_or(2.0, |d| d.inverse_cdf(0.975));
+    Some(ln_ratio.abs() > t.max(2.0) * sigma)
 }
 
 /// Whether a relative difference from a measured figure (an error of a prediction, a ln ratio)

@@ -975,11 +975,11 @@ fn layout_for_result(r: &DdpResult) -> GradLayout {
 pub struct SideBySide<'a> {
     /// The N-GPU `nocomm` step over the 1-GPU step (not clamped: noise can put it below 1).
     pub slowdown: f64,
-    /// Both sides were launched more than once and the slowdown lies beyond twice its standard
-    /// error ([`crate::ddp::speedup_uncertainty`], the noise test of recommend's measured rows).
-    /// Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single launch of a short
-    /// step moved 10–57%, more than the slowdowns measured (4–21%), and counting them made
-    /// predictions worse. (Until session 6 every N-GPU launch had to be slower than every 1-GPU
+    /// Both sides were launched more than once and the slowdown lies beyond their launches'
+    /// noise ([`crate::ddp::beyond_launch_noise`]: Student's t times the standard error, at
+    /// least twice it). Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single
+    /// launch of a short step moved 10–57%, more than the slowdowns measured (4–21%), and
+    /// counting them made predictions worse. (Until session 6 every N-GPU launch had to be slower than every 1-GPU
     /// one: a test that grows stricter the more launches there are, as ranges only widen.)
     pub distinct: bool,
     pub nocomm: &'a DdpResult,
@@ -1047,9 +1047,8 @@ pub fn side_by_side<'a>(
     candidates.into_iter().find_map(|n| {
         let one = reference(n.accum)?;
         let slowdown = n.step_time_median_s / one.step_time_median_s;
-        let distinct = slowdown > 1.0
-            && crate::ddp::speedup_uncertainty(n, one)
-                .is_some_and(|u| crate::ddp::beyond_noise(slowdown.ln(), Some(u)));
+        let distinct =
+            slowdown > 1.0 && crate::ddp::beyond_launch_noise(slowdown.ln(), n, one) == Some(true);
         Some(SideBySide {
             slowdown,
             distinct,

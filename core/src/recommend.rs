@@ -162,8 +162,8 @@ pub struct SideBySideInput {
     pub measured_ratio: f64,
     /// Both sides were launched more than once.
     pub repeated: bool,
-    /// The slowdown lies beyond twice its standard error over the launches
-    /// ([`crate::model::SideBySide::distinct`]). Only then is it counted: anything less is within
+    /// The slowdown lies beyond its launches' noise: Student's t times its standard error, at
+    /// least twice it ([`crate::model::SideBySide::distinct`]). Only then is it counted: anything less is within
     /// the launch-to-launch noise.
     pub distinct: bool,
     /// The runs it comes from.
@@ -624,13 +624,13 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             };
             let text = if sbs.distinct && pct >= 0.5 {
                 format!(
-                    "{measured}, beyond twice its standard error over their launches (their processes share the host): the micro-batches under no_sync pay it in full, a synchronising one only where it outlasts the wait for its all-reduces, and no setting of DDP recovers it."
+                    "{measured}, beyond the noise of their launches (their processes share the host): the micro-batches under no_sync pay it in full, a synchronising one only where it outlasts the wait for its all-reduces, and no setting of DDP recovers it."
                 )
             } else if pct.abs() < 0.5 {
                 format!("{measured}: no slowdown to count.")
             } else if sbs.repeated {
                 format!(
-                    "{measured}, within twice its standard error over their launches: not counted (not told apart from launch-to-launch noise)."
+                    "{measured}, within the noise of their launches (Student's t times its standard error, at least twice it; two launches a side tell little): not counted."
                 )
             } else {
                 format!(
@@ -1638,7 +1638,7 @@ mod tests {
             .any(|r| r.text.contains("20% slower") && r.rests_on.contains("nocomm at 4 GPUs")));
         // Within the launches' noise, or one launch each: said, not counted.
         for (repeated, says) in [
-            (true, "within twice its standard error"),
+            (true, "within the noise of their launches"),
             (false, "one launch each"),
         ] {
             let sbs = input.side_by_side.as_mut().unwrap();
