@@ -13,7 +13,10 @@
 # process group: its sets are printed with the sweep's curve and with that one (`--probe-curve`,
 # what `recommend` reads). Last, the device cases each at their steadiest measurement: GPT-2 from
 # the single launches (steps of 40-100 ms) and the MLPs from sessions 6 and 7; then with session
-# 8's MLPs and gpt2-124m added, each run read as recommend reads it.
+# 8's MLPs and gpt2-124m added, each run read as recommend reads it. Session 9 measured gpt2-124m
+# and gpt2-355m in all three regimes with the probes (three launches): its blocks, then session 8
+# and 9 together (every case measured with the probes: the judged scope on today's instrument),
+# and last every session's cases.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-target/release/ddpcheck}
@@ -69,9 +72,25 @@ python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "$
 echo
 echo "== s8, the curve DDP's runs timed in their own process group (as recommend reads them)"
 python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s8[@]}"
+S9=$R/2026-11-30-s9
+s9=("$(case_arg s9-shm "$S9/model3-shm" model3 gpt shm)"
+    "$(case_arg s9-355-nvlink "$S9/model3-355" model3 gpt nvlink)" "$(case_arg s9-355-hostnet "$S9/model3-355" model3 gpt hostnet)"
+    "$(case_arg s9-124-nvlink "$S9/model3-124" model3 gpt nvlink)" "$(case_arg s9-124-hostnet "$S9/model3-124" model3 gpt hostnet)")
+echo
+echo "== s9, the sweep's curve (gpt2-124m and gpt2-355m, three launches, one host)"
+python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${s9[@]}"
+echo
+echo "== s9, the curve DDP's runs timed in their own process group (as recommend reads them)"
+python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s9[@]}"
+echo
+echo "== s8 and s9, every case measured with the probes (as recommend reads them)"
+python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s8[@]}" "${s9[@]}"
 echo
 echo "== device cases: GPT-2 single launches (sessions 2-4), MLPs repeated (s6, s7)"
 python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}"
 echo
 echo "== device cases with s8, each run's curve as recommend reads it (s8: DDP's own; before: the sweep)"
 python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}" "${s8[@]}"
+echo
+echo "== device cases with s8 and s9, each run's curve as recommend reads it"
+python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}" "${s8[@]}" "${s9[@]}"

@@ -1,6 +1,6 @@
 //! The recommend issue's published accuracy figures are what this code computes from the
 //! committed GPU measurements: `scripts/judged-set.sh` against the table of
-//! docs/results/h200x2-session8.md (sessions 5-7 keep the tables computed then). The script
+//! docs/results/h200x2-session9.md (sessions 5-8 keep the tables computed then). The script
 //! needs python3: without it the test skips, and fails instead when DDPCHECK_REQUIRE_SERVICES=1
 //! (as in CI).
 
@@ -9,44 +9,60 @@ mod common;
 use common::{bin, repo_root, services_must_run};
 use std::process::Command;
 
-const S8: &str = "docs/results/h200x2-session8.md";
+const S9: &str = "docs/results/h200x2-session9.md";
 
 /// For each block of the script's output: the label of its table row, and the doc holding it.
-const ROWS: [(&str, &str, &str); 11] = [
+const ROWS: [(&str, &str, &str); 15] = [
     (
         "== single launches, sessions 2-4",
         "sessions 2–4, single launches",
-        S8,
+        S9,
     ),
-    ("== mlprep, s3", "mlprep s3, 3 launches", S8),
-    ("== mlprep, s4", "mlprep s4, 3 launches", S8),
-    ("== mlprep5, s5", "mlprep5 s5, 5 launches", S8),
+    ("== mlprep, s3", "mlprep s3, 3 launches", S9),
+    ("== mlprep, s4", "mlprep s4, 3 launches", S9),
+    ("== mlprep5, s5", "mlprep5 s5, 5 launches", S9),
     (
         "== mlprep10, s6",
         "mlprep10 s6, 10 launches (8 hostnet)",
-        S8,
+        S9,
     ),
-    ("== mlprep8, s7 (", "mlprep8 s7, 8 launches", S8),
+    ("== mlprep8, s7 (", "mlprep8 s7, 8 launches", S9),
     (
         "== mlprep8, s7, with the nocomm",
         "mlprep8 s7, with nocomm inputs",
-        S8,
+        S9,
     ),
-    ("== s8, the sweep's curve", "s8, the sweep's curve", S8),
+    ("== s8, the sweep's curve", "s8, the sweep's curve", S9),
     (
         "== s8, the curve DDP's runs timed",
         "s8, the runs' own curve (as recommend reads it)",
-        S8,
+        S9,
     ),
     (
         "== device cases: GPT-2",
         "device cases: GPT-2 single launches, MLPs s6 and s7",
-        S8,
+        S9,
     ),
     (
-        "== device cases with s8",
+        "== device cases with s8,",
         "device cases with s8, each as recommend reads it",
-        S8,
+        S9,
+    ),
+    ("== s9, the sweep's curve", "s9, the sweep's curve", S9),
+    (
+        "== s9, the curve DDP's runs timed",
+        "s9, the runs' own curve (as recommend reads it)",
+        S9,
+    ),
+    (
+        "== s8 and s9, every case",
+        "s8 and s9, every case measured with the probes",
+        S9,
+    ),
+    (
+        "== device cases with s8 and s9",
+        "device cases with s8 and s9, each as recommend reads it",
+        S9,
     ),
 ];
 
