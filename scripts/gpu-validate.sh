@@ -306,7 +306,7 @@ features)
     python3 scripts/summarise-ddp.py "$LOGS/features-bf16-reference.json" | tee -a "$SUMMARY"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     t0=$(now)
-    env NCCL_P2P_DISABLE=1 "$DDPCHECK" recommend --model mlp:2048,4 --micro-batch 256 --verify --repeats "${VERIFY_REPEATS:-3}" --json > "$LOGS/features-verify.json" 2> "$LOGS/features-verify.err"
+    env NCCL_P2P_DISABLE=1 "$DDPCHECK" recommend --model mlp:2048,4 --micro-batch 256 --verify --repeats "${VERIFY_REPEATS:-3}" --save-runs "$LOGS/features-runs" --json > "$LOGS/features-verify.json" 2> "$LOGS/features-verify.err"
     say "recommend --verify --repeats ${VERIFY_REPEATS:-3} (shm) rc=$? $(el "$t0" "$(now)") s"
     python3 - "$LOGS/features-verify.json" <<'PY' | tee -a "$SUMMARY"
 import json, sys

@@ -10,6 +10,7 @@ mod plot;
 mod progress;
 mod recommend;
 mod render;
+mod saved_runs;
 mod target;
 
 use std::process::ExitCode;

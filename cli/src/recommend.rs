@@ -18,12 +18,13 @@ use ddpcheck_core::recommend::{
     SideBySideInput,
 };
 use ddpcheck_core::report::{
-    BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind,
+    BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind, TopoReport,
 };
 use ddpcheck_core::topology::LinkClass;
 use ddpcheckd::engine::{self, CollectiveParams};
 use serde::{Deserialize, Serialize};
 
+use crate::saved_runs::SavedRuns;
 use crate::target::{CliError, Target};
 use crate::{make_target, print_json, progress, Cli};
 
@@ -47,8 +48,8 @@ pub struct RecommendArgs {
     pub price_per_hour: Option<f64>,
     #[arg(long, default_value_t = 0.85)]
     pub target_efficiency: f64,
-    /// Saved reports to use instead of measuring (`check --json`, `bench collectives --json`,
-    /// `bench ddp --json`); repeatable. Lets a colleague's node be advised offline. Multi-GPU
+    /// Saved reports to use instead of measuring (`check --json`, `topo --json`, `bench
+    /// collectives --json`, `bench ddp --json`); repeatable. Lets a colleague's node be advised offline. Multi-GPU
     /// `bench ddp` runs also give the all-reduce curve (timed in DDP's own process group), which
     /// is read before a sweep.
     #[arg(long = "from", value_name = "FILE")]
@@ -70,6 +71,12 @@ pub struct RecommendArgs {
     /// With N > 1 it also measures how much the GPUs slow each other side by side (`nocomm`).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeats: u32,
+    /// Keep what this run measures itself in DIR (created), each as the JSON report its own
+    /// command writes: sweep.json, the quick runs (ddp-1gpu.json, ddp-nocomm-Ngpu.json),
+    /// topo.json and verify.json. `recommend --from` each of them but verify.json, in that
+    /// order, gives the same answer offline.
+    #[arg(long, value_name = "DIR")]
+    pub save_runs: Option<PathBuf>,
 }
 
 /// `124M`, `1.3B`, `350000`.
@@ -163,6 +170,8 @@ struct Measurements {
     /// process group before their steps, with its header.
     probed: Option<(Vec<DdpResult>, Header)>,
     preflight: Option<PreflightReport>,
+    /// `topo --json`: the GPU links and memory, where no preflight gives them.
+    topo: Option<TopoReport>,
     ddp: Vec<(DdpResult, Header)>,
 }
 
@@ -188,6 +197,7 @@ impl Measurements {
                 }
                 self.preflight = Some(r);
             }
+            "topo" => self.topo = Some(serde_json::from_value(v).map_err(bad)?),
             "bench_collectives" => {
                 let r: BenchCollectivesReport = serde_json::from_value(v).map_err(bad)?;
                 // A full sweep (from small messages) beats the preflight's large-message one.
@@ -204,7 +214,7 @@ impl Measurements {
             }
             other => {
                 return Err(CliError::Usage(format!(
-                    "{origin}: report kind {other:?} carries no measurements for recommend (use check, bench collectives or bench ddp --json)"
+                    "{origin}: report kind {other:?} carries no measurements for recommend (use check, topo, bench collectives or bench ddp --json)"
                 )))
             }
         }
@@ -539,7 +549,11 @@ fn busbw_large(s: &Sweep) -> Option<f64> {
         .map(|x| x.1)
 }
 
-pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliError> {
+pub fn build(
+    a: &RecommendArgs,
+    target: &Target,
+    saved: &mut SavedRuns,
+) -> Result<RecommendReport, CliError> {
     let started = Instant::now();
     if !(a.target_efficiency > 0.0 && a.target_efficiency <= 1.0) {
         return Err(CliError::Usage(format!(
@@ -581,6 +595,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
             ..CollectiveParams::default()
         };
         let r = target.bench_collectives(&params, &mut |p| reporter.update(p))?;
+        saved.save("sweep", &r)?;
         if let Some(s) = r.all_reduce() {
             m.sweep = Some((s.clone(), r.header.clone()));
         }
@@ -631,7 +646,7 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
         } else {
             &["base", "accum4", "bf16"]
         };
-        let mut quick_run = |variants: &[&str], gpus: u32| -> Result<(), CliError> {
+        let mut quick_run = |variants: &[&str], gpus: u32, name: &str| -> Result<(), CliError> {
             let req = ddp_request(
                 vec![spec.clone()],
                 variants,
@@ -640,13 +655,15 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
                 15,
                 a.repeats,
             )?;
-            m.add_ddp(target.bench_ddp(&req, &mut |p| reporter.update(p))?);
+            let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
+            saved.save(name, &r)?;
+            m.add_ddp(r);
             Ok(())
         };
-        quick_run(variants, 1)?;
+        quick_run(variants, 1, "ddp-1gpu")?;
         // Only where the node has the GPUs (the curve was measured on them).
         if side_by_side {
-            quick_run(&["nocomm"], gpus)?;
+            quick_run(&["nocomm"], gpus, &format!("ddp-nocomm-{gpus}gpu"))?;
         }
         let (c, o) = measured_compute(&m, &model, a.micro_batch).ok_or_else(|| {
             CliError::Probe(ddpcheck_core::ProbeError::Worker(
@@ -708,21 +725,25 @@ pub fn build(a: &RecommendArgs, target: &Target) -> Result<RecommendReport, CliE
             ),
             calibration: c,
         });
-    // Topology and GPU memory: from the saved preflight, else asked of the node (cheap).
-    let (worst_link, gpu_memory_bytes): (Option<LinkClass>, Option<u64>) = match &m.preflight {
-        Some(p) => (
-            p.topology.as_ref().and_then(|t| t.worst_link()),
-            p.gpus.first().map(|g| g.memory_total_bytes),
-        ),
-        None if a.from.is_empty() => match target.topo("") {
-            Ok(t) => (
+    // Topology and GPU memory: from a saved preflight or topology, else asked of the node (cheap).
+    if m.preflight.is_none() && m.topo.is_none() && a.from.is_empty() {
+        if let Ok(t) = target.topo("") {
+            saved.save("topo", &t)?;
+            m.topo = Some(t);
+        }
+    }
+    let (worst_link, gpu_memory_bytes): (Option<LinkClass>, Option<u64>) =
+        match (&m.preflight, &m.topo) {
+            (Some(p), _) => (
+                p.topology.as_ref().and_then(|t| t.worst_link()),
+                p.gpus.first().map(|g| g.memory_total_bytes),
+            ),
+            (None, Some(t)) => (
                 t.topology.worst_link(),
                 t.gpus.first().map(|g| g.memory_total_bytes),
             ),
-            Err(_) => (None, None),
-        },
-        None => (None, None),
-    };
+            (None, None) => (None, None),
+        };
     let (hook_compute_s, hook_rests_on) = measured_hook_cost(&m, &model, a.micro_batch).unzip();
     let side_by_side = measured_side_by_side(&m, &model, a.micro_batch, gpus);
     let measured = measured_speedups(&m, &model, a.micro_batch, gpus);
@@ -774,6 +795,7 @@ fn verify(
     a: &RecommendArgs,
     target: &Target,
     report: &mut RecommendReport,
+    saved: &mut SavedRuns,
 ) -> Result<(), CliError> {
     let rec = &report.recommendation;
     let spec = match model_input(a)? {
@@ -800,6 +822,7 @@ fn verify(
     let r = target.bench_ddp(&req, &mut |p| reporter.update(p));
     reporter.finish();
     let r = r?;
+    saved.save("verify", &r)?;
     for row in rec
         .rows
         .iter()
@@ -940,9 +963,21 @@ pub fn render(r: &RecommendReport) -> String {
 
 pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, CliError> {
     let target = make_target(cli)?;
-    let mut report = build(a, &target)?;
+    let mut saved = SavedRuns::open(a.save_runs.as_deref())?;
+    let mut report = build(a, &target, &mut saved)?;
     if a.verify {
-        verify(a, &target, &mut report)?;
+        verify(a, &target, &mut report, &mut saved)?;
+    }
+    if !saved.written().is_empty() {
+        let files: Vec<String> = saved
+            .written()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        eprintln!(
+            "ddpcheck: kept this run's measurements: {}",
+            files.join(", ")
+        );
     }
     if cli.json {
         print_json(&report)?;
@@ -969,6 +1004,7 @@ pub fn demo_recommendation(target: &Target) -> Result<RecommendReport, CliError>
         env_ab: Some("NCCL_P2P_LEVEL=SYS".into()),
         verify: false,
         repeats: 1,
+        save_runs: None,
     };
-    build(&a, target)
+    build(&a, target, &mut SavedRuns::open(None)?)
 }

@@ -405,6 +405,84 @@ fn verify_measures_the_recommendation_against_the_baseline() {
 }
 
 #[test]
+fn save_runs_keeps_the_measurements_and_from_replays_them() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("runs");
+    let model = ["--model", "mlp:2048,4", "--micro-batch", "256", "--json"];
+    let mut args = vec!["--sim", "h200x2-nvlink", "recommend", "--repeats", "2"];
+    args.extend_from_slice(&model);
+    args.extend(["--verify", "--save-runs", dir.to_str().unwrap()]);
+    let o = local(&args);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let live: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Each measurement as the report its own command writes, named on stderr.
+    let kinds = [
+        ("sweep", "bench_collectives"),
+        ("ddp-1gpu", "bench_ddp"),
+        ("ddp-nocomm-2gpu", "bench_ddp"),
+        ("topo", "topo"),
+        ("verify", "bench_ddp"),
+    ];
+    for (name, kind) in kinds {
+        let path = dir.join(format!("{name}.json"));
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(doc["kind"], kind, "{name}");
+        assert_eq!(doc["backend"], "sim", "{name}: labelled simulated");
+        assert!(
+            stderr(&o).contains(path.to_str().unwrap()),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        kinds.len(),
+        "no stray files"
+    );
+    // Offline, from those files but verify's: the same recommendation, number for number.
+    let mut args = vec!["recommend"];
+    args.extend_from_slice(&model);
+    let files: Vec<String> = kinds[..4]
+        .iter()
+        .map(|(n, _)| dir.join(format!("{n}.json")).display().to_string())
+        .collect();
+    for f in &files {
+        args.extend(["--from", f.as_str()]);
+    }
+    let o = local(&args);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let replay: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "curve",
+        "compute",
+        "overheads",
+        "rows",
+        "chosen",
+        "reasons",
+        "warnings",
+    ] {
+        assert_eq!(live[key], replay[key], "{key}");
+    }
+    assert!(live["rows"].as_array().is_some_and(|r| !r.is_empty()));
+    // A folder that cannot be made is a usage error before anything runs.
+    let file = d.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("runs");
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--save-runs",
+        under_file.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--save-runs"), "{}", stderr(&o));
+}
+
+#[test]
 fn bad_input_is_a_usage_error() {
     for args in [
         vec!["--sim", "h200x2-nvlink", "recommend"],
