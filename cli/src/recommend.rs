@@ -10,7 +10,7 @@ use ddpcheck_core::ddp::{
     beyond_noise, fill_scaling, one_gpu_partner, probe_curve, throughput_ratio, CommHook,
     DdpRequest, DdpResult, DdpVariant, ModelSpec,
 };
-use ddpcheck_core::model::{calibrate, side_by_side, LinkCurve};
+use ddpcheck_core::model::{calibrate, cross_check, side_by_side, LinkCurve};
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::recommend::{
     estimate_flops, recommend, variant_name, CalibrationInput, ComputeSource, CurveProvenance,
@@ -723,6 +723,7 @@ pub fn build(
                 "{} DDP run(s) on {}",
                 c.runs_used, sweep_header.provenance.hostname
             ),
+            cross_check: cross_check(&measured, &curve),
             calibration: c,
         });
     // Topology and GPU memory: from a saved preflight or topology, else asked of the node (cheap).

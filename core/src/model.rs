@@ -1001,7 +1001,7 @@ pub fn side_by_side<'a>(
 }
 
 mod calibrate;
-pub use calibrate::{calibrate, Calibration};
+pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
 
 #[cfg(test)]
 mod tests;

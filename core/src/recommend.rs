@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use crate::backend::BackendKind;
 use crate::ddp::{beyond_noise, CommHook, ModelSpec};
 use crate::model::{
-    cost_per_million, predict, Calibration, GradLayout, LinkCurve, ModelError, Overheads,
-    Prediction, StepInputs, MIB,
+    cost_per_million, predict, Calibration, CrossCheck, GradLayout, LinkCurve, ModelError,
+    Overheads, Prediction, StepInputs, MIB,
 };
 use crate::topology::LinkClass;
 
@@ -152,6 +152,10 @@ pub struct CalibrationInput {
     pub calibration: Calibration,
     /// e.g. `6 DDP runs on gpu-node-3 2026-11-30T10:00Z (real)`.
     pub source: String,
+    /// The fit checked on models it did not see ([`crate::model::cross_check`]): where it
+    /// predicted them worse than the defaults did, the defaults are used. `None` with runs of
+    /// one model (nothing to hold out): the fit is used.
+    pub cross_check: Option<CrossCheck>,
 }
 
 /// N processes side by side, as the node measured it (see `StepInputs::side_by_side_slowdown`
@@ -479,15 +483,39 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             base.side_by_side_slowdown = sbs.measured_ratio.max(1.0);
         }
     }
+    let pct = |x: f64| x * 100.0;
     let overheads_source = match &input.calibration {
+        Some(c) if c.cross_check.is_some_and(|x| !x.helps()) => {
+            let x = c.cross_check.as_ref().map_or(String::new(), |x| {
+                format!(
+                    "{:.1}% rms step-time error against {:.1}% over {} runs of {} models",
+                    pct(x.rms_log_error_calibrated),
+                    pct(x.rms_log_error_default),
+                    x.runs,
+                    x.models
+                )
+            });
+            format!(
+                "the model's defaults: fitted on {}, the overheads predicted each model from the others' runs worse than the defaults ({x}), so they are not used",
+                c.source
+            )
+        }
         Some(c) => {
             c.calibration.apply(&mut base);
+            let checked = c.cross_check.map_or(String::new(), |x| {
+                format!(
+                    "; each of its {} models predicted from the others' runs: {:.1}% → {:.1}%",
+                    x.models,
+                    pct(x.rms_log_error_default),
+                    pct(x.rms_log_error_calibrated)
+                )
+            });
             format!(
-                "calibrated from {} ({} runs, step-time error {:.0}% → {:.0}% rms)",
+                "calibrated from {} ({} runs, step-time error {:.0}% → {:.0}% rms{checked})",
                 c.source,
                 c.calibration.runs_used,
-                c.calibration.rms_log_error_before * 100.0,
-                c.calibration.rms_log_error_after * 100.0
+                pct(c.calibration.rms_log_error_before),
+                pct(c.calibration.rms_log_error_after)
             )
         }
         None => {
@@ -1606,6 +1634,64 @@ mod tests {
         }
         assert_eq!(variant_name(CommHook::Bf16, 4), Some("bf16+accum4"));
         assert_eq!(variant_name(CommHook::Fp16, 4), None);
+    }
+
+    #[test]
+    fn a_calibration_is_used_only_where_it_predicted_held_out_models_better() {
+        let fitted = Calibration {
+            overheads: Overheads {
+                ddp_fixed_s: 4e-3,
+                ..Overheads::default()
+            },
+            backward_fraction: 0.5,
+            runs_used: 12,
+            rms_log_error_before: 0.07,
+            rms_log_error_after: 0.04,
+        };
+        let check = |default: f64, calibrated: f64| CrossCheck {
+            models: 4,
+            runs: 12,
+            rms_log_error_default: default,
+            rms_log_error_calibrated: calibrated,
+        };
+        let with = |cross_check: Option<CrossCheck>| {
+            let mut input = a6000_input();
+            input.calibration = Some(CalibrationInput {
+                calibration: fitted.clone(),
+                source: "12 DDP run(s) on node-a".into(),
+                cross_check,
+            });
+            recommend(&input).unwrap()
+        };
+        // Better on the models it did not see: used, and both errors cited.
+        let kept = with(Some(check(0.065, 0.044)));
+        assert_eq!(kept.overheads, fitted.overheads);
+        assert!(
+            kept.overheads_source
+                .contains("calibrated from 12 DDP run(s) on node-a")
+                && kept.overheads_source.contains("6.5% → 4.4%"),
+            "{}",
+            kept.overheads_source
+        );
+        // Worse: the defaults, and why.
+        let rejected = with(Some(check(0.057, 0.067)));
+        assert_eq!(rejected.overheads, Overheads::default());
+        assert!(
+            rejected.overheads_source.contains("not used")
+                && rejected
+                    .overheads_source
+                    .contains("6.7% rms step-time error against 5.7%"),
+            "{}",
+            rejected.overheads_source
+        );
+        assert_ne!(
+            kept.rows[0].prediction.speedup,
+            rejected.rows[0].prediction.speedup
+        );
+        // One model, nothing held out: used as fitted.
+        let unchecked = with(None);
+        assert_eq!(unchecked.overheads, fitted.overheads);
+        assert!(!unchecked.overheads_source.contains("others' runs"));
     }
 
     #[test]
