@@ -85,12 +85,8 @@ mod tests {
             throughput: f64::from(n) * 256.0 / step,
             throughput_unit: "samples/s".into(),
             speedup,
-            efficiency: None,
-            exposed_comm_fraction: None,
-            cost_per_million: None,
             launch_step_medians_s: launches,
-            speedup_uncertainty: None,
-            all_reduce_probe: None,
+            ..DdpResult::default()
         }
     }
 

@@ -487,8 +487,9 @@ impl DdpRequest {
     }
 }
 
-/// One measured (or simulated) configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One measured (or simulated) configuration. `Default` leaves what is derived from several runs
+/// (speedup, efficiency, launches, uncertainty) empty, for [`merge_repeats`] and [`fill_scaling`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DdpResult {
     pub model: String,
     pub params: u64,
@@ -811,13 +812,7 @@ mod tests {
             step_time_p90_s: step,
             throughput: f64::from(world * accum) * 256.0 / step,
             throughput_unit: "samples/s".into(),
-            speedup: None,
-            efficiency: None,
-            exposed_comm_fraction: None,
-            cost_per_million: None,
-            launch_step_medians_s: Vec::new(),
-            speedup_uncertainty: None,
-            all_reduce_probe: None,
+            ..DdpResult::default()
         }
     }
 
@@ -895,13 +890,7 @@ mod tests {
             step_time_p90_s: step,
             throughput: tput,
             throughput_unit: "tokens/s".into(),
-            speedup: None,
-            efficiency: None,
-            exposed_comm_fraction: None,
-            cost_per_million: None,
-            launch_step_medians_s: Vec::new(),
-            speedup_uncertainty: None,
-            all_reduce_probe: None,
+            ..DdpResult::default()
         };
         let mut rows = vec![mk(1, 66_189.0, 0.495), mk(4, 0.88 * 4.0 * 66_189.0, 0.5625)];
         fill_scaling(&mut rows, Some(2.64 / 4.0));

@@ -273,13 +273,9 @@ pub fn run(
                             ModelSpec::Decoder { .. } => "tokens/s".into(),
                             ModelSpec::Mlp { .. } => "samples/s".into(),
                         },
-                        speedup: None,
-                        efficiency: None,
-                        exposed_comm_fraction: None,
-                        cost_per_million: None,
-                        launch_step_medians_s: Vec::new(),
-                        speedup_uncertainty: None,
                         all_reduce_probe: all_reduce_probe(&fabric, world),
+                        // Speedups and launches: filled in below.
+                        ..DdpResult::default()
                     });
                 }
             }

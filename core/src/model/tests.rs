@@ -397,13 +397,7 @@ fn result(model: &ModelSpec, variant: &str, world: u32, step: f64) -> DdpResult 
         step_time_p90_s: step,
         throughput: 1.0,
         throughput_unit: "tokens/s".into(),
-        speedup: None,
-        efficiency: None,
-        exposed_comm_fraction: None,
-        cost_per_million: None,
-        launch_step_medians_s: Vec::new(),
-        speedup_uncertainty: None,
-        all_reduce_probe: None,
+        ..DdpResult::default()
     }
 }
 

@@ -624,16 +624,12 @@ fn run_group(
                     step_time_p90_s: ev.step_time_p90_s,
                     throughput: ev.throughput,
                     throughput_unit: ev.throughput_unit,
-                    speedup: None,
-                    efficiency: None,
-                    exposed_comm_fraction: None,
-                    cost_per_million: None,
-                    launch_step_medians_s: Vec::new(),
-                    speedup_uncertainty: None,
                     all_reduce_probe: ev
                         .all_reduce_probe
                         .as_deref()
                         .and_then(|t| Sweep::all_reduce_from_times(world, t)),
+                    // Speedups and launches: filled in once every launch is in.
+                    ..DdpResult::default()
                 }
             });
             (launch, outcome)
