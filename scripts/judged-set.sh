@@ -24,6 +24,18 @@ R=docs/results
 S2=$R/2026-11-30-s2/model S3=$R/2026-11-30-s3 S4=$R/2026-11-30-s4
 # LABEL:CURVE:DDP of one call's regime: case_arg LABEL DIR PREFIX KIND REGIME
 case_arg() { echo "$1:$2/$3-curve-$5.json:$2/$3-$4-$5.json"; }
+# A session measured with the probes: its set with the sweep's curve, then with the curve its DDP
+# runs timed themselves: sweep_and_probes NAME WHAT CASE...
+sweep_and_probes() {
+    local name=$1 what=$2
+    shift 2
+    echo
+    echo "== $name, the sweep's curve ($what)"
+    python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "$@"
+    echo
+    echo "== $name, the curve DDP's runs timed in their own process group (as recommend reads them)"
+    python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "$@"
+}
 args=() gpt=()
 for r in nvlink shm hostnet; do
     gpt+=("$(case_arg "s2-$r" "$S2" model gpt "$r")" "$(case_arg "s3-355-$r" "$S3/model355" model355 gpt "$r")")
@@ -66,22 +78,12 @@ S8=$R/2026-11-30-s8
 s8=("$(case_arg s8-mlp-nvlink "$S8/mlprep8" mlprep8 mlp nvlink)" "$(case_arg s8-mlp-shm "$S8/mlprep8" mlprep8 mlp shm)"
     "$(case_arg s8-mlp-hostnet "$S8/mlprep8" mlprep8 mlp hostnet)"
     "$(case_arg s8-nvlink "$S8/model3" model3 gpt nvlink)" "$(case_arg s8-hostnet "$S8/model3" model3 gpt hostnet)")
-echo
-echo "== s8, the sweep's curve (MLPs eight launches, gpt2-124m three, one host a call)"
-python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${s8[@]}"
-echo
-echo "== s8, the curve DDP's runs timed in their own process group (as recommend reads them)"
-python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s8[@]}"
+sweep_and_probes s8 "MLPs eight launches, gpt2-124m three, one host a call" "${s8[@]}"
 S9=$R/2026-11-30-s9
 s9=("$(case_arg s9-shm "$S9/model3-shm" model3 gpt shm)"
     "$(case_arg s9-355-nvlink "$S9/model3-355" model3 gpt nvlink)" "$(case_arg s9-355-hostnet "$S9/model3-355" model3 gpt hostnet)"
     "$(case_arg s9-124-nvlink "$S9/model3-124" model3 gpt nvlink)" "$(case_arg s9-124-hostnet "$S9/model3-124" model3 gpt hostnet)")
-echo
-echo "== s9, the sweep's curve (gpt2-124m and gpt2-355m, three launches, one host)"
-python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${s9[@]}"
-echo
-echo "== s9, the curve DDP's runs timed in their own process group (as recommend reads them)"
-python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s9[@]}"
+sweep_and_probes s9 "gpt2-124m and gpt2-355m, three launches, one host" "${s9[@]}"
 echo
 echo "== s8 and s9, every case measured with the probes (as recommend reads them)"
 python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s8[@]}" "${s9[@]}"

@@ -41,6 +41,13 @@ fn save_a6000_gpt2(
     save(dir, name, &args)
 }
 
+/// `ddpcheck --sim h200x2-nvlink recommend ARGS`.
+fn recommend_h200(args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--sim", "h200x2-nvlink", "recommend"];
+    all.extend_from_slice(args);
+    local(&all)
+}
+
 /// `recommend --model gpt2-124m --json` from saved reports and `more` arguments: its document.
 fn recommend_json(files: &[&std::path::Path], more: &[&str]) -> serde_json::Value {
     let mut args = vec!["recommend", "--model", "gpt2-124m", "--json"];
@@ -264,12 +271,7 @@ fn recommends_through_the_daemon_history() {
 
 #[test]
 fn quick_runs_and_verify_on_a_simulated_node() {
-    // recommend on the simulated 2xH200 with these arguments.
-    let recommend = |args: &[&str]| {
-        let mut all = vec!["--sim", "h200x2-nvlink", "recommend"];
-        all.extend_from_slice(args);
-        local(&all)
-    };
+    let recommend = recommend_h200;
     let o = recommend(&["--model", "gpt2-124m", "--verify", "--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -390,15 +392,7 @@ fn verify_measures_the_recommendation_against_the_baseline() {
     assert!(doc["verify_gain"]["measured_ratio"].as_f64().unwrap() > 1.0);
     assert!(doc["verify_gain"].get("measured_uncertainty").is_none());
     // Where the recommendation is the baseline, there is nothing to compare.
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--verify",
-        "--json",
-    ]);
+    let o = recommend_h200(&["--model", "gpt2-124m", "--verify", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["chosen"], "base");
     assert!(doc.get("verify_gain").is_none(), "{doc}");
@@ -409,10 +403,15 @@ fn save_runs_keeps_the_measurements_and_from_replays_them() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("runs");
     let model = ["--model", "mlp:2048,4", "--micro-batch", "256", "--json"];
-    let mut args = vec!["--sim", "h200x2-nvlink", "recommend", "--repeats", "2"];
+    let mut args = vec![
+        "--repeats",
+        "2",
+        "--verify",
+        "--save-runs",
+        dir.to_str().unwrap(),
+    ];
     args.extend_from_slice(&model);
-    args.extend(["--verify", "--save-runs", dir.to_str().unwrap()]);
-    let o = local(&args);
+    let o = recommend_h200(&args);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let live: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // Each measurement as the report its own command writes, named on stderr.
@@ -469,10 +468,7 @@ fn save_runs_keeps_the_measurements_and_from_replays_them() {
     let file = d.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     let under_file = file.join("runs");
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
+    let o = recommend_h200(&[
         "--model",
         "gpt2-124m",
         "--save-runs",
