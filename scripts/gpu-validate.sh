@@ -312,9 +312,15 @@ features)
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("chosen:", r.get("chosen"), "| verify_gain:", json.dumps(r.get("verify_gain")))
+print("curve:", r["curve"]["provenance"])
+print("overheads:", r.get("overheads_source"))
+for reason in r.get("reasons") or []:
+    if "side by side" in reason["text"]:
+        print("side by side:", reason["text"][:160], "|", reason["rests_on"][:240])
 for row in r.get("verify") or []:
     print(json.dumps(row)[:400])
 PY
+    ls "$LOGS/features-runs" | tee -a "$SUMMARY"
     ;;
 netcurve)
     # recommend reading its curve from DDP's own runs on the host network (and warning when the
