@@ -21,6 +21,7 @@ use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, ReportKind, TopoReport,
 };
 use ddpcheck_core::topology::LinkClass;
+use ddpcheck_core::verdict::Verdict;
 use ddpcheckd::engine::{self, CollectiveParams};
 use serde::{Deserialize, Serialize};
 
@@ -49,9 +50,9 @@ pub struct RecommendArgs {
     #[arg(long, default_value_t = 0.85)]
     pub target_efficiency: f64,
     /// Saved reports to use instead of measuring (`check --json`, `topo --json`, `bench
-    /// collectives --json`, `bench ddp --json`); repeatable. Lets a colleague's node be advised offline. Multi-GPU
-    /// `bench ddp` runs also give the all-reduce curve (timed in DDP's own process group), which
-    /// is read before a sweep.
+    /// collectives --json`, `bench ddp --json`); repeatable. Lets a colleague's node be advised
+    /// offline. Multi-GPU `bench ddp` runs also give the all-reduce curve (timed in DDP's own
+    /// process group), which is read before a sweep.
     #[arg(long = "from", value_name = "FILE")]
     pub from: Vec<PathBuf>,
     /// Compute time of one micro-batch on one GPU, instead of measuring it.
@@ -74,7 +75,8 @@ pub struct RecommendArgs {
     /// Keep what this run measures itself in DIR (created), each as the JSON report its own
     /// command writes: sweep.json, the quick runs (ddp-1gpu.json, ddp-nocomm-Ngpu.json),
     /// topo.json and verify.json. `recommend --from` each of them but verify.json, in that
-    /// order, gives the same answer offline.
+    /// order, gives the same answer offline. One that cannot be written is said on stderr, and
+    /// the exit code is then 1 (WARNING).
     #[arg(long, value_name = "DIR")]
     pub save_runs: Option<PathBuf>,
 }
@@ -595,7 +597,7 @@ pub fn build(
             ..CollectiveParams::default()
         };
         let r = target.bench_collectives(&params, &mut |p| reporter.update(p))?;
-        saved.save("sweep", &r)?;
+        saved.save("sweep", &r);
         if let Some(s) = r.all_reduce() {
             m.sweep = Some((s.clone(), r.header.clone()));
         }
@@ -656,7 +658,7 @@ pub fn build(
                 a.repeats,
             )?;
             let r = target.bench_ddp(&req, &mut |p| reporter.update(p))?;
-            saved.save(name, &r)?;
+            saved.save(name, &r);
             m.add_ddp(r);
             Ok(())
         };
@@ -729,7 +731,7 @@ pub fn build(
     // Topology and GPU memory: from a saved preflight or topology, else asked of the node (cheap).
     if m.preflight.is_none() && m.topo.is_none() && a.from.is_empty() {
         if let Ok(t) = target.topo("") {
-            saved.save("topo", &t)?;
+            saved.save("topo", &t);
             m.topo = Some(t);
         }
     }
@@ -823,7 +825,7 @@ fn verify(
     let r = target.bench_ddp(&req, &mut |p| reporter.update(p));
     reporter.finish();
     let r = r?;
-    saved.save("verify", &r)?;
+    saved.save("verify", &r);
     for row in rec
         .rows
         .iter()
@@ -985,7 +987,12 @@ pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, CliError> {
     } else {
         print!("{}", render(&report));
     }
-    Ok(0)
+    // Measurements asked to be kept but not kept: the recommendation stands, with a warning.
+    Ok(if saved.failed() > 0 {
+        Verdict::Warning.exit_code()
+    } else {
+        0
+    })
 }
 
 /// The demo's recommendation: gpt2-124m on the simulated node, from the demo daemon's
