@@ -167,8 +167,8 @@ pub struct SideBySideInput {
     /// Both sides were launched more than once.
     pub repeated: bool,
     /// The slowdown lies beyond its launches' noise: Student's t times its standard error, at
-    /// least twice it ([`crate::model::SideBySide::distinct`]). Only then is it counted: anything less is within
-    /// the launch-to-launch noise.
+    /// least twice it ([`crate::model::SideBySide::distinct`]). Only then is it counted:
+    /// anything less is within the launch-to-launch noise.
     pub distinct: bool,
     /// The runs it comes from.
     pub rests_on: String,
@@ -483,39 +483,35 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             base.side_by_side_slowdown = sbs.measured_ratio.max(1.0);
         }
     }
-    let pct = |x: f64| x * 100.0;
+    let percent = |x: f64| x * 100.0;
     let overheads_source = match &input.calibration {
-        Some(c) if c.cross_check.is_some_and(|x| !x.helps()) => {
-            let x = c.cross_check.as_ref().map_or(String::new(), |x| {
-                format!(
-                    "{:.1}% rms step-time error against {:.1}% over {} runs of {} models",
-                    pct(x.rms_log_error_calibrated),
-                    pct(x.rms_log_error_default),
-                    x.runs,
-                    x.models
-                )
-            });
-            format!(
-                "the model's defaults: fitted on {}, the overheads predicted each model from the others' runs worse than the defaults ({x}), so they are not used",
-                c.source
-            )
-        }
+        Some(CalibrationInput {
+            source,
+            cross_check: Some(x),
+            ..
+        }) if !x.helps() => format!(
+            "the model's defaults: fitted on {source}, the overheads predicted each model from the others' runs worse than the defaults ({:.1}% rms step-time error against {:.1}% over {} runs of {} models), so they are not used",
+            percent(x.rms_log_error_calibrated),
+            percent(x.rms_log_error_default),
+            x.runs,
+            x.models
+        ),
         Some(c) => {
             c.calibration.apply(&mut base);
             let checked = c.cross_check.map_or(String::new(), |x| {
                 format!(
                     "; each of its {} models predicted from the others' runs: {:.1}% → {:.1}%",
                     x.models,
-                    pct(x.rms_log_error_default),
-                    pct(x.rms_log_error_calibrated)
+                    percent(x.rms_log_error_default),
+                    percent(x.rms_log_error_calibrated)
                 )
             });
             format!(
                 "calibrated from {} ({} runs, step-time error {:.0}% → {:.0}% rms{checked})",
                 c.source,
                 c.calibration.runs_used,
-                pct(c.calibration.rms_log_error_before),
-                pct(c.calibration.rms_log_error_after)
+                percent(c.calibration.rms_log_error_before),
+                percent(c.calibration.rms_log_error_after)
             )
         }
         None => {
