@@ -116,6 +116,10 @@ pub struct VerifyRow {
     /// (`ddpcheck_core::ddp::speedup_uncertainty`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_uncertainty: Option<f64>,
+    /// With --repeats: how far the measured speedup may move by launch noise alone
+    /// (`ddpcheck_core::ddp::speedup_noise_bound`); an error beyond it is the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_noise_bound: Option<f64>,
 }
 
 /// What `--verify` measured of the recommendation against the baseline at the same GPU count:
@@ -131,6 +135,10 @@ pub struct VerifyGain {
     /// With --repeats: the measured ratio's relative standard error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_uncertainty: Option<f64>,
+    /// With --repeats: how far the measured ratio may move by launch noise alone
+    /// (`ddpcheck_core::ddp::noise_bound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_noise_bound: Option<f64>,
 }
 
 /// The network during `--verify`'s runs (their all-reduce probes) against the curve the
@@ -464,6 +472,7 @@ fn measured_speedups(
                 variant: variant_name(v.hook, v.accum)?.to_string(),
                 speedup: r.speedup.filter(|s| s.is_finite() && *s > 0.0)?,
                 uncertainty: r.speedup_uncertainty,
+                noise_bound: r.speedup_noise_bound,
                 rests_on: format!(
                     "bench ddp at {gpus} GPUs, {launches} launch{} ({})",
                     if launches == 1 { "" } else { "es" },
@@ -853,6 +862,7 @@ fn verify(
                 error: (row.prediction.speedup - meas) / meas,
                 measured_spread,
                 measured_uncertainty: multi.speedup_uncertainty,
+                measured_noise_bound: multi.speedup_noise_bound,
             });
         }
     }
@@ -877,6 +887,7 @@ fn verify(
                     predicted_ratio: chosen.prediction.throughput / base.prediction.throughput,
                     measured_ratio: m.ratio,
                     measured_uncertainty: m.uncertainty,
+                    measured_noise_bound: m.noise_bound,
                 });
             }
         }
@@ -911,12 +922,18 @@ pub fn render(r: &RecommendReport) -> String {
             let noise = v
                 .measured_uncertainty
                 .map(|u| {
-                    let verdict = if beyond_noise(v.error, Some(u)) {
+                    // Older reports carry no bound: twice the standard error.
+                    let bound = v.measured_noise_bound.unwrap_or(2.0 * u);
+                    let verdict = if beyond_noise(v.error, Some(bound)) {
                         "the error exceeds the measurement's noise"
                     } else {
                         "the error is within the measurement's noise"
                     };
-                    format!("  measured ±{:.1}%: {verdict}", u * 100.0)
+                    format!(
+                        "  measured ±{:.1}% (noise up to ±{:.1}% for these launches): {verdict}",
+                        u * 100.0,
+                        bound * 100.0
+                    )
                 })
                 .unwrap_or_default();
             s.push_str(&format!(
@@ -946,7 +963,7 @@ pub fn render(r: &RecommendReport) -> String {
             None => " (one launch each)".to_string(),
         };
         // The same noise test as the rows above, on ln(ratio) so faster and slower weigh alike.
-        let verdict = if !beyond_noise(g.measured_ratio.ln(), g.measured_uncertainty) {
+        let verdict = if !beyond_noise(g.measured_ratio.ln(), g.measured_noise_bound) {
             match g.measured_uncertainty {
                 Some(_) => "these launches do not tell the two apart",
                 None => "one launch each cannot tell the two apart (--repeats 3 or more can)",

@@ -520,6 +520,11 @@ pub struct DdpResult {
     /// [`fill_scaling`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup_uncertainty: Option<f64>,
+    /// With repeated launches at 1 and N GPUs: how far, relative, the speedup may move by launch
+    /// noise alone ([`speedup_noise_bound`]: Student's t for the launches' degrees of freedom
+    /// times `speedup_uncertainty`, at least twice it). Filled by [`fill_scaling`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_noise_bound: Option<f64>,
     /// On more than one GPU: all-reduces of [`ALL_REDUCE_PROBE_BYTES`] timed alone in the run's
     /// own process group seconds before its steps (the median over launches when repeated).
     /// The network as this run's NCCL saw it; over the host network it moved −16% to +37%
@@ -658,16 +663,23 @@ pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64>
     Some((std::f64::consts::FRAC_PI_2 * (term(multi)? + term(single)?)).sqrt())
 }
 
-/// Whether the ln ratio of two repeated-launch runs' step times lies beyond their launches'
-/// noise: beyond `t·σ`, σ their [`speedup_uncertainty`] and t Student's two-sided 95% quantile
-/// at the Welch–Satterthwaite degrees of freedom of the two launch sets, never below the 2 of
-/// [`beyond_noise`]. `None` unless both were launched at least twice.
+/// How far, relative, a figure measured over repeated launches may move by their noise alone:
+/// `t·σ`, σ its relative standard error and t Student's two-sided 95% quantile at `dof` degrees
+/// of freedom, never below 2σ (the rule for many launches).
 ///
 /// Why not 2σ: σ itself is estimated from the launches, and with two a side it rests on about
 /// one degree of freedom, where t is 6–13; with eight a side t is about 2.1. On 2xH200 two
 /// launches a side put a `nocomm` slowdown at 2.27x, 3.7σ, while session 7's eight launches of
 /// the same MLP had measured 1.09x (docs/results/h200x2-session9.md).
-pub fn beyond_launch_noise(ln_ratio: f64, multi: &DdpResult, single: &DdpResult) -> Option<bool> {
+pub fn noise_bound(sigma: f64, dof: f64) -> f64 {
+    let t = StudentsT::new(0.0, 1.0, dof).map_or(2.0, |d| d.inverse_cdf(0.975));
+    t.max(2.0) * sigma
+}
+
+/// [`noise_bound`] of a speedup (or any ratio of the two runs' step times): σ its
+/// [`speedup_uncertainty`], the degrees of freedom the Welch–Satterthwaite ones of the two
+/// launch sets. `None` unless both were launched at least twice.
+pub fn speedup_noise_bound(multi: &DdpResult, single: &DdpResult) -> Option<f64> {
     let sigma = speedup_uncertainty(multi, single)?;
     let part = |r: &DdpResult| {
         let sd = r.launch_log_sd()?;
@@ -678,16 +690,20 @@ pub fn beyond_launch_noise(ln_ratio: f64, multi: &DdpResult, single: &DdpResult)
     let welch = (a + b).powi(2) / (a * a / da + b * b / db);
     // Identical launches on both sides leave 0/0: fall back to the pooled count.
     let dof = if welch.is_finite() { welch } else { da + db };
-    let t = StudentsT::new(0.0, 1.0, dof).map_or(2.0, |d| d.inverse_cdf(0.975));
-    Some(ln_ratio.abs() > t.max(2.0) * sigma)
+    Some(noise_bound(sigma, dof))
+}
+
+/// Whether the ln ratio of two repeated-launch runs' step times lies beyond their launches'
+/// noise ([`speedup_noise_bound`]). `None` unless both were launched at least twice.
+pub fn beyond_launch_noise(ln_ratio: f64, multi: &DdpResult, single: &DdpResult) -> Option<bool> {
+    Some(ln_ratio.abs() > speedup_noise_bound(multi, single)?)
 }
 
 /// Whether a relative difference from a measured figure (an error of a prediction, a ln ratio)
-/// lies beyond the measurement's noise: twice its relative standard error with repeated
-/// launches, else 20% (one launch of a short step moved 10–57% on 2×H200;
-/// docs/results/h200x2-session3.md).
-pub fn beyond_noise(difference: f64, uncertainty: Option<f64>) -> bool {
-    difference.abs() > uncertainty.map_or(SINGLE_LAUNCH_NOISE, |u| 2.0 * u)
+/// lies beyond the measurement's noise: its [`noise_bound`] with repeated launches, else 20%
+/// (one launch of a short step moved 10–57% on 2×H200; docs/results/h200x2-session3.md).
+pub fn beyond_noise(difference: f64, noise_bound: Option<f64>) -> bool {
+    difference.abs() > noise_bound.unwrap_or(SINGLE_LAUNCH_NOISE)
 }
 
 /// How far one launch's figure may be off when nothing measured its noise.
@@ -699,6 +715,9 @@ pub struct ThroughputRatio {
     pub ratio: f64,
     /// Relative standard error (of ln ratio); `None` for single launches.
     pub uncertainty: Option<f64>,
+    /// How far the ratio may move by launch noise alone ([`noise_bound`], n − 1 degrees of
+    /// freedom for n paired launches); `None` for single launches.
+    pub noise_bound: Option<f64>,
 }
 
 /// How much faster run `a` trains than run `b` (samples per second; same GPU count): with
@@ -716,6 +735,7 @@ pub fn throughput_ratio(a: &DdpResult, b: &DdpResult) -> Option<ThroughputRatio>
     let plain = ThroughputRatio {
         ratio: a.throughput / b.throughput,
         uncertainty: None,
+        noise_bound: None,
     };
     let (la, lb) = (&a.launch_step_medians_s, &b.launch_step_medians_s);
     let valid = |l: &[f64]| l.len() > 1 && l.iter().all(|x| x.is_finite() && *x > 0.0);
@@ -733,9 +753,12 @@ pub fn throughput_ratio(a: &DdpResult, b: &DdpResult) -> Option<ThroughputRatio>
     let (Some(median), Some(sd)) = (crate::expect::median(&logs), sample_sd(&logs)) else {
         return Some(plain);
     };
+    let n = logs.len() as f64;
+    let sigma = (std::f64::consts::FRAC_PI_2 / n).sqrt() * sd;
     Some(ThroughputRatio {
         ratio: median.exp(),
-        uncertainty: Some((std::f64::consts::FRAC_PI_2 / logs.len() as f64).sqrt() * sd),
+        uncertainty: Some(sigma),
+        noise_bound: Some(noise_bound(sigma, n - 1.0)),
     })
 }
 
@@ -782,10 +805,10 @@ pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) 
             if t1 > 0.0 && r.step_time_median_s > 0.0 {
                 let speedup = r.throughput / t1;
                 r.speedup = Some(speedup);
-                r.speedup_uncertainty = if r.world_size > 1 {
-                    speedup_uncertainty(r, one)
+                (r.speedup_uncertainty, r.speedup_noise_bound) = if r.world_size > 1 {
+                    (speedup_uncertainty(r, one), speedup_noise_bound(r, one))
                 } else {
-                    None
+                    (None, None)
                 };
                 r.efficiency = Some(speedup / f64::from(r.world_size));
                 r.exposed_comm_fraction =
@@ -953,6 +976,19 @@ mod tests {
         assert!(got > 0.05 && got < 0.15, "{got}");
         assert_eq!(rows[0].speedup_uncertainty, None);
         assert_eq!(rows[2].speedup_uncertainty, None);
+        // Its noise bound: Student's t at the Welch–Satterthwaite degrees of freedom of three and
+        // two launches times σ, far wider than 2σ for so few launches.
+        let (a, b) = (s1 * s1 / 3.0, s2 * s2 / 2.0);
+        let dof = (a + b).powi(2) / (a * a / 2.0 + b * b / 1.0);
+        let bound = rows[1].speedup_noise_bound.unwrap();
+        assert!((bound - noise_bound(got, dof)).abs() < 1e-12, "{bound}");
+        assert!(bound > 2.5 * got, "{bound} {got}");
+        assert_eq!(rows[0].speedup_noise_bound, None);
+        assert_eq!(rows[2].speedup_noise_bound, None);
+        // Student's t: 12.71 at one degree of freedom, 2.09 at 19, never below 2 however many.
+        assert!((noise_bound(1.0, 1.0) - 12.706).abs() < 1e-3);
+        assert!((noise_bound(1.0, 19.0) - 2.093).abs() < 1e-3);
+        assert_eq!(noise_bound(0.1, 1e6), 0.2);
         // One launch on either side: no estimate.
         let mut single = rows[1].clone();
         single.launch_step_medians_s.clear();
@@ -1068,6 +1104,12 @@ mod tests {
         shifted.rotate_left(1);
         let r = throughput_ratio(&mk("accum8", 8, &shifted), &base).unwrap();
         assert!(r.uncertainty.unwrap() > 0.05, "unpaired rounds: {r:?}");
+        // Five paired launches: t at four degrees of freedom (2.78).
+        let n = base.launch_step_medians_s.len() as f64;
+        assert_eq!(
+            r.noise_bound,
+            Some(noise_bound(r.uncertainty.unwrap(), n - 1.0))
+        );
         // Different launch counts: the plain ratio, with no uncertainty; other GPU counts: none.
         let r = throughput_ratio(&mk("accum8", 8, &acc_steps[..4]), &base).unwrap();
         assert_eq!(r.uncertainty, None);

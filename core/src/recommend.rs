@@ -185,6 +185,10 @@ pub struct MeasuredSpeedup {
     /// `None` for a single launch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uncertainty: Option<f64>,
+    /// How far it may move by launch noise alone (`DdpResult::speedup_noise_bound`); `None` for
+    /// a single launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_bound: Option<f64>,
     /// The runs it comes from.
     pub rests_on: String,
 }
@@ -193,7 +197,7 @@ impl MeasuredSpeedup {
     /// Whether a prediction differs from this measurement by more than the measurement's noise
     /// ([`beyond_noise`]).
     pub fn contradicted_by(&self, predicted: f64) -> bool {
-        beyond_noise((predicted - self.speedup) / self.speedup, self.uncertainty)
+        beyond_noise((predicted - self.speedup) / self.speedup, self.noise_bound)
     }
 }
 
@@ -425,8 +429,8 @@ fn validate(input: &RecommendInput) -> Result<(), ModelError> {
         spec.validate().map_err(ModelError::Invalid)?;
     }
     for m in &input.measured {
-        let u_ok = m.uncertainty.is_none_or(|u| u.is_finite() && u >= 0.0);
-        if !(m.speedup.is_finite() && m.speedup > 0.0 && u_ok) {
+        let ok = |x: Option<f64>| x.is_none_or(|u| u.is_finite() && u >= 0.0);
+        if !(m.speedup.is_finite() && m.speedup > 0.0 && ok(m.uncertainty) && ok(m.noise_bound)) {
             return bad(format!(
                 "measured speedup {} (±{:?}) of {} must be positive",
                 m.speedup, m.uncertainty, m.variant
@@ -1565,10 +1569,12 @@ mod tests {
                 .prediction
                 .speedup
         };
+        // Many launches: the noise bound is twice the standard error.
         let measured = |variant: &str, speedup: f64, uncertainty: Option<f64>| MeasuredSpeedup {
             variant: variant.into(),
             speedup,
             uncertainty,
+            noise_bound: uncertainty.map(|u| 2.0 * u),
             rests_on: format!("bench ddp of {variant}"),
         };
         // Within the noise: shown, cited, no warning; the choice stays the model's.
@@ -1605,6 +1611,13 @@ mod tests {
             "{:?}",
             r.warnings
         );
+        // The same gap and standard error from two launches a side (Student's t of about 12 for
+        // one degree of freedom): within the noise, no warning.
+        input.measured = vec![MeasuredSpeedup {
+            noise_bound: Some(crate::ddp::noise_bound(0.05, 1.0)),
+            ..measured(&chosen, predicted(&chosen) / 1.3, Some(0.05))
+        }];
+        assert!(!codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
         // The same gap from one launch (noise unknown, taken as 20%) is also beyond it; 15% is not.
         input.measured = vec![measured(&chosen, predicted(&chosen) / 1.3, None)];
         assert!(codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
