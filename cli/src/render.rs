@@ -219,7 +219,7 @@ pub fn bench_ddp(r: &DdpReport) -> String {
         s.push_str("steps: the median over the launches of each launch's median step; spread: (slowest − fastest launch) / median\n");
     }
     if r.results.iter().any(|x| x.speedup_uncertainty.is_some()) {
-        s.push_str("±: the speedup's standard error from how far the launches at 1 and N GPUs spread; differences smaller than about twice it are not measured\n");
+        s.push_str("±: the speedup's standard error from how far the launches at 1 and N GPUs spread; differences within Student's t times it (about 2 with many launches, 4-13 with two or three: speedup_noise_bound in --json) are not measured\n");
     }
     for line in probe_lines(&r.results) {
         s.push_str(&line);
