@@ -479,6 +479,49 @@ fn save_runs_keeps_the_measurements_and_from_replays_them() {
 }
 
 #[test]
+fn the_simulated_node_runs_under_the_nccl_environment_it_inherits() {
+    // As a real worker would: NCCL_P2P_DISABLE=1 in the caller's environment takes the
+    // simulated 2xH200 off NVLink (shared memory, ~27 GB/s against ~330), and the warning about
+    // it rests on the curve it caused.
+    let args = [
+        "--sim",
+        "h200x2-nvlink",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--step-time-ms",
+        "40",
+        "--json",
+    ];
+    let run = |env: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(common::bin("ddpcheck"));
+        common::without_nccl_env(&mut cmd)
+            .args(args)
+            .env_remove("DDPCHECK_SIM")
+            .env_remove("DDPCHECK_DAEMON")
+            .envs(env.iter().copied());
+        let o = cmd.output().unwrap();
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let busbw = |v: &serde_json::Value| v["curve"]["busbw_at_bucket_gbps"].as_f64().unwrap();
+    let codes = |v: &serde_json::Value| -> Vec<String> {
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["code"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let nvlink = run(&[]);
+    let shm = run(&[("NCCL_P2P_DISABLE", "1")]);
+    assert!(busbw(&nvlink) > 200.0, "{}", busbw(&nvlink));
+    assert!(busbw(&shm) < 50.0, "{}", busbw(&shm));
+    assert!(!codes(&nvlink).contains(&"nvlink_transport_disabled".to_string()));
+    assert!(codes(&shm).contains(&"nvlink_transport_disabled".to_string()));
+}
+
+#[test]
 fn bad_input_is_a_usage_error() {
     for args in [
         vec!["--sim", "h200x2-nvlink", "recommend"],

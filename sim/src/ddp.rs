@@ -228,8 +228,9 @@ pub fn run(
             let work = compute_time(profile, spec, req.micro_batch);
             let tokens = f64::from(spec.tokens_per_sample());
             for variant in &req.variants {
-                let env: Vec<(String, String)> =
+                let requested: Vec<(String, String)> =
                     req.env.iter().chain(variant.env.iter()).cloned().collect();
+                let env = crate::backend::effective_env(&requested);
                 for &world in &req.world_sizes {
                     let gpus: Vec<usize> = (0..world as usize).collect();
                     let fabric = Fabric::new(catalog, profile, faults, &env, &gpus);

@@ -46,6 +46,7 @@ impl Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("d.sock");
         let mut cmd = Command::new(bin("ddpcheckd"));
+        without_nccl_env(&mut cmd);
         if let Some(s) = sim {
             cmd.args(["--sim", s]);
         }
@@ -98,7 +99,7 @@ impl Daemon {
 
     /// Runs `ddpcheck --daemon SOCKET ARGS...`.
     pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(bin("ddpcheck"))
+        without_nccl_env(&mut Command::new(bin("ddpcheck")))
             .arg("--daemon")
             .arg(&self.socket)
             .args(args)
@@ -158,8 +159,17 @@ pub fn http_get(addr: &str, path: &str) -> String {
 }
 
 /// Runs `ddpcheck ARGS...` locally (no daemon).
+/// `cmd` without the caller's NCCL_* variables: the simulator, like a real worker, runs under
+/// the environment it inherits, and the tests must not depend on the shell they start from.
+pub fn without_nccl_env(cmd: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("NCCL_")) {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
 pub fn local(args: &[&str]) -> Output {
-    Command::new(bin("ddpcheck"))
+    without_nccl_env(&mut Command::new(bin("ddpcheck")))
         .args(args)
         .env_remove("DDPCHECK_SIM")
         .env_remove("DDPCHECK_DAEMON")
