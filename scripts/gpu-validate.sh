@@ -70,6 +70,11 @@ nocomm_inputs() {
     ddp_runs "$prefix" "nocomm $label x$NOCOMM_REPEATS" "$@" --variants nocomm --repeats "$NOCOMM_REPEATS"
 }
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
+# One entry of REGIMES into name (nvlink), envs (VAR=VALUE ...) and envargs (--env VAR=VALUE ...).
+regime() {
+    name=${1%%:*}; local rest=${1#*:}; envs=${rest%:}
+    envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+}
 
 say "# ddpcheck GPU validation $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), $NGPU GPUs"
 {
@@ -94,7 +99,7 @@ nccl)
     build_nccl_tests
     say "all_reduce_perf: ${NT:-BUILD FAILED (see logs/nccl-tests-build.txt)}"
     for r in "${REGIMES[@]}"; do
-        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        regime "$r"
         t0=$(now)
         env $envs "$DDPCHECK" bench collectives --ops all_reduce -b 4K -e 1G -f 2 -n 20 -w 5 --json > "$LOGS/ours-$name.json" 2> "$LOGS/ours-$name.err"
         say "ours $name rc=$? $(el "$t0" "$(now)") s"
@@ -129,8 +134,7 @@ hang)
 ddp)
     say "## ddp: gpt2-124m, 4 variants, 1..$NGPU GPUs, NVLink and host-network regimes"
     for r in "nvlink::" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:"; do
-        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
-        envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+        regime "$r"
         t0=$(now)
         "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
             --steps 25 --warmup-steps 5 --plot "$LOGS/ddp-$name.svg" --json > "$LOGS/ddp-$name.json" 2> "$LOGS/ddp-$name.err"
@@ -244,9 +248,8 @@ model)
     nocomm_inputs model-nocomm-gpt "$MG" $GPTARGS --steps 20
     nocomm_inputs model-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
     for r in "${REGIMES[@]}"; do
-        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        regime "$r"
         case ",${MODEL_REGIMES:-nvlink,shm,hostnet}," in *",$name,"*) ;; *) continue ;; esac
-        envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve model "$name" $envs
         ddp_runs "model-gpt-$name" "$MG $name" $GPTARGS --variants base,bf16,accum4,bf16+accum4 $envargs --steps 20 --repeats "$MREP"
         if [ "${MODEL_MLP:-1}" = 1 ]; then
@@ -260,8 +263,7 @@ model355)
     say "## model355: per regime, the all-reduce curve and gpt2-355m (4 variants), 1 and $NGPU GPUs"
     nocomm_inputs model355-nocomm-gpt gpt2-355m --model gpt2-355m --steps 15
     for r in "${REGIMES[@]}"; do
-        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
-        envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+        regime "$r"
         model_curve model355 "$name" $envs
         ddp_runs "model355-gpt-$name" "gpt2-355m $name" --model gpt2-355m --variants base,bf16,accum4,bf16+accum4 $envargs --steps 15
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
@@ -272,9 +274,8 @@ mlprep)
     reps=${MLPREP_REPEATS:-3}
     say "## mlprep: the MLP sweep of the model phase with every configuration launched $reps times (median), regimes ${MLPREP_REGIMES:-nvlink,shm}"
     for r in "${REGIMES[@]}"; do
-        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        regime "$r"
         case ",${MLPREP_REGIMES:-nvlink,shm}," in *",$name,"*) ;; *) continue ;; esac
-        envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
         model_curve mlprep "$name" $envs
         ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$reps"
         # The sweep again after the DDP runs: how far the network moved while they ran.
@@ -292,8 +293,7 @@ hostgap)
     # Does DDP's all-reduce over the host network take longer than the benchmark curve says on
     # this host too? (Session 7's host: 1.23-1.37x; session 6's host B: none.)
     say "## hostgap: the host-network curve and two comm-bound MLPs' base runs, ${HOSTGAP_REPEATS:-3} launches"
-    hn=${REGIMES[2]}; envs=${hn#*:}; envs=${envs%:}
-    envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+    regime "${REGIMES[2]}"
     model_curve hostgap hostnet $envs
     ddp_runs hostgap-mlp-hostnet "mlp 2048x4,4352x4 base x${HOSTGAP_REPEATS:-3} hostnet" --sweep mlp:2048,4352 --variants base $envargs --steps 20 --repeats "${HOSTGAP_REPEATS:-3}"
     python3 scripts/summarise-ddp.py "$LOGS/hostgap-mlp-hostnet.json" | tee -a "$SUMMARY"
@@ -326,8 +326,7 @@ netcurve)
     # recommend reading its curve from DDP's own runs on the host network (and warning when the
     # sweep parts from it), then --verify with its line on the network during its runs.
     say "## netcurve: recommend from a host-network sweep and gpt2-124m runs (the runs' probes as its curve), then --verify"
-    hn=${REGIMES[2]}; envs=${hn#*:}; envs=${envs%:}
-    envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+    regime "${REGIMES[2]}"
     model_curve netcurve hostnet $envs
     ddp_runs netcurve-gpt-hostnet "gpt2-124m base,bf16 hostnet" --model gpt2-124m --variants base,bf16 $envargs --steps 15
     t0=$(now)
@@ -364,7 +363,7 @@ smoke)
 overlap)
     say "## overlap: the same all-reduce alone and under a compute load on another stream, per regime (scripts/overlap-probe.py)"
     for r in "${REGIMES[@]}"; do
-        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        regime "$r"
         t0=$(now)
         env $envs python3 -m torch.distributed.run --standalone --nproc-per-node "$NGPU" scripts/overlap-probe.py \
             > "$LOGS/overlap-$name.jsonl" 2> "$LOGS/overlap-$name.err"
@@ -416,7 +415,7 @@ PY
 buckets)
     say "## buckets: every DDP bucket's all-reduce inside a step against the same size alone (scripts/bucket-timing.py), NVLink and shm"
     for r in "${REGIMES[@]:0:2}"; do
-        name=${r%%:*}; rest=${r#*:}; envs=${rest%:}
+        regime "$r"
         for m in ${BUCKET_MODELS:-gpt2-124m gpt2-355m}; do
             t0=$(now)
             env $envs python3 -m torch.distributed.run --standalone --nproc-per-node "$NGPU" scripts/bucket-timing.py \
