@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Instant;
 
-use common::{code, local, stderr, stdout, Daemon};
+use common::{code, local, local_env, stderr, stdout, Daemon};
 
 fn save(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf {
     let o = local(args);
@@ -39,6 +39,16 @@ fn save_a6000_gpt2(
     ];
     args.extend_from_slice(more);
     save(dir, name, &args)
+}
+
+/// The codes of a recommend document's warnings.
+fn warning_codes(v: &serde_json::Value) -> Vec<String> {
+    v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// `ddpcheck --sim h200x2-nvlink recommend ARGS`.
@@ -136,14 +146,7 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
         .unwrap()
         .starts_with("Measured on this node at 4 GPUs")));
     // No nocomm runs, but 120 ms steps: not worth a warning (long steps are not slowed enough).
-    let codes = |v: &serde_json::Value| -> Vec<String> {
-        v["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w["code"].as_str().unwrap().to_string())
-            .collect()
-    };
+    let codes = warning_codes;
     assert!(!codes(&v).contains(&"side_by_side_unmeasured".to_string()));
 
     // The curve is the one the three 4-GPU DDP runs (base, bf16+accum4 and its reference accum4)
@@ -494,25 +497,12 @@ fn the_simulated_node_runs_under_the_nccl_environment_it_inherits() {
         "--json",
     ];
     let run = |env: &[(&str, &str)]| {
-        let mut cmd = std::process::Command::new(common::bin("ddpcheck"));
-        common::without_nccl_env(&mut cmd)
-            .args(args)
-            .env_remove("DDPCHECK_SIM")
-            .env_remove("DDPCHECK_DAEMON")
-            .envs(env.iter().copied());
-        let o = cmd.output().unwrap();
+        let o = local_env(&args, env);
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
     };
     let busbw = |v: &serde_json::Value| v["curve"]["busbw_at_bucket_gbps"].as_f64().unwrap();
-    let codes = |v: &serde_json::Value| -> Vec<String> {
-        v["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w["code"].as_str().unwrap().to_string())
-            .collect()
-    };
+    let codes = warning_codes;
     let nvlink = run(&[]);
     let shm = run(&[("NCCL_P2P_DISABLE", "1")]);
     assert!(busbw(&nvlink) > 200.0, "{}", busbw(&nvlink));

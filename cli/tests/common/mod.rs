@@ -169,10 +169,16 @@ pub fn without_nccl_env(cmd: &mut Command) -> &mut Command {
 }
 
 pub fn local(args: &[&str]) -> Output {
+    local_env(args, &[])
+}
+
+/// `ddpcheck ARGS` run locally with these environment variables (and no NCCL_* of the caller's).
+pub fn local_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     without_nccl_env(&mut Command::new(bin("ddpcheck")))
         .args(args)
         .env_remove("DDPCHECK_SIM")
         .env_remove("DDPCHECK_DAEMON")
+        .envs(env.iter().copied())
         .output()
         .expect("run ddpcheck")
 }
