@@ -1,7 +1,8 @@
 //! The recommend issue's published accuracy figures are what this code computes from the
 //! committed GPU measurements: `scripts/judged-set.sh` against the table of
-//! docs/results/h200x2-session9.md (sessions 5-8 keep the tables computed then). The script
-//! needs python3: without it the test skips, and fails instead when DDPCHECK_REQUIRE_SERVICES=1
+//! docs/results/h200x2-session9.md (sessions 5-8 keep the tables computed then), and
+//! `scripts/loo-calibration-all.sh` against that page's calibration table. The scripts
+//! need python3: without it the tests skip, and fail instead when DDPCHECK_REQUIRE_SERVICES=1
 //! (as in CI).
 
 mod common;
@@ -76,8 +77,9 @@ fn field<'a>(text: &'a str, prefix: &str, end: Option<&str>) -> Option<&'a str> 
     }
 }
 
-#[test]
-fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
+/// Whether python3 runs (the scripts need it); without it the tests skip, unless CI requires the
+/// services (then they fail).
+fn python_runs() -> bool {
     let python = Command::new("python3")
         .arg("--version")
         .output()
@@ -87,7 +89,14 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
             !services_must_run(),
             "DDPCHECK_REQUIRE_SERVICES=1 but python3 does not run"
         );
-        eprintln!("skipping: python3 does not run (scripts/judged-set.sh needs it)");
+        eprintln!("skipping: python3 does not run (the scripts need it)");
+    }
+    python
+}
+
+#[test]
+fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
+    if !python_runs() {
         return;
     }
     let root = repo_root();
@@ -128,6 +137,54 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
         assert!(
             doc.contains(&row),
             "{doc_path} lacks {row:?}: the model or the data changed; re-run scripts/judged-set.sh and update the table\n{text}"
+        );
+    }
+}
+
+#[test]
+fn the_calibration_table_is_what_the_gated_calibration_computes() {
+    // Session 9's §5: each repeated MLP dataset's models predicted with overheads fitted on the
+    // others (`scripts/loo-calibration-all.sh`); the "checked first (now)" column, the third
+    // cell of its row, is the current code's.
+    if !python_runs() {
+        return;
+    }
+    let root = repo_root();
+    let o = Command::new("bash")
+        .arg(root.join("scripts/loo-calibration-all.sh"))
+        .arg(bin("ddpcheck"))
+        .current_dir(root)
+        .output()
+        .expect("bash runs scripts/loo-calibration-all.sh");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "loo-calibration-all.sh failed: {}\n{out}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc = std::fs::read_to_string(root.join(S9)).expect("the session 9 page");
+    let blocks: Vec<&str> = out.split("== ").skip(1).collect();
+    assert_eq!(blocks.len(), 6, "{out}");
+    for block in blocks {
+        let name = block.lines().next().unwrap_or_default().trim();
+        let found = |prefix: &str, end: Option<&str>| {
+            field(block, prefix, end).unwrap_or_else(|| panic!("no {prefix:?} in {block}"))
+        };
+        let cell = format!(
+            "{}, {}, {}",
+            found("median |error| ", Some(",")),
+            found("largest ", None),
+            found("ranking: ", Some(" pairs"))
+        );
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name}, ")))
+            .unwrap_or_else(|| panic!("{S9} has no row for {name}"));
+        let third = row.split('|').nth(3).map(str::trim);
+        assert_eq!(
+            third,
+            Some(cell.as_str()),
+            "{S9}'s calibration row for {name} is stale: re-run scripts/loo-calibration-all.sh\n{row}"
         );
     }
 }
