@@ -988,6 +988,9 @@ pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, CliError> {
     if a.verify {
         verify(a, &target, &mut report, &mut saved)?;
     }
+    if a.save_runs.is_some() && saved.written().is_empty() && saved.failed() == 0 {
+        eprintln!("ddpcheck: --save-runs: nothing was measured here (all from --from or history), nothing kept");
+    }
     if !saved.written().is_empty() {
         let files: Vec<String> = saved
             .written()

@@ -455,6 +455,7 @@ fn save_runs_keeps_the_measurements_and_from_replays_them() {
     let o = local(&args);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let replay: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!stderr(&o).contains("kept"), "{}", stderr(&o));
     for key in [
         "curve",
         "compute",
@@ -467,6 +468,13 @@ fn save_runs_keeps_the_measurements_and_from_replays_them() {
         assert_eq!(live[key], replay[key], "{key}");
     }
     assert!(live["rows"].as_array().is_some_and(|r| !r.is_empty()));
+    // Offline with --save-runs: nothing measured, said so, nothing written.
+    let again = d.path().join("again");
+    args.extend(["--save-runs", again.to_str().unwrap()]);
+    let o = local(&args);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stderr(&o).contains("nothing kept"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&again).unwrap().count(), 0);
     // A folder that cannot be made is a usage error before anything runs.
     let file = d.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
