@@ -919,11 +919,11 @@ pub fn render(r: &RecommendReport) -> String {
                 .measured_spread
                 .map(|sp| format!("  (launches {:.0}% apart)", sp * 100.0))
                 .unwrap_or_default();
+            // fill_scaling sets both together, from repeated launches.
             let noise = v
                 .measured_uncertainty
-                .map(|u| {
-                    // Older reports carry no bound: twice the standard error.
-                    let bound = v.measured_noise_bound.unwrap_or(2.0 * u);
+                .zip(v.measured_noise_bound)
+                .map(|(u, bound)| {
                     let verdict = if beyond_noise(v.error, Some(bound)) {
                         "the error exceeds the measurement's noise"
                     } else {

@@ -656,11 +656,16 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
 /// speedup from one launch each is uncertain by about ±14%, from five launches each by about ±8%
 /// (docs/results/h200x2-session5.md).
 pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64> {
-    let term = |r: &DdpResult| {
-        let sd = r.launch_log_sd()?;
-        Some(sd * sd / r.launch_step_medians_s.len() as f64)
-    };
-    Some((std::f64::consts::FRAC_PI_2 * (term(multi)? + term(single)?)).sqrt())
+    let ((a, _), (b, _)) = (launch_variance(multi)?, launch_variance(single)?);
+    Some((std::f64::consts::FRAC_PI_2 * (a + b)).sqrt())
+}
+
+/// One side's share of a speedup's variance, σ²/n of ln(step) over its n launches, and its
+/// degrees of freedom (n − 1). `None` for fewer than two launches.
+fn launch_variance(r: &DdpResult) -> Option<(f64, f64)> {
+    let sd = r.launch_log_sd()?;
+    let n = r.launch_step_medians_s.len() as f64;
+    Some((sd * sd / n, n - 1.0))
 }
 
 /// How far, relative, a figure measured over repeated launches may move by their noise alone:
@@ -681,12 +686,7 @@ pub fn noise_bound(sigma: f64, dof: f64) -> f64 {
 /// launch sets. `None` unless both were launched at least twice.
 pub fn speedup_noise_bound(multi: &DdpResult, single: &DdpResult) -> Option<f64> {
     let sigma = speedup_uncertainty(multi, single)?;
-    let part = |r: &DdpResult| {
-        let sd = r.launch_log_sd()?;
-        let n = r.launch_step_medians_s.len() as f64;
-        Some((sd * sd / n, n - 1.0))
-    };
-    let ((a, da), (b, db)) = (part(multi)?, part(single)?);
+    let ((a, da), (b, db)) = (launch_variance(multi)?, launch_variance(single)?);
     let welch = (a + b).powi(2) / (a * a / da + b * b / db);
     // Identical launches on both sides leave 0/0: fall back to the pooled count.
     let dof = if welch.is_finite() { welch } else { da + db };
