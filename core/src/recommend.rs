@@ -1556,6 +1556,14 @@ mod tests {
         r.warnings.iter().map(|w| w.code.as_str()).collect()
     }
 
+    /// The recommendation's warning of this code (the test fails without one).
+    fn warning<'a>(r: &'a Recommendation, code: &str) -> &'a Warning {
+        r.warnings
+            .iter()
+            .find(|w| w.code == code)
+            .unwrap_or_else(|| panic!("no {code} warning in {:?}", codes(r)))
+    }
+
     #[test]
     fn measured_speedups_stand_beside_the_predictions_and_are_checked_against_them() {
         let plain = recommend(&a6000_input()).unwrap();
@@ -1814,11 +1822,7 @@ mod tests {
             c.contains(&"accumulation_changes_batch"),
             r.chosen_accum > 1
         );
-        let p2p = r
-            .warnings
-            .iter()
-            .find(|w| w.code == "p2p_forced_across_host_bridge")
-            .unwrap();
+        let p2p = warning(&r, "p2p_forced_across_host_bridge");
         assert!(p2p.rests_on.contains("×0.53"), "{}", p2p.rests_on);
         assert!(r.env.iter().any(|l| l.starts_with("unset NCCL_P2P_LEVEL")));
         // Python for the chosen variant.
@@ -1926,11 +1930,7 @@ mod tests {
         for factor in [1.25, 1.0 / 1.25] {
             input.other_curve = Some(other(at_bucket / factor));
             let r = recommend(&input).unwrap();
-            let w = r
-                .warnings
-                .iter()
-                .find(|w| w.code == "network_moved")
-                .expect("warning");
+            let w = warning(&r, "network_moved");
             assert!(w.text.contains(&format!("{factor:.2}×")), "{}", w.text);
             assert!(
                 w.rests_on
@@ -1958,11 +1958,7 @@ mod tests {
         input.nccl_env.insert("NCCL_SHM_DISABLE".into(), "1".into());
         input.curve_provenance.backend = Some(BackendKind::Real);
         let r = recommend(&input).unwrap();
-        let w = r
-            .warnings
-            .iter()
-            .find(|w| w.code == "nvlink_transport_disabled")
-            .expect("warning");
+        let w = warning(&r, "nvlink_transport_disabled");
         assert!(w.text.contains("NCCL_P2P_DISABLE and NCCL_SHM_DISABLE"));
         assert!(r
             .env
