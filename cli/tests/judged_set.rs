@@ -94,24 +94,31 @@ fn python_runs() -> bool {
     python
 }
 
+/// `bash scripts/SCRIPT ddpcheck` from the repository root: its standard output (the test fails
+/// if the script does).
+fn script_output(script: &str) -> String {
+    let o = Command::new("bash")
+        .arg(repo_root().join("scripts").join(script))
+        .arg(bin("ddpcheck"))
+        .current_dir(repo_root())
+        .output()
+        .unwrap_or_else(|e| panic!("bash runs scripts/{script}: {e}"));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{script} failed: {}\n{out}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
 #[test]
 fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
     if !python_runs() {
         return;
     }
     let root = repo_root();
-    let o = Command::new("bash")
-        .arg(root.join("scripts/judged-set.sh"))
-        .arg(bin("ddpcheck"))
-        .current_dir(root)
-        .output()
-        .expect("bash runs scripts/judged-set.sh (it needs python3)");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "judged-set.sh failed: {}\n{out}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = script_output("judged-set.sh");
     for (block, label, doc_path) in ROWS {
         let doc = std::fs::read_to_string(root.join(doc_path))
             .unwrap_or_else(|e| panic!("{doc_path}: {e}"));
@@ -149,20 +156,8 @@ fn the_calibration_table_is_what_the_gated_calibration_computes() {
     if !python_runs() {
         return;
     }
-    let root = repo_root();
-    let o = Command::new("bash")
-        .arg(root.join("scripts/loo-calibration-all.sh"))
-        .arg(bin("ddpcheck"))
-        .current_dir(root)
-        .output()
-        .expect("bash runs scripts/loo-calibration-all.sh");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "loo-calibration-all.sh failed: {}\n{out}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let doc = std::fs::read_to_string(root.join(S9)).expect("the session 9 page");
+    let out = script_output("loo-calibration-all.sh");
+    let doc = std::fs::read_to_string(repo_root().join(S9)).expect("the session 9 page");
     let blocks: Vec<&str> = out.split("== ").skip(1).collect();
     assert_eq!(blocks.len(), 6, "{out}");
     for block in blocks {
