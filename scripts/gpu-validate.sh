@@ -3,11 +3,11 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap netcurve
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap netcurve accumgap
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
-#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3; netcurve: 2); hostgap: HOSTGAP_REPEATS=N (default 3);
+#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3; netcurve: 2); hostgap: HOSTGAP_REPEATS=N (default 3); accumgap: ACCUMGAP_REPEATS=N (default 8);
 #    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes;
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
@@ -297,6 +297,18 @@ hostgap)
     model_curve hostgap hostnet $envs
     ddp_runs hostgap-mlp-hostnet "mlp 2048x4,4352x4 base x${HOSTGAP_REPEATS:-3} hostnet" --sweep mlp:2048,4352 --variants base $envargs --steps 20 --repeats "${HOSTGAP_REPEATS:-3}"
     python3 scripts/summarise-ddp.py "$LOGS/hostgap-mlp-hostnet.json" | tee -a "$SUMMARY"
+    ;;
+accumgap)
+    # Where does accumulation's extra time at N GPUs come from? Every session over-predicted accum8
+    # (most on NVLink, where its 16.8 MB of gradients take 0.1 ms): N ranks side by side running
+    # eight micro-batches apart (nocomm+accum8, no gradient sent) against the same eight with the
+    # last one synchronising (accum8), in the same launches, on the regime with the least wire time.
+    say "## accumgap: accum8 against nocomm+accum8 at 1 and $NGPU GPUs (NVLink), ${ACCUMGAP_REPEATS:-8} launches"
+    regime "${REGIMES[0]}"
+    ddp_runs accumgap-mlp-nvlink "mlp 448-4352 base,accum8,nocomm+accum8,nocomm x${ACCUMGAP_REPEATS:-8} nvlink" \
+        --sweep mlp:448,1024,2048,4352 --variants base,accum8,nocomm+accum8,nocomm $envargs --steps 20 --repeats "${ACCUMGAP_REPEATS:-8}"
+    tar -czf "$OUT/logs.tgz" -C "$OUT" logs
+    python3 scripts/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
     ;;
 features)
     say "## features: bench ddp adds a hooked variant's 1-GPU reference; recommend --verify's gain over the baseline (shm)"
