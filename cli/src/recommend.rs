@@ -513,7 +513,7 @@ fn measured_side_by_side(
     };
     Some(SideBySideInput {
         measured_ratio: sbs.slowdown,
-        repeated: sbs.repeated(),
+        launches: sbs.fewest_launches(),
         distinct: sbs.distinct,
         rests_on: format!(
             "{} at {gpus} GPUs: {:.2} ms per step, {} ({}); 1-GPU {}: {:.2} ms, {} ({})",

@@ -931,7 +931,19 @@ pub struct SideBySide<'a> {
 impl SideBySide<'_> {
     /// Both runs were launched more than once.
     pub fn repeated(&self) -> bool {
-        self.nocomm.launch_range().is_some() && self.one_gpu.launch_range().is_some()
+        self.fewest_launches() > 1
+    }
+
+    /// Launches of the less-launched side (1 for a single launch).
+    pub fn fewest_launches(&self) -> usize {
+        let launches = |r: &DdpResult| {
+            if r.launch_range().is_some() {
+                r.launch_step_medians_s.len()
+            } else {
+                1
+            }
+        };
+        launches(self.nocomm).min(launches(self.one_gpu))
     }
 
     /// The slowdown the model takes: the measured one where it stands out of the launches'

@@ -164,8 +164,8 @@ pub struct CalibrationInput {
 pub struct SideBySideInput {
     /// The N-GPU `nocomm` step over the 1-GPU step, as measured.
     pub measured_ratio: f64,
-    /// Both sides were launched more than once.
-    pub repeated: bool,
+    /// Launches of the less-launched side (1: a single launch each; the noise test needs two).
+    pub launches: usize,
     /// The slowdown lies beyond its launches' noise: Student's t times its standard error, at
     /// least twice it ([`crate::model::SideBySide::distinct`]). Only then is it counted:
     /// anything less is within the launch-to-launch noise.
@@ -656,9 +656,14 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
                 )
             } else if pct.abs() < 0.5 {
                 format!("{measured}: no slowdown to count.")
-            } else if sbs.repeated {
+            } else if sbs.launches > 1 {
+                let few = if sbs.launches == 2 {
+                    "; two launches a side tell little"
+                } else {
+                    ""
+                };
                 format!(
-                    "{measured}, within the noise of their launches (Student's t times its standard error, at least twice it; two launches a side tell little): not counted."
+                    "{measured}, within the noise of their launches (Student's t times its standard error, at least twice it{few}): not counted."
                 )
             } else {
                 format!(
@@ -1717,7 +1722,7 @@ mod tests {
         let mut input = a6000_input();
         input.side_by_side = Some(SideBySideInput {
             measured_ratio: 1.2,
-            repeated: true,
+            launches: 8,
             distinct: true,
             rests_on: "nocomm at 4 GPUs: 156 ms".into(),
         });
@@ -1740,13 +1745,14 @@ mod tests {
             .iter()
             .any(|r| r.text.contains("20% slower") && r.rests_on.contains("nocomm at 4 GPUs")));
         // Within the launches' noise, or one launch each: said, not counted.
-        for (repeated, says) in [
-            (true, "within the noise of their launches"),
-            (false, "one launch each"),
+        for (launches, says) in [
+            (8, "at least twice it): not counted"),
+            (2, "two launches a side tell little"),
+            (1, "one launch each"),
         ] {
             let sbs = input.side_by_side.as_mut().unwrap();
             sbs.distinct = false;
-            sbs.repeated = repeated;
+            sbs.launches = launches;
             let r = recommend(&input).unwrap();
             assert_eq!(
                 r.rows[0].prediction.speedup,

@@ -772,6 +772,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     assert!(close(s.slowdown, 1.25, 1e-12), "{s:?}");
     // Single launches: measured, not counted (a launch of a short step moves more than this).
     assert!(!s.distinct && !s.repeated() && s.counted() == 1.0);
+    assert_eq!(s.fewest_launches(), 1);
     // Repeated launches: counted only where the slowdown (here 1.2, ln 0.18) lies beyond twice
     // its standard error over the launches.
     let launched = |r: &DdpResult, l: &[f64]| DdpResult {
@@ -815,6 +816,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     let u = crate::ddp::speedup_uncertainty(&two_n, &two_one).unwrap();
     assert!(s.slowdown.ln() > 3.5 * u, "{u}");
     assert!(!s.distinct && s.repeated() && s.counted() == 1.0, "{s:?}");
+    assert_eq!(s.fewest_launches(), 2);
     let eight = |r: &DdpResult, pair: [f64; 2]| DdpResult {
         launch_step_medians_s: pair.repeat(4),
         ..quick(r, &pair)
