@@ -16,7 +16,8 @@
 # 8's MLPs and gpt2-124m added, each run read as recommend reads it. Session 9 measured gpt2-124m
 # and gpt2-355m in all three regimes with the probes (three launches): its blocks, then session 8
 # and 9 together (every case measured with the probes: the judged scope on today's instrument),
-# and last every session's cases.
+# and last every session's cases. Session 10: the MLPs again (eight launches, another host), and
+# base against accum8 with the nocomm runs of the same launches (accumgap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-target/release/ddpcheck}
@@ -87,6 +88,19 @@ sweep_and_probes s9 "gpt2-124m and gpt2-355m, three launches, one host" "${s9[@]
 echo
 echo "== s8 and s9, every case measured with the probes (as recommend reads them)"
 python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s8[@]}" "${s9[@]}"
+S10=$R/2026-11-30-s10
+s10=("$(case_arg s10-mlp-nvlink "$S10/mlprep8" mlprep8 mlp nvlink)" "$(case_arg s10-mlp-shm "$S10/mlprep8" mlprep8 mlp shm)"
+    "$(case_arg s10-mlp-hostnet "$S10/mlprep8" mlprep8 mlp hostnet)")
+sweep_and_probes s10 "MLPs eight launches, host K" "${s10[@]}"
+# The accumgap call (host L) ran no sweep: its curve is its runs' probes alone, set in host K's
+# NVLink sweep report (only that report's header is kept). Its nocomm runs are the model's inputs.
+s10g=("s10-accumgap-nvlink:$S10/mlprep8/mlprep8-curve-nvlink.json:$S10/accumgap/accumgap-mlp-nvlink.json")
+echo
+echo "== s10 accumgap, base and accum8 with the nocomm runs of the same launches (eight, host L)"
+python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s10g[@]}"
+echo
+echo "== s8, s9 and s10, every case measured with the probes (as recommend reads them)"
+python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${s8[@]}" "${s9[@]}" "${s10[@]}" "${s10g[@]}"
 echo
 echo "== device cases: GPT-2 single launches (sessions 2-4), MLPs repeated (s6, s7)"
 python3 scripts/predict-vs-measured.py --min-params 800000 ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}"
@@ -96,3 +110,6 @@ python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_O
 echo
 echo "== device cases with s8 and s9, each run's curve as recommend reads it"
 python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}" "${s8[@]}" "${s9[@]}"
+echo
+echo "== device cases with s8, s9 and s10, each run's curve as recommend reads it"
+python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve ${PVM_OPTS:-} "$P" "${gpt[@]}" "${s6[@]}" "${s7[@]}" "${s8[@]}" "${s9[@]}" "${s10[@]}" "${s10g[@]}"

@@ -27,7 +27,8 @@ Runs without probes (reports before session 8) keep the report's curve, as `reco
 
 --inputs FILE adds a `bench ddp --json` report of model inputs to every prediction: the `nocomm`
 runs at 1 and N GPUs (N processes side by side with no communication), launched separately from
-the judged runs. Without it the model assumes N processes compute as fast as one.
+the judged runs. A report's own `nocomm` runs are inputs too. Without any the model assumes N
+processes compute as fast as one.
 
 With CALIBRATION.json (a `bench ddp --json` of OTHER models on the same node and regime), the
 model's DDP overheads are fitted on those runs (cross-calibration: the evaluated runs stay unseen)."""
@@ -166,8 +167,11 @@ for arg in args[1:]:
     calib = ["--from", parts[3]] if len(parts) > 3 else []
     rep = pooled_report(json.load(open(ddp)))
     # The model sees only 1-GPU runs: base and accumK (compute and optimizer step) and a hook run
-    # (the hook's own cost); every multi-GPU run is held out.
-    singles = dict(rep, results=[r for r in rep["results"] if r["world_size"] == 1])
+    # (the hook's own cost), and `nocomm` runs at any GPU count (N processes side by side with no
+    # communication: what recommend's quick runs measure on a fresh node); every multi-GPU run
+    # that communicates is held out.
+    singles = dict(rep, results=[r for r in rep["results"]
+                                 if r["world_size"] == 1 or "nocomm" in r["variant"].split("+")])
     held_out = [r for r in rep["results"]
                 if r["world_size"] > 1 and r.get("speedup") and r["params"] >= min_params]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -197,7 +201,7 @@ for arg in args[1:]:
         if calib:
             print(f"{regime} {model}: overheads {rec['overheads_source']}")
         base_row = next((r for r in rec["rows"] if r["variant"] == "base"), None)
-        if inputs and base_row:
+        if (inputs or any(r["world_size"] > 1 for r in singles["results"])) and base_row:
             p = base_row["prediction"]
             print(f"{regime} {model}: side-by-side slowdown x{1 + p['side_by_side_s'] / p['single_gpu_step_s']:.3f}")
         pred = {r["variant"]: r["prediction"]["speedup"] for r in rec["rows"]}

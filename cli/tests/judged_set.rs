@@ -1,7 +1,7 @@
 //! The recommend issue's published accuracy figures are what this code computes from the
 //! committed GPU measurements: `scripts/judged-set.sh` against the table of
-//! docs/results/h200x2-session9.md (sessions 5-8 keep the tables computed then), and
-//! `scripts/loo-calibration-all.sh` against that page's calibration table. The scripts
+//! docs/results/h200x2-session10.md (sessions 5-9 keep the tables computed then), and
+//! `scripts/loo-calibration-all.sh` against session 9's calibration table. The scripts
 //! need python3: without it the tests skip, and fail instead when DDPCHECK_REQUIRE_SERVICES=1
 //! (as in CI).
 
@@ -11,59 +11,66 @@ use common::{bin, repo_root, services_must_run};
 use std::process::Command;
 
 const S9: &str = "docs/results/h200x2-session9.md";
+const S10: &str = "docs/results/h200x2-session10.md";
 
-/// For each block of the script's output: the label of its table row, and the doc holding it.
-const ROWS: [(&str, &str, &str); 15] = [
+/// For each block of the script's output: the label of its table row (the first block whose
+/// heading starts so).
+const ROWS: [(&str, &str); 20] = [
     (
         "== single launches, sessions 2-4",
         "sessions 2–4, single launches",
-        S9,
     ),
-    ("== mlprep, s3", "mlprep s3, 3 launches", S9),
-    ("== mlprep, s4", "mlprep s4, 3 launches", S9),
-    ("== mlprep5, s5", "mlprep5 s5, 5 launches", S9),
-    (
-        "== mlprep10, s6",
-        "mlprep10 s6, 10 launches (8 hostnet)",
-        S9,
-    ),
-    ("== mlprep8, s7 (", "mlprep8 s7, 8 launches", S9),
+    ("== mlprep, s3", "mlprep s3, 3 launches"),
+    ("== mlprep, s4", "mlprep s4, 3 launches"),
+    ("== mlprep5, s5", "mlprep5 s5, 5 launches"),
+    ("== mlprep10, s6", "mlprep10 s6, 10 launches (8 hostnet)"),
+    ("== mlprep8, s7 (", "mlprep8 s7, 8 launches"),
     (
         "== mlprep8, s7, with the nocomm",
         "mlprep8 s7, with nocomm inputs",
-        S9,
     ),
-    ("== s8, the sweep's curve", "s8, the sweep's curve", S9),
+    ("== s8, the sweep's curve", "s8, the sweep's curve"),
     (
         "== s8, the curve DDP's runs timed",
         "s8, the runs' own curve (as recommend reads it)",
-        S9,
     ),
-    (
-        "== device cases: GPT-2",
-        "device cases: GPT-2 single launches, MLPs s6 and s7",
-        S9,
-    ),
-    (
-        "== device cases with s8,",
-        "device cases with s8, each as recommend reads it",
-        S9,
-    ),
-    ("== s9, the sweep's curve", "s9, the sweep's curve", S9),
+    ("== s9, the sweep's curve", "s9, the sweep's curve"),
     (
         "== s9, the curve DDP's runs timed",
         "s9, the runs' own curve (as recommend reads it)",
-        S9,
     ),
     (
         "== s8 and s9, every case",
         "s8 and s9, every case measured with the probes",
-        S9,
+    ),
+    ("== s10, the sweep's curve", "s10, the sweep's curve"),
+    (
+        "== s10, the curve DDP's runs timed",
+        "s10, the runs' own curve (as recommend reads it)",
     ),
     (
-        "== device cases with s8 and s9",
+        "== s10 accumgap",
+        "s10 accumgap, with the nocomm runs of the same launches",
+    ),
+    (
+        "== s8, s9 and s10, every case",
+        "s8, s9 and s10, every case measured with the probes",
+    ),
+    (
+        "== device cases: GPT-2",
+        "device cases: GPT-2 single launches, MLPs s6 and s7",
+    ),
+    (
+        "== device cases with s8,",
+        "device cases with s8, each as recommend reads it",
+    ),
+    (
+        "== device cases with s8 and s9,",
         "device cases with s8 and s9, each as recommend reads it",
-        S9,
+    ),
+    (
+        "== device cases with s8, s9 and s10",
+        "device cases with s8, s9 and s10, each as recommend reads it",
     ),
 ];
 
@@ -119,9 +126,8 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
     }
     let root = repo_root();
     let out = script_output("judged-set.sh");
-    for (block, label, doc_path) in ROWS {
-        let doc = std::fs::read_to_string(root.join(doc_path))
-            .unwrap_or_else(|e| panic!("{doc_path}: {e}"));
+    let doc = std::fs::read_to_string(root.join(S10)).unwrap_or_else(|e| panic!("{S10}: {e}"));
+    for (block, label) in ROWS {
         let start = out
             .find(block)
             .unwrap_or_else(|| panic!("no block {block:?} in:\n{out}"));
@@ -143,7 +149,7 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
         );
         assert!(
             doc.contains(&row),
-            "{doc_path} lacks {row:?}: the model or the data changed; re-run scripts/judged-set.sh and update the table\n{text}"
+            "{S10} lacks {row:?}: the model or the data changed; re-run scripts/judged-set.sh and update the table\n{text}"
         );
     }
 }
