@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Calibration left one model out (scripts/loo-calibration.py) over every repeated MLP dataset of
-# docs/results (sessions 3-8): the table of docs/results/h200x2-session9.md §5.
+# docs/results (sessions 3-8 and 10): the table of docs/results/h200x2-session10.md §5.
 #
 #   scripts/loo-calibration-all.sh [DDPCHECK] [--plain]     (default: target/release/ddpcheck)
 set -euo pipefail
@@ -20,7 +20,7 @@ run s4 "$(arg s4-nvlink $R/2026-11-30-s4/mlprep mlprep nvlink)" "$(arg s4-shm $R
 run s5 "$(arg s5-nvlink $R/2026-11-30-s5/mlprep5 mlprep5 nvlink)" "$(arg s5-shm $R/2026-11-30-s5/mlprep5 mlprep5 shm)"
 run s6 "$(arg s6-nvlink $R/2026-11-30-s6/mlprep10 mlprep10 nvlink)" "$(arg s6-shm $R/2026-11-30-s6/mlprep10 mlprep10 shm)" \
     "$(arg s6-hostnet $R/2026-11-30-s6/mlprep8-hostnet mlprep8 hostnet)"
-for s in s7 s8; do
+for s in s7 s8 s10; do
     d=$R/2026-11-30-$s/mlprep8
     run "$s" "$(arg "$s-nvlink" "$d" mlprep8 nvlink)" "$(arg "$s-shm" "$d" mlprep8 shm)" "$(arg "$s-hostnet" "$d" mlprep8 hostnet)"
 done

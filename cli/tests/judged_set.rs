@@ -1,7 +1,8 @@
 //! The recommend issue's published accuracy figures are what this code computes from the
 //! committed GPU measurements: `scripts/judged-set.sh` against the table of
 //! docs/results/h200x2-session10.md (sessions 5-9 keep the tables computed then), and
-//! `scripts/loo-calibration-all.sh` against session 9's calibration table. The scripts
+//! `scripts/loo-calibration-all.sh` against that page's calibration table (session 9's, with
+//! session 10's set added). The scripts
 //! need python3: without it the tests skip, and fail instead when DDPCHECK_REQUIRE_SERVICES=1
 //! (as in CI).
 
@@ -10,7 +11,6 @@ mod common;
 use common::{bin, repo_root, services_must_run};
 use std::process::Command;
 
-const S9: &str = "docs/results/h200x2-session9.md";
 const S10: &str = "docs/results/h200x2-session10.md";
 
 /// For each block of the script's output: the label of its table row (the first block whose
@@ -156,16 +156,16 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
 
 #[test]
 fn the_calibration_table_is_what_the_gated_calibration_computes() {
-    // Session 9's §5: each repeated MLP dataset's models predicted with overheads fitted on the
-    // others (`scripts/loo-calibration-all.sh`); the "checked first (now)" column, the third
+    // Session 9's §5, with session 10's set (its page): each repeated MLP dataset's models
+    // predicted with overheads fitted on the others (`scripts/loo-calibration-all.sh`); the "checked first (now)" column, the third
     // cell of its row, is the current code's.
     if !python_runs() {
         return;
     }
     let out = script_output("loo-calibration-all.sh");
-    let doc = std::fs::read_to_string(repo_root().join(S9)).expect("the session 9 page");
+    let doc = std::fs::read_to_string(repo_root().join(S10)).expect("the session 10 page");
     let blocks: Vec<&str> = out.split("== ").skip(1).collect();
-    assert_eq!(blocks.len(), 6, "{out}");
+    assert_eq!(blocks.len(), 7, "{out}");
     for block in blocks {
         let name = block.lines().next().unwrap_or_default().trim();
         let found = |prefix: &str, end: Option<&str>| {
@@ -179,13 +179,18 @@ fn the_calibration_table_is_what_the_gated_calibration_computes() {
         );
         let row = doc
             .lines()
-            .find(|l| l.starts_with(&format!("| {name}, ")))
-            .unwrap_or_else(|| panic!("{S9} has no row for {name}"));
+            // The calibration table's rows read "| s8, 8 launches, …"; the standing table's
+            // "| s8, the sweep's curve …".
+            .find(|l| {
+                l.strip_prefix(&format!("| {name}, "))
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+            .unwrap_or_else(|| panic!("{S10} has no row for {name}"));
         let third = row.split('|').nth(3).map(str::trim);
         assert_eq!(
             third,
             Some(cell.as_str()),
-            "{S9}'s calibration row for {name} is stale: re-run scripts/loo-calibration-all.sh\n{row}"
+            "{S10}'s calibration row for {name} is stale: re-run scripts/loo-calibration-all.sh\n{row}"
         );
     }
 }
