@@ -511,21 +511,32 @@ fn measured_side_by_side(
         ),
         None => "1 launch".to_string(),
     };
+    let nocomm = format!(
+        "{} at {gpus} GPUs: {:.2} ms per step, {} ({})",
+        sbs.nocomm.variant,
+        sbs.nocomm.step_time_median_s * 1e3,
+        launches(sbs.nocomm),
+        at(sbs.nocomm)
+    );
+    let rests_on = match sbs.one_gpu {
+        Some(one) => format!(
+            "{nocomm}; 1-GPU {}: {:.2} ms, {} ({})",
+            one.variant,
+            one.step_time_median_s * 1e3,
+            launches(one),
+            at(one)
+        ),
+        None => format!(
+            "{nocomm}; one GPU alone in the same launches: {:.2} ms",
+            sbs.nocomm.solo_step_time_median_s.unwrap_or(f64::NAN) * 1e3
+        ),
+    };
     Some(SideBySideInput {
         measured_ratio: sbs.slowdown,
         launches: sbs.fewest_launches(),
+        within_launch: sbs.within_launch(),
         distinct: sbs.distinct,
-        rests_on: format!(
-            "{} at {gpus} GPUs: {:.2} ms per step, {} ({}); 1-GPU {}: {:.2} ms, {} ({})",
-            sbs.nocomm.variant,
-            sbs.nocomm.step_time_median_s * 1e3,
-            launches(sbs.nocomm),
-            at(sbs.nocomm),
-            sbs.one_gpu.variant,
-            sbs.one_gpu.step_time_median_s * 1e3,
-            launches(sbs.one_gpu),
-            at(sbs.one_gpu)
-        ),
+        rests_on,
     })
 }
 

@@ -531,6 +531,30 @@ pub struct DdpResult {
     /// against a `bench collectives` sweep run minutes before (docs/results/h200x2-session7.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_reduce_probe: Option<Sweep>,
+    /// A `nocomm` run on more than one GPU: the median step of one GPU alone inside the same
+    /// launch (rank 0 stepping while the other ranks wait idle), the reference N side by side is
+    /// measured against where the launch's own speed cancels ([`DdpResult::solo_slowdown`]). The
+    /// median over launches when repeated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solo_step_time_median_s: Option<f64>,
+    /// With repeated launches: each launch's `solo_step_time_median_s`, in the order of
+    /// `launch_step_medians_s`. Empty unless every launch had one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_solo_step_medians_s: Vec<f64>,
+}
+
+/// N processes side by side against one alone, measured inside the same launches
+/// ([`DdpResult::solo_slowdown`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoloSlowdown {
+    /// The N-GPU step over the one-GPU-alone step: the median over launches of each launch's
+    /// ratio.
+    pub ratio: f64,
+    /// Launches it rests on.
+    pub launches: usize,
+    /// How far ln(ratio) may move by launch noise alone ([`noise_bound`] of its relative
+    /// standard error, n − 1 degrees of freedom); `None` for a single launch.
+    pub noise_bound: Option<f64>,
 }
 
 /// The sizes (bytes per rank) a multi-GPU DDP run all-reduces alone before its steps: 4 KiB for
@@ -586,6 +610,40 @@ impl DdpResult {
         sample_sd(&logs)
     }
 
+    /// A `nocomm` run's slowdown against one GPU alone in the same launches, from
+    /// `solo_step_time_median_s` (and each launch's, when repeated); `None` without it. Paired
+    /// within each launch, the launch's own speed cancels: on 2×H200 launches of the same MLP
+    /// step spread 10–15%, more than the slowdown of two processes side by side (7–15%,
+    /// docs/results/h200x2-session10.md), which comparing separate launches could not show.
+    pub fn solo_slowdown(&self) -> Option<SoloSlowdown> {
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        let (l, s) = (
+            &self.launch_step_medians_s,
+            &self.launch_solo_step_medians_s,
+        );
+        if l.len() > 1 && l.len() == s.len() {
+            let logs: Option<Vec<f64>> = l
+                .iter()
+                .zip(s)
+                .map(|(&n, &one)| (positive(n) && positive(one)).then(|| (n / one).ln()))
+                .collect();
+            let logs = logs?;
+            let n = logs.len() as f64;
+            let sigma = (std::f64::consts::FRAC_PI_2 * sample_sd(&logs)?.powi(2) / n).sqrt();
+            return Some(SoloSlowdown {
+                ratio: crate::expect::median(&logs)?.exp(),
+                launches: logs.len(),
+                noise_bound: Some(noise_bound(sigma, n - 1.0)),
+            });
+        }
+        let one = self.solo_step_time_median_s.filter(|x| positive(*x))?;
+        positive(self.step_time_median_s).then(|| SoloSlowdown {
+            ratio: self.step_time_median_s / one,
+            launches: l.len().max(1),
+            noise_bound: None,
+        })
+    }
+
     /// The fastest and the slowest launch's step time; `None` for a single launch.
     pub fn launch_range(&self) -> Option<(f64, f64)> {
         let l = &self.launch_step_medians_s;
@@ -622,6 +680,13 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
             }
             let steps: Vec<f64> = g.iter().map(|r| r.step_time_median_s).collect();
             let p90s: Vec<f64> = g.iter().map(|r| r.step_time_p90_s).collect();
+            // One GPU alone in each launch (nocomm on N GPUs): kept only if every launch had it.
+            let solos: Vec<f64> = g.iter().map_while(|r| r.solo_step_time_median_s).collect();
+            let solos = if solos.len() == g.len() {
+                solos
+            } else {
+                Vec::new()
+            };
             // One configuration, so one GPU count: its launches' probes, folded.
             let probe = probe_curve(&g, g[0].world_size).map(|(sweep, _)| sweep);
             let first = g.remove(0);
@@ -641,6 +706,8 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
                 launch_step_medians_s: steps,
                 speedup_uncertainty: None,
                 all_reduce_probe: probe,
+                solo_step_time_median_s: crate::expect::median(&solos),
+                launch_solo_step_medians_s: solos,
                 ..first
             }
         })
@@ -924,6 +991,53 @@ mod tests {
         // "a token cost about 10% more on four GPUs than on one" at 88% efficiency.
         let ratio = rows[1].cost_per_million.unwrap() / rows[0].cost_per_million.unwrap();
         assert!((ratio - 1.0 / 0.88).abs() < 1e-9, "{ratio}");
+    }
+
+    #[test]
+    fn a_nocomm_run_against_one_gpu_alone_in_its_own_launches() {
+        // Launches whose own speed moves ±20% but whose two sides move together: 1.10x each time.
+        let launch = |solo: Option<f64>, step: f64| DdpResult {
+            solo_step_time_median_s: solo,
+            ..mlp_run("nocomm", 2, 1, step)
+        };
+        let speeds = [1.0, 1.2, 0.8, 1.1, 0.9, 1.15, 0.85, 1.05];
+        let runs: Vec<DdpResult> = speeds
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                // A little of each launch's own noise on top, alternating in sign.
+                let own = if i % 2 == 0 { 1.01 } else { 0.99 };
+                launch(Some(0.010 * v), 0.011 * v * own)
+            })
+            .collect();
+        let merged = merge_repeats(runs.clone());
+        assert_eq!(merged.len(), 1);
+        let r = &merged[0];
+        assert_eq!(r.launch_solo_step_medians_s.len(), 8);
+        let s = r.solo_slowdown().unwrap();
+        assert!((s.ratio - 1.10).abs() < 0.015, "{s:?}");
+        assert_eq!(s.launches, 8);
+        let bound = s.noise_bound.unwrap();
+        assert!(s.ratio.ln() > bound, "{s:?}");
+        // The same steps compared as two separately launched runs sit inside their noise.
+        let alone = DdpResult {
+            launch_step_medians_s: r.launch_solo_step_medians_s.clone(),
+            ..mlp_run("nocomm", 1, 1, r.solo_step_time_median_s.unwrap())
+        };
+        assert_eq!(beyond_launch_noise(s.ratio.ln(), r, &alone), Some(false));
+        // One launch without its solo step: the launches are not paired at all.
+        let mut partial = runs.clone();
+        partial[3].solo_step_time_median_s = None;
+        let merged = merge_repeats(partial);
+        assert!(merged[0].launch_solo_step_medians_s.is_empty());
+        assert!(merged[0].solo_slowdown().is_none());
+        // A single launch: the ratio, with no noise bound.
+        let one = runs[1].solo_slowdown().unwrap();
+        assert!((one.ratio - 1.1 * 0.99).abs() < 1e-9, "{one:?}");
+        assert_eq!((one.launches, one.noise_bound), (1, None));
+        // Nothing to compare: no solo step, or a non-finite one.
+        assert!(launch(None, 0.011).solo_slowdown().is_none());
+        assert!(launch(Some(f64::NAN), 0.011).solo_slowdown().is_none());
     }
 
     #[test]

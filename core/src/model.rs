@@ -919,13 +919,17 @@ pub struct SideBySide<'a> {
     pub slowdown: f64,
     /// Both sides were launched more than once and the slowdown lies beyond their launches'
     /// noise ([`crate::ddp::beyond_launch_noise`]: Student's t times the standard error, at
-    /// least twice it). Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single
+    /// least twice it; within the same launches, the noise of the per-launch ratios,
+    /// [`crate::ddp::SoloSlowdown::noise_bound`]). Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single
     /// launch of a short step moved 10–57%, more than the slowdowns measured (4–21%), and
     /// counting them made predictions worse. (Until session 6 every N-GPU launch had to be slower than every 1-GPU
     /// one: a test that grows stricter the more launches there are, as ranges only widen.)
     pub distinct: bool,
     pub nocomm: &'a DdpResult,
-    pub one_gpu: &'a DdpResult,
+    /// The separately launched 1-GPU run it is compared with; `None` where the `nocomm` run's
+    /// own launches timed one GPU alone ([`crate::ddp::DdpResult::solo_slowdown`]), which is
+    /// preferred: paired within each launch, the launch's own speed cancels.
+    pub one_gpu: Option<&'a DdpResult>,
 }
 
 impl SideBySide<'_> {
@@ -943,7 +947,13 @@ impl SideBySide<'_> {
                 1
             }
         };
-        launches(self.nocomm).min(launches(self.one_gpu))
+        let n = launches(self.nocomm);
+        self.one_gpu.map_or(n, |one| n.min(launches(one)))
+    }
+
+    /// One GPU alone was timed inside the `nocomm` run's own launches.
+    pub fn within_launch(&self) -> bool {
+        self.one_gpu.is_none()
     }
 
     /// The slowdown the model takes: the measured one where it stands out of the launches'
@@ -958,8 +968,9 @@ impl SideBySide<'_> {
 }
 
 /// How much N processes side by side slow one model's work on this node, from its runs: the
-/// `nocomm` run at `world` GPUs against one GPU at the same micro-batch and accumulation (a
-/// 1-GPU `nocomm` run when there is one, else a plain DDP run: no hook, bucket or FSDP).
+/// `nocomm` run at `world` GPUs against one GPU alone inside its own launches where it timed
+/// that, else against one GPU at the same micro-batch and accumulation (a 1-GPU `nocomm` run
+/// when there is one, else a plain DDP run: no hook, bucket or FSDP).
 /// Accumulation 1 is preferred, then the newest rows (last in `rows`).
 pub fn side_by_side<'a>(
     rows: &[&'a DdpResult],
@@ -999,6 +1010,16 @@ pub fn side_by_side<'a>(
     candidates.reverse();
     candidates.sort_by_key(|r| r.accum != 1);
     candidates.into_iter().find_map(|n| {
+        if let Some(solo) = n.solo_slowdown() {
+            let distinct =
+                solo.ratio > 1.0 && solo.noise_bound.is_some_and(|b| solo.ratio.ln() > b);
+            return Some(SideBySide {
+                slowdown: solo.ratio,
+                distinct,
+                nocomm: n,
+                one_gpu: None,
+            });
+        }
         let one = reference(n.accum)?;
         let slowdown = n.step_time_median_s / one.step_time_median_s;
         let distinct =
@@ -1007,7 +1028,7 @@ pub fn side_by_side<'a>(
             slowdown,
             distinct,
             nocomm: n,
-            one_gpu: one,
+            one_gpu: Some(one),
         })
     })
 }

@@ -166,6 +166,10 @@ pub struct SideBySideInput {
     pub measured_ratio: f64,
     /// Launches of the less-launched side (1: a single launch each; the noise test needs two).
     pub launches: usize,
+    /// One GPU alone was timed inside the `nocomm` run's own launches (the launch's speed
+    /// cancels), not in launches of its own.
+    #[serde(default)]
+    pub within_launch: bool,
     /// The slowdown lies beyond its launches' noise: Student's t times its standard error, at
     /// least twice it ([`crate::model::SideBySide::distinct`]). Only then is it counted:
     /// anything less is within the launch-to-launch noise.
@@ -641,11 +645,18 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
         });
         if let Some(sbs) = &input.side_by_side {
             let pct = (sbs.measured_ratio - 1.0) * 100.0;
+            let alone = if sbs.within_launch {
+                "one GPU alone in the same launches"
+            } else {
+                "one GPU alone"
+            };
             let measured = if pct.abs() < 0.5 {
-                format!("{n} GPUs side by side, with no communication, ran a step as fast as one GPU alone")
+                format!(
+                    "{n} GPUs side by side, with no communication, ran a step as fast as {alone}"
+                )
             } else {
                 format!(
-                    "{n} GPUs side by side, with no communication, ran a step {:.0}% {} than one GPU alone",
+                    "{n} GPUs side by side, with no communication, ran a step {:.0}% {} than {alone}",
                     pct.abs(),
                     if pct > 0.0 { "slower" } else { "faster" }
                 )
@@ -1723,6 +1734,7 @@ mod tests {
         input.side_by_side = Some(SideBySideInput {
             measured_ratio: 1.2,
             launches: 8,
+            within_launch: false,
             distinct: true,
             rests_on: "nocomm at 4 GPUs: 156 ms".into(),
         });
@@ -1760,6 +1772,14 @@ mod tests {
             );
             assert!(r.reasons.iter().any(|x| x.text.contains(says)), "{says}");
         }
+        // Timed against one GPU alone inside the nocomm run's own launches: said so.
+        let sbs = input.side_by_side.as_mut().unwrap();
+        (sbs.distinct, sbs.launches, sbs.within_launch) = (true, 8, true);
+        let paired = recommend(&input).unwrap();
+        assert!(paired.reasons.iter().any(|r| r
+            .text
+            .contains("20% slower than one GPU alone in the same launches")));
+        assert_eq!(paired.rows, crowded.rows);
         // Below 1 is noise: never a speed-up.
         let sbs = input.side_by_side.as_mut().unwrap();
         sbs.measured_ratio = 0.9;

@@ -22,7 +22,8 @@
 //!   pass at the same rate.
 //! - p90 is the median plus 2%: the sim has no noise of its own.
 //! - A multi-GPU run (`nocomm` too) reports the profile's own curve as the all-reduce it timed
-//!   before its steps (`all_reduce_probe`): the simulated network does not drift.
+//!   before its steps (`all_reduce_probe`): the simulated network does not drift. A `nocomm`
+//!   run on N GPUs also reports one GPU alone in the same launch (`solo_step_time_median_s`).
 
 use std::time::Duration;
 
@@ -246,6 +247,20 @@ pub fn run(
                         } else {
                             1.0
                         };
+                    // nocomm on N GPUs also times rank 0 alone inside the launch, as the runner
+                    // does: the same compute (simulated GPUs do not slow each other), its own jitter.
+                    let solo = (variant.nocomm && world > 1).then(|| {
+                        step_time(&fabric, spec, variant, work, 1)
+                            * if repeats > 1 {
+                                1.0 + jitter(&format!(
+                                    "launch{launch}/{}/{}/solo",
+                                    spec.name(),
+                                    variant.name
+                                ))
+                            } else {
+                                1.0
+                            }
+                    });
                     let accum = variant.accum.max(1);
                     let items = f64::from(world) * f64::from(accum) * f64::from(req.micro_batch);
                     progress(Progress {
@@ -275,6 +290,7 @@ pub fn run(
                             ModelSpec::Mlp { .. } => "samples/s".into(),
                         },
                         all_reduce_probe: all_reduce_probe(&fabric, world),
+                        solo_step_time_median_s: solo,
                         // Speedups and launches: filled in below.
                         ..DdpResult::default()
                     });

@@ -755,12 +755,12 @@ fn side_by_side_reads_the_nocomm_runs() {
     let rows = [&base1, &nocomm1, &nocomm2, &other];
     let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
     assert!(close(s.slowdown, 1.2, 1e-12), "{s:?}");
-    assert_eq!(s.one_gpu.variant, "nocomm");
+    assert_eq!(s.one_gpu.unwrap().variant, "nocomm");
     // Else against the plain run.
     let rows = [&base1, &nocomm2];
     let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
     assert!(close(s.slowdown, 1.32, 1e-12), "{s:?}");
-    assert_eq!(s.one_gpu.variant, "base");
+    assert_eq!(s.one_gpu.unwrap().variant, "base");
     // Accumulation 1 first; an accumulated pair is used when it is all there is.
     let rows = [&acc_n2, &acc_1, &base1, &nocomm2];
     assert_eq!(
@@ -833,6 +833,31 @@ fn side_by_side_reads_the_nocomm_runs() {
     assert!(side_by_side(&rows, &mlp.name(), 16, 2).is_none());
     assert!(side_by_side(&rows, "gpt2-124m", 8, 2).is_none());
     assert!(side_by_side(&[&nocomm2], &mlp.name(), 8, 2).is_none());
+    // A nocomm run that timed one GPU alone in each of its launches is compared with that, not
+    // with the separately launched 1-GPU run beside it: launches spreading ±20% (a separate
+    // comparison cannot see 1.1x through that) whose two sides move together.
+    let speeds = [1.0, 1.2, 0.8, 1.1, 0.9, 1.15, 0.85, 1.05];
+    let paired = DdpResult {
+        launch_step_medians_s: speeds.iter().map(|v| 0.011 * v).collect(),
+        launch_solo_step_medians_s: speeds.iter().map(|v| 0.010 * v).collect(),
+        solo_step_time_median_s: Some(0.010),
+        ..launched(&nocomm2, &[])
+    };
+    let s = side_by_side(&[&one, &paired], &mlp.name(), 8, 2).unwrap();
+    assert!(s.within_launch() && s.one_gpu.is_none(), "{s:?}");
+    assert!(s.distinct && close(s.counted(), 1.1, 1e-9), "{s:?}");
+    assert_eq!(s.fewest_launches(), 8);
+    // The same with one launch: measured, not counted.
+    let single = DdpResult {
+        solo_step_time_median_s: Some(0.010),
+        ..nocomm2.clone()
+    };
+    let s = side_by_side(&[&single], &mlp.name(), 8, 2).unwrap();
+    assert!(
+        s.within_launch() && !s.distinct && s.counted() == 1.0,
+        "{s:?}"
+    );
+    assert_eq!(s.fewest_launches(), 1);
 }
 
 #[test]

@@ -492,6 +492,11 @@ def main(argv=None):
     t0 = time.perf_counter()
     dist.init_process_group("nccl", timeout=timedelta(seconds=cfg["nccl_timeout_s"]), device_id=device)
     init_s = time.perf_counter() - t0
+    # nocomm on N GPUs times rank 0 alone first; the others wait for it here. Gloo waits on a
+    # socket, leaving their cores idle; an NCCL barrier would spin a core and a GPU beside it.
+    solo_wait = None
+    if world > 1 and any(v["nocomm"] for _, v in cfg["runs"]):
+        solo_wait = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg["nccl_timeout_s"]))
 
     gpus, uuids, pcis = [], [], []
     for i in range(min(world, visible)):
@@ -638,9 +643,30 @@ def main(argv=None):
             per_step = gathered.max(dim=0).values.tolist()  # a step lasts as long as its slowest rank
             return per_step[warm:], loss
 
+        def solo_steps(warm, steps):
+            """Rank 0's median step alone while the other ranks wait idle (no_sync throughout, so
+            nothing is sent): one GPU inside this launch, the reference for N side by side. None
+            on the other ranks, and for a model with buffers (DDP broadcasts those in every
+            forward, which rank 0 alone would wait on for ever)."""
+            global _STAGE
+            if any(True for _ in wrapped.module.buffers()):
+                return None
+            _STAGE = "one GPU alone (rank 0; the others wait)"
+            times = []
+            if rank == 0:
+                for _ in range(warm + steps):
+                    torch.cuda.synchronize(device)
+                    t0 = time.perf_counter()
+                    train_step(False)
+                    torch.cuda.synchronize(device)
+                    times.append(time.perf_counter() - t0)
+            dist.barrier(group=solo_wait)
+            return median(times[warm:]) if rank == 0 else None
+
         warm, steps = cfg["warmup_steps"], cfg["steps"]
         emit({"event": "progress", "phase": "ready", "step": 0, "total": warm + steps, "warmup": warm,
               "params": params})
+        solo = solo_steps(warm, steps) if var["nocomm"] and world > 1 else None
         # nocomm: every micro-batch under no_sync, N GPUs side by side with no communication.
         timed, loss = timed_steps("timed", warm, steps, not var["nocomm"])
 
@@ -666,6 +692,7 @@ def main(argv=None):
             "throughput": per_step_units / med, "throughput_unit": unit,
             "warmup_steps": warm, "steps": steps,
             "nocomm_step_time_median_s": nocomm,
+            "solo_step_time_median_s": solo,
             "max_memory_bytes": int(mem.item()), "final_loss": final_loss,
             "optimizer": "adamw-fused", "autocast": "bf16",
             "powersgd_start_iter": POWERSGD_START_ITER if var["hook"] == "powersgd" else None,

@@ -27,6 +27,11 @@
 //! [`DdpLaunch::nocomm_step_median_s`] (not for FSDP, which all-gathers parameters in every
 //! forward).
 //!
+//! Side by side. A `nocomm` variant on N GPUs first steps rank 0 alone while the other ranks
+//! wait on a gloo barrier (a socket wait: an NCCL barrier would spin a core and a GPU), then all
+//! N together: `DdpResult::solo_step_time_median_s` is the one-GPU step inside the same launch,
+//! against which N side by side is measured with the launch's own speed cancelled.
+//!
 //! Process supervision is [`crate::supervise`] with `supervise_options`: a new process group
 //! (not a new session), stdout lines read leniently (a stray `print()` is counted, not fatal),
 //! SIGTERM then SIGKILL to the group at the deadline, and once every result of a launch is in,
@@ -628,6 +633,9 @@ fn run_group(
                         .all_reduce_probe
                         .as_deref()
                         .and_then(|t| Sweep::all_reduce_from_times(world, t)),
+                    solo_step_time_median_s: ev
+                        .solo_step_time_median_s
+                        .filter(|t| t.is_finite() && *t > 0.0),
                     // Speedups and launches: filled in once every launch is in.
                     ..DdpResult::default()
                 }

@@ -119,6 +119,9 @@ pub(super) struct ResultEvent {
     pub(super) throughput_unit: String,
     #[serde(default)]
     pub(super) nocomm_step_time_median_s: Option<f64>,
+    /// `nocomm` on N GPUs: rank 0's median step alone, the other ranks waiting idle.
+    #[serde(default)]
+    pub(super) solo_step_time_median_s: Option<f64>,
     #[serde(default)]
     pub(super) max_memory_bytes: Option<u64>,
     #[serde(default)]

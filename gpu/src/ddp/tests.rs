@@ -78,8 +78,8 @@ pwd > "{d}/pwd_$n"
 stat -c %a . > "{d}/mode_$n"
 cp "$script" "{d}/script_copy.py"
 case "$n" in
-  1) step=0.100; tput=81920; nocomm=null; probe=null ;;
-  2) step=0.125; tput=131072; nocomm=0.105; probe='[[4096,0.00002],[67108864,0.0002],[1048576,-1]]' ;;
+  1) step=0.100; tput=81920; nocomm=null; solo=null; probe=null ;;
+  2) step=0.125; tput=131072; nocomm=0.105; solo=0.102; probe='[[4096,0.00002],[67108864,0.0002],[1048576,-1]]' ;;
   *) echo "unexpected N $n" >&2; exit 3 ;;
 esac
 echo "torchrun chatter on stderr" >&2
@@ -87,7 +87,7 @@ echo '{{"event":"env","torch":"2.11.0+cu130","cuda":"13.0","nccl":"2.28.9","gpus
 echo '{{"event":"progress","phase":"ready","step":0,"total":4}}'
 echo '{{"event":"progress","phase":"timed","step":4,"total":4}}'
 echo '{{"event":"some_future_event","x":1}}'
-echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"bf16\",\"world_size\":$n,\"micro_batch\":8,\"accum\":1,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\",\"nocomm_step_time_median_s\":$nocomm,\"all_reduce_probe\":$probe,\"step_times_s\":[$step,$step,$step]}}"
+echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"bf16\",\"world_size\":$n,\"micro_batch\":8,\"accum\":1,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\",\"nocomm_step_time_median_s\":$nocomm,\"solo_step_time_median_s\":$solo,\"all_reduce_probe\":$probe,\"step_times_s\":[$step,$step,$step]}}"
 exit 0
 "#
     )
@@ -154,6 +154,9 @@ fn fake_benchmark_gives_results_with_speedups() {
     assert_eq!(env.gpu_uuids[1].as_deref(), Some("GPU-b"));
     assert_eq!(l2.nocomm_step_median_s, Some(0.105));
     assert_eq!(run.launches[0].nocomm_step_median_s, None);
+    // One GPU alone inside the N-GPU launch, as the script timed it.
+    assert_eq!(two.solo_step_time_median_s, Some(0.102));
+    assert_eq!(one.solo_step_time_median_s, None);
     assert_eq!(l2.step_times_s, vec![0.125; 3]);
     assert_eq!(
         l2.nccl_env.get("NCCL_P2P_DISABLE").map(String::as_str),
