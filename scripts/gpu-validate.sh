@@ -8,7 +8,8 @@
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
 #    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3; netcurve: 2); hostgap: HOSTGAP_REPEATS=N (default 3); accumgap: ACCUMGAP_REPEATS=N (default 8);
-#    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes;
+#    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes,
+#      MLPREP_VARIANTS (default base,fp16,accum8,nocomm: the nocomm runs, which also time one GPU alone in each launch, are the model's side-by-side input);
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
 # Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
@@ -277,7 +278,7 @@ mlprep)
         regime "$r"
         case ",${MLPREP_REGIMES:-nvlink,shm}," in *",$name,"*) ;; *) continue ;; esac
         model_curve mlprep "$name" $envs
-        ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$reps"
+        ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants "${MLPREP_VARIANTS:-base,fp16,accum8,nocomm}" $envargs --steps 20 --repeats "$reps"
         # The sweep again after the DDP runs: how far the network moved while they ran.
         model_curve mlprep "$name-after" $envs
         python3 scripts/probe-vs-sweep.py "$LOGS/mlprep-mlp-$name.json" "$LOGS/mlprep-curve-$name.json" \
@@ -309,6 +310,12 @@ accumgap)
         --sweep mlp:448,1024,2048,4352 --variants base,accum8,nocomm+accum8,nocomm $envargs --steps 20 --repeats "${ACCUMGAP_REPEATS:-8}"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     python3 scripts/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
+    # What recommend makes of the nocomm runs (since session 10 each N-GPU launch also times one
+    # GPU alone, and the slowdown is taken launch by launch).
+    for m in 448 1024 2048 4352; do
+        "$DDPCHECK" recommend --model "mlp:$m,4" --micro-batch 256 --gpus "$NGPU" --from "$LOGS/accumgap-mlp-nvlink.json" --json 2>/dev/null |
+            python3 -c 'import json, sys; r = json.load(sys.stdin); print(sys.argv[1], *[x["text"] + " | " + x["rests_on"] for x in r["reasons"] if "side by side" in x["text"]])' "mlp:${m}x4" | tee -a "$SUMMARY"
+    done
     ;;
 features)
     say "## features: bench ddp adds a hooked variant's 1-GPU reference; recommend --verify's gain over the baseline (shm)"
