@@ -668,10 +668,10 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             } else if pct.abs() < 0.5 {
                 format!("{measured}: no slowdown to count.")
             } else if sbs.launches > 1 {
-                let few = if sbs.launches == 2 {
-                    "; two launches a side tell little"
-                } else {
-                    ""
+                let few = match (sbs.launches, sbs.within_launch) {
+                    (2, false) => "; two launches a side tell little",
+                    (2, true) => "; two launches tell little",
+                    _ => "",
                 };
                 format!(
                     "{measured}, within the noise of their launches (Student's t times its standard error, at least twice it{few}): not counted."
