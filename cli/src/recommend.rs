@@ -155,6 +155,22 @@ pub struct VerifyNetwork {
     pub runs: usize,
 }
 
+/// One GPU during `--verify`'s runs against the one-GPU step the predictions read (the quick
+/// runs', or the history's): a measured speedup is over the verify runs' own one-GPU step, so
+/// where the node's compute moved between the two, the verify errors follow. (On 2×H200 the
+/// same MLP's one-GPU step went from 1.77 to 2.50 ms between the quick runs and the verify runs
+/// minutes later: docs/results/h200x2-session10.md §3.)
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VerifyCompute {
+    /// The one-GPU run's variant (a hooked variant's speedup is taken against one GPU without
+    /// the hook).
+    pub variant: String,
+    /// What the predictions read, seconds per step.
+    pub predicted_step_s: f64,
+    /// What the verify runs measured on one GPU, seconds per step.
+    pub measured_step_s: f64,
+}
+
 /// The `--json` document: the report head, the recommendation, and `--verify` rows.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RecommendReport {
@@ -168,6 +184,8 @@ pub struct RecommendReport {
     pub verify_gain: Option<VerifyGain>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_network: Option<VerifyNetwork>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify_compute: Vec<VerifyCompute>,
     /// Seconds spent (measurements included).
     pub seconds: f64,
 }
@@ -810,6 +828,7 @@ pub fn build(
         verify: Vec::new(),
         verify_gain: None,
         verify_network: None,
+        verify_compute: Vec::new(),
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -858,13 +877,27 @@ fn verify(
         if let Some((multi, meas)) = multi_run.and_then(|x| Some((x, x.speedup?))) {
             // The 1-GPU run the speedup was taken against (without the hook), not the
             // variant's own.
+            let one_gpu = one_gpu_partner(&r.results, multi);
             let measured_spread = [
                 multi.launch_spread(),
-                one_gpu_partner(&r.results, multi).and_then(DdpResult::launch_spread),
+                one_gpu.and_then(DdpResult::launch_spread),
             ]
             .into_iter()
             .flatten()
             .reduce(f64::max);
+            if let Some(one) = one_gpu {
+                if !report
+                    .verify_compute
+                    .iter()
+                    .any(|c| c.variant == one.variant)
+                {
+                    report.verify_compute.push(VerifyCompute {
+                        variant: one.variant.clone(),
+                        predicted_step_s: row.prediction.single_gpu_step_s,
+                        measured_step_s: one.step_time_median_s,
+                    });
+                }
+            }
             report.verify.push(VerifyRow {
                 variant: row.variant.clone(),
                 world_size: rec.gpus,
@@ -966,6 +999,25 @@ pub fn render(r: &RecommendReport) -> String {
             n.measured_busbw_gbps,
             ddpcheck_core::recommend::fmt_bytes(n.bytes as f64),
             n.predicted_busbw_gbps,
+        ));
+    }
+    if !r.verify_compute.is_empty() {
+        let each: Vec<String> = r
+            .verify_compute
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {:.2} ms a step, the predictions read {:.2} ms ({:.2}x)",
+                    c.variant,
+                    c.measured_step_s * 1e3,
+                    c.predicted_step_s * 1e3,
+                    c.measured_step_s / c.predicted_step_s
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "  one GPU during these runs: {}\n",
+            each.join("; ")
         ));
     }
     if let Some(g) = &r.verify_gain {

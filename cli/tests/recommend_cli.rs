@@ -300,6 +300,25 @@ fn quick_runs_and_verify_on_a_simulated_node() {
         n["measured_busbw_gbps"].as_f64().unwrap(),
     );
     assert!(m > 0.0 && (m / p - 1.0).abs() < 0.05, "{n}");
+    // One GPU during the verify runs against the step the predictions read (the quick runs'):
+    // the same simulated compute, once per one-GPU run, never a hooked one.
+    let compute = v["verify_compute"].as_array().unwrap();
+    assert!(
+        compute.iter().any(|c| c["variant"] == "base"),
+        "{compute:?}"
+    );
+    for c in compute {
+        let variant = c["variant"].as_str().unwrap();
+        assert!(
+            !variant.contains("bf16") && !variant.contains("fp16"),
+            "{c}"
+        );
+        let (p, m) = (
+            c["predicted_step_s"].as_f64().unwrap(),
+            c["measured_step_s"].as_f64().unwrap(),
+        );
+        assert!(m > 0.0 && (m / p - 1.0).abs() < 0.02, "{c}");
+    }
 
     // --repeats 3: every DDP run launched three times; verify says how far apart they landed.
     let o = recommend(&["--model", "gpt2-124m", "--verify", "--repeats", "3"]);
@@ -307,6 +326,7 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     let t = stdout(&o);
     assert!(t.contains("% apart)"), "{t}");
     assert!(t.contains("network during these runs"), "{t}");
+    assert!(t.contains("one GPU during these runs: base "), "{t}");
     // ... and how uncertain the measured speedup is, and whether the error stands out of it.
     assert!(t.contains("measured ±"), "{t}");
     let o = recommend(&[
