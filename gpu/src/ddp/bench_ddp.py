@@ -496,7 +496,16 @@ def main(argv=None):
     # socket, leaving their cores idle; an NCCL barrier would spin a core and a GPU beside it.
     solo_wait = None
     if world > 1 and any(v["nocomm"] for _, v in cfg["runs"]):
-        solo_wait = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg["nccl_timeout_s"]))
+        try:
+            solo_wait = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg["nccl_timeout_s"]))
+        except Exception as e:  # gloo missing or unreachable: the nocomm runs keep their old form
+            print("ddpcheck: no gloo group (%s): nocomm runs do not time one GPU alone" % one_line(e),
+                  file=sys.stderr)
+        # Every rank must have it, or none waits on it.
+        have = torch.tensor([0.0 if solo_wait is None else 1.0], device=device)
+        dist.all_reduce(have, op=dist.ReduceOp.MIN)
+        if have.item() < 1.0:
+            solo_wait = None
 
     gpus, uuids, pcis = [], [], []
     for i in range(min(world, visible)):
@@ -646,10 +655,10 @@ def main(argv=None):
         def solo_steps(warm, steps):
             """Rank 0's median step alone while the other ranks wait idle (no_sync throughout, so
             nothing is sent): one GPU inside this launch, the reference for N side by side. None
-            on the other ranks, and for a model with buffers (DDP broadcasts those in every
-            forward, which rank 0 alone would wait on for ever)."""
+            on the other ranks, without the gloo group, and for a model with buffers (DDP
+            broadcasts those in every forward, which rank 0 alone would wait on for ever)."""
             global _STAGE
-            if any(True for _ in wrapped.module.buffers()):
+            if solo_wait is None or any(True for _ in wrapped.module.buffers()):
                 return None
             _STAGE = "one GPU alone (rank 0; the others wait)"
             times = []
