@@ -550,8 +550,6 @@ pub struct SoloSlowdown {
     /// The N-GPU step over the one-GPU-alone step: the median over launches of each launch's
     /// ratio.
     pub ratio: f64,
-    /// Launches it rests on.
-    pub launches: usize,
     /// How far ln(ratio) may move by launch noise alone ([`noise_bound`] of its relative
     /// standard error, n − 1 degrees of freedom); `None` for a single launch.
     pub noise_bound: Option<f64>,
@@ -627,19 +625,15 @@ impl DdpResult {
                 .zip(s)
                 .map(|(&n, &one)| (positive(n) && positive(one)).then(|| (n / one).ln()))
                 .collect();
-            let logs = logs?;
-            let n = logs.len() as f64;
-            let sigma = (std::f64::consts::FRAC_PI_2 * sample_sd(&logs)?.powi(2) / n).sqrt();
+            let p = paired_log_ratio(&logs?)?;
             return Some(SoloSlowdown {
-                ratio: crate::expect::median(&logs)?.exp(),
-                launches: logs.len(),
-                noise_bound: Some(noise_bound(sigma, n - 1.0)),
+                ratio: p.median.exp(),
+                noise_bound: Some(p.noise_bound),
             });
         }
         let one = self.solo_step_time_median_s.filter(|x| positive(*x))?;
         positive(self.step_time_median_s).then(|| SoloSlowdown {
             ratio: self.step_time_median_s / one,
-            launches: l.len().max(1),
             noise_bound: None,
         })
     }
@@ -817,15 +811,33 @@ pub fn throughput_ratio(a: &DdpResult, b: &DdpResult) -> Option<ThroughputRatio>
         .zip(lb)
         .map(|(ta, tb)| (work * tb / ta).ln())
         .collect();
-    let (Some(median), Some(sd)) = (crate::expect::median(&logs), sample_sd(&logs)) else {
+    let Some(p) = paired_log_ratio(&logs) else {
         return Some(plain);
     };
+    Some(ThroughputRatio {
+        ratio: p.median.exp(),
+        uncertainty: Some(p.sigma),
+        noise_bound: Some(p.noise_bound),
+    })
+}
+
+/// A ratio measured launch by launch: the median of the per-launch ln ratios, its relative
+/// standard error √(π/2)·sd/√n, and its [`noise_bound`] at n − 1 degrees of freedom.
+struct PairedLogRatio {
+    median: f64,
+    sigma: f64,
+    noise_bound: f64,
+}
+
+/// [`PairedLogRatio`] of per-launch ln ratios; `None` for fewer than two.
+fn paired_log_ratio(logs: &[f64]) -> Option<PairedLogRatio> {
+    let (median, sd) = (crate::expect::median(logs)?, sample_sd(logs)?);
     let n = logs.len() as f64;
     let sigma = (std::f64::consts::FRAC_PI_2 / n).sqrt() * sd;
-    Some(ThroughputRatio {
-        ratio: median.exp(),
-        uncertainty: Some(sigma),
-        noise_bound: Some(noise_bound(sigma, n - 1.0)),
+    Some(PairedLogRatio {
+        median,
+        sigma,
+        noise_bound: noise_bound(sigma, n - 1.0),
     })
 }
 
@@ -1016,7 +1028,6 @@ mod tests {
         assert_eq!(r.launch_solo_step_medians_s.len(), 8);
         let s = r.solo_slowdown().unwrap();
         assert!((s.ratio - 1.10).abs() < 0.015, "{s:?}");
-        assert_eq!(s.launches, 8);
         let bound = s.noise_bound.unwrap();
         assert!(s.ratio.ln() > bound, "{s:?}");
         // The same steps compared as two separately launched runs sit inside their noise.
@@ -1034,7 +1045,7 @@ mod tests {
         // A single launch: the ratio, with no noise bound.
         let one = runs[1].solo_slowdown().unwrap();
         assert!((one.ratio - 1.1 * 0.99).abs() < 1e-9, "{one:?}");
-        assert_eq!((one.launches, one.noise_bound), (1, None));
+        assert_eq!(one.noise_bound, None);
         // Nothing to compare: no solo step, or a non-finite one.
         assert!(launch(None, 0.011).solo_slowdown().is_none());
         assert!(launch(Some(f64::NAN), 0.011).solo_slowdown().is_none());
