@@ -629,17 +629,22 @@ def main(argv=None):
             opt.zero_grad(set_to_none=True)
             return loss
 
+        def timed_step(sync):
+            """One train_step timed from an idle GPU to an idle GPU: (seconds, loss)."""
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            loss = train_step(sync)
+            torch.cuda.synchronize(device)
+            return time.perf_counter() - t0, loss
+
         def timed_steps(phase, warm, steps, sync):
             global _STAGE
             times, last_note, loss = [], 0.0, None
             total = warm + steps
             for s in range(total):
                 _STAGE = "%s step %d/%d" % (phase, s + 1, total)
-                torch.cuda.synchronize(device)
-                t0 = time.perf_counter()
-                loss = train_step(sync)
-                torch.cuda.synchronize(device)
-                times.append(time.perf_counter() - t0)
+                took, loss = timed_step(sync)
+                times.append(took)
                 now = time.perf_counter()
                 if now - last_note >= PROGRESS_EVERY_S or s + 1 == total:
                     last_note = now
@@ -663,12 +668,7 @@ def main(argv=None):
             _STAGE = "one GPU alone (rank 0; the others wait)"
             times = []
             if rank == 0:
-                for _ in range(warm + steps):
-                    torch.cuda.synchronize(device)
-                    t0 = time.perf_counter()
-                    train_step(False)
-                    torch.cuda.synchronize(device)
-                    times.append(time.perf_counter() - t0)
+                times = [timed_step(False)[0] for _ in range(warm + steps)]
             dist.barrier(group=solo_wait)
             return median(times[warm:]) if rank == 0 else None
 
