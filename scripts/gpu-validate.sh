@@ -7,7 +7,7 @@
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
-#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3; netcurve: 2); hostgap: HOSTGAP_REPEATS=N (default 3); accumgap: ACCUMGAP_REPEATS=N (default 8);
+#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3; netcurve: 2); hostgap: HOSTGAP_REPEATS=N (default 3); accumgap: ACCUMGAP_REPEATS=N (default 8), ACCUMGAP_STEPS=N timed steps a run (default 20; more steps narrow the solo phase's noise, scripts/paired-noise.py);
 #    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes,
 #      MLPREP_VARIANTS (default base,fp16,accum8,nocomm: the nocomm runs, which also time one GPU alone in each launch, are the model's side-by-side input);
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
@@ -304,10 +304,10 @@ accumgap)
     # (most on NVLink, where its 16.8 MB of gradients take 0.1 ms): N ranks side by side running
     # eight micro-batches apart (nocomm+accum8, no gradient sent) against the same eight with the
     # last one synchronising (accum8), in the same launches, on the regime with the least wire time.
-    say "## accumgap: accum8 against nocomm+accum8 at 1 and $NGPU GPUs (NVLink), ${ACCUMGAP_REPEATS:-8} launches"
+    say "## accumgap: accum8 against nocomm+accum8 at 1 and $NGPU GPUs (NVLink), ${ACCUMGAP_REPEATS:-8} launches of ${ACCUMGAP_STEPS:-20} steps"
     regime "${REGIMES[0]}"
     ddp_runs accumgap-mlp-nvlink "mlp 448-4352 base,accum8,nocomm+accum8,nocomm x${ACCUMGAP_REPEATS:-8} nvlink" \
-        --sweep mlp:448,1024,2048,4352 --variants base,accum8,nocomm+accum8,nocomm $envargs --steps 20 --repeats "${ACCUMGAP_REPEATS:-8}"
+        --sweep mlp:448,1024,2048,4352 --variants base,accum8,nocomm+accum8,nocomm $envargs --steps "${ACCUMGAP_STEPS:-20}" --repeats "${ACCUMGAP_REPEATS:-8}"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     python3 scripts/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
     # What recommend makes of the nocomm runs (since session 10 each N-GPU launch also times one
