@@ -554,6 +554,7 @@ fn measured_side_by_side(
         launches: sbs.fewest_launches(),
         within_launch: sbs.within_launch(),
         distinct: sbs.distinct,
+        noise_bound: sbs.noise_bound,
         rests_on,
     })
 }

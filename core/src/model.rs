@@ -918,13 +918,16 @@ pub struct SideBySide<'a> {
     /// The N-GPU `nocomm` step over the 1-GPU step (not clamped: noise can put it below 1).
     pub slowdown: f64,
     /// Both sides were launched more than once and the slowdown lies beyond their launches'
-    /// noise ([`crate::ddp::beyond_launch_noise`]: Student's t times the standard error, at
+    /// noise ([`crate::ddp::speedup_noise_bound`]: Student's t times the standard error, at
     /// least twice it; within the same launches, the noise of the per-launch ratios,
     /// [`crate::ddp::SoloSlowdown::noise_bound`]). Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single
     /// launch of a short step moved 10–57%, more than the slowdowns measured (4–21%), and
     /// counting them made predictions worse. (Until session 6 every N-GPU launch had to be slower than every 1-GPU
     /// one: a test that grows stricter the more launches there are, as ranges only widen.)
     pub distinct: bool,
+    /// How far ln(slowdown) may move by its launches' noise alone (the bound `distinct`
+    /// tests); `None` unless every side was launched at least twice.
+    pub noise_bound: Option<f64>,
     pub nocomm: &'a DdpResult,
     /// The separately launched 1-GPU run it is compared with; `None` where the `nocomm` run's
     /// own launches timed one GPU alone ([`crate::ddp::DdpResult::solo_slowdown`]), which is
@@ -1010,23 +1013,25 @@ pub fn side_by_side<'a>(
     candidates.reverse();
     candidates.sort_by_key(|r| r.accum != 1);
     candidates.into_iter().find_map(|n| {
+        let distinct = |slowdown: f64, bound: Option<f64>| {
+            slowdown > 1.0 && bound.is_some_and(|b| slowdown.ln() > b)
+        };
         if let Some(solo) = n.solo_slowdown() {
-            let distinct =
-                solo.ratio > 1.0 && solo.noise_bound.is_some_and(|b| solo.ratio.ln() > b);
             return Some(SideBySide {
                 slowdown: solo.ratio,
-                distinct,
+                distinct: distinct(solo.ratio, solo.noise_bound),
+                noise_bound: solo.noise_bound,
                 nocomm: n,
                 one_gpu: None,
             });
         }
         let one = reference(n.accum)?;
         let slowdown = n.step_time_median_s / one.step_time_median_s;
-        let distinct =
-            slowdown > 1.0 && crate::ddp::beyond_launch_noise(slowdown.ln(), n, one) == Some(true);
+        let noise_bound = crate::ddp::speedup_noise_bound(n, one);
         Some(SideBySide {
             slowdown,
-            distinct,
+            distinct: distinct(slowdown, noise_bound),
+            noise_bound,
             nocomm: n,
             one_gpu: Some(one),
         })

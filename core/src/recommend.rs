@@ -174,6 +174,10 @@ pub struct SideBySideInput {
     /// least twice it ([`crate::model::SideBySide::distinct`]). Only then is it counted:
     /// anything less is within the launch-to-launch noise.
     pub distinct: bool,
+    /// How far ln(measured_ratio) may move by its launches' noise alone, the bound `distinct`
+    /// tests (about a relative bound: 0.09 is ±9%); `None` with a single launch.
+    #[serde(default)]
+    pub noise_bound: Option<f64>,
     /// The runs it comes from.
     pub rests_on: String,
 }
@@ -673,8 +677,17 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
                     (2, true) => "; two launches tell little",
                     _ => "",
                 };
+                // The bound in the units of the measurement, so a reader sees how many more
+                // launches it would take.
+                let bound = sbs.noise_bound.map_or(String::new(), |b| {
+                    format!(
+                        "±{:.0}% from {} launches: ",
+                        (b.exp() - 1.0) * 100.0,
+                        sbs.launches
+                    )
+                });
                 format!(
-                    "{measured}, within the noise of their launches (Student's t times its standard error, at least twice it{few}): not counted."
+                    "{measured}, within the noise of their launches ({bound}Student's t times its standard error, at least twice it{few}): not counted."
                 )
             } else {
                 format!(
@@ -1736,6 +1749,7 @@ mod tests {
             launches: 8,
             within_launch: false,
             distinct: true,
+            noise_bound: Some(0.1),
             rests_on: "nocomm at 4 GPUs: 156 ms".into(),
         });
         let crowded = recommend(&input).unwrap();
@@ -1758,6 +1772,7 @@ mod tests {
             .any(|r| r.text.contains("20% slower") && r.rests_on.contains("nocomm at 4 GPUs")));
         // Within the launches' noise, or one launch each: said, not counted.
         for (launches, says) in [
+            (8, "(±11% from 8 launches: Student's t"),
             (8, "at least twice it): not counted"),
             (2, "two launches a side tell little"),
             (1, "one launch each"),

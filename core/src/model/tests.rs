@@ -773,6 +773,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     // Single launches: measured, not counted (a launch of a short step moves more than this).
     assert!(!s.distinct && !s.repeated() && s.counted() == 1.0);
     assert_eq!(s.fewest_launches(), 1);
+    assert_eq!(s.noise_bound, None);
     // Repeated launches: counted only where the slowdown (here 1.2, ln 0.18) lies beyond twice
     // its standard error over the launches.
     let launched = |r: &DdpResult, l: &[f64]| DdpResult {
@@ -792,6 +793,10 @@ fn side_by_side_reads_the_nocomm_runs() {
     let spread = launched(&nocomm2, &[0.008, 0.0132, 0.020]);
     let s = side_by_side(&[&one, &spread], &mlp.name(), 8, 2).unwrap();
     assert!(!s.distinct && s.repeated() && s.counted() == 1.0, "{s:?}");
+    // The bound it was held to travels with it (recommend prints it).
+    let bound = s.noise_bound.unwrap();
+    assert_eq!(Some(bound), crate::ddp::speedup_noise_bound(&spread, &one));
+    assert!(bound > s.slowdown.ln(), "{s:?}");
     // Ten launches a side whose ranges overlap (one slow 1-GPU launch, one fast N-GPU one)
     // but whose medians stand well apart: counted; a test of disjoint ranges would not count it.
     let mut ten_one = vec![0.011; 9];
@@ -846,6 +851,8 @@ fn side_by_side_reads_the_nocomm_runs() {
     let s = side_by_side(&[&one, &paired], &mlp.name(), 8, 2).unwrap();
     assert!(s.within_launch() && s.one_gpu.is_none(), "{s:?}");
     assert!(s.distinct && close(s.counted(), 1.1, 1e-9), "{s:?}");
+    assert_eq!(s.noise_bound, paired.solo_slowdown().unwrap().noise_bound);
+    assert!(s.noise_bound.unwrap() < 1.1f64.ln(), "{s:?}");
     assert_eq!(s.fewest_launches(), 8);
     // The same with one launch: measured, not counted.
     let single = DdpResult {
