@@ -665,9 +665,21 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
                     if pct > 0.0 { "slower" } else { "faster" }
                 )
             };
+            // The bound in the units of the measurement, so a reader sees how firm the count
+            // is, or how many more launches it would take.
+            let bound = |then: &str| {
+                sbs.noise_bound.map_or(String::new(), |b| {
+                    format!(
+                        "±{:.0}% from {} launches{then}",
+                        (b.exp() - 1.0) * 100.0,
+                        sbs.launches
+                    )
+                })
+            };
             let text = if sbs.distinct && pct >= 0.5 {
+                let bound = bound("; ");
                 format!(
-                    "{measured}, beyond the noise of their launches (their processes share the host): the micro-batches under no_sync pay it in full, a synchronising one only where it outlasts the wait for its all-reduces, and no setting of DDP recovers it."
+                    "{measured}, beyond the noise of their launches ({bound}their processes share the host): the micro-batches under no_sync pay it in full, a synchronising one only where it outlasts the wait for its all-reduces, and no setting of DDP recovers it."
                 )
             } else if pct.abs() < 0.5 {
                 format!("{measured}: no slowdown to count.")
@@ -677,15 +689,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
                     (2, true) => "; two launches tell little",
                     _ => "",
                 };
-                // The bound in the units of the measurement, so a reader sees how many more
-                // launches it would take.
-                let bound = sbs.noise_bound.map_or(String::new(), |b| {
-                    format!(
-                        "±{:.0}% from {} launches: ",
-                        (b.exp() - 1.0) * 100.0,
-                        sbs.launches
-                    )
-                });
+                let bound = bound(": ");
                 format!(
                     "{measured}, within the noise of their launches ({bound}Student's t times its standard error, at least twice it{few}): not counted."
                 )
@@ -1770,6 +1774,9 @@ mod tests {
             .reasons
             .iter()
             .any(|r| r.text.contains("20% slower") && r.rests_on.contains("nocomm at 4 GPUs")));
+        assert!(crowded.reasons.iter().any(|r| r
+            .text
+            .contains("beyond the noise of their launches (±11% from 8 launches; their")));
         // Within the launches' noise, or one launch each: said, not counted.
         for (launches, says) in [
             (8, "(±11% from 8 launches: Student's t"),
