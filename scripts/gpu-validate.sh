@@ -316,6 +316,12 @@ accumgap)
         "$DDPCHECK" recommend --model "mlp:$m,4" --micro-batch 256 --gpus "$NGPU" --from "$LOGS/accumgap-mlp-nvlink.json" --json 2>/dev/null |
             python3 -c 'import json, sys; r = json.load(sys.stdin); print(sys.argv[1], *[x["text"] + " | " + x["rests_on"] for x in r["reasons"] if "side by side" in x["text"]])' "mlp:${m}x4" | tee -a "$SUMMARY"
     done
+    # The judged view of the same launches, as judged-set.sh's "s10 accumgap" block reads them:
+    # the curve the runs' probes timed (session 10's NVLink sweep report lends only its header).
+    python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
+        "accumgap-nvlink:docs/results/2026-11-30-s10/mlprep8/mlprep8-curve-nvlink.json:$LOGS/accumgap-mlp-nvlink.json" |
+        tee -a "$SUMMARY"
+
     ;;
 features)
     say "## features: bench ddp adds a hooked variant's 1-GPU reference; recommend --verify's gain over the baseline (shm)"
