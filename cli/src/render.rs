@@ -139,6 +139,33 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "-".into())
 }
 
+/// One line per `nocomm` run that timed one GPU alone inside its own launches: that step, and
+/// the side-by-side slowdown taken launch by launch with its noise bound (what `recommend`
+/// weighs).
+fn solo_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|x| {
+            let solo = x.solo_step_time_median_s?;
+            let slowdown = x.solo_slowdown()?;
+            let launches = x.launch_step_medians_s.len().max(1);
+            let bound = slowdown.noise_bound.map_or_else(
+                || "one launch: no noise bound".to_string(),
+                |b| ddpcheck_core::ddp::describe_noise_bound(b, launches),
+            );
+            Some(format!(
+                "{} {} at {} GPUs: one GPU alone in the same {} {:.2} ms a step; side by side x{:.3} ({bound})",
+                x.model,
+                x.variant,
+                x.world_size,
+                if launches > 1 { "launches" } else { "launch" },
+                solo * 1e3,
+                slowdown.ratio
+            ))
+        })
+        .collect()
+}
+
 /// Per GPU count, what the runs' all-reduce probes (timed alone in their own process group
 /// before their steps) measured at the largest and smallest size: the curve `recommend` reads.
 fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
@@ -232,6 +259,10 @@ pub fn bench_ddp(r: &DdpReport) -> String {
     });
     if nocomm {
         s.push_str("nocomm: no gradient communication at all; its exposed comm is what N GPUs side by side cost each other\n");
+    }
+    for line in solo_lines(&r.results) {
+        s.push_str(&line);
+        s.push('\n');
     }
     let caveats = ddpcheck_core::caveats::ddp_caveats(&r.results);
     if !caveats.is_empty() {

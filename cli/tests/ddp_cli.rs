@@ -248,6 +248,22 @@ fn nocomm_runs_side_by_side_and_is_explained() {
         "{}",
         stdout(&o)
     );
+    // The 2-GPU run timed one GPU alone in its own launch too: the table says so, and that one
+    // launch gives no noise bound; three give one.
+    assert!(
+        stdout(&o).contains("gpt2-124m nocomm at 2 GPUs: one GPU alone in the same launch ")
+            && stdout(&o).contains("side by side x1.000 (one launch: no noise bound)"),
+        "{}",
+        stdout(&o)
+    );
+    let o = sim_gpt2_bench("nocomm", &["--repeats", "3"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("one GPU alone in the same launches")
+            && stdout(&o).contains("from 3 launches)"),
+        "{}",
+        stdout(&o)
+    );
     // With a hook it is a usage error, not a run.
     let o = sim_gpt2_bench("nocomm+bf16", &[]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));

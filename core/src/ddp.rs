@@ -742,6 +742,14 @@ pub fn noise_bound(sigma: f64, dof: f64) -> f64 {
     t.max(2.0) * sigma
 }
 
+/// A bound on a ln ratio as a reader takes it: `±11% from 8 launches`.
+pub fn describe_noise_bound(ln_bound: f64, launches: usize) -> String {
+    format!(
+        "±{:.0}% from {launches} launches",
+        ln_bound.exp_m1() * 100.0
+    )
+}
+
 /// [`noise_bound`] of a speedup (or any ratio of the two runs' step times): σ its
 /// [`speedup_uncertainty`], the degrees of freedom the Welch–Satterthwaite ones of the two
 /// launch sets. `None` unless both were launched at least twice.

@@ -670,9 +670,8 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             let bound = |then: &str| {
                 sbs.noise_bound.map_or(String::new(), |b| {
                     format!(
-                        "±{:.0}% from {} launches{then}",
-                        (b.exp() - 1.0) * 100.0,
-                        sbs.launches
+                        "{}{then}",
+                        crate::ddp::describe_noise_bound(b, sbs.launches)
                     )
                 })
             };
