@@ -70,6 +70,17 @@ nocomm_inputs() {
     [ "${NOCOMM_REPEATS:-0}" -gt 0 ] || return 0
     ddp_runs "$prefix" "nocomm $label x$NOCOMM_REPEATS" "$@" --variants nocomm --repeats "$NOCOMM_REPEATS"
 }
+# What recommend makes of a report's nocomm runs, one line per model (mlp widths at depth 4,
+# micro-batch 256): the side-by-side slowdown, taken launch by launch against one GPU alone in the
+# same launches, with its noise bound. side_by_side_reading REPORT WIDTH...
+side_by_side_reading() {
+    local report=$1 m
+    shift
+    for m in "$@"; do
+        "$DDPCHECK" recommend --model "mlp:$m,4" --micro-batch 256 --gpus "$NGPU" --from "$report" --json 2>/dev/null |
+            python3 -c 'import json, sys; r = json.load(sys.stdin); print(sys.argv[1], *[x["text"] + " | " + x["rests_on"] for x in r["reasons"] if "side by side" in x["text"]])' "mlp:${m}x4" | tee -a "$SUMMARY"
+    done
+}
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
 # One entry of REGIMES into name (nvlink), envs (VAR=VALUE ...) and envargs (--env VAR=VALUE ...).
 regime() {
@@ -283,6 +294,7 @@ mlprep)
         model_curve mlprep "$name-after" $envs
         python3 scripts/probe-vs-sweep.py "$LOGS/mlprep-mlp-$name.json" "$LOGS/mlprep-curve-$name.json" \
             "$LOGS/mlprep-curve-$name-after.json" | tee -a "$SUMMARY"
+        side_by_side_reading "$LOGS/mlprep-mlp-$name.json" 448 1024 2048 4352
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     # The model's inputs last: a call that runs out of time keeps the judged runs.
@@ -310,12 +322,7 @@ accumgap)
         --sweep mlp:448,1024,2048,4352 --variants base,accum8,nocomm+accum8,nocomm $envargs --steps "${ACCUMGAP_STEPS:-20}" --repeats "${ACCUMGAP_REPEATS:-8}"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     python3 scripts/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
-    # What recommend makes of the nocomm runs (since session 10 each N-GPU launch also times one
-    # GPU alone, and the slowdown is taken launch by launch).
-    for m in 448 1024 2048 4352; do
-        "$DDPCHECK" recommend --model "mlp:$m,4" --micro-batch 256 --gpus "$NGPU" --from "$LOGS/accumgap-mlp-nvlink.json" --json 2>/dev/null |
-            python3 -c 'import json, sys; r = json.load(sys.stdin); print(sys.argv[1], *[x["text"] + " | " + x["rests_on"] for x in r["reasons"] if "side by side" in x["text"]])' "mlp:${m}x4" | tee -a "$SUMMARY"
-    done
+    side_by_side_reading "$LOGS/accumgap-mlp-nvlink.json" 448 1024 2048 4352
     # The judged view of the same launches, as judged-set.sh's "s10 accumgap" block reads them:
     # the curve the runs' probes timed (session 10's NVLink sweep report lends only its header).
     python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \

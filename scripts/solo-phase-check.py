@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """Checks on CPU, with real torch and torchrun, the pattern behind bench_ddp.py's solo phase.
 
-A nocomm run on N GPUs first steps rank 0 alone under DDP's no_sync while the other ranks wait on
-a gloo barrier. That holds only if DDP sends nothing from a no_sync step; if it did, rank 0 would
-wait for ranks that wait for it. This script runs the same sequence on CPU (gloo stands in for
-NCCL as the default group) for a model without buffers, which must finish, and for one with
-buffers, which DDP broadcasts in every forward: that one must stall until the timeout, which is
-why bench_ddp.py skips the solo phase for such models.
+A nocomm run on N GPUs alternates rank 0 stepping alone under DDP's no_sync, while the other ranks
+wait on a gloo barrier, with all ranks stepping together. That holds only if DDP sends nothing
+from a no_sync step; if it did, rank 0 would wait for ranks that wait for it. This script drives
+bench_ddp.py's own `alternate_solo` on CPU (gloo stands in for NCCL as the default group) for a
+model without buffers, which must finish, and for one with buffers, which DDP broadcasts in every
+forward: that one must stall until the timeout, which is why bench_ddp.py skips the solo phase
+for such models.
 
 Usage (no GPU needed; torch from PyPI):
     python3 -m torch.distributed.run --standalone --nproc_per_node 2 scripts/solo-phase-check.py
 Rank 0 prints one line per model and exits 0 when both behave as bench_ddp.py assumes.
 """
 
+import importlib.util
 import os
 import sys
 import time
@@ -25,9 +27,20 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 STALL_TIMEOUT_S = 10
 
 
-def solo_then_side_by_side(model, rank, wait_group, steps=5):
-    """bench_ddp.py's order: rank 0 alone under no_sync, a gloo barrier, then every rank under
-    no_sync and an all_gather of step times. Returns rank 0's solo step times."""
+def load_runner():
+    """bench_ddp.py as a module (its imports of torch are inside its functions)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "gpu", "src", "ddp", "bench_ddp.py")
+    spec = importlib.util.spec_from_file_location("bench_ddp", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def solo_then_side_by_side(runner, model, rank, wait_group, steps=5):
+    """bench_ddp.py's alternate_solo over a CPU DDP model, every step under no_sync, the together
+    blocks ending in an all_gather of their step times as bench_ddp.py's do. Returns rank 0's
+    solo step times and the together ones."""
     wrapped = DDP(model)
     opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(4321 + rank)
@@ -41,12 +54,14 @@ def solo_then_side_by_side(model, rank, wait_group, steps=5):
         opt.zero_grad(set_to_none=True)
         return time.perf_counter() - t0
 
-    solo = [step() for _ in range(steps)] if rank == 0 else []
-    dist.barrier(group=wait_group)
-    together = torch.tensor([step() for _ in range(steps)], dtype=torch.float64)
-    gathered = [torch.empty_like(together) for _ in range(dist.get_world_size())]
-    dist.all_gather(gathered, together)
-    return solo
+    def together(_round, warm, n):
+        times = torch.tensor([step() for _ in range(warm + n)], dtype=torch.float64)
+        gathered = [torch.empty_like(times) for _ in range(dist.get_world_size())]
+        dist.all_gather(gathered, times)
+        return torch.stack(gathered).max(dim=0).values.tolist()[warm:]
+
+    return runner.alternate_solo(rank, runner.SOLO_ROUNDS, 2, steps, step, together,
+                                 lambda: dist.barrier(group=wait_group))
 
 
 def main():
@@ -58,13 +73,15 @@ def main():
     dist.all_reduce(have, op=dist.ReduceOp.MIN)
     ok = have.item() == 1.0
 
+    runner = load_runner()
     torch.manual_seed(1234)
     plain = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 64))
     try:
-        solo = solo_then_side_by_side(plain, rank, wait_group)
+        solo, together = solo_then_side_by_side(runner, plain, rank, wait_group)
         if rank == 0:
-            print("without buffers: finished; rank 0 alone %d steps, median %.2f ms"
-                  % (len(solo), 1e3 * sorted(solo)[len(solo) // 2]))
+            print("without buffers: finished; %d rounds, rank 0 alone %d steps (median %.2f ms), together %d"
+                  % (runner.SOLO_ROUNDS, len(solo), 1e3 * runner.median(solo), len(together)))
+            ok = ok and len(solo) == len(together) == runner.SOLO_ROUNDS * 5
     except Exception as e:  # a stall here breaks bench_ddp.py's assumption
         ok = False
         print("rank %d without buffers: FAILED (%s)" % (rank, str(e).splitlines()[0]), file=sys.stderr)
@@ -74,7 +91,7 @@ def main():
     t0 = time.perf_counter()
     stalled = None
     try:
-        solo_then_side_by_side(normed, rank, wait_group)
+        solo_then_side_by_side(runner, normed, rank, wait_group)
     except Exception as e:  # rank 0 waits in DDP's buffer broadcast, the others at the barrier
         stalled = str(e).splitlines()[0][:160]
     if rank == 0:

@@ -532,9 +532,9 @@ pub struct DdpResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_reduce_probe: Option<Sweep>,
     /// A `nocomm` run on more than one GPU: the median step of one GPU alone inside the same
-    /// launch (rank 0 stepping while the other ranks wait idle), the reference N side by side is
-    /// measured against where the launch's own speed cancels ([`DdpResult::solo_slowdown`]). The
-    /// median over launches when repeated.
+    /// launch (rank 0 stepping while the other ranks wait idle, in rounds alternating with all
+    /// ranks together), the reference N side by side is measured against where the launch's own
+    /// speed cancels ([`DdpResult::solo_slowdown`]). The median over launches when repeated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solo_step_time_median_s: Option<f64>,
     /// With repeated launches: each launch's `solo_step_time_median_s`, in the order of

@@ -693,10 +693,10 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
                     "{measured}, within the noise of their launches ({bound}Student's t times its standard error, at least twice it{few}): not counted."
                 )
             } else {
-                // Eight: scripts/paired-noise.py puts the bound of eight launches near ±10% on
-                // session 5's paired launches (docs/results/h200x2-session10.md, 2026-12-01).
+                // Five: scripts/paired-noise.py puts the bound of five launches of three solo
+                // rounds near ±9% on session 5's paired launches (docs/results/h200x2-session10.md).
                 format!(
-                    "{measured}, one launch each: not counted, as one launch of a short step can move more than that (with --repeats N the slowdown gets a noise bound; a 10% one needs about eight launches to stand out)."
+                    "{measured}, one launch each: not counted, as one launch of a short step can move more than that (with --repeats N the slowdown gets a noise bound; a 10% one needs about five launches to stand out)."
                 )
             };
             reasons.push(Reason {
@@ -1084,7 +1084,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
             warnings.push(Warning {
                 code: "side_by_side_unmeasured".into(),
                 text: format!(
-                    "Not measured: how much {n} processes side by side slow each other's compute; the model assumes not at all, which over-predicts short, host-bound steps where they do. `--repeats N` measures it (`nocomm` runs at 1 and {n} GPUs, the {n}-GPU ones timing one GPU alone in the same launches too); a slowdown of 10% needs about eight launches to stand out of launch noise."
+                    "Not measured: how much {n} processes side by side slow each other's compute; the model assumes not at all, which over-predicts short, host-bound steps where they do. `--repeats N` measures it (`nocomm` runs at 1 and {n} GPUs, the {n}-GPU ones timing one GPU alone in the same launches too); a slowdown of 10% needs about five launches to stand out of launch noise."
                 ),
                 rests_on: compute_cite.clone(),
             });

@@ -49,6 +49,11 @@ PROGRESS_EVERY_S = 0.5
 # The all-reduce probe before each multi-GPU run (config "all_reduce_probe_bytes"): warm-up and
 # timed calls per size.
 PROBE_WARMUP, PROBE_ITERS = 2, 8
+# A nocomm run on N GPUs alternates rank 0 alone and all ranks together this many times, each
+# block the run's steps. One pair of 20-step blocks on 2xH200 put a launch's ln(together/alone)
+# 0.089 from the next; three pairs, about 0.058 (scripts/paired-noise.py over session 5's paired
+# launches); alternating also cancels a drift in the node's speed along the run.
+SOLO_ROUNDS = 3
 
 _STAGE = "starting"
 _OUT = None
@@ -123,6 +128,24 @@ def median(xs):
         raise ValueError("median of no values")
     mid = n // 2
     return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2.0
+
+
+def alternate_solo(rank, rounds, warm, steps, solo_step, together_block, wait):
+    """Rank 0 steps alone for a block while the other ranks wait, then every rank steps together
+    for a block, `rounds` times; the first block of each side also runs the warm-up.
+
+    solo_step() times one step of rank 0 alone; together_block(round, warm, steps) runs a block
+    on every rank and returns its step times after the warm-up; wait() holds every rank until
+    rank 0 is done alone. Returns (rank 0's solo step times after the warm-up, [] on the other
+    ranks; the together step times after the warm-up, round after round)."""
+    solo, together = [], []
+    for r in range(rounds):
+        w = warm if r == 0 else 0
+        if rank == 0:
+            solo += [solo_step() for _ in range(w + steps)][w:]
+        wait()
+        together += together_block(r, w, steps)
+    return solo, together
 
 
 def percentile(xs, q):
@@ -637,18 +660,21 @@ def main(argv=None):
             torch.cuda.synchronize(device)
             return time.perf_counter() - t0, loss
 
-        def timed_steps(phase, warm, steps, sync):
+        def timed_steps(phase, warm, steps, sync, done=0, overall=None):
+            """warm + steps steps on every rank; the slowest rank's time of each after the warm-up.
+            Progress counts from `done` of `overall` steps (a block of a longer phase)."""
             global _STAGE
             times, last_note, loss = [], 0.0, None
             total = warm + steps
+            overall = overall or total
             for s in range(total):
-                _STAGE = "%s step %d/%d" % (phase, s + 1, total)
+                _STAGE = "%s step %d/%d" % (phase, done + s + 1, overall)
                 took, loss = timed_step(sync)
                 times.append(took)
                 now = time.perf_counter()
                 if now - last_note >= PROGRESS_EVERY_S or s + 1 == total:
                     last_note = now
-                    emit({"event": "progress", "phase": phase, "step": s + 1, "total": total,
+                    emit({"event": "progress", "phase": phase, "step": done + s + 1, "total": overall,
                           "warmup": warm, "last_step_s": round(times[-1], 6)})
             _STAGE = "collecting %s step times" % phase
             local = torch.tensor(times, dtype=torch.float64, device=device)
@@ -657,27 +683,41 @@ def main(argv=None):
             per_step = gathered.max(dim=0).values.tolist()  # a step lasts as long as its slowest rank
             return per_step[warm:], loss
 
-        def solo_steps(warm, steps):
-            """Rank 0's median step alone while the other ranks wait idle (no_sync throughout, so
-            nothing is sent): one GPU inside this launch, the reference for N side by side. None
-            on the other ranks, without the gloo group, and for a model with buffers (DDP
-            broadcasts those in every forward, which rank 0 alone would wait on for ever)."""
-            global _STAGE
-            if solo_wait is None or any(True for _ in wrapped.module.buffers()):
-                return None
-            _STAGE = "one GPU alone (rank 0; the others wait)"
-            times = []
-            if rank == 0:
-                times = [timed_step(False)[0] for _ in range(warm + steps)]
-            dist.barrier(group=solo_wait)
-            return median(times[warm:]) if rank == 0 else None
+        def nocomm_with_solo(warm, steps):
+            """A nocomm run on N GPUs that also times one GPU inside this launch, the reference
+            for N side by side: SOLO_ROUNDS times rank 0 alone while the other ranks wait idle
+            (no_sync throughout, so nothing is sent), then all ranks together. Returns (rank 0's
+            median step alone, None on the other ranks; the together step times; the last loss)."""
+            last = {}
+            overall = warm + SOLO_ROUNDS * steps
+
+            def solo_step():
+                global _STAGE
+                _STAGE = "one GPU alone (rank 0; the others wait)"
+                return timed_step(False)[0]
+
+            def together(r, w, n):
+                times, last["loss"] = timed_steps("timed", w, n, False, done=0 if r == 0 else warm + r * n,
+                                                  overall=overall)
+                return times
+
+            alone, timed = alternate_solo(rank, SOLO_ROUNDS, warm, steps, solo_step, together,
+                                          lambda: dist.barrier(group=solo_wait))
+            return (median(alone) if rank == 0 else None), timed, last["loss"]
 
         warm, steps = cfg["warmup_steps"], cfg["steps"]
-        emit({"event": "progress", "phase": "ready", "step": 0, "total": warm + steps, "warmup": warm,
-              "params": params})
-        solo = solo_steps(warm, steps) if var["nocomm"] and world > 1 else None
-        # nocomm: every micro-batch under no_sync, N GPUs side by side with no communication.
-        timed, loss = timed_steps("timed", warm, steps, not var["nocomm"])
+        # Not without the gloo group, nor for a model with buffers: DDP broadcasts those in every
+        # forward, which rank 0 alone would wait on for ever.
+        paired = (var["nocomm"] and world > 1 and solo_wait is not None
+                  and not any(True for _ in wrapped.module.buffers()))
+        emit({"event": "progress", "phase": "ready", "step": 0,
+              "total": warm + (SOLO_ROUNDS if paired else 1) * steps, "warmup": warm, "params": params})
+        if paired:
+            solo, timed, loss = nocomm_with_solo(warm, steps)
+        else:
+            # nocomm: every micro-batch under no_sync, N GPUs side by side with no communication.
+            solo = None
+            timed, loss = timed_steps("timed", warm, steps, not var["nocomm"])
 
         nocomm = None
         if cfg["measure_nocomm"] and world > 1 and not var["fsdp"] and not var["nocomm"]:
@@ -699,7 +739,8 @@ def main(argv=None):
             "world_size": world, "micro_batch": mb, "accum": accum,
             "step_time_median_s": med, "step_time_p90_s": percentile(timed, 0.9),
             "throughput": per_step_units / med, "throughput_unit": unit,
-            "warmup_steps": warm, "steps": steps,
+            "warmup_steps": warm, "steps": len(timed),
+            "solo_rounds": SOLO_ROUNDS if paired else None,
             "nocomm_step_time_median_s": nocomm,
             "solo_step_time_median_s": solo,
             "max_memory_bytes": int(mem.item()), "final_loss": final_loss,

@@ -660,6 +660,68 @@ print(json.dumps({
     assert_eq!(c["all_reduce_probe_bytes"], serde_json::json!([]));
 }
 
+/// A nocomm run on N GPUs alternates rank 0 alone with every rank together: the order of the
+/// blocks, the warm-up only in the first of each side, and the waiting ranks never stepping alone.
+#[test]
+fn solo_rounds_alternate_alone_and_together() {
+    let Some(py) = python3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(dir.path()).unwrap();
+    let code = r#"
+out = {}
+for rank in (0, 1):
+    log, clock = [], iter(range(1000))
+    def solo_step():
+        log.append("alone")
+        return float(next(clock))
+    def together(r, warm, n):
+        log.append("together %d warm %d" % (r, warm))
+        return [100.0 * (r + 1) + i for i in range(warm + n)][warm:]
+    def wait():
+        log.append("wait")
+    solo, tog = m.alternate_solo(rank, 3, 2, 4, solo_step, together, wait)
+    out[str(rank)] = {"log": log, "solo": solo, "together": tog}
+out["rounds"] = m.SOLO_ROUNDS
+print(json.dumps(out))
+"#;
+    let v = with_script_module(py, &script, code, &[], &[]);
+    let log = |rank: &str| -> Vec<String> {
+        v[rank]["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect()
+    };
+    // Rank 0: 2 + 4 steps alone, then together with the warm-up, then 4 alone and 4 together twice.
+    let mut want: Vec<String> = vec!["alone".into(); 6];
+    want.extend(["wait".into(), "together 0 warm 2".into()]);
+    for r in 1..3 {
+        want.extend(vec!["alone".to_string(); 4]);
+        want.extend(["wait".into(), format!("together {r} warm 0")]);
+    }
+    assert_eq!(log("0"), want);
+    // The warm-up steps (clock 0 and 1) are dropped; the rest kept in order.
+    let solo: Vec<f64> = serde_json::from_value(v["0"]["solo"].clone()).unwrap();
+    assert_eq!(
+        solo,
+        vec![2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0]
+    );
+    let together: Vec<f64> = serde_json::from_value(v["0"]["together"].clone()).unwrap();
+    assert_eq!(together.len(), 12);
+    assert_eq!(&together[..4], &[102.0, 103.0, 104.0, 105.0]);
+    assert_eq!(
+        &together[4..],
+        &[200.0, 201.0, 202.0, 203.0, 300.0, 301.0, 302.0, 303.0]
+    );
+    // Rank 1 only waits and steps together.
+    assert!(!log("1").iter().any(|x| x == "alone"), "{:?}", log("1"));
+    assert_eq!(log("1").iter().filter(|x| *x == "wait").count(), 3);
+    assert_eq!(v["1"]["solo"], serde_json::json!([]));
+    assert_eq!(v["1"]["together"], v["0"]["together"]);
+    assert!(v["rounds"].as_u64().unwrap() >= 2);
+}
+
 #[test]
 fn rust_config_is_what_the_script_reads() {
     // Every hook as serde spells it must be accepted by the script's parser.
