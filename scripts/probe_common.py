@@ -1,4 +1,4 @@
-"""Shared by the GPU experiment scripts (paired-probe.py, bucket-timing.py): the DDP runner
+"""Shared by the experiment scripts (paired-probe.py, bucket-timing.py, solo-phase-check.py): the DDP runner
 ddpcheck embeds, loaded as a module so an experiment builds exactly its models, and the start of
 a torchrun process."""
 import importlib.util
@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 
 def load_runner():
-    """gpu/src/ddp/bench_ddp.py as a module (for its build_model)."""
+    """gpu/src/ddp/bench_ddp.py as a module (for its build_model, alternate_solo)."""
     here = os.path.dirname(os.path.abspath(__file__))
     path = os.path.join(here, "..", "gpu", "src", "ddp", "bench_ddp.py")
     spec = importlib.util.spec_from_file_location("ddpcheck_bench_ddp", path)

@@ -14,7 +14,6 @@ Usage (no GPU needed; torch from PyPI):
 Rank 0 prints one line per model and exits 0 when both behave as bench_ddp.py assumes.
 """
 
-import importlib.util
 import os
 import sys
 import time
@@ -24,17 +23,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from probe_common import load_runner
+
 STALL_TIMEOUT_S = 10
-
-
-def load_runner():
-    """bench_ddp.py as a module (its imports of torch are inside its functions)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "gpu", "src", "ddp", "bench_ddp.py")
-    spec = importlib.util.spec_from_file_location("bench_ddp", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def solo_then_side_by_side(runner, model, rank, wait_group, steps=5):
