@@ -328,7 +328,6 @@ accumgap)
     python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
         "accumgap-nvlink:docs/results/2026-11-30-s10/mlprep8/mlprep8-curve-nvlink.json:$LOGS/accumgap-mlp-nvlink.json" |
         tee -a "$SUMMARY"
-
     ;;
 features)
     say "## features: bench ddp adds a hooked variant's 1-GPU reference; recommend --verify's gain over the baseline (shm)"

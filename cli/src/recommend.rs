@@ -553,7 +553,7 @@ fn measured_side_by_side(
         measured_ratio: sbs.slowdown,
         launches: sbs.fewest_launches(),
         within_launch: sbs.within_launch(),
-        distinct: sbs.distinct,
+        distinct: sbs.distinct(),
         noise_bound: sbs.noise_bound,
         rests_on,
     })

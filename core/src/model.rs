@@ -917,16 +917,8 @@ pub fn cost_per_million(throughput: f64, price_per_gpu_hour: f64, n: u32) -> Opt
 pub struct SideBySide<'a> {
     /// The N-GPU `nocomm` step over the 1-GPU step (not clamped: noise can put it below 1).
     pub slowdown: f64,
-    /// Both sides were launched more than once and the slowdown lies beyond their launches'
-    /// noise ([`crate::ddp::speedup_noise_bound`]: Student's t times the standard error, at
-    /// least twice it; within the same launches, the noise of the per-launch ratios,
-    /// [`crate::ddp::SoloSlowdown::noise_bound`]). Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single
-    /// launch of a short step moved 10–57%, more than the slowdowns measured (4–21%), and
-    /// counting them made predictions worse. (Until session 6 every N-GPU launch had to be slower than every 1-GPU
-    /// one: a test that grows stricter the more launches there are, as ranges only widen.)
-    pub distinct: bool,
-    /// How far ln(slowdown) may move by its launches' noise alone (the bound `distinct`
-    /// tests); `None` unless every side was launched at least twice.
+    /// How far ln(slowdown) may move by its launches' noise alone (the bound
+    /// [`SideBySide::distinct`] tests); `None` unless every side was launched at least twice.
     pub noise_bound: Option<f64>,
     pub nocomm: &'a DdpResult,
     /// The separately launched 1-GPU run it is compared with; `None` where the `nocomm` run's
@@ -959,10 +951,21 @@ impl SideBySide<'_> {
         self.one_gpu.is_none()
     }
 
+    /// Both sides were launched more than once and the slowdown lies beyond their launches'
+    /// noise ([`crate::ddp::speedup_noise_bound`]: Student's t times the standard error, at
+    /// least twice it; within the same launches, the noise of the per-launch ratios,
+    /// [`crate::ddp::SoloSlowdown::noise_bound`]). Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single
+    /// launch of a short step moved 10–57%, more than the slowdowns measured (4–21%), and
+    /// counting them made predictions worse. (Until session 6 every N-GPU launch had to be slower than every 1-GPU
+    /// one: a test that grows stricter the more launches there are, as ranges only widen.)
+    pub fn distinct(&self) -> bool {
+        self.slowdown > 1.0 && self.noise_bound.is_some_and(|b| self.slowdown.ln() > b)
+    }
+
     /// The slowdown the model takes: the measured one where it stands out of the launches'
     /// spread, else 1 (none).
     pub fn counted(&self) -> f64 {
-        if self.distinct {
+        if self.distinct() {
             self.slowdown.max(1.0)
         } else {
             1.0
@@ -1013,13 +1016,9 @@ pub fn side_by_side<'a>(
     candidates.reverse();
     candidates.sort_by_key(|r| r.accum != 1);
     candidates.into_iter().find_map(|n| {
-        let distinct = |slowdown: f64, bound: Option<f64>| {
-            slowdown > 1.0 && bound.is_some_and(|b| slowdown.ln() > b)
-        };
         if let Some(solo) = n.solo_slowdown() {
             return Some(SideBySide {
                 slowdown: solo.ratio,
-                distinct: distinct(solo.ratio, solo.noise_bound),
                 noise_bound: solo.noise_bound,
                 nocomm: n,
                 one_gpu: None,
@@ -1030,7 +1029,6 @@ pub fn side_by_side<'a>(
         let noise_bound = crate::ddp::speedup_noise_bound(n, one);
         Some(SideBySide {
             slowdown,
-            distinct: distinct(slowdown, noise_bound),
             noise_bound,
             nocomm: n,
             one_gpu: Some(one),

@@ -771,7 +771,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
     assert!(close(s.slowdown, 1.25, 1e-12), "{s:?}");
     // Single launches: measured, not counted (a launch of a short step moves more than this).
-    assert!(!s.distinct && !s.repeated() && s.counted() == 1.0);
+    assert!(!s.distinct() && !s.repeated() && s.counted() == 1.0);
     assert_eq!(s.fewest_launches(), 1);
     assert_eq!(s.noise_bound, None);
     // Repeated launches: counted only where the slowdown (here 1.2, ln 0.18) lies beyond twice
@@ -786,13 +786,13 @@ fn side_by_side_reads_the_nocomm_runs() {
     let steady = launched(&nocomm2, &[0.0125, 0.0132, 0.014]);
     let s = side_by_side(&[&one, &steady], &mlp.name(), 8, 2).unwrap();
     assert!(
-        s.distinct && s.repeated() && close(s.counted(), 1.2, 1e-12),
+        s.distinct() && s.repeated() && close(s.counted(), 1.2, 1e-12),
         "{s:?}"
     );
     // The same medians with launches spread wide (standard error ~0.15): not counted.
     let spread = launched(&nocomm2, &[0.008, 0.0132, 0.020]);
     let s = side_by_side(&[&one, &spread], &mlp.name(), 8, 2).unwrap();
-    assert!(!s.distinct && s.repeated() && s.counted() == 1.0, "{s:?}");
+    assert!(!s.distinct() && s.repeated() && s.counted() == 1.0, "{s:?}");
     // The bound it was held to travels with it (recommend prints it).
     let bound = s.noise_bound.unwrap();
     assert_eq!(Some(bound), crate::ddp::speedup_noise_bound(&spread, &one));
@@ -805,7 +805,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     ten_n.push(0.0105);
     let (ten_one, ten_n) = (launched(&nocomm1, &ten_one), launched(&nocomm2, &ten_n));
     let s = side_by_side(&[&ten_one, &ten_n], &mlp.name(), 8, 2).unwrap();
-    assert!(s.distinct && close(s.counted(), 1.2, 1e-12), "{s:?}");
+    assert!(s.distinct() && close(s.counted(), 1.2, 1e-12), "{s:?}");
     // Two launches a side (session 9's quick runs of mlp:2048x4: 2.86 and 3.98 ms at 2 GPUs,
     // 1.41 and 1.60 ms at 1): 2.27x is 3.7 standard errors, but those errors rest on about one
     // degree of freedom, where Student's t is about 8. Not counted; the same spread over eight
@@ -820,7 +820,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     assert!(close(s.slowdown, 0.00342 / 0.001505, 1e-9), "{s:?}");
     let u = crate::ddp::speedup_uncertainty(&two_n, &two_one).unwrap();
     assert!(s.slowdown.ln() > 3.5 * u, "{u}");
-    assert!(!s.distinct && s.repeated() && s.counted() == 1.0, "{s:?}");
+    assert!(!s.distinct() && s.repeated() && s.counted() == 1.0, "{s:?}");
     assert_eq!(s.fewest_launches(), 2);
     let eight = |r: &DdpResult, pair: [f64; 2]| DdpResult {
         launch_step_medians_s: pair.repeat(4),
@@ -831,7 +831,7 @@ fn side_by_side_reads_the_nocomm_runs() {
         eight(&nocomm2, [0.00286, 0.00398]),
     );
     let s = side_by_side(&[&eight_one, &eight_n], &mlp.name(), 8, 2).unwrap();
-    assert!(s.distinct && s.counted() > 2.0, "{s:?}");
+    assert!(s.distinct() && s.counted() > 2.0, "{s:?}");
     // Another world size, micro-batch or model, or no 1-GPU partner: nothing.
     let rows = [&base1, &nocomm2];
     assert!(side_by_side(&rows, &mlp.name(), 8, 4).is_none());
@@ -850,7 +850,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     };
     let s = side_by_side(&[&one, &paired], &mlp.name(), 8, 2).unwrap();
     assert!(s.within_launch() && s.one_gpu.is_none(), "{s:?}");
-    assert!(s.distinct && close(s.counted(), 1.1, 1e-9), "{s:?}");
+    assert!(s.distinct() && close(s.counted(), 1.1, 1e-9), "{s:?}");
     assert_eq!(s.noise_bound, paired.solo_slowdown().unwrap().noise_bound);
     assert!(s.noise_bound.unwrap() < 1.1f64.ln(), "{s:?}");
     assert_eq!(s.fewest_launches(), 8);
@@ -861,7 +861,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     };
     let s = side_by_side(&[&single], &mlp.name(), 8, 2).unwrap();
     assert!(
-        s.within_launch() && !s.distinct && s.counted() == 1.0,
+        s.within_launch() && !s.distinct() && s.counted() == 1.0,
         "{s:?}"
     );
     assert_eq!(s.fewest_launches(), 1);
