@@ -3,7 +3,7 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap netcurve accumgap
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single daemon hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap netcurve accumgap
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
@@ -490,6 +490,98 @@ PY
 modes)
     say "## modes: the same launch again and again, unpinned and pinned to cores, with GPU clocks (launch-to-launch spread)"
     bash scripts/ddp-modes.sh "$DDPCHECK" "$NGPU" "$LOGS" 2>&1 | tee -a "$SUMMARY"
+    ;;
+single)
+    say "## single: what a node of $NGPU GPU(s) answers: topo, check (prolog, hang), the sweep's refusal under 2 GPUs, bench ddp at 1 GPU, recommend with and without another node's curve"
+    "$DDPCHECK" topo > "$LOGS/single-topo.txt" 2>&1; say "topo rc=$? $(grep -c '^GPU' "$LOGS/single-topo.txt") GPU line(s)"
+    for i in 1 2; do
+        t0=$(now)
+        "$DDPCHECK" check > "$LOGS/single-check-$i.txt" 2>&1; rc=$?
+        say "check $i: exit $rc, wall $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-check-$i.txt" | head -c 200)"
+    done
+    "$DDPCHECK" check --prolog > "$LOGS/single-prolog.txt" 2>&1; say "check --prolog: exit $?; $(head -c 200 "$LOGS/single-prolog.txt")"
+    t0=$(now)
+    "$DDPCHECK" check --inject-hang --deadline 8 > "$LOGS/single-hang.txt" 2>&1; rc=$?
+    say "check --inject-hang --deadline 8: exit $rc after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-hang.txt" | head -c 200)"
+    "$DDPCHECK" bench collectives --ops all_reduce -b 1M -e 16M > "$LOGS/single-collectives.txt" 2>&1
+    say "bench collectives: exit $?; $(tail -1 "$LOGS/single-collectives.txt" | head -c 200)"
+    t0=$(now)
+    "$DDPCHECK" bench ddp --model gpt2-124m --variants base --steps 10 --warmup-steps 3 > "$LOGS/single-ddp-default-gpus.txt" 2>&1
+    say "bench ddp (default --gpus 1,2): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-ddp-default-gpus.txt" | head -c 240)"
+    ddp_runs single-ddp-gpt "bench ddp gpt2-124m base,bf16,accum4 --gpus 1,$NGPU x2" --model gpt2-124m --variants base,bf16,accum4 --steps 15 --repeats 2
+    ddp_runs single-ddp-mlp "bench ddp mlp 1024,2048 x4 base,accum8,nocomm --gpus 1,$NGPU x2" --sweep mlp:1024,2048 --variants base,accum8,nocomm --steps 20 --repeats 2
+    python3 scripts/summarise-ddp.py "$LOGS"/single-ddp-gpt.json "$LOGS"/single-ddp-mlp.json | tee -a "$SUMMARY"
+    t0=$(now)
+    "$DDPCHECK" recommend --model gpt2-124m > "$LOGS/single-recommend.txt" 2>&1
+    say "recommend --model gpt2-124m (this node's own curve): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-recommend.txt" | head -c 300)"
+    # Another node's curve (2xH200 NVLink, session 10), this node's compute: the offline path.
+    CURVE=docs/results/2026-11-30-s10/mlprep8/mlprep8-curve-nvlink.json
+    for g in 1 2; do
+        t0=$(now)
+        "$DDPCHECK" recommend --model gpt2-124m --from "$CURVE" --gpus $g --repeats 2 --json > "$LOGS/single-recommend-from-$g.json" 2> "$LOGS/single-recommend-from-$g.err"
+        say "recommend --from (2xH200 curve) --gpus $g --repeats 2: exit $? after $(el "$t0" "$(now)") s"
+        python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("  chosen", r.get("chosen"), "| compute", r["compute"] if isinstance(r.get("compute"), str) else json.dumps(r.get("compute"))[:200])' "$LOGS/single-recommend-from-$g.json" 2>&1 | tee -a "$SUMMARY"
+    done
+    ;;
+daemon)
+    say "## daemon: ddpcheckd on this node's $NGPU GPU(s): NVML collector, /metrics read by prometheus_client's parser, check and bench ddp through the socket, the last verdict kept across a restart, nothing left behind"
+    DD=$(mktemp -d /tmp/ddpcheck-daemon.XXXXXX)
+    MPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    start_daemon() {
+        RUST_LOG=info "$BIN/ddpcheckd" --listen "$DD/d.sock" --metrics-listen "127.0.0.1:$MPORT" --state-dir "$DD/state" \
+            --runtime-dir "$DD/run" --collect-interval 5 >> "$LOGS/daemon.log" 2>&1 &
+        DPID=$!
+        for _ in $(seq 100); do [ -S "$DD/d.sock" ] && break; sleep 0.1; done
+        for _ in $(seq 50); do python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "http://127.0.0.1:$MPORT/metrics" 2>/dev/null && break; sleep 0.2; done
+    }
+    # DDPCHECK_SIM (a dry run's) would make the CLI refuse --daemon: the daemon answers for itself.
+    viad() { env -u DDPCHECK_SIM "$DDPCHECK" --daemon "$DD/d.sock" "$@"; }
+    scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "http://127.0.0.1:$MPORT/metrics" > "$LOGS/daemon-metrics-$1.txt" 2>&1; }
+    start_daemon
+    say "daemon pid $DPID, socket $([ -S "$DD/d.sock" ] && echo up || echo MISSING), metrics port $MPORT"
+    scrape start
+    viad topo > "$LOGS/daemon-topo.txt" 2>&1; say "topo via daemon: exit $?"
+    t0=$(now)
+    viad check --json > "$LOGS/daemon-check.json" 2> "$LOGS/daemon-check.err"
+    say "check via daemon: exit $? after $(el "$t0" "$(now)") s"
+    t0=$(now)
+    viad bench ddp --sweep mlp:1024 --variants base --gpus "1,$NGPU" --steps 15 --warmup-steps 3 --json > "$LOGS/daemon-ddp.json" 2> "$LOGS/daemon-ddp.err"
+    say "bench ddp via daemon: exit $? after $(el "$t0" "$(now)") s"
+    sleep 6
+    scrape after
+    kill "$DPID"; wait "$DPID" 2>/dev/null; say "daemon stopped (SIGTERM): exit $?"
+    start_daemon
+    t0=$(now)
+    viad check --max-age 3600 > "$LOGS/daemon-check-cached.txt" 2>&1
+    say "after a restart, check --max-age 3600 via daemon: exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/daemon-check-cached.txt" | head -c 200)"
+    scrape restarted
+    kill "$DPID"; wait "$DPID" 2>/dev/null
+    sleep 1
+    left=$(pgrep -fa 'ddpcheckd|ddpcheck worker|ddpcheck_bench_ddp' | grep -v pgrep || true)
+    say "state dir: $(ls "$DD/state" | tr '\n' ' '); left running: ${left:-none}"
+    python3 - "$LOGS" <<'PY' | tee -a "$SUMMARY"
+import pathlib, sys
+from prometheus_client.parser import text_string_to_metric_families
+logs = pathlib.Path(sys.argv[1])
+for name in ("start", "after", "restarted"):
+    path = logs / f"daemon-metrics-{name}.txt"
+    try:
+        fams = list(text_string_to_metric_families(path.read_text()))
+    except Exception as e:
+        print(f"{name}: NOT PARSED: {e}")
+        continue
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in fams for s in f.samples}
+    def pick(prefix):
+        return [(n, dict(l), v) for (n, l), v in sorted(samples.items()) if n == prefix or (prefix.endswith('_') and n.startswith(prefix))]
+    ddp = pick("ddpcheck_ddp_")
+    print(f"{name}: {len(fams)} families, {len(samples)} samples parsed; "
+          f"collector_success {[v for n, l, v in pick('ddpcheck_collector_success')]}, "
+          f"gpu_lost {[v for n, l, v in pick('ddpcheck_gpu_lost')]}, "
+          f"pcie gen/width {[v for n, l, v in pick('ddpcheck_gpu_pcie_link_gen')]}/{[v for n, l, v in pick('ddpcheck_gpu_pcie_link_width')]}, "
+          f"nvlinks {[v for n, l, v in pick('ddpcheck_gpu_nvlinks_active')]}, "
+          f"verdict {[(l.get('verdict'), v) for n, l, v in pick('ddpcheck_preflight_verdict') if v]}, "
+          f"runs {[v for n, l, v in pick('ddpcheck_preflight_runs_total')]}, ddp samples {len(ddp)}")
+PY
     ;;
 *) say "unknown phase $phase" ;;
 esac

@@ -584,6 +584,17 @@ fn ddp_request(
     })
 }
 
+/// What recommend says on a node of fewer than two GPUs, where it has no curve to read.
+fn one_gpu_node(gpus: usize) -> String {
+    format!(
+        "this node has {gpus} GPU{}: no interconnect to measure, and DDP needs two or more. \
+         To predict DDP for a node of N GPUs from here, give --from that node's `ddpcheck check \
+         --json` or `ddpcheck bench collectives --json` report and --gpus N (the compute is then \
+         measured on this node's GPU, or give --step-time-ms)",
+        if gpus == 1 { "" } else { "s" }
+    )
+}
+
 fn busbw_large(s: &Sweep) -> Option<f64> {
     s.peak_busbw(LARGE_MESSAGE)
         .or_else(|| s.peak_busbw(0))
@@ -626,6 +637,12 @@ pub fn build(
     // else a sweep from small messages (α) to large (bandwidth).
     let in_launch = in_launch_curve(&m, a.gpus.or(node_seen));
     if m.sweep.is_none() && in_launch.is_none() {
+        // A node of one GPU has no interconnect to sweep: say what recommend can do there
+        // rather than pass on the sweep's refusal.
+        let here = target.topo("")?.gpus.len();
+        if here < 2 {
+            return Err(CliError::Usage(one_gpu_node(here)));
+        }
         let params = CollectiveParams {
             ops: vec![Collective::AllReduce],
             min_bytes: 4 << 10,
@@ -681,7 +698,9 @@ pub fn build(
         // With repeated launches, `nocomm` on one GPU and on N measures how much N processes
         // slow each other (one launch each cannot tell that from launch noise: not worth a
         // launch).
-        let side_by_side = a.repeats > 1 && gpus > 1 && gpus <= measured_ranks;
+        // Only where this node has the GPUs: a curve given by --from may be another node's.
+        let side_by_side =
+            a.repeats > 1 && gpus > 1 && gpus as usize <= target.topo("")?.gpus.len();
         let variants: &[&str] = if side_by_side {
             &["base", "accum4", "bf16", "nocomm"]
         } else {
@@ -702,7 +721,6 @@ pub fn build(
             Ok(())
         };
         quick_run(variants, 1, "ddp-1gpu")?;
-        // Only where the node has the GPUs (the curve was measured on them).
         if side_by_side {
             quick_run(&["nocomm"], gpus, &format!("ddp-nocomm-{gpus}gpu"))?;
         }

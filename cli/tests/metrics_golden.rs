@@ -69,3 +69,80 @@ fn metrics_match_golden_before_and_after_a_preflight() {
     assert_eq!(code(&o), 1);
     check_golden("metrics_after_check.txt", &normalise(&d.scrape()));
 }
+
+/// The value of every series of `name` (its samples' lines, by labels).
+fn series(text: &str, name: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter_map(|l| {
+            let (labels, value) = l.rsplit_once(' ')?;
+            Some((labels.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A restart (an upgrade, a reboot) shows the last stored verdict and DDP results again, so an
+/// alert on the verdict does not clear by itself; the counters start from zero.
+#[test]
+fn a_restart_shows_the_stored_verdict_and_ddp_results_again() {
+    let sim = "h200x2-nvlink+degraded-pcie";
+    let d = Daemon::start(Some(sim));
+    assert_eq!(code(&d.cli(&["check"])), 1);
+    let o = d.cli(&[
+        "bench",
+        "ddp",
+        "--sweep",
+        "mlp:1024",
+        "--variants",
+        "base",
+        "--steps",
+        "5",
+    ]);
+    assert_eq!(code(&o), 0, "{}", common::stderr(&o));
+    let before = d.scrape();
+    let (status, dir) = d.stop_keeping_dir();
+    assert!(status.success(), "{status:?}");
+    let d = Daemon::start_in(dir, Some(sim), &[], &[]);
+    let after = d.scrape();
+    for name in [
+        "ddpcheck_preflight_verdict",
+        "ddpcheck_preflight_exit_code",
+        "ddpcheck_preflight_findings",
+        "ddpcheck_preflight_duration_seconds",
+        "ddpcheck_preflight_step_duration_seconds",
+        "ddpcheck_allreduce_busbw_bytes_per_second",
+        "ddpcheck_allreduce_busbw_ratio",
+        "ddpcheck_ddp_speedup_ratio",
+        "ddpcheck_ddp_scaling_efficiency_ratio",
+        "ddpcheck_ddp_throughput_per_second",
+    ] {
+        let (b, a) = (series(&before, name), series(&after, name));
+        assert!(!b.is_empty(), "{name} missing before the restart");
+        let same = b.len() == a.len()
+            && b.iter().zip(&a).all(|((lb, vb), (la, va))| {
+                lb == la && (vb - va).abs() <= 1e-9 * vb.abs().max(1.0)
+            });
+        assert!(same, "{name}: before {b:?}, after the restart {a:?}");
+    }
+    assert!(
+        series(&after, "ddpcheck_preflight_verdict")
+            .iter()
+            .any(|(l, v)| l.contains("verdict=\"WARNING\"") && *v == 1.0),
+        "{after}"
+    );
+    // The time of the stored run, not of the restart (the stored one is its start plus its
+    // wall time; the live one was read at its end).
+    let stamp = |t: &str| series(t, "ddpcheck_preflight_last_run_timestamp_seconds")[0].1;
+    assert!(
+        (stamp(&before) - stamp(&after)).abs() < 1.0,
+        "{} vs {}",
+        stamp(&before),
+        stamp(&after)
+    );
+    let runs = series(&after, "ddpcheck_preflight_runs_total");
+    assert!(
+        !runs.is_empty() && runs.iter().all(|(_, v)| *v == 0.0),
+        "{runs:?}"
+    );
+    d.stop();
+}

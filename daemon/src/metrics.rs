@@ -302,15 +302,21 @@ impl Metrics {
         self.changed();
     }
 
+    /// A preflight that just finished: its gauges, and one more run counted.
     pub fn set_preflight(&self, r: &PreflightReport, finished_unix: f64) {
+        self.preflight_runs
+            .with_label_values(&[r.verdict.as_str()])
+            .inc();
+        self.show_preflight(r, finished_unix);
+    }
+
+    /// The gauges of a preflight (also a stored one, after a restart); counts nothing.
+    pub fn show_preflight(&self, r: &PreflightReport, finished_unix: f64) {
         for v in Verdict::ALL {
             self.preflight_verdict
                 .with_label_values(&[v.as_str()])
                 .set(i64::from(v == r.verdict));
         }
-        self.preflight_runs
-            .with_label_values(&[r.verdict.as_str()])
-            .inc();
         self.preflight_exit_code.set(i64::from(r.exit_code));
         self.preflight_timestamp.set(finished_unix);
         self.preflight_duration.set(r.wall_seconds);

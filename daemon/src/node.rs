@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::gpu::{NodeInventory, ProbeState};
+use ddpcheck_core::report::{DdpReport, PreflightReport};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::NodeBackend;
 use tokio::sync::OwnedMutexGuard;
@@ -55,7 +56,7 @@ pub struct WorkGuard {
 impl Node {
     pub fn new(backend: Arc<dyn NodeBackend>, history: History, lock_path: PathBuf) -> Node {
         let metrics = Metrics::new(backend.kind().as_str(), &backend.label());
-        Node {
+        let node = Node {
             backend,
             snapshot: RwLock::new(Snapshot::empty()),
             metrics,
@@ -63,6 +64,33 @@ impl Node {
             lock_path,
             work: Arc::new(tokio::sync::Mutex::new(())),
             work_limiter: WorkLimiter::off(),
+        };
+        node.restore_metrics();
+        node
+    }
+
+    /// Shows the last stored preflight and DDP benchmark of this backend again, so that a
+    /// restart (an upgrade, a reboot) does not clear the verdict an alert or a dashboard reads;
+    /// `ddpcheck_preflight_last_run_timestamp_seconds` still says how old it is. Counters start
+    /// from zero, as Prometheus expects of a restarted process. A stored report that cannot be
+    /// read is left out: the history keeps it, the metrics show nothing for it.
+    fn restore_metrics(&self) {
+        let label = self.backend.label();
+        let latest = |kind: &str| {
+            self.with_history(|h| h.latest(kind, &label))
+                .ok()
+                .flatten()
+                .and_then(|s| Some((s.started_unix, s.json?)))
+        };
+        if let Some((started, json)) = latest("preflight") {
+            if let Ok(r) = serde_json::from_str::<PreflightReport>(&json) {
+                self.metrics.show_preflight(&r, started + r.wall_seconds);
+            }
+        }
+        if let Some((_, json)) = latest("bench_ddp") {
+            if let Ok(r) = serde_json::from_str::<DdpReport>(&json) {
+                self.metrics.set_ddp(&r.results);
+            }
         }
     }
 

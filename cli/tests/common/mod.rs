@@ -43,7 +43,17 @@ impl Daemon {
 
     /// As `start_with`, with extra environment variables for the daemon (and its workers).
     pub fn start_env(sim: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
-        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(tempfile::tempdir().expect("tempdir"), sim, extra, env)
+    }
+
+    /// As `start_env`, on a directory of an earlier daemon (its socket, runtime and state
+    /// directories): a restart.
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        sim: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let socket = dir.path().join("d.sock");
         let mut cmd = Command::new(bin("ddpcheckd"));
         without_nccl_env(&mut cmd);
@@ -114,8 +124,19 @@ impl Daemon {
         http_get(addr, "/metrics")
     }
 
+    /// As `stop`, keeping the daemon's directory for a restart (`start_in`).
+    pub fn stop_keeping_dir(mut self) -> (std::process::ExitStatus, tempfile::TempDir) {
+        let status = self.terminate();
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
+        (status, dir)
+    }
+
     /// SIGTERM and wait: the daemon must stop cleanly and promptly.
     pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
         // SAFETY: plain kill(2) on our own child's pid.
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
