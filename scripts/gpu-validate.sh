@@ -3,7 +3,7 @@
 # `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
 #
 #   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single daemon hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap netcurve accumgap
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single daemon faults hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap netcurve accumgap
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
@@ -81,6 +81,20 @@ side_by_side_reading() {
             python3 -c 'import json, sys; r = json.load(sys.stdin); print(sys.argv[1], *[x["text"] + " | " + x["rests_on"] for x in r["reasons"] if "side by side" in x["text"]])' "mlp:${m}x4" | tee -a "$SUMMARY"
     done
 }
+# A daemon on this node under $DD (socket, state, runtime dirs), /metrics on 127.0.0.1:$MPORT,
+# its log appended to logs/daemon.log: start_daemon; viad ARGS... runs the CLI through it;
+# scrape NAME saves /metrics to logs/daemon-metrics-NAME.txt.
+start_daemon() {
+    RUST_LOG=info "$BIN/ddpcheckd" --listen "$DD/d.sock" --metrics-listen "127.0.0.1:$MPORT" --state-dir "$DD/state" \
+        --runtime-dir "$DD/run" --collect-interval "${COLLECT_INTERVAL:-5}" >> "$LOGS/daemon.log" 2>&1 &
+    DPID=$!
+    for _ in $(seq 100); do [ -S "$DD/d.sock" ] && break; sleep 0.1; done
+    for _ in $(seq 50); do python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "http://127.0.0.1:$MPORT/metrics" 2>/dev/null && break; sleep 0.2; done
+}
+# DDPCHECK_SIM (a dry run's) would make the CLI refuse --daemon: the daemon answers for itself.
+viad() { env -u DDPCHECK_SIM "$DDPCHECK" --daemon "$DD/d.sock" "$@"; }
+scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "http://127.0.0.1:$MPORT/metrics" > "$LOGS/daemon-metrics-$1.txt" 2>&1; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
 # One entry of REGIMES into name (nvlink), envs (VAR=VALUE ...) and envargs (--env VAR=VALUE ...).
 regime() {
@@ -526,17 +540,7 @@ single)
 daemon)
     say "## daemon: ddpcheckd on this node's $NGPU GPU(s): NVML collector, /metrics read by prometheus_client's parser, check and bench ddp through the socket, the last verdict kept across a restart, nothing left behind"
     DD=$(mktemp -d /tmp/ddpcheck-daemon.XXXXXX)
-    MPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    start_daemon() {
-        RUST_LOG=info "$BIN/ddpcheckd" --listen "$DD/d.sock" --metrics-listen "127.0.0.1:$MPORT" --state-dir "$DD/state" \
-            --runtime-dir "$DD/run" --collect-interval 5 >> "$LOGS/daemon.log" 2>&1 &
-        DPID=$!
-        for _ in $(seq 100); do [ -S "$DD/d.sock" ] && break; sleep 0.1; done
-        for _ in $(seq 50); do python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "http://127.0.0.1:$MPORT/metrics" 2>/dev/null && break; sleep 0.2; done
-    }
-    # DDPCHECK_SIM (a dry run's) would make the CLI refuse --daemon: the daemon answers for itself.
-    viad() { env -u DDPCHECK_SIM "$DDPCHECK" --daemon "$DD/d.sock" "$@"; }
-    scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "http://127.0.0.1:$MPORT/metrics" > "$LOGS/daemon-metrics-$1.txt" 2>&1; }
+    MPORT=$(free_port)
     start_daemon
     say "daemon pid $DPID, socket $([ -S "$DD/d.sock" ] && echo up || echo MISSING), metrics port $MPORT"
     scrape start
@@ -582,6 +586,54 @@ for name in ("start", "after", "restarted"):
           f"verdict {[(l.get('verdict'), v) for n, l, v in pick('ddpcheck_preflight_verdict') if v]}, "
           f"runs {[v for n, l, v in pick('ddpcheck_preflight_runs_total')]}, ddp samples {len(ddp)}")
 PY
+    ;;
+faults)
+    say "## faults: a foreign CUDA process on GPU 0 (check, prolog, bench ddp, bench collectives, the daemon's gauge), then one DDP rank killed with SIGKILL mid-run"
+    apps() { nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | tr -d ' ' | tr '\n' ' '; }
+    python3 -c 'import time, torch; x = torch.ones(1, device="cuda:0"); torch.cuda.synchronize(); print("held", flush=True); time.sleep(600)' > "$LOGS/faults-holder.txt" 2>&1 &
+    HPID=$!
+    for _ in $(seq 120); do grep -q held "$LOGS/faults-holder.txt" && [ -n "$(apps)" ] && break; sleep 0.5; done
+    say "holder pid $HPID: $(head -c 100 "$LOGS/faults-holder.txt"); nvidia-smi compute apps: $(apps)"
+    t0=$(now)
+    "$DDPCHECK" check > "$LOGS/faults-busy-check.txt" 2>&1
+    say "busy: check exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/faults-busy-check.txt" | head -c 240)"
+    "$DDPCHECK" check --prolog > "$LOGS/faults-busy-prolog.txt" 2>&1
+    say "busy: check --prolog exit $?; $(head -c 240 "$LOGS/faults-busy-prolog.txt")"
+    "$DDPCHECK" bench ddp --sweep mlp:1024 --variants base --gpus 1 --steps 5 > "$LOGS/faults-busy-ddp.txt" 2>&1
+    say "busy: bench ddp exit $?; $(tail -1 "$LOGS/faults-busy-ddp.txt" | head -c 240)"
+    if [ "$NGPU" -gt 1 ]; then
+        "$DDPCHECK" bench collectives -b 1M -e 4M > "$LOGS/faults-busy-collectives.txt" 2>&1
+        say "busy: bench collectives exit $?; $(tail -1 "$LOGS/faults-busy-collectives.txt" | head -c 240)"
+    fi
+    DD=$(mktemp -d /tmp/ddpcheck-faults.XXXXXX); MPORT=$(free_port)
+    COLLECT_INTERVAL=1 start_daemon
+    sleep 2
+    scrape busy
+    kill "$DPID"; wait "$DPID" 2>/dev/null
+    say "busy: daemon gauge: $(grep '^ddpcheck_gpu_foreign_processes' "$LOGS/daemon-metrics-busy.txt" | tr '\n' ' ')"
+    kill "$HPID"; wait "$HPID" 2>/dev/null
+    t0=$(now)
+    for _ in $(seq 120); do [ -z "$(apps)" ] && break; sleep 0.25; done
+    say "holder ended; GPU free after $(el "$t0" "$(now)") s (compute apps: $(apps))"
+    "$DDPCHECK" check > "$LOGS/faults-free-check.txt" 2>&1
+    say "free again: check exit $?; $(tail -1 "$LOGS/faults-free-check.txt" | head -c 200)"
+    # Back to back, as recommend's quick runs are: no launch may take the last one's ranks for another job's.
+    for i in 1 2 3; do
+        "$DDPCHECK" bench ddp --sweep mlp:1024 --variants base --gpus "1,$NGPU" --steps 5 --warmup-steps 2 > "$LOGS/faults-b2b-$i.txt" 2>&1
+        say "back to back $i: bench ddp exit $?"
+    done
+    # A rank killed mid-run: the run must end with a verdict, not hang, and leave nothing behind.
+    t0=$(now)
+    "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "$NGPU" --steps 3000 --warmup-steps 2 --deadline 120 > "$LOGS/faults-crash.txt" 2>&1 &
+    BPID=$!
+    rank=""
+    for _ in $(seq 240); do rank=$(apps | awk '{print $1}'); [ -n "$rank" ] && break; sleep 0.25; done
+    sleep 5
+    kill -9 "$rank" 2>/dev/null; say "killed rank pid ${rank:-NONE} with SIGKILL at $(el "$t0" "$(now)") s"
+    wait "$BPID"; rc=$?
+    sleep 1
+    left=$(pgrep -fa 'ddpcheck_bench_ddp|torch.distributed.run' | grep -v pgrep || true)
+    say "crashed rank: bench ddp exit $rc after $(el "$t0" "$(now)") s; left: ${left:-none}; compute apps: $(apps); $(tail -2 "$LOGS/faults-crash.txt" | tr '\n' ' ' | head -c 400)"
     ;;
 *) say "unknown phase $phase" ;;
 esac

@@ -77,6 +77,20 @@ fn critical_busy_timeout_and_unknown_exit_codes() {
         assert_eq!(v["verdict"], verdict, "{spec}");
         assert_valid(&v);
     }
+    // Benchmarks on a busy node do not start: another job's kernels would be in the timings.
+    let d = Daemon::start(Some("h200x2-nvlink+busy"));
+    for args in [
+        &["bench", "ddp", "--sweep", "mlp:1024", "--variants", "base"][..],
+        &["bench", "collectives", "-b", "1M", "-e", "4M"][..],
+    ] {
+        let o = d.cli(args);
+        assert_eq!(code(&o), 4, "{args:?}: {}{}", stdout(&o), stderr(&o));
+        assert!(
+            stderr(&o).contains("in use by other processes"),
+            "{}",
+            stderr(&o)
+        );
+    }
     let d = Daemon::start(Some("h200x2-nvlink+hang"));
     let o = d.cli(&["check", "--json", "--deadline", "1"]);
     assert_eq!(code(&o), 5, "{}{}", stdout(&o), stderr(&o));
@@ -244,4 +258,30 @@ fn prolog_reuses_a_fresh_verdict_only_for_the_same_gpus() {
         "{}",
         stdout(&o)
     );
+}
+
+/// A job given one GPU of the node (as Slurm does): healthy with no collective to run, and a
+/// hang injected into that collective is refused rather than passed as tested.
+#[test]
+fn a_one_gpu_job_is_checked_without_a_collective() {
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let o = d.cli(&["check", "--gpus", "0", "--json"]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let v = json(&o);
+    assert_valid(&v);
+    assert_eq!(v["verdict"], "OK");
+    let steps = v["steps"].as_array().expect("steps");
+    let all_reduce = steps
+        .iter()
+        .find(|s| s["name"] == "all_reduce")
+        .expect("all_reduce step");
+    assert_eq!(all_reduce["status"], "skipped", "{all_reduce}");
+    let o = d.cli(&["check", "--gpus", "0", "--inject-hang", "--deadline", "5"]);
+    assert_eq!(code(&o), 64, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot be tested on one GPU"),
+        "{}",
+        stderr(&o)
+    );
+    d.stop();
 }

@@ -444,8 +444,10 @@ impl DdpRequest {
         }
         for &n in &self.world_sizes {
             if n == 0 || n as usize > gpus_on_node {
+                let plural = if gpus_on_node == 1 { "" } else { "s" };
                 return bad(format!(
-                    "GPU count {n} outside 1..={gpus_on_node} (this node has {gpus_on_node} GPUs)"
+                    "GPU count {n} outside 1..={gpus_on_node} (this node has {gpus_on_node} \
+                     GPU{plural})"
                 ));
             }
         }

@@ -91,6 +91,18 @@ pub struct NodeInventory {
     pub gpus: Vec<GpuInfo>,
 }
 
+/// The GPUs with foreign compute on them, each as `UUID (pid A,B)`: a test there would measure
+/// another job's load too, so preflights answer BUSY and benchmarks do not start.
+pub fn busy_gpus(gpus: &[GpuInfo]) -> Vec<String> {
+    gpus.iter()
+        .filter(|g| !g.processes.is_empty())
+        .map(|g| {
+            let pids: Vec<String> = g.processes.iter().map(|p| p.pid.to_string()).collect();
+            format!("{} (pid {})", g.uuid, pids.join(","))
+        })
+        .collect()
+}
+
 /// Selects the job's GPUs from `CUDA_VISIBLE_DEVICES` / `SLURM_JOB_GPUS` style lists: entries are
 /// indices, full UUIDs (`GPU-…`) or UUID prefixes, or PCI bus ids. Unknown entries are an error.
 pub fn select_gpus(gpus: &[GpuInfo], spec: &str) -> Result<Vec<GpuInfo>, String> {

@@ -7,7 +7,7 @@ use crate::backend::{CollectiveRequest, NodeBackend, ProbeError, Progress};
 use crate::collective::{Collective, Sweep};
 use crate::expect::{self, Expectation, NodeClass};
 use crate::finding::{Evidence, Finding, Severity, Subject};
-use crate::gpu::{select_gpus, GpuInfo, ProbeState};
+use crate::gpu::{busy_gpus, select_gpus, GpuInfo, ProbeState};
 use crate::report::{Header, PreflightReport, Provenance, ReportKind, StepStatus, StepTiming};
 use crate::topology::{LinkClass, P2pStatus, TopologyMatrix};
 use crate::verdict::Verdict;
@@ -193,7 +193,11 @@ pub fn run(
     steps.note(
         "health",
         t0.elapsed().as_secs_f64(),
-        format!("{} GPUs read", gpus.len()),
+        format!(
+            "{} GPU{} read",
+            gpus.len(),
+            if gpus.len() == 1 { "" } else { "s" }
+        ),
     );
 
     say("topology", 2, "pair matrix".into());
@@ -220,14 +224,7 @@ pub fn run(
     }
 
     // Foreign compute on the job's GPUs: BUSY before any CUDA context is made; nothing is killed.
-    let busy: Vec<String> = gpus
-        .iter()
-        .filter(|g| !g.processes.is_empty())
-        .map(|g| {
-            let pids: Vec<String> = g.processes.iter().map(|p| p.pid.to_string()).collect();
-            format!("{} (pid {})", g.uuid, pids.join(","))
-        })
-        .collect();
+    let busy = busy_gpus(&gpus);
     // Cases where no collective runs: (verdict, reason, why the step is skipped).
     let no_collective = if gpus.iter().any(|g| g.state != ProbeState::Ok) {
         // A lost or stuck GPU cannot run one; the findings already say CRITICAL.
@@ -240,6 +237,14 @@ pub fn run(
         let msg = format!("GPUs in use by other processes: {}", busy.join("; "));
         Some((Verdict::Busy, msg, "GPUs in use by other processes"))
     } else if gpus.len() < 2 {
+        if opts.inject_hang {
+            // Passing would claim the watchdog was tested: nothing ran that could hang.
+            return Err(ProbeError::Invalid(
+                "a hang injected into the all-reduce step cannot be tested on one GPU: \
+                 no collective runs there"
+                    .into(),
+            ));
+        }
         Some((
             Verdict::from_findings(&findings),
             "single GPU healthy".to_string(),

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use ddpcheck_core::backend::{CollectiveRequest, Progress};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::DdpRequest;
-use ddpcheck_core::gpu::{select_gpus, GpuInfo, NodeInventory};
+use ddpcheck_core::gpu::{busy_gpus, select_gpus, GpuInfo, NodeInventory};
 use ddpcheck_core::preflight::{self, PreflightOptions};
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, EnvRun, Header, PreflightReport, Provenance, ReportKind,
@@ -219,6 +219,18 @@ pub fn env_label(vars: &[(String, String)]) -> String {
         .join("+")
 }
 
+/// BUSY where another process computes on one of `gpus`: its kernels would be in the timings.
+fn refuse_busy(gpus: &[GpuInfo]) -> Result<(), ProbeError> {
+    let busy = busy_gpus(gpus);
+    if busy.is_empty() {
+        return Ok(());
+    }
+    Err(ProbeError::Busy(format!(
+        "GPUs in use by other processes: {}",
+        busy.join("; ")
+    )))
+}
+
 pub fn run_bench_collectives(
     backend: &dyn NodeBackend,
     params: &CollectiveParams,
@@ -232,17 +244,7 @@ pub fn run_bench_collectives(
             gpus.len()
         )));
     }
-    let busy: Vec<&str> = gpus
-        .iter()
-        .filter(|g| !g.processes.is_empty())
-        .map(|g| g.uuid.as_str())
-        .collect();
-    if !busy.is_empty() {
-        return Err(ProbeError::Busy(format!(
-            "GPUs in use by other processes: {}",
-            busy.join(", ")
-        )));
-    }
+    refuse_busy(&gpus)?;
     let mut envs = vec![Vec::new()];
     envs.extend(params.env_ab.iter().cloned());
     let mut runs = Vec::new();
@@ -300,6 +302,9 @@ pub fn run_bench_ddp(
 ) -> Result<DdpReport, ProbeError> {
     let inv = backend.inventory()?;
     req.validate(inv.gpus.len())?;
+    // The runner takes the first GPUs CUDA lists, whose order need not be NVML's: any busy one
+    // of the node could be among them.
+    refuse_busy(&inv.gpus)?;
     let mut prov = provenance(&inv, &inv.gpus);
     for (k, v) in &req.env {
         prov.nccl_env.insert(k.clone(), v.clone());

@@ -60,6 +60,8 @@ fn stored_to_proto(r: StoredReport) -> Report {
 fn probe_status(e: &ProbeError) -> Status {
     match e {
         ProbeError::Invalid(m) => Status::invalid_argument(m.clone()),
+        // As a second test on the node: the client says BUSY (exit 4), not UNKNOWN.
+        ProbeError::Busy(m) => Status::resource_exhausted(m.clone()),
         other => Status::internal(other.to_string()),
     }
 }
