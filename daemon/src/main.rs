@@ -1,5 +1,6 @@
 //! ddpcheckd: the node daemon's command line.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -128,6 +129,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: under systemd stderr is the journal, in tests a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
