@@ -483,6 +483,15 @@ fn python3() -> Option<&'static str> {
     ok.then_some("python3")
 }
 
+/// python3 (None: the test has nothing to run on) and the embedded script written to a fresh
+/// directory, which lives as long as the returned handle.
+fn embedded_script() -> Option<(&'static str, tempfile::TempDir, PathBuf)> {
+    let py = python3()?;
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_script(dir.path()).unwrap();
+    Some((py, dir, script))
+}
+
 fn torch_importable(py: &str) -> bool {
     Command::new(py)
         .args(["-c", "import torch"])
@@ -517,9 +526,9 @@ fn real_python_without_torch_is_unavailable() {
 
 #[test]
 fn embedded_script_compiles() {
-    let Some(py) = python3() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let script = write_script(dir.path()).unwrap();
+    let Some((py, dir, script)) = embedded_script() else {
+        return;
+    };
     let probe = dir.path().join("probe.py");
     fs::write(&probe, PROBE).unwrap();
     let out = Command::new(py)
@@ -558,9 +567,9 @@ fn run_script(py: &str, script: &Path, config: &str) -> (i32, Vec<serde_json::Va
 
 #[test]
 fn script_reports_missing_torch_and_bad_config_as_json() {
-    let Some(py) = python3() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let script = write_script(dir.path()).unwrap();
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
 
     // A bad config is refused before torch is touched.
     let (code, lines, _) = run_script(py, &script, r#"{"model":{"kind":"cnn"}}"#);
@@ -624,9 +633,9 @@ fn with_script_module(
 
 #[test]
 fn script_helpers_compute_what_they_claim() {
-    let Some(py) = python3() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let script = write_script(dir.path()).unwrap();
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
     let code = r#"
 xs = [0.5, 0.1, 0.4, 0.2, 0.3]
 cfg = m.load_config('{"model":{"kind":"decoder","layers":2,"width":64,"heads":4},"variant":{"hook":"power_sgd","accum":4}}')
@@ -664,9 +673,9 @@ print(json.dumps({
 /// blocks, the warm-up only in the first of each side, and the waiting ranks never stepping alone.
 #[test]
 fn solo_rounds_alternate_alone_and_together() {
-    let Some(py) = python3() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let script = write_script(dir.path()).unwrap();
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
     let code = r#"
 out = {}
 for rank in (0, 1):
@@ -725,9 +734,9 @@ print(json.dumps(out))
 #[test]
 fn rust_config_is_what_the_script_reads() {
     // Every hook as serde spells it must be accepted by the script's parser.
-    let Some(py) = python3() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let script = write_script(dir.path()).unwrap();
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
     let req = request(DdpVariant::default(), vec![1], 100.0);
     let mlp = ModelSpec::Mlp {
         width: 256,
@@ -1258,9 +1267,9 @@ fn the_last_expected_result_says_done() {
 
 #[test]
 fn script_pins_local_ranks_to_disjoint_cores() {
-    let Some(py) = python3() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let script = write_script(dir.path()).unwrap();
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
     // Each local rank of two pins itself and prints the CPUs it may run on afterwards.
     let code = r#"
 before = sorted(os.sched_getaffinity(0))
@@ -1307,9 +1316,9 @@ print(json.dumps({"before": before, "pinned": pinned, "after": sorted(os.sched_g
 
 #[test]
 fn script_refuses_an_unknown_cpu_binding() {
-    let Some(py) = python3() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let script = write_script(dir.path()).unwrap();
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
     let (code, lines, _) = run_script(
         py,
         &script,
