@@ -541,16 +541,43 @@ daemon)
     say "## daemon: ddpcheckd on this node's $NGPU GPU(s): NVML collector, /metrics read by prometheus_client's parser, check and bench ddp through the socket, the last verdict kept across a restart, nothing left behind"
     DD=$(mktemp -d /tmp/ddpcheck-daemon.XXXXXX)
     MPORT=$(free_port)
-    start_daemon
+    COLLECT_INTERVAL=1 start_daemon
     say "daemon pid $DPID, socket $([ -S "$DD/d.sock" ] && echo up || echo MISSING), metrics port $MPORT"
     scrape start
     viad topo > "$LOGS/daemon-topo.txt" 2>&1; say "topo via daemon: exit $?"
     t0=$(now)
     viad check --json > "$LOGS/daemon-check.json" 2> "$LOGS/daemon-check.err"
     say "check via daemon: exit $? after $(el "$t0" "$(now)") s"
+    # /metrics answers from the snapshot while a benchmark runs and the collector reads NVML.
+    python3 - "http://127.0.0.1:$MPORT/metrics" "$DD/stop" > "$LOGS/daemon-scrapes.json" <<'PY' &
+import json, os, sys, time, urllib.request
+url, stop = sys.argv[1], sys.argv[2]
+lat, collector, errors = [], [], 0
+while not os.path.exists(stop):
+    t = time.perf_counter()
+    try:
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        lat.append(time.perf_counter() - t)
+        collector += [float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith("ddpcheck_collector_duration_seconds{")]
+    except Exception:
+        errors += 1
+    time.sleep(0.05)
+print(json.dumps({"latencies_s": lat, "collector_durations_s": collector, "errors": errors}))
+PY
+    SPID=$!
     t0=$(now)
     viad bench ddp --sweep mlp:1024 --variants base --gpus "1,$NGPU" --steps 15 --warmup-steps 3 --json > "$LOGS/daemon-ddp.json" 2> "$LOGS/daemon-ddp.err"
     say "bench ddp via daemon: exit $? after $(el "$t0" "$(now)") s"
+    touch "$DD/stop"; wait "$SPID"
+    python3 - "$LOGS/daemon-scrapes.json" <<'PY' | tee -a "$SUMMARY"
+import json, sys
+r = json.load(open(sys.argv[1]))
+lat = sorted(r["latencies_s"])
+q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3 if lat else float("nan")
+col = r["collector_durations_s"]
+print(f"scrapes during the benchmark: {len(lat)}, errors {r['errors']}, latency ms p50 {q(0.5):.2f} p99 {q(0.99):.2f} max {q(1.0):.2f}; "
+      f"collector run seen {min(col) * 1e3 if col else float('nan'):.1f}..{max(col) * 1e3 if col else float('nan'):.1f} ms")
+PY
     sleep 6
     scrape after
     kill "$DPID"; wait "$DPID" 2>/dev/null; say "daemon stopped (SIGTERM): exit $?"
