@@ -64,6 +64,8 @@ pub enum Command {
     Bench(BenchCommand),
     /// Predict DDP scaling from this node's measurements and recommend settings.
     Recommend(crate::recommend::RecommendArgs),
+    /// The runs the node's daemon has stored, newest first: `ddpcheck --daemon SOCKET history`.
+    History(crate::history_cmd::HistoryArgs),
     /// Run the main flow on a simulated 4xA6000 PHB node through an in-process daemon.
     Demo,
     /// The daemon's configuration: `ddpcheck config check [--config FILE]`.

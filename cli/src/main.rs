@@ -6,6 +6,7 @@ mod cluster;
 mod config_cmd;
 mod ddp_cmd;
 mod demo;
+mod history_cmd;
 mod plot;
 mod progress;
 mod recommend;
@@ -116,6 +117,7 @@ fn run(cli: &Cli) -> Result<i32, CliError> {
         Command::Bench(BenchCommand::Collectives(a)) => collectives(cli, a),
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(cli, a),
         Command::Recommend(a) => recommend::run(cli, a),
+        Command::History(a) => history_cmd::run(cli, a),
         Command::Config(c) => config_cmd::run(cli, c),
         Command::Cluster(c) => cluster::run(cli, c),
     }

@@ -144,22 +144,27 @@ impl Target {
     /// The daemon's stored complete reports of `kind`, oldest first (empty in local mode: local
     /// runs keep no history).
     pub fn history(&self, kind: &str, limit: u32) -> Result<Vec<pb::Report>, CliError> {
+        let mut rows = self.history_rows(kind, limit)?;
+        rows.retain(|r| r.status == "complete" && !r.json.is_empty());
+        rows.reverse();
+        Ok(rows)
+    }
+
+    /// The daemon's last `limit` runs of `kind` (empty: every kind), newest first, whatever
+    /// their status; none in local mode.
+    pub fn history_rows(&self, kind: &str, limit: u32) -> Result<Vec<pb::Report>, CliError> {
         match self {
             Target::Local { .. } => Ok(Vec::new()),
             Target::Daemon { addr } => block_on(async {
                 let mut c = connect(addr).await?;
-                let mut rows = c
-                    .get_history(pb::GetHistoryRequest {
-                        kind: kind.into(),
-                        limit,
-                    })
-                    .await
-                    .map_err(status_error)?
-                    .into_inner()
-                    .reports;
-                rows.retain(|r| r.status == "complete" && !r.json.is_empty());
-                rows.reverse();
-                Ok(rows)
+                Ok(c.get_history(pb::GetHistoryRequest {
+                    kind: kind.into(),
+                    limit,
+                })
+                .await
+                .map_err(status_error)?
+                .into_inner()
+                .reports)
             }),
         }
     }

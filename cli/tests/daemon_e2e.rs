@@ -285,3 +285,80 @@ fn a_one_gpu_job_is_checked_without_a_collective() {
     );
     d.stop();
 }
+
+/// `ddpcheck history` lists the daemon's runs newest first with their outcome, failed ones with
+/// their error; `--kind`, `--limit` and `--json` (the stored reports, valid against the schema).
+#[test]
+fn history_lists_the_daemons_runs_newest_first() {
+    let d = Daemon::start(Some("h200x2-nvlink+degraded-pcie"));
+    assert_eq!(code(&d.cli(&["check"])), 1);
+    assert_eq!(
+        code(&d.cli(&["bench", "collectives", "-b", "1M", "-e", "64M"])),
+        0
+    );
+    let o = d.cli(&[
+        "bench",
+        "ddp",
+        "--sweep",
+        "mlp:1024",
+        "--variants",
+        "base",
+        "--steps",
+        "5",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        code(&d.cli(&["bench", "ddp", "--gpus", "1,5", "--sweep", "mlp:1024"])),
+        64
+    );
+
+    let o = d.cli(&["history"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("SIMULATED NODE"), "{text}");
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            ["preflight", "bench_collectives", "bench_ddp"]
+                .into_iter()
+                .find(|k| l.split_whitespace().any(|w| w == *k))
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["bench_ddp", "bench_ddp", "bench_collectives", "preflight"],
+        "{text}"
+    );
+    assert!(
+        text.contains("outside 1..=2"),
+        "the failed run's error: {text}"
+    );
+    assert!(text.contains("PCIe link runs at gen4 x8"), "{text}");
+
+    let o = d.cli(&["history", "--kind", "preflight", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v = json(&o);
+    let rows = v.as_array().expect("a list");
+    assert_eq!(rows.len(), 1, "{v}");
+    assert_eq!(rows[0]["verdict"], "WARNING");
+    assert_eq!(rows[0]["exit_code"], 1);
+    assert_eq!(rows[0]["status"], "complete");
+    assert_valid(&rows[0]["report"]);
+
+    let v = json(&d.cli(&["history", "--json", "--limit", "2"]));
+    let rows = v.as_array().expect("a list");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["status"], "failed");
+    assert!(
+        rows[0]["error"].as_str().unwrap().contains("outside 1..=2"),
+        "{v}"
+    );
+    assert!(rows[0]["id"].as_i64() > rows[1]["id"].as_i64());
+    assert_eq!(rows[1]["kind"], "bench_ddp");
+    assert!(rows[1]["summary"].as_str().unwrap().contains("best"), "{v}");
+
+    let o = local(&["history"]);
+    assert_eq!(code(&o), 64);
+    assert!(stderr(&o).contains("--daemon"), "{}", stderr(&o));
+    d.stop();
+}

@@ -171,6 +171,7 @@ struct Row {
     verdict: Option<String>,
     exit_code: Option<i32>,
     json: Option<String>,
+    backend_label: String,
 }
 
 fn open_ro(db: &Path) -> Connection {
@@ -184,7 +185,9 @@ fn open_ro(db: &Path) -> Connection {
 fn rows(db: &Path) -> Vec<Row> {
     let c = open_ro(db);
     let mut s = c
-        .prepare("SELECT id, status, verdict, exit_code, json FROM reports ORDER BY id")
+        .prepare(
+            "SELECT id, status, verdict, exit_code, json, backend_label FROM reports ORDER BY id",
+        )
         .unwrap();
     s.query_map([], |r| {
         Ok(Row {
@@ -193,6 +196,7 @@ fn rows(db: &Path) -> Vec<Row> {
             verdict: r.get(2)?,
             exit_code: r.get(3)?,
             json: r.get(4)?,
+            backend_label: r.get(5)?,
         })
     })
     .unwrap()
@@ -384,6 +388,19 @@ fn repeated_kill9_loses_no_reported_check_and_marks_in_flight_runs_interrupted()
         Outcome::Verdict(s) => seen.push(s),
         Outcome::NoVerdict { stderr, .. } => panic!("check after recovery failed: {stderr}"),
     }
+    // `ddpcheck history` shows the same runs as the file, interrupted ones included (those of
+    // this daemon's backend: the `+hang` rounds ran on another).
+    let listed = Command::new(bin("ddpcheck"))
+        .arg("--daemon")
+        .arg(&d.socket)
+        .args(["history", "--json", "--limit", "1000"])
+        .env_remove("DDPCHECK_SIM")
+        .env_remove("DDPCHECK_DAEMON")
+        .output()
+        .expect("run ddpcheck history");
+    assert!(listed.status.success(), "{listed:?}");
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_slice(&listed.stdout).expect("history --json is JSON");
     assert!(d.stop().success());
 
     assert_eq!(integrity(&db), "ok");
@@ -415,6 +432,22 @@ fn repeated_kill9_loses_no_reported_check_and_marks_in_flight_runs_interrupted()
     for id in &in_flight_ids {
         assert_eq!(rs[(*id - 1) as usize].status, "interrupted", "run {id}");
     }
+    let by_history: Vec<(i64, String)> = listed
+        .iter()
+        .rev()
+        .map(|e| {
+            (
+                e["id"].as_i64().unwrap(),
+                e["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let by_file: Vec<(i64, String)> = rs
+        .iter()
+        .filter(|r| r.backend_label == format!("sim:{plain}"))
+        .map(|r| (r.id, r.status.clone()))
+        .collect();
+    assert_eq!(by_history, by_file);
 
     // Every verdict a client saw is stored as complete (matched one to one).
     let mut complete: Vec<(Row, serde_json::Value)> = rs

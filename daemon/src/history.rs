@@ -7,7 +7,7 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// Version of the table layout; `migrate` brings older files forward.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
@@ -28,6 +28,8 @@ pub struct StoredReport {
     pub verdict: Option<String>,
     pub exit_code: Option<i32>,
     pub json: Option<String>,
+    /// Why a `failed` run failed (schema 2; runs stored before have none).
+    pub error: Option<String>,
 }
 
 pub struct History {
@@ -88,6 +90,15 @@ impl History {
                  COMMIT;",
             )?;
         }
+        if v < 2 {
+            // 2: a failed run keeps its error line (before, only that it failed).
+            self.conn.execute_batch(
+                "BEGIN;
+                 ALTER TABLE reports ADD COLUMN error TEXT;
+                 PRAGMA user_version = 2;
+                 COMMIT;",
+            )?;
+        }
         Ok(())
     }
 
@@ -112,6 +123,15 @@ impl History {
             params![kind, backend, backend_label, now_unix],
         )?;
         Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Records that a run failed, and why (one line, as the caller was told).
+    pub fn fail(&self, id: i64, error: &str, now_unix: f64) -> Result<(), HistoryError> {
+        self.conn.execute(
+            "UPDATE reports SET status = 'failed', error = ?2, finished_unix = ?3 WHERE id = ?1",
+            params![id, error, now_unix],
+        )?;
+        Ok(())
     }
 
     /// Stores the finished report of a run.
@@ -141,7 +161,7 @@ impl History {
         limit: u32,
     ) -> Result<Vec<StoredReport>, HistoryError> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, kind, backend, backend_label, started_unix, status, verdict, exit_code, json
+            "SELECT id, kind, backend, backend_label, started_unix, status, verdict, exit_code, json, error
              FROM reports
              WHERE (?1 = '' OR kind = ?1) AND (?2 IS NULL OR backend_label = ?2)
              ORDER BY id DESC LIMIT ?3",
@@ -157,6 +177,7 @@ impl History {
                 verdict: r.get(6)?,
                 exit_code: r.get(7)?,
                 json: r.get(8)?,
+                error: r.get(9)?,
             })
         })?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
@@ -234,6 +255,42 @@ mod tests {
             rows[1].id
         );
         assert!(h.latest("preflight", "sim:other").unwrap().is_none());
+    }
+
+    /// A database written by schema 1 (before failed runs kept their error) opens, keeps its
+    /// rows and takes errors from then on.
+    #[test]
+    fn schema_1_is_migrated_in_place() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("h.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE reports (
+                    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, backend TEXT NOT NULL,
+                    backend_label TEXT NOT NULL, started_unix REAL NOT NULL, finished_unix REAL,
+                    status TEXT NOT NULL CHECK (status IN ('running','complete','interrupted','failed')),
+                    verdict TEXT, exit_code INTEGER, busbw_large_gbps REAL, json TEXT);
+                 INSERT INTO reports (kind, backend, backend_label, started_unix, status, verdict, exit_code, json)
+                    VALUES ('preflight', 'sim', 'sim:x', 1.0, 'complete', 'OK', 0, '{}');
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        }
+        let h = History::open(&path).unwrap();
+        let v: i64 = h
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let b = h.begin("bench_ddp", "sim", "sim:x", 2.0).unwrap();
+        h.fail(b, "torch is not installed", 3.0).unwrap();
+        let rows = h.recent("", Some("sim:x"), 10).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].status, "failed");
+        assert_eq!(rows[0].error.as_deref(), Some("torch is not installed"));
+        assert_eq!(rows[1].verdict.as_deref(), Some("OK"));
+        assert_eq!(rows[1].error, None);
     }
 
     #[test]

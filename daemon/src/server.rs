@@ -54,6 +54,9 @@ fn stored_to_proto(r: StoredReport) -> Report {
         exit_code: r.exit_code.unwrap_or(-1),
         json: r.json.unwrap_or_default(),
         status: r.status,
+        id: r.id,
+        started_unix: r.started_unix,
+        error: r.error.unwrap_or_default(),
     }
 }
 
@@ -87,6 +90,7 @@ impl Finished {
                 exit_code: 0,
                 json: to_json(r)?,
                 status: "complete".into(),
+                ..Report::default()
             },
             busbw_large: None,
         })
@@ -178,9 +182,7 @@ impl Service {
                 }
                 Err(e) => {
                     if let Ok(id) = id {
-                        let _ = node.with_history(|h| {
-                            h.complete(id, "failed", None, None, None, None, now)
-                        });
+                        let _ = node.with_history(|h| h.fail(id, &e.to_string(), now));
                     }
                     let _ = tx.blocking_send(Err(probe_status(&e)));
                 }
@@ -264,6 +266,7 @@ impl Ddpcheck for Service {
             exit_code: 0,
             json: serde_json::to_string(&report).map_err(|e| Status::internal(e.to_string()))?,
             status: "complete".into(),
+            ..Report::default()
         }))
     }
 
@@ -354,6 +357,7 @@ impl Ddpcheck for Service {
                     exit_code: r.exit_code,
                     json: to_json(&r)?,
                     status: "complete".into(),
+                    ..Report::default()
                 },
                 busbw_large,
             })

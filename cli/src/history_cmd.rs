@@ -1,0 +1,195 @@
+//! `ddpcheck history`: the runs a node's daemon has stored, newest first, each with its outcome
+//! in a line (verdict, bandwidth, speedup, or why it failed); `--json` adds the stored reports.
+
+use clap::Args;
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::Table;
+use ddpcheck_core::preflight::LARGE_MESSAGE;
+use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, PreflightReport};
+use ddpcheck_proto::v1 as pb;
+use serde::Serialize;
+
+use crate::args::Cli;
+use crate::target::CliError;
+use crate::{make_target, print_json};
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// Only runs of this kind.
+    #[arg(long, value_parser = ["preflight", "bench_collectives", "bench_ddp"])]
+    pub kind: Option<String>,
+    /// How many runs, newest first.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+}
+
+/// One stored run as `--json` prints it.
+#[derive(Serialize)]
+struct Entry {
+    id: i64,
+    kind: String,
+    backend: String,
+    /// RFC 3339, UTC, to the second.
+    started: String,
+    /// `complete`, `failed`, `running` or `interrupted` (the daemon stopped during the run).
+    status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verdict: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    summary: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// The stored report, as `check --json` or `bench ... --json` printed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<serde_json::Value>,
+}
+
+pub fn run(cli: &Cli, a: &HistoryArgs) -> Result<i32, CliError> {
+    let Some(addr) = &cli.daemon else {
+        return Err(CliError::Usage(
+            "history is kept by the daemon: give --daemon SOCKET (or set DDPCHECK_DAEMON); \
+             local runs store none"
+                .into(),
+        ));
+    };
+    let rows = make_target(cli)?.history_rows(a.kind.as_deref().unwrap_or(""), a.limit)?;
+    let entries: Vec<Entry> = rows.into_iter().map(entry).collect();
+    if cli.json {
+        print_json(&entries)?;
+    } else {
+        print!("{}", table(addr, &entries));
+    }
+    Ok(0)
+}
+
+fn entry(r: pb::Report) -> Entry {
+    let summary = summary(&r.kind, &r.json);
+    let report = serde_json::from_str(&r.json).ok();
+    let complete = r.status == "complete";
+    Entry {
+        id: r.id,
+        started: started(r.started_unix),
+        verdict: (!r.verdict.is_empty()).then_some(r.verdict),
+        // The daemon sends -1 where it stored none (benchmarks, unfinished runs).
+        exit_code: (complete && r.exit_code >= 0 && r.kind == "preflight").then_some(r.exit_code),
+        error: (!r.error.is_empty()).then_some(r.error),
+        kind: r.kind,
+        backend: r.backend,
+        status: r.status,
+        summary,
+        report,
+    }
+}
+
+fn started(unix: f64) -> String {
+    if !(unix.is_finite() && unix > 0.0) {
+        return "-".into();
+    }
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The outcome of a stored report in a line; empty where none was stored (an unfinished or
+/// failed run) or it cannot be read.
+fn summary(kind: &str, json: &str) -> String {
+    let gbps = |g: f64| format!("{g:.1} GB/s");
+    match kind {
+        "preflight" => serde_json::from_str::<PreflightReport>(json)
+            .map(|r| {
+                let peak = r
+                    .all_reduce
+                    .as_ref()
+                    .and_then(|s| s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0)));
+                // The reason as a prolog prints it, less what the other columns say.
+                let reason = r.reason.trim_start_matches("ddpcheck: ");
+                let verdict = format!("{}: ", r.verdict.as_str());
+                let reason = reason.strip_prefix(verdict.as_str()).unwrap_or(reason);
+                match peak {
+                    Some((_, b)) => format!("{reason}; all-reduce {}", gbps(b)),
+                    None => reason.to_string(),
+                }
+            })
+            .unwrap_or_default(),
+        "bench_collectives" => serde_json::from_str::<BenchCollectivesReport>(json)
+            .ok()
+            .and_then(|r| {
+                let s = r.all_reduce()?;
+                let (_, b) = s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0))?;
+                Some(format!("all-reduce {} at {} ranks", gbps(b), s.ranks))
+            })
+            .unwrap_or_default(),
+        "bench_ddp" => serde_json::from_str::<DdpReport>(json)
+            .map(|r| {
+                let best = r
+                    .results
+                    .iter()
+                    .filter(|x| x.world_size > 1)
+                    .filter_map(|x| Some((x.speedup?, x)))
+                    .max_by(|a, b| a.0.total_cmp(&b.0));
+                let n = r.results.len();
+                match best {
+                    Some((s, x)) => format!(
+                        "{n} runs; best {s:.2}x: {} {} at {} GPUs",
+                        x.model, x.variant, x.world_size
+                    ),
+                    None => format!("{n} runs at one GPU"),
+                }
+            })
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+fn table(addr: &str, entries: &[Entry]) -> String {
+    let sim = entries.iter().any(|e| e.backend == "sim");
+    let mut out = format!(
+        "ddpcheck history — daemon at {addr}, newest first{}\n",
+        if sim {
+            " (SIMULATED NODE: not measurements of real GPUs)"
+        } else {
+            ""
+        }
+    );
+    if entries.is_empty() {
+        out.push_str("no runs stored yet\n");
+        return out;
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header([
+        "id",
+        "started (UTC)",
+        "kind",
+        "status",
+        "verdict",
+        "outcome",
+    ]);
+    for e in entries {
+        t.add_row([
+            e.id.to_string(),
+            e.started.clone(),
+            e.kind.clone(),
+            e.status.clone(),
+            e.verdict.clone().unwrap_or_default(),
+            e.error.clone().unwrap_or_else(|| e.summary.clone()),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreadable_or_missing_reports_summarise_to_nothing() {
+        assert_eq!(summary("preflight", ""), "");
+        assert_eq!(summary("bench_ddp", "{not json"), "");
+        assert_eq!(summary("topo", "{}"), "");
+        assert_eq!(started(0.0), "-");
+        assert_eq!(started(1.0e9), "2001-09-09T01:46:40Z");
+    }
+}
