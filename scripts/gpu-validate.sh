@@ -586,6 +586,10 @@ PY
     viad check --max-age 3600 > "$LOGS/daemon-check-cached.txt" 2>&1
     say "after a restart, check --max-age 3600 via daemon: exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/daemon-check-cached.txt" | head -c 200)"
     scrape restarted
+    viad bench ddp --sweep mlp:1024 --gpus "1,$((NGPU + 1))" > "$LOGS/daemon-bad-ddp.txt" 2>&1
+    say "bench ddp on one GPU more than the node has, via daemon: exit $?"
+    viad history > "$LOGS/daemon-history.txt" 2>&1; say "history via daemon: exit $?"
+    tee -a "$SUMMARY" < "$LOGS/daemon-history.txt"
     kill "$DPID"; wait "$DPID" 2>/dev/null
     sleep 1
     left=$(pgrep -fa 'ddpcheckd|ddpcheck worker|ddpcheck_bench_ddp' | grep -v pgrep || true)
