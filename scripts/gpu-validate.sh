@@ -521,7 +521,7 @@ single)
     say "bench collectives: exit $?; $(tail -1 "$LOGS/single-collectives.txt" | head -c 200)"
     t0=$(now)
     "$DDPCHECK" bench ddp --model gpt2-124m --variants base --steps 10 --warmup-steps 3 > "$LOGS/single-ddp-default-gpus.txt" 2>&1
-    say "bench ddp (default --gpus 1,2): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-ddp-default-gpus.txt" | head -c 240)"
+    say "bench ddp (default --gpus: 1,2, or 1 on a node of one GPU): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-ddp-default-gpus.txt" | head -c 240)"
     ddp_runs single-ddp-gpt "bench ddp gpt2-124m base,bf16,accum4 --gpus 1,$NGPU x2" --model gpt2-124m --variants base,bf16,accum4 --steps 15 --repeats 2
     ddp_runs single-ddp-mlp "bench ddp mlp 1024,2048 x4 base,accum8,nocomm --gpus 1,$NGPU x2" --sweep mlp:1024,2048 --variants base,accum8,nocomm --steps 20 --repeats 2
     python3 scripts/summarise-ddp.py "$LOGS"/single-ddp-gpt.json "$LOGS"/single-ddp-mlp.json | tee -a "$SUMMARY"

@@ -19,9 +19,10 @@ pub struct DdpArgs {
     /// nocomm: no gradient communication at all (N GPUs side by side; an input of `recommend`).
     #[arg(long, default_value = "base,bf16,accum4,bf16+accum4")]
     pub variants: String,
-    /// GPU counts to run, comma-separated (1 is added: speedup is against one GPU).
-    #[arg(long, default_value = "1,2")]
-    pub gpus: String,
+    /// GPU counts to run, comma-separated (1 is added: speedup is against one GPU). Default:
+    /// 1,2, or 1 on a node of one GPU.
+    #[arg(long)]
+    pub gpus: Option<String>,
     /// Micro-batch per GPU (sequences for decoders; the MLP uses 256 samples when not given).
     #[arg(long)]
     pub micro_batch: Option<u32>,
@@ -99,7 +100,9 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         .filter(|v| !v.is_empty())
         .map(|v| v.parse::<DdpVariant>().map_err(CliError::Usage))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut world_sizes = parse_u32_list(&a.gpus).map_err(CliError::Usage)?;
+    let default_gpus = if node_gpus == Some(1) { "1" } else { "1,2" };
+    let mut world_sizes =
+        parse_u32_list(a.gpus.as_deref().unwrap_or(default_gpus)).map_err(CliError::Usage)?;
     if !world_sizes.contains(&1) {
         world_sizes.insert(0, 1);
     }
@@ -157,7 +160,8 @@ pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, CliError> {
         return show(cli, a, &r);
     }
     let target = make_target(cli)?;
-    let node_gpus = if a.price_per_hour.is_some() {
+    // The price's split, and the default GPU counts.
+    let node_gpus = if a.price_per_hour.is_some() || a.gpus.is_none() {
         Some(target.topo("")?.gpus.len())
     } else {
         None
@@ -182,4 +186,32 @@ fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<
         print!("{}", render::bench_ddp(r));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        a: DdpArgs,
+    }
+
+    fn args(v: &[&str]) -> DdpArgs {
+        Wrap::try_parse_from(std::iter::once("bench-ddp").chain(v.iter().copied()))
+            .unwrap()
+            .a
+    }
+
+    #[test]
+    fn default_gpu_counts_follow_the_node() {
+        let worlds = |v: &[&str], node| build_request(&args(v), node).unwrap().world_sizes;
+        assert_eq!(worlds(&[], Some(1)), vec![1]);
+        assert_eq!(worlds(&[], Some(8)), vec![1, 2]);
+        assert_eq!(worlds(&[], None), vec![1, 2]);
+        // Given counts stand as given (the engine refuses those beyond the node).
+        assert_eq!(worlds(&["--gpus", "4"], Some(1)), vec![1, 4]);
+    }
 }
