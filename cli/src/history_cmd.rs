@@ -128,12 +128,17 @@ fn summary(kind: &str, json: &str) -> String {
                     .filter_map(|x| Some((x.speedup?, x)))
                     .max_by(|a, b| a.0.total_cmp(&b.0));
                 let n = r.results.len();
+                let runs = if n == 1 {
+                    "1 run".into()
+                } else {
+                    format!("{n} runs")
+                };
                 match best {
                     Some((s, x)) => format!(
-                        "{n} runs; best {s:.2}x: {} {} at {} GPUs",
+                        "{runs}; best {s:.2}x: {} {} at {} GPUs",
                         x.model, x.variant, x.world_size
                     ),
-                    None => format!("{n} runs at one GPU"),
+                    None => format!("{runs} at one GPU"),
                 }
             })
             .unwrap_or_default(),
