@@ -316,6 +316,17 @@ impl Prometheus {
         Ok(v["data"].clone())
     }
 
+    /// A GET of the HTTP API (`/api/v1/...`): its `data`, or the error text.
+    fn api(&self, path: &str) -> Result<Value, String> {
+        let (status, body) = http_request(&self.addr, path).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_str(&body)
+            .map_err(|e| format!("HTTP {status}, not JSON ({e}): {body}"))?;
+        if status != 200 || v["status"] != "success" {
+            return Err(format!("HTTP {status}: {} {}", v["errorType"], v["error"]));
+        }
+        Ok(v["data"].clone())
+    }
+
     fn label_values(&self, label: &str, matcher: &str) -> Result<Vec<String>, String> {
         let path = format!(
             "/api/v1/label/{label}/values?match[]={}",
@@ -461,6 +472,25 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
                 stderr(&o)
             );
         }
+        // The alert rules: valid, and their unit tests pass.
+        let rules = common::repo_root().join("deploy/prometheus/ddpcheck-alerts.yml");
+        let tests = common::repo_root().join("deploy/prometheus/ddpcheck-alerts.test.yml");
+        for args in [["check", "rules"], ["test", "rules"]] {
+            let file = if args[0] == "check" { &rules } else { &tests };
+            let o = Command::new(&promtool)
+                .args(args)
+                .arg(file)
+                .output()
+                .expect("run promtool");
+            assert!(
+                o.status.success(),
+                "promtool {} {}: {}{}",
+                args.join(" "),
+                file.display(),
+                stdout(&o),
+                stderr(&o)
+            );
+        }
     } else {
         return;
     }
@@ -473,6 +503,7 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
     let mut cfg = String::from(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: ddpcheck\n    static_configs:\n",
     );
+    let rules = common::repo_root().join("deploy/prometheus/ddpcheck-alerts.yml");
     for (inst, _, d) in &nodes {
         // The instance label names the node; `hostname` comes from the exposition, untouched.
         let addr = d.metrics.as_deref().expect("metrics address");
@@ -480,6 +511,7 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
             "      - targets: ['{addr}']\n        labels:\n          instance: '{inst}'\n"
         ));
     }
+    cfg.push_str(&format!("rule_files:\n  - '{}'\n", rules.display()));
     let config = dir.path().join("prometheus.yml");
     std::fs::write(&config, &cfg).unwrap();
     let prom = Prometheus::start(&prometheus, &config, dir.path());
@@ -584,6 +616,59 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
             "{what}: no values for {label} from {matcher}"
         );
     }
+
+    // 6. The alert rules on the fleet's own series: every rule evaluates without error, and the
+    //    faulty nodes' alerts are active (pending: their `for:` has not run out) while the
+    //    healthy node has none.
+    let want: BTreeSet<(String, String)> = [
+        // degraded-pcie + slow-link: CRITICAL (bandwidth under 40% of its class's).
+        ("a6000x4-phb", "DdpcheckNodeUnhealthy"),
+        ("a6000x4-phb", "DdpcheckPcieDowntrained"),
+        ("t4x2-pcie", "DdpcheckNodeUnhealthy"),
+        ("t4x2-pcie", "DdpcheckGpuProbeStuck"),
+    ]
+    .into_iter()
+    .map(|(i, a)| (i.to_string(), a.to_string()))
+    .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let active = loop {
+        let alerts = prom.api("/api/v1/alerts").expect("alerts");
+        let active: BTreeSet<(String, String)> = alerts["alerts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| {
+                Some((
+                    a["labels"]["instance"].as_str()?.to_string(),
+                    a["labels"]["alertname"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        if want.is_subset(&active) || Instant::now() >= deadline {
+            break active;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(
+        want.is_subset(&active),
+        "alerts active after 20 s: {active:?}, want at least {want:?}"
+    );
+    assert!(
+        active.iter().all(|(i, _)| i != "h200x2-nvlink"),
+        "the healthy node raised alerts: {active:?}"
+    );
+    let groups = prom.api("/api/v1/rules").expect("rules");
+    let rules: Vec<&Value> = groups["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(rules.len(), 8, "rules loaded: {groups}");
+    for r in &rules {
+        assert_eq!(r["health"], "ok", "rule {} does not evaluate: {r}", r["name"]);
+    }
+
     println!(
         "{} dashboard queries and {} variables answered by Prometheus from {} nodes in {:.1} s",
         queries.len(),
