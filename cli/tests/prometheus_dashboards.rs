@@ -666,7 +666,11 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
         .collect();
     assert_eq!(rules.len(), 8, "rules loaded: {groups}");
     for r in &rules {
-        assert_eq!(r["health"], "ok", "rule {} does not evaluate: {r}", r["name"]);
+        assert_eq!(
+            r["health"], "ok",
+            "rule {} does not evaluate: {r}",
+            r["name"]
+        );
     }
 
     println!(

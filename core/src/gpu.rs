@@ -103,6 +103,12 @@ pub fn busy_gpus(gpus: &[GpuInfo]) -> Vec<String> {
         .collect()
 }
 
+/// `busy_gpus` among the GPUs a job may use: those `job` names (as `select_gpus` reads it), or
+/// every one where it is empty or names none of `gpus` (then the run itself says what is wrong).
+pub fn busy_among(gpus: &[GpuInfo], job: &str) -> Vec<String> {
+    busy_gpus(&select_gpus(gpus, job).unwrap_or_else(|_| gpus.to_vec()))
+}
+
 /// Selects the job's GPUs from `CUDA_VISIBLE_DEVICES` / `SLURM_JOB_GPUS` style lists: entries are
 /// indices, full UUIDs (`GPU-…`) or UUID prefixes, or PCI bus ids. Unknown entries are an error.
 pub fn select_gpus(gpus: &[GpuInfo], spec: &str) -> Result<Vec<GpuInfo>, String> {
@@ -165,6 +171,22 @@ mod tests {
             processes: vec![],
             state: ProbeState::Ok,
         }
+    }
+
+    #[test]
+    fn busy_counts_only_the_jobs_gpus() {
+        let mut g = vec![gpu(0), gpu(1), gpu(2)];
+        g[0].processes.push(ComputeProcess {
+            pid: 42,
+            name: None,
+            used_memory_bytes: None,
+        });
+        assert_eq!(busy_among(&g, ""), vec!["GPU-aaaa0-1111 (pid 42)"]);
+        assert_eq!(busy_among(&g, "0,2"), vec!["GPU-aaaa0-1111 (pid 42)"]);
+        assert!(busy_among(&g, "1,2").is_empty());
+        assert!(busy_among(&g, "GPU-aaaa2").is_empty());
+        // A list naming no GPU here: every GPU counts.
+        assert_eq!(busy_among(&g, "7"), vec!["GPU-aaaa0-1111 (pid 42)"]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use ddpcheck_core::backend::{CollectiveRequest, Progress};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::DdpRequest;
-use ddpcheck_core::gpu::{busy_gpus, select_gpus, GpuInfo, NodeInventory};
+use ddpcheck_core::gpu::{busy_among, busy_gpus, select_gpus, GpuInfo, NodeInventory};
 use ddpcheck_core::preflight::{self, PreflightOptions};
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, EnvRun, Header, PreflightReport, Provenance, ReportKind,
@@ -219,9 +219,9 @@ pub fn env_label(vars: &[(String, String)]) -> String {
         .join("+")
 }
 
-/// BUSY where another process computes on one of `gpus`: its kernels would be in the timings.
-fn refuse_busy(gpus: &[GpuInfo]) -> Result<(), ProbeError> {
-    let busy = busy_gpus(gpus);
+/// BUSY where another process computes on a GPU of `busy` (`busy_gpus`' lines): its kernels
+/// would be in the timings.
+fn refuse_busy(busy: Vec<String>) -> Result<(), ProbeError> {
     if busy.is_empty() {
         return Ok(());
     }
@@ -244,7 +244,7 @@ pub fn run_bench_collectives(
             gpus.len()
         )));
     }
-    refuse_busy(&gpus)?;
+    refuse_busy(busy_gpus(&gpus))?;
     let mut envs = vec![Vec::new()];
     envs.extend(params.env_ab.iter().cloned());
     let mut runs = Vec::new();
@@ -302,9 +302,11 @@ pub fn run_bench_ddp(
 ) -> Result<DdpReport, ProbeError> {
     let inv = backend.inventory()?;
     req.validate(inv.gpus.len())?;
-    // The runner takes the first GPUs CUDA lists, whose order need not be NVML's: any busy one
-    // of the node could be among them.
-    refuse_busy(&inv.gpus)?;
+    // The runner's ranks take the first GPUs CUDA shows this process: the job's
+    // ($SLURM_JOB_GPUS, $CUDA_VISIBLE_DEVICES, as `check` reads them) where set, else the
+    // node's. CUDA's order need not be NVML's, so a busy GPU anywhere among them counts; GPUs
+    // outside the job (another job's, on a shared node) do not.
+    refuse_busy(busy_among(&inv.gpus, &job_gpus_from_env()))?;
     let mut prov = provenance(&inv, &inv.gpus);
     for (k, v) in &req.env {
         prov.nccl_env.insert(k.clone(), v.clone());
