@@ -362,3 +362,31 @@ fn history_lists_the_daemons_runs_newest_first() {
     assert!(stderr(&o).contains("--daemon"), "{}", stderr(&o));
     d.stop();
 }
+
+/// `--history-max-runs N` keeps the newest N runs: a node checked before every job does not
+/// fill its disk.
+#[test]
+fn history_keeps_the_newest_runs_it_is_told_to() {
+    let d = Daemon::start_with(Some("h200x2-nvlink"), &["--history-max-runs", "3"]);
+    for _ in 0..5 {
+        assert_eq!(code(&d.cli(&["check"])), 0);
+    }
+    let v = json(&d.cli(&["history", "--json"]));
+    let ids: Vec<i64> = v
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![5, 4, 3], "{v}");
+    d.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("ddpcheck.toml");
+    std::fs::write(&empty, "").unwrap();
+    let o = common::local_env(
+        &["config", "check", "--config", empty.to_str().unwrap()],
+        &[("DDPCHECK_HISTORY_MAX_RUNS", "-2")],
+    );
+    assert_eq!(code(&o), 64, "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("history_max_runs"), "{}", stderr(&o));
+}

@@ -26,6 +26,10 @@ pub const DEFAULT_METRICS_LISTEN: &str = "0.0.0.0:9402";
 pub const DEFAULT_COLLECT_INTERVAL_S: f64 = 30.0;
 /// Bounds of `collect_interval`, seconds.
 pub const COLLECT_INTERVAL_RANGE: (f64, f64) = (0.05, 86400.0);
+/// Runs the history keeps by default: a preflight before every job for a year or more on a busy
+/// node, and the file bounded to about 10 000 reports (tens of MB with two-GPU sweeps).
+pub const DEFAULT_HISTORY_MAX_RUNS: u64 = 10_000;
+pub const MAX_HISTORY_MAX_RUNS: u64 = 100_000_000;
 
 /// One configuration key: its name in the file, its flag and its environment variable.
 #[derive(Clone, Copy, Debug)]
@@ -43,7 +47,7 @@ impl Key {
 }
 
 /// Every key, in the order `ddpcheck config check` prints them.
-pub const KEYS: [Key; 14] = [
+pub const KEYS: [Key; 15] = [
     Key {
         name: "sim",
         env: "DDPCHECK_SIM",
@@ -114,6 +118,11 @@ pub const KEYS: [Key; 14] = [
         env: "DDPCHECK_WORK_BURST",
         help: "work-starting calls allowed back to back before the per-minute rate applies; unset: 10",
     },
+    Key {
+        name: "history_max_runs",
+        env: "DDPCHECK_HISTORY_MAX_RUNS",
+        help: "runs the history keeps, the oldest deleted beyond it, 0 = keep all; unset: 10000",
+    },
 ];
 
 /// Looks a key up by its file name.
@@ -154,6 +163,9 @@ pub struct Layer {
     /// Whole calls; any TOML integer parses here, the bounds are checked in `settings()`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_burst: Option<i64>,
+    /// Whole runs, as `work_burst`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_max_runs: Option<i64>,
 }
 
 /// A key's value as text, for messages and `config check`; `None` when unset.
@@ -183,6 +195,7 @@ impl Layer {
             "cluster_address" => s(&self.cluster_address),
             "work_rate_per_minute" => self.work_rate_per_minute.map(Val::Number),
             "work_burst" => self.work_burst.map(Val::Integer),
+            "history_max_runs" => self.history_max_runs.map(Val::Integer),
             _ => None,
         }
     }
@@ -204,6 +217,7 @@ impl Layer {
             "cluster_address" => self.cluster_address = other.cluster_address.take(),
             "work_rate_per_minute" => self.work_rate_per_minute = other.work_rate_per_minute.take(),
             "work_burst" => self.work_burst = other.work_burst.take(),
+            "history_max_runs" => self.history_max_runs = other.history_max_runs.take(),
             _ => {}
         }
     }
@@ -266,6 +280,15 @@ impl Layer {
                         message: "not a whole number of calls".into(),
                     })?;
                     l.work_burst = Some(n);
+                }
+                "history_max_runs" => {
+                    let n = v.trim().parse::<i64>().map_err(|_| ConfigError::Invalid {
+                        key: k.name,
+                        value: v.clone(),
+                        origin: Source::Env(k.env),
+                        message: "not a whole number of runs".into(),
+                    })?;
+                    l.history_max_runs = Some(n);
                 }
                 _ => {}
             }
@@ -375,6 +398,7 @@ pub fn merge(flags: Layer, env: Layer, file: FileLayer) -> Effective {
         collect_interval: Some(DEFAULT_COLLECT_INTERVAL_S),
         work_rate_per_minute: Some(crate::ratelimit::DEFAULT_WORK_RATE_PER_MINUTE),
         work_burst: Some(i64::from(crate::ratelimit::DEFAULT_WORK_BURST)),
+        history_max_runs: Some(DEFAULT_HISTORY_MAX_RUNS as i64),
         ..Layer::default()
     };
     let mut layers = [
@@ -422,6 +446,8 @@ pub struct Settings {
     pub work_rate: WorkRate,
     /// Where other nodes reach this one in cluster runs (`None`: from the host name).
     pub cluster_address: Option<String>,
+    /// Runs the history keeps (`None`: all of them).
+    pub history_max_runs: Option<u64>,
 }
 
 impl Effective {
@@ -544,6 +570,7 @@ impl Effective {
             collect_interval: Duration::from_secs_f64(interval),
             work_rate,
             cluster_address: self.cluster_address()?,
+            history_max_runs: self.history_max_runs()?,
         })
     }
 
@@ -573,6 +600,22 @@ impl Effective {
             ));
         }
         Ok(Some(bare.to_string()))
+    }
+
+    fn history_max_runs(&self) -> Result<Option<u64>, ConfigError> {
+        let n = self
+            .values
+            .history_max_runs
+            .unwrap_or(DEFAULT_HISTORY_MAX_RUNS as i64);
+        match u64::try_from(n) {
+            Ok(0) => Ok(None),
+            Ok(n) if n <= MAX_HISTORY_MAX_RUNS => Ok(Some(n)),
+            _ => Err(self.invalid(
+                "history_max_runs",
+                n.to_string(),
+                format!("outside 0..={MAX_HISTORY_MAX_RUNS} runs (0 = keep all)"),
+            )),
+        }
     }
 
     fn work_rate(&self) -> Result<WorkRate, ConfigError> {
@@ -868,6 +911,37 @@ mod tests {
         assert!(KEYS.iter().all(
             |k| key(k.name).is_some() && k.env == format!("DDPCHECK_{}", k.name.to_uppercase())
         ));
+    }
+
+    #[test]
+    fn history_max_runs_defaults_zero_and_bounds() {
+        let none = || merge(Layer::default(), Layer::default(), file(""));
+        assert_eq!(
+            none().settings().unwrap().history_max_runs,
+            Some(DEFAULT_HISTORY_MAX_RUNS)
+        );
+        let s = merge(
+            Layer::default(),
+            env(&[("DDPCHECK_HISTORY_MAX_RUNS", "500")]),
+            file("history_max_runs = 0\n"),
+        );
+        assert_eq!(s.settings().unwrap().history_max_runs, Some(500));
+        let s = merge(
+            Layer::default(),
+            Layer::default(),
+            file("history_max_runs = 0\n"),
+        );
+        assert_eq!(s.settings().unwrap().history_max_runs, None, "0 keeps all");
+        for text in ["history_max_runs = -1\n", "history_max_runs = 100000001\n"] {
+            let e = merge(Layer::default(), Layer::default(), file(text))
+                .settings()
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("history_max_runs = "), "{text}: {e}");
+        }
+        assert!(
+            Layer::from_env(|k| (k == "DDPCHECK_HISTORY_MAX_RUNS").then(|| "many".into())).is_err()
+        );
     }
 
     #[test]

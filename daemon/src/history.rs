@@ -125,6 +125,17 @@ impl History {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Deletes finished runs older than the newest `keep` (a run still `running` stays);
+    /// returns how many. SQLite reuses the freed pages, so the file stops growing.
+    pub fn prune(&self, keep: u64) -> Result<usize, HistoryError> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        Ok(self.conn.execute(
+            "DELETE FROM reports WHERE status != 'running' AND id <= (
+                SELECT id FROM reports ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+            params![keep],
+        )?)
+    }
+
     /// Records that a run failed, and why (one line, as the caller was told).
     pub fn fail(&self, id: i64, error: &str, now_unix: f64) -> Result<(), HistoryError> {
         self.conn.execute(
@@ -291,6 +302,28 @@ mod tests {
         assert_eq!(rows[0].error.as_deref(), Some("torch is not installed"));
         assert_eq!(rows[1].verdict.as_deref(), Some("OK"));
         assert_eq!(rows[1].error, None);
+    }
+
+    #[test]
+    fn prune_keeps_the_newest_runs_and_any_running_one() {
+        let h = History::open_in_memory().unwrap();
+        let running = h.begin("preflight", "sim", "sim:x", 0.0).unwrap();
+        for i in 1..=5 {
+            let id = h.begin("preflight", "sim", "sim:x", f64::from(i)).unwrap();
+            h.complete(id, "complete", Some("OK"), Some(0), None, Some("{}"), 9.0)
+                .unwrap();
+        }
+        assert_eq!(h.prune(10).unwrap(), 0);
+        assert_eq!(h.prune(3).unwrap(), 2);
+        let ids: Vec<i64> = h
+            .recent("", None, 100)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, vec![6, 5, 4, running]);
+        assert_eq!(h.prune(1).unwrap(), 2);
+        assert_eq!(h.recent("", None, 100).unwrap().len(), 2);
     }
 
     #[test]

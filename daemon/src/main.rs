@@ -64,6 +64,9 @@ struct Args {
     /// Work-starting calls allowed back to back before the per-minute rate applies [default: 10].
     #[arg(long, env = "DDPCHECK_WORK_BURST")]
     work_burst: Option<i64>,
+    /// Runs the history keeps; beyond it the oldest are deleted; 0 keeps all [default: 10000].
+    #[arg(long, env = "DDPCHECK_HISTORY_MAX_RUNS")]
+    history_max_runs: Option<i64>,
 }
 
 impl Args {
@@ -84,6 +87,7 @@ impl Args {
             cluster_address: self.cluster_address,
             work_rate_per_minute: self.work_rate_per_minute,
             work_burst: self.work_burst,
+            history_max_runs: self.history_max_runs,
         };
         let flags = env.split_off(|id| {
             matches!(
@@ -201,6 +205,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let opts = run::Options {
         web: settings.web_config,
         work_rate: settings.work_rate,
+        history_max_runs: settings.history_max_runs,
     };
     let running = run::start_with_options(cfg, opts, backend).await?;
     tracing::info!(

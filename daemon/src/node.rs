@@ -45,6 +45,8 @@ pub struct Node {
     work: Arc<tokio::sync::Mutex<()>>,
     /// Rate limit of work-starting calls (off unless the daemon sets one).
     pub work_limiter: WorkLimiter,
+    /// Runs the history keeps (`None`: all); see [`Node::prune_history`].
+    pub history_max_runs: Option<u64>,
 }
 
 /// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
@@ -64,6 +66,7 @@ impl Node {
             lock_path,
             work: Arc::new(tokio::sync::Mutex::new(())),
             work_limiter: WorkLimiter::off(),
+            history_max_runs: None,
         };
         node.restore_metrics();
         node
@@ -172,6 +175,19 @@ impl Node {
 
     /// Runs `f` with the history, recovering from a poisoned lock (a panic elsewhere must not
     /// make the history unreachable).
+    /// Deletes the oldest finished runs beyond `history_max_runs`, so that a node checked
+    /// before every job does not fill its disk; a failure is logged, never fatal.
+    pub fn prune_history(&self) {
+        let Some(keep) = self.history_max_runs else {
+            return;
+        };
+        match self.with_history(|h| h.prune(keep)) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("history: deleted the {n} oldest run(s), keeping {keep}"),
+            Err(e) => tracing::warn!("history: pruning to {keep} runs: {e}"),
+        }
+    }
+
     pub fn with_history<T>(&self, f: impl FnOnce(&History) -> T) -> T {
         match self.history.lock() {
             Ok(h) => f(&h),

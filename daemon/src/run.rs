@@ -178,6 +178,8 @@ pub struct Options {
     pub web: Option<Arc<WebConfig>>,
     /// Rate limit of work-starting gRPC calls, on top of single flight.
     pub work_rate: WorkRate,
+    /// Runs the history keeps, the oldest deleted beyond it (`None`: all).
+    pub history_max_runs: Option<u64>,
 }
 
 impl Default for Options {
@@ -185,6 +187,7 @@ impl Default for Options {
         Options {
             web: None,
             work_rate: WorkRate::OFF,
+            history_max_runs: None,
         }
     }
 }
@@ -195,7 +198,11 @@ pub async fn start_with_options(
     opts: Options,
     backend: Arc<dyn NodeBackend>,
 ) -> Result<Running, DaemonError> {
-    let Options { web, work_rate } = opts;
+    let Options {
+        web,
+        work_rate,
+        history_max_runs,
+    } = opts;
     if cfg.tcp.is_some() && cfg.tls.is_none() {
         return Err(DaemonError::Config(
             "TCP needs mTLS: give --tls-cert, --tls-key and --tls-client-ca".into(),
@@ -210,6 +217,8 @@ pub async fn start_with_options(
     }
     let mut node = Node::new(backend, history, lock_path(&cfg.runtime_dir));
     node.work_limiter = WorkLimiter::new(work_rate);
+    node.history_max_runs = history_max_runs;
+    node.prune_history();
     let node = Arc::new(node);
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();

@@ -187,6 +187,7 @@ impl Service {
                     let _ = tx.blocking_send(Err(probe_status(&e)));
                 }
             }
+            node.prune_history();
         });
         Ok(Box::pin(ReceiverStream::new(rx)))
     }

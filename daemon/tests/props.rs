@@ -415,10 +415,10 @@ fn value() -> impl Strategy<Value = Val> {
 }
 
 /// Whether `v` has the type the key takes (`collect_interval` and `work_rate_per_minute` are
-/// numbers, `work_burst` an integer, the rest strings).
+/// numbers, `work_burst` and `history_max_runs` integers, the rest strings).
 fn well_typed(key: &str, v: &Val) -> bool {
     let number = ["collect_interval", "work_rate_per_minute"].contains(&key);
-    let integer = key == "work_burst";
+    let integer = ["work_burst", "history_max_runs"].contains(&key);
     match v {
         Val::Str(_) => !number && !integer,
         Val::Float(_) => number,
@@ -471,6 +471,10 @@ proptest! {
                     prop_assert!(i >= lo * 0.999_999 && i <= hi * 1.000_001, "interval {i}");
                     prop_assert!(!s.listen.as_os_str().is_empty());
                     prop_assert!(s.tcp.is_none() || s.tls.is_some(), "TCP without mTLS accepted");
+                    prop_assert!(
+                        s.history_max_runs.is_none_or(|n| (1..=config::MAX_HISTORY_MAX_RUNS).contains(&n)),
+                        "history_max_runs {:?}", s.history_max_runs
+                    );
                 }
             }
             Err(e) => {
