@@ -4,7 +4,7 @@
 use clap::Args;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::Table;
-use ddpcheck_core::preflight::LARGE_MESSAGE;
+use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, PreflightReport};
 use ddpcheck_proto::v1 as pb;
 use serde::Serialize;
@@ -97,10 +97,7 @@ fn summary(kind: &str, json: &str) -> String {
     match kind {
         "preflight" => serde_json::from_str::<PreflightReport>(json)
             .map(|r| {
-                let peak = r
-                    .all_reduce
-                    .as_ref()
-                    .and_then(|s| s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0)));
+                let peak = r.all_reduce.as_ref().and_then(judged_peak);
                 // The reason as a prolog prints it, less what the other columns say.
                 let reason = r.reason.trim_start_matches("ddpcheck: ");
                 let verdict = format!("{}: ", r.verdict.as_str());
@@ -115,7 +112,7 @@ fn summary(kind: &str, json: &str) -> String {
             .ok()
             .and_then(|r| {
                 let s = r.all_reduce()?;
-                let (_, b) = s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0))?;
+                let (_, b) = judged_peak(s)?;
                 Some(format!("all-reduce {} at {} ranks", gbps(b), s.ranks))
             })
             .unwrap_or_default(),

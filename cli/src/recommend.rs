@@ -11,7 +11,7 @@ use ddpcheck_core::ddp::{
     DdpRequest, DdpResult, DdpVariant, ModelSpec,
 };
 use ddpcheck_core::model::{calibrate, cross_check, side_by_side, LinkCurve};
-use ddpcheck_core::preflight::LARGE_MESSAGE;
+use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::recommend::{
     estimate_flops, recommend, variant_name, CalibrationInput, ComputeSource, CurveProvenance,
     EnvAb, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, Recommendation,
@@ -596,9 +596,7 @@ fn one_gpu_node(gpus: usize) -> String {
 }
 
 fn busbw_large(s: &Sweep) -> Option<f64> {
-    s.peak_busbw(LARGE_MESSAGE)
-        .or_else(|| s.peak_busbw(0))
-        .map(|x| x.1)
+    judged_peak(s).map(|x| x.1)
 }
 
 pub fn build(
@@ -636,10 +634,21 @@ pub fn build(
     // The all-reduce curve: as DDP's own process group timed it where a multi-GPU run did,
     // else a sweep from small messages (α) to large (bandwidth).
     let in_launch = in_launch_curve(&m, a.gpus.or(node_seen));
+    // This node's GPU count, read once and only where needed (a curve given by --from may be
+    // another node's).
+    let mut gpus_here = None;
+    let mut node_gpus_here = || -> Result<usize, CliError> {
+        if let Some(n) = gpus_here {
+            return Ok(n);
+        }
+        let n = target.topo("")?.gpus.len();
+        gpus_here = Some(n);
+        Ok(n)
+    };
     if m.sweep.is_none() && in_launch.is_none() {
         // A node of one GPU has no interconnect to sweep: say what recommend can do there
         // rather than pass on the sweep's refusal.
-        let here = target.topo("")?.gpus.len();
+        let here = node_gpus_here()?;
         if here < 2 {
             return Err(CliError::Usage(one_gpu_node(here)));
         }
@@ -698,9 +707,8 @@ pub fn build(
         // With repeated launches, `nocomm` on one GPU and on N measures how much N processes
         // slow each other (one launch each cannot tell that from launch noise: not worth a
         // launch).
-        // Only where this node has the GPUs: a curve given by --from may be another node's.
-        let side_by_side =
-            a.repeats > 1 && gpus > 1 && gpus as usize <= target.topo("")?.gpus.len();
+        // Only where this node has the GPUs.
+        let side_by_side = a.repeats > 1 && gpus > 1 && gpus as usize <= node_gpus_here()?;
         let variants: &[&str] = if side_by_side {
             &["base", "accum4", "bf16", "nocomm"]
         } else {

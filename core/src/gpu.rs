@@ -103,6 +103,11 @@ pub fn busy_gpus(gpus: &[GpuInfo]) -> Vec<String> {
         .collect()
 }
 
+/// What BUSY says of `busy_gpus`' lines, in a preflight's reason and a refused benchmark alike.
+pub fn busy_reason(busy: &[String]) -> String {
+    format!("GPUs in use by other processes: {}", busy.join("; "))
+}
+
 /// `busy_gpus` among the GPUs a job may use: those `job` names (as `select_gpus` reads it), or
 /// every one where it is empty or names none of `gpus` (then the run itself says what is wrong).
 pub fn busy_among(gpus: &[GpuInfo], job: &str) -> Vec<String> {

@@ -7,13 +7,19 @@ use crate::backend::{CollectiveRequest, NodeBackend, ProbeError, Progress};
 use crate::collective::{Collective, Sweep};
 use crate::expect::{self, Expectation, NodeClass};
 use crate::finding::{Evidence, Finding, Severity, Subject};
-use crate::gpu::{busy_gpus, select_gpus, GpuInfo, ProbeState};
+use crate::gpu::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
 use crate::report::{Header, PreflightReport, Provenance, ReportKind, StepStatus, StepTiming};
 use crate::topology::{LinkClass, P2pStatus, TopologyMatrix};
 use crate::verdict::Verdict;
 
 /// Messages at least this large are compared with the reference table.
 pub const LARGE_MESSAGE: u64 = 64 << 20;
+
+/// The all-reduce figure a sweep is judged and shown by: its best busbw at `LARGE_MESSAGE` or
+/// more, else at any size (a sweep that stopped short of it), with the size it was reached at.
+pub fn judged_peak(s: &Sweep) -> Option<(u64, f64)> {
+    s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0))
+}
 
 #[derive(Clone, Debug)]
 pub struct PreflightOptions {
@@ -234,8 +240,11 @@ pub fn run(
             "a GPU is stuck or lost",
         ))
     } else if !busy.is_empty() {
-        let msg = format!("GPUs in use by other processes: {}", busy.join("; "));
-        Some((Verdict::Busy, msg, "GPUs in use by other processes"))
+        Some((
+            Verdict::Busy,
+            busy_reason(&busy),
+            "GPUs in use by other processes",
+        ))
     } else if gpus.len() < 2 {
         if opts.inject_hang {
             // Passing would claim the watchdog was tested: nothing ran that could hang.
@@ -646,7 +655,7 @@ pub fn judge_allreduce(s: &Sweep, expected: Option<&Expectation>, history: &[f64
             .with(Evidence::new("#wrong", w.to_string()).expected("0")),
         );
     }
-    let peak = s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0));
+    let peak = judged_peak(s);
     let Some((bytes, busbw)) = peak else {
         return out;
     };

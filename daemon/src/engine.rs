@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use ddpcheck_core::backend::{CollectiveRequest, Progress};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::DdpRequest;
-use ddpcheck_core::gpu::{busy_among, busy_gpus, select_gpus, GpuInfo, NodeInventory};
+use ddpcheck_core::gpu::{busy_among, busy_gpus, busy_reason, select_gpus, GpuInfo, NodeInventory};
 use ddpcheck_core::preflight::{self, PreflightOptions};
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, EnvRun, Header, PreflightReport, Provenance, ReportKind,
@@ -225,10 +225,7 @@ fn refuse_busy(busy: Vec<String>) -> Result<(), ProbeError> {
     if busy.is_empty() {
         return Ok(());
     }
-    Err(ProbeError::Busy(format!(
-        "GPUs in use by other processes: {}",
-        busy.join("; ")
-    )))
+    Err(ProbeError::Busy(busy_reason(&busy)))
 }
 
 pub fn run_bench_collectives(

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use ddpcheck_core::ddp::DdpResult;
 use ddpcheck_core::gpu::{GpuInfo, NodeInventory, ProbeState};
-use ddpcheck_core::preflight::LARGE_MESSAGE;
+use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::PreflightReport;
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::{Severity, Verdict};
@@ -336,11 +336,7 @@ impl Metrics {
                 .with_label_values(&[name])
                 .set(n as i64);
         }
-        let peak = r
-            .all_reduce
-            .as_ref()
-            .and_then(|s| s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0)))
-            .map(|(_, b)| b);
+        let peak = r.all_reduce.as_ref().and_then(judged_peak).map(|(_, b)| b);
         self.allreduce_busbw.set(peak.unwrap_or(0.0) * 1e9);
         let exp = r.expected.as_ref().map(|e| e.busbw_gbps);
         self.allreduce_expected.set(exp.unwrap_or(0.0) * 1e9);

@@ -173,8 +173,6 @@ impl Node {
         self.read_snapshot().taken.elapsed()
     }
 
-    /// Runs `f` with the history, recovering from a poisoned lock (a panic elsewhere must not
-    /// make the history unreachable).
     /// Deletes the oldest finished runs beyond `history_max_runs`, so that a node checked
     /// before every job does not fill its disk; a failure is logged, never fatal.
     pub fn prune_history(&self) {
@@ -188,6 +186,8 @@ impl Node {
         }
     }
 
+    /// Runs `f` with the history, recovering from a poisoned lock (a panic elsewhere must not
+    /// make the history unreachable).
     pub fn with_history<T>(&self, f: impl FnOnce(&History) -> T) -> T {
         match self.history.lock() {
             Ok(h) => f(&h),
