@@ -11,7 +11,7 @@ mod common;
 use common::{bin, repo_root, services_must_run};
 use std::process::Command;
 
-const S10: &str = "docs/results/h200x2-session10.md";
+const S10: &str = "docs/results/2026-11-30-h200x2-accumulation-gap.md";
 
 /// For each block of the script's output: the label of its table row (the first block whose
 /// heading starts so).

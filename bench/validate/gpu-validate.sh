@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# GPU validation of ddpcheck's real backends, run by hand on a GPU machine (here through the
-# `device` tool): every phase writes its raw output under $OUT/logs, and the summary goes last.
+# GPU validation of ddpcheck's real backends, run by hand on a GPU machine (README.md here says
+# what each phase measures and how long it takes): every phase writes its raw output under
+# $OUT/logs, and the summary goes last.
 #
-#   scripts/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single daemon faults hostnet3 hostnet5 cluster model model355 smoke modes mlprep overlap sidebyside noise paired buckets features hostgap netcurve accumgap
+#   bench/validate/gpu-validate.sh [PHASE...]
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single daemon faults hostnet3 hostnet5 cluster model model355 smoke modes mlprep sidebyside noise features hostgap netcurve accumgap
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
-#    buckets: BUCKET_MODELS="gpt2-124m gpt2-355m"; features: VERIFY_REPEATS=N (default 3; netcurve: 2); hostgap: HOSTGAP_REPEATS=N (default 3); accumgap: ACCUMGAP_REPEATS=N (default 8), ACCUMGAP_STEPS=N timed steps a run (default 20; more steps narrow the solo phase's noise, scripts/paired-noise.py);
+#    features: VERIFY_REPEATS=N (default 3; netcurve: 2); hostgap: HOSTGAP_REPEATS=N (default 3); accumgap: ACCUMGAP_REPEATS=N (default 8), ACCUMGAP_STEPS=N timed steps a run (default 20; more steps narrow the solo phase's noise);
 #    mlprep: MLPREP_REPEATS=N launches of each configuration (default 3), MLPREP_REGIMES=nvlink,shm (default; hostnet too) picks regimes,
 #      MLPREP_VARIANTS (default base,fp16,accum8,nocomm: the nocomm runs, which also time one GPU alone in each launch, are the model's side-by-side input);
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
@@ -16,13 +17,13 @@
 # read from .fetched/nccl-tests (fetched, never committed) and built for the run.
 # The GPU count comes from the machine, so the same script serves 2, 4 and 8 GPUs.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ddpcheck-validate}
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
 BIN=${DDPCHECK_BIN_DIR:-$PWD/.device}
 DDPCHECK=$BIN/ddpcheck
-# NVLink multicast must stay off on shared machines (DEVICE.md): in every program we start.
+# NVLink multicast must stay off on shared machines: in every program we start.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PHASES=${*:-probe nccl preflight hang ddp mlp manual}
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)  # grep -c prints 0 itself
@@ -38,7 +39,7 @@ PIPNCCL=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0] + "/lib
 # Builds all_reduce_perf: NT is the binary, NT_LIBDIR the folder of the pip libnccl.so.2 it
 # needs on the loader path (the build log says where).
 build_nccl_tests() {
-    NT=$(bash scripts/build-nccl-tests.sh .fetched/nccl-tests > "$LOGS/nccl-tests-build.txt" 2>&1 && tail -1 "$LOGS/nccl-tests-build.txt")
+    NT=$(bash bench/validate/build-nccl-tests.sh .fetched/nccl-tests > "$LOGS/nccl-tests-build.txt" 2>&1 && tail -1 "$LOGS/nccl-tests-build.txt")
     NT_LIBDIR=$(grep -o 'LD_LIBRARY_PATH=[^ ]*' "$LOGS/nccl-tests-build.txt" | tail -1 | cut -d= -f2)
 }
 # The all-reduce curve of one regime for the step-time model, on pip's NCCL (the one torch
@@ -134,7 +135,7 @@ nccl)
             say "nccl-tests $name rc=$?"
         fi
     done
-    python3 scripts/compare-busbw.py "$LOGS" | tee -a "$SUMMARY"
+    python3 bench/validate/compare-busbw.py "$LOGS" | tee -a "$SUMMARY"
     ;;
 preflight)
     say "## preflight: ddpcheck check (wall time with NCCL init), twice"
@@ -166,7 +167,7 @@ ddp)
             --steps 25 --warmup-steps 5 --plot "$LOGS/ddp-$name.svg" --json > "$LOGS/ddp-$name.json" 2> "$LOGS/ddp-$name.err"
         say "ddp $name rc=$? $(el "$t0" "$(now)") s"
     done
-    python3 scripts/summarise-ddp.py "$LOGS"/ddp-*.json | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS"/ddp-*.json | tee -a "$SUMMARY"
     ;;
 mlp)
     say "## mlp: width sweep, host-network regime (crossover)"
@@ -175,17 +176,17 @@ mlp)
         --env NCCL_P2P_DISABLE=1 --env NCCL_SHM_DISABLE=1 --env NCCL_SOCKET_IFNAME=lo \
         --plot "$LOGS/mlp-hostnet.svg" --json > "$LOGS/mlp-hostnet.json" 2> "$LOGS/mlp-hostnet.err"
     say "mlp rc=$? $(el "$t0" "$(now)") s"
-    python3 scripts/summarise-ddp.py "$LOGS"/mlp-hostnet.json | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS"/mlp-hostnet.json | tee -a "$SUMMARY"
     ;;
 manual)
     say "## manual: the same embedded script launched by hand with torchrun (reference for overhead)"
-    ROUNDS=${ROUNDS:-3} bash scripts/ddp-by-hand.sh "$DDPCHECK" "$NGPU" "$LOGS" 2>&1 | tee -a "$SUMMARY"
+    ROUNDS=${ROUNDS:-3} bash bench/validate/ddp-by-hand.sh "$DDPCHECK" "$NGPU" "$LOGS" 2>&1 | tee -a "$SUMMARY"
     ;;
 repeat)
     say "## repeat: the NVLink DDP run again (run-to-run agreement)"
     "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" --steps 25 --warmup-steps 5 --json > "$LOGS/ddp-nvlink-repeat.json" 2> "$LOGS/ddp-nvlink-repeat.err"
     say "repeat rc=$?"
-    python3 scripts/summarise-ddp.py "$LOGS/ddp-nvlink.json" "$LOGS/ddp-nvlink-repeat.json" | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS/ddp-nvlink.json" "$LOGS/ddp-nvlink-repeat.json" | tee -a "$SUMMARY"
     ;;
 notorch)
     say "## notorch: a benchmark on a node whose python has no torch must fail fast with one line"
@@ -201,7 +202,7 @@ hostnet3)
         env $HN "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 1G -f 2 -n 10 -w 2 --json > "$LOGS/ours-hostnet-r$round.json" 2>> "$LOGS/hostnet3.err"
         env $HN LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 10 -w 2 -c 1 > "$LOGS/ref-hostnet-r$round.txt" 2>&1
     done
-    python3 scripts/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
+    python3 bench/validate/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
     ;;
 hostnet5)
     say "## hostnet5: host-network regime, ddpcheck and nccl-tests alternately (order swapped every round), 5 rounds, 64 MiB..1 GiB, both on pip's NCCL"
@@ -215,7 +216,7 @@ hostnet5)
     done
     grep -h '"nccl_library"' "$LOGS"/ours-hostnet-r1.json | head -1 | tee -a "$SUMMARY"
     grep -h 'NCCL version' "$LOGS"/ref-hostnet-r1.txt | head -1 | tee -a "$SUMMARY"
-    python3 scripts/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
+    python3 bench/validate/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
     ;;
 cluster)
     say "## cluster: two daemons, one GPU each ($HN), one NCCL communicator across them, against the single-process sweep; 3 alternating rounds"
@@ -283,7 +284,7 @@ model)
         fi
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
-    python3 scripts/summarise-ddp.py "$LOGS"/model-gpt-*.json $(ls "$LOGS"/model-mlp-*.json 2>/dev/null) | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS"/model-gpt-*.json $(ls "$LOGS"/model-mlp-*.json 2>/dev/null) | tee -a "$SUMMARY"
     ;;
 model355)
     say "## model355: per regime, the all-reduce curve and gpt2-355m (4 variants), 1 and $NGPU GPUs"
@@ -294,7 +295,7 @@ model355)
         ddp_runs "model355-gpt-$name" "gpt2-355m $name" --model gpt2-355m --variants base,bf16,accum4,bf16+accum4 $envargs --steps 15
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
-    python3 scripts/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
     ;;
 mlprep)
     reps=${MLPREP_REPEATS:-3}
@@ -304,29 +305,28 @@ mlprep)
         case ",${MLPREP_REGIMES:-nvlink,shm}," in *",$name,"*) ;; *) continue ;; esac
         model_curve mlprep "$name" $envs
         ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants "${MLPREP_VARIANTS:-base,fp16,accum8,nocomm}" $envargs --steps 20 --repeats "$reps"
-        # The sweep again after the DDP runs: how far the network moved while they ran.
+        # The sweep again after the DDP runs: how far the network moved while they ran (kept
+        # in the logs beside the runs' own all-reduce probes).
         model_curve mlprep "$name-after" $envs
-        python3 scripts/probe-vs-sweep.py "$LOGS/mlprep-mlp-$name.json" "$LOGS/mlprep-curve-$name.json" \
-            "$LOGS/mlprep-curve-$name-after.json" | tee -a "$SUMMARY"
         side_by_side_reading "$LOGS/mlprep-mlp-$name.json" 448 1024 2048 4352
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     # The model's inputs last: a call that runs out of time keeps the judged runs.
     nocomm_inputs mlprep-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
-    python3 scripts/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
     ;;
 hostgap)
     # Does DDP's all-reduce over the host network take longer than the benchmark curve says on
-    # this host too? (Session 7's host: 1.23-1.37x; session 6's host B: none.)
+    # this host too? (On 2026-11-30 one 2xH200 host showed 1.23-1.37x, another none.)
     say "## hostgap: the host-network curve and two comm-bound MLPs' base runs, ${HOSTGAP_REPEATS:-3} launches"
     regime "${REGIMES[2]}"
     model_curve hostgap hostnet $envs
     ddp_runs hostgap-mlp-hostnet "mlp 2048x4,4352x4 base x${HOSTGAP_REPEATS:-3} hostnet" --sweep mlp:2048,4352 --variants base $envargs --steps 20 --repeats "${HOSTGAP_REPEATS:-3}"
-    python3 scripts/summarise-ddp.py "$LOGS/hostgap-mlp-hostnet.json" | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS/hostgap-mlp-hostnet.json" | tee -a "$SUMMARY"
     ;;
 accumgap)
-    # Where does accumulation's extra time at N GPUs come from? Every session over-predicted accum8
+    # Where does accumulation's extra time at N GPUs come from? Every measured set over-predicted accum8
     # (most on NVLink, where its 16.8 MB of gradients take 0.1 ms): N ranks side by side running
     # eight micro-batches apart (nocomm+accum8, no gradient sent) against the same eight with the
     # last one synchronising (accum8), in the same launches, on the regime with the least wire time.
@@ -335,12 +335,13 @@ accumgap)
     ddp_runs accumgap-mlp-nvlink "mlp 448-4352 base,accum8,nocomm+accum8,nocomm x${ACCUMGAP_REPEATS:-8} nvlink" \
         --sweep mlp:448,1024,2048,4352 --variants base,accum8,nocomm+accum8,nocomm $envargs --steps "${ACCUMGAP_STEPS:-20}" --repeats "${ACCUMGAP_REPEATS:-8}"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
-    python3 scripts/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
     side_by_side_reading "$LOGS/accumgap-mlp-nvlink.json" 448 1024 2048 4352
-    # The judged view of the same launches, as judged-set.sh's "s10 accumgap" block reads them:
-    # the curve the runs' probes timed (session 10's NVLink sweep report lends only its header).
-    python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
-        "accumgap-nvlink:docs/results/2026-11-30-s10/mlprep8/mlprep8-curve-nvlink.json:$LOGS/accumgap-mlp-nvlink.json" |
+    # The judged view of the same launches, as the accuracy reproduction's accumgap block reads
+    # them: the curve the runs' probes timed (the 2026-11-30 22:43 NVLink sweep report lends only
+    # its header).
+    python3 bench/accuracy/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
+        "accumgap-nvlink:bench/accuracy/fixtures/2026-11-30-h200x2-2243/mlprep8/mlprep8-curve-nvlink.json:$LOGS/accumgap-mlp-nvlink.json" |
         tee -a "$SUMMARY"
     ;;
 features)
@@ -348,7 +349,7 @@ features)
     t0=$(now)
     "$DDPCHECK" bench ddp --model gpt2-124m --variants bf16 --gpus "1,$NGPU" --steps 15 --warmup-steps 5 --json > "$LOGS/features-bf16-reference.json" 2> "$LOGS/features-bf16-reference.err"
     say "bench ddp --variants bf16 rc=$? $(el "$t0" "$(now)") s"
-    python3 scripts/summarise-ddp.py "$LOGS/features-bf16-reference.json" | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS/features-bf16-reference.json" | tee -a "$SUMMARY"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     t0=$(now)
     env NCCL_P2P_DISABLE=1 "$DDPCHECK" recommend --model mlp:2048,4 --micro-batch 256 --verify --repeats "${VERIFY_REPEATS:-3}" --save-runs "$LOGS/features-runs" --json > "$LOGS/features-verify.json" 2> "$LOGS/features-verify.err"
@@ -398,88 +399,17 @@ smoke)
     t0=$(now)
     "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "1,$NGPU" --steps 5 --warmup-steps 2 --repeats 2 --json > "$LOGS/smoke.json" 2> "$LOGS/smoke.err"
     say "smoke ddp rc=$? $(el "$t0" "$(now)") s"
-    python3 scripts/summarise-ddp.py "$LOGS/smoke.json" | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS/smoke.json" | tee -a "$SUMMARY"
     t0=$(now)
     "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "$NGPU" --steps 2000 --deadline 12 > "$LOGS/smoke-deadline.txt" 2>&1; rc=$?
     sleep 1
     left=$(pgrep -fa 'ddpcheck_bench_ddp|torch.distributed.run' | grep -v pgrep || true)
     say "deadline 12 s: exit $rc after $(el "$t0" "$(now)") s; left: ${left:-none}; $(tail -1 "$LOGS/smoke-deadline.txt" | head -c 300)"
     ;;
-overlap)
-    say "## overlap: the same all-reduce alone and under a compute load on another stream, per regime (scripts/overlap-probe.py)"
-    for r in "${REGIMES[@]}"; do
-        regime "$r"
-        t0=$(now)
-        env $envs python3 -m torch.distributed.run --standalone --nproc-per-node "$NGPU" scripts/overlap-probe.py \
-            > "$LOGS/overlap-$name.jsonl" 2> "$LOGS/overlap-$name.err"
-        say "overlap $name rc=$? $(el "$t0" "$(now)") s"
-        tar -czf "$OUT/logs.tgz" -C "$OUT" logs
-    done
-    python3 - "$LOGS"/overlap-*.jsonl <<'PY' | tee -a "$SUMMARY"
-import json, sys
-print(f"{'regime':<8} {'load':<12} {'bytes':>10} {'alone ms':>9} {'loaded ms':>9} {'ratio':>6} outlasted")
-for path in sys.argv[1:]:
-    regime = path.rsplit("overlap-", 1)[1].split(".")[0]
-    for line in open(path):
-        if line.startswith("{"):
-            r = json.loads(line)
-            print(f"{regime:<8} {r['load']:<12} {r['bytes']:>10} {r['alone_s']*1e3:>9.3f} {r['loaded_s']*1e3:>9.3f} {r['ratio']:>6.2f} {r['load_outlasted']}")
-PY
-    ;;
 sidebyside)
     say "## sidebyside: the MLP sweep with no communication, accumulation 1 and 8, 1 and $NGPU GPUs, three launches each"
     ddp_runs sidebyside-mlp "nocomm,nocomm+accum8 x3" --sweep "$MLP_SWEEP" --variants nocomm,nocomm+accum8 --steps 20 --repeats 3
-    python3 scripts/summarise-ddp.py "$LOGS/sidebyside-mlp.json" | tee -a "$SUMMARY"
-    ;;
-paired)
-    say "## paired: one GPU and $NGPU GPUs timed in the same launch, alternating blocks (scripts/paired-probe.py), three launches, NVLink"
-    for i in 1 2 3; do
-        t0=$(now)
-        python3 -m torch.distributed.run --standalone --nproc-per-node "$NGPU" scripts/paired-probe.py \
-            --widths "${PAIRED_WIDTHS:-448,1024,2048,4352}" --variants base,fp16,accum8 \
-            > "$LOGS/paired-$i.jsonl" 2> "$LOGS/paired-$i.err"
-        say "paired launch $i rc=$? $(el "$t0" "$(now)") s"
-        tar -czf "$OUT/logs.tgz" -C "$OUT" logs
-    done
-    python3 - "$LOGS"/paired-*.jsonl <<'PY' | tee -a "$SUMMARY"
-import json, sys
-runs = {}
-for path in sys.argv[1:]:
-    for line in open(path):
-        if line.startswith("{"):
-            r = json.loads(line)
-            runs.setdefault((r["model"], r["variant"]), []).append(r)
-print(f"{'model':<12} {'variant':<8} {'paired speedup per launch':<26} {'spread':>7} {'rounds min..max':>16}")
-for (model, variant), rs in sorted(runs.items()):
-    sp = [r["speedup"] for r in rs]
-    rounds = [x for r in rs for x in r["round_speedups"]]
-    print(f"{model:<12} {variant:<8} {' '.join(f'{x:.3f}' for x in sp):<26} {(max(sp) / min(sp) - 1) * 100:>6.1f}% "
-          f"{min(rounds):>7.2f}..{max(rounds):.2f}")
-PY
-    ;;
-buckets)
-    say "## buckets: every DDP bucket's all-reduce inside a step against the same size alone (scripts/bucket-timing.py), NVLink and shm"
-    for r in "${REGIMES[@]:0:2}"; do
-        regime "$r"
-        for m in ${BUCKET_MODELS:-gpt2-124m gpt2-355m}; do
-            t0=$(now)
-            env $envs python3 -m torch.distributed.run --standalone --nproc-per-node "$NGPU" scripts/bucket-timing.py \
-                --model "$m" > "$LOGS/buckets-$m-$name.jsonl" 2> "$LOGS/buckets-$m-$name.err"
-            say "buckets $m $name rc=$? $(el "$t0" "$(now)") s"
-            tar -czf "$OUT/logs.tgz" -C "$OUT" logs
-        done
-    done
-    python3 - "$LOGS"/buckets-*.jsonl <<'PY' | tee -a "$SUMMARY"
-import json, sys
-print(f"{'file':<26} {'buckets':>7} {'step ms':>8} {'in-step ms':>10} {'alone ms':>9} {'ratio':>6} {'last bucket ms':>14}")
-for path in sys.argv[1:]:
-    for line in open(path):
-        if line.startswith("{"):
-            r = json.loads(line)
-            name = path.rsplit("/", 1)[1][len("buckets-"):-len(".jsonl")]
-            print(f"{name:<26} {len(r['buckets']):>7} {r['step_median_s']*1e3:>8.1f} {r['in_step_total_s']*1e3:>10.1f} "
-                  f"{r['alone_total_s']*1e3:>9.1f} {r['in_step_total_s']/r['alone_total_s']:>6.2f} {r['last_bucket_span_s']*1e3:>14.1f}")
-PY
+    python3 bench/validate/summarise-ddp.py "$LOGS/sidebyside-mlp.json" | tee -a "$SUMMARY"
     ;;
 noise)
     say "## noise: does a longer timed stretch steady a launch? MLP 1024x4, five launches each, 20 steps (the model phases) against about 2 s of steps"
@@ -503,7 +433,7 @@ PY
     ;;
 modes)
     say "## modes: the same launch again and again, unpinned and pinned to cores, with GPU clocks (launch-to-launch spread)"
-    bash scripts/ddp-modes.sh "$DDPCHECK" "$NGPU" "$LOGS" 2>&1 | tee -a "$SUMMARY"
+    bash bench/validate/ddp-modes.sh "$DDPCHECK" "$NGPU" "$LOGS" 2>&1 | tee -a "$SUMMARY"
     ;;
 single)
     say "## single: what a node of $NGPU GPU(s) answers: topo, check (prolog, hang), the sweep's refusal under 2 GPUs, bench ddp at 1 GPU, recommend with and without another node's curve"
@@ -524,12 +454,12 @@ single)
     say "bench ddp (default --gpus: 1,2, or 1 on a node of one GPU): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-ddp-default-gpus.txt" | head -c 240)"
     ddp_runs single-ddp-gpt "bench ddp gpt2-124m base,bf16,accum4 --gpus 1,$NGPU x2" --model gpt2-124m --variants base,bf16,accum4 --steps 15 --repeats 2
     ddp_runs single-ddp-mlp "bench ddp mlp 1024,2048 x4 base,accum8,nocomm --gpus 1,$NGPU x2" --sweep mlp:1024,2048 --variants base,accum8,nocomm --steps 20 --repeats 2
-    python3 scripts/summarise-ddp.py "$LOGS"/single-ddp-gpt.json "$LOGS"/single-ddp-mlp.json | tee -a "$SUMMARY"
+    python3 bench/validate/summarise-ddp.py "$LOGS"/single-ddp-gpt.json "$LOGS"/single-ddp-mlp.json | tee -a "$SUMMARY"
     t0=$(now)
     "$DDPCHECK" recommend --model gpt2-124m > "$LOGS/single-recommend.txt" 2>&1
     say "recommend --model gpt2-124m (this node's own curve): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-recommend.txt" | head -c 300)"
-    # Another node's curve (2xH200 NVLink, session 10), this node's compute: the offline path.
-    CURVE=docs/results/2026-11-30-s10/mlprep8/mlprep8-curve-nvlink.json
+    # Another node's curve (2xH200 NVLink, 2026-11-30 22:43), this node's compute: the offline path.
+    CURVE=bench/accuracy/fixtures/2026-11-30-h200x2-2243/mlprep8/mlprep8-curve-nvlink.json
     for g in 1 2; do
         t0=$(now)
         "$DDPCHECK" recommend --model gpt2-124m --from "$CURVE" --gpus $g --repeats 2 --json > "$LOGS/single-recommend-from-$g.json" 2> "$LOGS/single-recommend-from-$g.err"

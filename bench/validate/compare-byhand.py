@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ddpcheck against the same DDP script launched by hand: per run, every round of each and the ratio
-of the medians. Reads byhand-ddpcheck-N.json and byhand-results-N.jsonl (scripts/ddp-by-hand.sh).
+of the medians. Reads byhand-ddpcheck-N.json and byhand-results-N.jsonl (bench/validate/ddp-by-hand.sh).
 
 Usage: compare-byhand.py LOGDIR ROUNDS"""
 import json, pathlib, statistics, sys

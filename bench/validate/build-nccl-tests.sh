@@ -2,7 +2,7 @@
 # build-nccl-tests.sh: builds NVIDIA nccl-tests (the reference for collective bandwidth) from a
 # source folder, against the NCCL of the pip package, on a GPU machine with nvcc.
 #
-#   scripts/build-nccl-tests.sh SRC_DIR
+#   bench/validate/build-nccl-tests.sh SRC_DIR
 #
 # SRC_DIR is a checkout of github.com/NVIDIA/nccl-tests, kept in an ignored folder (never
 # committed). Prints the path of all_reduce_perf on stdout (the only stdout line); everything
