@@ -337,10 +337,10 @@ accumgap)
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     python3 scripts/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
     side_by_side_reading "$LOGS/accumgap-mlp-nvlink.json" 448 1024 2048 4352
-    # The judged view of the same launches, as judged-set.sh's "s10 accumgap" block reads them:
+    # The judged view of the same launches, as bench/accuracy reads them (ddpcheck-accuracy, P2):
     # the curve the runs' probes timed (session 10's NVLink sweep report lends only its header).
-    python3 scripts/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
-        "accumgap-nvlink:docs/results/2026-11-30-s10/mlprep8/mlprep8-curve-nvlink.json:$LOGS/accumgap-mlp-nvlink.json" |
+    python3 bench/accuracy/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
+        "accumgap-nvlink:bench/accuracy/fixtures/2026-11-30-h200x2-2243/mlprep8/mlprep8-curve-nvlink.json:$LOGS/accumgap-mlp-nvlink.json" |
         tee -a "$SUMMARY"
     ;;
 features)
@@ -529,7 +529,7 @@ single)
     "$DDPCHECK" recommend --model gpt2-124m > "$LOGS/single-recommend.txt" 2>&1
     say "recommend --model gpt2-124m (this node's own curve): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-recommend.txt" | head -c 300)"
     # Another node's curve (2xH200 NVLink, session 10), this node's compute: the offline path.
-    CURVE=docs/results/2026-11-30-s10/mlprep8/mlprep8-curve-nvlink.json
+    CURVE=bench/accuracy/fixtures/2026-11-30-h200x2-2243/mlprep8/mlprep8-curve-nvlink.json
     for g in 1 2; do
         t0=$(now)
         "$DDPCHECK" recommend --model gpt2-124m --from "$CURVE" --gpus $g --repeats 2 --json > "$LOGS/single-recommend-from-$g.json" 2> "$LOGS/single-recommend-from-$g.err"

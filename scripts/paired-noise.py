@@ -11,7 +11,7 @@ noise bound `recommend` would put on the slowdown from L launches of R block pai
 t(L-1) * sqrt(pi/2) * sd / sqrt(L), with sd = sqrt(launch-level part^2 + one block pair's^2 / R).
 
 Usage: paired-noise.py [--launches L] [--rounds R] PAIRED.jsonl...
-(e.g. docs/results/2026-11-30-s5/paired/paired-*.jsonl; needs no GPU)"""
+(e.g. bench/accuracy/fixtures/2026-11-30-h200x2-1213/paired/paired-*.jsonl; needs no GPU)"""
 import json
 import math
 import statistics

@@ -1,7 +1,7 @@
 //! The recommend issue's published accuracy figures are what this code computes from the
-//! committed GPU measurements: `scripts/judged-set.sh` against the table of
+//! committed GPU measurements: `bench/accuracy/judged-set.sh` against the table of
 //! docs/results/h200x2-session10.md (sessions 5-9 keep the tables computed then), and
-//! `scripts/loo-calibration-all.sh` against that page's calibration table (session 9's, with
+//! `bench/accuracy/loo-calibration-all.sh` against that page's calibration table (session 9's, with
 //! session 10's set added). The scripts
 //! need python3: without it the tests skip, and fail instead when DDPCHECK_REQUIRE_SERVICES=1
 //! (as in CI).
@@ -105,11 +105,11 @@ fn python_runs() -> bool {
 /// if the script does).
 fn script_output(script: &str) -> String {
     let o = Command::new("bash")
-        .arg(repo_root().join("scripts").join(script))
+        .arg(repo_root().join("bench/accuracy").join(script))
         .arg(bin("ddpcheck"))
         .current_dir(repo_root())
         .output()
-        .unwrap_or_else(|e| panic!("bash runs scripts/{script}: {e}"));
+        .unwrap_or_else(|e| panic!("bash runs bench/accuracy/{script}: {e}"));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
@@ -149,7 +149,7 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
         );
         assert!(
             doc.contains(&row),
-            "{S10} lacks {row:?}: the model or the data changed; re-run scripts/judged-set.sh and update the table\n{text}"
+            "{S10} lacks {row:?}: the model or the data changed; re-run bench/accuracy/judged-set.sh and update the table\n{text}"
         );
     }
 }
@@ -157,7 +157,7 @@ fn the_published_figures_are_what_the_model_computes_from_the_committed_runs() {
 #[test]
 fn the_calibration_table_is_what_the_gated_calibration_computes() {
     // Session 9's §5, with session 10's set (its page): each repeated MLP dataset's models
-    // predicted with overheads fitted on the others (`scripts/loo-calibration-all.sh`); the "checked first (now)" column, the third
+    // predicted with overheads fitted on the others (`bench/accuracy/loo-calibration-all.sh`); the "checked first (now)" column, the third
     // cell of its row, is the current code's.
     if !python_runs() {
         return;
@@ -190,7 +190,7 @@ fn the_calibration_table_is_what_the_gated_calibration_computes() {
         assert_eq!(
             third,
             Some(cell.as_str()),
-            "{S10}'s calibration row for {name} is stale: re-run scripts/loo-calibration-all.sh\n{row}"
+            "{S10}'s calibration row for {name} is stale: re-run bench/accuracy/loo-calibration-all.sh\n{row}"
         );
     }
 }
