@@ -551,10 +551,10 @@ pub struct StepInputs {
     /// sockets).
     #[serde(default)]
     pub realised_overlap: Option<f64>,
-    /// How much slower the micro-batches under `no_sync` run at N GPUs when no `nocomm` run
-    /// resolved a side-by-side slowdown; `None`: [`mechanisms::NO_SYNC_SLOWDOWN`].
+    /// Host time each micro-batch under `no_sync` loses at N GPUs when no side-by-side
+    /// slowdown was counted, seconds; `None`: [`mechanisms::NO_SYNC_HOST_S`].
     #[serde(default)]
-    pub no_sync_slowdown: Option<f64>,
+    pub no_sync_host_s: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -581,7 +581,7 @@ impl StepInputs {
             side_by_side_slowdown: 1.0,
             comm_scale: 1.0,
             realised_overlap: None,
-            no_sync_slowdown: None,
+            no_sync_host_s: None,
         }
     }
 

@@ -19,20 +19,20 @@ fn loss(datasets: &[&Dataset], knobs: Knobs) -> f64 {
 /// The grid and its best point, as text.
 pub fn fit(datasets: &[Dataset]) -> String {
     let fit: Vec<&Dataset> = datasets.iter().filter(|d| !d.judged()).collect();
-    let mut out = String::from("slow_link_overlap\tno_sync_slowdown\trms ln error\n");
+    let mut out = String::from("slow_link_overlap\tno_sync_host_ms\trms ln error\n");
     let mut best = (f64::INFINITY, Knobs::default());
     for o in 0..=4 {
         for s in 0..=10 {
             let knobs = Knobs {
                 slow_link_overlap: Some(f64::from(o) * 0.25),
-                no_sync_slowdown: Some(1.0 + f64::from(s) * 0.02),
+                no_sync_host_s: Some(f64::from(s) * 0.05e-3),
             };
             let l = loss(&fit, knobs);
             let _ = writeln!(
                 out,
                 "{:.2}\t{:.2}\t{:.4}",
                 f64::from(o) * 0.25,
-                1.0 + f64::from(s) * 0.02,
+                f64::from(s) * 0.05e-3 * 1e3,
                 l.sqrt()
             );
             if l < best.0 {

@@ -23,8 +23,8 @@ pub fn spec_of(name: &str) -> Option<ModelSpec> {
 pub struct Knobs {
     /// The overlap a slow link realises (`mechanisms::SLOW_LINK_OVERLAP`).
     pub slow_link_overlap: Option<f64>,
-    /// `mechanisms::NO_SYNC_SLOWDOWN`.
-    pub no_sync_slowdown: Option<f64>,
+    /// `mechanisms::NO_SYNC_HOST_S`, seconds.
+    pub no_sync_host_s: Option<f64>,
 }
 
 /// One model's inputs at one micro-batch and GPU count.
@@ -144,7 +144,7 @@ impl Reading {
                     < model::mechanisms::SLOW_LINK_GBPS;
             s.realised_overlap = Some(if slow { o } else { 1.0 });
         }
-        s.no_sync_slowdown = self.knobs.no_sync_slowdown;
+        s.no_sync_host_s = self.knobs.no_sync_host_s;
         s
     }
 
