@@ -337,9 +337,9 @@ accumgap)
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     python3 bench/validate/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
     side_by_side_reading "$LOGS/accumgap-mlp-nvlink.json" 448 1024 2048 4352
-    # The judged view of the same launches, as the accuracy reproduction's accumgap block reads
-    # them: the curve the runs' probes timed (the 2026-11-30 22:43 NVLink sweep report lends only
-    # its header).
+    # The judged view of the same launches, as bench/accuracy reads them (ddpcheck-accuracy, P2):
+    # the curve the runs' probes timed (the 2026-11-30 22:43 NVLink sweep report lends only its
+    # header).
     python3 bench/accuracy/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
         "accumgap-nvlink:bench/accuracy/fixtures/2026-11-30-h200x2-2243/mlprep8/mlprep8-curve-nvlink.json:$LOGS/accumgap-mlp-nvlink.json" |
         tee -a "$SUMMARY"

@@ -541,6 +541,24 @@ pub struct StepInputs {
     /// communication aside (an N-GPU `nocomm` step over a 1-GPU one); 1 when not measured.
     /// Small, host-bound steps are where it matters: N Python processes share the host.
     pub side_by_side_slowdown: f64,
+    /// How much longer the all-reduces take during training than the curve says (effective
+    /// bandwidth during training); 1 unless calibrated on a measured baseline
+    /// ([`BaselineFit`]).
+    #[serde(default = "one")]
+    pub comm_scale: f64,
+    /// Share (0..=1) of the overlap the timeline allows that a step realises; `None`: the
+    /// link's own ([`mechanisms::realised_overlap`]: full on fast links, less over host
+    /// sockets).
+    #[serde(default)]
+    pub realised_overlap: Option<f64>,
+    /// Host time each micro-batch under `no_sync` loses at N GPUs when no side-by-side
+    /// slowdown was counted, seconds; `None`: [`mechanisms::NO_SYNC_HOST_S`].
+    #[serde(default)]
+    pub no_sync_host_s: Option<f64>,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl StepInputs {
@@ -561,6 +579,9 @@ impl StepInputs {
             optimizer_s: 0.0,
             hook_compute_s: 0.0,
             side_by_side_slowdown: 1.0,
+            comm_scale: 1.0,
+            realised_overlap: None,
+            no_sync_host_s: None,
         }
     }
 
@@ -730,7 +751,7 @@ fn bucket_costs(inputs: &StepInputs, buckets: &[Bucket], curve: &LinkCurve) -> V
     let wire = inputs.wire_bytes_per_param();
     buckets
         .iter()
-        .map(|b| curve.allreduce_s(b.params as f64 * wire, inputs.world))
+        .map(|b| inputs.comm_scale * curve.allreduce_s(b.params as f64 * wire, inputs.world))
         .collect()
 }
 
@@ -778,7 +799,7 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
             inputs.compute_s,
             inputs.side_by_side_slowdown,
             exposed + fixed,
-        );
+        ) + mechanisms::no_sync_extra(inputs);
         (busy, exposed, fixed, crowd)
     } else {
         (0.0, 0.0, 0.0, 0.0)
@@ -841,6 +862,12 @@ pub fn predict(inputs: &StepInputs, curve: &LinkCurve) -> Result<Prediction, Mod
         per_bucket(inputs),
         inputs.hook_cost_s(),
     );
+    // Without overlap every all-reduce waits for the backward's end: all of it is exposed.
+    let overlap = inputs
+        .realised_overlap
+        .unwrap_or_else(|| mechanisms::realised_overlap(curve, inputs.world))
+        .clamp(0.0, 1.0);
+    let exposed = overlap * exposed + (1.0 - overlap) * busy;
     Ok(assemble(inputs, &buckets, busy, exposed))
 }
 
@@ -1036,7 +1063,10 @@ pub fn side_by_side<'a>(
     })
 }
 
+mod baseline;
 mod calibrate;
+pub mod mechanisms;
+pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
 
 #[cfg(test)]

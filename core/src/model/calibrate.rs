@@ -84,7 +84,10 @@ fn case_log_error(c: &CalCase, o: &Overheads, bf: f64) -> f64 {
     let (_, exposed) = timeline(c.compute_s, bf, &c.buckets, &c.allreduce, pb, c.hook_s);
     let single = c.accum * c.compute_s + c.hook_s;
     let waits = exposed + o.ddp_fixed_s;
-    let step = single + side_by_side_extra(single, c.compute_s, c.slowdown, waits) + waits;
+    let step = single
+        + side_by_side_extra(single, c.compute_s, c.slowdown, waits)
+        + waits
+        + super::mechanisms::no_sync_extra_of(2, c.accum as u32, c.slowdown, None);
     (step / c.measured_step_s).ln()
 }
 

@@ -711,6 +711,9 @@ fn side_by_side_slowdown_stretches_what_no_communication_waits_cover() {
     let slow = a6000(4.3);
     let mut plain = gpt2_124m(1, CommHook::None);
     plain.overheads = i.overheads;
+    // Against no side-by-side cost at all (not the default host time of
+    // `mechanisms::NO_SYNC_HOST_S`, which a counted slowdown replaces).
+    plain.no_sync_host_s = Some(0.0);
     let mut crowded = plain.clone();
     crowded.side_by_side_slowdown = 1.1;
     let (a, b) = (

@@ -1,0 +1,184 @@
+//! The three protocols: which runs the model may read and which it is judged against.
+//!
+//! * P0 offline: the regime's `bench collectives` sweep and the model's 1-GPU runs (what
+//!   `recommend --from` a colleague's node has); judged on every multi-GPU run.
+//! * P1 fresh node: what a measure-first `recommend` measures itself in ONE N-GPU launch: the
+//!   first launch's baseline (`base`) run, the all-reduce that run timed in DDP's own process
+//!   group, and the 1-GPU runs of that launch. Judged on the other variants, measured as the
+//!   median over the other launches only (never a launch that gave an input). Only datasets with
+//!   three launches or more and the runs' own probes qualify.
+//! * P2 after `bench ddp`: the runs' own probes (the median over the judged runs of the model),
+//!   the 1-GPU and `nocomm` runs of the same launches; judged on every multi-GPU run.
+
+use ddpcheck_core::ddp::{one_gpu_reference, probe_curve, DdpResult, DdpVariant};
+use ddpcheck_core::model::LinkCurve;
+use ddpcheck_core::recommend::variant_name;
+
+use crate::fixtures::{Dataset, Regime};
+use crate::inputs::{Knobs, Reading};
+
+/// Models below this many parameters are left out (the judged range is 0.8–76M, and GPT-2).
+pub const MIN_PARAMS: u64 = 800_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Protocol {
+    P0,
+    P1,
+    P2,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [Protocol::P0, Protocol::P1, Protocol::P2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::P0 => "P0 offline (sweep + 1-GPU runs)",
+            Protocol::P1 => "P1 fresh node (one launch's baseline)",
+            Protocol::P2 => "P2 after `bench ddp` (runs' own probes)",
+        }
+    }
+}
+
+/// One predicted speedup against its measurement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Case {
+    pub dataset: String,
+    pub regime: Regime,
+    pub model: String,
+    pub variant: String,
+    pub predicted: f64,
+    /// The naive formula's speedup from the same inputs.
+    pub naive: f64,
+    pub measured: f64,
+    /// False for the input a protocol calibrated on (P1's baseline): shown for the choice of
+    /// variant, never counted in the errors.
+    pub judged: bool,
+}
+
+impl Case {
+    /// Signed relative error of the model.
+    pub fn error(&self) -> f64 {
+        (self.predicted - self.measured) / self.measured
+    }
+}
+
+/// The multi-GPU runs of recommend's variants (plain DDP: base, a hook, accumulation) that have
+/// a 1-GPU partner, of models in the judged range.
+fn judged_rows(ds: &Dataset) -> Vec<&DdpResult> {
+    ds.runs
+        .iter()
+        .filter(|r| r.world_size > 1 && r.speedup.is_some() && r.params >= MIN_PARAMS)
+        .filter(|r| {
+            r.variant
+                .parse::<DdpVariant>()
+                .is_ok_and(|v| variant_name(v.hook, v.accum) == Some(r.variant.as_str()))
+        })
+        .collect()
+}
+
+/// The 1-GPU run a run's speedup is taken against (the same recipe without its hook).
+fn partner<'a>(ds: &'a Dataset, r: &DdpResult) -> Option<&'a DdpResult> {
+    let reference = one_gpu_reference(&r.variant);
+    ds.runs
+        .iter()
+        .find(|s| s.world_size == 1 && s.model == r.model && s.variant == reference)
+}
+
+fn models(rows: &[&DdpResult]) -> Vec<String> {
+    let mut m: Vec<String> = rows.iter().map(|r| r.model.clone()).collect();
+    m.sort();
+    m.dedup();
+    m
+}
+
+/// Every case of a protocol over the datasets.
+pub fn cases(protocol: Protocol, datasets: &[&Dataset], knobs: Knobs) -> Vec<Case> {
+    datasets
+        .iter()
+        .flat_map(|ds| match protocol {
+            Protocol::P0 | Protocol::P2 => whole_runs(protocol, ds, knobs),
+            Protocol::P1 => crate::fresh::cases(ds, knobs),
+        })
+        .collect()
+}
+
+/// P0 and P2: the reports' medians over all launches.
+fn whole_runs(protocol: Protocol, ds: &Dataset, knobs: Knobs) -> Vec<Case> {
+    let rows = judged_rows(ds);
+    let Ok(sweep) = LinkCurve::from_sweep(&ds.sweep) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for model in models(&rows) {
+        let mine: Vec<&DdpResult> = rows.iter().copied().filter(|r| r.model == model).collect();
+        let (mb, world) = (
+            mine[0].micro_batch,
+            mine.iter().map(|r| r.world_size).max().unwrap_or(2),
+        );
+        let inputs: Vec<DdpResult> = ds
+            .runs
+            .iter()
+            .filter(|r| {
+                r.world_size == 1
+                    || (protocol == Protocol::P2
+                        && r.variant.parse::<DdpVariant>().is_ok_and(|v| v.nocomm))
+            })
+            .cloned()
+            .collect();
+        let curve = match protocol {
+            Protocol::P2 => probed_curve(ds, &model, world).unwrap_or_else(|| sweep.clone()),
+            _ => sweep.clone(),
+        };
+        let Some(mut reading) = Reading::from_runs(&inputs, &model, mb, world) else {
+            continue;
+        };
+        reading.knobs = knobs;
+        for r in mine {
+            let (Some(one), Ok(v)) = (partner(ds, r), r.variant.parse::<DdpVariant>()) else {
+                continue;
+            };
+            let Some(predicted) = reading.predict(&v, &curve) else {
+                continue;
+            };
+            out.push(Case {
+                dataset: ds.label(),
+                regime: ds.spec.regime,
+                model: model.clone(),
+                variant: r.variant.clone(),
+                predicted,
+                naive: reading.naive(&v, &curve),
+                measured: r.throughput / one.throughput,
+                judged: true,
+            });
+        }
+    }
+    out
+}
+
+/// The curve the model's multi-GPU runs timed in their own process group (the median of
+/// their probes), as `recommend` reads a `bench ddp` report.
+fn probed_curve(ds: &Dataset, model: &str, world: u32) -> Option<LinkCurve> {
+    let runs: Vec<DdpResult> = ds
+        .runs
+        .iter()
+        .filter(|r| r.model == model && r.world_size > 1 && r.speedup.is_some())
+        .cloned()
+        .collect();
+    let (sweep, _) = probe_curve(&runs, world)?;
+    LinkCurve::from_sweep(&sweep).ok()
+}
+
+pub(crate) fn judged_rows_of<'a>(ds: &'a Dataset, model: &str) -> Vec<&'a DdpResult> {
+    judged_rows(ds)
+        .into_iter()
+        .filter(|r| r.model == model)
+        .collect()
+}
+
+pub(crate) fn partner_of<'a>(ds: &'a Dataset, r: &DdpResult) -> Option<&'a DdpResult> {
+    partner(ds, r)
+}
+
+pub(crate) fn models_of(ds: &Dataset) -> Vec<String> {
+    models(&judged_rows(ds))
+}

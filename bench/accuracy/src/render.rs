@@ -1,0 +1,188 @@
+//! The accuracy tables as markdown (what the results page holds and its test compares).
+
+use std::fmt::Write;
+
+use crate::fixtures::{Dataset, Regime, FIT_HOSTS, JUDGED_HOSTS};
+use crate::inputs::Knobs;
+use crate::protocol::{cases, Case, Protocol};
+use crate::score::{score, Score};
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn signed(x: f64) -> String {
+    format!("{:+.1}%", x * 100.0)
+}
+
+fn row(label: &str, predictor: &str, s: &Score) -> String {
+    format!(
+        "| {label} | {predictor} | {} | {} | {} | {} | {} of {} | {} of {} ({} by > 5%) |\n",
+        s.cases,
+        pct(s.median),
+        pct(s.largest),
+        signed(s.bias),
+        s.pairs_right,
+        s.pairs,
+        s.picks_slower,
+        s.groups,
+        s.picks_slower_beyond_gap
+    )
+}
+
+const HEAD: &str = "| protocol | predictor | cases | median \\|error\\| | largest \\|error\\| | bias | ranking (pairs > 5% apart) | pick measured slower than base |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+
+fn model(c: &Case) -> f64 {
+    c.predicted
+}
+
+fn naive(c: &Case) -> f64 {
+    c.naive
+}
+
+/// The main table: each protocol, the model and the naive formula.
+fn protocols_table(all: &[(Protocol, Vec<Case>)]) -> String {
+    let mut t = String::from(HEAD);
+    for (p, cs) in all {
+        t += &row(p.name(), "model", &score(cs, model));
+        t += &row(p.name(), "naive formula", &score(cs, naive));
+    }
+    t
+}
+
+fn regime_table(all: &[(Protocol, Vec<Case>)]) -> String {
+    let mut t = String::from(
+        "| protocol | regime | cases | median \\|error\\| | largest \\|error\\| | bias | naive median | naive bias |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for (p, cs) in all {
+        for r in Regime::ALL {
+            let mine: Vec<Case> = cs.iter().filter(|c| c.regime == r).cloned().collect();
+            let (s, n) = (score(&mine, model), score(&mine, naive));
+            let _ = writeln!(
+                t,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                p.name(),
+                r.name(),
+                s.cases,
+                pct(s.median),
+                pct(s.largest),
+                signed(s.bias),
+                pct(n.median),
+                signed(n.bias)
+            );
+        }
+    }
+    t
+}
+
+/// Whether each target of the issue is met.
+fn targets_table(all: &[(Protocol, Vec<Case>)]) -> String {
+    let mut t = String::from("| protocol | target | figure | met |\n| --- | --- | ---: | --- |\n");
+    let yes = |ok: bool| if ok { "yes" } else { "no" };
+    for (p, cs) in all {
+        let s = score(cs, model);
+        let (median, largest, bias) = match p {
+            Protocol::P0 => (0.08, 0.25, 0.03),
+            Protocol::P1 => (0.05, 0.15, 0.02),
+            Protocol::P2 => continue,
+        };
+        let lines = [
+            (
+                format!("median ≤ {}", pct(median)),
+                pct(s.median),
+                s.median <= median,
+            ),
+            (
+                format!("largest ≤ {}", pct(largest)),
+                pct(s.largest),
+                s.largest <= largest,
+            ),
+            (
+                format!("\\|bias\\| ≤ {}", pct(bias)),
+                signed(s.bias),
+                s.bias.abs() <= bias,
+            ),
+            (
+                "ranking right on every pair > 5% apart".into(),
+                format!("{} of {}", s.pairs_right, s.pairs),
+                s.pairs_right == s.pairs,
+            ),
+            (
+                "pick never measured slower than base".into(),
+                format!(
+                    "{} of {} ({} by > 5%)",
+                    s.picks_slower, s.groups, s.picks_slower_beyond_gap
+                ),
+                s.picks_slower == 0,
+            ),
+        ];
+        for (what, fig, ok) in lines {
+            let _ = writeln!(t, "| {} | {what} | {fig} | {} |", p.name(), yes(ok));
+        }
+    }
+    t
+}
+
+fn cases_of(datasets: &[&Dataset]) -> Vec<(Protocol, Vec<Case>)> {
+    Protocol::ALL
+        .iter()
+        .map(|p| (*p, cases(*p, datasets, Knobs::default())))
+        .collect()
+}
+
+/// Every table, as the results page holds them.
+pub fn tables(datasets: &[Dataset]) -> String {
+    let judged: Vec<&Dataset> = datasets.iter().filter(|d| d.judged()).collect();
+    let fit: Vec<&Dataset> = datasets.iter().filter(|d| !d.judged()).collect();
+    let all = cases_of(&judged);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Split: constants fitted only on the calls of 2026-11-30 at {} ({} datasets); judged only on {} ({} datasets).\n",
+        FIT_HOSTS.join(", "),
+        fit.len(),
+        JUDGED_HOSTS.join(", "),
+        judged.len()
+    );
+    out += "### Judged calls, by protocol\n\n";
+    out += &protocols_table(&all);
+    out += "\n### Judged calls, by regime\n\n";
+    out += &regime_table(&all);
+    out += "\n### Targets\n\n";
+    out += &targets_table(&all);
+    out += "\n### Fit calls (P0; their runs timed no probes, so P1 and P2 do not apply)\n\n";
+    let p0: Vec<(Protocol, Vec<Case>)> =
+        vec![(Protocol::P0, cases(Protocol::P0, &fit, Knobs::default()))];
+    out += &protocols_table(&p0);
+    out
+}
+
+/// Every case of every protocol, one a line: protocol, dataset, model, variant, predicted,
+/// naive, measured, error (judged calls first, then the fit calls).
+pub fn case_list(datasets: &[Dataset]) -> String {
+    let mut out = String::from(
+        "protocol\tcalls\tdataset\tmodel\tvariant\tpredicted\tnaive\tmeasured\terror\n",
+    );
+    for judged in [true, false] {
+        let set: Vec<&Dataset> = datasets.iter().filter(|d| d.judged() == judged).collect();
+        for (p, cs) in cases_of(&set) {
+            for c in cs {
+                let _ = writeln!(
+                    out,
+                    "{:?}\t{}\t{}\t{}\t{}{}\t{:.3}\t{:.3}\t{:.3}\t{}",
+                    p,
+                    if judged { "judged" } else { "fit" },
+                    c.dataset,
+                    c.model,
+                    c.variant,
+                    if c.judged { "" } else { " (input)" },
+                    c.predicted,
+                    c.naive,
+                    c.measured,
+                    signed(c.error())
+                );
+            }
+        }
+    }
+    out
+}
