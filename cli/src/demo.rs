@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
+use ddpcheck_engine::{self as engine, PreflightParams};
 use ddpcheck_gpu::RealConfig;
-use ddpcheckd::engine::{self, PreflightParams};
 use ddpcheckd::run::{self, DaemonConfig};
 
 use crate::target::{CliError, Target};

@@ -23,8 +23,8 @@ use clap::Parser;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::verdict::{PrologPolicy, EXIT_USAGE};
 use ddpcheck_core::Verdict;
+use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
 use ddpcheck_gpu::RealConfig;
-use ddpcheckd::engine::{self, CollectiveParams, PreflightParams};
 use target::{CliError, Target};
 
 fn main() -> ExitCode {
@@ -105,7 +105,7 @@ pub fn make_target(cli: &Cli) -> Result<Target, CliError> {
     }
     let backend = engine::make_backend(cli.sim.as_deref(), RealConfig::default())?;
     let lock = (cli.sim.is_none())
-        .then(|| ddpcheckd::lock::lock_path(&ddpcheckd::lock::default_runtime_dir()));
+        .then(|| ddpcheck_engine::lock::lock_path(&ddpcheck_engine::lock::default_runtime_dir()));
     Ok(Target::Local { backend, lock })
 }
 

@@ -22,7 +22,7 @@ use ddpcheck_core::report::{
 };
 use ddpcheck_core::topology::LinkClass;
 use ddpcheck_core::verdict::Verdict;
-use ddpcheckd::engine::{self, CollectiveParams};
+use ddpcheck_engine::{self as engine, CollectiveParams};
 use serde::{Deserialize, Serialize};
 
 use crate::saved_runs::SavedRuns;

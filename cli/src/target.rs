@@ -9,9 +9,9 @@ use ddpcheck_core::ddp::DdpRequest;
 use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, PreflightReport, TopoReport};
 use ddpcheck_core::verdict::EXIT_USAGE;
 use ddpcheck_core::{NodeBackend, ProbeError, Verdict};
+use ddpcheck_engine::lock::NodeLock;
+use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
 use ddpcheck_proto::v1 as pb;
-use ddpcheckd::engine::{self, CollectiveParams, PreflightParams};
-use ddpcheckd::lock::NodeLock;
 use tonic::Code;
 
 #[derive(Debug, thiserror::Error)]

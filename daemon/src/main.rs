@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
+use ddpcheck_engine as engine;
 use ddpcheck_gpu::RealConfig;
+use ddpcheckd::config;
 use ddpcheckd::run::{self, DaemonConfig};
-use ddpcheckd::{config, engine};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// ddpcheckd — per-node daemon of ddpcheck: serves the ddpcheck.v1 gRPC API on a Unix socket,
@@ -178,7 +179,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let runtime_dir = settings
         .runtime_dir
         .or_else(|| std::env::var_os("RUNTIME_DIRECTORY").map(PathBuf::from))
-        .unwrap_or_else(ddpcheckd::lock::default_runtime_dir);
+        .unwrap_or_else(engine::lock::default_runtime_dir);
     let state_dir = settings
         .state_dir
         .or_else(|| std::env::var_os("STATE_DIRECTORY").map(PathBuf::from))

@@ -21,9 +21,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::engine::{self, CollectiveParams, PreflightParams};
 use crate::history::StoredReport;
 use crate::node::{Node, WorkGuard};
+use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
 
 pub struct Service {
     pub node: Arc<Node>,

@@ -11,8 +11,8 @@ use ddpcheck_core::cluster::{
 };
 use ddpcheck_core::report::{Header, Provenance, ReportKind};
 use ddpcheck_core::BackendKind;
+use ddpcheck_engine as engine;
 use ddpcheck_proto::v1 as pb;
-use ddpcheckd::engine;
 use tokio::task::JoinSet;
 use tonic::transport::Channel;
 

@@ -11,7 +11,7 @@ use ddpcheck_core::cluster::{
 };
 use ddpcheck_core::report::{Header, Provenance, ReportKind};
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError, Severity, Verdict};
-use ddpcheckd::engine;
+use ddpcheck_engine as engine;
 
 use super::{ClusterRunArgs, GRACE};
 use crate::args::Cli;
@@ -254,9 +254,9 @@ fn srun_join(
     let real = backend.kind() == BackendKind::Real;
     // Real GPUs: one active test per node, shared with the daemon and other local runs.
     let _lock = if real {
-        let path = ddpcheckd::lock::lock_path(&ddpcheckd::lock::default_runtime_dir());
+        let path = ddpcheck_engine::lock::lock_path(&ddpcheck_engine::lock::default_runtime_dir());
         Some(
-            ddpcheckd::lock::NodeLock::try_acquire(&path, "cluster srun")
+            ddpcheck_engine::lock::NodeLock::try_acquire(&path, "cluster srun")
                 .map_err(|e| ProbeError::Busy(e.to_string()))?,
         )
     } else {

@@ -1,0 +1,13 @@
+//! ddpcheck-engine: what the CLI's local mode and the daemon share. It runs checks and
+//! benchmarks on a backend (`runs`), takes the node lock (`lock`), and defines the runner a
+//! command goes through (`runner`: local here, over gRPC in the CLI).
+
+pub mod lock;
+pub mod runs;
+
+pub use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
+pub use runs::{
+    env_label, job_gpus_from_env, local_hostname, make_backend, nccl_env_from_process, now_rfc3339,
+    parse_env_ab, run_bench_collectives, run_bench_ddp, run_preflight, run_topo, unix_now,
+    UsageError, TOOL_VERSION,
+};
