@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use ddpcheckd::config;
 
 use crate::args::Cli;
-use crate::target::CliError;
+use ddpcheck_engine::RunError;
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCommand {
@@ -25,9 +25,9 @@ pub struct ConfigCheckArgs {
     pub config: Option<PathBuf>,
 }
 
-pub fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<i32, CliError> {
+pub fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<i32, RunError> {
     let ConfigCommand::Check(a) = cmd;
-    let usage = |e: config::ConfigError| CliError::Usage(format!("config: {e}"));
+    let usage = |e: config::ConfigError| RunError::Usage(format!("config: {e}"));
     let file = config::read_file(a.config.as_deref()).map_err(usage)?;
     let env = config::Layer::from_env(|k| std::env::var(k).ok()).map_err(usage)?;
     // No daemon flags here: what a daemon started with this file and environment would use.

@@ -7,27 +7,28 @@ use ddpcheck_engine::{self as engine, PreflightParams};
 use ddpcheck_gpu::RealConfig;
 use ddpcheckd::run::{self, DaemonConfig};
 
-use crate::target::{CliError, Target};
+use crate::daemon_runner::DaemonRunner;
 use crate::{print_json, render};
+use ddpcheck_engine::{RunError, Runner};
 
 pub const DEMO_PROFILE: &str = "a6000x4-phb";
 
-pub fn run(cli: &crate::Cli) -> Result<i32, CliError> {
+pub fn run(cli: &crate::Cli) -> Result<i32, RunError> {
     let json = cli.json;
     let started = Instant::now();
     let dir =
-        tempfile::tempdir().map_err(|e| CliError::Daemon(format!("temporary folder: {e}")))?;
+        tempfile::tempdir().map_err(|e| RunError::Daemon(format!("temporary folder: {e}")))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| CliError::Daemon(format!("runtime: {e}")))?;
+        .map_err(|e| RunError::Daemon(format!("runtime: {e}")))?;
     let backend = engine::make_backend(Some(DEMO_PROFILE), RealConfig::default())?;
     let cfg = DaemonConfig::in_dir(dir.path());
     let running = rt
         .block_on(run::start(cfg, backend))
-        .map_err(|e| CliError::Daemon(format!("demo daemon: {e}")))?;
-    let target = Target::Daemon {
+        .map_err(|e| RunError::Daemon(format!("demo daemon: {e}")))?;
+    let target = DaemonRunner {
         addr: running.socket.display().to_string(),
     };
     if !json {
@@ -40,7 +41,7 @@ pub fn run(cli: &crate::Cli) -> Result<i32, CliError> {
         let topo = target.topo("")?;
         let pre = target.preflight(&PreflightParams::default(), &mut |_| {})?;
         let rec = crate::recommend::demo_recommendation(&target)?;
-        Ok::<_, CliError>((topo, pre, rec))
+        Ok::<_, RunError>((topo, pre, rec))
     })();
     rt.block_on(running.shutdown());
     let (topo, pre, rec) = outcome?;

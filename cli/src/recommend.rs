@@ -26,8 +26,8 @@ use ddpcheck_engine::{self as engine, CollectiveParams};
 use serde::{Deserialize, Serialize};
 
 use crate::saved_runs::SavedRuns;
-use crate::target::{CliError, Target};
 use crate::{make_target, print_json, progress, Cli};
+use ddpcheck_engine::{RunError, Runner};
 
 #[derive(Args, Debug)]
 pub struct RecommendArgs {
@@ -204,16 +204,16 @@ struct Measurements {
 }
 
 impl Measurements {
-    fn add_json(&mut self, text: &str, origin: &str) -> Result<(), CliError> {
+    fn add_json(&mut self, text: &str, origin: &str) -> Result<(), RunError> {
         let v: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| CliError::Usage(format!("{origin}: not a ddpcheck JSON report: {e}")))?;
+            .map_err(|e| RunError::Usage(format!("{origin}: not a ddpcheck JSON report: {e}")))?;
         let kind = v
             .get("kind")
             .and_then(|k| k.as_str())
             .unwrap_or("")
             .to_string();
         let bad = |e: serde_json::Error| {
-            CliError::Usage(format!("{origin}: unreadable {kind} report: {e}"))
+            RunError::Usage(format!("{origin}: unreadable {kind} report: {e}"))
         };
         match kind.as_str() {
             "preflight" => {
@@ -241,7 +241,7 @@ impl Measurements {
                 self.add_ddp(r);
             }
             other => {
-                return Err(CliError::Usage(format!(
+                return Err(RunError::Usage(format!(
                     "{origin}: report kind {other:?} carries no measurements for recommend (use check, topo, bench collectives or bench ddp --json)"
                 )))
             }
@@ -267,22 +267,22 @@ impl Measurements {
 }
 
 /// The node's stored measurements, newest last so they win where one kind replaces another.
-fn daemon_history(target: &Target, m: &mut Measurements) -> Result<(), CliError> {
+fn daemon_history(target: &dyn Runner, m: &mut Measurements) -> Result<(), RunError> {
     for kind in ["preflight", "bench_collectives", "bench_ddp"] {
-        for r in target.history(kind, 5)? {
-            m.add_json(&r.json, "daemon history")?;
+        for json in target.history(kind, 5)? {
+            m.add_json(&json, "daemon history")?;
         }
     }
     Ok(())
 }
 
-fn model_input(a: &RecommendArgs) -> Result<ModelInput, CliError> {
+fn model_input(a: &RecommendArgs) -> Result<ModelInput, RunError> {
     match (&a.model, a.params) {
         (Some(m), _) => Ok(ModelInput::Spec {
-            spec: m.parse::<ModelSpec>().map_err(CliError::Usage)?,
+            spec: m.parse::<ModelSpec>().map_err(RunError::Usage)?,
         }),
         (None, Some(p)) => Ok(ModelInput::Params { params: p }),
-        (None, None) => Err(CliError::Usage(
+        (None, None) => Err(RunError::Usage(
             "give --model NAME or --params COUNT".into(),
         )),
     }
@@ -324,9 +324,9 @@ struct ChosenCurve {
 fn choose_curve(
     m: &Measurements,
     in_launch: Option<(Sweep, Header, usize)>,
-) -> Result<ChosenCurve, CliError> {
+) -> Result<ChosenCurve, RunError> {
     let read = |s: &Sweep| {
-        LinkCurve::from_sweep(s).map_err(|e| CliError::Usage(format!("all-reduce curve: {e}")))
+        LinkCurve::from_sweep(s).map_err(|e| RunError::Usage(format!("all-reduce curve: {e}")))
     };
     Ok(match in_launch {
         Some((probes, header, runs)) => ChosenCurve {
@@ -344,7 +344,7 @@ fn choose_curve(
         },
         None => {
             let (sweep, header) = m.sweep.clone().ok_or_else(|| {
-                CliError::Usage("the measurements hold no all-reduce sweep".into())
+                RunError::Usage("the measurements hold no all-reduce sweep".into())
             })?;
             ChosenCurve {
                 curve: read(&sweep)?,
@@ -566,12 +566,12 @@ fn ddp_request(
     micro_batch: u32,
     steps: u32,
     repeats: u32,
-) -> Result<DdpRequest, CliError> {
+) -> Result<DdpRequest, RunError> {
     Ok(DdpRequest {
         models,
         variants: variants
             .iter()
-            .map(|v| v.parse::<DdpVariant>().map_err(CliError::Usage))
+            .map(|v| v.parse::<DdpVariant>().map_err(RunError::Usage))
             .collect::<Result<_, _>>()?,
         world_sizes: sizes,
         micro_batch,
@@ -601,12 +601,12 @@ fn busbw_large(s: &Sweep) -> Option<f64> {
 
 pub fn build(
     a: &RecommendArgs,
-    target: &Target,
+    target: &dyn Runner,
     saved: &mut SavedRuns,
-) -> Result<RecommendReport, CliError> {
+) -> Result<RecommendReport, RunError> {
     let started = Instant::now();
     if !(a.target_efficiency > 0.0 && a.target_efficiency <= 1.0) {
-        return Err(CliError::Usage(format!(
+        return Err(RunError::Usage(format!(
             "--target-efficiency {} outside (0, 1]",
             a.target_efficiency
         )));
@@ -615,7 +615,7 @@ pub fn build(
     let mut m = Measurements::default();
     for f in &a.from {
         let text = std::fs::read_to_string(f)
-            .map_err(|e| CliError::Usage(format!("--from {}: {e}", f.display())))?;
+            .map_err(|e| RunError::Usage(format!("--from {}: {e}", f.display())))?;
         m.add_json(&text, &f.display().to_string())?;
     }
     if a.from.is_empty() {
@@ -637,7 +637,7 @@ pub fn build(
     // This node's GPU count, read once and only where needed (a curve given by --from may be
     // another node's).
     let mut gpus_here = None;
-    let mut node_gpus_here = || -> Result<usize, CliError> {
+    let mut node_gpus_here = || -> Result<usize, RunError> {
         if let Some(n) = gpus_here {
             return Ok(n);
         }
@@ -650,7 +650,7 @@ pub fn build(
         // rather than pass on the sweep's refusal.
         let here = node_gpus_here()?;
         if here < 2 {
-            return Err(CliError::Usage(one_gpu_node(here)));
+            return Err(RunError::Usage(one_gpu_node(here)));
         }
         let params = CollectiveParams {
             ops: vec![Collective::AllReduce],
@@ -676,7 +676,7 @@ pub fn build(
     let mut optimizer_s = None;
     let compute = if let Some(ms) = a.step_time_ms {
         if !(ms.is_finite() && ms > 0.0 && ms < 1e7) {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::Usage(format!(
                 "--step-time-ms {ms} is not a positive time"
             )));
         }
@@ -686,7 +686,7 @@ pub fn build(
         }
     } else if let Some(tflops) = a.estimate_tflops {
         if !(tflops.is_finite() && tflops > 0.0) {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::Usage(format!(
                 "--estimate-tflops {tflops} is not positive"
             )));
         }
@@ -699,7 +699,7 @@ pub fn build(
         c
     } else {
         let ModelInput::Spec { spec } = &model else {
-            return Err(CliError::Usage(
+            return Err(RunError::Usage(
                 "with --params, give --step-time-ms or --estimate-tflops (no model to run)".into(),
             ));
         };
@@ -714,7 +714,7 @@ pub fn build(
         } else {
             &["base", "accum4", "bf16"]
         };
-        let mut quick_run = |variants: &[&str], gpus: u32, name: &str| -> Result<(), CliError> {
+        let mut quick_run = |variants: &[&str], gpus: u32, name: &str| -> Result<(), RunError> {
             let req = ddp_request(
                 vec![spec.clone()],
                 variants,
@@ -733,7 +733,7 @@ pub fn build(
             quick_run(&["nocomm"], gpus, &format!("ddp-nocomm-{gpus}gpu"))?;
         }
         let (c, o) = measured_compute(&m, &model, a.micro_batch).ok_or_else(|| {
-            CliError::Probe(ddpcheck_core::ProbeError::Worker(
+            RunError::Probe(ddpcheck_core::ProbeError::Worker(
                 "the 1-GPU DDP run returned no baseline row".into(),
             ))
         })?;
@@ -842,7 +842,7 @@ pub fn build(
         measured,
         other_curve: chosen.other,
     };
-    let rec = recommend(&input).map_err(|e| CliError::Usage(format!("recommend: {e}")))?;
+    let rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
     let header = Header::new(
         ReportKind::Recommend,
         sweep_header.backend,
@@ -862,15 +862,15 @@ pub fn build(
 
 fn verify(
     a: &RecommendArgs,
-    target: &Target,
+    target: &dyn Runner,
     report: &mut RecommendReport,
     saved: &mut SavedRuns,
-) -> Result<(), CliError> {
+) -> Result<(), RunError> {
     let rec = &report.recommendation;
     let spec = match model_input(a)? {
         ModelInput::Spec { spec } => spec,
         ModelInput::Params { .. } => {
-            return Err(CliError::Usage(
+            return Err(RunError::Usage(
                 "--verify needs --model (something to run)".into(),
             ))
         }
@@ -1071,12 +1071,12 @@ pub fn render(r: &RecommendReport) -> String {
     s
 }
 
-pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, CliError> {
+pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, RunError> {
     let target = make_target(cli)?;
     let mut saved = SavedRuns::open(a.save_runs.as_deref())?;
-    let mut report = build(a, &target, &mut saved)?;
+    let mut report = build(a, target.as_ref(), &mut saved)?;
     if a.verify {
-        verify(a, &target, &mut report, &mut saved)?;
+        verify(a, target.as_ref(), &mut report, &mut saved)?;
     }
     if a.save_runs.is_some() && saved.written().is_empty() && saved.failed() == 0 {
         eprintln!("ddpcheck: --save-runs: nothing was measured here (all from --from or history), nothing kept");
@@ -1107,7 +1107,7 @@ pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, CliError> {
 
 /// The demo's recommendation: gpt2-124m on the simulated node, from the demo daemon's
 /// preflight plus a collective sweep and a 1-GPU run on the same simulated node.
-pub fn demo_recommendation(target: &Target) -> Result<RecommendReport, CliError> {
+pub fn demo_recommendation(target: &dyn Runner) -> Result<RecommendReport, RunError> {
     let a = RecommendArgs {
         model: Some("gpt2-124m".into()),
         params: None,

@@ -3,9 +3,11 @@
 //! command goes through (`runner`: local here, over gRPC in the CLI).
 
 pub mod lock;
+pub mod runner;
 pub mod runs;
 
 pub use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
+pub use runner::{LocalRunner, RunError, Runner};
 pub use runs::{
     env_label, job_gpus_from_env, local_hostname, make_backend, nccl_env_from_process, now_rfc3339,
     parse_env_ab, run_bench_collectives, run_bench_ddp, run_preflight, run_topo, unix_now,

@@ -18,7 +18,7 @@ use tonic::transport::Channel;
 
 use super::{ClusterRunArgs, GRACE};
 use crate::args::Cli;
-use crate::target::CliError;
+use ddpcheck_engine::RunError;
 
 type Client = pb::ddpcheck_client::DdpcheckClient<Channel>;
 
@@ -37,10 +37,10 @@ pub struct ClusterCheckArgs {
     pub max_rounds: Option<u32>,
 }
 
-fn node_list(a: &ClusterCheckArgs) -> Result<Vec<String>, CliError> {
+fn node_list(a: &ClusterCheckArgs) -> Result<Vec<String>, RunError> {
     let nodes: Vec<String> = match &a.nodefile {
         Some(f) => std::fs::read_to_string(f)
-            .map_err(|e| CliError::Usage(format!("--nodefile {}: {e}", f.display())))?
+            .map_err(|e| RunError::Usage(format!("--nodefile {}: {e}", f.display())))?
             .lines()
             .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
             .filter(|l| !l.is_empty())
@@ -53,16 +53,16 @@ fn node_list(a: &ClusterCheckArgs) -> Result<Vec<String>, CliError> {
             .collect(),
     };
     if nodes.len() < 2 {
-        return Err(CliError::Usage(
+        return Err(RunError::Usage(
             "cluster check needs at least two nodes (--nodes a,b or --nodefile FILE)".into(),
         ));
     }
     if nodes.len() > 4096 {
-        return Err(CliError::Usage("at most 4096 nodes".into()));
+        return Err(RunError::Usage("at most 4096 nodes".into()));
     }
     for (i, n) in nodes.iter().enumerate() {
         if nodes[..i].contains(n) {
-            return Err(CliError::Usage(format!("node {n} is named twice")));
+            return Err(RunError::Usage(format!("node {n} is named twice")));
         }
     }
     Ok(nodes)
@@ -316,7 +316,7 @@ impl Runner {
     }
 }
 
-pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError> {
+pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError> {
     let started = Instant::now();
     let addrs = node_list(a)?;
     let (network, stage) = a.run.settings()?;
@@ -327,7 +327,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Daemon(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| RunError::Daemon(format!("cannot start the async runtime: {e}")))?;
 
     // Stage 1: connect to every daemon at once, each bounded.
     let conns: Vec<Result<Client, String>> = rt.block_on(async {
@@ -335,7 +335,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
         for (i, addr) in addrs.iter().enumerate() {
             let addr = addr.clone();
             js.spawn(async move {
-                let r = tokio::time::timeout(stage, crate::target::connect(&addr)).await;
+                let r = tokio::time::timeout(stage, crate::daemon_runner::connect(&addr)).await;
                 (i, r)
             });
         }
@@ -344,7 +344,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
         while let Some(j) = js.join_next().await {
             match j {
                 Ok((i, Ok(Ok(c)))) => out.push((i, Ok(c))),
-                Ok((i, Ok(Err(CliError::Usage(m))))) => {
+                Ok((i, Ok(Err(RunError::Usage(m))))) => {
                     usage.get_or_insert(m);
                     out.push((i, Err(String::new())));
                 }
@@ -356,11 +356,11 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
                         stage.as_secs_f64()
                     )),
                 )),
-                Err(e) => return Err(CliError::Daemon(format!("connect task: {e}"))),
+                Err(e) => return Err(RunError::Daemon(format!("connect task: {e}"))),
             }
         }
         if let Some(m) = usage {
-            return Err(CliError::Usage(m));
+            return Err(RunError::Usage(m));
         }
         out.sort_by_key(|(i, _)| *i);
         Ok(out.into_iter().map(|(_, r)| r).collect())

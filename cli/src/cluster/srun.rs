@@ -15,7 +15,7 @@ use ddpcheck_engine as engine;
 
 use super::{ClusterRunArgs, GRACE};
 use crate::args::Cli;
-use crate::target::CliError;
+use ddpcheck_engine::RunError;
 
 /// How the mode is started; every usage error names it.
 const SRUN_LINE: &str = "srun --ntasks-per-node=1 ddpcheck cluster srun ...";
@@ -205,22 +205,22 @@ fn output_bounded(cmd: std::process::Command, timeout: Duration) -> Result<Strin
 }
 
 /// `--root` as given, or the step's first node at `--port` (default: [`default_port`]).
-fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, CliError> {
+fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, RunError> {
     let root = match &a.root {
         Some(r) => r.trim().to_string(),
         None => {
             let list = step.nodelist.as_deref().ok_or_else(|| {
-                CliError::Usage(
+                RunError::Usage(
                     "the step's node list is unknown (SLURM_STEP_NODELIST not set): give the root with --root HOST:PORT"
                         .into(),
                 )
             })?;
-            let host = first_host(list, "scontrol", SCONTROL_TIMEOUT).map_err(CliError::Usage)?;
+            let host = first_host(list, "scontrol", SCONTROL_TIMEOUT).map_err(RunError::Usage)?;
             // NCCL's rank 0 opens the root: task 0 must be on the first node (it is, under
             // block or cyclic distribution; an arbitrary one can move it).
             if let (0, Some(me)) = (step.rank, step.node_name.as_deref()) {
                 if me != host {
-                    return Err(CliError::Usage(format!(
+                    return Err(RunError::Usage(format!(
                         "task 0 runs on {me}, not on the step's first node {host}: give the root with --root {me}:PORT"
                     )));
                 }
@@ -239,7 +239,7 @@ fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, CliErro
         comm_id: root.clone(),
     }
     .validate()
-    .map_err(|e| CliError::Usage(format!("--root: {e}")))?;
+    .map_err(|e| RunError::Usage(format!("--root: {e}")))?;
     Ok(root)
 }
 
@@ -310,10 +310,10 @@ struct SrunInfo {
     notes: Vec<String>,
 }
 
-pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> {
+pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, RunError> {
     let started = Instant::now();
     let (network, stage) = a.run.settings()?;
-    let step = SlurmStep::from_env(&|k| std::env::var(k).ok()).map_err(CliError::Usage)?;
+    let step = SlurmStep::from_env(&|k| std::env::var(k).ok()).map_err(RunError::Usage)?;
     let root = root_address(a, &step)?;
     let job = a.run.job(step.run_id(), step.rank, step.nodes, stage);
     job.validate()?;
@@ -359,7 +359,7 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> 
             };
             (iso, None, Some(nr))
         }
-        Err(ProbeError::Invalid(m)) => return Err(CliError::Usage(m)),
+        Err(ProbeError::Invalid(m)) => return Err(RunError::Usage(m)),
         Err(e) => {
             let iso = Isolation {
                 rounds: 1,
@@ -449,7 +449,7 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> 
     if cli.json {
         // One line per task: srun interleaves the tasks' output line by line.
         let line = serde_json::to_string(&task)
-            .map_err(|e| CliError::Daemon(format!("JSON output: {e}")))?;
+            .map_err(|e| RunError::Daemon(format!("JSON output: {e}")))?;
         println!("{line}");
     } else {
         print!("{}", render_srun(&task));
