@@ -12,7 +12,6 @@ mod plot;
 mod progress;
 mod recommend;
 mod render;
-mod saved_runs;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

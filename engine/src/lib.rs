@@ -1,10 +1,13 @@
 //! ddpcheck-engine: what the CLI's local mode and the daemon share. It runs checks and
-//! benchmarks on a backend (`runs`), takes the node lock (`lock`), and defines the runner a
-//! command goes through (`runner`: local here, over gRPC in the CLI).
+//! benchmarks on a backend (`runs`), takes the node lock (`lock`), defines the runner a command
+//! goes through (`runner`: local here, over gRPC in the CLI), and gathers what `recommend`
+//! rests on (`recommend`, `saved_runs`).
 
 pub mod lock;
+pub mod recommend;
 pub mod runner;
 pub mod runs;
+pub mod saved_runs;
 
 pub use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
 pub use runner::{LocalRunner, RunError, Runner};

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use ddpcheck_engine::RunError;
+use crate::runner::RunError;
 
 /// Where a recommendation's own measurements go (nowhere without `--save-runs`).
 pub struct SavedRuns {
