@@ -3,6 +3,7 @@
 //! goes through (`runner`: local here, over gRPC in the CLI), and gathers what `recommend`
 //! rests on (`recommend`, `saved_runs`).
 
+pub mod cluster;
 pub mod lock;
 pub mod recommend;
 pub mod runner;

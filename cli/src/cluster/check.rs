@@ -9,9 +9,9 @@ use clap::Args;
 use ddpcheck_core::cluster::{
     self, ClusterNode, ClusterReport, DeadNode, NodeResult, SubsetOutcome,
 };
-use ddpcheck_core::report::{Header, Provenance, ReportKind};
 use ddpcheck_core::BackendKind;
 use ddpcheck_engine as engine;
+use ddpcheck_engine::cluster::{self as engine_cluster, ClusterRun};
 use ddpcheck_proto::v1 as pb;
 use tokio::task::JoinSet;
 use tonic::transport::Channel;
@@ -417,7 +417,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
     } else {
         cluster::Isolation::default()
     };
-    let (findings, verdict) = cluster::judge(&expected, &iso, &unreachable);
+    let judged = engine_cluster::judge(&expected, &iso, &unreachable, None);
 
     // The cluster run's per-node view.
     let cluster_results: Vec<(usize, NodeResult)> = iso
@@ -469,39 +469,27 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
         .filter_map(|n| n.backend_label.as_deref())
         .collect();
     let sim = !labels.is_empty() && labels.iter().all(|l| l.starts_with("sim:"));
-    let (kind, label) = if sim {
+    let (backend, backend_label) = if sim {
         (BackendKind::Sim, "sim:cluster".to_string())
     } else {
         (BackendKind::Real, "real".to_string())
     };
-    let nccl_version = cluster_results
-        .first()
-        .and_then(|(_, r)| r.nccl_version.clone());
-    let prov = Provenance {
-        hostname: engine::local_hostname(),
-        time: engine::now_rfc3339(),
-        tool_version: engine::TOOL_VERSION.into(),
-        nccl_version,
-        ..Default::default()
-    };
-    let report = ClusterReport {
-        header: Header::new(ReportKind::Cluster, kind, label, prov),
-        verdict,
-        exit_code: verdict.exit_code(),
-        reason: verdict.reason_line(&findings, "cluster all-reduce meets the expectation"),
-        wall_seconds: started.elapsed().as_secs_f64(),
+    let first = cluster_results.first().map(|(_, r)| r);
+    let report = engine_cluster::assemble(ClusterRun {
+        started,
         network,
         nics_per_node: a.run.nics_per_node,
         gpus_per_node: a.run.gpus_per_node,
         expected,
-        cluster_busbw_gbps: iso.cluster_run.as_ref().map(|(_, b)| *b),
-        transport: cluster_results
-            .first()
-            .and_then(|(_, r)| r.transport.clone()),
+        judged,
         nodes,
+        backend,
+        backend_label,
+        nccl_version: first.and_then(|r| r.nccl_version.clone()),
+        transport: first.and_then(|r| r.transport.clone()),
+        nccl_env: Default::default(),
         isolation: iso,
-        findings,
-    };
+    });
     if cli.json {
         crate::print_json(&report)?;
     } else {

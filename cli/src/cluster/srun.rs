@@ -1,17 +1,16 @@
 //! `ddpcheck cluster srun`: the cluster all-reduce without daemons, one task per node under
 //! srun, with the rendezvous fixed in advance on the step's first node.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use ddpcheck_core::backend::RankGroup;
 use ddpcheck_core::cluster::{
-    self, ClusterJob, ClusterNode, ClusterReport, DeadNode, Isolation, IsolationRun, NodeResult,
+    ClusterNode, ClusterReport, DeadNode, Isolation, IsolationRun, NodeResult,
 };
-use ddpcheck_core::report::{Header, Provenance, ReportKind};
-use ddpcheck_core::{BackendKind, NodeBackend, ProbeError, Severity, Verdict};
+use ddpcheck_core::{BackendKind, ProbeError, Severity, Verdict};
 use ddpcheck_engine as engine;
+use ddpcheck_engine::cluster::{self as engine_cluster, ClusterRun};
 
 use super::{ClusterRunArgs, GRACE};
 use crate::args::Cli;
@@ -243,52 +242,6 @@ fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, RunErro
     Ok(root)
 }
 
-/// This task's part: the entries built here, the local backend's join; bounded by the stage
-/// deadline plus grace whatever the backend does.
-fn srun_join(
-    backend: Arc<dyn NodeBackend>,
-    job: ClusterJob,
-    root: String,
-    limit: Duration,
-) -> Result<NodeResult, ProbeError> {
-    let real = backend.kind() == BackendKind::Real;
-    // Real GPUs: one active test per node, shared with the daemon and other local runs.
-    let _lock = if real {
-        let path = ddpcheck_engine::lock::lock_path(&ddpcheck_engine::lock::default_runtime_dir());
-        Some(
-            ddpcheck_engine::lock::NodeLock::try_acquire(&path, "cluster srun")
-                .map_err(|e| ProbeError::Busy(e.to_string()))?,
-        )
-    } else {
-        None
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stage = job.deadline;
-    std::thread::spawn(move || {
-        let entries = if real {
-            ddpcheck_gpu::cluster::fixed_rendezvous(&root, job.world_nodes)
-        } else {
-            // The sim knows only its own node: every peer is assumed to be like it.
-            backend
-                .cluster_prepare(&job)
-                .map(|mine| vec![mine; job.world_nodes as usize])
-        };
-        let r = entries.and_then(|e| backend.cluster_join(&job, &e));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(limit) {
-        Ok(r) => r,
-        Err(_) => {
-            // The backend outlived its own deadline: stop its worker processes, report TIMEOUT.
-            ddpcheck_gpu::children::terminate_all(Duration::from_secs(3));
-            Err(ProbeError::Timeout {
-                stage: "cluster all-reduce".into(),
-                seconds: stage.as_secs_f64(),
-            })
-        }
-    }
-}
-
 /// What one task prints with --json (one line): the cluster report of its view, and the step.
 #[derive(serde::Serialize)]
 struct SrunTaskReport {
@@ -322,7 +275,7 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, RunError> 
     let label = backend.label();
     let hostname = engine::local_hostname();
     let node = step.node_name.clone().unwrap_or_else(|| hostname.clone());
-    let outcome = srun_join(backend, job, root.clone(), stage + GRACE);
+    let outcome = engine_cluster::join_local(backend, job, root.clone(), stage + GRACE);
 
     let expected = network.expected(a.run.nics_per_node);
     let names: Vec<String> = (0..step.nodes).map(|r| format!("rank {r}")).collect();
@@ -378,61 +331,43 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, RunError> 
             (iso, Some(e), None)
         }
     };
-    // A backend failure is its own verdict (UNKNOWN, BUSY, TIMEOUT), as in the rest of the CLI:
-    // nothing was measured to judge.
-    let (findings, verdict) = match failure.as_ref().and_then(ProbeError::verdict) {
-        Some(v) => (Vec::new(), v),
-        None => cluster::judge(&expected, &iso, &[]),
-    };
-    let reason = match &failure {
-        Some(e) => format!("ddpcheck: {}: {e}", verdict.as_str()),
-        None => verdict.reason_line(&findings, "cluster all-reduce meets the expectation"),
-    };
+    let judged = engine_cluster::judge(&expected, &iso, &[], failure.as_ref());
     let state = if failure.is_some() || !iso.dead.is_empty() {
         "unresponsive"
-    } else if verdict == Verdict::Ok {
+    } else if judged.verdict == Verdict::Ok {
         "ok"
     } else {
         // Slow as a whole; which node is slow is not known in this mode.
         "unresolved"
     };
     let nr = node_result.as_ref();
-    let prov = Provenance {
-        hostname: hostname.clone(),
-        time: engine::now_rfc3339(),
-        tool_version: engine::TOOL_VERSION.into(),
-        nccl_version: nr.and_then(|r| r.nccl_version.clone()),
-        nccl_env: if kind == BackendKind::Real {
-            engine::nccl_env_from_process()
-        } else {
-            Default::default()
-        },
-        ..Default::default()
-    };
-    let report = ClusterReport {
-        header: Header::new(ReportKind::Cluster, kind, label.clone(), prov),
-        verdict,
-        exit_code: verdict.exit_code(),
-        reason,
-        wall_seconds: started.elapsed().as_secs_f64(),
+    let report = engine_cluster::assemble(ClusterRun {
+        started,
         network,
         nics_per_node: a.run.nics_per_node,
         gpus_per_node: a.run.gpus_per_node,
         expected,
-        cluster_busbw_gbps: iso.cluster_run.as_ref().map(|(_, b)| *b),
-        transport: nr.and_then(|r| r.transport.clone()),
+        judged,
         nodes: vec![ClusterNode {
             node: node.clone(),
             hostname: Some(nr.map_or(hostname, |r| r.hostname.clone())),
-            backend_label: Some(label),
+            backend_label: Some(label.clone()),
             state: state.into(),
             busbw_gbps: nr.and_then(NodeResult::busbw_large),
             transport: nr.and_then(|r| r.transport.clone()),
             error: failure.as_ref().map(ToString::to_string),
         }],
+        backend: kind,
+        backend_label: label,
+        nccl_version: nr.and_then(|r| r.nccl_version.clone()),
+        transport: nr.and_then(|r| r.transport.clone()),
+        nccl_env: if kind == BackendKind::Real {
+            engine::nccl_env_from_process()
+        } else {
+            Default::default()
+        },
         isolation: iso,
-        findings,
-    };
+    });
     let task = SrunTaskReport {
         report,
         srun: SrunInfo {
