@@ -62,15 +62,7 @@ impl Runner for DaemonRunner {
     ) -> Result<PreflightReport, RunError> {
         block_on(async {
             let mut c = connect(&self.addr).await?;
-            let req = pb::PreflightRequest {
-                gpus: params.gpus.clone(),
-                min_bytes: params.min_bytes,
-                max_bytes: params.max_bytes,
-                iters: params.iters,
-                warmup_iters: params.warmup_iters,
-                deadline_seconds: params.deadline.map(|d| d.as_secs_f64()).unwrap_or(0.0),
-                inject_hang: params.inject_hang,
-            };
+            let req = pb::PreflightRequest::from(params);
             let stream = c
                 .run_preflight(req)
                 .await
@@ -88,25 +80,7 @@ impl Runner for DaemonRunner {
     ) -> Result<BenchCollectivesReport, RunError> {
         block_on(async {
             let mut c = connect(&self.addr).await?;
-            let req = pb::BenchCollectivesRequest {
-                ops: params.ops.iter().map(|o| o.name().to_string()).collect(),
-                gpus: params.gpus.clone(),
-                min_bytes: params.min_bytes,
-                max_bytes: params.max_bytes,
-                step_factor: u32::try_from(params.step_factor).unwrap_or(u32::MAX),
-                iters: params.iters,
-                warmup_iters: params.warmup_iters,
-                in_place: params.in_place,
-                check: params.check,
-                env_ab: params
-                    .env_ab
-                    .iter()
-                    .map(|c| pb::EnvCandidate {
-                        env: c.iter().cloned().collect(),
-                    })
-                    .collect(),
-                deadline_seconds: params.deadline.as_secs_f64(),
-            };
+            let req = pb::BenchCollectivesRequest::from(params);
             let stream = c
                 .bench_collectives(req)
                 .await
@@ -124,18 +98,7 @@ impl Runner for DaemonRunner {
     ) -> Result<DdpReport, RunError> {
         block_on(async {
             let mut c = connect(&self.addr).await?;
-            let r = pb::BenchDdpRequest {
-                models: req.models.iter().map(|m| m.to_arg()).collect(),
-                variants: req.variants.iter().map(|v| v.name.clone()).collect(),
-                world_sizes: req.world_sizes.clone(),
-                micro_batch: req.micro_batch,
-                warmup_steps: req.warmup_steps,
-                steps: req.steps,
-                price_per_gpu_hour: req.price_per_gpu_hour.unwrap_or(0.0),
-                env: req.env.iter().cloned().collect(),
-                deadline_seconds: req.deadline_s,
-                repeats: req.repeats,
-            };
+            let r = pb::BenchDdpRequest::from(req);
             let stream = c.bench_ddp(r).await.map_err(status_error)?.into_inner();
             let report = drain(stream, progress).await?;
             parse(&report.json)

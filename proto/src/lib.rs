@@ -1,4 +1,7 @@
-//! ddpcheck-proto: generated types, client and server of the `ddpcheck.v1` gRPC API.
+//! ddpcheck-proto: generated types, client and server of the `ddpcheck.v1` gRPC API, and the
+//! conversions between its requests and the engine's parameters (`convert`).
+
+pub mod convert;
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used)]
 pub mod v1 {
