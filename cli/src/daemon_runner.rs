@@ -12,10 +12,7 @@ fn status_error(s: tonic::Status) -> RunError {
     match s.code() {
         Code::ResourceExhausted => RunError::Busy(s.message().to_string()),
         Code::InvalidArgument => RunError::Usage(s.message().to_string()),
-        _ => RunError::Daemon(format!(
-            "ddpcheckd: {}",
-            ddpcheckd::client::status_reason(&s)
-        )),
+        _ => RunError::Daemon(format!("ddpcheckd: {}", ddpcheck_client::status_reason(&s))),
     }
 }
 
@@ -133,17 +130,17 @@ fn block_on<T>(f: impl std::future::Future<Output = Result<T, RunError>>) -> Res
 }
 
 /// The CLI's TLS settings for `--daemon https://...`, set once from the parsed flags.
-static CLIENT_TLS: std::sync::OnceLock<ddpcheckd::client::ClientTls> = std::sync::OnceLock::new();
+static CLIENT_TLS: std::sync::OnceLock<ddpcheck_client::ClientTls> = std::sync::OnceLock::new();
 
 /// Records the `--tls-*` settings (first call wins); unset, connections read DDPCHECK_CLI_TLS_*.
-pub fn set_client_tls(tls: ddpcheckd::client::ClientTls) {
+pub fn set_client_tls(tls: ddpcheck_client::ClientTls) {
     let _ = CLIENT_TLS.set(tls);
 }
 
 pub(crate) async fn connect(
     addr: &str,
 ) -> Result<pb::ddpcheck_client::DdpcheckClient<tonic::transport::Channel>, RunError> {
-    ddpcheckd::client::connect_with(addr, CLIENT_TLS.get())
+    ddpcheck_client::connect_with(addr, CLIENT_TLS.get())
         .await
         .map_err(|e| match e.usage {
             true => RunError::Usage(e.to_string()),

@@ -4,6 +4,7 @@
 mod args;
 mod cluster;
 mod config_cmd;
+mod daemon_bin;
 mod daemon_runner;
 mod ddp_cmd;
 mod demo;

@@ -1,7 +1,6 @@
 //! ddpcheckd: the node daemon (gRPC API, collector loop, `/metrics`, history). It runs checks
 //! and benchmarks through `ddpcheck-engine`, the engine the CLI's local mode uses too.
 
-pub mod client;
 pub mod config;
 pub mod history;
 pub mod http;

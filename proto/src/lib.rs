@@ -3,6 +3,9 @@
 
 pub mod convert;
 
+/// The daemon's default control socket: where it listens and where clients look.
+pub const DEFAULT_SOCKET: &str = "/run/ddpcheck/ddpcheck.sock";
+
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used)]
 pub mod v1 {
     tonic::include_proto!("ddpcheck.v1");

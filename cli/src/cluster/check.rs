@@ -110,7 +110,7 @@ async fn call(
         ))),
         Ok(Err(s)) => Err(CallFailure {
             timed_out: false,
-            message: format!("{phase} failed: {}", ddpcheckd::client::status_reason(&s)),
+            message: format!("{phase} failed: {}", ddpcheck_client::status_reason(&s)),
         }),
         Ok(Ok(r)) => Ok(r.into_inner()),
     }
