@@ -11,13 +11,13 @@ pub fn find() -> Option<PathBuf> {
     let beside = std::env::current_exe()
         .ok()
         .and_then(|me| me.parent().map(|dir| dir.join(NAME)));
-    let on_path = std::env::var_os("PATH")
+    let on_path: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| {
             std::env::split_paths(&p)
                 .map(|dir| dir.join(NAME))
                 .collect()
         })
-        .unwrap_or_else(Vec::new);
+        .unwrap_or_default();
     beside.into_iter().chain(on_path).find(|p| is_executable(p))
 }
 
