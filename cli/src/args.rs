@@ -30,13 +30,13 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
     /// With --daemon https://HOST:PORT: the CA certificate (PEM) that signed ddpcheckd's certificate.
-    #[arg(long, global = true, env = ddpcheckd::client::ClientTls::ENV_CA, value_name = "FILE")]
+    #[arg(long, global = true, env = ddpcheck_client::ClientTls::ENV_CA, value_name = "FILE")]
     pub tls_ca: Option<std::path::PathBuf>,
     /// With --daemon https://HOST:PORT: this client's certificate (PEM), signed by the daemon's client CA.
-    #[arg(long, global = true, env = ddpcheckd::client::ClientTls::ENV_CERT, value_name = "FILE")]
+    #[arg(long, global = true, env = ddpcheck_client::ClientTls::ENV_CERT, value_name = "FILE")]
     pub tls_cert: Option<std::path::PathBuf>,
     /// With --daemon https://HOST:PORT: this client's private key (PEM).
-    #[arg(long, global = true, env = ddpcheckd::client::ClientTls::ENV_KEY, value_name = "FILE")]
+    #[arg(long, global = true, env = ddpcheck_client::ClientTls::ENV_KEY, value_name = "FILE")]
     pub tls_key: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
@@ -44,8 +44,8 @@ pub struct Cli {
 
 impl Cli {
     /// The client TLS settings for `--daemon https://...` (flags, else DDPCHECK_CLI_TLS_* env).
-    pub fn client_tls(&self) -> ddpcheckd::client::ClientTls {
-        ddpcheckd::client::ClientTls {
+    pub fn client_tls(&self) -> ddpcheck_client::ClientTls {
+        ddpcheck_client::ClientTls {
             ca: self.tls_ca.clone(),
             cert: self.tls_cert.clone(),
             key: self.tls_key.clone(),

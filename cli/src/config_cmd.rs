@@ -1,19 +1,21 @@
-//! `ddpcheck config check`: reads the daemon's configuration file and `DDPCHECK_*` environment
-//! as ddpcheckd would, validates them, and prints the effective configuration with the source of
-//! every value.
+//! `ddpcheck config check`: the daemon validates its own configuration (`ddpcheckd
+//! check-config`, as `nginx -t` does), so this runs the `ddpcheckd` found beside this
+//! executable or on PATH, with the same file and environment, and passes its answer on.
 
 use std::path::PathBuf;
+use std::process::Command;
 
 use clap::{Args, Subcommand};
-use ddpcheckd::config;
+use ddpcheck_engine::RunError;
 
 use crate::args::Cli;
-use crate::target::CliError;
+use crate::daemon_bin;
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCommand {
     /// Validate the daemon's configuration and print the effective values with their sources
     /// (flags > DDPCHECK_* environment > file > defaults). Exit 0 when valid, 64 when not.
+    /// Runs `ddpcheckd check-config`.
     Check(ConfigCheckArgs),
 }
 
@@ -21,22 +23,27 @@ pub enum ConfigCommand {
 pub struct ConfigCheckArgs {
     /// Configuration file [default: /etc/ddpcheck/ddpcheck.toml, which may be absent]; a file
     /// named here must exist.
-    #[arg(long, env = config::CONFIG_ENV, value_name = "FILE")]
+    #[arg(long, env = "DDPCHECK_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
 
-pub fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<i32, CliError> {
+pub fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<i32, RunError> {
     let ConfigCommand::Check(a) = cmd;
-    let usage = |e: config::ConfigError| CliError::Usage(format!("config: {e}"));
-    let file = config::read_file(a.config.as_deref()).map_err(usage)?;
-    let env = config::Layer::from_env(|k| std::env::var(k).ok()).map_err(usage)?;
-    // No daemon flags here: what a daemon started with this file and environment would use.
-    let effective = config::merge(config::Layer::default(), env, file);
-    effective.settings().map_err(usage)?;
-    if cli.json {
-        crate::print_json(&effective.to_json())?;
-    } else {
-        print!("{}", effective.render_toml());
+    let daemon =
+        daemon_bin::find().ok_or_else(|| RunError::Daemon(daemon_bin::missing("config check")))?;
+    let mut check = Command::new(&daemon);
+    check.arg("check-config");
+    if let Some(file) = &a.config {
+        check.arg("--config").arg(file);
     }
-    Ok(0)
+    if cli.json {
+        check.arg("--json");
+    }
+    let status = check
+        .status()
+        .map_err(|e| RunError::Daemon(format!("cannot run {}: {e}", daemon.display())))?;
+    // A daemon killed by a signal gave no answer.
+    Ok(status
+        .code()
+        .unwrap_or(ddpcheck_core::Verdict::Unknown.exit_code()))
 }

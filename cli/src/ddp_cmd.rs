@@ -4,8 +4,8 @@ use clap::Args;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
 
 use crate::args::parse_u32_list;
-use crate::target::CliError;
 use crate::{make_target, print_json, progress, render, Cli};
+use ddpcheck_engine::RunError;
 
 #[derive(Args, Debug)]
 pub struct DdpArgs {
@@ -55,13 +55,13 @@ pub struct DdpArgs {
 }
 
 /// `--print-manual`: the by-hand commands for the launches this request makes.
-fn print_manual(req: &DdpRequest, dir: &std::path::Path) -> Result<i32, CliError> {
+fn print_manual(req: &DdpRequest, dir: &std::path::Path) -> Result<i32, RunError> {
     use ddpcheck_gpu::ddp;
     std::fs::create_dir_all(dir)
-        .map_err(|e| CliError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
+        .map_err(|e| RunError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
     let script = ddp::write_script(dir)
-        .map_err(|e| CliError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
-    let plan = ddp::plan(req).map_err(CliError::from)?;
+        .map_err(|e| RunError::Usage(format!("--print-manual {}: {e}", dir.display())))?;
+    let plan = ddp::plan(req).map_err(RunError::from)?;
     let cfg = ddpcheck_gpu::RealConfig::default();
     for (world, items) in ddp::launch_groups(req, &plan) {
         println!(
@@ -72,21 +72,21 @@ fn print_manual(req: &DdpRequest, dir: &std::path::Path) -> Result<i32, CliError
     Ok(0)
 }
 
-pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest, CliError> {
+pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest, RunError> {
     let mut models: Vec<ModelSpec> = a
         .models
         .iter()
-        .map(|m| m.parse::<ModelSpec>().map_err(CliError::Usage))
+        .map(|m| m.parse::<ModelSpec>().map_err(RunError::Usage))
         .collect::<Result<_, _>>()?;
     if let Some(sweep) = &a.sweep {
         let widths = sweep.strip_prefix("mlp:").ok_or_else(|| {
-            CliError::Usage(format!("--sweep {sweep:?}: expected mlp:WIDTH,WIDTH,..."))
+            RunError::Usage(format!("--sweep {sweep:?}: expected mlp:WIDTH,WIDTH,..."))
         })?;
-        for w in parse_u32_list(widths).map_err(CliError::Usage)? {
+        for w in parse_u32_list(widths).map_err(RunError::Usage)? {
             models.push(
                 format!("mlp:{w}")
                     .parse::<ModelSpec>()
-                    .map_err(CliError::Usage)?,
+                    .map_err(RunError::Usage)?,
             );
         }
     }
@@ -98,11 +98,11 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         .split(',')
         .map(str::trim)
         .filter(|v| !v.is_empty())
-        .map(|v| v.parse::<DdpVariant>().map_err(CliError::Usage))
+        .map(|v| v.parse::<DdpVariant>().map_err(RunError::Usage))
         .collect::<Result<Vec<_>, _>>()?;
     let default_gpus = if node_gpus == Some(1) { "1" } else { "1,2" };
     let mut world_sizes =
-        parse_u32_list(a.gpus.as_deref().unwrap_or(default_gpus)).map_err(CliError::Usage)?;
+        parse_u32_list(a.gpus.as_deref().unwrap_or(default_gpus)).map_err(RunError::Usage)?;
     if !world_sizes.contains(&1) {
         world_sizes.insert(0, 1);
     }
@@ -112,9 +112,9 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
     for kv in &a.env {
         let (k, v) = kv
             .split_once('=')
-            .ok_or_else(|| CliError::Usage(format!("--env {kv:?} is not NAME=VALUE")))?;
+            .ok_or_else(|| RunError::Usage(format!("--env {kv:?} is not NAME=VALUE")))?;
         if !k.starts_with("NCCL_") {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::Usage(format!(
                 "--env {k:?}: only NCCL_* variables"
             )));
         }
@@ -124,7 +124,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
     let price_per_gpu_hour = match (a.price_per_hour, node_gpus) {
         (Some(p), Some(n)) if n > 0 => Some(p / n as f64),
         (Some(_), _) => {
-            return Err(CliError::Usage(
+            return Err(RunError::Usage(
                 "--price-per-hour: the node's GPU count is unknown".into(),
             ))
         }
@@ -144,15 +144,15 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
     })
 }
 
-pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, CliError> {
+pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, RunError> {
     if let Some(dir) = &a.print_manual {
         return print_manual(&build_request(a, None)?, dir);
     }
     if let Some(file) = &a.from {
         let text = std::fs::read_to_string(file)
-            .map_err(|e| CliError::Usage(format!("--from {}: {e}", file.display())))?;
+            .map_err(|e| RunError::Usage(format!("--from {}: {e}", file.display())))?;
         let r: ddpcheck_core::report::DdpReport = serde_json::from_str(&text).map_err(|e| {
-            CliError::Usage(format!(
+            RunError::Usage(format!(
                 "--from {}: not a bench ddp report: {e}",
                 file.display()
             ))
@@ -174,10 +174,10 @@ pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, CliError> {
 }
 
 /// Prints the report (table or JSON) and draws the plot if asked.
-fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<i32, CliError> {
+fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<i32, RunError> {
     if let Some(path) = &a.plot {
         crate::plot::ddp_svg(r, path)
-            .map_err(|e| CliError::Usage(format!("--plot {}: {e}", path.display())))?;
+            .map_err(|e| RunError::Usage(format!("--plot {}: {e}", path.display())))?;
         eprintln!("ddpcheck: wrote {}", path.display());
     }
     if cli.json {

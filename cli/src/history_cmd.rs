@@ -10,8 +10,8 @@ use ddpcheck_proto::v1 as pb;
 use serde::Serialize;
 
 use crate::args::Cli;
-use crate::target::CliError;
-use crate::{make_target, print_json};
+use crate::print_json;
+use ddpcheck_engine::RunError;
 
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
@@ -45,20 +45,20 @@ struct Entry {
     report: Option<serde_json::Value>,
 }
 
-pub fn run(cli: &Cli, a: &HistoryArgs) -> Result<i32, CliError> {
-    let Some(addr) = &cli.daemon else {
-        return Err(CliError::Usage(
+pub fn run(cli: &Cli, a: &HistoryArgs) -> Result<i32, RunError> {
+    let Some(daemon) = crate::daemon_runner(cli)? else {
+        return Err(RunError::Usage(
             "history is kept by the daemon: give --daemon SOCKET (or set DDPCHECK_DAEMON); \
              local runs store none"
                 .into(),
         ));
     };
-    let rows = make_target(cli)?.history_rows(a.kind.as_deref().unwrap_or(""), a.limit)?;
+    let rows = daemon.history_rows(a.kind.as_deref().unwrap_or(""), a.limit)?;
     let entries: Vec<Entry> = rows.into_iter().map(entry).collect();
     if cli.json {
         print_json(&entries)?;
     } else {
-        print!("{}", table(addr, &entries));
+        print!("{}", table(&daemon.addr, &entries));
     }
     Ok(0)
 }

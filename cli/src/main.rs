@@ -4,6 +4,8 @@
 mod args;
 mod cluster;
 mod config_cmd;
+mod daemon_bin;
+mod daemon_runner;
 mod ddp_cmd;
 mod demo;
 mod history_cmd;
@@ -11,8 +13,6 @@ mod plot;
 mod progress;
 mod recommend;
 mod render;
-mod saved_runs;
-mod target;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,12 +20,12 @@ use std::time::Duration;
 
 use args::{BenchCommand, CheckArgs, Cli, CollectivesArgs, Command, TopoArgs};
 use clap::Parser;
+use daemon_runner::DaemonRunner;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::verdict::{PrologPolicy, EXIT_USAGE};
 use ddpcheck_core::Verdict;
-use ddpcheck_gpu::RealConfig;
-use ddpcheckd::engine::{self, CollectiveParams, PreflightParams};
-use target::{CliError, Target};
+use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
+use ddpcheck_engine::{LocalRunner, RunError, Runner};
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
@@ -52,7 +52,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    target::set_client_tls(cli.client_tls());
+    daemon_runner::set_client_tls(cli.client_tls());
     let outcome = run(&cli);
     if INTERRUPTED.load(Ordering::SeqCst) {
         // The run ended because Ctrl-C stopped its children (a killed worker reads as UNKNOWN):
@@ -94,22 +94,28 @@ fn stop_children_on_signals() {
     });
 }
 
-pub fn make_target(cli: &Cli) -> Result<Target, CliError> {
-    if let Some(addr) = &cli.daemon {
-        if cli.sim.is_some() {
-            return Err(CliError::Usage(
-                "--sim and --daemon exclude each other: the daemon's own backend answers (start it with --sim)".into(),
-            ));
-        }
-        return Ok(Target::Daemon { addr: addr.clone() });
+/// The daemon `--daemon` names, if any (never with `--sim`: the daemon's own backend answers).
+pub fn daemon_runner(cli: &Cli) -> Result<Option<DaemonRunner>, RunError> {
+    let Some(addr) = &cli.daemon else {
+        return Ok(None);
+    };
+    if cli.sim.is_some() {
+        return Err(RunError::Usage(
+            "--sim and --daemon exclude each other: the daemon's own backend answers (start it with --sim)".into(),
+        ));
     }
-    let backend = engine::make_backend(cli.sim.as_deref(), RealConfig::default())?;
-    let lock = (cli.sim.is_none())
-        .then(|| ddpcheckd::lock::lock_path(&ddpcheckd::lock::default_runtime_dir()));
-    Ok(Target::Local { backend, lock })
+    Ok(Some(DaemonRunner { addr: addr.clone() }))
 }
 
-fn run(cli: &Cli) -> Result<i32, CliError> {
+/// Where this command runs: the daemon, else this node (`--sim`: a simulated one).
+pub fn make_target(cli: &Cli) -> Result<Box<dyn Runner>, RunError> {
+    if let Some(daemon) = daemon_runner(cli)? {
+        return Ok(Box::new(daemon));
+    }
+    Ok(Box::new(LocalRunner::for_node(cli.sim.as_deref())?))
+}
+
+fn run(cli: &Cli) -> Result<i32, RunError> {
     match &cli.command {
         Command::Demo => demo::run(cli),
         Command::Topo(a) => topo(cli, a),
@@ -123,14 +129,14 @@ fn run(cli: &Cli) -> Result<i32, CliError> {
     }
 }
 
-pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
+pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), RunError> {
     let s = serde_json::to_string_pretty(v)
-        .map_err(|e| CliError::Daemon(format!("JSON output: {e}")))?;
+        .map_err(|e| RunError::Daemon(format!("JSON output: {e}")))?;
     println!("{s}");
     Ok(())
 }
 
-fn topo(cli: &Cli, a: &TopoArgs) -> Result<i32, CliError> {
+fn topo(cli: &Cli, a: &TopoArgs) -> Result<i32, RunError> {
     let r = make_target(cli)?.topo(&a.gpus)?;
     if cli.json {
         print_json(&r)?;
@@ -140,17 +146,17 @@ fn topo(cli: &Cli, a: &TopoArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
+fn secs(v: f64, what: &str) -> Result<Duration, RunError> {
     if v.is_finite() && v > 0.0 && v <= 3600.0 {
         Ok(Duration::from_secs_f64(v))
     } else {
-        Err(CliError::Usage(format!(
+        Err(RunError::Usage(format!(
             "{what} {v} outside (0, 3600] seconds"
         )))
     }
 }
 
-fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, CliError> {
+fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
     let target = make_target(cli)?;
     let policy = PrologPolicy {
         fail_on_warning: a.fail_on_warning,
@@ -169,7 +175,7 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, CliError> {
     let mut report = None;
     if let Some(max_age) = a.max_age {
         if !(max_age.is_finite() && max_age >= 0.0) {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::Usage(format!(
                 "--max-age {max_age} is not a number of seconds"
             )));
         }
@@ -242,7 +248,7 @@ fn covers_same_gpus(
     !want.is_empty() && want == have
 }
 
-fn collectives(cli: &Cli, a: &CollectivesArgs) -> Result<i32, CliError> {
+fn collectives(cli: &Cli, a: &CollectivesArgs) -> Result<i32, RunError> {
     let ops = if a.ops.trim() == "all" {
         vec![
             Collective::AllReduce,
@@ -256,7 +262,7 @@ fn collectives(cli: &Cli, a: &CollectivesArgs) -> Result<i32, CliError> {
             .split(',')
             .map(|o| {
                 o.parse::<Collective>()
-                    .map_err(|e| CliError::Usage(e.to_string()))
+                    .map_err(|e| RunError::Usage(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?
     };

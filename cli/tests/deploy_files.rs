@@ -496,7 +496,7 @@ fn kubernetes_manifests_validate_and_agree_on_the_socket() {
         .iter()
         .find_map(|a| a.strip_prefix("--listen="))
         .expect("--listen= in the DaemonSet");
-    assert_eq!(listen, ddpcheckd::client::DEFAULT_SOCKET);
+    assert_eq!(listen, ddpcheck_client::DEFAULT_SOCKET);
     assert!(args.contains(&"--metrics-listen=0.0.0.0:9402"), "{args:?}");
     let host_run = pod["spec"]["volumes"]
         .as_array()

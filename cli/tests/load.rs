@@ -181,7 +181,7 @@ fn load(d: &Daemon, secs: f64, pace: Pace) -> (Stats, Stats, f64) {
         // Readers connect first (one channel each), so the load phase measures calls only.
         let mut clients = Vec::new();
         for _ in 0..50 {
-            clients.push(ddpcheckd::client::connect(&socket).await.expect("connect"));
+            clients.push(ddpcheck_client::connect(&socket).await.expect("connect"));
         }
         let t0 = tokio::time::Instant::now();
         let end = t0 + Duration::from_secs_f64(secs);
@@ -384,7 +384,7 @@ fn flood_of_twenty_preflights_runs_one_and_rejects_nineteen() {
             let socket = socket.clone();
             let barrier = barrier.clone();
             tasks.push(tokio::spawn(async move {
-                let mut c = ddpcheckd::client::connect(&socket).await.expect("connect");
+                let mut c = ddpcheck_client::connect(&socket).await.expect("connect");
                 // All 20 connected, then all ask at once.
                 barrier.wait().await;
                 let req = PreflightRequest {

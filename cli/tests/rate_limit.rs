@@ -113,8 +113,8 @@ fn three_calls_run_then_preflights_and_benchmarks_are_rate_limited_and_busy_cost
     let socket = d.addr();
     let t0 = Instant::now();
     let retries = runtime().block_on(async move {
-        let mut a = ddpcheckd::client::connect(&socket).await.unwrap();
-        let mut b = ddpcheckd::client::connect(&socket).await.unwrap();
+        let mut a = ddpcheck_client::connect(&socket).await.unwrap();
+        let mut b = ddpcheck_client::connect(&socket).await.unwrap();
         // 1. A preflight that hangs to its 1.5 s deadline holds the node...
         let hung = PreflightRequest {
             inject_hang: true,
@@ -231,7 +231,7 @@ fn zero_turns_the_limit_off() {
     let socket = d.addr();
     let n = 15;
     let outcomes = runtime().block_on(async move {
-        let mut c = ddpcheckd::client::connect(&socket).await.unwrap();
+        let mut c = ddpcheck_client::connect(&socket).await.unwrap();
         let mut out = Vec::new();
         for _ in 0..n {
             out.push(preflight(&mut c).await);

@@ -393,7 +393,7 @@ pub struct Effective {
 /// Merges the layers: flags > environment > file > defaults.
 pub fn merge(flags: Layer, env: Layer, file: FileLayer) -> Effective {
     let defaults = Layer {
-        listen: Some(PathBuf::from(crate::client::DEFAULT_SOCKET)),
+        listen: Some(PathBuf::from(ddpcheck_proto::DEFAULT_SOCKET)),
         metrics_listen: Some(DEFAULT_METRICS_LISTEN.to_string()),
         collect_interval: Some(DEFAULT_COLLECT_INTERVAL_S),
         work_rate_per_minute: Some(crate::ratelimit::DEFAULT_WORK_RATE_PER_MINUTE),
@@ -479,7 +479,7 @@ impl Effective {
         let listen = v
             .listen
             .clone()
-            .unwrap_or_else(|| PathBuf::from(crate::client::DEFAULT_SOCKET));
+            .unwrap_or_else(|| PathBuf::from(ddpcheck_proto::DEFAULT_SOCKET));
         if listen.as_os_str().is_empty() {
             return Err(self.invalid("listen", "", "empty socket path"));
         }
@@ -751,7 +751,7 @@ mod tests {
             Source::File(PathBuf::from("/test/ddpcheck.toml"))
         );
         assert_eq!(s.state_dir, Some(PathBuf::from("/srv/state")));
-        assert_eq!(s.listen, PathBuf::from(crate::client::DEFAULT_SOCKET));
+        assert_eq!(s.listen, PathBuf::from(ddpcheck_proto::DEFAULT_SOCKET));
         assert_eq!(eff.sources["listen"], Source::Default);
         assert!(!eff.sources.contains_key("runtime_dir"));
         assert_eq!(s.runtime_dir, None);

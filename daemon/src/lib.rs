@@ -1,12 +1,9 @@
-//! ddpcheckd: the node daemon (gRPC API, collector loop, `/metrics`, history) and the engine
-//! that both the daemon and the CLI's local mode use to run checks and benchmarks.
+//! ddpcheckd: the node daemon (gRPC API, collector loop, `/metrics`, history). It runs checks
+//! and benchmarks through `ddpcheck-engine`, the engine the CLI's local mode uses too.
 
-pub mod client;
 pub mod config;
-pub mod engine;
 pub mod history;
 pub mod http;
-pub mod lock;
 pub mod metrics;
 pub mod node;
 pub mod ratelimit;

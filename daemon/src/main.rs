@@ -6,16 +6,22 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
+use ddpcheck_engine as engine;
 use ddpcheck_gpu::RealConfig;
+use ddpcheckd::config;
 use ddpcheckd::run::{self, DaemonConfig};
-use ddpcheckd::{config, engine};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// ddpcheckd — per-node daemon of ddpcheck: serves the ddpcheck.v1 gRPC API on a Unix socket,
 /// keeps a snapshot of the node's GPUs fresh, runs preflights and benchmarks on request (one at
 /// a time), and exports Prometheus metrics.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(
+    version,
+    about,
+    long_about = None,
+    after_help = "`ddpcheckd check-config [--config FILE] [--json]` validates the configuration file and DDPCHECK_* environment and prints the effective values with their sources (exit 0 valid, 64 not)."
+)]
 struct Args {
     /// Configuration file (TOML; keys as the flags below, with `_`). Precedence: flags >
     /// DDPCHECK_* environment > file > defaults. The default file may be absent; a file given
@@ -106,6 +112,9 @@ fn main() -> ExitCode {
         let code = ddpcheck_gpu::worker::main_from_args(&argv[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    if argv.get(1).map(String::as_str) == Some("check-config") {
+        return check_config(&argv[2..]);
+    }
     // Parsed through ArgMatches so each value's source (flag or environment) is known.
     let parsed = Args::command()
         .try_get_matches()
@@ -163,6 +172,67 @@ fn main() -> ExitCode {
     }
 }
 
+/// `ddpcheckd check-config`: validates the configuration file and the DDPCHECK_* environment
+/// as the daemon would read them, and prints the effective configuration with the source of
+/// every value.
+#[derive(Parser, Debug)]
+#[command(name = "ddpcheckd check-config", version)]
+struct CheckConfig {
+    /// Configuration file [default: /etc/ddpcheck/ddpcheck.toml, which may be absent]; a file
+    /// named here must exist.
+    #[arg(long, env = config::CONFIG_ENV, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the effective configuration as JSON instead of TOML.
+    #[arg(long)]
+    json: bool,
+}
+
+fn check_config(args: &[String]) -> ExitCode {
+    let argv = std::iter::once("ddpcheckd check-config".to_string()).chain(args.iter().cloned());
+    let a = match CheckConfig::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) if e.use_stderr() => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!(
+                "ddpcheckd: {} (see check-config --help)",
+                first.trim_start_matches("error: ")
+            );
+            return ExitCode::from(64);
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+    };
+    match effective_config(a.config.as_deref()) {
+        Ok(effective) if a.json => match serde_json::to_string_pretty(&effective.to_json()) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("ddpcheckd: JSON output: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        Ok(effective) => print!("{}", effective.render_toml()),
+        Err(e) => {
+            eprintln!("ddpcheckd: config: {e}");
+            return ExitCode::from(64);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// What a daemon started with this file and environment (no flags) would use, validated.
+fn effective_config(
+    file: Option<&std::path::Path>,
+) -> Result<config::Effective, config::ConfigError> {
+    let file = config::read_file(file)?;
+    let env = config::Layer::from_env(|k| std::env::var(k).ok())?;
+    let effective = config::merge(config::Layer::default(), env, file);
+    effective.settings()?;
+    Ok(effective)
+}
+
 async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let usage = |e: config::ConfigError| engine::UsageError(e.to_string());
     let file = config::read_file(args.config.as_deref()).map_err(usage)?;
@@ -178,7 +248,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let runtime_dir = settings
         .runtime_dir
         .or_else(|| std::env::var_os("RUNTIME_DIRECTORY").map(PathBuf::from))
-        .unwrap_or_else(ddpcheckd::lock::default_runtime_dir);
+        .unwrap_or_else(engine::lock::default_runtime_dir);
     let state_dir = settings
         .state_dir
         .or_else(|| std::env::var_os("STATE_DIRECTORY").map(PathBuf::from))

@@ -10,11 +10,11 @@ use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::NodeBackend;
 use tokio::sync::OwnedMutexGuard;
 
-use crate::engine;
 use crate::history::History;
-use crate::lock::{LockError, NodeLock};
 use crate::metrics::Metrics;
 use crate::ratelimit::WorkLimiter;
+use ddpcheck_engine as engine;
+use ddpcheck_engine::lock::{LockError, NodeLock};
 
 /// What readers see: the latest inventory and topology, never a live GPU call.
 #[derive(Clone, Debug)]

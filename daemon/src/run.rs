@@ -15,11 +15,11 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::history::History;
-use crate::lock::lock_path;
 use crate::node::Node;
 use crate::ratelimit::{WorkLimiter, WorkRate};
 use crate::server::Service;
 use crate::web_config::WebConfig;
+use ddpcheck_engine::lock::lock_path;
 
 /// Settings of one daemon instance.
 #[derive(Clone, Debug)]

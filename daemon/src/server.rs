@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ddpcheck_core::backend::Progress as CoreProgress;
-use ddpcheck_core::collective::Collective;
-use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::DdpRequest;
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::ProbeError;
+use ddpcheck_proto::convert;
 use ddpcheck_proto::v1::ddpcheck_server::Ddpcheck;
 use ddpcheck_proto::v1::{
     work_event, BenchCollectivesRequest, BenchDdpRequest, ClusterCollectiveReply,
@@ -21,9 +21,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::engine::{self, CollectiveParams, PreflightParams};
 use crate::history::StoredReport;
 use crate::node::{Node, WorkGuard};
+use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
 
 pub struct Service {
     pub node: Arc<Node>,
@@ -31,19 +31,13 @@ pub struct Service {
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
 
-/// Upper bound of any deadline a caller may ask for.
-const MAX_DEADLINE_S: f64 = 3600.0;
-
+/// A deadline in seconds (zero: `default`), or INVALID_ARGUMENT.
 fn deadline(secs: f64, default: f64) -> Result<Duration, Status> {
-    if secs == 0.0 {
-        return Ok(Duration::from_secs_f64(default));
-    }
-    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_DEADLINE_S) {
-        return Err(Status::invalid_argument(format!(
-            "deadline_seconds {secs} outside (0, {MAX_DEADLINE_S}]"
-        )));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    convert::deadline(secs, default).map_err(invalid)
+}
+
+fn invalid(e: convert::Invalid) -> Status {
+    Status::invalid_argument(e.0)
 }
 
 fn stored_to_proto(r: StoredReport) -> Report {
@@ -197,12 +191,6 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String, ProbeError> {
     serde_json::to_string(v).map_err(|e| ProbeError::Worker(format!("report serialisation: {e}")))
 }
 
-fn env_pairs(m: &std::collections::HashMap<String, String>) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    v.sort();
-    v
-}
-
 #[tonic::async_trait]
 impl Ddpcheck for Service {
     async fn get_node(
@@ -323,21 +311,7 @@ impl Ddpcheck for Service {
         &self,
         req: Request<PreflightRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let req = req.into_inner();
-        if req.gpus.len() > 4096 {
-            return Err(Status::invalid_argument(
-                "gpus selection longer than 4096 characters",
-            ));
-        }
-        let params = PreflightParams {
-            gpus: req.gpus,
-            min_bytes: req.min_bytes,
-            max_bytes: req.max_bytes,
-            iters: req.iters,
-            warmup_iters: req.warmup_iters,
-            deadline: Some(deadline(req.deadline_seconds, 30.0)?),
-            inject_hang: req.inject_hang,
-        };
+        let params = PreflightParams::try_from(req.into_inner()).map_err(invalid)?;
         let stream = self.spawn_work("preflight", move |node, progress| {
             let label = node.backend.label();
             let history = node
@@ -372,35 +346,7 @@ impl Ddpcheck for Service {
         &self,
         req: Request<BenchCollectivesRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let req = req.into_inner();
-        let d = CollectiveParams::default();
-        let ops = if req.ops.is_empty() {
-            d.ops.clone()
-        } else {
-            req.ops
-                .iter()
-                .map(|o| {
-                    o.parse::<Collective>()
-                        .map_err(|e| Status::invalid_argument(e.to_string()))
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        };
-        if req.env_ab.len() > 8 {
-            return Err(Status::invalid_argument("at most 8 env_ab candidates"));
-        }
-        let params = CollectiveParams {
-            ops,
-            gpus: req.gpus,
-            min_bytes: engine::or_default(req.min_bytes, d.min_bytes),
-            max_bytes: engine::or_default(req.max_bytes, d.max_bytes),
-            step_factor: engine::or_default(u64::from(req.step_factor), d.step_factor),
-            iters: engine::or_default(req.iters, d.iters),
-            warmup_iters: engine::or_default(req.warmup_iters, d.warmup_iters),
-            in_place: req.in_place,
-            check: req.check,
-            deadline: deadline(req.deadline_seconds, d.deadline.as_secs_f64())?,
-            env_ab: req.env_ab.iter().map(|c| env_pairs(&c.env)).collect(),
-        };
+        let params = CollectiveParams::try_from(req.into_inner()).map_err(invalid)?;
         let stream = self.spawn_work("bench_collectives", move |node, progress| {
             let r = engine::run_bench_collectives(node.backend.as_ref(), &params, progress)?;
             Finished::plain("bench_collectives", r.header.backend, &r)
@@ -414,30 +360,7 @@ impl Ddpcheck for Service {
         &self,
         req: Request<BenchDdpRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        let req = req.into_inner();
-        let models = req
-            .models
-            .iter()
-            .map(|m| m.parse::<ModelSpec>().map_err(Status::invalid_argument))
-            .collect::<Result<Vec<_>, _>>()?;
-        let variants = req
-            .variants
-            .iter()
-            .map(|v| v.parse::<DdpVariant>().map_err(Status::invalid_argument))
-            .collect::<Result<Vec<_>, _>>()?;
-        let ddp = DdpRequest {
-            models,
-            variants,
-            world_sizes: req.world_sizes,
-            // The seed recipe: micro-batch 8, 10 warm-up and 40 timed steps.
-            micro_batch: engine::or_default(req.micro_batch, 8),
-            warmup_steps: engine::or_default(req.warmup_steps, 10),
-            steps: engine::or_default(req.steps, 40),
-            price_per_gpu_hour: (req.price_per_gpu_hour > 0.0).then_some(req.price_per_gpu_hour),
-            env: env_pairs(&req.env),
-            deadline_s: deadline(req.deadline_seconds, 600.0)?.as_secs_f64(),
-            repeats: engine::or_default(req.repeats, 1),
-        };
+        let ddp = DdpRequest::try_from(req.into_inner()).map_err(invalid)?;
         let stream = self.spawn_work("bench_ddp", move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
             node.metrics.set_ddp(&r.results);

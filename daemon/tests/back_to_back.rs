@@ -15,7 +15,7 @@ async fn back_to_back_work_calls_are_never_busy() {
     let cfg = DaemonConfig::in_dir(dir.path());
     let backend = std::sync::Arc::new(SimBackend::parse("h200x2-nvlink").unwrap());
     let running = run::start(cfg, backend).await.unwrap();
-    let mut client = ddpcheckd::client::connect(&running.socket.display().to_string())
+    let mut client = ddpcheck_client::connect(&running.socket.display().to_string())
         .await
         .unwrap();
     for i in 0..100 {

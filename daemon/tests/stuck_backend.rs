@@ -103,7 +103,7 @@ async fn a_hung_inventory_never_blocks_readers_and_marks_gpus_stuck() {
     }
 
     // While the backend hangs, every read answers promptly from the snapshot.
-    let mut client = ddpcheckd::client::connect(&running.socket.display().to_string())
+    let mut client = ddpcheck_client::connect(&running.socket.display().to_string())
         .await
         .unwrap();
     let mut worst = Duration::ZERO;

@@ -1,4 +1,10 @@
-//! ddpcheck-proto: generated types, client and server of the `ddpcheck.v1` gRPC API.
+//! ddpcheck-proto: generated types, client and server of the `ddpcheck.v1` gRPC API, and the
+//! conversions between its requests and the engine's parameters (`convert`).
+
+pub mod convert;
+
+/// The daemon's default control socket: where it listens and where clients look.
+pub const DEFAULT_SOCKET: &str = "/run/ddpcheck/ddpcheck.sock";
 
 #[allow(clippy::all, clippy::pedantic, clippy::unwrap_used)]
 pub mod v1 {

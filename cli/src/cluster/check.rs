@@ -9,16 +9,16 @@ use clap::Args;
 use ddpcheck_core::cluster::{
     self, ClusterNode, ClusterReport, DeadNode, NodeResult, SubsetOutcome,
 };
-use ddpcheck_core::report::{Header, Provenance, ReportKind};
 use ddpcheck_core::BackendKind;
+use ddpcheck_engine as engine;
+use ddpcheck_engine::cluster::{self as engine_cluster, ClusterRun};
 use ddpcheck_proto::v1 as pb;
-use ddpcheckd::engine;
 use tokio::task::JoinSet;
 use tonic::transport::Channel;
 
 use super::{ClusterRunArgs, GRACE};
 use crate::args::Cli;
-use crate::target::CliError;
+use ddpcheck_engine::RunError;
 
 type Client = pb::ddpcheck_client::DdpcheckClient<Channel>;
 
@@ -37,10 +37,10 @@ pub struct ClusterCheckArgs {
     pub max_rounds: Option<u32>,
 }
 
-fn node_list(a: &ClusterCheckArgs) -> Result<Vec<String>, CliError> {
+fn node_list(a: &ClusterCheckArgs) -> Result<Vec<String>, RunError> {
     let nodes: Vec<String> = match &a.nodefile {
         Some(f) => std::fs::read_to_string(f)
-            .map_err(|e| CliError::Usage(format!("--nodefile {}: {e}", f.display())))?
+            .map_err(|e| RunError::Usage(format!("--nodefile {}: {e}", f.display())))?
             .lines()
             .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
             .filter(|l| !l.is_empty())
@@ -53,16 +53,16 @@ fn node_list(a: &ClusterCheckArgs) -> Result<Vec<String>, CliError> {
             .collect(),
     };
     if nodes.len() < 2 {
-        return Err(CliError::Usage(
+        return Err(RunError::Usage(
             "cluster check needs at least two nodes (--nodes a,b or --nodefile FILE)".into(),
         ));
     }
     if nodes.len() > 4096 {
-        return Err(CliError::Usage("at most 4096 nodes".into()));
+        return Err(RunError::Usage("at most 4096 nodes".into()));
     }
     for (i, n) in nodes.iter().enumerate() {
         if nodes[..i].contains(n) {
-            return Err(CliError::Usage(format!("node {n} is named twice")));
+            return Err(RunError::Usage(format!("node {n} is named twice")));
         }
     }
     Ok(nodes)
@@ -110,7 +110,7 @@ async fn call(
         ))),
         Ok(Err(s)) => Err(CallFailure {
             timed_out: false,
-            message: format!("{phase} failed: {}", ddpcheckd::client::status_reason(&s)),
+            message: format!("{phase} failed: {}", ddpcheck_client::status_reason(&s)),
         }),
         Ok(Ok(r)) => Ok(r.into_inner()),
     }
@@ -316,7 +316,7 @@ impl Runner {
     }
 }
 
-pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError> {
+pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError> {
     let started = Instant::now();
     let addrs = node_list(a)?;
     let (network, stage) = a.run.settings()?;
@@ -327,7 +327,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Daemon(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| RunError::Daemon(format!("cannot start the async runtime: {e}")))?;
 
     // Stage 1: connect to every daemon at once, each bounded.
     let conns: Vec<Result<Client, String>> = rt.block_on(async {
@@ -335,7 +335,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
         for (i, addr) in addrs.iter().enumerate() {
             let addr = addr.clone();
             js.spawn(async move {
-                let r = tokio::time::timeout(stage, crate::target::connect(&addr)).await;
+                let r = tokio::time::timeout(stage, crate::daemon_runner::connect(&addr)).await;
                 (i, r)
             });
         }
@@ -344,7 +344,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
         while let Some(j) = js.join_next().await {
             match j {
                 Ok((i, Ok(Ok(c)))) => out.push((i, Ok(c))),
-                Ok((i, Ok(Err(CliError::Usage(m))))) => {
+                Ok((i, Ok(Err(RunError::Usage(m))))) => {
                     usage.get_or_insert(m);
                     out.push((i, Err(String::new())));
                 }
@@ -356,11 +356,11 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
                         stage.as_secs_f64()
                     )),
                 )),
-                Err(e) => return Err(CliError::Daemon(format!("connect task: {e}"))),
+                Err(e) => return Err(RunError::Daemon(format!("connect task: {e}"))),
             }
         }
         if let Some(m) = usage {
-            return Err(CliError::Usage(m));
+            return Err(RunError::Usage(m));
         }
         out.sort_by_key(|(i, _)| *i);
         Ok(out.into_iter().map(|(_, r)| r).collect())
@@ -417,7 +417,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
     } else {
         cluster::Isolation::default()
     };
-    let (findings, verdict) = cluster::judge(&expected, &iso, &unreachable);
+    let judged = engine_cluster::judge(&expected, &iso, &unreachable, None);
 
     // The cluster run's per-node view.
     let cluster_results: Vec<(usize, NodeResult)> = iso
@@ -469,39 +469,27 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, CliError
         .filter_map(|n| n.backend_label.as_deref())
         .collect();
     let sim = !labels.is_empty() && labels.iter().all(|l| l.starts_with("sim:"));
-    let (kind, label) = if sim {
+    let (backend, backend_label) = if sim {
         (BackendKind::Sim, "sim:cluster".to_string())
     } else {
         (BackendKind::Real, "real".to_string())
     };
-    let nccl_version = cluster_results
-        .first()
-        .and_then(|(_, r)| r.nccl_version.clone());
-    let prov = Provenance {
-        hostname: engine::local_hostname(),
-        time: engine::now_rfc3339(),
-        tool_version: engine::TOOL_VERSION.into(),
-        nccl_version,
-        ..Default::default()
-    };
-    let report = ClusterReport {
-        header: Header::new(ReportKind::Cluster, kind, label, prov),
-        verdict,
-        exit_code: verdict.exit_code(),
-        reason: verdict.reason_line(&findings, "cluster all-reduce meets the expectation"),
-        wall_seconds: started.elapsed().as_secs_f64(),
+    let first = cluster_results.first().map(|(_, r)| r);
+    let report = engine_cluster::assemble(ClusterRun {
+        started,
         network,
         nics_per_node: a.run.nics_per_node,
         gpus_per_node: a.run.gpus_per_node,
         expected,
-        cluster_busbw_gbps: iso.cluster_run.as_ref().map(|(_, b)| *b),
-        transport: cluster_results
-            .first()
-            .and_then(|(_, r)| r.transport.clone()),
+        judged,
         nodes,
+        backend,
+        backend_label,
+        nccl_version: first.and_then(|r| r.nccl_version.clone()),
+        transport: first.and_then(|r| r.transport.clone()),
+        nccl_env: Default::default(),
         isolation: iso,
-        findings,
-    };
+    });
     if cli.json {
         crate::print_json(&report)?;
     } else {

@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use ddpcheck_core::cluster::{ClusterJob, Network};
 
 use crate::args::{parse_size, Cli};
-use crate::target::CliError;
+use ddpcheck_engine::RunError;
 
 pub use check::ClusterCheckArgs;
 pub use srun::ClusterSrunArgs;
@@ -50,19 +50,19 @@ pub struct ClusterRunArgs {
 
 impl ClusterRunArgs {
     /// The network and the stage deadline, checked (usage errors before any work).
-    fn settings(&self) -> Result<(Network, Duration), CliError> {
-        let network: Network = self.network.parse().map_err(CliError::Usage)?;
+    fn settings(&self) -> Result<(Network, Duration), RunError> {
+        let network: Network = self.network.parse().map_err(RunError::Usage)?;
         if !(self.stage_deadline.is_finite()
             && self.stage_deadline > 0.0
             && self.stage_deadline <= 3600.0)
         {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::Usage(format!(
                 "--stage-deadline {} outside (0, 3600] seconds",
                 self.stage_deadline
             )));
         }
         if self.nics_per_node == 0 || self.nics_per_node > 64 {
-            return Err(CliError::Usage("--nics-per-node outside 1..=64".into()));
+            return Err(RunError::Usage("--nics-per-node outside 1..=64".into()));
         }
         Ok((network, Duration::from_secs_f64(self.stage_deadline)))
     }
@@ -85,7 +85,7 @@ impl ClusterRunArgs {
 /// Slack past a stage's deadline for the daemon's own answer before we stop waiting.
 const GRACE: Duration = Duration::from_secs(3);
 
-pub fn run(cli: &Cli, c: &ClusterCommand) -> Result<i32, CliError> {
+pub fn run(cli: &Cli, c: &ClusterCommand) -> Result<i32, RunError> {
     match c {
         ClusterCommand::Check(a) => check::run_check(cli, a),
         ClusterCommand::Srun(a) => srun::run_srun(cli, a),

@@ -1,21 +1,20 @@
 //! `ddpcheck cluster srun`: the cluster all-reduce without daemons, one task per node under
 //! srun, with the rendezvous fixed in advance on the step's first node.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use ddpcheck_core::backend::RankGroup;
 use ddpcheck_core::cluster::{
-    self, ClusterJob, ClusterNode, ClusterReport, DeadNode, Isolation, IsolationRun, NodeResult,
+    ClusterNode, ClusterReport, DeadNode, Isolation, IsolationRun, NodeResult,
 };
-use ddpcheck_core::report::{Header, Provenance, ReportKind};
-use ddpcheck_core::{BackendKind, NodeBackend, ProbeError, Severity, Verdict};
-use ddpcheckd::engine;
+use ddpcheck_core::{BackendKind, ProbeError, Severity, Verdict};
+use ddpcheck_engine as engine;
+use ddpcheck_engine::cluster::{self as engine_cluster, ClusterRun};
 
 use super::{ClusterRunArgs, GRACE};
 use crate::args::Cli;
-use crate::target::CliError;
+use ddpcheck_engine::RunError;
 
 /// How the mode is started; every usage error names it.
 const SRUN_LINE: &str = "srun --ntasks-per-node=1 ddpcheck cluster srun ...";
@@ -205,22 +204,22 @@ fn output_bounded(cmd: std::process::Command, timeout: Duration) -> Result<Strin
 }
 
 /// `--root` as given, or the step's first node at `--port` (default: [`default_port`]).
-fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, CliError> {
+fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, RunError> {
     let root = match &a.root {
         Some(r) => r.trim().to_string(),
         None => {
             let list = step.nodelist.as_deref().ok_or_else(|| {
-                CliError::Usage(
+                RunError::Usage(
                     "the step's node list is unknown (SLURM_STEP_NODELIST not set): give the root with --root HOST:PORT"
                         .into(),
                 )
             })?;
-            let host = first_host(list, "scontrol", SCONTROL_TIMEOUT).map_err(CliError::Usage)?;
+            let host = first_host(list, "scontrol", SCONTROL_TIMEOUT).map_err(RunError::Usage)?;
             // NCCL's rank 0 opens the root: task 0 must be on the first node (it is, under
             // block or cyclic distribution; an arbitrary one can move it).
             if let (0, Some(me)) = (step.rank, step.node_name.as_deref()) {
                 if me != host {
-                    return Err(CliError::Usage(format!(
+                    return Err(RunError::Usage(format!(
                         "task 0 runs on {me}, not on the step's first node {host}: give the root with --root {me}:PORT"
                     )));
                 }
@@ -239,54 +238,8 @@ fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, CliErro
         comm_id: root.clone(),
     }
     .validate()
-    .map_err(|e| CliError::Usage(format!("--root: {e}")))?;
+    .map_err(|e| RunError::Usage(format!("--root: {e}")))?;
     Ok(root)
-}
-
-/// This task's part: the entries built here, the local backend's join; bounded by the stage
-/// deadline plus grace whatever the backend does.
-fn srun_join(
-    backend: Arc<dyn NodeBackend>,
-    job: ClusterJob,
-    root: String,
-    limit: Duration,
-) -> Result<NodeResult, ProbeError> {
-    let real = backend.kind() == BackendKind::Real;
-    // Real GPUs: one active test per node, shared with the daemon and other local runs.
-    let _lock = if real {
-        let path = ddpcheckd::lock::lock_path(&ddpcheckd::lock::default_runtime_dir());
-        Some(
-            ddpcheckd::lock::NodeLock::try_acquire(&path, "cluster srun")
-                .map_err(|e| ProbeError::Busy(e.to_string()))?,
-        )
-    } else {
-        None
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stage = job.deadline;
-    std::thread::spawn(move || {
-        let entries = if real {
-            ddpcheck_gpu::cluster::fixed_rendezvous(&root, job.world_nodes)
-        } else {
-            // The sim knows only its own node: every peer is assumed to be like it.
-            backend
-                .cluster_prepare(&job)
-                .map(|mine| vec![mine; job.world_nodes as usize])
-        };
-        let r = entries.and_then(|e| backend.cluster_join(&job, &e));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(limit) {
-        Ok(r) => r,
-        Err(_) => {
-            // The backend outlived its own deadline: stop its worker processes, report TIMEOUT.
-            ddpcheck_gpu::children::terminate_all(Duration::from_secs(3));
-            Err(ProbeError::Timeout {
-                stage: "cluster all-reduce".into(),
-                seconds: stage.as_secs_f64(),
-            })
-        }
-    }
 }
 
 /// What one task prints with --json (one line): the cluster report of its view, and the step.
@@ -310,10 +263,10 @@ struct SrunInfo {
     notes: Vec<String>,
 }
 
-pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> {
+pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, RunError> {
     let started = Instant::now();
     let (network, stage) = a.run.settings()?;
-    let step = SlurmStep::from_env(&|k| std::env::var(k).ok()).map_err(CliError::Usage)?;
+    let step = SlurmStep::from_env(&|k| std::env::var(k).ok()).map_err(RunError::Usage)?;
     let root = root_address(a, &step)?;
     let job = a.run.job(step.run_id(), step.rank, step.nodes, stage);
     job.validate()?;
@@ -322,7 +275,7 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> 
     let label = backend.label();
     let hostname = engine::local_hostname();
     let node = step.node_name.clone().unwrap_or_else(|| hostname.clone());
-    let outcome = srun_join(backend, job, root.clone(), stage + GRACE);
+    let outcome = engine_cluster::join_local(backend, job, root.clone(), stage + GRACE);
 
     let expected = network.expected(a.run.nics_per_node);
     let names: Vec<String> = (0..step.nodes).map(|r| format!("rank {r}")).collect();
@@ -359,7 +312,7 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> 
             };
             (iso, None, Some(nr))
         }
-        Err(ProbeError::Invalid(m)) => return Err(CliError::Usage(m)),
+        Err(ProbeError::Invalid(m)) => return Err(RunError::Usage(m)),
         Err(e) => {
             let iso = Isolation {
                 rounds: 1,
@@ -378,61 +331,43 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> 
             (iso, Some(e), None)
         }
     };
-    // A backend failure is its own verdict (UNKNOWN, BUSY, TIMEOUT), as in the rest of the CLI:
-    // nothing was measured to judge.
-    let (findings, verdict) = match failure.as_ref().and_then(ProbeError::verdict) {
-        Some(v) => (Vec::new(), v),
-        None => cluster::judge(&expected, &iso, &[]),
-    };
-    let reason = match &failure {
-        Some(e) => format!("ddpcheck: {}: {e}", verdict.as_str()),
-        None => verdict.reason_line(&findings, "cluster all-reduce meets the expectation"),
-    };
+    let judged = engine_cluster::judge(&expected, &iso, &[], failure.as_ref());
     let state = if failure.is_some() || !iso.dead.is_empty() {
         "unresponsive"
-    } else if verdict == Verdict::Ok {
+    } else if judged.verdict == Verdict::Ok {
         "ok"
     } else {
         // Slow as a whole; which node is slow is not known in this mode.
         "unresolved"
     };
     let nr = node_result.as_ref();
-    let prov = Provenance {
-        hostname: hostname.clone(),
-        time: engine::now_rfc3339(),
-        tool_version: engine::TOOL_VERSION.into(),
-        nccl_version: nr.and_then(|r| r.nccl_version.clone()),
-        nccl_env: if kind == BackendKind::Real {
-            engine::nccl_env_from_process()
-        } else {
-            Default::default()
-        },
-        ..Default::default()
-    };
-    let report = ClusterReport {
-        header: Header::new(ReportKind::Cluster, kind, label.clone(), prov),
-        verdict,
-        exit_code: verdict.exit_code(),
-        reason,
-        wall_seconds: started.elapsed().as_secs_f64(),
+    let report = engine_cluster::assemble(ClusterRun {
+        started,
         network,
         nics_per_node: a.run.nics_per_node,
         gpus_per_node: a.run.gpus_per_node,
         expected,
-        cluster_busbw_gbps: iso.cluster_run.as_ref().map(|(_, b)| *b),
-        transport: nr.and_then(|r| r.transport.clone()),
+        judged,
         nodes: vec![ClusterNode {
             node: node.clone(),
             hostname: Some(nr.map_or(hostname, |r| r.hostname.clone())),
-            backend_label: Some(label),
+            backend_label: Some(label.clone()),
             state: state.into(),
             busbw_gbps: nr.and_then(NodeResult::busbw_large),
             transport: nr.and_then(|r| r.transport.clone()),
             error: failure.as_ref().map(ToString::to_string),
         }],
+        backend: kind,
+        backend_label: label,
+        nccl_version: nr.and_then(|r| r.nccl_version.clone()),
+        transport: nr.and_then(|r| r.transport.clone()),
+        nccl_env: if kind == BackendKind::Real {
+            engine::nccl_env_from_process()
+        } else {
+            Default::default()
+        },
         isolation: iso,
-        findings,
-    };
+    });
     let task = SrunTaskReport {
         report,
         srun: SrunInfo {
@@ -449,7 +384,7 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, CliError> 
     if cli.json {
         // One line per task: srun interleaves the tasks' output line by line.
         let line = serde_json::to_string(&task)
-            .map_err(|e| CliError::Daemon(format!("JSON output: {e}")))?;
+            .map_err(|e| RunError::Daemon(format!("JSON output: {e}")))?;
         println!("{line}");
     } else {
         print!("{}", render_srun(&task));

@@ -1,4 +1,6 @@
-//! Connecting to a daemon: `unix:/path` (default) or `https://host:port` with a client certificate.
+//! ddpcheck-client: connecting to ddpcheckd's gRPC API, at `unix:/path` (default) or
+//! `https://host:port` with a client certificate (mutual TLS). The CLI's daemon runner uses it;
+//! the daemon itself is only the server.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,8 +21,7 @@ pub struct ConnectError {
     pub usage: bool,
 }
 
-/// The default control socket.
-pub const DEFAULT_SOCKET: &str = "/run/ddpcheck/ddpcheck.sock";
+pub use ddpcheck_proto::DEFAULT_SOCKET;
 
 /// Bound on TCP connect and TLS handshake: a refused or black-holed peer must not hang the CLI.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::target::CliError;
+use crate::runner::RunError;
 
 /// Where a recommendation's own measurements go (nowhere without `--save-runs`).
 pub struct SavedRuns {
@@ -17,10 +17,10 @@ pub struct SavedRuns {
 
 impl SavedRuns {
     /// Checks before any GPU time is spent that `dir` exists (it is created) and takes files.
-    pub fn open(dir: Option<&Path>) -> Result<Self, CliError> {
+    pub fn open(dir: Option<&Path>) -> Result<Self, RunError> {
         if let Some(d) = dir {
             let bad =
-                |e: std::io::Error| CliError::Usage(format!("--save-runs {}: {e}", d.display()));
+                |e: std::io::Error| RunError::Usage(format!("--save-runs {}: {e}", d.display()));
             std::fs::create_dir_all(d).map_err(bad)?;
             tempfile::NamedTempFile::new_in(d).map_err(bad)?;
         }

@@ -1,14 +1,14 @@
-//! The engine: runs checks and benchmarks on a backend and builds the reports. Blocking code,
-//! shared by the daemon (on blocking threads) and the CLI's local mode.
+//! Runs checks and benchmarks on a backend and builds their reports. Blocking code, shared by
+//! the daemon (on blocking threads) and the CLI's local mode.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use ddpcheck_core::backend::{CollectiveRequest, Progress};
-use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::DdpRequest;
 use ddpcheck_core::gpu::{busy_among, busy_gpus, busy_reason, select_gpus, GpuInfo, NodeInventory};
+use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
 use ddpcheck_core::preflight::{self, PreflightOptions};
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, EnvRun, Header, PreflightReport, Provenance, ReportKind,
@@ -90,27 +90,6 @@ fn provenance(inv: &NodeInventory, gpus: &[GpuInfo]) -> Provenance {
     }
 }
 
-/// Zero (an unset protobuf field, a flag left out) means the default.
-pub fn or_default<T: PartialEq + Default>(given: T, default: T) -> T {
-    if given == T::default() {
-        default
-    } else {
-        given
-    }
-}
-
-/// Preflight parameters as a user or API caller gives them; zero means the default.
-#[derive(Clone, Debug, Default)]
-pub struct PreflightParams {
-    pub gpus: String,
-    pub min_bytes: u64,
-    pub max_bytes: u64,
-    pub iters: u32,
-    pub warmup_iters: u32,
-    pub deadline: Option<Duration>,
-    pub inject_hang: bool,
-}
-
 pub fn run_preflight(
     backend: &dyn NodeBackend,
     params: &PreflightParams,
@@ -149,41 +128,6 @@ pub fn run_topo(backend: &dyn NodeBackend, gpu_filter: &str) -> Result<TopoRepor
         gpus,
         topology,
     })
-}
-
-/// A collective benchmark as the user asks for it.
-#[derive(Clone, Debug)]
-pub struct CollectiveParams {
-    pub ops: Vec<Collective>,
-    pub gpus: String,
-    pub min_bytes: u64,
-    pub max_bytes: u64,
-    pub step_factor: u64,
-    pub iters: u32,
-    pub warmup_iters: u32,
-    pub in_place: bool,
-    pub check: bool,
-    pub deadline: Duration,
-    /// Candidate environments measured after the current one (`--env-ab`).
-    pub env_ab: Vec<Vec<(String, String)>>,
-}
-
-impl Default for CollectiveParams {
-    fn default() -> Self {
-        CollectiveParams {
-            ops: vec![Collective::AllReduce],
-            gpus: String::new(),
-            min_bytes: 4 << 10,
-            max_bytes: 1 << 30,
-            step_factor: 2,
-            iters: 20,
-            warmup_iters: 5,
-            in_place: true,
-            check: true,
-            deadline: Duration::from_secs(300),
-            env_ab: Vec::new(),
-        }
-    }
 }
 
 /// Parses `--env-ab`: candidates separated by ',', variables of one candidate joined by '+'

@@ -1,0 +1,63 @@
+//! What a caller asks a preflight or a collective benchmark to do: the parameters the CLI
+//! takes from its flags, the API carries (`ddpcheck_proto::convert`) and the engine runs with.
+//! They live here, below proto and the engine, so that both can name them.
+
+use std::time::Duration;
+
+use crate::collective::Collective;
+
+/// Zero (an unset protobuf field, a flag left out) means the default.
+pub fn or_default<T: PartialEq + Default>(given: T, default: T) -> T {
+    if given == T::default() {
+        default
+    } else {
+        given
+    }
+}
+
+/// Preflight parameters as a user or API caller gives them; zero means the default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PreflightParams {
+    pub gpus: String,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub iters: u32,
+    pub warmup_iters: u32,
+    pub deadline: Option<Duration>,
+    pub inject_hang: bool,
+}
+
+/// A collective benchmark as the user asks for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectiveParams {
+    pub ops: Vec<Collective>,
+    pub gpus: String,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub step_factor: u64,
+    pub iters: u32,
+    pub warmup_iters: u32,
+    pub in_place: bool,
+    pub check: bool,
+    pub deadline: Duration,
+    /// Candidate environments measured after the current one (`--env-ab`).
+    pub env_ab: Vec<Vec<(String, String)>>,
+}
+
+impl Default for CollectiveParams {
+    fn default() -> Self {
+        CollectiveParams {
+            ops: vec![Collective::AllReduce],
+            gpus: String::new(),
+            min_bytes: 4 << 10,
+            max_bytes: 1 << 30,
+            step_factor: 2,
+            iters: 20,
+            warmup_iters: 5,
+            in_place: true,
+            check: true,
+            deadline: Duration::from_secs(300),
+            env_ab: Vec::new(),
+        }
+    }
+}

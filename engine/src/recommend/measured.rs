@@ -1,0 +1,214 @@
+//! What the gathered DDP runs say of this model: its compute per micro-batch, a hook's cost,
+//! the speedups measured, and how much N GPUs side by side slow each other.
+
+use ddpcheck_core::ddp::{CommHook, DdpResult, DdpVariant};
+use ddpcheck_core::model::side_by_side;
+use ddpcheck_core::recommend::{
+    variant_name, ComputeSource, MeasuredSpeedup, ModelInput, SideBySideInput,
+};
+use ddpcheck_core::report::Header;
+
+use super::measurements::Measurements;
+
+/// The one-GPU baseline row of this model: its step time / accumulation is one micro-batch.
+/// Compute of one micro-batch, and (when measured) the once-per-step optimizer work.
+pub(super) type MeasuredCompute = (ComputeSource, Option<f64>);
+
+/// Per-step cost of a compressing hook on one GPU: a 1-GPU bf16 (else fp16) run minus the plain
+/// one, both at accumulation 1; and the runs it rests on.
+pub(super) fn measured_hook_cost(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+) -> Option<(f64, String)> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    let one_gpu = |hook: CommHook| {
+        m.ddp.iter().rev().find(|(r, _)| {
+            r.model == name
+                && r.world_size == 1
+                && r.micro_batch == micro_batch
+                && r.accum == 1
+                && r.variant
+                    .parse::<DdpVariant>()
+                    .map(|v| v.plain_ddp_with(hook))
+                    .unwrap_or(false)
+        })
+    };
+    let plain = one_gpu(CommHook::None)?;
+    let hooked = one_gpu(CommHook::Bf16).or_else(|| one_gpu(CommHook::Fp16))?;
+    let cost = (hooked.0.step_time_median_s - plain.0.step_time_median_s).max(0.0);
+    let detail = format!(
+        "1-GPU {} run of {name} over its {} run ({})",
+        hooked.0.variant,
+        plain.0.variant,
+        measured_at(&hooked.1)
+    );
+    Some((cost, detail))
+}
+
+pub(super) fn measured_compute(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+) -> Option<MeasuredCompute> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    // 1-GPU runs without a hook, newest last, by accumulation.
+    let plain: Vec<&(DdpResult, Header)> = m
+        .ddp
+        .iter()
+        .filter(|(r, _)| {
+            r.model == name
+                && r.world_size == 1
+                && r.micro_batch == micro_batch
+                && r.variant
+                    .parse::<DdpVariant>()
+                    .map(|v| v.plain_ddp_with(CommHook::None))
+                    .unwrap_or(false)
+        })
+        .collect();
+    let (one, h) = plain
+        .iter()
+        .rev()
+        .find(|(r, _)| r.accum == 1)
+        .or_else(|| plain.last())?;
+    let at = measured_at(h);
+    // Two accumulations separate the per-micro-batch work from the once-per-step optimizer:
+    // step(k) = k·c + o.
+    if one.accum == 1 {
+        if let Some((many, _)) = plain.iter().rev().find(|(r, _)| r.accum > 1) {
+            let k = f64::from(many.accum);
+            let c = (many.step_time_median_s - one.step_time_median_s) / (k - 1.0);
+            let o = one.step_time_median_s - c;
+            if c > 0.0 && o >= 0.0 {
+                return Some((
+                    ComputeSource::Measured {
+                        seconds: c,
+                        detail: format!(
+                            "1-GPU runs of {name} at accumulation 1 and {} ({at}); optimizer step {:.1} ms",
+                            many.accum,
+                            o * 1e3
+                        ),
+                    },
+                    Some(o),
+                ));
+            }
+        }
+    }
+    Some((
+        ComputeSource::Measured {
+            seconds: one.step_time_median_s / f64::from(one.accum.max(1)),
+            detail: format!("1-GPU {} run of {name} ({at})", one.variant),
+        },
+        None,
+    ))
+}
+
+/// Where and when a run was measured, and whether on real GPUs: `real, HOST TIME`.
+pub(super) fn measured_at(h: &Header) -> String {
+    let kind = if h.backend == ddpcheck_core::BackendKind::Sim {
+        "SIMULATED"
+    } else {
+        "real"
+    };
+    format!("{kind}, {} {}", h.provenance.hostname, h.provenance.time)
+}
+
+/// The speedups measured for recommend's variants at `gpus` (plain DDP in the measured
+/// environment, the same model and micro-batch), oldest first.
+pub(super) fn measured_speedups(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+    gpus: u32,
+) -> Vec<MeasuredSpeedup> {
+    let ModelInput::Spec { spec } = model else {
+        return Vec::new();
+    };
+    let name = spec.name();
+    m.ddp
+        .iter()
+        .filter(|(r, _)| r.model == name && r.micro_batch == micro_batch && r.world_size == gpus)
+        .filter_map(|(r, h)| {
+            let v: DdpVariant = r.variant.parse().ok()?;
+            if !(v.plain_ddp_with(v.hook) && v.env.is_empty() && v.accum == r.accum) {
+                return None;
+            }
+            let launches = r.launch_step_medians_s.len().max(1);
+            Some(MeasuredSpeedup {
+                variant: variant_name(v.hook, v.accum)?.to_string(),
+                speedup: r.speedup.filter(|s| s.is_finite() && *s > 0.0)?,
+                uncertainty: r.speedup_uncertainty,
+                noise_bound: r.speedup_noise_bound,
+                rests_on: format!(
+                    "bench ddp at {gpus} GPUs, {launches} launch{} ({})",
+                    if launches == 1 { "" } else { "es" },
+                    measured_at(h)
+                ),
+            })
+        })
+        .collect()
+}
+
+/// N GPUs side by side against one, from the runs gathered (a `nocomm` run at `gpus`).
+pub(super) fn measured_side_by_side(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+    gpus: u32,
+) -> Option<SideBySideInput> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let rows: Vec<&DdpResult> = m.ddp.iter().map(|(r, _)| r).collect();
+    let sbs = side_by_side(&rows, &spec.name(), micro_batch, gpus)?;
+    let at = |r: &DdpResult| {
+        m.ddp
+            .iter()
+            .find(|(x, _)| std::ptr::eq(x, r))
+            .map(|(_, h)| measured_at(h))
+            .unwrap_or_default()
+    };
+    let launches = |r: &DdpResult| match r.launch_range() {
+        Some((fastest, slowest)) => format!(
+            "{} launches {:.2}-{:.2} ms",
+            r.launch_step_medians_s.len(),
+            fastest * 1e3,
+            slowest * 1e3
+        ),
+        None => "1 launch".to_string(),
+    };
+    let nocomm = format!(
+        "{} at {gpus} GPUs: {:.2} ms per step, {} ({})",
+        sbs.nocomm.variant,
+        sbs.nocomm.step_time_median_s * 1e3,
+        launches(sbs.nocomm),
+        at(sbs.nocomm)
+    );
+    let rests_on = match sbs.one_gpu {
+        Some(one) => format!(
+            "{nocomm}; 1-GPU {}: {:.2} ms, {} ({})",
+            one.variant,
+            one.step_time_median_s * 1e3,
+            launches(one),
+            at(one)
+        ),
+        None => format!(
+            "{nocomm}; one GPU alone in the same launches: {:.2} ms",
+            sbs.nocomm.solo_step_time_median_s.unwrap_or(f64::NAN) * 1e3
+        ),
+    };
+    Some(SideBySideInput {
+        measured_ratio: sbs.slowdown,
+        launches: sbs.fewest_launches(),
+        within_launch: sbs.within_launch(),
+        distinct: sbs.distinct(),
+        noise_bound: sbs.noise_bound,
+        rests_on,
+    })
+}

@@ -1,0 +1,96 @@
+//! What a recommendation rests on: the reports read from files (`--from`) or the daemon's
+//! history, and the runs recommend made itself, sorted by what each gives the model.
+
+use ddpcheck_core::collective::Sweep;
+use ddpcheck_core::ddp::{fill_scaling, DdpResult};
+use ddpcheck_core::report::{
+    BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
+};
+
+use crate::runner::{RunError, Runner};
+
+/// What the recommendation rests on, gathered from files, history or runs.
+#[derive(Default)]
+pub(super) struct Measurements {
+    pub sweep: Option<(Sweep, Header)>,
+    /// The runs of the newest `bench ddp` report that timed all-reduces alone in DDP's own
+    /// process group before their steps, with its header.
+    pub probed: Option<(Vec<DdpResult>, Header)>,
+    pub preflight: Option<PreflightReport>,
+    /// `topo --json`: the GPU links and memory, where no preflight gives them.
+    pub topo: Option<TopoReport>,
+    pub ddp: Vec<(DdpResult, Header)>,
+}
+
+impl Measurements {
+    pub(super) fn add_json(&mut self, text: &str, origin: &str) -> Result<(), RunError> {
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| RunError::Usage(format!("{origin}: not a ddpcheck JSON report: {e}")))?;
+        let kind = v
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or("")
+            .to_string();
+        let bad = |e: serde_json::Error| {
+            RunError::Usage(format!("{origin}: unreadable {kind} report: {e}"))
+        };
+        match kind.as_str() {
+            "preflight" => {
+                let r: PreflightReport = serde_json::from_value(v).map_err(bad)?;
+                if self.sweep.is_none() {
+                    if let Some(s) = &r.all_reduce {
+                        self.sweep = Some((s.clone(), r.header.clone()));
+                    }
+                }
+                self.preflight = Some(r);
+            }
+            "topo" => self.topo = Some(serde_json::from_value(v).map_err(bad)?),
+            "bench_collectives" => {
+                let r: BenchCollectivesReport = serde_json::from_value(v).map_err(bad)?;
+                // A full sweep (from small messages) beats the preflight's large-message one.
+                if let Some(s) = r.all_reduce() {
+                    self.sweep = Some((s.clone(), r.header.clone()));
+                }
+            }
+            "bench_ddp" => {
+                let mut r: DdpReport = serde_json::from_value(v).map_err(bad)?;
+                // The report's own pairing again (same speedups, no price: costs stay as
+                // written), so reports written before `speedup_uncertainty` existed carry it too.
+                fill_scaling(&mut r.results, None);
+                self.add_ddp(r);
+            }
+            other => {
+                return Err(RunError::Usage(format!(
+                    "{origin}: report kind {other:?} carries no measurements for recommend (use check, topo, bench collectives or bench ddp --json)"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// A `bench ddp` report's runs; those that timed the network before their steps replace
+    /// the probes held so far (the newest report's count).
+    pub(super) fn add_ddp(&mut self, r: DdpReport) {
+        let probed: Vec<DdpResult> = r
+            .results
+            .iter()
+            .filter(|x| x.all_reduce_probe.is_some())
+            .cloned()
+            .collect();
+        if !probed.is_empty() {
+            self.probed = Some((probed, r.header.clone()));
+        }
+        self.ddp
+            .extend(r.results.into_iter().map(|x| (x, r.header.clone())));
+    }
+}
+
+/// The node's stored measurements, newest last so they win where one kind replaces another.
+pub(super) fn daemon_history(target: &dyn Runner, m: &mut Measurements) -> Result<(), RunError> {
+    for kind in ["preflight", "bench_collectives", "bench_ddp"] {
+        for json in target.history(kind, 5)? {
+            m.add_json(&json, "daemon history")?;
+        }
+    }
+    Ok(())
+}

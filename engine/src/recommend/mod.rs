@@ -1,0 +1,436 @@
+//! The gathering half of `recommend`: the measurements a recommendation rests on (saved
+//! reports, the daemon's history, or quick runs on the node), the curve the model reads, and
+//! core's model on them. Arguments and rendering are the CLI's.
+
+mod curve;
+mod measured;
+mod measurements;
+mod report;
+mod verify;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ddpcheck_core::backend::Progress;
+use ddpcheck_core::collective::{Collective, Sweep};
+use ddpcheck_core::ddp::{DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::model::{calibrate, cross_check, LinkCurve};
+use ddpcheck_core::params::CollectiveParams;
+use ddpcheck_core::preflight::judged_peak;
+use ddpcheck_core::recommend::{
+    estimate_flops, recommend, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, ModelInput,
+    RecommendInput,
+};
+use ddpcheck_core::report::{Header, ReportKind};
+use ddpcheck_core::topology::LinkClass;
+
+use crate::runner::{RunError, Runner};
+use crate::runs::{nccl_env_from_process, parse_env_ab};
+use crate::saved_runs::SavedRuns;
+use curve::{choose_curve, has_curve, provenance_of};
+use measured::{
+    measured_compute, measured_hook_cost, measured_side_by_side, measured_speedups, MeasuredCompute,
+};
+use measurements::{daemon_history, Measurements};
+
+pub use report::{RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyRow};
+pub use verify::verify;
+
+/// What a recommendation is asked for (the CLI's `recommend` flags).
+#[derive(Clone, Debug)]
+pub struct RecommendRequest {
+    /// A model spec (`gpt2-124m`, `decoder:...`, `mlp:...`), or else only `params`.
+    pub model: Option<String>,
+    pub params: Option<u64>,
+    pub micro_batch: u32,
+    pub seq: u32,
+    /// GPUs the job will use (default: those of the measured all-reduce).
+    pub gpus: Option<u32>,
+    pub price_per_hour: Option<f64>,
+    pub target_efficiency: f64,
+    /// Saved reports to read instead of the daemon's history or new runs.
+    pub from: Vec<PathBuf>,
+    pub step_time_ms: Option<f64>,
+    pub estimate_tflops: Option<f64>,
+    /// Candidate NCCL settings to measure (`--env-ab`).
+    pub env_ab: Option<String>,
+    /// Launches of each DDP run.
+    pub repeats: u32,
+}
+
+impl RecommendRequest {
+    fn model_input(&self) -> Result<ModelInput, RunError> {
+        match (&self.model, self.params) {
+            (Some(m), _) => Ok(ModelInput::Spec {
+                spec: m.parse::<ModelSpec>().map_err(RunError::Usage)?,
+            }),
+            (None, Some(p)) => Ok(ModelInput::Params { params: p }),
+            (None, None) => Err(RunError::Usage(
+                "give --model NAME or --params COUNT".into(),
+            )),
+        }
+    }
+}
+
+fn ddp_request(
+    models: Vec<ModelSpec>,
+    variants: &[&str],
+    sizes: Vec<u32>,
+    micro_batch: u32,
+    steps: u32,
+    repeats: u32,
+) -> Result<DdpRequest, RunError> {
+    Ok(DdpRequest {
+        models,
+        variants: variants
+            .iter()
+            .map(|v| v.parse::<DdpVariant>().map_err(RunError::Usage))
+            .collect::<Result<_, _>>()?,
+        world_sizes: sizes,
+        micro_batch,
+        warmup_steps: 5,
+        steps,
+        price_per_gpu_hour: None,
+        env: Vec::new(),
+        deadline_s: 600.0,
+        repeats,
+    })
+}
+
+/// What recommend says on a node of fewer than two GPUs, where it has no curve to read.
+fn one_gpu_node(gpus: usize) -> String {
+    format!(
+        "this node has {gpus} GPU{}: no interconnect to measure, and DDP needs two or more. \
+         To predict DDP for a node of N GPUs from here, give --from that node's `ddpcheck check \
+         --json` or `ddpcheck bench collectives --json` report and --gpus N (the compute is then \
+         measured on this node's GPU, or give --step-time-ms)",
+        if gpus == 1 { "" } else { "s" }
+    )
+}
+
+fn busbw_large(s: &Sweep) -> Option<f64> {
+    judged_peak(s).map(|x| x.1)
+}
+
+/// One recommendation's gathering: what it asks, where it runs, what it has found so far.
+struct Gathering<'a> {
+    req: &'a RecommendRequest,
+    target: &'a dyn Runner,
+    saved: &'a mut SavedRuns,
+    progress: &'a mut dyn FnMut(Progress),
+    m: Measurements,
+    /// This node's GPU count, asked once and only where needed (a curve given by --from may
+    /// be another node's).
+    gpus_here: Option<usize>,
+}
+
+impl Gathering<'_> {
+    /// Saved reports (`--from`), else the daemon's history.
+    fn read_reports(&mut self) -> Result<(), RunError> {
+        for f in &self.req.from {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| RunError::Usage(format!("--from {}: {e}", f.display())))?;
+            self.m.add_json(&text, &f.display().to_string())?;
+        }
+        if self.req.from.is_empty() {
+            daemon_history(self.target, &mut self.m)?;
+        }
+        Ok(())
+    }
+
+    fn node_gpus_here(&mut self) -> Result<usize, RunError> {
+        if let Some(n) = self.gpus_here {
+            return Ok(n);
+        }
+        let n = self.target.topo("")?.gpus.len();
+        self.gpus_here = Some(n);
+        Ok(n)
+    }
+
+    /// Sweeps the node's all-reduce from small messages (α) to large (bandwidth) when the
+    /// measurements hold no curve for `wanted` GPUs.
+    fn ensure_curve(&mut self, wanted: Option<u32>) -> Result<(), RunError> {
+        if has_curve(&self.m, wanted) {
+            return Ok(());
+        }
+        // A node of one GPU has no interconnect to sweep: say what recommend can do there
+        // rather than pass on the sweep's refusal.
+        let here = self.node_gpus_here()?;
+        if here < 2 {
+            return Err(RunError::Usage(one_gpu_node(here)));
+        }
+        let params = CollectiveParams {
+            ops: vec![Collective::AllReduce],
+            min_bytes: 4 << 10,
+            max_bytes: 256 << 20,
+            iters: 10,
+            warmup_iters: 3,
+            in_place: false,
+            ..CollectiveParams::default()
+        };
+        let r = self.target.bench_collectives(&params, self.progress)?;
+        self.saved.save("sweep", &r);
+        if let Some(s) = r.all_reduce() {
+            self.m.sweep = Some((s.clone(), r.header.clone()));
+        }
+        Ok(())
+    }
+
+    /// Compute per micro-batch: given, estimated from FLOPs, measured in the runs gathered, or
+    /// measured now by quick runs; and (when measured) the once-per-step optimizer work.
+    fn compute(&mut self, model: &ModelInput, gpus: u32) -> Result<MeasuredCompute, RunError> {
+        let a = self.req;
+        if let Some(ms) = a.step_time_ms {
+            if !(ms.is_finite() && ms > 0.0 && ms < 1e7) {
+                return Err(RunError::Usage(format!(
+                    "--step-time-ms {ms} is not a positive time"
+                )));
+            }
+            let given = ComputeSource::Given {
+                seconds: ms / 1e3,
+                detail: "--step-time-ms".into(),
+            };
+            return Ok((given, None));
+        }
+        if let Some(tflops) = a.estimate_tflops {
+            if !(tflops.is_finite() && tflops > 0.0) {
+                return Err(RunError::Usage(format!(
+                    "--estimate-tflops {tflops} is not positive"
+                )));
+            }
+            let estimated = ComputeSource::Estimated {
+                flops: estimate_flops(model, a.micro_batch, a.seq),
+                tflops,
+            };
+            return Ok((estimated, None));
+        }
+        if let Some(measured) = measured_compute(&self.m, model, a.micro_batch) {
+            return Ok(measured);
+        }
+        let ModelInput::Spec { spec } = model else {
+            return Err(RunError::Usage(
+                "with --params, give --step-time-ms or --estimate-tflops (no model to run)".into(),
+            ));
+        };
+        self.quick_runs(spec, gpus)?;
+        measured_compute(&self.m, model, a.micro_batch).ok_or_else(|| {
+            RunError::Probe(ddpcheck_core::ProbeError::Worker(
+                "the 1-GPU DDP run returned no baseline row".into(),
+            ))
+        })
+    }
+
+    /// Two accumulations on one GPU separate per-micro-batch work from the optimizer step.
+    /// With repeated launches, `nocomm` on one GPU and on N measures how much N processes slow
+    /// each other (one launch each cannot tell that from launch noise: not worth a launch),
+    /// only where this node has the GPUs.
+    fn quick_runs(&mut self, spec: &ModelSpec, gpus: u32) -> Result<(), RunError> {
+        let side_by_side =
+            self.req.repeats > 1 && gpus > 1 && gpus as usize <= self.node_gpus_here()?;
+        let variants: &[&str] = if side_by_side {
+            &["base", "accum4", "bf16", "nocomm"]
+        } else {
+            &["base", "accum4", "bf16"]
+        };
+        self.quick_run(spec, variants, 1, "ddp-1gpu")?;
+        if side_by_side {
+            self.quick_run(spec, &["nocomm"], gpus, &format!("ddp-nocomm-{gpus}gpu"))?;
+        }
+        Ok(())
+    }
+
+    fn quick_run(
+        &mut self,
+        spec: &ModelSpec,
+        variants: &[&str],
+        gpus: u32,
+        name: &str,
+    ) -> Result<(), RunError> {
+        let req = ddp_request(
+            vec![spec.clone()],
+            variants,
+            vec![gpus],
+            self.req.micro_batch,
+            15,
+            self.req.repeats,
+        )?;
+        let r = self.target.bench_ddp(&req, self.progress)?;
+        self.saved.save(name, &r);
+        self.m.add_ddp(r);
+        Ok(())
+    }
+
+    /// Candidate NCCL settings (`--env-ab`), measured on the node: each one's large-message
+    /// bandwidth over the current environment's.
+    fn env_ab(&mut self) -> Result<Vec<EnvAb>, RunError> {
+        let Some(spec) = &self.req.env_ab else {
+            return Ok(Vec::new());
+        };
+        let params = CollectiveParams {
+            ops: vec![Collective::AllReduce],
+            min_bytes: 64 << 20,
+            max_bytes: 256 << 20,
+            iters: 10,
+            warmup_iters: 3,
+            in_place: false,
+            env_ab: parse_env_ab(spec)?,
+            ..CollectiveParams::default()
+        };
+        let r = self.target.bench_collectives(&params, self.progress)?;
+        let base = r.all_reduce().and_then(busbw_large);
+        let mut out = Vec::new();
+        for run in r.runs.iter().skip(1) {
+            let cand = run
+                .run
+                .sweeps
+                .iter()
+                .find(|s| s.op == Collective::AllReduce)
+                .and_then(busbw_large);
+            if let (Some(b), Some(c)) = (base, cand) {
+                if b > 0.0 {
+                    out.push(EnvAb {
+                        label: run.label.replace('+', ","),
+                        busbw_ratio: c / b,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The worst GPU link and GPU memory: from a saved preflight or topology, else asked of
+    /// the node (cheap).
+    fn links(&mut self) -> (Option<LinkClass>, Option<u64>) {
+        if self.m.preflight.is_none() && self.m.topo.is_none() && self.req.from.is_empty() {
+            if let Ok(t) = self.target.topo("") {
+                self.saved.save("topo", &t);
+                self.m.topo = Some(t);
+            }
+        }
+        match (&self.m.preflight, &self.m.topo) {
+            (Some(p), _) => (
+                p.topology.as_ref().and_then(|t| t.worst_link()),
+                p.gpus.first().map(|g| g.memory_total_bytes),
+            ),
+            (None, Some(t)) => (
+                t.topology.worst_link(),
+                t.gpus.first().map(|g| g.memory_total_bytes),
+            ),
+            (None, None) => (None, None),
+        }
+    }
+}
+
+/// The node's own DDP runs tune the model's overheads.
+fn calibration(
+    m: &Measurements,
+    curve: &LinkCurve,
+    curve_header: &Header,
+) -> Option<CalibrationInput> {
+    let measured: Vec<DdpResult> = m.ddp.iter().map(|(r, _)| r.clone()).collect();
+    calibrate(&measured, curve)
+        .ok()
+        .filter(|c| c.runs_used > 0)
+        .map(|c| CalibrationInput {
+            source: format!(
+                "{} DDP run(s) on {}",
+                c.runs_used, curve_header.provenance.hostname
+            ),
+            cross_check: cross_check(&measured, curve),
+            calibration: c,
+        })
+}
+
+/// Gathers the measurements (reading, sweeping and running what is missing, each run kept in
+/// `saved`) and makes the recommendation.
+pub fn build(
+    a: &RecommendRequest,
+    target: &dyn Runner,
+    saved: &mut SavedRuns,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RecommendReport, RunError> {
+    let started = Instant::now();
+    if !(a.target_efficiency > 0.0 && a.target_efficiency <= 1.0) {
+        return Err(RunError::Usage(format!(
+            "--target-efficiency {} outside (0, 1]",
+            a.target_efficiency
+        )));
+    }
+    let model = a.model_input()?;
+    let mut g = Gathering {
+        req: a,
+        target,
+        saved,
+        progress,
+        m: Measurements::default(),
+        gpus_here: None,
+    };
+    g.read_reports()?;
+    // The node's GPUs as its sweep or preflight saw them: the default GPU count, and the price's
+    // split. DDP's probes may cover only some of them.
+    let node_seen = [
+        g.m.sweep.as_ref().map(|(s, _)| s.ranks),
+        g.m.preflight.as_ref().map(|p| p.gpus.len() as u32),
+    ]
+    .into_iter()
+    .flatten()
+    .max();
+    let wanted = a.gpus.or(node_seen);
+    g.ensure_curve(wanted)?;
+    // The GPUs the curve was measured on; the curve itself is chosen once the quick runs are
+    // in (their N-GPU launch timed the network in DDP's own process group too).
+    let measured_ranks = choose_curve(&g.m, wanted)?.curve.ranks;
+    let gpus = a.gpus.unwrap_or(measured_ranks);
+    let node_gpus = node_seen.unwrap_or(0).max(measured_ranks).max(gpus);
+    let (compute, optimizer_s) = g.compute(&model, gpus)?;
+    let chosen = choose_curve(&g.m, Some(gpus))?;
+    let env_ab = g.env_ab()?;
+    let calibration = calibration(&g.m, &chosen.curve, &chosen.header);
+    let (worst_link, gpu_memory_bytes) = g.links();
+    let m = &g.m;
+    let (hook_compute_s, hook_rests_on) = measured_hook_cost(m, &model, a.micro_batch).unzip();
+    let input = RecommendInput {
+        micro_batch: a.micro_batch,
+        seq: a.seq,
+        gpus,
+        node_gpus,
+        price_per_hour: a.price_per_hour,
+        target_efficiency: a.target_efficiency,
+        curve: chosen.curve,
+        curve_provenance: CurveProvenance {
+            method: chosen.method,
+            ..provenance_of(&chosen.header)
+        },
+        worst_link,
+        nccl_env: nccl_env_from_process(),
+        env_ab,
+        compute,
+        calibration,
+        bucket_cap_mb: None,
+        gpu_memory_bytes,
+        optimizer_s,
+        hook_compute_s,
+        hook_rests_on,
+        side_by_side: measured_side_by_side(m, &model, a.micro_batch, gpus),
+        measured: measured_speedups(m, &model, a.micro_batch, gpus),
+        other_curve: chosen.other,
+        model,
+    };
+    let rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
+    let h = &chosen.header;
+    let header = Header::new(
+        ReportKind::Recommend,
+        h.backend,
+        h.backend_label.clone(),
+        h.provenance.clone(),
+    );
+    Ok(RecommendReport {
+        header,
+        recommendation: rec,
+        verify: Vec::new(),
+        verify_gain: None,
+        verify_network: None,
+        verify_compute: Vec::new(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}

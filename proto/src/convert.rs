@@ -1,0 +1,325 @@
+//! Protobuf <-> engine parameters, one conversion each way: the CLI's gRPC runner turns the
+//! parameters into requests (`From`), the daemon turns requests back into parameters
+//! (`TryFrom`), refusing what it must not run and filling the defaults an unset field means.
+//!
+//! The parameter types live in core (`core::params`, `core::ddp::DdpRequest`), not in the
+//! engine, so that proto can name them while dependencies keep pointing one way:
+//! core <- proto <- engine <- daemon, cli.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ddpcheck_core::collective::Collective;
+use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
+
+use crate::v1;
+
+/// A request the daemon refuses (gRPC INVALID_ARGUMENT), with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+/// Upper bound of any deadline a caller may ask for.
+pub const MAX_DEADLINE_S: f64 = 3600.0;
+
+/// Longest GPU selection a preflight request may carry.
+const MAX_GPU_SELECTION: usize = 4096;
+
+/// Most `env_ab` candidates one collective benchmark may measure.
+const MAX_ENV_CANDIDATES: usize = 8;
+
+/// A deadline in seconds; zero (unset) means `default`.
+pub fn deadline(secs: f64, default: f64) -> Result<Duration, Invalid> {
+    if secs == 0.0 {
+        return Ok(Duration::from_secs_f64(default));
+    }
+    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_DEADLINE_S) {
+        return Err(Invalid(format!(
+            "deadline_seconds {secs} outside (0, {MAX_DEADLINE_S}]"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// NCCL variables of a request, in a fixed (sorted) order.
+fn env_pairs(m: &HashMap<String, String>) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    v.sort();
+    v
+}
+
+impl From<&PreflightParams> for v1::PreflightRequest {
+    fn from(p: &PreflightParams) -> Self {
+        v1::PreflightRequest {
+            gpus: p.gpus.clone(),
+            min_bytes: p.min_bytes,
+            max_bytes: p.max_bytes,
+            iters: p.iters,
+            warmup_iters: p.warmup_iters,
+            deadline_seconds: p.deadline.map(|d| d.as_secs_f64()).unwrap_or(0.0),
+            inject_hang: p.inject_hang,
+        }
+    }
+}
+
+/// Sizes and counts stay zero (the engine's defaults); an unset deadline is 30 s.
+impl TryFrom<v1::PreflightRequest> for PreflightParams {
+    type Error = Invalid;
+
+    fn try_from(req: v1::PreflightRequest) -> Result<Self, Invalid> {
+        if req.gpus.len() > MAX_GPU_SELECTION {
+            return Err(Invalid(format!(
+                "gpus selection longer than {MAX_GPU_SELECTION} characters"
+            )));
+        }
+        Ok(PreflightParams {
+            gpus: req.gpus,
+            min_bytes: req.min_bytes,
+            max_bytes: req.max_bytes,
+            iters: req.iters,
+            warmup_iters: req.warmup_iters,
+            deadline: Some(deadline(req.deadline_seconds, 30.0)?),
+            inject_hang: req.inject_hang,
+        })
+    }
+}
+
+impl From<&CollectiveParams> for v1::BenchCollectivesRequest {
+    fn from(p: &CollectiveParams) -> Self {
+        v1::BenchCollectivesRequest {
+            ops: p.ops.iter().map(|o| o.name().to_string()).collect(),
+            gpus: p.gpus.clone(),
+            min_bytes: p.min_bytes,
+            max_bytes: p.max_bytes,
+            step_factor: u32::try_from(p.step_factor).unwrap_or(u32::MAX),
+            iters: p.iters,
+            warmup_iters: p.warmup_iters,
+            in_place: p.in_place,
+            check: p.check,
+            env_ab: p
+                .env_ab
+                .iter()
+                .map(|c| v1::EnvCandidate {
+                    env: c.iter().cloned().collect(),
+                })
+                .collect(),
+            deadline_seconds: p.deadline.as_secs_f64(),
+        }
+    }
+}
+
+/// Unset (zero) fields take `CollectiveParams::default()`'s values; no ops means all-reduce.
+impl TryFrom<v1::BenchCollectivesRequest> for CollectiveParams {
+    type Error = Invalid;
+
+    fn try_from(req: v1::BenchCollectivesRequest) -> Result<Self, Invalid> {
+        let d = CollectiveParams::default();
+        let ops = if req.ops.is_empty() {
+            d.ops.clone()
+        } else {
+            req.ops
+                .iter()
+                .map(|o| o.parse::<Collective>().map_err(|e| Invalid(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        if req.env_ab.len() > MAX_ENV_CANDIDATES {
+            return Err(Invalid(format!(
+                "at most {MAX_ENV_CANDIDATES} env_ab candidates"
+            )));
+        }
+        Ok(CollectiveParams {
+            ops,
+            gpus: req.gpus,
+            min_bytes: or_default(req.min_bytes, d.min_bytes),
+            max_bytes: or_default(req.max_bytes, d.max_bytes),
+            step_factor: or_default(u64::from(req.step_factor), d.step_factor),
+            iters: or_default(req.iters, d.iters),
+            warmup_iters: or_default(req.warmup_iters, d.warmup_iters),
+            in_place: req.in_place,
+            check: req.check,
+            deadline: deadline(req.deadline_seconds, d.deadline.as_secs_f64())?,
+            env_ab: req.env_ab.iter().map(|c| env_pairs(&c.env)).collect(),
+        })
+    }
+}
+
+impl From<&DdpRequest> for v1::BenchDdpRequest {
+    fn from(r: &DdpRequest) -> Self {
+        v1::BenchDdpRequest {
+            models: r.models.iter().map(ModelSpec::to_arg).collect(),
+            variants: r.variants.iter().map(|v| v.name.clone()).collect(),
+            world_sizes: r.world_sizes.clone(),
+            micro_batch: r.micro_batch,
+            warmup_steps: r.warmup_steps,
+            steps: r.steps,
+            price_per_gpu_hour: r.price_per_gpu_hour.unwrap_or(0.0),
+            env: r.env.iter().cloned().collect(),
+            deadline_seconds: r.deadline_s,
+            repeats: r.repeats,
+        }
+    }
+}
+
+/// Unset fields take the seed recipe: micro-batch 8, 10 warm-up and 40 timed steps, one
+/// launch, a 600 s deadline.
+impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
+    type Error = Invalid;
+
+    fn try_from(req: v1::BenchDdpRequest) -> Result<Self, Invalid> {
+        let models = req
+            .models
+            .iter()
+            .map(|m| m.parse::<ModelSpec>().map_err(Invalid))
+            .collect::<Result<Vec<_>, _>>()?;
+        let variants = req
+            .variants
+            .iter()
+            .map(|v| v.parse::<DdpVariant>().map_err(Invalid))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DdpRequest {
+            models,
+            variants,
+            world_sizes: req.world_sizes,
+            micro_batch: or_default(req.micro_batch, 8),
+            warmup_steps: or_default(req.warmup_steps, 10),
+            steps: or_default(req.steps, 40),
+            price_per_gpu_hour: (req.price_per_gpu_hour > 0.0).then_some(req.price_per_gpu_hour),
+            env: env_pairs(&req.env),
+            deadline_s: deadline(req.deadline_seconds, 600.0)?.as_secs_f64(),
+            repeats: or_default(req.repeats, 1),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn preflight_parameters_survive_the_round_trip() {
+        let p = PreflightParams {
+            gpus: "0,1".into(),
+            min_bytes: 1 << 20,
+            max_bytes: 1 << 28,
+            iters: 7,
+            warmup_iters: 2,
+            deadline: Some(Duration::from_secs(45)),
+            inject_hang: true,
+        };
+        let back = PreflightParams::try_from(v1::PreflightRequest::from(&p)).unwrap();
+        assert_eq!(back, p);
+        // Unset, the deadline is the daemon's 30 s; sizes stay unset for the engine's defaults.
+        let unset = PreflightParams::try_from(v1::PreflightRequest::default()).unwrap();
+        assert_eq!(unset.deadline, Some(Duration::from_secs(30)));
+        assert_eq!((unset.min_bytes, unset.iters), (0, 0));
+    }
+
+    #[test]
+    fn bad_preflight_requests_are_refused() {
+        let long = v1::PreflightRequest {
+            gpus: "0".repeat(MAX_GPU_SELECTION + 1),
+            ..Default::default()
+        };
+        assert!(PreflightParams::try_from(long)
+            .unwrap_err()
+            .0
+            .contains("4096"));
+        for secs in [-1.0, f64::NAN, MAX_DEADLINE_S + 1.0] {
+            let r = v1::PreflightRequest {
+                deadline_seconds: secs,
+                ..Default::default()
+            };
+            let e = PreflightParams::try_from(r).unwrap_err();
+            assert!(e.0.starts_with("deadline_seconds"), "{e}");
+        }
+    }
+
+    #[test]
+    fn collective_parameters_survive_the_round_trip() {
+        let p = CollectiveParams {
+            ops: vec![Collective::AllReduce, Collective::AllGather],
+            gpus: "0,1".into(),
+            min_bytes: 8 << 10,
+            max_bytes: 64 << 20,
+            step_factor: 4,
+            iters: 9,
+            warmup_iters: 1,
+            in_place: false,
+            check: false,
+            deadline: Duration::from_secs(120),
+            env_ab: vec![vec![
+                ("NCCL_P2P_DISABLE".into(), "1".into()),
+                ("NCCL_SHM_DISABLE".into(), "1".into()),
+            ]],
+        };
+        let back = CollectiveParams::try_from(v1::BenchCollectivesRequest::from(&p)).unwrap();
+        assert_eq!(back, p);
+    }
+
+    #[test]
+    fn an_unset_collective_request_takes_the_defaults_and_bad_ones_are_refused() {
+        let d = CollectiveParams::default();
+        let unset = CollectiveParams::try_from(v1::BenchCollectivesRequest::default()).unwrap();
+        assert_eq!(unset.ops, d.ops);
+        assert_eq!(
+            (
+                unset.min_bytes,
+                unset.max_bytes,
+                unset.iters,
+                unset.deadline
+            ),
+            (d.min_bytes, d.max_bytes, d.iters, d.deadline)
+        );
+        let bad_op = v1::BenchCollectivesRequest {
+            ops: vec!["all_sum".into()],
+            ..Default::default()
+        };
+        assert!(CollectiveParams::try_from(bad_op).is_err());
+        let many = v1::BenchCollectivesRequest {
+            env_ab: vec![v1::EnvCandidate::default(); MAX_ENV_CANDIDATES + 1],
+            ..Default::default()
+        };
+        let e = CollectiveParams::try_from(many).unwrap_err();
+        assert!(e.0.contains("env_ab"), "{e}");
+    }
+
+    #[test]
+    fn a_ddp_request_survives_the_round_trip() {
+        let r = DdpRequest {
+            models: vec!["gpt2-124m".parse().unwrap(), "mlp:1024,4".parse().unwrap()],
+            variants: vec!["base".parse().unwrap(), "bf16".parse().unwrap()],
+            world_sizes: vec![1, 2],
+            micro_batch: 4,
+            warmup_steps: 3,
+            steps: 20,
+            price_per_gpu_hour: Some(2.5),
+            env: vec![("NCCL_ALGO".into(), "Ring".into())],
+            deadline_s: 300.0,
+            repeats: 3,
+        };
+        let back = DdpRequest::try_from(v1::BenchDdpRequest::from(&r)).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn an_unset_ddp_request_takes_the_seed_recipe_and_bad_names_are_refused() {
+        let unset = DdpRequest::try_from(v1::BenchDdpRequest::default()).unwrap();
+        assert_eq!(
+            (
+                unset.micro_batch,
+                unset.warmup_steps,
+                unset.steps,
+                unset.repeats
+            ),
+            (8, 10, 40, 1)
+        );
+        assert_eq!((unset.deadline_s, unset.price_per_gpu_hour), (600.0, None));
+        let bad = v1::BenchDdpRequest {
+            models: vec!["gpt9".into()],
+            ..Default::default()
+        };
+        assert!(DdpRequest::try_from(bad).is_err());
+    }
+}
