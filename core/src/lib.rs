@@ -16,6 +16,7 @@ pub mod preflight;
 pub mod recommend;
 pub mod report;
 pub mod topology;
+pub mod units;
 pub mod verdict;
 
 pub use backend::{BackendKind, NodeBackend, ProbeError};
