@@ -12,6 +12,7 @@ pub mod expect;
 pub mod finding;
 pub mod gpu;
 pub mod model;
+pub mod num;
 pub mod preflight;
 pub mod recommend;
 pub mod report;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::DdpResult;
+use crate::num::ToF64;
 
 /// How uncertain a speedup measured from repeated launches is: its relative standard error,
 /// `√(π/2)·√(σ₁²/n₁ + σ_N²/n_N)`, where σ is each side's [`DdpResult::launch_log_sd`] and n its
@@ -24,7 +25,7 @@ pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64>
 /// degrees of freedom (n − 1). `None` for fewer than two launches.
 fn launch_variance(r: &DdpResult) -> Option<(f64, f64)> {
     let sd = r.launch_log_sd()?;
-    let n = r.launch_step_medians_s.len() as f64;
+    let n = r.launch_step_medians_s.len().to_f64();
     Some((sd * sd / n, n - 1.0))
 }
 
@@ -133,7 +134,7 @@ pub(super) struct PairedLogRatio {
 /// [`PairedLogRatio`] of per-launch ln ratios; `None` for fewer than two.
 pub(super) fn paired_log_ratio(logs: &[f64]) -> Option<PairedLogRatio> {
     let (median, sd) = (crate::expect::median(logs)?, sample_sd(logs)?);
-    let n = logs.len() as f64;
+    let n = logs.len().to_f64();
     let sigma = (std::f64::consts::FRAC_PI_2 / n).sqrt() * sd;
     Some(PairedLogRatio {
         median,
@@ -147,7 +148,7 @@ pub(super) fn sample_sd(xs: &[f64]) -> Option<f64> {
     if xs.len() < 2 {
         return None;
     }
-    let n = xs.len() as f64;
+    let n = xs.len().to_f64();
     let mean = xs.iter().sum::<f64>() / n;
     Some((xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
 }

@@ -4,10 +4,11 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::num::ToF64;
 use serde::{Deserialize, Serialize};
 
 /// GPT-2's BPE vocabulary, used by the decoder presets.
-pub const GPT2_VOCAB: u64 = 50257;
+pub const GPT2_VOCAB: u32 = 50257;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -33,7 +34,7 @@ impl ModelSpec {
             width: 768,
             heads: 12,
             seq: 1024,
-            vocab: GPT2_VOCAB as u32,
+            vocab: GPT2_VOCAB,
         }
     }
     pub fn gpt2_355m() -> Self {
@@ -43,7 +44,7 @@ impl ModelSpec {
             width: 1024,
             heads: 16,
             seq: 1024,
-            vocab: GPT2_VOCAB as u32,
+            vocab: GPT2_VOCAB,
         }
     }
 
@@ -102,9 +103,9 @@ impl ModelSpec {
             } => {
                 let tokens = f64::from(*seq);
                 let attn = 12.0 * f64::from(*layers) * f64::from(*width) * tokens;
-                (6.0 * self.params() as f64 + attn) * tokens
+                (6.0 * self.params().to_f64() + attn) * tokens
             }
-            ModelSpec::Mlp { .. } => 6.0 * self.params() as f64,
+            ModelSpec::Mlp { .. } => 6.0 * self.params().to_f64(),
         }
     }
 
@@ -187,7 +188,7 @@ impl FromStr for ModelSpec {
                         width: v[1],
                         heads: v[2],
                         seq: v.get(3).copied().unwrap_or(1024),
-                        vocab: v.get(4).copied().unwrap_or(GPT2_VOCAB as u32),
+                        vocab: v.get(4).copied().unwrap_or(GPT2_VOCAB),
                     }
                 } else {
                     return Err(format!(

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::collective::Sweep;
+use crate::num::ToF64;
 
 /// An `mlp:1024x4` run at micro-batch 256 (its p90 = its median, nothing filled in).
 fn mlp_run(variant: &str, world: u32, accum: u32, step: f64) -> DdpResult {
@@ -195,8 +196,8 @@ fn repeated_launches_merge_to_their_median() {
     let mut rows = rows;
     fill_scaling(&mut rows, None);
     let sd = |l: &[f64]| {
-        let m = l.iter().map(|x| x.ln()).sum::<f64>() / l.len() as f64;
-        (l.iter().map(|x| (x.ln() - m).powi(2)).sum::<f64>() / (l.len() - 1) as f64).sqrt()
+        let m = l.iter().map(|x| x.ln()).sum::<f64>() / l.len().to_f64();
+        (l.iter().map(|x| (x.ln() - m).powi(2)).sum::<f64>() / (l.len() - 1).to_f64()).sqrt()
     };
     let (s1, s2) = (sd(&[0.0020, 0.0024, 0.0019]), sd(&[0.0030, 0.0032]));
     assert!((rows[0].launch_log_sd().unwrap() - s1).abs() < 1e-12);
@@ -334,7 +335,7 @@ fn throughput_ratio_cancels_the_launches_common_speed() {
     let r = throughput_ratio(&mk("accum8", 8, &shifted), &base).unwrap();
     assert!(r.uncertainty.unwrap() > 0.05, "unpaired rounds: {r:?}");
     // Five paired launches: t at four degrees of freedom (2.78).
-    let n = base.launch_step_medians_s.len() as f64;
+    let n = base.launch_step_medians_s.len().to_f64();
     assert_eq!(
         r.noise_bound,
         Some(noise_bound(r.uncertainty.unwrap(), n - 1.0))

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use super::{CalibrationInput, CurveSummary, ModelInput, RecommendInput};
 use crate::ddp::ModelSpec;
 use crate::model::{GradLayout, LinkCurve, ModelError, StepInputs, MIB};
+use crate::num::{floor_u64, ToF64};
 use crate::units::fmt_bytes;
 
 /// The step inputs of plain DDP at the job's GPU count, and what they rest on.
@@ -157,7 +158,7 @@ fn apply_calibration(calibration: Option<&CalibrationInput>, base: &mut StepInpu
 
 /// The curve at DDP's bucket size and at its largest measured size.
 fn summarise_curve(curve: &LinkCurve, base: &StepInputs, provenance: &str) -> CurveSummary {
-    let bucket_bytes = (base.bucket_cap_mb * MIB) as u64;
+    let bucket_bytes = floor_u64(base.bucket_cap_mb * MIB);
     let largest = curve.points.last().map(|p| p.bytes);
     CurveSummary {
         ranks: curve.ranks,
@@ -177,11 +178,11 @@ fn cite_curve(curve: &LinkCurve, summary: &CurveSummary) -> String {
     let mut s = format!(
         "all-reduce busbw {:.2} GB/s at {}",
         summary.busbw_at_bucket_gbps,
-        fmt_bytes(summary.bucket_bytes as f64)
+        fmt_bytes(summary.bucket_bytes.to_f64())
     );
     if let (Some(b), Some(bw)) = (summary.largest_bytes, summary.busbw_at_largest_gbps) {
         if b != summary.bucket_bytes {
-            let _ = write!(s, " and {bw:.2} GB/s at {}", fmt_bytes(b as f64));
+            let _ = write!(s, " and {bw:.2} GB/s at {}", fmt_bytes(b.to_f64()));
         }
     }
     let _ = write!(

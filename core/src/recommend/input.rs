@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::BackendKind;
 use crate::ddp::{beyond_noise, ModelSpec};
 use crate::model::{Calibration, CrossCheck, LinkCurve, ModelError};
+use crate::num::ToF64;
 use crate::topology::LinkClass;
 use crate::units::{fmt_count, fmt_s};
 
@@ -24,7 +25,9 @@ impl ModelInput {
     pub fn name(&self) -> String {
         match self {
             ModelInput::Spec { spec } => spec.name(),
-            ModelInput::Params { params } => format!("{} parameters", fmt_count(*params as f64)),
+            ModelInput::Params { params } => {
+                format!("{} parameters", fmt_count((*params).to_f64()))
+            }
         }
     }
 
@@ -42,7 +45,7 @@ pub fn estimate_flops(model: &ModelInput, micro_batch: u32, seq: u32) -> f64 {
     match model {
         ModelInput::Spec { spec } => spec.train_flops_per_sample() * f64::from(micro_batch),
         ModelInput::Params { params } => {
-            6.0 * *params as f64 * f64::from(micro_batch) * f64::from(seq.max(1))
+            6.0 * (*params).to_f64() * f64::from(micro_batch) * f64::from(seq.max(1))
         }
     }
 }

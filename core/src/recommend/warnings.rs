@@ -10,6 +10,7 @@ use super::choice::Choice;
 use super::{ComputeSource, RecommendInput, Warning};
 use crate::backend::BackendKind;
 use crate::model::{predict, ModelError};
+use crate::num::ToF64;
 use crate::topology::LinkClass;
 use crate::units::{fmt_bytes, fmt_count};
 
@@ -217,31 +218,31 @@ fn bucket_cap_mb(
 /// FSDP against DDP, from whether the training state fits on one GPU.
 fn fsdp(input: &RecommendInput) -> Warning {
     // params + grads + Adam moments in fp32 = 16 B/param.
-    let params = input.model.params() as f64;
+    let params = input.model.params().to_f64();
     let state = params * 16.0;
     let (text, rests_on) = match input.gpu_memory_bytes {
-        Some(mem) if state < 0.8 * mem as f64 => (
+        Some(mem) if state < 0.8 * mem.to_f64() => (
             format!(
                 "FSDP costs more than DDP here: the model's training state ({}) fits on one GPU ({}), and FSDP all-gathers parameters on top of reduce-scattering gradients (≈1.5× DDP's bytes; all-gather often runs slower than all-reduce: 1.73 against 4.05 GB/s on the 2×T4 seed, where FSDP was 33–35% slower).",
                 fmt_bytes(state),
-                fmt_bytes(mem as f64)
+                fmt_bytes(mem.to_f64())
             ),
             format!(
                 "{} parameters × 16 B (fp32 weights, gradients, Adam moments); GPU memory {}",
                 fmt_count(params),
-                fmt_bytes(mem as f64)
+                fmt_bytes(mem.to_f64())
             ),
         ),
         Some(mem) => (
             format!(
                 "The training state ({}) does not fit comfortably on one GPU ({}): DDP keeps a full copy per GPU; FSDP (or ZeRO) is needed despite its extra all-gathers.",
                 fmt_bytes(state),
-                fmt_bytes(mem as f64)
+                fmt_bytes(mem.to_f64())
             ),
             format!(
                 "{} parameters × 16 B; GPU memory {}",
                 fmt_count(params),
-                fmt_bytes(mem as f64)
+                fmt_bytes(mem.to_f64())
             ),
         ),
         None => (
@@ -303,7 +304,7 @@ fn network_moved(input: &RecommendInput, basis: &Basis) -> Option<Warning> {
         code: "network_moved".into(),
         text: format!(
             "The all-reduce the predictions read runs at {factor:.2}× the bus bandwidth of the node's other measurement ({at_bucket:.2} against {other:.2} GB/s at {}): this node's network moves between measurements (over a host network 0.84–1.37× within minutes on 2×H200). Every communication-bound figure above moves with it: re-measure with `bench ddp --repeats 3` just before a long run.",
-            fmt_bytes(basis.curve.bucket_bytes as f64)
+            fmt_bytes(basis.curve.bucket_bytes.to_f64())
         ),
         rests_on: format!(
             "{}; the other: {}",
