@@ -1,6 +1,15 @@
 //! ddpcheck: the command line. Parses arguments, picks where to run (local, `--sim`, `--daemon`),
 //! runs the command and maps its outcome to an exit code.
 
+// TODO(restructure): functions over 150 lines remain here
+#![allow(clippy::too_many_lines)]
+// TODO(restructure): numeric casts here are not yet made explicit (try_from, f64::from)
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss
+)]
+
 mod args;
 mod cluster;
 mod config_cmd;

@@ -106,7 +106,7 @@ impl RecommendArgs {
 
 pub fn render(r: &RecommendReport) -> String {
     let mut s = crate::render::banner(&r.header, "recommend");
-    s.push_str(&r.recommendation.render_text());
+    s.push_str(&crate::render::recommendation(&r.recommendation));
     if !r.verify.is_empty() {
         s.push_str("\n--verify: predicted against measured speedup\n");
         for v in &r.verify {

@@ -8,6 +8,8 @@
 //! The Slurm part needs root and Debian's slurm-wlm and munge (.ci/install-services); it skips
 //! without them, and fails instead when DDPCHECK_REQUIRE_SERVICES=1.
 
+// TODO(restructure): numeric casts here are not yet made explicit (try_from, f64::from)
+#![allow(clippy::cast_possible_truncation)]
 // Test code: a failed unwrap is a failed test (clippy.toml allows it in #[test] fns only).
 #![allow(clippy::unwrap_used)]
 

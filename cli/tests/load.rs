@@ -5,6 +5,14 @@
 //!
 //! Latencies are measured by the clients, which share the machine's cores with the daemon; the
 //! figures of record are in docs/reliability.md.
+
+// TODO(restructure): numeric casts here are not yet made explicit (try_from, f64::from)
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss,
+    clippy::cast_possible_wrap
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;

@@ -3,6 +3,15 @@
 //! after start) and restarted on the same state directory. Afterwards the SQLite history, opened
 //! read-only, must pass `PRAGMA integrity_check`, hold every check whose verdict reached a client
 //! as `complete`, and show every run that was in flight at a kill as `interrupted`.
+
+// TODO(restructure): functions over 150 lines remain here
+#![allow(clippy::too_many_lines)]
+// TODO(restructure): numeric casts here are not yet made explicit (try_from, f64::from)
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::num::ToF64;
 use serde::{Deserialize, Serialize};
 
 /// A collective, named as nccl-tests names its binaries (`all_reduce` → `all_reduce_perf`).
@@ -108,7 +109,7 @@ impl Timing {
         wrong: Option<u64>,
     ) -> Self {
         let algbw = if time_us > 0.0 {
-            bytes as f64 / (time_us * 1e-6) / 1e9
+            bytes.to_f64() / (time_us * 1e-6) / 1e9
         } else {
             0.0
         };
@@ -155,7 +156,7 @@ impl Sweep {
         if vals.is_empty() {
             0.0
         } else {
-            vals.iter().sum::<f64>() / vals.len() as f64
+            vals.iter().sum::<f64>() / vals.len().to_f64()
         }
     }
 
@@ -255,9 +256,9 @@ impl Sweep {
             .samples
             .iter()
             .filter(|s| s.bytes > 0 && s.out_of_place.busbw_gbps > 0.0)
-            .map(|s| ((s.bytes as f64).ln(), s.out_of_place.busbw_gbps))
+            .map(|s| (s.bytes.to_f64().ln(), s.out_of_place.busbw_gbps))
             .collect();
-        let x = (bytes.max(1) as f64).ln();
+        let x = bytes.max(1).to_f64().ln();
         let first = pts.first()?;
         let last = pts.last()?;
         if x <= first.0 {
@@ -352,7 +353,7 @@ mod tests {
         );
         let big = &s.samples[1].out_of_place;
         assert!((big.time_us - 20_000.0).abs() < 1e-9);
-        assert!((big.busbw_gbps - 1.5 * (64u64 << 20) as f64 / 0.020 / 1e9).abs() < 1e-9);
+        assert!((big.busbw_gbps - 1.5 * (64u64 << 20).to_f64() / 0.020 / 1e9).abs() < 1e-9);
         assert_eq!(s.samples[1].count, 16 << 20);
         assert!(Sweep::all_reduce_from_times(4, &[(4096, f64::NAN)]).is_none());
         // Three launches: the middle time at each size all three measured; 4 KiB only twice
@@ -396,7 +397,7 @@ mod tests {
         // 1 GiB all-reduce on 4 GPUs at 4.3 GB/s busbw ⇒ algbw 2.87 GB/s (seed 000).
         let bytes = 1u64 << 30;
         let algbw = 4.3 / 1.5;
-        let t_us = bytes as f64 / (algbw * 1e9) * 1e6;
+        let t_us = bytes.to_f64() / (algbw * 1e9) * 1e6;
         let t = Timing::from_time(Collective::AllReduce, 4, bytes, t_us, Some(0));
         assert!((t.busbw_gbps - 4.3).abs() < 1e-9);
         assert!((t.algbw_gbps - algbw).abs() < 1e-9);
@@ -404,7 +405,7 @@ mod tests {
 
     fn sweep() -> Sweep {
         let mk = |bytes: u64, bus: f64| {
-            let t_us = bytes as f64 / (bus * 1e9) * 1e6; // 2 ranks: factor 1
+            let t_us = bytes.to_f64() / (bus * 1e9) * 1e6; // 2 ranks: factor 1
             Sample {
                 bytes,
                 count: bytes / 4,

@@ -85,7 +85,7 @@ pub fn expected_allreduce(node: &NodeClass<'_>) -> Option<Expectation> {
 /// generation (an estimate above gen3, labelled so in the source).
 fn pcie_busbw(gen: Option<u32>) -> f64 {
     let g = gen.unwrap_or(3).clamp(1, 6);
-    4.0 * 2f64.powi(g as i32 - 3)
+    4.0 * 2f64.powi(g.cast_signed() - 3)
 }
 
 /// Severity band for a measured/expected ratio.

@@ -12,11 +12,13 @@ pub mod expect;
 pub mod finding;
 pub mod gpu;
 pub mod model;
+pub mod num;
 pub mod params;
 pub mod preflight;
 pub mod recommend;
 pub mod report;
 pub mod topology;
+pub mod units;
 pub mod verdict;
 
 pub use backend::{BackendKind, NodeBackend, ProbeError};

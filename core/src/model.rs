@@ -71,6 +71,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::collective::{Collective, Sweep};
 use crate::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec};
+use crate::num::{floor_u64, len_u32, ToF64};
 
 /// One MiB, the unit of DDP's `bucket_cap_mb`.
 pub const MIB: f64 = 1024.0 * 1024.0;
@@ -204,7 +205,7 @@ impl LinkCurve {
         let (alpha_s, g) = fit_alpha_beta(
             &points
                 .iter()
-                .map(|p| (p.bytes as f64 * f, p.time_s))
+                .map(|p| (p.bytes.to_f64() * f, p.time_s))
                 .collect::<Vec<_>>(),
         )?;
         Ok(LinkCurve {
@@ -231,16 +232,16 @@ impl LinkCurve {
         let first = self.points.first()?;
         let last = self.points.last()?;
         let f = ring_factor(self.ranks);
-        if bytes <= first.bytes as f64 {
+        if bytes <= first.bytes.to_f64() {
             return Some(self.alpha_beta_s(bytes, self.ranks).min(first.time_s));
         }
-        if bytes >= last.bytes as f64 {
-            let bus = last.bytes as f64 * f / last.time_s;
-            return Some(last.time_s + (bytes - last.bytes as f64) * f / bus);
+        if bytes >= last.bytes.to_f64() {
+            let bus = last.bytes.to_f64() * f / last.time_s;
+            return Some(last.time_s + (bytes - last.bytes.to_f64()) * f / bus);
         }
         let x = bytes.ln();
         self.points.windows(2).find_map(|w| {
-            let (x0, x1) = ((w[0].bytes as f64).ln(), (w[1].bytes as f64).ln());
+            let (x0, x1) = (w[0].bytes.to_f64().ln(), w[1].bytes.to_f64().ln());
             (x >= x0 && x <= x1).then(|| {
                 let t = if x1 > x0 { (x - x0) / (x1 - x0) } else { 0.0 };
                 (w[0].time_s.ln() + t * (w[1].time_s.ln() - w[0].time_s.ln())).exp()
@@ -267,7 +268,7 @@ impl LinkCurve {
 
     /// The bus bandwidth the curve gives at a size (as nccl-tests would report it), GB/s.
     pub fn busbw_at(&self, bytes: u64) -> f64 {
-        let b = bytes.max(1) as f64;
+        let b = bytes.max(1).to_f64();
         let t = self.allreduce_s(b, self.ranks);
         if t > 0.0 {
             b * ring_factor(self.ranks) / t / 1e9
@@ -338,7 +339,7 @@ impl GradLayout {
         let tensors = (0..pieces)
             .map(|i| GradTensor {
                 params: base + u64::from(i < extra),
-                ready: (i + 1) as f64 / pieces as f64,
+                ready: (i + 1).to_f64() / pieces.to_f64(),
             })
             .collect();
         GradLayout { tensors }
@@ -366,7 +367,7 @@ impl GradLayout {
             } => {
                 let (l, w) = (u64::from(*layers), u64::from(*width));
                 let per_token = spec.train_flops_per_sample() / f64::from((*seq).max(1));
-                let head = 6.0 * f64::from(*vocab) * w as f64;
+                let head = 6.0 * f64::from(*vocab) * w.to_f64();
                 let head_frac = if per_token > 0.0 {
                     (head / per_token).clamp(0.0, 0.9)
                 } else {
@@ -395,11 +396,11 @@ impl GradLayout {
                     let mut done = 0u64;
                     for &p in &block {
                         done += p;
-                        let within = done as f64 / block_params.max(1) as f64;
+                        let within = done.to_f64() / block_params.max(1).to_f64();
                         tensors.push(GradTensor {
                             params: p,
                             ready: head_frac
-                                + (1.0 - head_frac) * (i as f64 + within) / l.max(1) as f64,
+                                + (1.0 - head_frac) * (i.to_f64() + within) / l.max(1).to_f64(),
                         });
                     }
                 }
@@ -417,7 +418,7 @@ impl GradLayout {
                 let (w, d) = (u64::from(*width), u64::from((*depth).max(1)));
                 let mut tensors = Vec::new();
                 for i in 0..d {
-                    let ready = (i + 1) as f64 / d as f64;
+                    let ready = (i + 1).to_f64() / d.to_f64();
                     tensors.push(GradTensor { params: w, ready });
                     tensors.push(GradTensor {
                         params: w * w,
@@ -462,7 +463,7 @@ pub fn assign_buckets(
         } else {
             cap_bytes
         };
-        if cur.params as f64 * bytes_per_param >= limit {
+        if cur.params.to_f64() * bytes_per_param >= limit {
             out.push(cur);
             cur = Bucket {
                 params: 0,
@@ -751,7 +752,7 @@ fn bucket_costs(inputs: &StepInputs, buckets: &[Bucket], curve: &LinkCurve) -> V
     let wire = inputs.wire_bytes_per_param();
     buckets
         .iter()
-        .map(|b| inputs.comm_scale * curve.allreduce_s(b.params as f64 * wire, inputs.world))
+        .map(|b| inputs.comm_scale * curve.allreduce_s(b.params.to_f64() * wire, inputs.world))
         .collect()
 }
 
@@ -771,12 +772,12 @@ fn timeline(
     let per_hook = if buckets.is_empty() {
         0.0
     } else {
-        hook_s / buckets.len() as f64
+        hook_s / buckets.len().to_f64()
     };
     let mut end = 0.0f64;
     let mut busy = 0.0;
     for (j, (b, t)) in buckets.iter().zip(allreduce).enumerate() {
-        let ready = bwd_start + b.ready.clamp(0.0, 1.0) * bwd + (j + 1) as f64 * per_hook;
+        let ready = bwd_start + b.ready.clamp(0.0, 1.0) * bwd + (j + 1).to_f64() * per_hook;
         let dur = per_bucket_s + t;
         end = end.max(ready) + dur;
         busy += dur;
@@ -816,9 +817,9 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
         exposed_comm_s: exposed,
         overhead_s: overhead,
         side_by_side_s: crowd,
-        buckets: if n > 1 { buckets.len() as u32 } else { 0 },
+        buckets: if n > 1 { len_u32(buckets.len()) } else { 0 },
         wire_bytes: if n > 1 {
-            inputs.params() as f64 * inputs.wire_bytes_per_param()
+            inputs.params().to_f64() * inputs.wire_bytes_per_param()
         } else {
             0.0
         },
@@ -914,8 +915,8 @@ pub fn crossover_params(
         return Ok(None);
     }
     let (mut a, mut b) = (lo, hi);
-    while b - a > 1 && (b as f64 / a as f64) > 1.001 {
-        let mid = ((a as f64).ln() * 0.5 + (b as f64).ln() * 0.5).exp() as u64;
+    while b - a > 1 && (b.to_f64() / a.to_f64()) > 1.001 {
+        let mid = floor_u64((a.to_f64().ln() * 0.5 + b.to_f64().ln() * 0.5).exp());
         let mid = mid.clamp(a + 1, b - 1);
         if speedup(mid)? >= 1.0 {
             a = mid;

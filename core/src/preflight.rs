@@ -105,6 +105,67 @@ impl Steps {
     }
 }
 
+/// What a preflight has gathered so far; any step may end it with the report of that much.
+struct Gathered {
+    started: Instant,
+    steps: Steps,
+    prov: Provenance,
+    findings: Vec<Finding>,
+    gpus: Vec<GpuInfo>,
+    topology: Option<TopologyMatrix>,
+    sweep: Option<Sweep>,
+    expected: Option<Expectation>,
+}
+
+/// How a preflight ends early: its verdict and the reason shown when no finding gives one.
+type Ended = (Verdict, String);
+
+impl Gathered {
+    fn new(opts: &PreflightOptions) -> Self {
+        Gathered {
+            started: Instant::now(),
+            steps: Steps { list: Vec::new() },
+            prov: Provenance {
+                hostname: opts.hostname_fallback.clone(),
+                time: opts.now_rfc3339.clone(),
+                tool_version: opts.tool_version.clone(),
+                nccl_env: opts.nccl_env.clone(),
+                ..Provenance::default()
+            },
+            findings: Vec::new(),
+            gpus: Vec::new(),
+            topology: None,
+            sweep: None,
+            expected: None,
+        }
+    }
+
+    fn report(
+        self,
+        backend: &dyn NodeBackend,
+        (verdict, reason_fallback): Ended,
+    ) -> PreflightReport {
+        PreflightReport {
+            header: Header::new(
+                ReportKind::Preflight,
+                backend.kind(),
+                backend.label(),
+                self.prov,
+            ),
+            reason: verdict.reason_line(&self.findings, &reason_fallback),
+            exit_code: verdict.exit_code(),
+            verdict,
+            wall_seconds: self.started.elapsed().as_secs_f64(),
+            steps: self.steps.list,
+            gpus: self.gpus,
+            topology: self.topology,
+            all_reduce: self.sweep,
+            expected: self.expected,
+            findings: self.findings,
+        }
+    }
+}
+
 /// Runs the preflight on a backend and judges it. Never panics on a backend fault: every
 /// [`ProbeError`] becomes a verdict; only an invalid request is returned as `Err`.
 pub fn run(
@@ -112,16 +173,7 @@ pub fn run(
     opts: &PreflightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<PreflightReport, ProbeError> {
-    let started = Instant::now();
-    let mut steps = Steps { list: Vec::new() };
-    let mut findings = Vec::new();
-    let mut prov = Provenance {
-        hostname: opts.hostname_fallback.clone(),
-        time: opts.now_rfc3339.clone(),
-        tool_version: opts.tool_version.clone(),
-        nccl_env: opts.nccl_env.clone(),
-        ..Provenance::default()
-    };
+    let mut g = Gathered::new(opts);
     let mut say = |stage: &str, done: u32, msg: String| {
         progress(Progress {
             stage: stage.into(),
@@ -130,87 +182,86 @@ pub fn run(
             message: msg,
         })
     };
-    let finish = |verdict: Verdict,
-                  reason_fallback: String,
-                  steps: Steps,
-                  prov: Provenance,
-                  gpus: Vec<GpuInfo>,
-                  topology: Option<TopologyMatrix>,
-                  sweep: Option<Sweep>,
-                  expected: Option<Expectation>,
-                  findings: Vec<Finding>| PreflightReport {
-        header: Header::new(ReportKind::Preflight, backend.kind(), backend.label(), prov),
-        reason: verdict.reason_line(&findings, &reason_fallback),
-        exit_code: verdict.exit_code(),
-        verdict,
-        wall_seconds: started.elapsed().as_secs_f64(),
-        steps: steps.list,
-        gpus,
-        topology,
-        all_reduce: sweep,
-        expected,
-        findings,
-    };
-
     say("inventory", 0, "reading GPUs".into());
-    let inv = match steps.time("inventory", || backend.inventory()) {
+    if let Some(ended) = read_inventory(backend, opts, &mut g)? {
+        return Ok(g.report(backend, ended));
+    }
+    say("health", 1, format!("{} GPUs", g.gpus.len()));
+    judge_health(&mut g);
+    say("topology", 2, "pair matrix".into());
+    read_topology(backend, opts, &mut g)?;
+    if let Some((verdict, reason, why)) = no_collective(opts, &g)? {
+        g.steps.skip("all_reduce", why);
+        return Ok(g.report(backend, (verdict, reason)));
+    }
+    say("all_reduce", 3, "NCCL init and all-reduce sweep".into());
+    let swept = sweep_all_reduce(backend, opts, &mut g, &mut |p| say(&p.stage, 3, p.message))?;
+    if let Some(ended) = swept {
+        return Ok(g.report(backend, ended));
+    }
+    say("verdict", 4, "judging".into());
+    judge_sweep(opts, &mut g);
+    let verdict = Verdict::from_findings(&g.findings);
+    Ok(g.report(backend, (verdict, "node healthy".into())))
+}
+
+/// Reads the inventory and selects the job's GPUs; ends the preflight when it cannot be read
+/// or no GPU is there.
+fn read_inventory(
+    backend: &dyn NodeBackend,
+    opts: &PreflightOptions,
+    g: &mut Gathered,
+) -> Result<Option<Ended>, ProbeError> {
+    let inv = match g.steps.time("inventory", || backend.inventory()) {
         Ok(inv) => inv,
         Err(e) => {
             let v = e.verdict().ok_or_else(|| e.clone())?;
-            return Ok(finish(
-                v,
-                e.to_string(),
-                steps,
-                prov,
-                vec![],
-                None,
-                None,
-                None,
-                findings,
-            ));
+            return Ok(Some((v, e.to_string())));
         }
     };
     if !inv.hostname.is_empty() {
-        prov.hostname = inv.hostname.clone();
+        g.prov.hostname = inv.hostname.clone();
     }
-    prov.driver_version = inv.driver_version.clone();
-    prov.cuda_version = inv.cuda_driver_version.clone();
-    let gpus = select_gpus(&inv.gpus, &opts.gpu_filter).map_err(ProbeError::Invalid)?;
-    prov.gpus = gpus.iter().map(GpuInfo::gpu_ref).collect();
-    if gpus.is_empty() {
-        let msg = "no GPU found on this node".to_string();
-        return Ok(finish(
+    g.prov.driver_version = inv.driver_version.clone();
+    g.prov.cuda_version = inv.cuda_driver_version.clone();
+    g.gpus = select_gpus(&inv.gpus, &opts.gpu_filter).map_err(ProbeError::Invalid)?;
+    g.prov.gpus = g.gpus.iter().map(GpuInfo::gpu_ref).collect();
+    if g.gpus.is_empty() {
+        return Ok(Some((
             Verdict::Unknown,
-            msg,
-            steps,
-            prov,
-            gpus,
-            None,
-            None,
-            None,
-            findings,
-        ));
+            "no GPU found on this node".to_string(),
+        )));
     }
+    Ok(None)
+}
 
-    say("health", 1, format!("{} GPUs", gpus.len()));
+/// Judges each GPU's health and PCIe link.
+fn judge_health(g: &mut Gathered) {
     let t0 = Instant::now();
-    findings.extend(judge_gpus(&gpus));
-    findings.extend(judge_pcie(&gpus));
-    steps.note(
+    g.findings.extend(judge_gpus(&g.gpus));
+    g.findings.extend(judge_pcie(&g.gpus));
+    g.steps.note(
         "health",
         t0.elapsed().as_secs_f64(),
         format!(
             "{} GPU{} read",
-            gpus.len(),
-            if gpus.len() == 1 { "" } else { "s" }
+            g.gpus.len(),
+            if g.gpus.len() == 1 { "" } else { "s" }
         ),
     );
+}
 
-    say("topology", 2, "pair matrix".into());
-    let topology = match steps.time("topology", || backend.topology(&gpus)) {
+/// Reads and judges the pair matrix (and the NCCL environment against it); an unreadable one
+/// is a warning, a malformed one the backend's error.
+fn read_topology(
+    backend: &dyn NodeBackend,
+    opts: &PreflightOptions,
+    g: &mut Gathered,
+) -> Result<(), ProbeError> {
+    g.topology = match g.steps.time("topology", || backend.topology(&g.gpus)) {
         Ok(t) => Some(t),
         Err(e) => {
-            findings.push(Finding::new(
+            g.findings.push(Finding::new(
                 "topology_unreadable",
                 Severity::Warning,
                 Subject::Node,
@@ -219,23 +270,29 @@ pub fn run(
             None
         }
     };
-    if let Some(t) = &topology {
+    if let Some(t) = &g.topology {
         if let Err(e) = t.validate() {
             return Err(ProbeError::Worker(format!(
                 "backend returned a malformed topology: {e}"
             )));
         }
-        findings.extend(judge_topology(t));
-        findings.extend(judge_nccl_env(&opts.nccl_env, t));
+        g.findings.extend(judge_topology(t));
+        g.findings.extend(judge_nccl_env(&opts.nccl_env, t));
     }
+    Ok(())
+}
 
+/// Cases where no collective runs: (verdict, reason, why the step is skipped).
+fn no_collective(
+    opts: &PreflightOptions,
+    g: &Gathered,
+) -> Result<Option<(Verdict, String, &'static str)>, ProbeError> {
     // Foreign compute on the job's GPUs: BUSY before any CUDA context is made; nothing is killed.
-    let busy = busy_gpus(&gpus);
-    // Cases where no collective runs: (verdict, reason, why the step is skipped).
-    let no_collective = if gpus.iter().any(|g| g.state != ProbeState::Ok) {
+    let busy = busy_gpus(&g.gpus);
+    Ok(if g.gpus.iter().any(|x| x.state != ProbeState::Ok) {
         // A lost or stuck GPU cannot run one; the findings already say CRITICAL.
         Some((
-            Verdict::from_findings(&findings),
+            Verdict::from_findings(&g.findings),
             "GPU probe failed".to_string(),
             "a GPU is stuck or lost",
         ))
@@ -245,7 +302,7 @@ pub fn run(
             busy_reason(&busy),
             "GPUs in use by other processes",
         ))
-    } else if gpus.len() < 2 {
+    } else if g.gpus.len() < 2 {
         if opts.inject_hang {
             // Passing would claim the watchdog was tested: nothing ran that could hang.
             return Err(ProbeError::Invalid(
@@ -255,24 +312,26 @@ pub fn run(
             ));
         }
         Some((
-            Verdict::from_findings(&findings),
+            Verdict::from_findings(&g.findings),
             "single GPU healthy".to_string(),
             "one GPU: no interconnect to test",
         ))
     } else {
         None
-    };
-    if let Some((verdict, reason, why)) = no_collective {
-        steps.skip("all_reduce", why);
-        return Ok(finish(
-            verdict, reason, steps, prov, gpus, topology, None, None, findings,
-        ));
-    }
+    })
+}
 
-    say("all_reduce", 3, "NCCL init and all-reduce sweep".into());
+/// The all-reduce sweep with its correctness check; a failed one ends the preflight with its
+/// verdict (or the findings', if worse).
+fn sweep_all_reduce(
+    backend: &dyn NodeBackend,
+    opts: &PreflightOptions,
+    g: &mut Gathered,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Option<Ended>, ProbeError> {
     let req = CollectiveRequest {
         ops: vec![Collective::AllReduce],
-        gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
+        gpus: g.gpus.iter().map(GpuInfo::gpu_ref).collect(),
         min_bytes: opts.min_bytes,
         max_bytes: opts.max_bytes,
         step_factor: opts.step_factor,
@@ -292,84 +351,69 @@ pub fn run(
     };
     req.validate()?;
     let t0 = Instant::now();
-    let run = backend.collectives(&req, &mut |p| say(&p.stage, 3, p.message));
+    let run = backend.collectives(&req, progress);
     let total = t0.elapsed().as_secs_f64();
     let run = match run {
         Ok(r) => r,
         Err(e) => {
-            steps.list.push(StepTiming {
+            g.steps.list.push(StepTiming {
                 name: "all_reduce".into(),
                 seconds: total,
                 status: StepStatus::Failed,
                 detail: e.to_string(),
             });
             let v = e.verdict().ok_or_else(|| e.clone())?;
-            let v = worst(v, Verdict::from_findings(&findings));
-            return Ok(finish(
-                v,
-                e.to_string(),
-                steps,
-                prov,
-                gpus,
-                topology,
-                None,
-                None,
-                findings,
-            ));
+            let v = worst(v, Verdict::from_findings(&g.findings));
+            return Ok(Some((v, e.to_string())));
         }
     };
-    prov.nccl_version = run.nccl_version.clone();
+    g.prov.nccl_version = run.nccl_version.clone();
     for (k, v) in &run.env {
-        prov.nccl_env.insert(k.clone(), v.clone());
+        g.prov.nccl_env.insert(k.clone(), v.clone());
     }
-    steps.note(
+    let version = run.nccl_version.as_deref().unwrap_or("?");
+    g.steps.note(
         "nccl_init",
         run.init_seconds,
         match &run.nccl_library {
-            Some(lib) => format!(
-                "NCCL {} ({lib})",
-                run.nccl_version.as_deref().unwrap_or("?")
-            ),
-            None => format!("NCCL {}", run.nccl_version.as_deref().unwrap_or("?")),
+            Some(lib) => format!("NCCL {version} ({lib})"),
+            None => format!("NCCL {version}"),
         },
     );
-    steps.note(
+    g.steps.note(
         "all_reduce",
         (total - run.init_seconds).max(0.0),
         "sweep with correctness check".into(),
     );
-    let sweep = run
+    g.sweep = run
         .sweeps
         .into_iter()
         .find(|s| s.op == Collective::AllReduce);
+    Ok(None)
+}
 
-    say("verdict", 4, "judging".into());
-    let worst_link = topology
+/// Judges the sweep against the reference for this class of node and the node's history.
+fn judge_sweep(opts: &PreflightOptions, g: &mut Gathered) {
+    let worst_link = g
+        .topology
         .as_ref()
         .and_then(|t| t.worst_link())
         .unwrap_or(LinkClass::Sys);
-    let pcie_gen = gpus.iter().filter_map(|g| g.pcie.map(|p| p.gen_max)).min();
-    let expected = expect::expected_allreduce(&NodeClass {
+    let pcie_gen = g
+        .gpus
+        .iter()
+        .filter_map(|x| x.pcie.map(|p| p.gen_max))
+        .min();
+    g.expected = expect::expected_allreduce(&NodeClass {
         worst_link,
         pcie_gen,
-        gpus: gpus.len() as u32,
-        model: &gpus[0].name,
+        gpus: u32::try_from(g.gpus.len()).unwrap_or(u32::MAX),
+        model: &g.gpus[0].name,
     });
-    if let Some(s) = &sweep {
-        findings.extend(judge_allreduce(s, expected.as_ref(), &opts.history_busbw));
+    if let Some(s) = &g.sweep {
+        g.findings
+            .extend(judge_allreduce(s, g.expected.as_ref(), &opts.history_busbw));
     }
-    let verdict = Verdict::from_findings(&findings);
-    Ok(finish(
-        verdict,
-        "node healthy".into(),
-        steps,
-        prov,
-        gpus,
-        topology,
-        sweep,
-        expected,
-        findings,
-    ))
 }
 
 fn worst(a: Verdict, b: Verdict) -> Verdict {

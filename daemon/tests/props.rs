@@ -192,7 +192,7 @@ proptest! {
                         width: nums[1],
                         heads: nums[2],
                         seq: nums.get(3).copied().unwrap_or(1024),
-                        vocab: nums.get(4).copied().unwrap_or(GPT2_VOCAB as u32),
+                        vocab: nums.get(4).copied().unwrap_or(GPT2_VOCAB),
                     };
                     prop_assert!(!model_in_bounds(&want), "{s:?} rejected: {e}");
                 }
@@ -528,7 +528,8 @@ fn raw_fields() -> impl Strategy<Value = Vec<u8>> {
                     varint(len, &mut out);
                     out.extend_from_slice(&bytes);
                 }
-                5 => out.extend_from_slice(&(n as u32).to_le_bytes()),
+                // fixed32: the low four bytes.
+                5 => out.extend_from_slice(&n.to_le_bytes()[..4]),
                 _ => out.extend_from_slice(&bytes),
             }
             out

@@ -1,6 +1,7 @@
 //! Runs checks and benchmarks on a backend and builds their reports. Blocking code, shared by
 //! the daemon (on blocking threads) and the CLI's local mode.
 
+use ddpcheck_core::num::len_u32;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -190,12 +191,12 @@ pub fn run_bench_collectives(
     envs.extend(params.env_ab.iter().cloned());
     let mut runs = Vec::new();
     let mut prov = provenance(&inv, &gpus);
-    let total = envs.len() as u32;
+    let total = len_u32(envs.len());
     for (i, env) in envs.into_iter().enumerate() {
         let label = env_label(&env);
         progress(Progress {
             stage: "collectives".into(),
-            done: i as u32,
+            done: len_u32(i),
             total,
             message: format!("sweep under {label}"),
         });

@@ -341,8 +341,10 @@ pub fn run_lines(
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     if opts.new_session {
-        // SAFETY: only async-signal-safe calls (getppid, setsid, prctl) between fork and exec.
+        // SAFETY: getpid has no preconditions and cannot fail.
         let parent = unsafe { libc::getpid() };
+        // SAFETY: the closure runs in the child between fork and exec and makes only
+        // async-signal-safe calls there (setsid, prctl, getppid).
         unsafe {
             cmd.pre_exec(move || {
                 if libc::setsid() == -1 {

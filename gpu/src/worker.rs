@@ -83,6 +83,7 @@ impl Output {
     fn take_stdout() -> Output {
         // SAFETY: fcntl/dup2 on this process's own standard descriptors, before any thread.
         let fd = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
+        // SAFETY: dup2 of this process's own standard descriptors, before any thread.
         let w: Box<dyn Write + Send> = if fd >= 0 && unsafe { libc::dup2(2, 1) } >= 0 {
             // SAFETY: fd is a fresh descriptor we own.
             Box::new(unsafe { File::from_raw_fd(fd) })

@@ -1,6 +1,7 @@
 //! `--fit`: the mechanism constants searched on the fit calls only (P0, the one protocol their
 //! reports allow), by the mean squared ln(predicted/measured speedup) over a grid.
 
+use ddpcheck_core::num::ToF64;
 use std::fmt::Write;
 
 use crate::fixtures::Dataset;
@@ -13,7 +14,7 @@ fn loss(datasets: &[&Dataset], knobs: Knobs) -> f64 {
         .iter()
         .map(|c| (c.predicted / c.measured).ln().powi(2))
         .sum();
-    sq / cs.len().max(1) as f64
+    sq / cs.len().max(1).to_f64()
 }
 
 /// The grid and its best point, as text.

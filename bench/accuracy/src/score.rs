@@ -3,6 +3,7 @@
 //! pick was ever measured slower than the baseline.
 
 use crate::protocol::Case;
+use ddpcheck_core::num::ToF64;
 
 /// Two variants of one model and regime are ranked when their measured speedups differ by more
 /// than this (relative to the larger).
@@ -61,7 +62,7 @@ pub fn score(cases: &[Case], predicted: impl Fn(&Case) -> f64) -> Score {
         cases: judged.len(),
         median: median(errors.iter().map(|e| e.abs()).collect()),
         largest: errors.iter().fold(0.0, |m, e| m.max(e.abs())),
-        bias: errors.iter().sum::<f64>() / errors.len().max(1) as f64,
+        bias: errors.iter().sum::<f64>() / errors.len().max(1).to_f64(),
         ..Score::default()
     };
     for g in groups(cases) {

@@ -137,9 +137,10 @@ impl Daemon {
     }
 
     fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid fits pid_t");
         // SAFETY: plain kill(2) on our own child's pid.
         unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
+            libc::kill(pid, libc::SIGTERM);
         }
         for _ in 0..200 {
             if let Ok(Some(st)) = self.child.try_wait() {

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::*;
+use crate::num::{len_u32, ToF64};
 
 /// Overheads and backward fraction fitted to a node's measured DDP runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,14 +52,14 @@ fn layout_for_result(r: &DdpResult) -> GradLayout {
                 width,
                 heads: 1,
                 seq: 1024,
-                vocab: crate::ddp::GPT2_VOCAB as u32,
+                vocab: crate::ddp::GPT2_VOCAB,
             })
         } else {
             None
         }
     });
     match spec.map(|s| GradLayout::for_model(&s)) {
-        Some(l) if (l.params() as f64 - r.params as f64).abs() <= 0.01 * r.params as f64 => l,
+        Some(l) if (l.params().to_f64() - r.params.to_f64()).abs() <= 0.01 * r.params.to_f64() => l,
         _ => GradLayout::uniform(r.params),
     }
 }
@@ -87,13 +88,22 @@ fn case_log_error(c: &CalCase, o: &Overheads, bf: f64) -> f64 {
     let step = single
         + side_by_side_extra(single, c.compute_s, c.slowdown, waits)
         + waits
-        + super::mechanisms::no_sync_extra_of(2, c.accum as u32, c.slowdown, None);
+        + super::mechanisms::no_sync_extra_of(
+            2,
+            crate::num::len_u32(
+                crate::num::floor_u64(c.accum)
+                    .try_into()
+                    .unwrap_or(usize::MAX),
+            ),
+            c.slowdown,
+            None,
+        );
     (step / c.measured_step_s).ln()
 }
 
 fn rms(cases: &[&CalCase], o: &Overheads, bf: f64) -> f64 {
     let s: f64 = cases.iter().map(|c| case_log_error(c, o, bf).powi(2)).sum();
-    (s / cases.len().max(1) as f64).sqrt()
+    (s / cases.len().max(1).to_f64()).sqrt()
 }
 
 /// Fits `ddp_fixed_s`, `per_bucket_s` and `backward_fraction` to measured DDP runs.
@@ -168,10 +178,10 @@ pub fn cross_check(measured: &[DdpResult], curve: &LinkCurve) -> Option<CrossChe
             calibrated_sq += case_log_error(c, &fitted.overheads, fitted.backward_fraction).powi(2);
         }
     }
-    let n = cases.len() as f64;
+    let n = cases.len().to_f64();
     Some(CrossCheck {
-        models: models.len() as u32,
-        runs: cases.len() as u32,
+        models: len_u32(models.len()),
+        runs: len_u32(cases.len()),
         rms_log_error_default: (default_sq / n).sqrt(),
         rms_log_error_calibrated: (calibrated_sq / n).sqrt(),
     })
@@ -327,7 +337,7 @@ fn fit(cases: &[&CalCase]) -> Calibration {
     Calibration {
         overheads: fitted,
         backward_fraction: th[2],
-        runs_used: cases.len() as u32,
+        runs_used: len_u32(cases.len()),
         rms_log_error_before: rms(cases, &defaults, DEFAULT_BACKWARD_FRACTION),
         rms_log_error_after: rms(cases, &fitted, th[2]),
     }

@@ -29,7 +29,7 @@ pub fn realised_overlap(curve: &LinkCurve, world: u32) -> f64 {
     if world <= 1 {
         return 1.0;
     }
-    if curve.busbw_at((DEFAULT_BUCKET_CAP_MB * MIB) as u64) < SLOW_LINK_GBPS {
+    if curve.busbw_at(crate::num::floor_u64(DEFAULT_BUCKET_CAP_MB * MIB)) < SLOW_LINK_GBPS {
         SLOW_LINK_OVERLAP
     } else {
         1.0

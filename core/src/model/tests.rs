@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::collective::{Sample, Timing};
+use crate::num::{floor_u64, ToF64};
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
@@ -115,7 +116,8 @@ fn t4() -> LinkCurve {
 }
 
 fn t4_mlp(params: u64) -> StepInputs {
-    let width = (params as f64 / 4.0).sqrt().round() as u32;
+    let width = floor_u64((params.to_f64() / 4.0).sqrt().round());
+    let width = u32::try_from(width).expect("an MLP's width fits a u32");
     let spec = ModelSpec::Mlp { width, depth: 4 };
     let compute = T4_FLOOR_S + spec.train_flops_per_sample() * 256.0 / T4_RATE;
     StepInputs::for_model(&spec, 256, compute, 2, 1)
@@ -254,7 +256,7 @@ fn crossover_bisection_finds_the_analytic_root() {
     let (b, t0, a) = (4.0e9, 2e-3, 1e-10);
     let curve = LinkCurve::flat(2, b / 1e9, 0.0).unwrap();
     let family = |p: u64| {
-        let mut i = StepInputs::new(GradLayout::uniform(p), t0 + a * p as f64, 2, 1);
+        let mut i = StepInputs::new(GradLayout::uniform(p), t0 + a * p.to_f64(), 2, 1);
         i.backward_fraction = 0.0;
         i.overheads = Overheads {
             ddp_fixed_s: 0.0,
@@ -266,7 +268,8 @@ fn crossover_bisection_finds_the_analytic_root() {
     let want = t0 / (4.0 / b - a);
     let got = crossover_params(1_000, 1_000_000_000, &curve, family)
         .unwrap()
-        .unwrap() as f64;
+        .unwrap()
+        .to_f64();
     assert!(close(got / want, 1.0, 0.002), "{got} vs {want}");
     // No sign change: None; bad bounds: an error.
     assert_eq!(
@@ -282,9 +285,9 @@ fn buckets_follow_ddp_rules() {
     // not the bucket count.
     let layout = GradLayout::uniform(100_000_000);
     let b = assign_buckets(&layout, 4.0, 25.0 * MIB, MIB);
-    assert!(b[0].params as f64 * 4.0 >= MIB && b[0].params as f64 * 4.0 < 25.0 * MIB);
+    assert!(b[0].params.to_f64() * 4.0 >= MIB && b[0].params.to_f64() * 4.0 < 25.0 * MIB);
     for x in &b[1..b.len() - 1] {
-        assert!(x.params as f64 * 4.0 >= 25.0 * MIB);
+        assert!(x.params.to_f64() * 4.0 >= 25.0 * MIB);
     }
     assert_eq!(b.iter().map(|x| x.params).sum::<u64>(), 100_000_000);
     let c = a6000(4.3);
@@ -322,7 +325,7 @@ fn synthetic_sweep(ranks: u32, alpha_s: f64, busbw_gbps: f64) -> Sweep {
     let samples = crate::collective::size_ladder(1024, 1 << 30, 4)
         .into_iter()
         .map(|bytes| {
-            let t_us = (alpha_s + bytes as f64 * f / (busbw_gbps * 1e9)) * 1e6;
+            let t_us = (alpha_s + bytes.to_f64() * f / (busbw_gbps * 1e9)) * 1e6;
             Sample {
                 bytes,
                 count: bytes / 4,
@@ -350,7 +353,7 @@ fn curve_fit_recovers_alpha_and_busbw() {
     assert_eq!(c.mode, CurveMode::Interpolate);
     // Interpolation returns the measured times at the points.
     for smp in &s.samples {
-        let t = c.allreduce_s(smp.bytes as f64, 2);
+        let t = c.allreduce_s(smp.bytes.to_f64(), 2);
         assert!(close(t, smp.out_of_place.time_us * 1e-6, 1e-12 + 1e-9 * t));
     }
     // Between points: within the α–β truth by a few percent (log–log interpolation).

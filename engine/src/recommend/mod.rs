@@ -8,6 +8,7 @@ mod measurements;
 mod report;
 mod verify;
 
+use ddpcheck_core::num::len_u32;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -370,7 +371,7 @@ pub fn build(
     // split. DDP's probes may cover only some of them.
     let node_seen = [
         g.m.sweep.as_ref().map(|(s, _)| s.ranks),
-        g.m.preflight.as_ref().map(|p| p.gpus.len() as u32),
+        g.m.preflight.as_ref().map(|p| len_u32(p.gpus.len())),
     ]
     .into_iter()
     .flatten()

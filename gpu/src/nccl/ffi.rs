@@ -64,6 +64,7 @@ pub struct Comm(pub NcclComm);
 // SAFETY: a communicator is an opaque handle; NCCL documents abort and async-error queries as
 // callable from a thread other than the one issuing operations.
 unsafe impl Send for Comm {}
+// SAFETY: as for `Send`: the handle is only passed to the calls NCCL allows from any thread.
 unsafe impl Sync for Comm {}
 
 // ---- errors -----------------------------------------------------------------------------------
@@ -560,22 +561,16 @@ impl Nccl {
     pub fn version(&self) -> Result<i32, NcclError> {
         let mut v: c_int = 0;
         // SAFETY: valid out-pointer.
-        self.ck(
-            "ncclGetVersion",
-            unsafe { (self.get_version)(&mut v) },
-            std::ptr::null_mut(),
-        )?;
+        let code = unsafe { (self.get_version)(&mut v) };
+        self.ck("ncclGetVersion", code, std::ptr::null_mut())?;
         Ok(v)
     }
 
     pub fn unique_id(&self) -> Result<NcclUniqueId, NcclError> {
         let mut id = NcclUniqueId { internal: [0; 128] };
         // SAFETY: valid out-pointer to a 128-byte struct.
-        self.ck(
-            "ncclGetUniqueId",
-            unsafe { (self.get_unique_id)(&mut id) },
-            std::ptr::null_mut(),
-        )?;
+        let code = unsafe { (self.get_unique_id)(&mut id) };
+        self.ck("ncclGetUniqueId", code, std::ptr::null_mut())?;
         Ok(id)
     }
 
@@ -584,9 +579,10 @@ impl Nccl {
     pub fn init_rank(&self, nranks: i32, id: NcclUniqueId, rank: i32) -> Result<Comm, NcclError> {
         let mut c: NcclComm = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the id is passed by value as nccl.h declares.
+        let code = unsafe { (self.comm_init_rank)(&mut c, nranks, id, rank) };
         self.ck(
             &format!("ncclCommInitRank(rank {rank} of {nranks})"),
-            unsafe { (self.comm_init_rank)(&mut c, nranks, id, rank) },
+            code,
             std::ptr::null_mut(),
         )?;
         Ok(Comm(c))

@@ -1,5 +1,9 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
+mod recommend;
+
+pub use recommend::recommendation;
+
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
 use ddpcheck_core::ddp::probe_curve;

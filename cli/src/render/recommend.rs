@@ -1,0 +1,280 @@
+//! The recommendation as text: what it read, the variants' table, the choice, reasons,
+//! warnings, Python and environment lines.
+
+use std::fmt::Write as _;
+
+use ddpcheck_core::recommend::{Recommendation, VariantRow};
+use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
+
+/// Plain-text report: the table, the recommendation, reasons, warnings, Python, environment.
+pub fn recommendation(r: &Recommendation) -> String {
+    let mut s = inputs(r);
+    s.push('\n');
+    s.push_str(&layout(&table(r)));
+    let _ = writeln!(s, "\nRecommendation: {}", r.summary);
+    if !r.reasons.is_empty() {
+        s.push_str("\nWhy:\n");
+        for x in &r.reasons {
+            let _ = writeln!(s, "  - {}\n      rests on: {}", x.text, x.rests_on);
+        }
+    }
+    if !r.warnings.is_empty() {
+        s.push_str("\nWarnings:\n");
+        for w in &r.warnings {
+            let _ = writeln!(
+                s,
+                "  ! [{}] {}\n      rests on: {}",
+                w.code, w.text, w.rests_on
+            );
+        }
+    }
+    s.push_str("\nPython:\n");
+    for l in r.python.lines() {
+        let _ = writeln!(s, "    {l}");
+    }
+    s.push_str("\nEnvironment:\n");
+    for l in &r.env {
+        let _ = writeln!(s, "    {l}");
+    }
+    s
+}
+
+/// The heading lines: the model, the compute time, the all-reduce curve and the overheads.
+fn inputs(r: &Recommendation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "ddpcheck recommend: {} ({} parameters), micro-batch {}, {} GPU{}",
+        r.model,
+        fmt_count(r.params as f64),
+        r.micro_batch,
+        r.gpus,
+        if r.gpus == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(s, "compute:   {}", r.compute.describe());
+    let _ = writeln!(
+        s,
+        "all-reduce: busbw {:.2} GB/s at {}, α {:.1} µs, {} ranks, {}",
+        r.curve.busbw_at_bucket_gbps,
+        fmt_bytes(r.curve.bucket_bytes as f64),
+        r.curve.alpha_us,
+        r.curve.ranks,
+        r.curve.provenance
+    );
+    let _ = writeln!(s, "overheads: {}", r.overheads_source);
+    s
+}
+
+/// The table's cells, header first: one GPU, then every variant. The cost column shows where
+/// a price was given, the measured one where the node measured a variant.
+fn table(r: &Recommendation) -> Vec<Vec<String>> {
+    let cost_col = r.rows.iter().any(|x| x.cost_per_million.is_some());
+    let measured_col = r.rows.iter().any(|x| x.measured.is_some());
+    let unit_word = r.throughput_unit.trim_end_matches("/s");
+    let mut header = vec![
+        "variant".to_string(),
+        "step".into(),
+        r.throughput_unit.clone(),
+        "speedup".into(),
+        "efficiency".into(),
+        "comm share".into(),
+    ];
+    if cost_col {
+        header.push(format!("$/M {unit_word}"));
+    }
+    header.push("target".into());
+    if measured_col {
+        header.push("measured".into());
+    }
+    let mut one = vec![
+        "1 GPU".to_string(),
+        fmt_s(r.single_gpu.step_s),
+        fmt_count(r.single_gpu.throughput),
+        "1.00×".into(),
+        "100%".into(),
+        "0%".into(),
+    ];
+    if cost_col {
+        one.push(
+            r.single_gpu
+                .cost_per_million
+                .map(fmt_money)
+                .unwrap_or_default(),
+        );
+    }
+    one.push(String::new());
+    if measured_col {
+        one.push(String::new());
+    }
+    let mut table = vec![header, one];
+    for row in &r.rows {
+        table.push(variant_cells(row, &r.chosen, cost_col, measured_col));
+    }
+    table
+}
+
+/// One variant's cells; the chosen one is marked `<` beside its target column.
+fn variant_cells(r: &VariantRow, chosen: &str, cost_col: bool, measured_col: bool) -> Vec<String> {
+    let p = &r.prediction;
+    let mut line = vec![
+        r.variant.clone(),
+        fmt_s(p.step_s),
+        fmt_count(p.throughput),
+        format!("{:.2}×", p.speedup),
+        format!("{:.0}%", p.efficiency * 100.0),
+        format!("{:.0}%", p.comm_share * 100.0),
+    ];
+    if cost_col {
+        line.push(r.cost_per_million.map(fmt_money).unwrap_or_default());
+    }
+    let mark = if r.variant == chosen { " <" } else { "" };
+    line.push(format!(
+        "{}{mark}",
+        if r.reaches_target { "yes" } else { "no" }
+    ));
+    if measured_col {
+        line.push(match &r.measured {
+            Some(m) => match m.uncertainty {
+                Some(u) => format!("{:.2}× ±{:.1}%", m.speedup, u * 100.0),
+                None => format!("{:.2}×", m.speedup),
+            },
+            None => String::new(),
+        });
+    }
+    line
+}
+
+/// Columns padded to their widest cell: the first left-aligned, the others right-aligned, a
+/// rule under the header.
+fn layout(table: &[Vec<String>]) -> String {
+    let mut s = String::new();
+    let columns = table.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            table
+                .iter()
+                .map(|r| r.get(c).map(|x| x.chars().count()).unwrap_or(0))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for (i, r) in table.iter().enumerate() {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            let pad = widths[c].saturating_sub(cell.chars().count());
+            if c == 0 {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            } else {
+                line.push_str("  ");
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            }
+        }
+        let _ = writeln!(s, "{}", line.trim_end());
+        if i == 0 {
+            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+            let _ = writeln!(s, "{}", "-".repeat(total));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddpcheck_core::ddp::ModelSpec;
+    use ddpcheck_core::model::LinkCurve;
+    use ddpcheck_core::recommend::{
+        recommend, ComputeSource, CurveProvenance, EnvAb, MeasuredSpeedup, ModelInput,
+        RecommendInput,
+    };
+    use ddpcheck_core::topology::LinkClass;
+
+    /// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
+    fn a6000_input() -> RecommendInput {
+        RecommendInput {
+            model: ModelInput::Spec {
+                spec: ModelSpec::gpt2_124m(),
+            },
+            micro_batch: 8,
+            seq: 1024,
+            gpus: 4,
+            node_gpus: 4,
+            price_per_hour: Some(2.64),
+            target_efficiency: 0.85,
+            curve: LinkCurve::flat(4, 4.3, 0.0).unwrap(),
+            curve_provenance: CurveProvenance {
+                host: "runcrate-a6000x4".into(),
+                time: "2026-10-26T09:00:00Z".into(),
+                backend: None,
+                label: "seed 000".into(),
+                method: String::new(),
+            },
+            worst_link: Some(LinkClass::Phb),
+            nccl_env: Default::default(),
+            env_ab: Vec::new(),
+            compute: ComputeSource::Given {
+                seconds: 0.130,
+                detail: "seed 000".into(),
+            },
+            calibration: None,
+            bucket_cap_mb: None,
+            gpu_memory_bytes: Some(48 << 30),
+            optimizer_s: None,
+            hook_compute_s: None,
+            hook_rests_on: None,
+            side_by_side: None,
+            measured: Vec::new(),
+            other_curve: None,
+        }
+    }
+
+    #[test]
+    fn the_table_shows_what_the_node_measured_beside_the_prediction() {
+        let header = |text: &str| {
+            let line = text.lines().find(|l| l.starts_with("variant")).unwrap();
+            line.to_string()
+        };
+        let plain = recommendation(&recommend(&a6000_input()).unwrap());
+        assert!(header(&plain).ends_with("target"), "{plain}");
+        let mut input = a6000_input();
+        input.measured = vec![MeasuredSpeedup {
+            variant: "base".into(),
+            speedup: 2.5,
+            uncertainty: Some(0.05),
+            noise_bound: Some(0.1),
+            rests_on: "bench ddp of base".into(),
+        }];
+        let text = recommendation(&recommend(&input).unwrap());
+        assert!(text.contains("measured"));
+        assert!(header(&text).ends_with(" measured"), "{text}");
+        assert!(text.contains("2.50× ±5.0%"), "{text}");
+    }
+
+    #[test]
+    fn the_a6000_text_reads_the_same_after_a_json_round_trip() {
+        let mut input = a6000_input();
+        input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
+        input.env_ab.push(EnvAb {
+            label: "NCCL_P2P_LEVEL=SYS".into(),
+            busbw_ratio: 2.3 / 4.3,
+        });
+        let r = recommend(&input).unwrap();
+        let text = recommendation(&r);
+        for want in [
+            "bf16+accum8",
+            "1 GPU",
+            "Recommendation:",
+            "rests on:",
+            "$/M tokens",
+            "$0.00",
+        ] {
+            assert!(text.contains(want), "{want} missing:\n{text}");
+        }
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Recommendation = serde_json::from_str(&json).unwrap();
+        // serde_json may change the last bit of a float: compare the text.
+        assert_eq!(recommendation(&back), text);
+    }
+}

@@ -1,0 +1,25 @@
+//! DDP benchmark vocabulary: models, variants (hook, accumulation, buckets, FSDP), results and
+//! the scaling arithmetic (speedup, efficiency, exposed communication, cost) shared by all backends.
+//!
+//! Parts: `spec` (models, hooks, variants), `request`, `result` (one configuration, repeats
+//! folded, scaling) and `noise` (launch-to-launch noise: standard errors, Student's t bounds,
+//! the beyond-noise test).
+
+mod noise;
+mod request;
+mod result;
+mod spec;
+
+pub use noise::{
+    beyond_noise, describe_noise_bound, noise_bound, speedup_noise_bound, speedup_uncertainty,
+    throughput_ratio, ThroughputRatio,
+};
+pub use request::{DdpRequest, MAX_REPEATS};
+pub use result::{
+    fill_scaling, merge_repeats, one_gpu_partner, probe_curve, DdpResult, SoloSlowdown,
+    ALL_REDUCE_PROBE_BYTES,
+};
+pub use spec::{one_gpu_reference, CommHook, DdpVariant, ModelSpec, GPT2_VOCAB};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,141 @@
+//! A DDP benchmark request: models, variants, GPU counts, repeats, and its check.
+
+use serde::{Deserialize, Serialize};
+
+use super::{one_gpu_reference, CommHook, DdpVariant, ModelSpec};
+
+/// A DDP benchmark to run: every variant at every world size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DdpRequest {
+    pub models: Vec<ModelSpec>,
+    pub variants: Vec<DdpVariant>,
+    pub world_sizes: Vec<u32>,
+    pub micro_batch: u32,
+    pub warmup_steps: u32,
+    pub steps: u32,
+    /// Price of one GPU-hour, for cost per million tokens.
+    pub price_per_gpu_hour: Option<f64>,
+    /// Extra NCCL_* variables for every run (the regime).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    pub deadline_s: f64,
+    /// Launches of each configuration; the result is their median (one launch of the same
+    /// command can land several percent away from the next, see [`merge_repeats`]).
+    #[serde(default = "one_launch")]
+    pub repeats: u32,
+}
+
+fn one_launch() -> u32 {
+    1
+}
+
+/// Most launches of one configuration a request may ask for.
+pub const MAX_REPEATS: u32 = 20;
+
+/// Variants one request may hold.
+const MAX_VARIANTS: usize = 32;
+
+impl DdpRequest {
+    /// The request with, for every hooked variant measured on one GPU, its
+    /// [`one_gpu_reference`] added where missing (under the hooked variant's environment), so
+    /// its speedup has its reference. The added variant runs at every GPU count, in the same
+    /// launches. Never beyond the variants a request may hold (`MAX_VARIANTS`).
+    pub fn with_one_gpu_references(mut self) -> Self {
+        if !self.world_sizes.contains(&1) {
+            return self;
+        }
+        let mut added = Vec::new();
+        for v in &self.variants {
+            let name = one_gpu_reference(&v.name);
+            let present = |list: &[DdpVariant]| list.iter().any(|x| x.name == name);
+            if name == v.name || present(&self.variants) || present(&added) {
+                continue;
+            }
+            if let Ok(mut reference) = name.parse::<DdpVariant>() {
+                reference.env = v.env.clone();
+                added.push(reference);
+            }
+        }
+        let room = MAX_VARIANTS.saturating_sub(self.variants.len());
+        self.variants.extend(added.into_iter().take(room));
+        self
+    }
+
+    /// Bounds every field before any work (a request may come from the outside world); every
+    /// backend and the engine use this one check.
+    pub fn validate(&self, gpus_on_node: usize) -> Result<(), crate::ProbeError> {
+        let bad = |m: String| Err(crate::ProbeError::Invalid(m));
+        if self.models.is_empty() || self.variants.is_empty() || self.world_sizes.is_empty() {
+            return bad("a DDP benchmark needs at least one model, variant and GPU count".into());
+        }
+        if self.models.len() > 16
+            || self.variants.len() > MAX_VARIANTS
+            || self.world_sizes.len() > 16
+        {
+            return bad("too many models (16), variants (32) or GPU counts (16)".into());
+        }
+        for m in &self.models {
+            m.validate().map_err(crate::ProbeError::Invalid)?;
+        }
+        for v in &self.variants {
+            if !(1..=1024).contains(&v.accum) {
+                return bad(format!("variant {}: accumulation must be 1..=1024", v.name));
+            }
+            if let Some(mb) = v.bucket_cap_mb {
+                if !(mb.is_finite() && (0.1..=4096.0).contains(&mb)) {
+                    return bad(format!(
+                        "variant {}: bucket_cap_mb must be 0.1..=4096",
+                        v.name
+                    ));
+                }
+            }
+            if v.fsdp && v.hook != CommHook::None {
+                return bad(format!("variant {}: FSDP takes no DDP comm hook", v.name));
+            }
+        }
+        for &n in &self.world_sizes {
+            if n == 0 || n as usize > gpus_on_node {
+                let plural = if gpus_on_node == 1 { "" } else { "s" };
+                return bad(format!(
+                    "GPU count {n} outside 1..={gpus_on_node} (this node has {gpus_on_node} \
+                     GPU{plural})"
+                ));
+            }
+        }
+        if !(1..=4096).contains(&self.micro_batch) {
+            return bad(format!("micro-batch {} outside 1..=4096", self.micro_batch));
+        }
+        if !(1..=10_000).contains(&self.steps) || self.warmup_steps > 10_000 {
+            return bad(format!(
+                "steps {} (warm-up {}) outside 1..=10000",
+                self.steps, self.warmup_steps
+            ));
+        }
+        if !(1..=MAX_REPEATS).contains(&self.repeats) {
+            return bad(format!(
+                "repeats {} outside 1..={MAX_REPEATS}",
+                self.repeats
+            ));
+        }
+        if !(self.deadline_s.is_finite() && self.deadline_s > 0.0 && self.deadline_s <= 86_400.0) {
+            return bad(format!("deadline {} s outside (0, 86400]", self.deadline_s));
+        }
+        if let Some(p) = self.price_per_gpu_hour {
+            if !(0.0..10_000.0).contains(&p) {
+                return bad(format!("price {p} per GPU-hour is not a sensible number"));
+            }
+        }
+        let env = self
+            .env
+            .iter()
+            .chain(self.variants.iter().flat_map(|v| v.env.iter()));
+        for (k, _) in env {
+            if !(k.starts_with("NCCL_") || k.starts_with("CUDA_")) {
+                return bad(format!(
+                    "environment override {k:?} is not an NCCL_* or CUDA_* variable"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

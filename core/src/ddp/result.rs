@@ -1,0 +1,276 @@
+//! One measured (or simulated) DDP configuration, repeated launches folded into one, the
+//! all-reduce curve the runs timed in their own process group, and the scaling arithmetic
+//! (speedup, efficiency, exposed communication, cost) against each run's 1-GPU partner.
+
+use serde::{Deserialize, Serialize};
+
+use super::noise::{paired_log_ratio, sample_sd};
+use super::{one_gpu_reference, speedup_noise_bound, speedup_uncertainty};
+use crate::collective::Sweep;
+
+/// One measured (or simulated) configuration. `Default` leaves what is derived from several runs
+/// (speedup, efficiency, launches, uncertainty) empty, for [`merge_repeats`] and [`fill_scaling`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DdpResult {
+    pub model: String,
+    pub params: u64,
+    pub variant: String,
+    pub world_size: u32,
+    pub micro_batch: u32,
+    pub accum: u32,
+    /// Median and 90th-percentile optimizer-step time, seconds.
+    pub step_time_median_s: f64,
+    pub step_time_p90_s: f64,
+    /// Tokens/s (decoders) or samples/s (MLP) over all GPUs.
+    pub throughput: f64,
+    pub throughput_unit: String,
+    /// Against one GPU of the same model and variant without its comm hook
+    /// ([`one_gpu_reference`]); filled by [`fill_scaling`].
+    pub speedup: Option<f64>,
+    pub efficiency: Option<f64>,
+    /// (step_N − step_1) / step_N for the same recipe: the part of a step that is communication
+    /// and synchronisation not hidden behind compute (weak scaling keeps per-GPU work fixed).
+    pub exposed_comm_fraction: Option<f64>,
+    pub cost_per_million: Option<f64>,
+    /// With repeated launches: each launch's median step time, in launch order (the result's
+    /// step time is their median). Empty for a single launch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_step_medians_s: Vec<f64>,
+    /// With repeated launches at 1 and N GPUs: the relative standard error of `speedup`, from
+    /// how far the launches of both sides spread ([`speedup_uncertainty`]). Filled by
+    /// [`fill_scaling`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_uncertainty: Option<f64>,
+    /// With repeated launches at 1 and N GPUs: how far, relative, the speedup may move by launch
+    /// noise alone ([`speedup_noise_bound`]: Student's t for the launches' degrees of freedom
+    /// times `speedup_uncertainty`, at least twice it). Filled by [`fill_scaling`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_noise_bound: Option<f64>,
+    /// On more than one GPU: all-reduces of [`ALL_REDUCE_PROBE_BYTES`] timed alone in the run's
+    /// own process group seconds before its steps (the median over launches when repeated).
+    /// The network as this run's NCCL saw it; over the host network it moved −16% to +37%
+    /// against a `bench collectives` sweep run minutes before (docs/results/h200x2-session7.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_reduce_probe: Option<Sweep>,
+    /// A `nocomm` run on more than one GPU: the median step of one GPU alone inside the same
+    /// launch (rank 0 stepping while the other ranks wait idle, in rounds alternating with all
+    /// ranks together), the reference N side by side is measured against where the launch's own
+    /// speed cancels ([`DdpResult::solo_slowdown`]). The median over launches when repeated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solo_step_time_median_s: Option<f64>,
+    /// With repeated launches: each launch's `solo_step_time_median_s`, in the order of
+    /// `launch_step_medians_s`. Empty unless every launch had one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_solo_step_medians_s: Vec<f64>,
+}
+
+/// N processes side by side against one alone, measured inside the same launches
+/// ([`DdpResult::solo_slowdown`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoloSlowdown {
+    /// The N-GPU step over the one-GPU-alone step: the median over launches of each launch's
+    /// ratio.
+    pub ratio: f64,
+    /// How far ln(ratio) may move by launch noise alone ([`noise_bound`] of its relative
+    /// standard error, n − 1 degrees of freedom); `None` for a single launch.
+    pub noise_bound: Option<f64>,
+}
+
+/// The sizes (bytes per rank) a multi-GPU DDP run all-reduces alone before its steps: 4 KiB for
+/// the per-call latency up to 64 MiB, past DDP's 25 MiB buckets, doubling from 1 MiB where a
+/// bucket's time is mostly bandwidth. Larger sizes read the last point's bandwidth.
+pub const ALL_REDUCE_PROBE_BYTES: [u64; 11] = [
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    2 << 20,
+    4 << 20,
+    8 << 20,
+    16 << 20,
+    32 << 20,
+    64 << 20,
+];
+
+/// The all-reduce curve the runs at `world` GPUs timed in their own process group before their
+/// steps: the median of their probes at each size, and how many runs had one.
+pub fn probe_curve(results: &[DdpResult], world: u32) -> Option<(Sweep, usize)> {
+    let probes: Vec<&Sweep> = results
+        .iter()
+        .filter(|r| r.world_size == world)
+        .filter_map(|r| r.all_reduce_probe.as_ref())
+        .collect();
+    Some((Sweep::median_of(&probes)?, probes.len()))
+}
+
+impl DdpResult {
+    /// (slowest − fastest) / median of the launches' step times; `None` for a single launch.
+    pub fn launch_spread(&self) -> Option<f64> {
+        if self.step_time_median_s <= 0.0 {
+            return None;
+        }
+        let (lo, hi) = self.launch_range()?;
+        Some((hi - lo) / self.step_time_median_s)
+    }
+
+    /// The sample standard deviation of ln(step time) over the launches: how far one launch
+    /// lands from the next, as a fraction. `None` for fewer than two launches.
+    pub fn launch_log_sd(&self) -> Option<f64> {
+        let logs: Vec<f64> = self
+            .launch_step_medians_s
+            .iter()
+            .filter(|x| x.is_finite() && **x > 0.0)
+            .map(|x| x.ln())
+            .collect();
+        if logs.len() != self.launch_step_medians_s.len() {
+            return None;
+        }
+        sample_sd(&logs)
+    }
+
+    /// A `nocomm` run's slowdown against one GPU alone in the same launches, from
+    /// `solo_step_time_median_s` (and each launch's, when repeated); `None` without it. Paired
+    /// within each launch, the launch's own speed cancels: on 2×H200 launches of the same MLP
+    /// step spread 10–15%, more than the slowdown of two processes side by side (7–15%,
+    /// docs/results/h200x2-session10.md), which comparing separate launches could not show.
+    pub fn solo_slowdown(&self) -> Option<SoloSlowdown> {
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        let (l, s) = (
+            &self.launch_step_medians_s,
+            &self.launch_solo_step_medians_s,
+        );
+        if l.len() > 1 && l.len() == s.len() {
+            let logs: Option<Vec<f64>> = l
+                .iter()
+                .zip(s)
+                .map(|(&n, &one)| (positive(n) && positive(one)).then(|| (n / one).ln()))
+                .collect();
+            let p = paired_log_ratio(&logs?)?;
+            return Some(SoloSlowdown {
+                ratio: p.median.exp(),
+                noise_bound: Some(p.noise_bound),
+            });
+        }
+        let one = self.solo_step_time_median_s.filter(|x| positive(*x))?;
+        positive(self.step_time_median_s).then(|| SoloSlowdown {
+            ratio: self.step_time_median_s / one,
+            noise_bound: None,
+        })
+    }
+
+    /// The fastest and the slowest launch's step time; `None` for a single launch.
+    pub fn launch_range(&self) -> Option<(f64, f64)> {
+        let l = &self.launch_step_medians_s;
+        (l.len() > 1).then(|| {
+            l.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            })
+        })
+    }
+}
+
+/// Folds repeated launches of one configuration (model, variant, GPU count, micro-batch,
+/// accumulation) into one result: the median of the launches' median step times (throughput
+/// scaled to it), the median of their p90s, and every launch's median kept in
+/// `launch_step_medians_s`. A launch of a command moves as a whole (on 2xH200 the same gpt2-124m
+/// launch ran at ~40.2 or ~42.5 ms a step for its whole length, docs/results), so repeating the
+/// launch, not the steps, is what steadies the figure. Order: first appearance.
+pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
+    fn key(r: &DdpResult) -> (&str, &str, u32, u32, u32) {
+        (&r.model, &r.variant, r.world_size, r.micro_batch, r.accum)
+    }
+    let mut groups: Vec<Vec<DdpResult>> = Vec::new();
+    for r in results {
+        match groups.iter_mut().find(|g| key(&g[0]) == key(&r)) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut g| {
+            if g.len() == 1 {
+                return g.remove(0);
+            }
+            let steps: Vec<f64> = g.iter().map(|r| r.step_time_median_s).collect();
+            let p90s: Vec<f64> = g.iter().map(|r| r.step_time_p90_s).collect();
+            // One GPU alone in each launch (nocomm on N GPUs): kept only if every launch had it.
+            let solos: Vec<f64> = g.iter().map_while(|r| r.solo_step_time_median_s).collect();
+            let solos = if solos.len() == g.len() {
+                solos
+            } else {
+                Vec::new()
+            };
+            // One configuration, so one GPU count: its launches' probes, folded.
+            let probe = probe_curve(&g, g[0].world_size).map(|(sweep, _)| sweep);
+            let first = g.remove(0);
+            // Runners report finite steps; a launch without one does not move the figure.
+            let step = crate::expect::median(&steps).unwrap_or(first.step_time_median_s);
+            let p90 = crate::expect::median(&p90s).unwrap_or(first.step_time_p90_s);
+            // Throughput is work per step over the step time; the work is the same each launch.
+            let throughput = if step > 0.0 {
+                first.throughput * first.step_time_median_s / step
+            } else {
+                first.throughput
+            };
+            DdpResult {
+                step_time_median_s: step,
+                step_time_p90_s: p90,
+                throughput,
+                launch_step_medians_s: steps,
+                speedup_uncertainty: None,
+                all_reduce_probe: probe,
+                solo_step_time_median_s: crate::expect::median(&solos),
+                launch_solo_step_medians_s: solos,
+                ..first
+            }
+        })
+        .collect()
+}
+
+/// The 1-GPU run among `runs` that `r`'s speedup is taken against: the same model's run of
+/// `r`'s [`one_gpu_reference`] (without its comm hook), else, in reports that lack that run,
+/// the variant's own 1-GPU run.
+pub fn one_gpu_partner<'a>(runs: &'a [DdpResult], r: &DdpResult) -> Option<&'a DdpResult> {
+    let find = |variant: &str| {
+        runs.iter()
+            .find(|one| one.world_size == 1 && one.model == r.model && one.variant == variant)
+    };
+    find(&one_gpu_reference(&r.variant)).or_else(|| find(&r.variant))
+}
+
+/// Fills speedup (and its uncertainty), efficiency, exposed communication and cost from the
+/// 1-GPU rows of the same model ([`one_gpu_partner`]). Rows without a 1-GPU partner keep
+/// `None`. Cost uses the price of one GPU-hour (a node's price divided by
+/// its GPUs): a job pays for the GPUs it holds.
+pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) {
+    let singles: Vec<DdpResult> = results
+        .iter()
+        .filter(|r| r.world_size == 1)
+        .cloned()
+        .collect();
+    for r in results.iter_mut() {
+        if let Some(p) = price_per_gpu_hour {
+            if r.throughput > 0.0 {
+                let per_hour = p * f64::from(r.world_size);
+                r.cost_per_million = Some(per_hour * 1e6 / (r.throughput * 3600.0));
+            }
+        }
+        if let Some(one) = one_gpu_partner(&singles, r) {
+            let (t1, s1) = (one.throughput, one.step_time_median_s);
+            if t1 > 0.0 && r.step_time_median_s > 0.0 {
+                let speedup = r.throughput / t1;
+                r.speedup = Some(speedup);
+                (r.speedup_uncertainty, r.speedup_noise_bound) = if r.world_size > 1 {
+                    (speedup_uncertainty(r, one), speedup_noise_bound(r, one))
+                } else {
+                    (None, None)
+                };
+                r.efficiency = Some(speedup / f64::from(r.world_size));
+                r.exposed_comm_fraction =
+                    Some(((r.step_time_median_s - s1) / r.step_time_median_s).clamp(0.0, 1.0));
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! What every prediction, reason and warning rests on: the step inputs built from the request
+//! (gradient layout, units of work, calibration, the side-by-side slowdown) and the citations
+//! of the measurements behind them (the all-reduce curve, the compute time, the model).
+
+use std::fmt::Write as _;
+
+use super::{CalibrationInput, CurveSummary, ModelInput, RecommendInput};
+use crate::ddp::ModelSpec;
+use crate::model::{GradLayout, LinkCurve, ModelError, StepInputs, MIB};
+use crate::num::{floor_u64, ToF64};
+use crate::units::fmt_bytes;
+
+/// The step inputs of plain DDP at the job's GPU count, and what they rest on.
+pub(super) struct Basis {
+    /// Plain DDP (no hook, accumulation 1) at the job's GPU count.
+    pub base: StepInputs,
+    pub compute_s: f64,
+    /// Tokens (or samples) one GPU processes per micro-batch.
+    pub units: f64,
+    /// `tokens/s` or `samples/s`.
+    pub unit: &'static str,
+    /// `tokens` or `samples`, and one of them.
+    pub unit_word: &'static str,
+    pub unit_one: &'static str,
+    pub overheads_source: String,
+    pub curve: CurveSummary,
+    /// Where the curve comes from, in words.
+    pub provenance: String,
+    /// The curve's figures and provenance, for the reasons and warnings that rest on it.
+    pub curve_cite: String,
+    pub compute_cite: String,
+    pub model_cite: String,
+}
+
+impl Basis {
+    pub fn new(input: &RecommendInput) -> Result<Self, ModelError> {
+        let compute_s = input.compute.seconds();
+        let (layout, units, unit) = layout_and_units(input);
+        let mut base = StepInputs::new(layout, compute_s, input.gpus, 1);
+        base.units_per_micro_batch = units;
+        base.optimizer_s = input.optimizer_s.unwrap_or(0.0);
+        base.hook_compute_s = input.hook_compute_s.unwrap_or(0.0);
+        if let Some(mb) = input.bucket_cap_mb {
+            base.bucket_cap_mb = mb;
+        }
+        apply_side_by_side(input, &mut base)?;
+        let overheads_source = apply_calibration(input.calibration.as_ref(), &mut base);
+        base.validate()?;
+        let provenance = input.curve_provenance.describe();
+        let curve = summarise_curve(&input.curve, &base, &provenance);
+        let curve_cite = cite_curve(&input.curve, &curve);
+        let compute_cite = input.compute.describe();
+        let model_cite = format!(
+            "step-time model on the {}; compute {}",
+            if input.curve.points.is_empty() {
+                "given busbw"
+            } else {
+                "measured curve"
+            },
+            compute_cite
+        );
+        let (unit_word, unit_one) = if unit == "samples/s" {
+            ("samples", "sample")
+        } else {
+            ("tokens", "token")
+        };
+        Ok(Basis {
+            base,
+            compute_s,
+            units,
+            unit,
+            unit_word,
+            unit_one,
+            overheads_source,
+            curve,
+            provenance,
+            curve_cite,
+            compute_cite,
+            model_cite,
+        })
+    }
+}
+
+/// The gradients' layout, the units of work in one micro-batch and their rate's name: samples
+/// for MLPs, tokens for decoders and bare parameter counts.
+fn layout_and_units(input: &RecommendInput) -> (GradLayout, f64, &'static str) {
+    let tokens = f64::from(input.micro_batch) * f64::from(input.seq.max(1));
+    match &input.model {
+        ModelInput::Spec {
+            spec: spec @ ModelSpec::Mlp { .. },
+        } => (
+            GradLayout::for_model(spec),
+            f64::from(input.micro_batch),
+            "samples/s",
+        ),
+        ModelInput::Spec { spec } => (GradLayout::for_model(spec), tokens, "tokens/s"),
+        ModelInput::Params { params } => (GradLayout::uniform(*params), tokens, "tokens/s"),
+    }
+}
+
+/// Counts the measured side-by-side slowdown only where it lies beyond its launches' noise;
+/// a slowdown below 1 is noise, never a speed-up.
+fn apply_side_by_side(input: &RecommendInput, base: &mut StepInputs) -> Result<(), ModelError> {
+    if let Some(sbs) = &input.side_by_side {
+        if !(sbs.measured_ratio.is_finite() && sbs.measured_ratio > 0.0) {
+            return Err(ModelError::Invalid(format!(
+                "side-by-side ratio {} must be positive",
+                sbs.measured_ratio
+            )));
+        }
+        if sbs.distinct {
+            base.side_by_side_slowdown = sbs.measured_ratio.max(1.0);
+        }
+    }
+    Ok(())
+}
+
+/// Applies the node's fitted overheads where they predicted unseen models better than the
+/// defaults, and says which overheads are used and why.
+fn apply_calibration(calibration: Option<&CalibrationInput>, base: &mut StepInputs) -> String {
+    let percent = |x: f64| x * 100.0;
+    match calibration {
+        Some(CalibrationInput {
+            source,
+            cross_check: Some(x),
+            ..
+        }) if !x.helps() => format!(
+            "the model's defaults: fitted on {source}, the overheads predicted each model from the others' runs worse than the defaults ({:.1}% rms step-time error against {:.1}% over {} runs of {} models), so they are not used",
+            percent(x.rms_log_error_calibrated),
+            percent(x.rms_log_error_default),
+            x.runs,
+            x.models
+        ),
+        Some(c) => {
+            c.calibration.apply(base);
+            let checked = c.cross_check.map_or(String::new(), |x| {
+                format!(
+                    "; each of its {} models predicted from the others' runs: {:.1}% → {:.1}%",
+                    x.models,
+                    percent(x.rms_log_error_default),
+                    percent(x.rms_log_error_calibrated)
+                )
+            });
+            format!(
+                "calibrated from {} ({} runs, step-time error {:.0}% → {:.0}% rms{checked})",
+                c.source,
+                c.calibration.runs_used,
+                percent(c.calibration.rms_log_error_before),
+                percent(c.calibration.rms_log_error_after)
+            )
+        }
+        None => {
+            "the model's defaults, not measured on this node (calibrate with `ddpcheck bench ddp`)"
+                .to_string()
+        }
+    }
+}
+
+/// The curve at DDP's bucket size and at its largest measured size.
+fn summarise_curve(curve: &LinkCurve, base: &StepInputs, provenance: &str) -> CurveSummary {
+    let bucket_bytes = floor_u64(base.bucket_cap_mb * MIB);
+    let largest = curve.points.last().map(|p| p.bytes);
+    CurveSummary {
+        ranks: curve.ranks,
+        alpha_us: curve.alpha_s * 1e6,
+        busbw_gbps: curve.busbw_gbps,
+        busbw_at_bucket_gbps: curve.busbw_at(bucket_bytes),
+        bucket_bytes,
+        largest_bytes: largest,
+        busbw_at_largest_gbps: largest.map(|b| curve.busbw_at(b)),
+        provenance: provenance.to_string(),
+    }
+}
+
+/// The curve's figures as a citation: busbw at the bucket size (and at the largest size), its
+/// latency, ranks and provenance.
+fn cite_curve(curve: &LinkCurve, summary: &CurveSummary) -> String {
+    let mut s = format!(
+        "all-reduce busbw {:.2} GB/s at {}",
+        summary.busbw_at_bucket_gbps,
+        fmt_bytes(summary.bucket_bytes.to_f64())
+    );
+    if let (Some(b), Some(bw)) = (summary.largest_bytes, summary.busbw_at_largest_gbps) {
+        if b != summary.bucket_bytes {
+            let _ = write!(s, " and {bw:.2} GB/s at {}", fmt_bytes(b.to_f64()));
+        }
+    }
+    let _ = write!(
+        s,
+        " (α {:.1} µs, {} ranks), {}",
+        curve.alpha_s * 1e6,
+        curve.ranks,
+        summary.provenance
+    );
+    s
+}

@@ -1,0 +1,182 @@
+//! `ddpcheck recommend`: predicts every common DDP variant with the step-time model
+//! ([`crate::model`]) on the node's measured all-reduce curve, picks the cheapest change that
+//! reaches a target efficiency, and explains why, each reason citing the measurement it rests on.
+//!
+//! The choice: variants are tried from the cheapest change to the most invasive — as is, a
+//! bf16 (then fp16) comm hook, then accumulation 2, bf16 + accumulation 2, 4, bf16 + 4, 8,
+//! bf16 + 8 (a hook is one line and keeps the optimisation problem; accumulation multiplies the
+//! effective batch). The first that reaches the target wins. If none does, the most efficient one
+//! is named and the output says the target is out of reach; if even that is slower than one GPU,
+//! the recommendation is one GPU.
+//!
+//! Parts: [`input`] (what it reads), `basis` (the step inputs and citations everything rests
+//! on), `choice` (the variants' predictions and the choice), `reasons`, `warnings` and
+//! `snippet` (Python and environment lines). Text layout is the CLI's.
+
+mod basis;
+mod choice;
+mod input;
+mod reasons;
+mod snippet;
+mod warnings;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ddp::CommHook;
+use crate::model::{ModelError, Overheads, Prediction};
+
+/// Kept here for callers that format byte counts beside a recommendation.
+pub use crate::units::fmt_bytes;
+pub use choice::variant_name;
+pub use input::{
+    estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, MeasuredSpeedup,
+    ModelInput, OtherCurve, RecommendInput, SideBySideInput,
+};
+pub use snippet::python_snippet;
+
+/// A reason, and the measurement (or assumption) it rests on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reason {
+    pub text: String,
+    pub rests_on: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Stable identifier: `p2p_forced_across_host_bridge`, `nvlink_transport_disabled`,
+    /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
+    /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`,
+    /// `side_by_side_unmeasured`, `measured_below_prediction`, `network_moved`.
+    pub code: String,
+    pub text: String,
+    pub rests_on: String,
+}
+
+/// One variant's prediction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VariantRow {
+    pub variant: String,
+    pub hook: CommHook,
+    pub accum: u32,
+    pub prediction: Prediction,
+    pub cost_per_million: Option<f64>,
+    pub reaches_target: bool,
+    /// What the node measured for this variant, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredSpeedup>,
+}
+
+/// The same recipe on one GPU (accumulation 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SingleGpu {
+    pub step_s: f64,
+    pub throughput: f64,
+    pub cost_per_million: Option<f64>,
+}
+
+/// The curve as the recommendation used it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CurveSummary {
+    pub ranks: u32,
+    pub alpha_us: f64,
+    pub busbw_gbps: f64,
+    /// busbw the curve gives at DDP's bucket size.
+    pub busbw_at_bucket_gbps: f64,
+    pub bucket_bytes: u64,
+    /// The largest measured size and its busbw (absent for given numbers).
+    pub largest_bytes: Option<u64>,
+    pub busbw_at_largest_gbps: Option<f64>,
+    pub provenance: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    pub model: String,
+    pub params: u64,
+    pub gpus: u32,
+    pub micro_batch: u32,
+    /// Tokens (or samples) one GPU processes per micro-batch.
+    pub units_per_micro_batch: f64,
+    /// `tokens/s` or `samples/s`.
+    pub throughput_unit: String,
+    pub target_efficiency: f64,
+    pub compute: ComputeSource,
+    pub compute_s: f64,
+    pub curve: CurveSummary,
+    pub overheads: Overheads,
+    pub backward_fraction: f64,
+    pub overheads_source: String,
+    pub single_gpu: SingleGpu,
+    pub rows: Vec<VariantRow>,
+    /// The chosen variant (`base`, `bf16`, `bf16+accum4`, …), or `1 GPU`.
+    pub chosen: String,
+    pub chosen_hook: CommHook,
+    pub chosen_accum: u32,
+    pub reaches_target: bool,
+    pub use_one_gpu: bool,
+    pub summary: String,
+    pub reasons: Vec<Reason>,
+    pub warnings: Vec<Warning>,
+    /// Copy-paste Python for the chosen variant.
+    pub python: String,
+    /// Shell lines for the NCCL environment.
+    pub env: Vec<String>,
+}
+
+/// Predicts the variants and chooses one. See the module docs for the rule.
+pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
+    input::validate(input)?;
+    let basis = basis::Basis::new(input)?;
+    let choice = choice::choose(input, &basis)?;
+    let reasons = reasons::reasons(input, &basis, &choice)?;
+    let summary = choice::summary(input, &basis, &choice);
+    let warnings = warnings::warnings(input, &basis, &choice)?;
+    let row = choice.chosen();
+    let (chosen, chosen_hook, chosen_accum) = if choice.use_one_gpu {
+        ("1 GPU".to_string(), CommHook::None, 1)
+    } else {
+        (row.variant.clone(), row.hook, row.accum)
+    };
+    Ok(Recommendation {
+        model: input.model.name(),
+        params: input.model.params(),
+        gpus: input.gpus,
+        micro_batch: input.micro_batch,
+        units_per_micro_batch: basis.units,
+        throughput_unit: basis.unit.to_string(),
+        target_efficiency: input.target_efficiency,
+        compute: input.compute.clone(),
+        compute_s: basis.compute_s,
+        curve: basis.curve,
+        overheads: basis.base.overheads,
+        backward_fraction: basis.base.backward_fraction,
+        overheads_source: basis.overheads_source,
+        python: snippet::python_for(choice.use_one_gpu, chosen_hook, chosen_accum),
+        env: snippet::env_lines(input),
+        chosen,
+        chosen_hook,
+        chosen_accum,
+        reaches_target: choice.reaches_target,
+        use_one_gpu: choice.use_one_gpu,
+        single_gpu: choice.single,
+        rows: choice.rows,
+        summary,
+        reasons,
+        warnings,
+    })
+}
+
+impl Recommendation {
+    /// Copy-paste Python for the chosen variant.
+    pub fn python_snippet(&self) -> &str {
+        &self.python
+    }
+
+    /// Shell lines for the NCCL environment.
+    pub fn env_lines(&self) -> &[String] {
+        &self.env
+    }
+}
+
+#[cfg(test)]
+mod tests;

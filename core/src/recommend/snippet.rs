@@ -1,0 +1,100 @@
+//! The code to copy: Python for DDP with the chosen hook and accumulation loop, and the shell
+//! lines that set (or unset) the NCCL environment.
+
+use std::fmt::Write as _;
+
+use super::warnings::{disabled_nvlink_transports, p2p_forced};
+use super::RecommendInput;
+use crate::ddp::CommHook;
+
+/// The Python for the recommendation: none on one GPU.
+pub(super) fn python_for(use_one_gpu: bool, hook: CommHook, accum: u32) -> String {
+    if use_one_gpu {
+        "# one GPU: no DDP needed\n".to_string()
+    } else {
+        python_snippet(hook, accum)
+    }
+}
+
+/// Copy-paste Python: DDP with the comm hook and the `no_sync` accumulation loop.
+pub fn python_snippet(hook: CommHook, accum: u32) -> String {
+    let k = accum.max(1);
+    let mut s = String::new();
+    s.push_str("import contextlib\n");
+    if matches!(hook, CommHook::Fp16 | CommHook::Bf16) {
+        s.push_str("from torch.distributed.algorithms.ddp_comm_hooks import default_hooks\n");
+    }
+    if hook == CommHook::PowerSgd {
+        s.push_str(
+            "from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD\n",
+        );
+    }
+    s.push_str("from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
+    s.push_str("ddp = DDP(model, device_ids=[local_rank], gradient_as_bucket_view=True)\n");
+    match hook {
+        CommHook::Bf16 => s.push_str(
+            "ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)  # gradients travel as bf16\n",
+        ),
+        CommHook::Fp16 => s.push_str(
+            "ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)  # gradients travel as fp16\n",
+        ),
+        CommHook::PowerSgd => s.push_str(
+            "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=1)\nddp.register_comm_hook(state, powerSGD.powerSGD_hook)\n",
+        ),
+        CommHook::None => {}
+    }
+    if k > 1 {
+        let _ = write!(
+            s,
+            "\nACCUM = {k}  # effective batch = micro-batch x {k} x world size: retune the learning rate\n"
+        );
+        s.push_str("for step in range(num_steps):\n");
+        s.push_str("    for k in range(ACCUM):\n");
+        s.push_str("        # all-reduce only on the last micro-batch\n");
+        s.push_str("        ctx = ddp.no_sync() if k < ACCUM - 1 else contextlib.nullcontext()\n");
+        s.push_str("        with ctx:\n");
+        s.push_str("            loss = loss_fn(ddp, next_batch()) / ACCUM\n");
+        s.push_str("            loss.backward()\n");
+    } else {
+        s.push_str("\nfor step in range(num_steps):\n");
+        s.push_str("    loss = loss_fn(ddp, next_batch())\n");
+        s.push_str("    loss.backward()\n");
+    }
+    s.push_str("    opt.step()\n");
+    s.push_str("    opt.zero_grad(set_to_none=True)\n");
+    s
+}
+
+/// Shell lines for the NCCL environment: unset what fights the node's links, export what an
+/// environment A/B measured faster; a comment when nothing changes.
+pub(super) fn env_lines(input: &RecommendInput) -> Vec<String> {
+    let mut env = Vec::new();
+    if let Some(link) = input.worst_link {
+        if !link.is_nvlink() && link.crosses_host_bridge() && p2p_forced(input, link) {
+            env.push(
+                "unset NCCL_P2P_LEVEL   # NCCL's own choice is faster across the host bridge"
+                    .to_string(),
+            );
+        }
+        let disabled = disabled_nvlink_transports(input);
+        if link.is_nvlink() && !disabled.is_empty() {
+            env.push(format!("unset {}   # keep NVLink", disabled.join(" ")));
+        }
+    }
+    for ab in input.env_ab.iter().filter(|ab| ab.busbw_ratio >= 1.05) {
+        for (k, v) in ab.label.split(',').filter_map(|kv| kv.split_once('=')) {
+            if k.trim().starts_with("NCCL_") {
+                env.push(format!(
+                    "export {}={}   # all-reduce busbw ×{:.2} in the env A/B",
+                    k.trim(),
+                    v.trim(),
+                    ab.busbw_ratio
+                ));
+            }
+        }
+    }
+    if env.is_empty() {
+        env.push("# no NCCL environment change: keep the environment that was measured".into());
+    }
+    env
+}

@@ -1,0 +1,601 @@
+//! Tests of the recommendation: the choice, its reasons and warnings, on the seed machines.
+
+use std::collections::BTreeMap;
+
+use super::choice::CHANGE_ORDER;
+use super::*;
+use crate::backend::BackendKind;
+use crate::ddp::ModelSpec;
+use crate::model::{Calibration, CrossCheck, LinkCurve};
+use crate::topology::LinkClass;
+use crate::units::fmt_s;
+
+/// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
+fn a6000_input() -> RecommendInput {
+    RecommendInput {
+        model: ModelInput::Spec {
+            spec: ModelSpec::gpt2_124m(),
+        },
+        micro_batch: 8,
+        seq: 1024,
+        gpus: 4,
+        node_gpus: 4,
+        price_per_hour: Some(2.64),
+        target_efficiency: 0.85,
+        curve: LinkCurve::flat(4, 4.3, 0.0).unwrap(),
+        curve_provenance: CurveProvenance {
+            host: "runcrate-a6000x4".into(),
+            time: "2026-10-26T09:00:00Z".into(),
+            backend: None,
+            label: "seed 000".into(),
+            method: String::new(),
+        },
+        worst_link: Some(LinkClass::Phb),
+        nccl_env: BTreeMap::new(),
+        env_ab: Vec::new(),
+        compute: ComputeSource::Given {
+            seconds: 0.130,
+            detail: "seed 000".into(),
+        },
+        calibration: None,
+        bucket_cap_mb: None,
+        gpu_memory_bytes: Some(48 << 30),
+        optimizer_s: None,
+        hook_compute_s: None,
+        hook_rests_on: None,
+        side_by_side: None,
+        measured: Vec::new(),
+        other_curve: None,
+    }
+}
+
+#[test]
+fn a_hook_is_judged_against_one_gpu_without_it() {
+    // The seed box recommends bf16 with accumulation: the hook halves 475 MiB on the wire.
+    let plain = recommend(&a6000_input()).unwrap();
+    assert_eq!(plain.chosen, "bf16+accum2");
+    // Casts that cost more than the wire saves: against one GPU without the hook (the
+    // reference of every variant of the same accumulation), each hooked variant is less
+    // efficient than the same accumulation without it, and none is chosen.
+    let mut input = a6000_input();
+    input.hook_compute_s = Some(1.0);
+    let r = recommend(&input).unwrap();
+    let row = |v: &str| r.rows.iter().find(|x| x.variant == v).unwrap();
+    for (hooked, unhooked) in [
+        ("bf16", "base"),
+        ("bf16+accum2", "accum2"),
+        ("bf16+accum8", "accum8"),
+    ] {
+        let (h, u) = (&row(hooked).prediction, &row(unhooked).prediction);
+        assert!(
+            (h.single_gpu_step_s - u.single_gpu_step_s).abs() < 1e-12,
+            "{hooked}"
+        );
+        assert!(
+            h.efficiency < u.efficiency && h.throughput < u.throughput,
+            "{hooked}"
+        );
+    }
+    assert_eq!(row(&r.chosen).hook, CommHook::None, "{}", r.chosen);
+}
+
+#[test]
+fn a_chosen_hooks_own_cost_is_cited_with_what_it_adds_to_the_step() {
+    let plain = recommend(&a6000_input()).unwrap();
+    let mut input = a6000_input();
+    input.hook_compute_s = Some(0.005);
+    input.hook_rests_on = Some("1-GPU bf16 run over base (test)".into());
+    let r = recommend(&input).unwrap();
+    assert_eq!(r.chosen, "bf16+accum2");
+    let reason = r
+        .reasons
+        .iter()
+        .find(|x| x.text.starts_with("The hook itself costs"))
+        .expect("a reason for the hook's own cost");
+    assert_eq!(reason.rests_on, "1-GPU bf16 run over base (test)");
+    // What it adds is the chosen step with the cost against the same step without it: less
+    // than the cost, as the seed's slow link still has earlier buckets queued when later
+    // shares are paid.
+    let step = |r: &Recommendation| {
+        r.rows
+            .iter()
+            .find(|x| x.variant == "bf16+accum2")
+            .unwrap()
+            .prediction
+            .step_s
+    };
+    let added = step(&r) - step(&plain);
+    assert!(added > 0.0 && added < 0.005 - 1e-4, "{added}");
+    assert!(reason.text.contains(&fmt_s(added)), "{}", reason.text);
+    // Without a measured cost there is nothing to cite.
+    assert!(!plain
+        .reasons
+        .iter()
+        .any(|x| x.text.starts_with("The hook itself costs")));
+}
+
+fn codes(r: &Recommendation) -> Vec<&str> {
+    r.warnings.iter().map(|w| w.code.as_str()).collect()
+}
+
+/// The recommendation's warning of this code (the test fails without one).
+fn warning<'a>(r: &'a Recommendation, code: &str) -> &'a Warning {
+    r.warnings
+        .iter()
+        .find(|w| w.code == code)
+        .unwrap_or_else(|| panic!("no {code} warning in {:?}", codes(r)))
+}
+
+#[test]
+fn measured_speedups_stand_beside_the_predictions_and_are_checked_against_them() {
+    let plain = recommend(&a6000_input()).unwrap();
+    let chosen = plain.chosen.clone();
+    let predicted = |name: &str| {
+        plain
+            .rows
+            .iter()
+            .find(|r| r.variant == name)
+            .unwrap()
+            .prediction
+            .speedup
+    };
+    // Many launches: the noise bound is twice the standard error.
+    let measured = |variant: &str, speedup: f64, uncertainty: Option<f64>| MeasuredSpeedup {
+        variant: variant.into(),
+        speedup,
+        uncertainty,
+        noise_bound: uncertainty.map(|u| 2.0 * u),
+        rests_on: format!("bench ddp of {variant}"),
+    };
+    // Within the noise: shown, cited, no warning; the choice stays the model's.
+    let mut input = a6000_input();
+    input.measured = vec![
+        measured("base", predicted("base") * 0.97, Some(0.05)),
+        measured(&chosen, predicted(&chosen) * 0.95, Some(0.04)),
+    ];
+    let r = recommend(&input).unwrap();
+    assert_eq!(r.chosen, chosen);
+    let base = r.rows.iter().find(|x| x.variant == "base").unwrap();
+    assert_eq!(base.measured.as_ref().unwrap().uncertainty, Some(0.05));
+    assert!(
+        r.rows.iter().filter(|x| x.measured.is_some()).count() == 2 - usize::from(chosen == "base")
+    );
+    let cited = r
+        .reasons
+        .iter()
+        .find(|x| x.text.starts_with("Measured on this node"))
+        .unwrap();
+    assert!(
+        cited.text.contains("within the noise") && !cited.text.contains("beyond"),
+        "{cited:?}"
+    );
+    assert!(cited.rests_on.contains("bench ddp of base"), "{cited:?}");
+    assert!(!codes(&r).contains(&"measured_below_prediction"));
+    // The chosen variant measured 30% below its prediction, ±5%: beyond the noise, warned.
+    input.measured = vec![measured(&chosen, predicted(&chosen) / 1.3, Some(0.05))];
+    let r = recommend(&input).unwrap();
+    assert!(
+        codes(&r).contains(&"measured_below_prediction"),
+        "{:?}",
+        r.warnings
+    );
+    // The same gap and standard error from two launches a side (Student's t of about 12 for
+    // one degree of freedom): within the noise, no warning.
+    input.measured = vec![MeasuredSpeedup {
+        noise_bound: Some(crate::ddp::noise_bound(0.05, 1.0)),
+        ..measured(&chosen, predicted(&chosen) / 1.3, Some(0.05))
+    }];
+    assert!(!codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
+    // The same gap from one launch (noise unknown, taken as 20%) is also beyond it; 15% is not.
+    input.measured = vec![measured(&chosen, predicted(&chosen) / 1.3, None)];
+    assert!(codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
+    input.measured = vec![measured(&chosen, predicted(&chosen) / 1.15, None)];
+    assert!(!codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
+    // Faster than predicted is no warning.
+    input.measured = vec![measured(&chosen, predicted(&chosen) * 1.3, Some(0.01))];
+    assert!(!codes(&recommend(&input).unwrap()).contains(&"measured_below_prediction"));
+    // A variant recommend has no row for is ignored; a broken measurement is invalid input.
+    input.measured = vec![measured("fp16+accum8", 1.0, None)];
+    assert!(recommend(&input)
+        .unwrap()
+        .rows
+        .iter()
+        .all(|x| x.measured.is_none()));
+    for bad in [
+        measured("base", f64::NAN, None),
+        measured("base", 0.0, None),
+        measured("base", 1.5, Some(-0.1)),
+    ] {
+        input.measured = vec![bad];
+        assert!(recommend(&input).is_err());
+    }
+    assert_eq!(variant_name(CommHook::Bf16, 4), Some("bf16+accum4"));
+    assert_eq!(variant_name(CommHook::Fp16, 4), None);
+}
+
+#[test]
+fn a_calibration_is_used_only_where_it_predicted_held_out_models_better() {
+    let fitted = Calibration {
+        overheads: Overheads {
+            ddp_fixed_s: 4e-3,
+            ..Overheads::default()
+        },
+        backward_fraction: 0.5,
+        runs_used: 12,
+        rms_log_error_before: 0.07,
+        rms_log_error_after: 0.04,
+    };
+    let check = |default: f64, calibrated: f64| CrossCheck {
+        models: 4,
+        runs: 12,
+        rms_log_error_default: default,
+        rms_log_error_calibrated: calibrated,
+    };
+    let with = |cross_check: Option<CrossCheck>| {
+        let mut input = a6000_input();
+        input.calibration = Some(CalibrationInput {
+            calibration: fitted.clone(),
+            source: "12 DDP run(s) on node-a".into(),
+            cross_check,
+        });
+        recommend(&input).unwrap()
+    };
+    // Better on the models it did not see: used, and both errors cited.
+    let kept = with(Some(check(0.065, 0.044)));
+    assert_eq!(kept.overheads, fitted.overheads);
+    assert!(
+        kept.overheads_source
+            .contains("calibrated from 12 DDP run(s) on node-a")
+            && kept.overheads_source.contains("6.5% → 4.4%"),
+        "{}",
+        kept.overheads_source
+    );
+    // Worse: the defaults, and why.
+    let rejected = with(Some(check(0.057, 0.067)));
+    assert_eq!(rejected.overheads, Overheads::default());
+    assert!(
+        rejected.overheads_source.contains("not used")
+            && rejected
+                .overheads_source
+                .contains("6.7% rms step-time error against 5.7%"),
+        "{}",
+        rejected.overheads_source
+    );
+    assert_ne!(
+        kept.rows[0].prediction.speedup,
+        rejected.rows[0].prediction.speedup
+    );
+    // One model, nothing held out: used as fitted.
+    let unchecked = with(None);
+    assert_eq!(unchecked.overheads, fitted.overheads);
+    assert!(!unchecked.overheads_source.contains("others' runs"));
+}
+
+#[test]
+fn a_measured_side_by_side_slowdown_lowers_the_accumulated_variants_and_is_cited() {
+    let plain = recommend(&a6000_input()).unwrap();
+    let mut input = a6000_input();
+    input.side_by_side = Some(SideBySideInput {
+        measured_ratio: 1.2,
+        launches: 8,
+        within_launch: false,
+        distinct: true,
+        noise_bound: Some(0.1),
+        rests_on: "nocomm at 4 GPUs: 156 ms".into(),
+    });
+    let crowded = recommend(&input).unwrap();
+    // The no_sync micro-batches stretch in full; a synchronising one only beyond the
+    // all-reduce waits that cover it, so no variant gets faster and every accumulated one slower.
+    for (a, b) in plain.rows.iter().zip(&crowded.rows) {
+        assert!(
+            b.prediction.speedup <= a.prediction.speedup,
+            "{}",
+            a.variant
+        );
+        if a.prediction.accum > 1 {
+            assert!(b.prediction.speedup < a.prediction.speedup, "{}", a.variant);
+            assert!(b.prediction.side_by_side_s > 0.0, "{}", a.variant);
+        }
+    }
+    assert!(crowded
+        .reasons
+        .iter()
+        .any(|r| r.text.contains("20% slower") && r.rests_on.contains("nocomm at 4 GPUs")));
+    assert!(crowded.reasons.iter().any(|r| r
+        .text
+        .contains("beyond the noise of their launches (±11% from 8 launches; their")));
+    // Within the launches' noise, or one launch each: said, not counted.
+    for (launches, says) in [
+        (8, "(±11% from 8 launches: Student's t"),
+        (8, "at least twice it): not counted"),
+        (2, "two launches a side tell little"),
+        (1, "one launch each"),
+    ] {
+        let sbs = input.side_by_side.as_mut().unwrap();
+        sbs.distinct = false;
+        sbs.launches = launches;
+        let r = recommend(&input).unwrap();
+        assert_eq!(
+            r.rows[0].prediction.speedup,
+            plain.rows[0].prediction.speedup
+        );
+        assert!(r.reasons.iter().any(|x| x.text.contains(says)), "{says}");
+    }
+    // Timed against one GPU alone inside the nocomm run's own launches: said so.
+    let sbs = input.side_by_side.as_mut().unwrap();
+    (sbs.distinct, sbs.launches, sbs.within_launch) = (true, 8, true);
+    let paired = recommend(&input).unwrap();
+    assert!(paired.reasons.iter().any(|r| r
+        .text
+        .contains("20% slower than one GPU alone in the same launches")));
+    assert_eq!(paired.rows, crowded.rows);
+    // Below 1 is noise: never a speed-up.
+    let sbs = input.side_by_side.as_mut().unwrap();
+    sbs.measured_ratio = 0.9;
+    sbs.distinct = true;
+    let noisy = recommend(&input).unwrap();
+    assert_eq!(
+        noisy.rows[0].prediction.speedup,
+        plain.rows[0].prediction.speedup
+    );
+    input.side_by_side.as_mut().unwrap().measured_ratio = f64::NAN;
+    assert!(recommend(&input).is_err());
+    // Unmeasured: warned only for short steps whose compute was measured (a DDP runner was
+    // at hand); long steps are not slowed enough to matter.
+    assert!(!codes(&plain).contains(&"side_by_side_unmeasured"));
+    let mut measured = a6000_input();
+    measured.compute = ComputeSource::Measured {
+        seconds: 0.130,
+        detail: "1-GPU run".into(),
+    };
+    assert!(!codes(&recommend(&measured).unwrap()).contains(&"side_by_side_unmeasured"));
+    measured.compute = ComputeSource::Measured {
+        seconds: 0.005,
+        detail: "1-GPU run".into(),
+    };
+    assert!(codes(&recommend(&measured).unwrap()).contains(&"side_by_side_unmeasured"));
+}
+
+#[test]
+fn a6000_picks_a_cheap_fix_and_explains_it() {
+    let mut input = a6000_input();
+    input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
+    input.env_ab.push(EnvAb {
+        label: "NCCL_P2P_LEVEL=SYS".into(),
+        busbw_ratio: 2.3 / 4.3,
+    });
+    let r = recommend(&input).unwrap();
+    assert_eq!(r.rows.len(), 9);
+    let names: Vec<&str> = r.rows.iter().map(|x| x.variant.as_str()).collect();
+    assert_eq!(names[..3], ["base", "fp16", "bf16"]);
+    // The chosen variant reaches the target, and every cheaper change does not.
+    assert!(r.reaches_target && !r.use_one_gpu);
+    let pos = CHANGE_ORDER.iter().position(|v| *v == r.chosen).unwrap();
+    for cheaper in &CHANGE_ORDER[..pos] {
+        let row = r.rows.iter().find(|x| x.variant == *cheaper).unwrap();
+        assert!(!row.reaches_target, "{cheaper} already reaches the target");
+    }
+    let chosen = r.rows.iter().find(|x| x.variant == r.chosen).unwrap();
+    assert!(chosen.prediction.efficiency >= 0.85);
+    // Reasons cite measurements; the curve's reason cites its provenance.
+    assert!(r.reasons.iter().all(|x| !x.rests_on.is_empty()));
+    assert!(r
+        .reasons
+        .iter()
+        .any(|x| x.rests_on.contains("4.30 GB/s") && x.rests_on.contains("runcrate-a6000x4")));
+    // One GPU is cheaper per token, and the output says so.
+    assert!(r
+        .reasons
+        .iter()
+        .any(|x| x.text.contains("one GPU is cheaper")));
+    // Warnings: forced P2P on PHB (with the A/B ratio), bucket_cap_mb, FSDP, accumulation.
+    let c = codes(&r);
+    for want in ["p2p_forced_across_host_bridge", "bucket_cap_mb", "fsdp"] {
+        assert!(c.contains(&want), "{want} missing from {c:?}");
+    }
+    assert_eq!(
+        c.contains(&"accumulation_changes_batch"),
+        r.chosen_accum > 1
+    );
+    let p2p = warning(&r, "p2p_forced_across_host_bridge");
+    assert!(p2p.rests_on.contains("×0.53"), "{}", p2p.rests_on);
+    assert!(r.env.iter().any(|l| l.starts_with("unset NCCL_P2P_LEVEL")));
+    // Python for the chosen variant.
+    if r.chosen_hook == CommHook::Bf16 {
+        assert!(r.python.contains("default_hooks.bf16_compress_hook"));
+    }
+    if r.chosen_accum > 1 {
+        assert!(r.python.contains("ddp.no_sync()"));
+        assert!(r.python.contains(&format!("ACCUM = {}", r.chosen_accum)));
+    }
+    // JSON: read back, the same choice.
+    let json = serde_json::to_string(&r).unwrap();
+    let back: Recommendation = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (back.chosen, back.rows.len()),
+        (r.chosen.clone(), r.rows.len())
+    );
+}
+
+#[test]
+fn a_hook_alone_is_preferred_to_accumulation() {
+    // Target between baseline and bf16's efficiency: the hook is enough, no accumulation.
+    let mut input = a6000_input();
+    let base = recommend(&input).unwrap();
+    let eff = |r: &Recommendation, v: &str| {
+        r.rows
+            .iter()
+            .find(|x| x.variant == v)
+            .unwrap()
+            .prediction
+            .efficiency
+    };
+    let (b, h) = (eff(&base, "base"), eff(&base, "bf16"));
+    assert!(b < h);
+    input.target_efficiency = 0.5 * (b + h);
+    let r = recommend(&input).unwrap();
+    assert_eq!((r.chosen.as_str(), r.chosen_accum), ("bf16", 1));
+    assert!(!codes(&r).contains(&"accumulation_changes_batch"));
+    assert!(!r.python.contains("no_sync"));
+    // A target the baseline meets: DDP as it is.
+    input.target_efficiency = 0.5 * b;
+    let r = recommend(&input).unwrap();
+    assert_eq!(r.chosen, "base");
+    assert!(r.summary.contains("DDP as it is"));
+}
+
+#[test]
+fn unreachable_target_names_the_best() {
+    let mut input = a6000_input();
+    input.target_efficiency = 0.999;
+    let r = recommend(&input).unwrap();
+    assert!(!r.reaches_target);
+    assert_eq!(r.chosen, "bf16+accum8");
+    assert!(r.summary.starts_with("No variant reaches"));
+}
+
+#[test]
+fn one_gpu_when_every_variant_loses() {
+    // A slow link, a large model, a tiny step.
+    let mut input = a6000_input();
+    input.gpus = 2;
+    input.curve = LinkCurve::flat(2, 0.5, 100e-6).unwrap();
+    input.compute = ComputeSource::Given {
+        seconds: 0.005,
+        detail: "test".into(),
+    };
+    let r = recommend(&input).unwrap();
+    assert!(r.use_one_gpu);
+    assert_eq!(r.chosen, "1 GPU");
+    assert!(codes(&r).contains(&"one_gpu_faster"));
+    assert!(r.summary.starts_with("Train on one GPU"));
+}
+
+#[test]
+fn a_second_measurement_of_the_link_that_parts_from_the_curve_is_warned() {
+    let mut input = a6000_input();
+    let other = |busbw: f64| OtherCurve {
+        curve: LinkCurve::flat(4, busbw, 30e-6).unwrap(),
+        provenance: CurveProvenance {
+            host: "node".into(),
+            time: "2026-11-30T18:00:00Z".into(),
+            backend: Some(BackendKind::Real),
+            label: String::new(),
+            method: String::new(),
+        },
+    };
+    let at_bucket = recommend(&input).unwrap().curve.busbw_at_bucket_gbps;
+    // 10% apart: within what two measurements of a steady link give.
+    input.other_curve = Some(other(at_bucket / 1.10));
+    assert!(!codes(&recommend(&input).unwrap()).contains(&"network_moved"));
+    // 25% apart either way: warned, citing both.
+    for factor in [1.25, 1.0 / 1.25] {
+        input.other_curve = Some(other(at_bucket / factor));
+        let r = recommend(&input).unwrap();
+        let w = warning(&r, "network_moved");
+        assert!(w.text.contains(&format!("{factor:.2}×")), "{}", w.text);
+        assert!(
+            w.rests_on
+                .contains("the other: measured node 2026-11-30T18:00:00Z"),
+            "{}",
+            w.rests_on
+        );
+    }
+    // Another rank count is another link: not compared.
+    input.other_curve = Some(OtherCurve {
+        curve: LinkCurve::flat(2, at_bucket / 1.5, 30e-6).unwrap(),
+        ..other(1.0)
+    });
+    assert!(!codes(&recommend(&input).unwrap()).contains(&"network_moved"));
+}
+
+#[test]
+fn nvlink_with_transports_disabled_is_warned() {
+    let mut input = a6000_input();
+    input.gpus = 2;
+    input.node_gpus = 2;
+    input.worst_link = Some(LinkClass::Nv(18));
+    input.curve = LinkCurve::flat(2, 3.9, 30e-6).unwrap();
+    input.nccl_env.insert("NCCL_P2P_DISABLE".into(), "1".into());
+    input.nccl_env.insert("NCCL_SHM_DISABLE".into(), "1".into());
+    input.curve_provenance.backend = Some(BackendKind::Real);
+    let r = recommend(&input).unwrap();
+    let w = warning(&r, "nvlink_transport_disabled");
+    assert!(w.text.contains("NCCL_P2P_DISABLE and NCCL_SHM_DISABLE"));
+    assert!(r
+        .env
+        .iter()
+        .any(|l| l.contains("unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE")));
+    assert!(!codes(&r).contains(&"p2p_forced_across_host_bridge"));
+    assert!(r.curve.provenance.starts_with("measured"));
+}
+
+#[test]
+fn estimated_compute_and_simulated_curve_are_flagged() {
+    let mut input = a6000_input();
+    let flops = estimate_flops(&input.model, 8, 1024);
+    input.compute = ComputeSource::Estimated {
+        flops,
+        tflops: 60.0,
+    };
+    input.curve_provenance.backend = Some(BackendKind::Sim);
+    input.env_ab.push(EnvAb {
+        label: "NCCL_ALGO=Ring,NCCL_PROTO=Simple".into(),
+        busbw_ratio: 1.2,
+    });
+    let r = recommend(&input).unwrap();
+    let c = codes(&r);
+    assert!(c.contains(&"compute_estimated") && c.contains(&"curve_simulated"));
+    assert!(r.compute.describe().starts_with("ESTIMATE"));
+    assert!(r.curve.provenance.starts_with("SIMULATED"));
+    assert!(r.env.iter().any(|l| l.starts_with("export NCCL_ALGO=Ring")));
+    assert!(r
+        .env
+        .iter()
+        .any(|l| l.starts_with("export NCCL_PROTO=Simple")));
+    // No P2P warning: nothing forced, no A/B against it.
+    assert!(!c.contains(&"p2p_forced_across_host_bridge"));
+}
+
+#[test]
+fn mlp_counts_samples_and_params_only_works() {
+    let mut input = a6000_input();
+    input.model = ModelInput::Spec {
+        spec: ModelSpec::Mlp {
+            width: 1024,
+            depth: 4,
+        },
+    };
+    input.micro_batch = 256;
+    let r = recommend(&input).unwrap();
+    assert_eq!(r.throughput_unit, "samples/s");
+    assert_eq!(r.units_per_micro_batch, 256.0);
+    input.model = ModelInput::Params {
+        params: 124_000_000,
+    };
+    input.micro_batch = 8;
+    let r = recommend(&input).unwrap();
+    assert_eq!(r.throughput_unit, "tokens/s");
+    assert_eq!(r.params, 124_000_000);
+}
+
+#[test]
+fn single_gpu_and_invalid_input() {
+    let mut input = a6000_input();
+    input.gpus = 1;
+    let r = recommend(&input).unwrap();
+    assert_eq!(r.chosen, "base");
+    assert!(r.rows.iter().all(|x| x.prediction.speedup == 1.0));
+    let mut bad = a6000_input();
+    bad.target_efficiency = 0.0;
+    assert!(recommend(&bad).is_err());
+    let mut bad = a6000_input();
+    bad.gpus = 0;
+    assert!(recommend(&bad).is_err());
+    let mut bad = a6000_input();
+    bad.compute = ComputeSource::Given {
+        seconds: -1.0,
+        detail: String::new(),
+    };
+    assert!(recommend(&bad).is_err());
+}

@@ -1,0 +1,368 @@
+//! The warnings: what could make the recommendation wrong or the job slower than it need be
+//! — NCCL settings that fight the node's links, one GPU being faster, a changed effective
+//! batch, bucket size, FSDP, a curve from elsewhere, unmeasured or contradicting measurements.
+//! Each has a stable code and cites what it rests on.
+
+use std::fmt::Write as _;
+
+use super::basis::Basis;
+use super::choice::Choice;
+use super::{ComputeSource, RecommendInput, Warning};
+use crate::backend::BackendKind;
+use crate::model::{predict, ModelError};
+use crate::num::ToF64;
+use crate::topology::LinkClass;
+use crate::units::{fmt_bytes, fmt_count};
+
+/// How far (as a factor either way) two measurements of one link may part at the bucket size
+/// before `network_moved` is warned: beyond the 1–3% by which DDP's probes and the sweeps agreed
+/// over NVLink and shm, and enough to move a communication-bound prediction by more than 10%
+/// (over the host network they parted by 2–26% minutes apart; docs/results/h200x2-session8.md).
+const NETWORK_MOVED_FACTOR: f64 = 1.15;
+
+/// Every warning, in the order the output lists them.
+pub(super) fn warnings(
+    input: &RecommendInput,
+    basis: &Basis,
+    choice: &Choice,
+) -> Result<Vec<Warning>, ModelError> {
+    let mut warnings = Vec::new();
+    if let Some(link) = input.worst_link {
+        warnings.extend(p2p_forced_across_host_bridge(input, basis, link));
+        warnings.extend(nvlink_transport_disabled(input, basis, link));
+    }
+    if input.gpus > 1 {
+        warnings.extend(one_gpu_faster(input.gpus, basis, choice));
+        warnings.extend(accumulation_changes_batch(input, choice));
+        warnings.push(bucket_cap_mb(input, basis, choice)?);
+        warnings.push(fsdp(input));
+        warnings.extend(curve_other_world_size(input, basis));
+    }
+    warnings.extend(side_by_side_unmeasured(input, basis));
+    warnings.extend(network_moved(input, basis));
+    warnings.extend(measured_below_prediction(input.gpus, choice));
+    if let ComputeSource::Estimated { .. } = input.compute {
+        warnings.push(Warning {
+            code: "compute_estimated".into(),
+            text: "The compute time is an estimate from FLOPs, not a measurement: every number above scales with it. Measure it with a one-GPU `ddpcheck bench ddp` run.".into(),
+            rests_on: basis.compute_cite.clone(),
+        });
+    }
+    if input.curve_provenance.backend == Some(BackendKind::Sim) {
+        warnings.push(Warning {
+            code: "curve_simulated".into(),
+            text: "The all-reduce curve comes from a simulated node: these are not this machine's numbers.".into(),
+            rests_on: basis.provenance.clone(),
+        });
+    }
+    Ok(warnings)
+}
+
+/// The `NCCL_P2P_LEVEL` in force, upper-cased.
+fn p2p_level(input: &RecommendInput) -> Option<String> {
+    input
+        .nccl_env
+        .get("NCCL_P2P_LEVEL")
+        .map(|v| v.trim().to_ascii_uppercase())
+}
+
+/// Whether the environment forces peer-to-peer over a path of this class.
+pub(super) fn p2p_forced(input: &RecommendInput, link: LinkClass) -> bool {
+    p2p_level(input).is_some_and(|lvl| p2p_level_reaches(&lvl, link))
+}
+
+/// The NCCL transports over NVLink or shared memory the environment turns off.
+pub(super) fn disabled_nvlink_transports(input: &RecommendInput) -> Vec<String> {
+    ["NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"]
+        .iter()
+        .filter(|k| input.nccl_env.get(**k).is_some_and(|v| is_truthy(v)))
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// Forced P2P (or an A/B that measured it slower) across a host bridge without NVLink.
+fn p2p_forced_across_host_bridge(
+    input: &RecommendInput,
+    basis: &Basis,
+    link: LinkClass,
+) -> Option<Warning> {
+    let forced = p2p_forced(input, link);
+    let ab = input
+        .env_ab
+        .iter()
+        .filter(|a| a.label.to_ascii_uppercase().contains("NCCL_P2P_LEVEL"))
+        .min_by(|a, b| a.busbw_ratio.total_cmp(&b.busbw_ratio))
+        .filter(|a| a.busbw_ratio < 0.95);
+    if link.is_nvlink() || !link.crosses_host_bridge() || !(forced || ab.is_some()) {
+        return None;
+    }
+    let mut rests = format!("worst GPU pair link {link} (no NVLink)");
+    if let Some(l) = p2p_level(input) {
+        let _ = write!(rests, "; NCCL_P2P_LEVEL={l} in force");
+    }
+    if let Some(a) = ab {
+        let _ = write!(
+            rests,
+            "; env A/B: {} gave ×{:.2} busbw, {}",
+            a.label, a.busbw_ratio, basis.provenance
+        );
+    }
+    Some(Warning {
+        code: "p2p_forced_across_host_bridge".into(),
+        text: format!(
+            "Forcing peer-to-peer (NCCL_P2P_LEVEL=SYS or similar) across a {link} path without NVLink usually lowers all-reduce bandwidth (the seed machine halved it, 4.3 → 2.3 GB/s); leave NCCL's own choice."
+        ),
+        rests_on: rests,
+    })
+}
+
+/// NVLink's transports turned off on an NVLink machine.
+fn nvlink_transport_disabled(
+    input: &RecommendInput,
+    basis: &Basis,
+    link: LinkClass,
+) -> Option<Warning> {
+    if !link.is_nvlink() {
+        return None;
+    }
+    let disabled = disabled_nvlink_transports(input);
+    if disabled.is_empty() {
+        return None;
+    }
+    let in_force: Vec<String> = disabled
+        .iter()
+        .map(|k| {
+            let v = input.nccl_env.get(k).map(String::as_str).unwrap_or("");
+            format!("{k}={v}")
+        })
+        .collect();
+    Some(Warning {
+        code: "nvlink_transport_disabled".into(),
+        text: format!(
+            "{} set on an NVLink machine: NCCL falls back to slower paths (on 2×H200, 327 GB/s over NVLink against ≈27 GB/s through shared memory and ≈3.9 GB/s over the host network). Unset it unless you are testing exactly that.",
+            disabled.join(" and ")
+        ),
+        rests_on: format!(
+            "worst GPU pair link {link}; {} in force; the curve used: {}",
+            in_force.join(" "),
+            basis.curve_cite
+        ),
+    })
+}
+
+/// The variants slower on N GPUs than on one.
+fn one_gpu_faster(n: u32, basis: &Basis, choice: &Choice) -> Option<Warning> {
+    let slower: Vec<String> = choice
+        .rows
+        .iter()
+        .filter(|r| r.prediction.speedup < 1.0)
+        .map(|r| format!("{} ({:.2}×)", r.variant, r.prediction.speedup))
+        .collect();
+    (!slower.is_empty()).then(|| Warning {
+        code: "one_gpu_faster".into(),
+        text: format!("One GPU is faster than {n} with {}.", slower.join(", ")),
+        rests_on: format!("{}; {}", basis.model_cite, basis.curve_cite),
+    })
+}
+
+/// Accumulation changes the effective batch, so the learning rate needs retuning.
+fn accumulation_changes_batch(input: &RecommendInput, choice: &Choice) -> Option<Warning> {
+    let accum = choice.chosen().accum;
+    let per_gpu = u64::from(input.micro_batch) * u64::from(accum);
+    (accum > 1).then(|| Warning {
+        code: "accumulation_changes_batch".into(),
+        text: format!(
+            "Accumulation {accum} makes the effective batch {per_gpu} per GPU ({} over {} GPUs): retune the learning rate (and warm-up) before comparing runs.",
+            per_gpu * u64::from(input.gpus),
+            input.gpus
+        ),
+        rests_on: format!("micro-batch {} × accumulation {accum}", input.micro_batch),
+    })
+}
+
+/// bucket_cap_mb: what the best size in 5–200 MB would gain over the one in use.
+fn bucket_cap_mb(
+    input: &RecommendInput,
+    basis: &Basis,
+    choice: &Choice,
+) -> Result<Warning, ModelError> {
+    let (base, chosen) = (&basis.base, choice.chosen());
+    let mut steps = Vec::new();
+    for mb in [5.0, 10.0, 25.0, 50.0, 100.0, 200.0, base.bucket_cap_mb] {
+        let mut i = base.clone().with_hook(chosen.hook).with_accum(chosen.accum);
+        i.bucket_cap_mb = mb;
+        steps.push((mb, predict(&i, &input.curve)?.step_s));
+    }
+    let current = steps.last().map(|s| s.1).unwrap_or(0.0);
+    let (best_mb, best_step) = steps
+        .iter()
+        .copied()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((base.bucket_cap_mb, current));
+    let gain = if best_step > 0.0 {
+        current / best_step - 1.0
+    } else {
+        0.0
+    };
+    Ok(Warning {
+        code: "bucket_cap_mb".into(),
+        text: format!(
+            "bucket_cap_mb is not worth tuning unless measured: the model's best size in 5–200 MB ({best_mb:.0} MB) would gain {:.1}% over {:.0} MB (the 2×T4 seed measured 0.3% across a hundredfold sweep); check with `ddpcheck bench ddp --variants base,bucket10,bucket100` before changing it.",
+            gain * 100.0,
+            base.bucket_cap_mb
+        ),
+        rests_on: basis.model_cite.clone(),
+    })
+}
+
+/// FSDP against DDP, from whether the training state fits on one GPU.
+fn fsdp(input: &RecommendInput) -> Warning {
+    // params + grads + Adam moments in fp32 = 16 B/param.
+    let params = input.model.params().to_f64();
+    let state = params * 16.0;
+    let (text, rests_on) = match input.gpu_memory_bytes {
+        Some(mem) if state < 0.8 * mem.to_f64() => (
+            format!(
+                "FSDP costs more than DDP here: the model's training state ({}) fits on one GPU ({}), and FSDP all-gathers parameters on top of reduce-scattering gradients (≈1.5× DDP's bytes; all-gather often runs slower than all-reduce: 1.73 against 4.05 GB/s on the 2×T4 seed, where FSDP was 33–35% slower).",
+                fmt_bytes(state),
+                fmt_bytes(mem.to_f64())
+            ),
+            format!(
+                "{} parameters × 16 B (fp32 weights, gradients, Adam moments); GPU memory {}",
+                fmt_count(params),
+                fmt_bytes(mem.to_f64())
+            ),
+        ),
+        Some(mem) => (
+            format!(
+                "The training state ({}) does not fit comfortably on one GPU ({}): DDP keeps a full copy per GPU; FSDP (or ZeRO) is needed despite its extra all-gathers.",
+                fmt_bytes(state),
+                fmt_bytes(mem.to_f64())
+            ),
+            format!(
+                "{} parameters × 16 B; GPU memory {}",
+                fmt_count(params),
+                fmt_bytes(mem.to_f64())
+            ),
+        ),
+        None => (
+            format!(
+                "If the model's training state (≈{}) fits on one GPU, FSDP costs more than DDP: it all-gathers parameters on top of reduce-scattering gradients (≈1.5× DDP's bytes; on the 2×T4 seed FSDP was 33–35% slower).",
+                fmt_bytes(state)
+            ),
+            format!(
+                "{} parameters × 16 B (fp32 weights, gradients, Adam moments); GPU memory unknown",
+                fmt_count(params)
+            ),
+        ),
+    };
+    Warning {
+        code: "fsdp".into(),
+        text,
+        rests_on,
+    }
+}
+
+/// A curve measured on another number of ranks, rescaled.
+fn curve_other_world_size(input: &RecommendInput, basis: &Basis) -> Option<Warning> {
+    let (ranks, n) = (input.curve.ranks, input.gpus);
+    (ranks != n).then(|| Warning {
+        code: "curve_other_world_size".into(),
+        text: format!(
+            "The all-reduce curve was measured on {ranks} ranks; for {n} GPUs its bandwidth part was rescaled by the ring factor. Measure on {n} GPUs for a firmer number."
+        ),
+        rests_on: basis.curve_cite.clone(),
+    })
+}
+
+/// A short, measured step whose side-by-side slowdown nobody measured.
+fn side_by_side_unmeasured(input: &RecommendInput, basis: &Basis) -> Option<Warning> {
+    let n = input.gpus;
+    // Only short, host-bound steps are slowed by N processes enough to matter (measured 1.00
+    // for gpt2-355m and 1.05 for gpt2-124m against up to 1.21 for small MLPs on 2xH200).
+    let short = basis.compute_s < crate::caveats::HOST_BOUND_STEP_S;
+    let measured = matches!(input.compute, ComputeSource::Measured { .. });
+    (n > 1 && short && input.side_by_side.is_none() && measured).then(|| Warning {
+        code: "side_by_side_unmeasured".into(),
+        text: format!(
+            "Not measured: how much {n} processes side by side slow each other's compute; the model assumes not at all, which over-predicts short, host-bound steps where they do. `--repeats N` measures it (`nocomm` runs at 1 and {n} GPUs, the {n}-GPU ones timing one GPU alone in the same launches too); a slowdown of 10% needs about five launches to stand out of launch noise."
+        ),
+        rests_on: basis.compute_cite.clone(),
+    })
+}
+
+/// The node's other measurement of the same link parts from the curve the predictions read.
+fn network_moved(input: &RecommendInput, basis: &Basis) -> Option<Warning> {
+    let o = input
+        .other_curve
+        .as_ref()
+        .filter(|o| o.curve.ranks == input.curve.ranks)?;
+    let at_bucket = basis.curve.busbw_at_bucket_gbps;
+    let other = o.curve.busbw_at(basis.curve.bucket_bytes);
+    let factor = at_bucket / other;
+    (other > 0.0 && (factor.ln().abs() > NETWORK_MOVED_FACTOR.ln())).then(|| Warning {
+        code: "network_moved".into(),
+        text: format!(
+            "The all-reduce the predictions read runs at {factor:.2}× the bus bandwidth of the node's other measurement ({at_bucket:.2} against {other:.2} GB/s at {}): this node's network moves between measurements (over a host network 0.84–1.37× within minutes on 2×H200). Every communication-bound figure above moves with it: re-measure with `bench ddp --repeats 3` just before a long run.",
+            fmt_bytes(basis.curve.bucket_bytes.to_f64())
+        ),
+        rests_on: format!(
+            "{}; the other: {}",
+            basis.curve_cite,
+            o.provenance.describe()
+        ),
+    })
+}
+
+/// The chosen variant measured slower than predicted, beyond the measurement's noise.
+fn measured_below_prediction(n: u32, choice: &Choice) -> Option<Warning> {
+    let chosen = choice.chosen();
+    let m = chosen.measured.as_ref()?;
+    let p = chosen.prediction.speedup;
+    (n > 1 && p > m.speedup && m.contradicted_by(p)).then(|| Warning {
+        code: "measured_below_prediction".into(),
+        text: format!(
+            "{} measured {:.2}× on this node against the {p:.2}× predicted, further apart than the measurement's noise: expect the measured figure, and re-measure with `--verify --repeats 5` before a long run.",
+            chosen.variant, m.speedup
+        ),
+        rests_on: m.rests_on.clone(),
+    })
+}
+
+/// Whether an `NCCL_P2P_LEVEL` value allows P2P over a path of this class (NCCL's levels:
+/// LOC < NVL < PIX < PXB < PHB < SYS; legacy integers 0..=5).
+fn p2p_level_reaches(level: &str, link: LinkClass) -> bool {
+    let rank = match level {
+        "LOC" | "0" => 0,
+        "NVL" => 1,
+        "PIX" | "1" => 2,
+        "PXB" | "2" => 3,
+        "PHB" | "3" => 4,
+        "NODE" => 5,
+        "SYS" | "4" | "5" => 6,
+        _ => return false,
+    };
+    rank >= link.rank()
+}
+
+fn is_truthy(v: &str) -> bool {
+    !matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "" | "0" | "false" | "no" | "off"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn p2p_levels() {
+        assert!(p2p_level_reaches("SYS", LinkClass::Phb));
+        assert!(p2p_level_reaches("PHB", LinkClass::Phb));
+        assert!(!p2p_level_reaches("PXB", LinkClass::Phb));
+        assert!(!p2p_level_reaches("PHB", LinkClass::Sys));
+        assert!(p2p_level_reaches("5", LinkClass::Sys));
+        assert!(!p2p_level_reaches("bogus", LinkClass::Sys));
+    }
+}
