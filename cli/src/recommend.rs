@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use clap::Args;
 use ddpcheck_core::ddp::beyond_noise;
 use ddpcheck_core::verdict::Verdict;
-use ddpcheck_engine::recommend::{self, RecommendReport, RecommendRequest};
+use ddpcheck_engine::recommend::{
+    self, OwnMeasurements, RecommendReport, RecommendRequest, DEFAULT_BUDGET_S,
+};
 use ddpcheck_engine::saved_runs::SavedRuns;
 use ddpcheck_engine::{RunError, Runner};
 
@@ -63,6 +65,16 @@ pub struct RecommendArgs {
     /// the exit code is then 1 (WARNING).
     #[arg(long, value_name = "DIR")]
     pub save_runs: Option<PathBuf>,
+    /// Seconds recommend may spend measuring on a node that has not run DDP for this model: a
+    /// 1-GPU launch, then one N-GPU launch of plain DDP (its step and its all-reduces in DDP's
+    /// own process group), the GPUs side by side without communication, and as many likely
+    /// changes as fit. The model is calibrated on the measured plain DDP and predicts the rest.
+    #[arg(long, default_value_t = DEFAULT_BUDGET_S, value_name = "SECONDS")]
+    pub budget: f64,
+    /// Measure only an all-reduce sweep and 1-GPU runs (no N-GPU launch): faster, and less
+    /// accurate on slow transports.
+    #[arg(long)]
+    pub quick: bool,
 }
 
 /// `124M`, `1.3B`, `350000`.
@@ -100,12 +112,17 @@ impl RecommendArgs {
             estimate_tflops: self.estimate_tflops,
             env_ab: self.env_ab.clone(),
             repeats: self.repeats,
+            quick: self.quick,
+            budget_s: self.budget,
         }
     }
 }
 
 pub fn render(r: &RecommendReport) -> String {
     let mut s = crate::render::banner(&r.header, "recommend");
+    if let Some(own) = &r.own_measurements {
+        s.push_str(&own_measurements(own));
+    }
     s.push_str(&crate::render::recommendation(&r.recommendation));
     if !r.verify.is_empty() {
         s.push_str("\n--verify: predicted against measured speedup\n");
@@ -195,6 +212,38 @@ pub fn render(r: &RecommendReport) -> String {
     s
 }
 
+/// One line: what recommend measured itself, against its budget.
+fn own_measurements(own: &OwnMeasurements) -> String {
+    let launches: Vec<String> = own
+        .launches
+        .iter()
+        .map(|l| {
+            format!(
+                "{} GPU{} ({}) {:.0} s",
+                l.gpus,
+                if l.gpus == 1 { "" } else { "s" },
+                l.variants.join(", "),
+                l.seconds
+            )
+        })
+        .collect();
+    let spent: f64 = own.launches.iter().map(|l| l.seconds).sum();
+    let mut s = format!(
+        "measured here: {}; {:.0} s of the {:.0} s budget\n",
+        if launches.is_empty() {
+            "nothing".to_string()
+        } else {
+            launches.join("; ")
+        },
+        spent,
+        own.budget_s
+    );
+    if let Some(why) = &own.skipped {
+        s.push_str(&format!("  {why}\n"));
+    }
+    s
+}
+
 pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, RunError> {
     let target = make_target(cli)?;
     let req = a.request();
@@ -257,6 +306,8 @@ pub fn demo_recommendation(target: &dyn Runner) -> Result<RecommendReport, RunEr
         estimate_tflops: None,
         env_ab: Some("NCCL_P2P_LEVEL=SYS".into()),
         repeats: 1,
+        quick: false,
+        budget_s: DEFAULT_BUDGET_S,
     };
     let reporter = progress::Reporter::new();
     let built = recommend::build(&req, target, &mut SavedRuns::open(None)?, &mut |p| {

@@ -127,9 +127,12 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
         .unwrap()
         .iter()
         .all(|r| !r["rests_on"].as_str().unwrap().is_empty()));
-    // Calibrated from the node's own DDP runs.
+    // Calibrated on the node's own plain DDP at 4 GPUs (its step, the overlap it realised).
     assert!(
-        v["overheads_source"].as_str().unwrap().contains("DDP run"),
+        v["overheads_source"]
+            .as_str()
+            .unwrap()
+            .contains("calibrated on plain DDP's measured step"),
         "{}",
         v["overheads_source"]
     );
@@ -348,21 +351,32 @@ fn quick_runs_and_verify_on_a_simulated_node() {
         let u = r["measured_uncertainty"].as_f64().unwrap();
         assert!((0.0..0.5).contains(&u), "{r}");
     }
-    // Without repeats the quick runs stay on one GPU: the sweep is the curve. With them, the
-    // 2-GPU nocomm launch timed the network in DDP's own process group first: that is.
+    // The 2-GPU launch of the measure-first path timed the network in DDP's own process
+    // group: that is the curve, with or without repeats. `--quick` sweeps instead.
     let provenance = |v: &serde_json::Value| v["curve"]["provenance"].as_str().unwrap().to_string();
-    assert!(!provenance(&v).contains("bench ddp"), "{}", provenance(&v));
+    for doc in [&v, &doc] {
+        assert!(
+            provenance(doc).contains("bench ddp run(s) in DDP's own process group"),
+            "{}",
+            provenance(doc)
+        );
+    }
+    let o = recommend(&["--model", "gpt2-124m", "--quick", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let quick: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(
-        provenance(&doc).contains("by 1 bench ddp run(s)"),
+        !provenance(&quick).contains("bench ddp"),
         "{}",
-        provenance(&doc)
+        provenance(&quick)
     );
+    assert!(quick.get("own_measurements").is_none(), "{quick}");
     // With repeats the quick runs measure 2 GPUs side by side (nocomm) and cite it.
     assert!(t.contains("nocomm at 2 GPUs"), "{t}");
     assert!(!t.contains("side_by_side_unmeasured"), "{t}");
-    // Short steps: one launch each cannot measure how much 2 GPUs slow each other, so the quick
-    // runs do not try, and it says so.
-    let o = recommend(&["--model", "mlp:1024,4", "--micro-batch", "256"]);
+    // Short steps, --quick: one 1-GPU launch cannot measure how much 2 GPUs slow each other,
+    // so the quick runs do not try, and it says so (the measure-first default times it inside
+    // its 2-GPU launch).
+    let o = recommend(&["--model", "mlp:1024,4", "--micro-batch", "256", "--quick"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(
         stdout(&o).contains("[side_by_side_unmeasured]"),
@@ -442,9 +456,8 @@ fn save_runs_keeps_the_measurements_and_from_replays_them() {
     let live: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // Each measurement as the report its own command writes, named on stderr.
     let kinds = [
-        ("sweep", "bench_collectives"),
         ("ddp-1gpu", "bench_ddp"),
-        ("ddp-nocomm-2gpu", "bench_ddp"),
+        ("ddp-2gpu", "bench_ddp"),
         ("topo", "topo"),
         ("verify", "bench_ddp"),
     ];
@@ -468,7 +481,7 @@ fn save_runs_keeps_the_measurements_and_from_replays_them() {
     // Offline, from those files but verify's: the same recommendation, number for number.
     let mut args = vec!["recommend"];
     args.extend_from_slice(&model);
-    let files: Vec<String> = kinds[..4]
+    let files: Vec<String> = kinds[..3]
         .iter()
         .map(|(n, _)| dir.join(format!("{n}.json")).display().to_string())
         .collect();
@@ -572,5 +585,92 @@ fn bad_input_is_a_usage_error() {
             "one clear line: {}",
             stderr(&o)
         );
+    }
+}
+
+#[test]
+fn a_fresh_node_measures_plain_ddp_first_within_its_budget() {
+    // No history, no --from: one 1-GPU launch, then ONE 2-GPU launch of plain DDP, nocomm and
+    // the likely changes; the model is calibrated on the measured plain DDP.
+    let o = recommend_h200(&["--model", "gpt2-124m", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let own = &v["own_measurements"];
+    assert_eq!(own["budget_s"], 120.0, "{own}");
+    let launches = own["launches"].as_array().unwrap();
+    let gpus: Vec<u64> = launches
+        .iter()
+        .map(|l| l["gpus"].as_u64().unwrap())
+        .collect();
+    assert_eq!(gpus, [1, 2], "{own}");
+    let two: Vec<&str> = launches[1]["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert_eq!(two[..2], ["base", "nocomm"], "{own}");
+    assert!(
+        v["overheads_source"]
+            .as_str()
+            .unwrap()
+            .starts_with("calibrated on plain DDP's measured step"),
+        "{}",
+        v["overheads_source"]
+    );
+    // Every variant of the launch is measured beside its prediction; plain DDP's prediction is
+    // its measurement (the model is calibrated on it); the others are predictions.
+    let rows = v["rows"].as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["variant"] == name).unwrap().clone();
+    for name in &two {
+        if *name != "nocomm" {
+            assert!(
+                row(name)["measured"]["speedup"].as_f64().unwrap() > 0.0,
+                "{name}"
+            );
+        }
+    }
+    let base = row("base");
+    let (p, m) = (
+        base["prediction"]["speedup"].as_f64().unwrap(),
+        base["measured"]["speedup"].as_f64().unwrap(),
+    );
+    assert!((p / m - 1.0).abs() < 0.01, "{base}");
+    assert!(row("accum8")["measured"].is_null());
+    // The text says what ran against the budget, and which rows are predictions only.
+    let o = recommend_h200(&["--model", "gpt2-124m"]);
+    let t = stdout(&o);
+    assert!(
+        t.contains("measured here: 1 GPU (base, accum4, bf16)"),
+        "{t}"
+    );
+    assert!(t.contains("of the 120 s budget"), "{t}");
+    let accum8 = t.lines().find(|l| l.starts_with("accum8 ")).unwrap();
+    assert!(accum8.ends_with("predicted"), "{accum8}");
+
+    // A budget below one launch: no 2-GPU launch, said why, the sweep's curve instead.
+    let o = recommend_h200(&["--model", "gpt2-124m", "--budget", "10", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let launches = v["own_measurements"]["launches"].as_array().unwrap();
+    assert_eq!(launches.len(), 1, "{v}");
+    assert!(
+        v["own_measurements"]["skipped"]
+            .as_str()
+            .unwrap()
+            .contains("of the 10 s budget"),
+        "{v}"
+    );
+    assert!(!v["curve"]["provenance"]
+        .as_str()
+        .unwrap()
+        .contains("bench ddp"));
+
+    // A budget that is no number of seconds is a usage error.
+    for bad in ["0", "-5", "nan"] {
+        let budget = format!("--budget={bad}");
+        let o = recommend_h200(&["--model", "gpt2-124m", &budget]);
+        assert_eq!(code(&o), 64, "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--budget"), "{}", stderr(&o));
     }
 }

@@ -138,7 +138,8 @@ fn variant_cells(r: &VariantRow, chosen: &str, cost_col: bool, measured_col: boo
                 Some(u) => format!("{:.2}× ±{:.1}%", m.speedup, u * 100.0),
                 None => format!("{:.2}×", m.speedup),
             },
-            None => String::new(),
+            // Every row says which it is: the speedup column is the model's throughout.
+            None => "predicted".into(),
         });
     }
     line
@@ -227,6 +228,7 @@ mod tests {
             side_by_side: None,
             measured: Vec::new(),
             other_curve: None,
+            baseline: None,
         }
     }
 

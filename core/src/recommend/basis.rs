@@ -4,11 +4,11 @@
 
 use std::fmt::Write as _;
 
-use super::{CalibrationInput, CurveSummary, ModelInput, RecommendInput};
+use super::{CalibrationInput, CurveSummary, MeasuredBaseline, ModelInput, RecommendInput};
 use crate::ddp::ModelSpec;
-use crate::model::{GradLayout, LinkCurve, ModelError, StepInputs, MIB};
+use crate::model::{predict, BaselineFit, GradLayout, LinkCurve, ModelError, StepInputs, MIB};
 use crate::num::{floor_u64, ToF64};
-use crate::units::fmt_bytes;
+use crate::units::{fmt_bytes, fmt_s};
 
 /// The step inputs of plain DDP at the job's GPU count, and what they rest on.
 pub(super) struct Basis {
@@ -44,7 +44,10 @@ impl Basis {
             base.bucket_cap_mb = mb;
         }
         apply_side_by_side(input, &mut base)?;
-        let overheads_source = apply_calibration(input.calibration.as_ref(), &mut base);
+        let overheads_source = match &input.baseline {
+            Some(measured) => apply_baseline(measured, &input.curve, &mut base)?,
+            None => apply_calibration(input.calibration.as_ref(), &mut base),
+        };
         base.validate()?;
         let provenance = input.curve_provenance.describe();
         let curve = summarise_curve(&input.curve, &base, &provenance);
@@ -154,6 +157,37 @@ fn apply_calibration(calibration: Option<&CalibrationInput>, base: &mut StepInpu
                 .to_string()
         }
     }
+}
+
+/// Calibrates the model on plain DDP's measured step at the job's GPU count: how much of the
+/// all-reduce DDP hid behind the backward pass there, and how fast the all-reduces ran while
+/// training ([`BaselineFit`]). It replaces the overheads' calibration: one measured step of this
+/// model at this size says more about its other variants than other models' runs do.
+fn apply_baseline(
+    measured: &MeasuredBaseline,
+    curve: &LinkCurve,
+    base: &mut StepInputs,
+) -> Result<String, ModelError> {
+    let fit = BaselineFit::fit(base, curve, measured.step_s)?;
+    fit.apply(base);
+    let fitted_step_s = predict(base, curve)?.step_s;
+    // The fit moves overlap and bandwidth only: a step shorter than the model's compute and
+    // fixed costs (or longer than four times its all-reduce) stays out of reach, and is said.
+    let reach = if (fitted_step_s / measured.step_s - 1.0).abs() > 0.02 {
+        format!(
+            "; the model gets no closer than {} (its compute and DDP's fixed costs bound it)",
+            fmt_s(fitted_step_s)
+        )
+    } else {
+        String::new()
+    };
+    Ok(format!(
+        "calibrated on plain DDP's measured step ({}, {}): {:.0}% of the all-reduce hidden behind the backward pass where the model allows it, all-reduces at {:.2}× the curve's time{reach}",
+        fmt_s(measured.step_s),
+        measured.rests_on,
+        fit.realised_overlap * 100.0,
+        fit.comm_scale
+    ))
 }
 
 /// The curve at DDP's bucket size and at its largest measured size.

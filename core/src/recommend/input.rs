@@ -255,6 +255,19 @@ pub struct RecommendInput {
     /// sweep, when `curve` came from DDP's own runs), for the warning when the two part.
     #[serde(default)]
     pub other_curve: Option<OtherCurve>,
+    /// Plain DDP's step measured at `gpus` on this node: the model is calibrated on it (the
+    /// overlap DDP realised and the bandwidth it saw while training) before it predicts the
+    /// other variants.
+    #[serde(default)]
+    pub baseline: Option<MeasuredBaseline>,
+}
+
+/// Plain DDP's measured step at the recommendation's GPU count, and where it comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredBaseline {
+    pub step_s: f64,
+    /// The run it comes from, for the citations.
+    pub rests_on: String,
 }
 
 /// A second all-reduce curve of the node, and where it comes from.

@@ -29,8 +29,8 @@ use crate::model::{ModelError, Overheads, Prediction};
 pub use crate::units::fmt_bytes;
 pub use choice::variant_name;
 pub use input::{
-    estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, MeasuredSpeedup,
-    ModelInput, OtherCurve, RecommendInput, SideBySideInput,
+    estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, MeasuredBaseline,
+    MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
 };
 pub use snippet::python_snippet;
 

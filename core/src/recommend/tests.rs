@@ -46,6 +46,7 @@ fn a6000_input() -> RecommendInput {
         side_by_side: None,
         measured: Vec::new(),
         other_curve: None,
+        baseline: None,
     }
 }
 
@@ -598,4 +599,49 @@ fn single_gpu_and_invalid_input() {
         detail: String::new(),
     };
     assert!(recommend(&bad).is_err());
+}
+
+#[test]
+fn a_measured_baseline_calibrates_every_variant() {
+    // The seed-000 box measured 2x on four GPUs with plain DDP: a 130 ms micro-batch and a
+    // 4 x 130 ms / 2 = 260 ms step. The model alone predicts a faster step (it hides part of the
+    // all-reduce behind the backward pass); calibrated on the measured step it gives that
+    // step back for plain DDP, and the other variants move the same way.
+    let plain = recommend(&a6000_input()).unwrap();
+    let row = |r: &Recommendation, v: &str| {
+        r.rows
+            .iter()
+            .find(|x| x.variant == v)
+            .unwrap()
+            .prediction
+            .clone()
+    };
+    let measured_step = 4.0 * 0.130 / 2.0;
+    assert!(
+        row(&plain, "base").step_s < measured_step * 0.97,
+        "{}",
+        row(&plain, "base").step_s
+    );
+    let mut input = a6000_input();
+    input.baseline = Some(MeasuredBaseline {
+        step_s: measured_step,
+        rests_on: "seed 000".into(),
+    });
+    let fitted = recommend(&input).unwrap();
+    let base = row(&fitted, "base");
+    assert!(
+        (base.step_s / measured_step - 1.0).abs() < 1e-3,
+        "{}",
+        base.step_s
+    );
+    assert!(
+        fitted
+            .overheads_source
+            .contains("calibrated on plain DDP's measured step"),
+        "{}",
+        fitted.overheads_source
+    );
+    for v in ["bf16", "accum2", "bf16+accum2"] {
+        assert!(row(&fitted, v).step_s > row(&plain, v).step_s, "{v}");
+    }
 }

@@ -1,10 +1,10 @@
 //! What the gathered DDP runs say of this model: its compute per micro-batch, a hook's cost,
 //! the speedups measured, and how much N GPUs side by side slow each other.
 
-use ddpcheck_core::ddp::{CommHook, DdpResult, DdpVariant};
+use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant};
 use ddpcheck_core::model::side_by_side;
 use ddpcheck_core::recommend::{
-    variant_name, ComputeSource, MeasuredSpeedup, ModelInput, SideBySideInput,
+    variant_name, ComputeSource, MeasuredBaseline, MeasuredSpeedup, ModelInput, SideBySideInput,
 };
 use ddpcheck_core::report::Header;
 
@@ -121,6 +121,24 @@ pub(super) fn measured_at(h: &Header) -> String {
 
 /// The speedups measured for recommend's variants at `gpus` (plain DDP in the measured
 /// environment, the same model and micro-batch), oldest first.
+/// The run with its speedup: its own report's, else against the 1-GPU runs of the same model
+/// in the other reports (recommend's quick runs are two launches: one GPU, then N).
+fn with_speedup(m: &Measurements, r: &DdpResult) -> Option<DdpResult> {
+    if r.speedup.is_some() {
+        return Some(r.clone());
+    }
+    let mut runs: Vec<DdpResult> = m
+        .ddp
+        .iter()
+        .map(|(x, _)| x)
+        .filter(|x| x.world_size == 1 && x.model == r.model && x.micro_batch == r.micro_batch)
+        .cloned()
+        .collect();
+    runs.push(r.clone());
+    fill_scaling(&mut runs, None);
+    runs.pop()
+}
+
 pub(super) fn measured_speedups(
     m: &Measurements,
     model: &ModelInput,
@@ -140,11 +158,12 @@ pub(super) fn measured_speedups(
                 return None;
             }
             let launches = r.launch_step_medians_s.len().max(1);
+            let scaled = with_speedup(m, r)?;
             Some(MeasuredSpeedup {
                 variant: variant_name(v.hook, v.accum)?.to_string(),
-                speedup: r.speedup.filter(|s| s.is_finite() && *s > 0.0)?,
-                uncertainty: r.speedup_uncertainty,
-                noise_bound: r.speedup_noise_bound,
+                speedup: scaled.speedup.filter(|s| s.is_finite() && *s > 0.0)?,
+                uncertainty: scaled.speedup_uncertainty,
+                noise_bound: scaled.speedup_noise_bound,
                 rests_on: format!(
                     "bench ddp at {gpus} GPUs, {launches} launch{} ({})",
                     if launches == 1 { "" } else { "es" },
@@ -210,5 +229,39 @@ pub(super) fn measured_side_by_side(
         distinct: sbs.distinct(),
         noise_bound: sbs.noise_bound,
         rests_on,
+    })
+}
+
+/// Plain DDP's step at `gpus` measured for this model, the newest run: what the model is
+/// calibrated on before it predicts the other variants.
+pub(super) fn measured_baseline(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+    gpus: u32,
+) -> Option<MeasuredBaseline> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    let (r, h) = m.ddp.iter().rev().find(|(r, _)| {
+        r.model == name
+            && r.world_size == gpus
+            && r.micro_batch == micro_batch
+            && r.variant == "base"
+            && r.step_time_median_s > 0.0
+    })?;
+    Some(MeasuredBaseline {
+        step_s: r.step_time_median_s,
+        rests_on: format!(
+            "base at {gpus} GPUs, {} launch{} ({})",
+            r.launch_step_medians_s.len().max(1),
+            if r.launch_step_medians_s.len() > 1 {
+                "es"
+            } else {
+                ""
+            },
+            measured_at(h)
+        ),
     })
 }

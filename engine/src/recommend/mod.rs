@@ -2,6 +2,7 @@
 //! reports, the daemon's history, or quick runs on the node), the curve the model reads, and
 //! core's model on them. Arguments and rendering are the CLI's.
 
+mod budget;
 mod curve;
 mod measured;
 mod measurements;
@@ -30,10 +31,12 @@ use crate::runs::{nccl_env_from_process, parse_env_ab};
 use crate::saved_runs::SavedRuns;
 use curve::{choose_curve, has_curve, provenance_of};
 use measured::{
-    measured_compute, measured_hook_cost, measured_side_by_side, measured_speedups, MeasuredCompute,
+    measured_baseline, measured_compute, measured_hook_cost, measured_side_by_side,
+    measured_speedups, MeasuredCompute,
 };
 use measurements::{daemon_history, Measurements};
 
+pub use budget::{OwnLaunch, OwnMeasurements, DEFAULT_BUDGET_S};
 pub use report::{RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyRow};
 pub use verify::verify;
 
@@ -57,6 +60,11 @@ pub struct RecommendRequest {
     pub env_ab: Option<String>,
     /// Launches of each DDP run.
     pub repeats: u32,
+    /// Today's sweep-only path on a fresh node: an all-reduce sweep and 1-GPU runs, no N-GPU
+    /// launch.
+    pub quick: bool,
+    /// Seconds recommend's own measurements may take on a fresh node.
+    pub budget_s: f64,
 }
 
 impl RecommendRequest {
@@ -123,6 +131,9 @@ struct Gathering<'a> {
     /// This node's GPU count, asked once and only where needed (a curve given by --from may
     /// be another node's).
     gpus_here: Option<usize>,
+    started: Instant,
+    /// What the measure-first path ran, when it ran.
+    own: Option<OwnMeasurements>,
 }
 
 impl Gathering<'_> {
@@ -252,13 +263,92 @@ impl Gathering<'_> {
             variants,
             vec![gpus],
             self.req.micro_batch,
-            15,
+            budget::STEPS,
             self.req.repeats,
         )?;
+        let t0 = Instant::now();
         let r = self.target.bench_ddp(&req, self.progress)?;
+        if let Some(own) = &mut self.own {
+            own.launches.push(OwnLaunch {
+                gpus,
+                variants: variants.iter().map(ToString::to_string).collect(),
+                seconds: t0.elapsed().as_secs_f64(),
+            });
+        }
         self.saved.save(name, &r);
         self.m.add_ddp(r);
         Ok(())
+    }
+
+    /// Whether this recommendation may measure DDP itself first: a model to run, nothing given
+    /// in its place (no `--from`, compute or FLOP rate), and not `--quick`.
+    fn measures_first(&self, model: &ModelInput) -> bool {
+        let a = self.req;
+        matches!(model, ModelInput::Spec { .. })
+            && !a.quick
+            && a.from.is_empty()
+            && a.step_time_ms.is_none()
+            && a.estimate_tflops.is_none()
+    }
+
+    /// The measure-first path on a node that has the GPUs: the 1-GPU quick run (compute, the
+    /// optimizer step, the hook's cost), then ONE N-GPU launch of plain DDP (its step and the
+    /// all-reduce in DDP's own process group), `nocomm` (the GPUs side by side) and as many
+    /// likely changes as the budget allows. The GPU count is the request's or this node's.
+    fn measure_first(&mut self, model: &ModelInput) -> Result<(), RunError> {
+        let ModelInput::Spec { spec } = model else {
+            return Ok(());
+        };
+        if !self.measures_first(model) {
+            return Ok(());
+        }
+        let here = len_u32(self.node_gpus_here()?);
+        let gpus = self.req.gpus.unwrap_or(here);
+        let measured = measured_baseline(&self.m, model, self.req.micro_batch, gpus);
+        if gpus < 2 || gpus > here || measured.is_some() {
+            return Ok(());
+        }
+        self.own = Some(OwnMeasurements {
+            budget_s: self.req.budget_s,
+            ..OwnMeasurements::default()
+        });
+        if measured_compute(&self.m, model, self.req.micro_batch).is_none() {
+            self.quick_run(spec, &["base", "accum4", "bf16"], 1, "ddp-1gpu")?;
+        }
+        let Some((compute, optimizer_s)) = measured_compute(&self.m, model, self.req.micro_batch)
+        else {
+            return Ok(());
+        };
+        let step_s = compute.seconds() + optimizer_s.unwrap_or(0.0);
+        let left_s = self.req.budget_s - self.started.elapsed().as_secs_f64();
+        match budget::plan_launch(step_s, left_s) {
+            Some(plan) => {
+                (self.progress)(Progress {
+                    stage: "recommend".into(),
+                    done: 1,
+                    total: 2,
+                    message: format!(
+                        "{} at {gpus} GPUs in one launch, about {:.0} s of {:.0} s left",
+                        plan.variants.join(", "),
+                        plan.estimate_s,
+                        left_s
+                    ),
+                });
+                self.quick_run(spec, &plan.variants, gpus, &format!("ddp-{gpus}gpu"))
+            }
+            None => {
+                let skipped = format!(
+                    "no {gpus}-GPU launch: plain DDP and nocomm need about {:.0} s and {:.0} s of the {:.0} s budget were left; predicted from an all-reduce sweep instead",
+                    budget::required_s(step_s),
+                    left_s.max(0.0),
+                    self.req.budget_s
+                );
+                if let Some(own) = &mut self.own {
+                    own.skipped = Some(skipped);
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Candidate NCCL settings (`--env-ab`), measured on the node: each one's large-message
@@ -358,6 +448,12 @@ pub fn build(
         )));
     }
     let model = a.model_input()?;
+    if !(a.budget_s.is_finite() && a.budget_s > 0.0) {
+        return Err(RunError::Usage(format!(
+            "--budget {} is not a positive number of seconds",
+            a.budget_s
+        )));
+    }
     let mut g = Gathering {
         req: a,
         target,
@@ -365,8 +461,11 @@ pub fn build(
         progress,
         m: Measurements::default(),
         gpus_here: None,
+        started,
+        own: None,
     };
     g.read_reports()?;
+    g.measure_first(&model)?;
     // The node's GPUs as its sweep or preflight saw them: the default GPU count, and the price's
     // split. DDP's probes may cover only some of them.
     let node_seen = [
@@ -388,6 +487,7 @@ pub fn build(
     let env_ab = g.env_ab()?;
     let calibration = calibration(&g.m, &chosen.curve, &chosen.header);
     let (worst_link, gpu_memory_bytes) = g.links();
+    let own = g.own.take();
     let m = &g.m;
     let (hook_compute_s, hook_rests_on) = measured_hook_cost(m, &model, a.micro_batch).unzip();
     let input = RecommendInput {
@@ -415,6 +515,7 @@ pub fn build(
         side_by_side: measured_side_by_side(m, &model, a.micro_batch, gpus),
         measured: measured_speedups(m, &model, a.micro_batch, gpus),
         other_curve: chosen.other,
+        baseline: measured_baseline(m, &model, a.micro_batch, gpus),
         model,
     };
     let rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
@@ -432,6 +533,7 @@ pub fn build(
         verify_gain: None,
         verify_network: None,
         verify_compute: Vec::new(),
+        own_measurements: own,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

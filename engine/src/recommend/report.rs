@@ -91,6 +91,10 @@ pub struct RecommendReport {
     pub verify_network: Option<VerifyNetwork>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify_compute: Vec<VerifyCompute>,
+    /// What recommend measured itself on a fresh node (the measure-first path), against its
+    /// budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_measurements: Option<super::OwnMeasurements>,
     /// Seconds spent (measurements included).
     pub seconds: f64,
 }

@@ -1,0 +1,143 @@
+//! How much a fresh node's `recommend` measures in its budget: the one N-GPU launch it plans
+//! (plain DDP, the GPUs side by side without communication, then the likeliest changes while
+//! they fit) and the estimate of its length.
+
+use serde::{Deserialize, Serialize};
+
+/// Seconds a `torchrun` launch takes before its first step (torch import, process group and
+/// NCCL init): 16–23 s on the 2×H200 hosts whatever the run's length
+/// (docs/results/2026-11-30-h200x2-launch-spread.md).
+pub const LAUNCH_S: f64 = 20.0;
+/// The all-reduce probe (4 KiB–64 MiB) each multi-GPU run times before its steps.
+pub const PROBE_S: f64 = 3.0;
+/// Warm-up and timed steps of a quick run.
+pub const WARMUP_STEPS: u32 = 5;
+pub const STEPS: u32 = 15;
+/// An N-GPU step also waits on the network and the other GPUs: its estimate is the 1-GPU
+/// step times this.
+const MARGIN: f64 = 1.5;
+/// A `nocomm` run on N GPUs times one GPU alone and all together, three rounds each
+/// (`bench_ddp.py`'s `SOLO_ROUNDS`): about six runs' worth of steps.
+const NOCOMM_RUNS: f64 = 6.0;
+
+/// The default budget of recommend's own measurements, seconds.
+pub const DEFAULT_BUDGET_S: f64 = 120.0;
+
+/// What must run: plain DDP (the baseline the model is calibrated on, with DDP's own
+/// all-reduce probe) and `nocomm` (the GPUs side by side).
+const REQUIRED: [&str; 2] = ["base", "nocomm"];
+/// The changes recommend chooses among most often, simplest first: measured where the budget
+/// allows, predicted otherwise.
+const CANDIDATES: [&str; 3] = ["bf16", "accum4", "bf16+accum4"];
+
+/// The N-GPU launch that fits the budget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchPlan {
+    pub variants: Vec<&'static str>,
+    pub estimate_s: f64,
+}
+
+/// Estimated seconds of one variant's run at N GPUs, `step_s` being one 1-GPU micro-batch plus
+/// the optimizer step.
+fn run_estimate(variant: &str, step_s: f64) -> f64 {
+    let accum = variant
+        .split('+')
+        .find_map(|p| p.strip_prefix("accum"))
+        .and_then(|k| k.parse::<f64>().ok())
+        .unwrap_or(1.0);
+    let runs = if variant == "nocomm" {
+        NOCOMM_RUNS
+    } else {
+        1.0
+    };
+    let steps = f64::from(WARMUP_STEPS + STEPS);
+    PROBE_S + runs * steps * accum * step_s * MARGIN
+}
+
+/// Estimated seconds of the launch with only the required runs.
+pub fn required_s(one_gpu_step_s: f64) -> f64 {
+    LAUNCH_S
+        + REQUIRED
+            .iter()
+            .map(|v| run_estimate(v, one_gpu_step_s))
+            .sum::<f64>()
+}
+
+/// The N-GPU launch to run with `left_s` seconds of budget: the required runs and then each
+/// candidate in order while the estimate fits; `None` when even the required runs do not.
+pub fn plan_launch(one_gpu_step_s: f64, left_s: f64) -> Option<LaunchPlan> {
+    let mut estimate_s = required_s(one_gpu_step_s);
+    if estimate_s > left_s {
+        return None;
+    }
+    let mut variants = REQUIRED.to_vec();
+    for c in CANDIDATES {
+        let more = run_estimate(c, one_gpu_step_s);
+        if estimate_s + more > left_s {
+            break;
+        }
+        estimate_s += more;
+        variants.push(c);
+    }
+    Some(LaunchPlan {
+        variants,
+        estimate_s,
+    })
+}
+
+/// What recommend measured itself on a fresh node, for the report: the budget, the launches it
+/// ran, and the one it left out when the budget did not allow it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OwnMeasurements {
+    pub budget_s: f64,
+    /// Each launch: GPU count, its variants, seconds it took.
+    pub launches: Vec<OwnLaunch>,
+    /// Why the N-GPU launch did not run (the budget), when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnLaunch {
+    pub gpus: u32,
+    pub variants: Vec<String>,
+    pub seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpt2_124m_on_two_gpus_fits_every_candidate_in_the_default_budget() {
+        // gpt2-124m: 40 ms a micro-batch on one H200 (docs/results/2026-11-30-h200x2-gpt2-probes.md),
+        // after a 1-GPU launch of about 25 s.
+        let plan = plan_launch(0.040, DEFAULT_BUDGET_S - 25.0).unwrap();
+        assert_eq!(
+            plan.variants,
+            ["base", "nocomm", "bf16", "accum4", "bf16+accum4"]
+        );
+        assert!(
+            plan.estimate_s < DEFAULT_BUDGET_S - 25.0,
+            "{}",
+            plan.estimate_s
+        );
+    }
+
+    #[test]
+    fn candidates_are_dropped_last_first_and_nothing_runs_below_the_required() {
+        // A 355M-sized step of 100 ms: base and nocomm take 20 + 3 + 3 s plus 7 runs of 20
+        // steps at 150 ms (21 s): 47 s; bf16 adds 6 s, accum4 15 s.
+        let plan = plan_launch(0.100, 60.0).unwrap();
+        assert_eq!(plan.variants, ["base", "nocomm", "bf16"]);
+        assert_eq!(plan_launch(0.100, 40.0), None);
+    }
+
+    #[test]
+    fn accumulation_and_nocomm_count_their_extra_steps() {
+        let one = run_estimate("base", 0.01);
+        assert!((run_estimate("accum4", 0.01) - PROBE_S - 4.0 * (one - PROBE_S)).abs() < 1e-9);
+        assert!((run_estimate("bf16+accum4", 0.01) - run_estimate("accum4", 0.01)).abs() < 1e-9);
+        assert!((run_estimate("nocomm", 0.01) - PROBE_S - 6.0 * (one - PROBE_S)).abs() < 1e-9);
+    }
+}
