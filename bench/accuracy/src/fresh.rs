@@ -103,6 +103,7 @@ fn model_cases(ds: &Dataset, model: &str, knobs: Knobs) -> Vec<Case> {
             variant: r.variant.clone(),
             predicted,
             naive: reading.naive(&v, &curve),
+            input_launch: input_launch_speedup(one, r, f64::from(r.world_size)),
             measured: f64::from(r.world_size) * step1 / step_n,
             judged: r.variant != "base",
         });
@@ -111,19 +112,32 @@ fn model_cases(ds: &Dataset, model: &str, knobs: Knobs) -> Vec<Case> {
 }
 
 /// The model calibrated on the measured baseline (see `model::BaselineFit`).
-struct Fitted(Option<model::BaselineFit>);
+pub(crate) struct Fitted(Option<model::BaselineFit>);
 
-fn fit_on_baseline(reading: &Reading, base_step_s: f64, curve: &LinkCurve) -> Fitted {
+pub(crate) fn fit_on_baseline(reading: &Reading, base_step_s: f64, curve: &LinkCurve) -> Fitted {
     let base = reading.inputs_on(&DdpVariant::default(), curve);
     Fitted(model::BaselineFit::fit(&base, curve, base_step_s).ok())
 }
 
 impl Fitted {
-    fn predict(&self, reading: &Reading, v: &DdpVariant, curve: &LinkCurve) -> Option<f64> {
+    pub(crate) fn predict(
+        &self,
+        reading: &Reading,
+        v: &DdpVariant,
+        curve: &LinkCurve,
+    ) -> Option<f64> {
         let mut inputs = reading.inputs_on(v, curve);
         if let Some(fit) = &self.0 {
             fit.apply(&mut inputs);
         }
         model::predict(&inputs, curve).ok().map(|p| p.speedup)
     }
+}
+
+/// The speedup a variant measured in the input launch alone (its N-GPU step against its 1-GPU
+/// partner's, both of launch [`INPUT_LAUNCH`]).
+fn input_launch_speedup(one: &DdpResult, r: &DdpResult, world: f64) -> Option<f64> {
+    let step1 = one.launch_step_medians_s.get(INPUT_LAUNCH)?;
+    let step_n = r.launch_step_medians_s.get(INPUT_LAUNCH)?;
+    Some(world * step1 / step_n)
 }

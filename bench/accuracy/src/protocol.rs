@@ -8,13 +8,15 @@
 //!   median over the other launches only (never a launch that gave an input). Only datasets with
 //!   three launches or more and the runs' own probes qualify.
 //! * P2 after `bench ddp`: the runs' own probes (the median over the judged runs of the model),
-//!   the 1-GPU and `nocomm` runs of the same launches; judged on every multi-GPU run.
+//!   the 1-GPU and `nocomm` runs of the same launches, and plain DDP's measured step, which the
+//!   model is calibrated on as `recommend` is; judged on every other multi-GPU run.
 
 use ddpcheck_core::ddp::{one_gpu_reference, probe_curve, DdpResult, DdpVariant};
 use ddpcheck_core::model::LinkCurve;
 use ddpcheck_core::recommend::variant_name;
 
 use crate::fixtures::{Dataset, Regime};
+use crate::fresh::fit_on_baseline;
 use crate::inputs::{Knobs, Reading};
 
 /// Models below this many parameters are left out (the judged range is 0.8–76M, and GPT-2).
@@ -49,6 +51,10 @@ pub struct Case {
     pub predicted: f64,
     /// The naive formula's speedup from the same inputs.
     pub naive: f64,
+    /// P1: the speedup the input launch itself measured for this variant. Scored as a
+    /// predictor it is the launch-noise floor of one-launch inputs: no model that reads one
+    /// launch can expect to do better than that launch reproduced exactly.
+    pub input_launch: Option<f64>,
     pub measured: f64,
     /// False for the input a protocol calibrated on (P1's baseline): shown for the choice of
     /// variant, never counted in the errors.
@@ -133,11 +139,21 @@ fn whole_runs(protocol: Protocol, ds: &Dataset, knobs: Knobs) -> Vec<Case> {
             continue;
         };
         reading.knobs = knobs;
+        // After `bench ddp` recommend is calibrated on plain DDP's measured step, as on a fresh
+        // node: that run is then an input, never a judged case.
+        let baseline = (protocol == Protocol::P2)
+            .then(|| mine.iter().find(|r| r.variant == "base"))
+            .flatten()
+            .map(|b| fit_on_baseline(&reading, b.step_time_median_s, &curve));
         for r in mine {
             let (Some(one), Ok(v)) = (partner(ds, r), r.variant.parse::<DdpVariant>()) else {
                 continue;
             };
-            let Some(predicted) = reading.predict(&v, &curve) else {
+            let predicted = match &baseline {
+                Some(fitted) => fitted.predict(&reading, &v, &curve),
+                None => reading.predict(&v, &curve),
+            };
+            let Some(predicted) = predicted else {
                 continue;
             };
             out.push(Case {
@@ -147,8 +163,9 @@ fn whole_runs(protocol: Protocol, ds: &Dataset, knobs: Knobs) -> Vec<Case> {
                 variant: r.variant.clone(),
                 predicted,
                 naive: reading.naive(&v, &curve),
+                input_launch: None,
                 measured: r.throughput / one.throughput,
-                judged: true,
+                judged: baseline.is_none() || r.variant != "base",
             });
         }
     }

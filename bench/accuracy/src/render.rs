@@ -40,12 +40,25 @@ fn naive(c: &Case) -> f64 {
     c.naive
 }
 
-/// The main table: each protocol, the model and the naive formula.
+/// The main table: each protocol, the model and the naive formula; for P1 also its input
+/// launch reproduced exactly (the launch-noise floor of one-launch inputs).
 fn protocols_table(all: &[(Protocol, Vec<Case>)]) -> String {
     let mut t = String::from(HEAD);
     for (p, cs) in all {
         t += &row(p.name(), "model", &score(cs, model));
         t += &row(p.name(), "naive formula", &score(cs, naive));
+        let floor: Vec<Case> = cs
+            .iter()
+            .filter(|c| c.input_launch.is_some())
+            .cloned()
+            .collect();
+        if !floor.is_empty() {
+            t += &row(
+                p.name(),
+                "the input launch itself (noise floor)",
+                &score(&floor, |c| c.input_launch.unwrap_or(f64::NAN)),
+            );
+        }
     }
     t
 }
