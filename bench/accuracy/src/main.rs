@@ -1,6 +1,7 @@
-//! `ddpcheck-accuracy [--cases | --fit] [FIXTURES]`: prints the accuracy tables (markdown)
-//! computed from the committed raw reports, the same output every run; `--cases` lists every
-//! case instead, `--fit` the search of the mechanism constants on the fit calls.
+//! `ddpcheck-accuracy [--cases | --fit | --readme] [FIXTURES]`: prints the accuracy tables
+//! (markdown) computed from the committed raw reports, the same output every run; `--cases`
+//! lists every case instead, `--fit` the search of the mechanism constants on the fit calls,
+//! `--readme` the README's P0/P1 table.
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
@@ -13,6 +14,8 @@ fn main() -> anyhow::Result<()> {
     let datasets = ddpcheck_accuracy::fixtures::load_all(&root)?;
     if flag("--fit") {
         print!("{}", ddpcheck_accuracy::fit::fit(&datasets));
+    } else if flag("--readme") {
+        print!("{}", ddpcheck_accuracy::render::readme_table(&datasets));
     } else if flag("--cases") {
         print!("{}", ddpcheck_accuracy::render::case_list(&datasets));
     } else {

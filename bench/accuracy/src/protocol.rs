@@ -32,6 +32,15 @@ pub enum Protocol {
 impl Protocol {
     pub const ALL: [Protocol; 3] = [Protocol::P0, Protocol::P1, Protocol::P2];
 
+    /// `P0`, `P1`, `P2`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Protocol::P0 => "P0",
+            Protocol::P1 => "P1",
+            Protocol::P2 => "P2",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Protocol::P0 => "P0 offline (sweep + 1-GPU runs)",

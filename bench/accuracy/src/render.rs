@@ -199,3 +199,36 @@ pub fn case_list(datasets: &[Dataset]) -> String {
     }
     out
 }
+
+/// The README's table: P0 and P1, the model's figures on the judged calls (the page holds P2 and
+/// the rest).
+pub fn readme_table(datasets: &[Dataset]) -> String {
+    let judged: Vec<&Dataset> = datasets.iter().filter(|d| d.judged()).collect();
+    let mut t = String::from(
+        "| protocol | what the model reads | cases | median error | largest error | bias | ranking |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for (p, reads) in [
+        (
+            Protocol::P0,
+            "another node's all-reduce sweep and 1-GPU runs (`recommend --from`)",
+        ),
+        (
+            Protocol::P1,
+            "what `recommend` measures on a fresh node: one launch of plain DDP at N GPUs and 1-GPU runs",
+        ),
+    ] {
+        let s = score(&cases(p, &judged, Knobs::default()), model);
+        let _ = writeln!(
+            t,
+            "| {} | {reads} | {} | {} | {} | {} | {} of {} |",
+            p.short(),
+            s.cases,
+            pct(s.median),
+            pct(s.largest),
+            signed(s.bias),
+            s.pairs_right,
+            s.pairs
+        );
+    }
+    t
+}

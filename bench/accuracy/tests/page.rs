@@ -27,6 +27,26 @@ fn the_results_page_holds_the_tables_the_committed_reports_give() {
 }
 
 #[test]
+fn the_readme_holds_the_p0_and_p1_figures_the_committed_reports_give() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let datasets =
+        ddpcheck_accuracy::fixtures::load_all(&ddpcheck_accuracy::fixtures::default_root())
+            .unwrap_or_else(|e| panic!("the fixtures: {e}"));
+    let table = ddpcheck_accuracy::render::readme_table(&datasets);
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let start = readme.find(BEGIN).map(|i| i + BEGIN.len());
+    let end = readme.find(END);
+    let (Some(start), Some(end)) = (start, end) else {
+        panic!("README.md lacks the accuracy table's markers");
+    };
+    assert_eq!(
+        readme[start..end].trim_end(),
+        table.trim_end(),
+        "README.md's accuracy table is stale"
+    );
+}
+
+#[test]
 fn p0_and_p2_count_the_cases_the_published_judged_set_counted() {
     // P2 counts every case the Python judged set counted for 18:17, 19:49 and 22:43 (112), and
     // P0 the same cases: the harness reads the reports as `recommend --from` did.
