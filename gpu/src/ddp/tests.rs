@@ -45,7 +45,7 @@ fn cfg(python: &Path) -> RealConfig {
     }
 }
 
-fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) -> DdpRequest {
+pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) -> DdpRequest {
     DdpRequest {
         models: vec![ModelSpec::gpt2_124m()],
         variants: vec![variant],
@@ -485,7 +485,7 @@ fn python3() -> Option<&'static str> {
 
 /// python3 (None: the test has nothing to run on) and the embedded script written to a fresh
 /// directory, which lives as long as the returned handle.
-fn embedded_script() -> Option<(&'static str, tempfile::TempDir, PathBuf)> {
+pub(super) fn embedded_script() -> Option<(&'static str, tempfile::TempDir, PathBuf)> {
     let py = python3()?;
     let dir = tempfile::tempdir().unwrap();
     let script = write_script(dir.path()).unwrap();
@@ -604,7 +604,7 @@ fn script_reports_missing_torch_and_bad_config_as_json() {
 
 /// Runs `body` under python3 with the embedded script imported as `m` (and json, os, sys), the
 /// script's path as argv[1] and `args` after it; returns what it printed as JSON.
-fn with_script_module(
+pub(super) fn with_script_module(
     py: &str,
     script: &Path,
     body: &str,
