@@ -208,6 +208,6 @@ fn gradient_layouts_hold_every_parameter_of_the_new_specs() {
     // The MLP's output layer is the smallest and computed first: its share of the backward is
     // its share of the weights.
     let l = GradLayout::for_model(&parse("mlp:784->2048x4->10"));
-    let weights = (784 * 2048 + 4 * 2048 * 2048 + 2048 * 10) as f64;
+    let weights = f64::from(784 * 2048 + 4 * 2048 * 2048 + 2048 * 10);
     assert!((l.tensors[0].ready - 20480.0 / weights).abs() < 1e-12);
 }
