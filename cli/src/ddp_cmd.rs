@@ -9,10 +9,16 @@ use ddpcheck_engine::RunError;
 
 #[derive(Args, Debug)]
 pub struct DdpArgs {
-    /// Model: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]], mlp:WIDTH[,DEPTH]. Repeatable.
+    /// Model: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied],
+    /// mlp:WIDTH[,DEPTH], mlp:WIDTHxDEPTH or 'mlp:IN->WIDTHxDEPTH->OUT' (quoted: '>' is a
+    /// redirection to the shell). Repeatable. See docs/recommend.md.
     #[arg(long = "model")]
     pub models: Vec<String>,
-    /// MLP width sweep (speedup against parameters, the crossover): mlp:W1,W2,...
+    /// A decoder from its Hugging Face config.json (GPT-2, LLaMA or Mistral); repeatable.
+    #[arg(long = "model-config", value_name = "FILE")]
+    pub model_configs: Vec<std::path::PathBuf>,
+    /// MLP width sweep (speedup against parameters, the crossover): mlp:W1,W2,... (square,
+    /// depth 4) or 'mlp:IN->W1,W2,...xDEPTH->OUT'.
     #[arg(long, value_name = "mlp:WIDTHS")]
     pub sweep: Option<String>,
     /// Variants, comma-separated: base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, joined with '+';
@@ -72,22 +78,40 @@ fn print_manual(req: &DdpRequest, dir: &std::path::Path) -> Result<i32, RunError
     Ok(0)
 }
 
+/// The models of `--sweep`: `mlp:W1,W2,...` (square, depth 4) or `mlp:IN->W1,W2,...xD->OUT`.
+fn sweep_models(sweep: &str) -> Result<Vec<String>, RunError> {
+    let usage = || {
+        RunError::Usage(format!(
+            "--sweep {sweep:?}: expected mlp:WIDTH,WIDTH,... or 'mlp:IN->WIDTH,WIDTH,...xDEPTH->OUT'"
+        ))
+    };
+    let body = sweep.trim().strip_prefix("mlp:").ok_or_else(usage)?;
+    let Some((input, rest)) = body.split_once("->") else {
+        let widths = parse_u32_list(body).map_err(RunError::Usage)?;
+        return Ok(widths.iter().map(|w| format!("mlp:{w}")).collect());
+    };
+    let (widths, output) = rest.split_once("->").ok_or_else(usage)?;
+    let (widths, depth) = widths.split_once('x').ok_or_else(usage)?;
+    let widths = parse_u32_list(widths).map_err(RunError::Usage)?;
+    let (input, depth, output) = (input.trim(), depth.trim(), output.trim());
+    Ok(widths
+        .iter()
+        .map(|w| format!("mlp:{input}->{w}x{depth}->{output}"))
+        .collect())
+}
+
 pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest, RunError> {
     let mut models: Vec<ModelSpec> = a
         .models
         .iter()
         .map(|m| m.parse::<ModelSpec>().map_err(RunError::Usage))
         .collect::<Result<_, _>>()?;
+    for path in &a.model_configs {
+        models.push(ddpcheck_engine::model_config::read_model_config(path)?);
+    }
     if let Some(sweep) = &a.sweep {
-        let widths = sweep.strip_prefix("mlp:").ok_or_else(|| {
-            RunError::Usage(format!("--sweep {sweep:?}: expected mlp:WIDTH,WIDTH,..."))
-        })?;
-        for w in parse_u32_list(widths).map_err(RunError::Usage)? {
-            models.push(
-                format!("mlp:{w}")
-                    .parse::<ModelSpec>()
-                    .map_err(RunError::Usage)?,
-            );
+        for spec in sweep_models(sweep)? {
+            models.push(spec.parse::<ModelSpec>().map_err(RunError::Usage)?);
         }
     }
     if models.is_empty() {

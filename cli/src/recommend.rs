@@ -17,9 +17,14 @@ use crate::{make_target, print_json, progress, Cli};
 
 #[derive(Args, Debug)]
 pub struct RecommendArgs {
-    /// Model: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]], mlp:WIDTH[,DEPTH].
-    #[arg(long, conflicts_with = "params")]
+    /// Model: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied],
+    /// mlp:WIDTH[,DEPTH], mlp:WIDTHxDEPTH or 'mlp:IN->WIDTHxDEPTH->OUT' (quoted: '>' is a
+    /// redirection to the shell). See docs/recommend.md.
+    #[arg(long, conflicts_with_all = ["params", "model_config"])]
     pub model: Option<String>,
+    /// Or a decoder from its Hugging Face config.json (GPT-2, LLaMA or Mistral).
+    #[arg(long, value_name = "FILE", conflicts_with = "params")]
+    pub model_config: Option<PathBuf>,
     /// Or only a parameter count: 124M, 1.3B, 350000000.
     #[arg(long, value_parser = parse_count)]
     pub params: Option<u64>,
@@ -101,6 +106,7 @@ impl RecommendArgs {
     pub fn request(&self) -> RecommendRequest {
         RecommendRequest {
             model: self.model.clone(),
+            model_config: self.model_config.clone(),
             params: self.params,
             micro_batch: self.micro_batch,
             seq: self.seq,
@@ -295,6 +301,7 @@ pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, RunError> {
 pub fn demo_recommendation(target: &dyn Runner) -> Result<RecommendReport, RunError> {
     let req = RecommendRequest {
         model: Some("gpt2-124m".into()),
+        model_config: None,
         params: None,
         micro_batch: 8,
         seq: 1024,

@@ -70,7 +70,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::collective::{Collective, Sweep};
-use crate::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec};
+use crate::ddp::{CommHook, DdpResult, DdpVariant, DecoderTensors, ModelSpec};
 use crate::num::{floor_u64, len_u32, ToF64};
 
 /// One MiB, the unit of DDP's `bucket_cap_mb`.
@@ -347,87 +347,80 @@ impl GradLayout {
 
     /// The layout of a model preset, tensor by tensor, in backward order.
     ///
-    /// Decoder (GPT-2 style, tied embeddings): the LM head's backward comes first and no
-    /// gradient is final during it (the head's weight is the token embedding, whose gradient
-    /// also collects the embedding lookup at the very end); then the final norm and the blocks,
+    /// Decoder: the LM head's backward comes first and no gradient is final during it (a tied
+    /// head's weight is the token embedding, whose gradient also collects the embedding lookup
+    /// at the very end; an untied head's is final after it); then the final norm and the blocks,
     /// last to first, each taking an equal share of the remaining backward (tensors within a
     /// block in proportion to their size); the position and token embeddings are ready at the
     /// end. The head's share is its FLOPs over the model's (`6·V·W` against
     /// [`ModelSpec::train_flops_per_sample`] per token).
     ///
-    /// MLP: `depth` square layers, last first, each an equal share of the backward.
+    /// MLP: its linear layers, last first, each a share of the backward in proportion to its
+    /// weight (an equal share for square layers).
     pub fn for_model(spec: &ModelSpec) -> Self {
-        match spec {
-            ModelSpec::Decoder {
-                layers,
-                width,
-                seq,
-                vocab,
-                ..
-            } => {
-                let (l, w) = (u64::from(*layers), u64::from(*width));
-                let per_token = spec.train_flops_per_sample() / f64::from((*seq).max(1));
-                let head = 6.0 * f64::from(*vocab) * w.to_f64();
-                let head_frac = if per_token > 0.0 {
-                    (head / per_token).clamp(0.0, 0.9)
-                } else {
-                    0.0
-                };
-                // A block's tensors in the order their gradients are computed (reverse of
-                // registration: mlp.c_proj, mlp.c_fc, ln_2, attn.c_proj, attn.c_attn, ln_1).
-                let block = [
-                    w,         // mlp.c_proj.bias
-                    4 * w * w, // mlp.c_proj.weight
-                    4 * w,     // mlp.c_fc.bias
-                    4 * w * w, // mlp.c_fc.weight
-                    2 * w,     // ln_2 weight + bias
-                    w,         // attn.c_proj.bias
-                    w * w,     // attn.c_proj.weight
-                    3 * w,     // attn.c_attn.bias
-                    3 * w * w, // attn.c_attn.weight
-                    2 * w,     // ln_1 weight + bias
-                ];
-                let block_params: u64 = block.iter().sum();
-                let mut tensors = vec![GradTensor {
-                    params: 2 * w, // ln_f
-                    ready: head_frac,
-                }];
-                for i in 0..l {
-                    let mut done = 0u64;
-                    for &p in &block {
-                        done += p;
-                        let within = done.to_f64() / block_params.max(1).to_f64();
-                        tensors.push(GradTensor {
-                            params: p,
-                            ready: head_frac
-                                + (1.0 - head_frac) * (i.to_f64() + within) / l.max(1).to_f64(),
-                        });
-                    }
-                }
+        match spec.decoder_tensors() {
+            Some(t) => Self::for_decoder(spec, &t),
+            None => Self::for_mlp(spec),
+        }
+    }
+
+    fn for_decoder(spec: &ModelSpec, t: &DecoderTensors) -> Self {
+        let seq = f64::from(spec.tokens_per_sample().max(1));
+        let per_token = spec.train_flops_per_sample() / seq;
+        let head = 6.0 * t.token_embedding.to_f64();
+        let head_frac = if per_token > 0.0 {
+            (head / per_token).clamp(0.0, 0.9)
+        } else {
+            0.0
+        };
+        // An untied head's weight is final once its own backward is done; then the final norm.
+        let mut tensors: Vec<GradTensor> = [t.untied_head, t.final_norm]
+            .into_iter()
+            .filter(|p| *p > 0)
+            .map(|params| GradTensor {
+                params,
+                ready: head_frac,
+            })
+            .collect();
+        let block_params: u64 = t.block.iter().sum();
+        let l = t.layers.max(1).to_f64();
+        for i in 0..t.layers {
+            let mut done = 0u64;
+            for &p in &t.block {
+                done += p;
+                let within = done.to_f64() / block_params.max(1).to_f64();
                 tensors.push(GradTensor {
-                    params: u64::from(*seq) * w, // wpe
-                    ready: 1.0,
+                    params: p,
+                    ready: head_frac + (1.0 - head_frac) * (i.to_f64() + within) / l,
                 });
-                tensors.push(GradTensor {
-                    params: u64::from(*vocab) * w, // wte, tied with the LM head
-                    ready: 1.0,
-                });
-                GradLayout { tensors }
-            }
-            ModelSpec::Mlp { width, depth } => {
-                let (w, d) = (u64::from(*width), u64::from((*depth).max(1)));
-                let mut tensors = Vec::new();
-                for i in 0..d {
-                    let ready = (i + 1).to_f64() / d.to_f64();
-                    tensors.push(GradTensor { params: w, ready });
-                    tensors.push(GradTensor {
-                        params: w * w,
-                        ready,
-                    });
-                }
-                GradLayout { tensors }
             }
         }
+        // Learned positions, then the token embedding (the head's weight when tied).
+        for params in [t.positions, t.token_embedding]
+            .into_iter()
+            .filter(|p| *p > 0)
+        {
+            tensors.push(GradTensor { params, ready: 1.0 });
+        }
+        GradLayout { tensors }
+    }
+
+    /// Linear layers last first, each a share of the backward in proportion to its weight.
+    fn for_mlp(spec: &ModelSpec) -> Self {
+        let layers = spec.mlp_layers();
+        let total: u64 = layers.iter().map(|(i, o)| i * o).sum();
+        let mut done = 0u64;
+        let mut tensors = Vec::new();
+        for &(i, o) in layers.iter().rev() {
+            done += i * o;
+            let ready = done.to_f64() / total.max(1).to_f64();
+            tensors.push(GradTensor { params: o, ready });
+            tensors.push(GradTensor {
+                params: i * o,
+                ready,
+            });
+        }
+        GradLayout { tensors }
     }
 
     pub fn params(&self) -> u64 {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::ddp::{CommHook, DdpVariant, ModelSpec, GPT2_VOCAB};
+use ddpcheck_core::ddp::{CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB};
 use ddpcheck_core::gpu::{select_gpus, GpuHealth, GpuInfo, ProbeState};
 use ddpcheck_core::topology::{GpuRef, LinkClass};
 use ddpcheck_proto::v1::{
@@ -100,6 +100,9 @@ fn model_in_bounds(m: &ModelSpec) -> bool {
             heads,
             seq,
             vocab,
+            arch,
+            ffn,
+            kv_heads,
             ..
         } => {
             (1..=256).contains(layers)
@@ -108,8 +111,24 @@ fn model_in_bounds(m: &ModelSpec) -> bool {
                 && width % heads == 0
                 && (8..=131_072).contains(seq)
                 && (2..=1_000_000).contains(vocab)
+                && ffn.is_none_or(|f| (8..=262_144).contains(&f))
+                && kv_heads.is_none_or(|kv| kv > 0 && heads % kv == 0)
+                && (*arch == DecoderArch::Gpt2 || (width / heads) % 2 == 0)
         }
-        ModelSpec::Mlp { width, depth } => (8..=65536).contains(width) && (1..=64).contains(depth),
+        ModelSpec::Mlp {
+            width,
+            depth,
+            input,
+            output,
+        } => {
+            (8..=65536).contains(width)
+                && (1..=64).contains(depth)
+                && input.is_some() == output.is_some()
+                && [input, output]
+                    .into_iter()
+                    .flatten()
+                    .all(|n| (1..=1_048_576).contains(n))
+        }
     }
 }
 
@@ -175,7 +194,7 @@ proptest! {
         if mlp {
             let take = nums.len().min(2);
             let s = format!("mlp:{}", list[..take].join(","));
-            let want = ModelSpec::Mlp { width: nums[0], depth: nums.get(1).copied().unwrap_or(4) };
+            let want = ModelSpec::square_mlp(nums[0], nums.get(1).copied().unwrap_or(4));
             match ModelSpec::from_str(&s) {
                 Ok(m) => { prop_assert_eq!(&m, &want); prop_assert!(model_in_bounds(&m)); }
                 Err(_) => prop_assert!(!model_in_bounds(&want), "{s:?} rejected"),
@@ -186,14 +205,14 @@ proptest! {
                 Ok(m) => prop_assert!(model_in_bounds(&m), "{s:?} accepted as {m:?}"),
                 Err(_) if nums.len() < 3 => {}
                 Err(e) => {
-                    let want = ModelSpec::Decoder {
-                        name: String::new(),
-                        layers: nums[0],
-                        width: nums[1],
-                        heads: nums[2],
-                        seq: nums.get(3).copied().unwrap_or(1024),
-                        vocab: nums.get(4).copied().unwrap_or(GPT2_VOCAB),
-                    };
+                    let want = ModelSpec::gpt2_style(
+                        "",
+                        nums[0],
+                        nums[1],
+                        nums[2],
+                        nums.get(3).copied().unwrap_or(1024),
+                        nums.get(4).copied().unwrap_or(GPT2_VOCAB),
+                    );
                     prop_assert!(!model_in_bounds(&want), "{s:?} rejected: {e}");
                 }
             }

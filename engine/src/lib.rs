@@ -1,10 +1,11 @@
 //! ddpcheck-engine: what the CLI's local mode and the daemon share. It runs checks and
 //! benchmarks on a backend (`runs`), takes the node lock (`lock`), defines the runner a command
-//! goes through (`runner`: local here, over gRPC in the CLI), and gathers what `recommend`
-//! rests on (`recommend`, `saved_runs`).
+//! goes through (`runner`: local here, over gRPC in the CLI), gathers what `recommend` rests on
+//! (`recommend`, `saved_runs`) and reads `--model-config` files (`model_config`).
 
 pub mod cluster;
 pub mod lock;
+pub mod model_config;
 pub mod recommend;
 pub mod runner;
 pub mod runs;

@@ -91,20 +91,16 @@ pub struct Bucket {
 /// How a model's gradients become ready: (params that appear evenly, share of the backward
 /// pass before the first of them, params ready only at the end).
 fn gradient_shape(spec: &ModelSpec) -> (f64, f64, f64) {
-    match spec {
-        ModelSpec::Decoder {
-            width, seq, vocab, ..
-        } => {
-            let (w, s, v) = (f64::from(*width), f64::from(*seq), f64::from(*vocab));
-            let embed = v * w + s * w;
-            let layers = spec.params() as f64 - embed;
-            // The LM head's matmul runs first in the backward pass; the tied embedding's
-            // gradient is only complete after the input embedding's backward, at the end.
-            let head_share = (6.0 * v * w * s / spec.train_flops_per_sample()).clamp(0.0, 0.9);
-            (layers, head_share, embed)
-        }
-        ModelSpec::Mlp { .. } => (spec.params() as f64, 0.0, 0.0),
-    }
+    let Some(t) = spec.decoder_tensors() else {
+        return (spec.params() as f64, 0.0, 0.0);
+    };
+    let embed = (t.token_embedding + t.positions) as f64;
+    let layers = spec.params() as f64 - embed;
+    // The LM head's matmul runs first in the backward pass; the token embedding's gradient is
+    // only complete after the input embedding's backward, at the end.
+    let head = 6.0 * t.token_embedding as f64 * f64::from(spec.tokens_per_sample());
+    let head_share = (head / spec.train_flops_per_sample()).clamp(0.0, 0.9);
+    (layers, head_share, embed)
 }
 
 /// DDP's buckets in the order they are all-reduced.
@@ -206,10 +202,11 @@ fn fsdp_units(spec: &ModelSpec) -> Vec<f64> {
             u.push(embed);
             u
         }
-        ModelSpec::Mlp { width, depth } => {
-            let w = f64::from(*width);
-            vec![w * w + w; *depth as usize]
-        }
+        ModelSpec::Mlp { .. } => spec
+            .mlp_layers()
+            .iter()
+            .map(|(i, o)| (i * o + o) as f64)
+            .collect(),
     }
 }
 

@@ -11,10 +11,7 @@ use ddpcheck_core::num::{floor_u64, ToF64};
 pub fn spec_of(name: &str) -> Option<ModelSpec> {
     if let Some(rest) = name.strip_prefix("mlp:") {
         let (w, d) = rest.split_once('x')?;
-        return Some(ModelSpec::Mlp {
-            width: w.parse().ok()?,
-            depth: d.parse().ok()?,
-        });
+        return Some(ModelSpec::square_mlp(w.parse().ok()?, d.parse().ok()?));
     }
     name.parse().ok()
 }

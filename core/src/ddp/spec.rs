@@ -1,5 +1,6 @@
 //! What a DDP benchmark runs: the models (presets and specs), the comm hooks, the variants
 //! (hook, accumulation, buckets, FSDP) and which 1-GPU run each variant is judged against.
+//! A model's text form is read in `model_arg`, its tensors are counted in `architecture`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,7 +14,8 @@ pub const GPT2_VOCAB: u32 = 50257;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ModelSpec {
-    /// A GPT-2-style decoder (tied embeddings, 4x MLP).
+    /// A decoder-only transformer: GPT-2 style by default (tied embeddings, 4x GELU MLP), or
+    /// LLaMA style. Fields added after the first reports take defaults, so older JSON still reads.
     Decoder {
         name: String,
         layers: u32,
@@ -21,89 +23,109 @@ pub enum ModelSpec {
         heads: u32,
         seq: u32,
         vocab: u32,
+        #[serde(default, skip_serializing_if = "DecoderArch::is_gpt2")]
+        arch: DecoderArch,
+        /// The MLP's hidden width (`intermediate_size`); none: 4 x width.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ffn: Option<u32>,
+        /// Key/value heads (grouped-query attention); none: as many as query heads.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kv_heads: Option<u32>,
+        /// The output projection is its own matrix rather than the token embedding.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        untied: bool,
     },
-    /// A stack of square linear layers (the crossover experiment's model).
-    Mlp { width: u32, depth: u32 },
+    /// `depth` square linear layers of `width` (the crossover experiment's model), with an
+    /// input layer `input -> width` before them and an output layer `width -> output` after
+    /// them when both are given.
+    Mlp {
+        width: u32,
+        depth: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<u32>,
+    },
+}
+
+/// How a decoder's blocks are built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecoderArch {
+    /// LayerNorm, biases on every linear layer, learned positions, GELU MLP.
+    #[default]
+    Gpt2,
+    /// RMSNorm, no biases, rotary positions, gated SiLU MLP (LLaMA, Mistral).
+    Llama,
+}
+
+impl DecoderArch {
+    pub fn is_gpt2(&self) -> bool {
+        *self == DecoderArch::Gpt2
+    }
 }
 
 impl ModelSpec {
     pub fn gpt2_124m() -> Self {
-        ModelSpec::Decoder {
-            name: "gpt2-124m".into(),
-            layers: 12,
-            width: 768,
-            heads: 12,
-            seq: 1024,
-            vocab: GPT2_VOCAB,
-        }
+        Self::gpt2_style("gpt2-124m", 12, 768, 12, 1024, GPT2_VOCAB)
     }
     pub fn gpt2_355m() -> Self {
+        Self::gpt2_style("gpt2-355m", 24, 1024, 16, 1024, GPT2_VOCAB)
+    }
+
+    /// A GPT-2-style decoder (tied embeddings, 4x MLP, one key/value head per head).
+    pub fn gpt2_style(
+        name: &str,
+        layers: u32,
+        width: u32,
+        heads: u32,
+        seq: u32,
+        vocab: u32,
+    ) -> Self {
         ModelSpec::Decoder {
-            name: "gpt2-355m".into(),
-            layers: 24,
-            width: 1024,
-            heads: 16,
-            seq: 1024,
-            vocab: GPT2_VOCAB,
+            name: name.into(),
+            layers,
+            width,
+            heads,
+            seq,
+            vocab,
+            arch: DecoderArch::Gpt2,
+            ffn: None,
+            kv_heads: None,
+            untied: false,
         }
     }
 
-    pub fn name(&self) -> String {
-        match self {
-            ModelSpec::Decoder { name, .. } => name.clone(),
-            ModelSpec::Mlp { width, depth } => format!("mlp:{width}x{depth}"),
+    /// `depth` square linear layers of `width`.
+    pub fn square_mlp(width: u32, depth: u32) -> Self {
+        ModelSpec::Mlp {
+            width,
+            depth,
+            input: None,
+            output: None,
         }
     }
 
-    /// The spec as `FromStr` reads it back (`gpt2-124m`, `decoder:L,W,H,S,V`, `mlp:W,D`): how a
-    /// model travels in the API and on command lines.
-    pub fn to_arg(&self) -> String {
-        match self {
-            ModelSpec::Decoder { name, .. } if name == "gpt2-124m" || name == "gpt2-355m" => {
-                name.clone()
-            }
-            ModelSpec::Decoder {
-                layers,
-                width,
-                heads,
-                seq,
-                vocab,
-                ..
-            } => format!("decoder:{layers},{width},{heads},{seq},{vocab}"),
-            ModelSpec::Mlp { width, depth } => format!("mlp:{width},{depth}"),
-        }
-    }
-
-    /// Trainable parameters. Decoder: 12·L·W² (+ biases and norms) + vocab·W + seq·W.
-    pub fn params(&self) -> u64 {
-        match self {
-            ModelSpec::Decoder {
-                layers,
-                width,
-                seq,
-                vocab,
-                ..
-            } => {
-                let (l, w) = (u64::from(*layers), u64::from(*width));
-                let per_layer = 12 * w * w + 13 * w; // qkv, proj, fc, fc-proj weights + biases + 2 norms
-                l * per_layer + u64::from(*vocab) * w + u64::from(*seq) * w + 2 * w
-            }
-            ModelSpec::Mlp { width, depth } => {
-                let w = u64::from(*width);
-                u64::from(*depth) * (w * w + w)
-            }
-        }
-    }
-
-    /// Forward+backward FLOPs per sample (6·params per token for decoders, plus attention).
+    /// Forward+backward FLOPs per sample (6·params per token for decoders, plus attention; an
+    /// untied input embedding is a lookup, not a matmul).
     pub fn train_flops_per_sample(&self) -> f64 {
         match self {
             ModelSpec::Decoder {
-                layers, width, seq, ..
+                layers,
+                width,
+                seq,
+                vocab,
+                untied,
+                ..
             } => {
                 let tokens = f64::from(*seq);
                 let attn = 12.0 * f64::from(*layers) * f64::from(*width) * tokens;
-                (6.0 * self.params().to_f64() + attn) * tokens
+                let lookup = if *untied {
+                    f64::from(*vocab) * f64::from(*width)
+                } else {
+                    0.0
+                };
+                (6.0 * (self.params().to_f64() - lookup) + attn) * tokens
             }
             ModelSpec::Mlp { .. } => 6.0 * self.params().to_f64(),
         }
@@ -119,32 +141,75 @@ impl ModelSpec {
 
     pub fn validate(&self) -> Result<(), String> {
         match self {
-            ModelSpec::Decoder {
-                layers,
+            ModelSpec::Decoder { .. } => self.validate_decoder(),
+            ModelSpec::Mlp {
                 width,
-                heads,
-                seq,
-                vocab,
-                ..
+                depth,
+                input,
+                output,
             } => {
-                if !(1..=256).contains(layers) {
-                    return Err(format!("layers {layers} outside 1..=256"));
-                }
-                if !(8..=32768).contains(width) || !(1..=256).contains(heads) || width % heads != 0
-                {
-                    return Err(format!("width {width} with {heads} heads: width must be 8..=32768 and divisible by heads (1..=256)"));
-                }
-                if !(8..=131072).contains(seq) || !(2..=1_000_000).contains(vocab) {
-                    return Err(format!("sequence {seq} (8..=131072) or vocabulary {vocab} (2..=1000000) out of range"));
-                }
-            }
-            ModelSpec::Mlp { width, depth } => {
                 if !(8..=65536).contains(width) || !(1..=64).contains(depth) {
                     return Err(format!(
                         "MLP width {width} (8..=65536) or depth {depth} (1..=64) out of range"
                     ));
                 }
+                match (input, output) {
+                    (None, None) => Ok(()),
+                    (Some(i), Some(o))
+                        if (1..=1_048_576).contains(i) && (1..=1_048_576).contains(o) =>
+                    {
+                        Ok(())
+                    }
+                    (Some(_), Some(_)) => Err(format!(
+                        "MLP input {} or output {} outside 1..=1048576",
+                        input.unwrap_or(0),
+                        output.unwrap_or(0)
+                    )),
+                    _ => Err("an MLP takes both an input and an output width, or neither".into()),
+                }
             }
+        }
+    }
+
+    fn validate_decoder(&self) -> Result<(), String> {
+        let ModelSpec::Decoder {
+            layers,
+            width,
+            heads,
+            seq,
+            vocab,
+            arch,
+            ffn,
+            kv_heads,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        if !(1..=256).contains(layers) {
+            return Err(format!("layers {layers} outside 1..=256"));
+        }
+        if !(8..=32768).contains(width) || !(1..=256).contains(heads) || width % heads != 0 {
+            return Err(format!("width {width} with {heads} heads: width must be 8..=32768 and divisible by heads (1..=256)"));
+        }
+        if !(8..=131072).contains(seq) || !(2..=1_000_000).contains(vocab) {
+            return Err(format!(
+                "sequence {seq} (8..=131072) or vocabulary {vocab} (2..=1000000) out of range"
+            ));
+        }
+        if let Some(f) = ffn.filter(|f| !(8..=262_144).contains(f)) {
+            return Err(format!("MLP width ffn={f} outside 8..=262144"));
+        }
+        if let Some(kv) = kv_heads.filter(|kv| *kv == 0 || heads % kv != 0) {
+            return Err(format!(
+                "{kv} key/value heads: must divide the {heads} query heads"
+            ));
+        }
+        if *arch == DecoderArch::Llama && (width / heads) % 2 != 0 {
+            return Err(format!(
+                "head width {} (width {width} / {heads} heads) must be even for rotary positions",
+                width / heads
+            ));
         }
         Ok(())
     }
@@ -152,53 +217,9 @@ impl ModelSpec {
 
 impl FromStr for ModelSpec {
     type Err = String;
-    /// `gpt2-124m`, `gpt2-355m`, `decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]]`, `mlp:WIDTH[,DEPTH]`.
+    /// See [`super::model_arg`] for the accepted forms.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let nums = |rest: &str| -> Result<Vec<u32>, String> {
-            rest.split(',')
-                .map(|p| {
-                    p.trim()
-                        .parse::<u32>()
-                        .map_err(|_| format!("{p:?} is not a number in model {s:?}"))
-                })
-                .collect()
-        };
-        let spec = match s.to_ascii_lowercase().as_str() {
-            "gpt2-124m" | "gpt2" => ModelSpec::gpt2_124m(),
-            "gpt2-355m" | "gpt2-medium" => ModelSpec::gpt2_355m(),
-            other => {
-                if let Some(rest) = other.strip_prefix("mlp:") {
-                    let v = nums(rest)?;
-                    ModelSpec::Mlp {
-                        width: *v.first().ok_or("mlp needs a width")?,
-                        depth: v.get(1).copied().unwrap_or(4),
-                    }
-                } else if let Some(rest) = other.strip_prefix("decoder:") {
-                    let v = nums(rest)?;
-                    if v.len() < 3 {
-                        return Err(
-                            "decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]] needs at least three numbers"
-                                .into(),
-                        );
-                    }
-                    ModelSpec::Decoder {
-                        name: format!("decoder-{}x{}", v[0], v[1]),
-                        layers: v[0],
-                        width: v[1],
-                        heads: v[2],
-                        seq: v.get(3).copied().unwrap_or(1024),
-                        vocab: v.get(4).copied().unwrap_or(GPT2_VOCAB),
-                    }
-                } else {
-                    return Err(format!(
-                        "unknown model {s:?}: expected gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]] or mlp:WIDTH[,DEPTH]"
-                    ));
-                }
-            }
-        };
-        spec.validate()?;
-        Ok(spec)
+        super::model_arg::parse(s)
     }
 }
 

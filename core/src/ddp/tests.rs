@@ -72,10 +72,7 @@ fn model_args_read_back_to_the_same_spec() {
 fn parses_models() {
     assert_eq!(
         "mlp:1024".parse::<ModelSpec>().unwrap(),
-        ModelSpec::Mlp {
-            width: 1024,
-            depth: 4
-        }
+        ModelSpec::square_mlp(1024, 4)
     );
     assert!("decoder:2,100,3".parse::<ModelSpec>().is_err());
     assert!("resnet".parse::<ModelSpec>().is_err());

@@ -37,26 +37,10 @@ const BACKWARD_MAX: f64 = 0.9;
 fn layout_for_result(r: &DdpResult) -> GradLayout {
     let name = r.model.trim().to_ascii_lowercase();
     let spec = name.parse::<ModelSpec>().ok().or_else(|| {
-        let dims = |s: &str| -> Option<(u32, u32)> {
-            let (a, b) = s.split_once('x')?;
-            Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
-        };
-        if let Some(rest) = name.strip_prefix("mlp:") {
-            let (width, depth) = dims(rest)?;
-            Some(ModelSpec::Mlp { width, depth })
-        } else if let Some(rest) = name.strip_prefix("decoder-") {
-            let (layers, width) = dims(rest)?;
-            Some(ModelSpec::Decoder {
-                name: name.clone(),
-                layers,
-                width,
-                heads: 1,
-                seq: 1024,
-                vocab: crate::ddp::GPT2_VOCAB,
-            })
-        } else {
-            None
-        }
+        let (layers, width) = name.strip_prefix("decoder-")?.split_once('x')?;
+        let (layers, width) = (layers.trim().parse().ok()?, width.trim().parse().ok()?);
+        let vocab = crate::ddp::GPT2_VOCAB;
+        Some(ModelSpec::gpt2_style(&name, layers, width, 1, 1024, vocab))
     });
     match spec.map(|s| GradLayout::for_model(&s)) {
         Some(l) if (l.params().to_f64() - r.params.to_f64()).abs() <= 0.01 * r.params.to_f64() => l,

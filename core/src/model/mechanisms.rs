@@ -69,7 +69,7 @@ mod tests {
     }
 
     fn mlp(width: u32, compute_ms: f64, optimizer_ms: f64) -> StepInputs {
-        let spec = ModelSpec::Mlp { width, depth: 4 };
+        let spec = ModelSpec::square_mlp(width, 4);
         let mut s = StepInputs::for_model(&spec, 256, compute_ms * 1e-3, 2, 1);
         s.optimizer_s = optimizer_ms * 1e-3;
         s

@@ -118,7 +118,7 @@ fn t4() -> LinkCurve {
 fn t4_mlp(params: u64) -> StepInputs {
     let width = floor_u64((params.to_f64() / 4.0).sqrt().round());
     let width = u32::try_from(width).expect("an MLP's width fits a u32");
-    let spec = ModelSpec::Mlp { width, depth: 4 };
+    let spec = ModelSpec::square_mlp(width, 4);
     let compute = T4_FLOOR_S + spec.train_flops_per_sample() * 256.0 / T4_RATE;
     StepInputs::for_model(&spec, 256, compute, 2, 1)
 }
@@ -302,10 +302,7 @@ fn layouts_match_the_presets() {
     for spec in [
         ModelSpec::gpt2_124m(),
         ModelSpec::gpt2_355m(),
-        ModelSpec::Mlp {
-            width: 1024,
-            depth: 4,
-        },
+        ModelSpec::square_mlp(1024, 4),
     ] {
         let l = GradLayout::for_model(&spec);
         assert_eq!(l.params(), spec.params(), "{}", spec.name());
@@ -408,20 +405,8 @@ fn result(model: &ModelSpec, variant: &str, world: u32, step: f64) -> DdpResult 
 fn calibration_models() -> [(ModelSpec, f64); 3] {
     [
         (ModelSpec::gpt2_124m(), 0.030),
-        (
-            ModelSpec::Mlp {
-                width: 512,
-                depth: 4,
-            },
-            0.001,
-        ),
-        (
-            ModelSpec::Mlp {
-                width: 2048,
-                depth: 4,
-            },
-            0.004,
-        ),
+        (ModelSpec::square_mlp(512, 4), 0.001),
+        (ModelSpec::square_mlp(2048, 4), 0.004),
     ]
 }
 
@@ -747,10 +732,7 @@ fn side_by_side_slowdown_stretches_what_no_communication_waits_cover() {
 
 #[test]
 fn side_by_side_reads_the_nocomm_runs() {
-    let mlp = ModelSpec::Mlp {
-        width: 1024,
-        depth: 4,
-    };
+    let mlp = ModelSpec::square_mlp(1024, 4);
     let base1 = result(&mlp, "base", 1, 0.010);
     let nocomm1 = result(&mlp, "nocomm", 1, 0.011);
     let nocomm2 = result(&mlp, "nocomm", 2, 0.0132);
@@ -884,20 +866,8 @@ fn calibration_counts_the_side_by_side_slowdown_and_skips_nocomm_runs() {
         hook_per_bucket_s: Overheads::default().hook_per_bucket_s,
     };
     let models = [
-        (
-            ModelSpec::Mlp {
-                width: 1024,
-                depth: 4,
-            },
-            0.002,
-        ),
-        (
-            ModelSpec::Mlp {
-                width: 2048,
-                depth: 4,
-            },
-            0.004,
-        ),
+        (ModelSpec::square_mlp(1024, 4), 0.002),
+        (ModelSpec::square_mlp(2048, 4), 0.004),
     ];
     let mut runs = Vec::new();
     for (spec, compute) in &models {

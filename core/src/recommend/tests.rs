@@ -562,10 +562,7 @@ fn estimated_compute_and_simulated_curve_are_flagged() {
 fn mlp_counts_samples_and_params_only_works() {
     let mut input = a6000_input();
     input.model = ModelInput::Spec {
-        spec: ModelSpec::Mlp {
-            width: 1024,
-            depth: 4,
-        },
+        spec: ModelSpec::square_mlp(1024, 4),
     };
     input.micro_batch = 256;
     let r = recommend(&input).unwrap();

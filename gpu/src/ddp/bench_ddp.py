@@ -11,9 +11,10 @@ Run one process per GPU:
 
 or, for one GPU without torchrun, `python3 ddpcheck_bench_ddp.py --config '...'`.
 
-Recipe: GPT-2-style decoder (tied embeddings, pre-LN, GELU 4x MLP, causal attention through
-F.scaled_dot_product_attention) on random tokens, or an MLP of square linear layers on random
-inputs; random data made on the GPU; bf16 autocast; fused AdamW; weak scaling (every GPU gets its
+Recipe: a decoder on random tokens, GPT-2 style (tied embeddings, pre-LN, GELU MLP, learned
+positions) or LLaMA style (RMSNorm, no biases, gated SiLU MLP, rotary positions, grouped
+key/value heads, tied or not), causal attention through F.scaled_dot_product_attention; or an MLP
+of square linear layers, with an input and an output layer around them, on random inputs; random data made on the GPU; bf16 autocast; fused AdamW; weak scaling (every GPU gets its
 own micro-batch). Each optimizer step is timed with CUDA-synchronised wall time; warm-up steps are
 discarded; each step's time is the maximum over ranks (all_gather); median and p90 are computed on
 rank 0.
@@ -183,6 +184,52 @@ def _int(d, key, default, lo, hi):
     return v
 
 
+def parse_decoder(model):
+    """A decoder's shape; the keys core's ModelSpec leaves out when they hold their defaults
+    (arch gpt2, ffn 4 x width, kv_heads = heads, tied) take those defaults."""
+    m = {
+        "kind": "decoder",
+        "layers": _int(model, "layers", 12, 1, 256),
+        "width": _int(model, "width", 768, 8, 32768),
+        "heads": _int(model, "heads", 12, 1, 256),
+        "seq": _int(model, "seq", 1024, 8, 131072),
+        "vocab": _int(model, "vocab", 50257, 2, 1000000),
+        "arch": _choice(model, "arch", ("gpt2", "llama")),
+        "untied": bool(model.get("untied", False)),
+    }
+    if m["width"] % m["heads"]:
+        raise Fatal("config: width %d is not divisible by %d heads" % (m["width"], m["heads"]), "invalid")
+    m["ffn"] = _int(model, "ffn", 4 * m["width"], 8, 262144)
+    m["kv_heads"] = _int(model, "kv_heads", m["heads"], 1, 256)
+    if m["heads"] % m["kv_heads"]:
+        raise Fatal("config: %d key/value heads do not divide %d heads" % (m["kv_heads"], m["heads"]), "invalid")
+    if m["arch"] == "llama" and (m["width"] // m["heads"]) % 2:
+        raise Fatal("config: rotary positions need an even head width", "invalid")
+    m["name"] = str(model.get("name") or "%s-%dx%d" % ("llama" if m["arch"] == "llama" else "decoder",
+                                                      m["layers"], m["width"]))
+    return m
+
+
+def parse_mlp(model):
+    """`depth` square layers of `width`, with `input` -> width and width -> `output` layers
+    around them when both are given."""
+    m = {
+        "kind": "mlp",
+        "width": _int(model, "width", 1024, 8, 65536),
+        "depth": _int(model, "depth", 4, 1, 64),
+        "input": None,
+        "output": None,
+    }
+    ends = [model.get("input"), model.get("output")]
+    if any(e is not None for e in ends):
+        m["input"] = _int(model, "input", 0, 1, 1 << 20)
+        m["output"] = _int(model, "output", 0, 1, 1 << 20)
+        m["name"] = "mlp:%d->%dx%d->%d" % (m["input"], m["width"], m["depth"], m["output"])
+    else:
+        m["name"] = "mlp:%dx%d" % (m["width"], m["depth"])
+    return m
+
+
 def parse_run(cfg):
     """Parses one {model, variant} pair of the config."""
     model = cfg.get("model")
@@ -190,24 +237,9 @@ def parse_run(cfg):
         raise Fatal("config: model must be an object with kind decoder or mlp", "invalid")
     kind = model.get("kind")
     if kind == "decoder":
-        m = {
-            "kind": "decoder",
-            "layers": _int(model, "layers", 12, 1, 256),
-            "width": _int(model, "width", 768, 8, 32768),
-            "heads": _int(model, "heads", 12, 1, 256),
-            "seq": _int(model, "seq", 1024, 8, 131072),
-            "vocab": _int(model, "vocab", 50257, 2, 1000000),
-        }
-        if m["width"] % m["heads"]:
-            raise Fatal("config: width %d is not divisible by %d heads" % (m["width"], m["heads"]), "invalid")
-        m["name"] = str(model.get("name") or "decoder-%dx%d" % (m["layers"], m["width"]))
+        m = parse_decoder(model)
     elif kind == "mlp":
-        m = {
-            "kind": "mlp",
-            "width": _int(model, "width", 1024, 8, 65536),
-            "depth": _int(model, "depth", 4, 1, 64),
-        }
-        m["name"] = "mlp:%dx%d" % (m["width"], m["depth"])
+        m = parse_mlp(model)
     else:
         raise Fatal("config: model kind must be decoder or mlp, got %r" % (kind,), "invalid")
 
@@ -393,15 +425,18 @@ def free_port():
 
 
 def build_model(torch, spec):
+    """The model core's ModelSpec describes, tensor for tensor (core/src/ddp/architecture.rs
+    counts the same tensors): an MLP of linear layers, or a GPT-2- or LLaMA-style decoder."""
     nn = torch.nn
     F = torch.nn.functional
 
     if spec["kind"] == "mlp":
 
         class MLP(nn.Module):
-            def __init__(self, width, depth):
+            def __init__(self, width, depth, input, output):
                 super().__init__()
-                self.blocks = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+                sizes = ([input] if input else []) + [width] * (depth + 1) + ([output] if output else [])
+                self.blocks = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
 
             def forward(self, x):
                 last = len(self.blocks) - 1
@@ -411,37 +446,69 @@ def build_model(torch, spec):
                         x = F.relu(x)
                 return x
 
-        return MLP(spec["width"], spec["depth"])
+        return MLP(spec["width"], spec["depth"], spec.get("input"), spec.get("output"))
+
+    llama = spec.get("arch") == "llama"
+
+    def norm(width):
+        return nn.RMSNorm(width, eps=1e-6) if llama else nn.LayerNorm(width)
+
+    def rotate(x):
+        """Rotary positions on (batch, heads, time, head width), made in the forward pass: a
+        buffer would be broadcast by DDP in every forward."""
+        t, hd = x.size(2), x.size(3)
+        inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, device=x.device, dtype=torch.float32) / hd))
+        angles = torch.outer(torch.arange(t, device=x.device, dtype=torch.float32), inv)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
     class Block(nn.Module):
-        def __init__(self, width, heads):
+        def __init__(self, width, heads, kv_heads, ffn):
             super().__init__()
-            self.heads = heads
-            self.ln1 = nn.LayerNorm(width)
-            self.qkv = nn.Linear(width, 3 * width)
-            self.proj = nn.Linear(width, width)
-            self.ln2 = nn.LayerNorm(width)
-            self.fc = nn.Linear(width, 4 * width)
-            self.fc_proj = nn.Linear(4 * width, width)
+            self.heads, self.kv_heads, self.hd = heads, kv_heads, width // heads
+            self.ln1 = norm(width)
+            self.qkv = nn.Linear(width, (heads + 2 * kv_heads) * self.hd, bias=not llama)
+            self.proj = nn.Linear(width, width, bias=not llama)
+            self.ln2 = norm(width)
+            # LLaMA's gate and up projections as one matrix: the same parameters, one matmul.
+            self.fc = nn.Linear(width, (2 if llama else 1) * ffn, bias=not llama)
+            self.fc_proj = nn.Linear(ffn, width, bias=not llama)
 
         def forward(self, x):
             b, t, c = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-            hd = c // self.heads
-            q = q.view(b, t, self.heads, hd).transpose(1, 2)
-            k = k.view(b, t, self.heads, hd).transpose(1, 2)
-            v = v.view(b, t, self.heads, hd).transpose(1, 2)
+            q, k, v = self.qkv(self.ln1(x)).split([self.heads * self.hd, self.kv_heads * self.hd,
+                                                   self.kv_heads * self.hd], dim=2)
+            q = q.view(b, t, self.heads, self.hd).transpose(1, 2)
+            k = k.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+            v = v.view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+            if llama:
+                q, k = rotate(q), rotate(k)
+            if self.kv_heads != self.heads:
+                k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
+                v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
-            return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+            h = self.fc(self.ln2(x))
+            if llama:
+                gate, up = h.chunk(2, dim=-1)
+                h = F.silu(gate) * up
+            else:
+                h = F.gelu(h, approximate="tanh")
+            return x + self.fc_proj(h)
 
     class Decoder(nn.Module):
-        def __init__(self, layers, width, heads, seq, vocab):
+        def __init__(self, s):
             super().__init__()
-            self.wte = nn.Embedding(vocab, width)
-            self.wpe = nn.Embedding(seq, width)
-            self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
-            self.ln_f = nn.LayerNorm(width)
+            width = s["width"]
+            self.wte = nn.Embedding(s["vocab"], width)
+            # Learned positions for GPT-2; LLaMA rotates queries and keys instead.
+            self.wpe = None if llama else nn.Embedding(s["seq"], width)
+            ffn = s.get("ffn") or 4 * width
+            kv = s.get("kv_heads") or s["heads"]
+            self.blocks = nn.ModuleList(Block(width, s["heads"], kv, ffn) for _ in range(s["layers"]))
+            self.ln_f = norm(width)
+            self.lm_head = nn.Linear(width, s["vocab"], bias=False) if s.get("untied") else None
             self.apply(self._init)
 
         @staticmethod
@@ -452,15 +519,16 @@ def build_model(torch, spec):
                 nn.init.zeros_(module.bias)
 
         def forward(self, idx):
-            t = idx.size(1)
-            pos = torch.arange(t, device=idx.device)
-            x = self.wte(idx) + self.wpe(pos)
+            x = self.wte(idx)
+            if self.wpe is not None:
+                x = x + self.wpe(torch.arange(idx.size(1), device=idx.device))
             for block in self.blocks:
                 x = block(x)
+            x = self.ln_f(x)
             # Tied embeddings: the output projection is the token embedding.
-            return F.linear(self.ln_f(x), self.wte.weight)
+            return self.lm_head(x) if self.lm_head is not None else F.linear(x, self.wte.weight)
 
-    return Decoder(spec["layers"], spec["width"], spec["heads"], spec["seq"], spec["vocab"])
+    return Decoder(spec)
 
 
 def import_fully_shard():
@@ -624,12 +692,12 @@ def main(argv=None):
                     logits = wrapped(t[:, :-1])
                     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), t[:, 1:].reshape(-1))
         else:
-            width = spec["width"]
+            n_in, n_out = spec.get("input") or spec["width"], spec.get("output") or spec["width"]
             tokens_per_sample, unit = 1, "samples/s"
 
             def micro_loss():
-                x = torch.randn(mb, width, device=device, generator=gen)
-                y = torch.randn(mb, width, device=device, generator=gen)
+                x = torch.randn(mb, n_in, device=device, generator=gen)
+                y = torch.randn(mb, n_out, device=device, generator=gen)
                 with torch.autocast("cuda", dtype=torch.bfloat16):
                     out = wrapped(x)
                 return F.mse_loss(out.float(), y)

@@ -46,6 +46,8 @@ mod launch;
 mod outcome;
 mod probe;
 #[cfg(test)]
+mod script_models;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;

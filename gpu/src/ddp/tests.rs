@@ -45,7 +45,7 @@ fn cfg(python: &Path) -> RealConfig {
     }
 }
 
-fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) -> DdpRequest {
+pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) -> DdpRequest {
     DdpRequest {
         models: vec![ModelSpec::gpt2_124m()],
         variants: vec![variant],
@@ -485,7 +485,7 @@ fn python3() -> Option<&'static str> {
 
 /// python3 (None: the test has nothing to run on) and the embedded script written to a fresh
 /// directory, which lives as long as the returned handle.
-fn embedded_script() -> Option<(&'static str, tempfile::TempDir, PathBuf)> {
+pub(super) fn embedded_script() -> Option<(&'static str, tempfile::TempDir, PathBuf)> {
     let py = python3()?;
     let dir = tempfile::tempdir().unwrap();
     let script = write_script(dir.path()).unwrap();
@@ -604,7 +604,7 @@ fn script_reports_missing_torch_and_bad_config_as_json() {
 
 /// Runs `body` under python3 with the embedded script imported as `m` (and json, os, sys), the
 /// script's path as argv[1] and `args` after it; returns what it printed as JSON.
-fn with_script_module(
+pub(super) fn with_script_module(
     py: &str,
     script: &Path,
     body: &str,
@@ -738,10 +738,7 @@ fn rust_config_is_what_the_script_reads() {
         return;
     };
     let req = request(DdpVariant::default(), vec![1], 100.0);
-    let mlp = ModelSpec::Mlp {
-        width: 256,
-        depth: 3,
-    };
+    let mlp = ModelSpec::square_mlp(256, 3);
     // The script's reading of a config, or its Fatal message as a JSON string.
     let read = |json: &str| {
         with_script_module(
@@ -945,10 +942,7 @@ fn requests_are_bounded() {
     assert!(invalid(&|r| r.price_per_gpu_hour = Some(-1.0)).contains("price -1"));
     assert!(invalid(&|r| r.models.clear()).contains("at least one model"));
     assert!(invalid(&|r| r.variants.clear()).contains("at least one model, variant"));
-    assert!(
-        invalid(&|r| r.models = vec![ModelSpec::Mlp { width: 4, depth: 1 }])
-            .contains("MLP width 4")
-    );
+    assert!(invalid(&|r| r.models = vec![ModelSpec::square_mlp(4, 1)]).contains("MLP width 4"));
     assert!(
         invalid(&|r| r.env = vec![("LD_PRELOAD".into(), "x.so".into())]).contains("LD_PRELOAD")
     );
@@ -1033,13 +1027,7 @@ fn real_ddp_smoke_on_this_node() {
         .map(|w| w.trim().parse().unwrap())
         .collect();
     let req = DdpRequest {
-        models: vec![
-            ModelSpec::gpt2_124m(),
-            ModelSpec::Mlp {
-                width: 4096,
-                depth: 4,
-            },
-        ],
+        models: vec![ModelSpec::gpt2_124m(), ModelSpec::square_mlp(4096, 4)],
         variants: std::env::var("DDPCHECK_TEST_VARIANTS")
             .unwrap_or_else(|_| "base,bf16,fp16,powersgd,bf16+accum2,bucket100,fsdp".into())
             .split(',')

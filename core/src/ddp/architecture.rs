@@ -1,0 +1,109 @@
+//! The parameter tensors a model spec stands for, exactly as the DDP benchmark script builds
+//! them (gpu/src/ddp/bench_ddp.py): their sizes, and the order in which a backward pass
+//! completes their gradients.
+
+use super::spec::{DecoderArch, ModelSpec};
+
+/// A decoder's parameters, tensor by tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecoderTensors {
+    pub layers: u64,
+    /// One block's tensors in the order their gradients are computed: the reverse of the
+    /// forward (MLP output first, the first norm last).
+    pub block: Vec<u64>,
+    pub final_norm: u64,
+    /// Learned positions (GPT-2); rotary positions have no parameters.
+    pub positions: u64,
+    pub token_embedding: u64,
+    /// The output projection when it is its own matrix; 0 when it is the token embedding.
+    pub untied_head: u64,
+}
+
+impl DecoderTensors {
+    pub fn params(&self) -> u64 {
+        self.layers * self.block.iter().sum::<u64>()
+            + self.final_norm
+            + self.positions
+            + self.token_embedding
+            + self.untied_head
+    }
+}
+
+impl ModelSpec {
+    /// A decoder's tensors; `None` for an MLP.
+    pub fn decoder_tensors(&self) -> Option<DecoderTensors> {
+        let ModelSpec::Decoder {
+            layers,
+            width,
+            heads,
+            seq,
+            vocab,
+            arch,
+            ffn,
+            kv_heads,
+            untied,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let w = u64::from(*width);
+        let f = ffn.map_or(4 * w, u64::from);
+        let h = u64::from((*heads).max(1));
+        let kv = kv_heads.map_or(h, u64::from);
+        // Queries, keys and values in one matrix: a head's width per query and key/value head.
+        let qkv = (h + 2 * kv) * (w / h);
+        let block = match arch {
+            // fc_proj, fc, ln_2, proj, qkv, ln_1: weights after their biases.
+            DecoderArch::Gpt2 => vec![w, f * w, f, w * f, 2 * w, w, w * w, qkv, w * qkv, 2 * w],
+            // down, gate and up in one matrix, norm, proj, qkv, norm: no biases.
+            DecoderArch::Llama => vec![f * w, 2 * w * f, w, w * w, w * qkv, w],
+        };
+        let (final_norm, positions) = match arch {
+            DecoderArch::Gpt2 => (2 * w, u64::from(*seq) * w),
+            DecoderArch::Llama => (w, 0),
+        };
+        let embedding = u64::from(*vocab) * w;
+        Some(DecoderTensors {
+            layers: u64::from(*layers),
+            block,
+            final_norm,
+            positions,
+            token_embedding: embedding,
+            untied_head: if *untied { embedding } else { 0 },
+        })
+    }
+
+    /// An MLP's linear layers from input to output as (in, out) features; empty for a decoder.
+    pub fn mlp_layers(&self) -> Vec<(u64, u64)> {
+        let ModelSpec::Mlp {
+            width,
+            depth,
+            input,
+            output,
+        } = self
+        else {
+            return Vec::new();
+        };
+        let w = u64::from(*width);
+        let mut layers = Vec::new();
+        if let Some(i) = input {
+            layers.push((u64::from(*i), w));
+        }
+        layers.extend((0..*depth).map(|_| (w, w)));
+        if let Some(o) = output {
+            layers.push((w, u64::from(*o)));
+        }
+        layers
+    }
+
+    /// Trainable parameters, as `sum(p.numel() for p in model.parameters())` counts them in the
+    /// benchmark script (a tied weight once): every tensor of [`Self::decoder_tensors`], or
+    /// the weights and biases of every linear layer of an MLP.
+    pub fn params(&self) -> u64 {
+        match self.decoder_tensors() {
+            Some(t) => t.params(),
+            None => self.mlp_layers().iter().map(|(i, o)| i * o + o).sum(),
+        }
+    }
+}

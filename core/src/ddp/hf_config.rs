@@ -1,0 +1,137 @@
+//! A decoder spec from a Hugging Face `config.json`: GPT-2 (`n_layer`, `n_embd`, `n_head`,
+//! `n_positions`, `vocab_size`) or LLaMA style (`model_type` llama or mistral:
+//! `num_hidden_layers`, `hidden_size`, `num_attention_heads`, `num_key_value_heads`,
+//! `intermediate_size`, `vocab_size`, `max_position_embeddings`, `tie_word_embeddings`).
+//! What the benchmark script cannot build the same way is refused rather than miscounted.
+
+use serde_json::{Map, Value};
+
+use super::model_arg::decoder_name;
+use super::spec::{DecoderArch, ModelSpec, GPT2_VOCAB};
+
+/// The `model_type`s read as LLaMA-style decoders.
+const LLAMA_TYPES: [&str; 2] = ["llama", "mistral"];
+
+/// The decoder a config describes; a GPT-2 preset's shape comes back as that preset.
+pub fn from_hf_config(text: &str) -> Result<ModelSpec, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    let c = value
+        .as_object()
+        .ok_or("not a JSON object with the model's hyperparameters")?;
+    let model_type = c.get("model_type").and_then(Value::as_str);
+    let spec = if model_type == Some("gpt2") || (model_type.is_none() && c.contains_key("n_layer"))
+    {
+        gpt2(c)?
+    } else if model_type.is_none_or(|t| LLAMA_TYPES.contains(&t))
+        && c.contains_key("num_hidden_layers")
+    {
+        llama(c)?
+    } else {
+        return Err(format!(
+            "model_type {:?} is not one ddpcheck builds: it reads GPT-2 configs (n_layer, n_embd, n_head) and LLaMA-style ones (model_type {}); give the shape as --model decoder:... or only --params",
+            model_type.unwrap_or("(none)"),
+            LLAMA_TYPES.join(" or ")
+        ));
+    };
+    spec.validate()?;
+    Ok(as_preset(spec))
+}
+
+fn gpt2(c: &Map<String, Value>) -> Result<ModelSpec, String> {
+    let (layers, width) = (count(c, "n_layer")?, count(c, "n_embd")?);
+    let seq = match c.get("n_positions") {
+        Some(_) => count(c, "n_positions")?,
+        None => count_or(c, "n_ctx", 1024)?,
+    };
+    Ok(ModelSpec::Decoder {
+        name: decoder_name(DecoderArch::Gpt2, layers, width),
+        layers,
+        width,
+        heads: count(c, "n_head")?,
+        seq,
+        vocab: count_or(c, "vocab_size", GPT2_VOCAB)?,
+        arch: DecoderArch::Gpt2,
+        ffn: optional_count(c, "n_inner")?.filter(|f| u64::from(*f) != 4 * u64::from(width)),
+        kv_heads: None,
+        untied: !flag(c, "tie_word_embeddings", true)?,
+    })
+}
+
+fn llama(c: &Map<String, Value>) -> Result<ModelSpec, String> {
+    let (layers, width) = (count(c, "num_hidden_layers")?, count(c, "hidden_size")?);
+    let heads = count(c, "num_attention_heads")?;
+    for key in ["attention_bias", "mlp_bias"] {
+        if flag(c, key, false)? {
+            return Err(format!(
+                "{key} is true: the benchmark's LLaMA blocks have no biases"
+            ));
+        }
+    }
+    if let Some(act) = c.get("hidden_act").filter(|a| a.as_str() != Some("silu")) {
+        return Err(format!(
+            "hidden_act {act}: the benchmark's LLaMA MLP is gated SiLU"
+        ));
+    }
+    if let Some(hd) = optional_count(c, "head_dim")?.filter(|hd| heads == 0 || *hd != width / heads)
+    {
+        return Err(format!(
+            "head_dim {hd} is not hidden_size / num_attention_heads: not supported"
+        ));
+    }
+    let kv = optional_count(c, "num_key_value_heads")?.filter(|kv| *kv != heads);
+    Ok(ModelSpec::Decoder {
+        name: decoder_name(DecoderArch::Llama, layers, width),
+        layers,
+        width,
+        heads,
+        // HF's LlamaConfig defaults, for keys a config leaves out.
+        seq: count_or(c, "max_position_embeddings", 2048)?,
+        vocab: count(c, "vocab_size")?,
+        arch: DecoderArch::Llama,
+        ffn: Some(count(c, "intermediate_size")?),
+        kv_heads: kv,
+        untied: !flag(c, "tie_word_embeddings", false)?,
+    })
+}
+
+/// The GPT-2 preset with this shape, so that results and profiles name it as `--model` would.
+fn as_preset(spec: ModelSpec) -> ModelSpec {
+    for preset in [ModelSpec::gpt2_124m(), ModelSpec::gpt2_355m()] {
+        let mut renamed = spec.clone();
+        if let ModelSpec::Decoder { name, .. } = &mut renamed {
+            *name = preset.name();
+        }
+        if renamed == preset {
+            return preset;
+        }
+    }
+    spec
+}
+
+fn optional_count(c: &Map<String, Value>, key: &str) -> Result<Option<u32>, String> {
+    match c.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .map(Some)
+            .ok_or_else(|| format!("{key} must be a positive integer, got {v}")),
+    }
+}
+
+fn count(c: &Map<String, Value>, key: &str) -> Result<u32, String> {
+    optional_count(c, key)?.ok_or_else(|| format!("{key} is missing"))
+}
+
+fn count_or(c: &Map<String, Value>, key: &str, default: u32) -> Result<u32, String> {
+    Ok(optional_count(c, key)?.unwrap_or(default))
+}
+
+fn flag(c: &Map<String, Value>, key: &str, default: bool) -> Result<bool, String> {
+    match c.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(format!("{key} must be true or false, got {v}")),
+    }
+}
