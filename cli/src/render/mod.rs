@@ -1,16 +1,18 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
+mod nccl_table;
 mod recommend;
+mod topology;
 
 pub use recommend::recommendation;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
 use ddpcheck_core::ddp::probe_curve;
-use ddpcheck_core::recommend::fmt_bytes;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
 };
+use ddpcheck_core::units::fmt_bytes;
 use ddpcheck_core::{BackendKind, Severity};
 
 /// The first line of every text report: what was measured, and loudly when it was simulated.
@@ -38,7 +40,7 @@ fn table() -> Table {
 pub fn topo(r: &TopoReport) -> String {
     let mut s = banner(&r.header, "topo");
     s.push('\n');
-    s.push_str(&r.topology.render_topo_m());
+    s.push_str(&topology::topo_m(&r.topology));
     s
 }
 
@@ -57,7 +59,7 @@ pub fn preflight(r: &PreflightReport) -> String {
     s.push_str(&format!("\n{steps}\n"));
     if let Some(sw) = &r.all_reduce {
         s.push('\n');
-        s.push_str(&sw.render_table());
+        s.push_str(&nccl_table::sweep(sw));
     }
     if let Some(e) = &r.expected {
         s.push_str(&format!("# expected ≈ {:.2} GB/s busbw for {} (warning below {:.0}%, critical below {:.0}%; source: {})\n", e.busbw_gbps, e.class, ddpcheck_core::expect::WARN_RATIO * 100.0, ddpcheck_core::expect::CRITICAL_RATIO * 100.0, e.source));
@@ -103,7 +105,7 @@ pub fn bench_collectives(r: &BenchCollectivesReport) -> String {
             run.run.init_seconds
         ));
         for sw in &run.run.sweeps {
-            s.push_str(&sw.render_table());
+            s.push_str(&nccl_table::sweep(sw));
         }
     }
     if r.runs.len() > 1 {
