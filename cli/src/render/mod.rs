@@ -9,6 +9,7 @@ pub use recommend::recommendation;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
 use ddpcheck_core::ddp::probe_curve;
+use ddpcheck_core::num::ToF64;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
 };
@@ -189,10 +190,10 @@ fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
             let (small, large) = (m.samples.first()?, m.samples.last()?);
             Some(format!(
                 "all-reduce alone in DDP's process group before the steps ({n} GPUs, median of {runs} run(s)): {} in {:.3} ms ({:.2} GB/s busbw), {} in {:.3} ms",
-                fmt_bytes(large.bytes as f64),
+                fmt_bytes(large.bytes.to_f64()),
                 large.out_of_place.time_us / 1e3,
                 large.out_of_place.busbw_gbps,
-                fmt_bytes(small.bytes as f64),
+                fmt_bytes(small.bytes.to_f64()),
                 small.out_of_place.time_us / 1e3,
             ))
         })
@@ -224,7 +225,7 @@ pub fn bench_ddp(r: &DdpReport) -> String {
     for x in &r.results {
         let mut row = vec![
             x.model.clone(),
-            format!("{:.1}M", x.params as f64 / 1e6),
+            format!("{:.1}M", x.params.to_f64() / 1e6),
             x.variant.clone(),
             x.world_size.to_string(),
             format!("{:.1}", x.step_time_median_s * 1e3),
