@@ -347,7 +347,7 @@ mod tests {
         let spec = ModelSpec::gpt2_124m();
         let b = buckets(&spec, 25.0, 1.0);
         let total: f64 = b.iter().map(|b| b.params).sum();
-        assert!((total - spec.params() as f64).abs() < 1.0);
+        assert!((total - spec.params().to_f64()).abs() < 1.0);
         assert!(
             (b[0].params - 262_144.0).abs() < 1e-9,
             "first bucket is 1 MiB"

@@ -140,7 +140,7 @@ mod tests {
     use crate::profile::catalog;
 
     fn busbw(f: &Fabric<'_>, op: Collective, bytes: u64) -> f64 {
-        bytes as f64 / f.time_us(op, bytes) / 1e3 * op.busbw_factor(f.ranks)
+        bytes.to_f64() / f.time_us(op, bytes) / 1e3 * op.busbw_factor(f.ranks)
     }
 
     #[test]
