@@ -15,15 +15,15 @@ it measures how much of the error is the 1-GPU launch's own noise. A measured sp
 scaling it cannot be real, so its 1-GPU reference ran slow.
 
 A hooked variant's speedup, predicted and measured, is taken against one GPU running the same
-recipe without the hook (fp16 -> base, bf16+accum4 -> accum4), as ddpcheck does since session 6
+recipe without the hook (fp16 -> base, bf16+accum4 -> accum4), as ddpcheck does
 (`ddp::one_gpu_reference`); the measured one is recomputed from the runs' throughputs, so
-reports written before read the same way. (Sessions 1-5 took it against one GPU running the
-hook too; their figures are in their pages.)
+reports that took it against one GPU running the hook too (those before 2026-11-30 14:04)
+read the same way; the pages of those measurements give their figures as they were.
 
 --probe-curve takes the all-reduce curve from the held-out runs' own `all_reduce_probe` (each
 N-GPU run times all-reduces alone in its process group before its steps; the median over the
 model's runs) in place of the `bench collectives` report: the network as the DDP launches saw it.
-Runs without probes (reports before session 8) keep the report's curve, as `recommend` does.
+Runs without probes (reports before 2026-11-30 18:17) keep the report's curve, as `recommend` does.
 
 --inputs FILE adds a `bench ddp --json` report of model inputs to every prediction: the `nocomm`
 runs at 1 and N GPUs (N processes side by side with no communication), launched separately from
@@ -211,7 +211,7 @@ for arg in args[1:]:
             name = {"base": "base"}.get(r["variant"], r["variant"])
             if name not in pred:
                 continue
-            # Recomputed, not the report's own: reports before session 6 took a hooked
+            # Recomputed, not the report's own: reports before 2026-11-30 14:04 took a hooked
             # variant's speedup against one GPU running the hook.
             one = one_gpu(rep, r)
             if not one:

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::num::ToF64;
 
 use crate::args::parse_u32_list;
 use crate::{make_target, print_json, progress, render, Cli};
@@ -146,7 +147,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
     }
     let only_mlp = models.iter().all(|m| matches!(m, ModelSpec::Mlp { .. }));
     let price_per_gpu_hour = match (a.price_per_hour, node_gpus) {
-        (Some(p), Some(n)) if n > 0 => Some(p / n as f64),
+        (Some(p), Some(n)) if n > 0 => Some(p / n.to_f64()),
         (Some(_), _) => {
             return Err(RunError::Usage(
                 "--price-per-hour: the node's GPU count is unknown".into(),

@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use ddpcheck_core::num::ToF64;
 use ddpcheck_core::report::DdpReport;
 use ddpcheck_core::BackendKind;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 type PlotResult = Result<(), String>;
@@ -14,18 +16,45 @@ fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
+/// variant -> [(params, speedup, exposed communication share)], by parameters.
+type Series = BTreeMap<String, Vec<(f64, f64, f64)>>;
+
 /// Writes the plot. Rows at the largest GPU count are drawn (speedup needs N > 1).
 pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
     let n = r.results.iter().map(|x| x.world_size).max().unwrap_or(1);
     if n < 2 {
         return Err("no multi-GPU results to plot".into());
     }
-    // variant -> [(params, speedup, comm share)]
-    let mut series: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
+    let series = speedup_series(r, n);
+    let all: Vec<&(f64, f64, f64)> = series.values().flatten().collect();
+    if all.is_empty() {
+        return Err("no speedups to plot (1-GPU rows missing?)".into());
+    }
+    let pmin = all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let pmax = all.iter().map(|p| p.0).fold(0.0, f64::max);
+    let x_range = if pmax > pmin {
+        (pmin / 1.5, pmax * 1.5)
+    } else {
+        (pmin / 2.0, pmin * 2.0)
+    };
+    let ymax = all.iter().map(|p| p.1).fold(f64::from(n), f64::max) * 1.1;
+    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let (upper, lower) = root.split_vertically(420);
+    draw_speedup_panel(&upper, &series, &title(r, n), x_range, ymax)?;
+    // Lower panel: the variants side by side at the largest model measured.
+    draw_variant_bars(&lower, &series, pmax, n)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Each variant's speedups at `n` GPUs.
+fn speedup_series(r: &DdpReport, n: u32) -> Series {
+    let mut series = Series::new();
     for x in r.results.iter().filter(|x| x.world_size == n) {
         if let Some(s) = x.speedup {
             series.entry(x.variant.clone()).or_default().push((
-                x.params as f64,
+                x.params.to_f64(),
                 s,
                 x.exposed_comm_fraction.unwrap_or(0.0),
             ));
@@ -34,18 +63,12 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
     for v in series.values_mut() {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let all: Vec<&(f64, f64, f64)> = series.values().flatten().collect();
-    if all.is_empty() {
-        return Err("no speedups to plot (1-GPU rows missing?)".into());
-    }
-    let pmin = all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
-    let pmax = all.iter().map(|p| p.0).fold(0.0, f64::max);
-    let (xlo, xhi) = if pmax > pmin {
-        (pmin / 1.5, pmax * 1.5)
-    } else {
-        (pmin / 2.0, pmin * 2.0)
-    };
-    let ymax = all.iter().map(|p| p.1).fold(f64::from(n), f64::max) * 1.1;
+    series
+}
+
+/// The plot's title: the GPU count, the NCCL variables that change the transport (from the
+/// report's provenance), and whether the node was simulated.
+fn title(r: &DdpReport, n: u32) -> String {
     let sim = r.header.backend == BackendKind::Sim;
     // The regime: NCCL variables that change the transport, from the report's provenance.
     let regime: Vec<String> = r
@@ -65,7 +88,7 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
         })
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    let title = format!(
+    format!(
         "DDP speedup on {n} GPUs vs 1{}{}",
         if regime.is_empty() {
             String::new()
@@ -73,12 +96,20 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
             format!(" ({})", regime.join(" "))
         },
         if sim { " — SIMULATED" } else { "" }
-    );
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let (upper, lower) = root.split_vertically(420);
-    let mut chart = ChartBuilder::on(&upper)
-        .caption(&title, ("sans-serif", 20))
+    )
+}
+
+/// Speedup against parameters, one line per variant, the y = 1 line, and the exposed
+/// communication share as bars behind the curves on the right axis.
+fn draw_speedup_panel(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    series: &Series,
+    title: &str,
+    (xlo, xhi): (f64, f64),
+    ymax: f64,
+) -> PlotResult {
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 20))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(50)
@@ -104,7 +135,7 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
         let colour = Palette99::pick(i).mix(0.25);
         chart
             .draw_secondary_series(pts.iter().map(|&(p, _, c)| {
-                let w = 1.06 + 0.02 * i as f64;
+                let w = 1.06 + 0.02 * i.to_f64();
                 Rectangle::new([(p / w, 0.0), (p * w, c)], colour.filled())
             }))
             .map_err(err)?;
@@ -141,8 +172,16 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
         .draw()
         .map_err(err)?;
 
-    // Lower panel: the variants side by side at the largest model measured.
-    let biggest = all.iter().map(|p| p.0).fold(0.0, f64::max);
+    Ok(())
+}
+
+/// The variants' speedups side by side at the largest model measured (`biggest` parameters).
+fn draw_variant_bars(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    series: &Series,
+    biggest: f64,
+    n: u32,
+) -> PlotResult {
     let bars: Vec<(String, f64)> = series
         .iter()
         .filter_map(|(v, pts)| {
@@ -152,7 +191,7 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
         })
         .collect();
     let bar_max = bars.iter().map(|b| b.1).fold(1.0, f64::max) * 1.15;
-    let mut c2 = ChartBuilder::on(&lower)
+    let mut c2 = ChartBuilder::on(area)
         .caption(
             format!(
                 "variants compared at {:.1}M parameters: speedup on {n} GPUs",
@@ -195,6 +234,5 @@ pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
         BLACK.stroke_width(1),
     ))
     .map_err(err)?;
-    root.present().map_err(err)?;
     Ok(())
 }

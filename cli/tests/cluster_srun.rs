@@ -8,8 +8,6 @@
 //! The Slurm part needs root and Debian's slurm-wlm and munge (.ci/install-services); it skips
 //! without them, and fails instead when DDPCHECK_REQUIRE_SERVICES=1.
 
-// TODO(restructure): numeric casts here are not yet made explicit (try_from, f64::from)
-#![allow(clippy::cast_possible_truncation)]
 // Test code: a failed unwrap is a failed test (clippy.toml allows it in #[test] fns only).
 #![allow(clippy::unwrap_used)]
 
@@ -122,7 +120,7 @@ fn srun_steps_on_a_real_two_node_slurm() {
     let (rc, out, err) = step(&c, "srun-ok", &[], "h200x2-nvlink", &["--root", &root]);
     assert_eq!(rc, Some(0), "{out}{err}\n{}", c.logs());
     for (rank, node) in c.nodes.iter().enumerate() {
-        let lines = task_lines(&out, rank as u32);
+        let lines = task_lines(&out, u32::try_from(rank).unwrap());
         assert!(
             lines
                 .iter()
@@ -189,7 +187,9 @@ fn srun_steps_on_a_real_two_node_slurm() {
     }
     assert_eq!(
         rc,
-        tasks[0]["exit_code"].as_i64().map(|c| c as i32),
+        tasks[0]["exit_code"]
+            .as_i64()
+            .and_then(|c| i32::try_from(c).ok()),
         "{out}{err}"
     );
 

@@ -208,6 +208,36 @@ fn topo_prints_nv18_and_bench_has_nccl_tests_footer() {
 }
 
 #[test]
+fn topo_text_names_every_gpu_and_every_sweep_has_its_footer() {
+    for p in [
+        "a6000x4-phb",
+        "t4x2-pcie",
+        "h200x2-nvlink",
+        "h200x8-nvswitch",
+    ] {
+        let v = json(&local(&["--sim", p, "topo", "--json"]));
+        let text = stdout(&local(&["--sim", p, "topo"]));
+        let gpus = v["topology"]["gpus"].as_array().unwrap();
+        assert!(gpus.len() >= 2, "{p}: {v}");
+        for g in gpus {
+            let uuid = g["uuid"].as_str().unwrap();
+            assert!(text.contains(uuid), "{p}: {uuid} missing from\n{text}");
+        }
+    }
+    let o = local(&["--sim", "t4x2-pcie", "bench", "collectives", "--ops", "all"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let t = stdout(&o);
+    let tables = t.matches(" ranks\n").count();
+    assert!(tables >= 5, "{t}");
+    assert_eq!(t.matches("# Avg bus bandwidth").count(), tables, "{t}");
+    assert_eq!(
+        t.matches("# Out of bounds values : 0 OK").count(),
+        tables,
+        "{t}"
+    );
+}
+
+#[test]
 fn sigterm_stops_the_daemon_cleanly() {
     let d = Daemon::start(Some("t4x2-pcie"));
     let socket = d.socket.clone();

@@ -4,9 +4,10 @@
 //! read-only, must pass `PRAGMA integrity_check`, hold every check whose verdict reached a client
 //! as `complete`, and show every run that was in flight at a kill as `interrupted`.
 
-// TODO(restructure): functions over 150 lines remain here
+// The kill rounds run as one test: each round restarts on the state directory the previous
+// rounds left, and the final checks read all of them.
 #![allow(clippy::too_many_lines)]
-// TODO(restructure): numeric casts here are not yet made explicit (try_from, f64::from)
+// Pids and history ids pass between u32, i32, i64 and usize here; all are small.
 #![allow(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,

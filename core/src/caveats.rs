@@ -1,6 +1,6 @@
 //! Caveats of DDP measurements: the results a reader should not take at face value, and why.
 //!
-//! On shared GPU machines the same launch moves between runs (docs/results/h200x2-session3.md:
+//! On shared GPU machines the same launch moves between runs (docs/results/2026-11-30-h200x2-launch-spread.md:
 //! gpt2-124m on 2xH200 8% between launches, MLP steps of 2–18 ms 10–57%), so a table of DDP
 //! results says where its own numbers are soft instead of leaving that to the reader.
 
@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn flags_superlinear_speedup_noisy_launches_and_short_single_launches() {
-        // The session-3 shm MLP: 2.27x on 2 GPUs, its 1-GPU launches 42% apart.
+        // The shm MLP of 2026-11-30 08:47 on 2xH200: 2.27x on 2 GPUs, its 1-GPU launches 42% apart.
         let rows = [
             row(
                 "accum8",

@@ -274,52 +274,6 @@ impl Sweep {
                 w[0].1 + t * (w[1].1 - w[0].1)
             })
     }
-
-    /// The sweep as nccl-tests prints it: same columns, same order, with its footer.
-    pub fn render_table(&self) -> String {
-        let mut s = String::new();
-        s.push_str(&format!("# {} over {} ranks\n", self.op.name(), self.ranks));
-        s.push_str("#                                                              out-of-place                       in-place          \n");
-        s.push_str("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
-        s.push_str("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
-        let redop = if self.op.has_redop() {
-            self.redop.as_str()
-        } else {
-            "none"
-        };
-        let root = if self.op.has_root() { self.root } else { -1 };
-        for smp in &self.samples {
-            s.push_str(&format!(
-                "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
-                smp.bytes, smp.count, smp.dtype, redop, root
-            ));
-            for t in std::iter::once(Some(smp.out_of_place)).chain(std::iter::once(smp.in_place)) {
-                match t {
-                    Some(t) => s.push_str(&format!(
-                        "  {:>7.2}  {:>6.2}  {:>6.2}  {:>5}",
-                        t.time_us,
-                        t.algbw_gbps,
-                        t.busbw_gbps,
-                        t.wrong
-                            .map(|w| w.to_string())
-                            .unwrap_or_else(|| "N/A".into())
-                    )),
-                    None => s.push_str("      N/A     N/A     N/A    N/A"),
-                }
-            }
-            s.push('\n');
-        }
-        let wrong = self.wrong_total().unwrap_or(0);
-        s.push_str(&format!(
-            "# Out of bounds values : {wrong} {}\n",
-            if wrong == 0 { "OK" } else { "FAILED" }
-        ));
-        s.push_str(&format!(
-            "# Avg bus bandwidth    : {:.4} \n",
-            self.avg_busbw()
-        ));
-        s
-    }
 }
 
 /// Sizes from `min` to `max` bytes, multiplying by `factor` (nccl-tests' -b/-e/-f).
@@ -430,19 +384,9 @@ mod tests {
     }
 
     #[test]
-    fn average_and_table_footer() {
+    fn average_of_out_of_place_busbw() {
         let s = sweep();
         assert!((s.avg_busbw() - 200.0).abs() < 1e-6);
-        let table = s.render_table();
-        assert!(
-            table.contains("# Avg bus bandwidth    : 200.0000"),
-            "{table}"
-        );
-        assert!(
-            table.contains("  1073741824     268435456     float"),
-            "{table}"
-        );
-        assert!(table.contains("#wrong"));
     }
 
     #[test]

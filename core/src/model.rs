@@ -26,7 +26,7 @@
 //!   bucket. On 2×H200 the MLPs' 1-GPU hook cost grew with the number of buckets, about
 //!   0.35–0.45 ms a bucket, rather than with their bytes, which the GPU casts in tens of µs.
 //!   Paying it all after the backward had under-predicted fp16 over shm by 8–28% on every
-//!   session's 16.8M and 75.8M MLPs: docs/results/h200x2-session7.md);
+//!   measurement's 16.8M and 75.8M MLPs: docs/results/2026-11-30-h200x2-hook-cost.md);
 //! * exposed communication is the time the last all-reduce ends after the backward ends.
 //!
 //! `step(N) = k·compute + hook + exposed + ddp_fixed_s + crowd`, and `step(1) = k·compute`, one
@@ -42,8 +42,8 @@
 //! synchronising micro-batch the stretch is host time the rank spends waiting for its
 //! all-reduces anyway, so only `max(0, (s − 1)·compute − exposed − ddp_fixed_s)` shows. (On
 //! 2×H200 the MLPs' unaccumulated runs showed no slowdown where their `nocomm` and accumulated
-//! runs did; counted this way rather than on every micro-batch, the errors of session 4's
-//! datasets fell: docs/results/h200x2-session5.md.)
+//! runs did; counted this way rather than on every micro-batch, the errors of the side-by-side
+//! datasets (2026-11-30 10:31) fell: docs/results/2026-11-30-h200x2-overlap-and-noise.md.)
 //! Hence `speedup = N·k·compute / step(N)`, `efficiency = speedup / N`, and the communication share is
 //! `(step(N) − step(1)) / step(N)`, the same definition [`crate::ddp::fill_scaling`] applies to
 //! measured runs.
@@ -977,8 +977,9 @@ impl SideBySide<'_> {
     /// least twice it; within the same launches, the noise of the per-launch ratios,
     /// [`crate::ddp::SoloSlowdown::noise_bound`]). Only then is it counted ([`SideBySide::counted`]); on 2×H200 a single
     /// launch of a short step moved 10–57%, more than the slowdowns measured (4–21%), and
-    /// counting them made predictions worse. (Until session 6 every N-GPU launch had to be slower than every 1-GPU
-    /// one: a test that grows stricter the more launches there are, as ranges only widen.)
+    /// counting them made predictions worse. (The rule before, until the ten-launch runs of
+    /// 2026-11-30 14:04, had every N-GPU launch slower than every 1-GPU one: a test that grows
+    /// stricter the more launches there are, as ranges only widen.)
     pub fn distinct(&self) -> bool {
         self.slowdown > 1.0 && self.noise_bound.is_some_and(|b| self.slowdown.ln() > b)
     }

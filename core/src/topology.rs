@@ -232,49 +232,6 @@ impl TopologyMatrix {
             .map(|p| p.link)
             .max_by_key(|l| (l.rank(), std::cmp::Reverse(nv_count(*l))))
     }
-
-    /// Renders the matrix and legend the way `nvidia-smi topo -m` does.
-    pub fn render_topo_m(&self) -> String {
-        let n = self.gpus.len();
-        let mut s = String::from("\t");
-        for g in &self.gpus {
-            s.push_str(&format!("GPU{}\t", g.index));
-        }
-        s.push_str("CPU Affinity\tNUMA Affinity\n");
-        for i in 0..n {
-            s.push_str(&format!("GPU{}\t", self.gpus[i].index));
-            for j in 0..n {
-                s.push_str(&format!(" {}\t", self.links[i][j]));
-            }
-            let cpu = self
-                .cpu_affinity
-                .get(i)
-                .cloned()
-                .flatten()
-                .unwrap_or_else(|| "N/A".into());
-            let numa = self
-                .numa_affinity
-                .get(i)
-                .copied()
-                .flatten()
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "N/A".into());
-            s.push_str(&format!("{cpu}\t{numa}\n"));
-        }
-        s.push_str("\nLegend:\n\n");
-        for class in LinkClass::LEGEND_ORDER {
-            let tag = match class {
-                LinkClass::Nv(_) => "NV#".to_string(),
-                other => other.to_string(),
-            };
-            s.push_str(&format!("  {tag:<4} = {}\n", class.legend()));
-        }
-        s.push_str("\nGPUs:\n");
-        for g in &self.gpus {
-            s.push_str(&format!("  GPU{}  {}  {}\n", g.index, g.uuid, g.pci_bus_id));
-        }
-        s
-    }
 }
 
 fn nv_count(l: LinkClass) -> u32 {
@@ -310,18 +267,6 @@ mod tests {
         }
         assert!("NV0".parse::<LinkClass>().is_err());
         assert!("QPI".parse::<LinkClass>().is_err());
-    }
-
-    #[test]
-    fn renders_nv18_pair() {
-        let t = two(LinkClass::Nv(18));
-        t.validate().unwrap();
-        let out = t.render_topo_m();
-        assert!(out.contains("GPU0\t X\t NV18\t"), "{out}");
-        assert!(
-            out.contains("NV#  = Connection traversing a bonded set"),
-            "{out}"
-        );
     }
 
     #[test]

@@ -29,6 +29,11 @@ pub const COLLECT_INTERVAL_RANGE: (f64, f64) = (0.05, 86400.0);
 /// Runs the history keeps by default: a preflight before every job for a year or more on a busy
 /// node, and the file bounded to about 10 000 reports (tens of MB with two-GPU sweeps).
 pub const DEFAULT_HISTORY_MAX_RUNS: u64 = 10_000;
+
+/// [`DEFAULT_HISTORY_MAX_RUNS`] as the configuration file's integer type.
+fn history_max_runs_default() -> i64 {
+    i64::try_from(DEFAULT_HISTORY_MAX_RUNS).unwrap_or(i64::MAX)
+}
 pub const MAX_HISTORY_MAX_RUNS: u64 = 100_000_000;
 
 /// One configuration key: its name in the file, its flag and its environment variable.
@@ -398,7 +403,7 @@ pub fn merge(flags: Layer, env: Layer, file: FileLayer) -> Effective {
         collect_interval: Some(DEFAULT_COLLECT_INTERVAL_S),
         work_rate_per_minute: Some(crate::ratelimit::DEFAULT_WORK_RATE_PER_MINUTE),
         work_burst: Some(i64::from(crate::ratelimit::DEFAULT_WORK_BURST)),
-        history_max_runs: Some(DEFAULT_HISTORY_MAX_RUNS as i64),
+        history_max_runs: Some(history_max_runs_default()),
         ..Layer::default()
     };
     let mut layers = [
@@ -606,7 +611,7 @@ impl Effective {
         let n = self
             .values
             .history_max_runs
-            .unwrap_or(DEFAULT_HISTORY_MAX_RUNS as i64);
+            .unwrap_or(history_max_runs_default());
         match u64::try_from(n) {
             Ok(0) => Ok(None),
             Ok(n) if n <= MAX_HISTORY_MAX_RUNS => Ok(Some(n)),

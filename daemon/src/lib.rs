@@ -1,9 +1,6 @@
 //! ddpcheckd: the node daemon (gRPC API, collector loop, `/metrics`, history). It runs checks
 //! and benchmarks through `ddpcheck-engine`, the engine the CLI's local mode uses too.
 
-// TODO(restructure): numeric casts here are not yet made explicit (try_from, f64::from)
-#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
-
 pub mod config;
 pub mod history;
 pub mod http;

@@ -275,10 +275,10 @@ impl Metrics {
                 .set(i64::from(g.state == ProbeState::Lost));
             self.gpu_foreign_processes
                 .with_label_values(&l)
-                .set(g.processes.len() as i64);
+                .set(gauge_int(g.processes.len()));
             self.gpu_ecc_uncorrected
                 .with_label_values(&l)
-                .set(g.health.ecc_uncorrected_volatile.unwrap_or(0) as i64);
+                .set(gauge_int(g.health.ecc_uncorrected_volatile.unwrap_or(0)));
             self.gpu_nvlinks_active
                 .with_label_values(&l)
                 .set(i64::from(g.health.nvlinks_active.unwrap_or(0)));
@@ -334,7 +334,7 @@ impl Metrics {
             let n = r.findings.iter().filter(|f| f.severity == sev).count();
             self.preflight_findings
                 .with_label_values(&[name])
-                .set(n as i64);
+                .set(gauge_int(n));
         }
         let peak = r.all_reduce.as_ref().and_then(judged_peak).map(|(_, b)| b);
         self.allreduce_busbw.set(peak.unwrap_or(0.0) * 1e9);
@@ -344,12 +344,12 @@ impl Metrics {
             (Some(p), Some(e)) if e > 0.0 => p / e,
             _ => 0.0,
         });
-        self.allreduce_wrong.set(
+        self.allreduce_wrong.set(gauge_int(
             r.all_reduce
                 .as_ref()
                 .and_then(|s| s.wrong_total())
-                .unwrap_or(0) as i64,
-        );
+                .unwrap_or(0),
+        ));
         self.changed();
     }
 
@@ -471,6 +471,11 @@ fn split_at_age(generation: u64, text: Vec<u8>) -> Encoded {
         tail: Vec::new(),
         split: false,
     }
+}
+
+/// A count as an integer gauge's value, saturating (no count here nears 2^63).
+fn gauge_int<T: TryInto<i64>>(n: T) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

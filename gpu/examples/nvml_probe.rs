@@ -1,5 +1,5 @@
-//! Prints what the NVML probe sees on this node: the inventory as JSON, then the pair topology
-//! as `nvidia-smi topo -m` would, with every pair's PCIe path and NVLink counts.
+//! Prints what the NVML probe sees on this node: the inventory as JSON, then each pair's link
+//! class (`nvidia-smi topo -m` vocabulary), PCIe path and NVLink counts.
 //!
 //! `cargo build --release -p ddpcheck-gpu --example nvml_probe`, then run
 //! `target/release/examples/nvml_probe [deadline_seconds]` on the GPU machine. Exit 3 without NVML.
@@ -32,7 +32,12 @@ fn main() {
     match probe.topology_detail(&inv.gpus) {
         Ok(d) => {
             let took_topo = t1.elapsed();
-            print!("\n{}", d.matrix.render_topo_m());
+            // `ddpcheck topo` prints the full `nvidia-smi topo -m` form; the classes suffice here.
+            println!("\nLink class per pair:");
+            for (g, row) in d.matrix.gpus.iter().zip(&d.matrix.links) {
+                let cells: Vec<String> = row.iter().map(ToString::to_string).collect();
+                println!("  GPU{}\t{}\t{}", g.index, cells.join("\t"), g.uuid);
+            }
             println!("\nPCIe common ancestor per pair (NVLink pairs included):");
             for (i, row) in d.pcie.iter().enumerate() {
                 let cells: Vec<String> = row

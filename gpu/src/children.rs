@@ -73,7 +73,7 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
-        let pgid = child.id() as libc::pid_t;
+        let pgid = libc::pid_t::try_from(child.id()).unwrap();
         let reg = register(pgid);
         assert!(live().contains(&pgid));
         let waiter = std::thread::spawn(move || {

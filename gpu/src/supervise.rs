@@ -19,7 +19,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::thread;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 /// How to supervise one child.
@@ -274,6 +274,30 @@ struct Reader<'o> {
 }
 
 impl Reader<'_> {
+    /// What the stdout reader sent, or its silence: lines go to the callback; a line too long
+    /// or a read error is the run's failure; the end of stdout and a quiet moment are neither.
+    fn take(
+        &mut self,
+        got: Result<Chunk, mpsc::RecvTimeoutError>,
+        on_line: &mut impl FnMut(Line<'_>) -> Next,
+    ) -> Result<Next, SuperviseError> {
+        match got {
+            Ok(Chunk::Line(bytes)) => self.feed(&bytes, false, on_line),
+            Ok(Chunk::Partial(bytes)) => self.feed(&bytes, true, on_line),
+            Ok(Chunk::TooLong) => Err(SuperviseError::LineTooLong {
+                program: self.program.clone(),
+                max: self.opts.max_line_bytes,
+                stderr_tail: String::new(),
+            }),
+            Ok(Chunk::Err(source)) => Err(SuperviseError::Io {
+                program: self.program.clone(),
+                what: "reading stdout".into(),
+                source,
+            }),
+            Ok(Chunk::Eof) | Err(_) => Ok(Next::More),
+        }
+    }
+
     /// One line (`partial`: the bytes after the last newline at EOF) to the callback.
     /// Errors only in strict mode, for text that is not JSON.
     fn feed(
@@ -333,65 +357,23 @@ pub fn run_lines(
     mut on_line: impl FnMut(Line<'_>) -> Next,
 ) -> Result<Outcome, SuperviseError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    if opts.new_session {
-        // SAFETY: getpid has no preconditions and cannot fail.
-        let parent = unsafe { libc::getpid() };
-        // SAFETY: the closure runs in the child between fork and exec and makes only
-        // async-signal-safe calls there (setsid, prctl, getppid).
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setsid() == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-                // If we die without cleaning up, the kernel kills the direct child.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-                if libc::getppid() != parent {
-                    return Err(io::Error::other("parent exited during spawn"));
-                }
-                Ok(())
-            });
-        }
-    } else {
-        cmd.process_group(0);
-    }
+    configure(&mut cmd, stdin.is_some(), opts.new_session);
     let start = Instant::now();
     let mut child = spawn_retrying(&mut cmd).map_err(|source| SuperviseError::Spawn {
         program: program.clone(),
         source,
     })?;
     let pid = child.id();
-    let pgid = pid as libc::pid_t;
+    // Linux pids stay below pid_max (at most 2^22), so every pid fits pid_t.
+    let pgid = libc::pid_t::try_from(pid).unwrap_or(libc::pid_t::MAX);
     // Known to the registry until this function returns (a stop mid-run ends the group).
     let _registered = crate::children::register(pgid);
 
-    // stdin: written from a thread so a child that does not read cannot block us.
-    if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {
-        thread::spawn(move || {
-            let _ = w.write_all(&data);
-            // Dropping `w` closes the pipe: the child sees EOF.
-        });
-    }
-    let tail = Arc::new(Mutex::new(VecDeque::<u8>::new()));
-    let stderr_thread = child.stderr.take().map(|e| {
-        let tail = tail.clone();
-        let cap = opts.stderr_tail_bytes;
-        thread::spawn(move || read_stderr(e, pid, cap, &tail))
-    });
-    let (tx, rx) = mpsc::channel();
-    if let Some(out) = child.stdout.take() {
-        let max = opts.max_line_bytes;
-        let cut = opts.allow_non_json;
-        thread::spawn(move || read_lines(out, max, cut, tx));
-    } else {
-        let _ = tx.send(Chunk::Eof);
-    }
+    let ChildIo {
+        stderr_thread,
+        tail,
+        lines: rx,
+    } = start_io(&mut child, stdin, opts);
 
     let mut deadline_at = start + opts.deadline;
     // The deadline is the done grace's, not the hard one.
@@ -407,14 +389,6 @@ pub fn run_lines(
     let mut eof = false;
     let mut failure: Option<SuperviseError> = None;
     let mut timed_out = false;
-    let snapshot = |tail: &Arc<Mutex<VecDeque<u8>>>| {
-        let t = tail.lock().unwrap_or_else(|p| p.into_inner());
-        let (a, b) = t.as_slices();
-        let mut v = a.to_vec();
-        v.extend_from_slice(b);
-        String::from_utf8_lossy(&v).into_owned()
-    };
-
     loop {
         if eof && exited.is_some() {
             break;
@@ -451,25 +425,12 @@ pub fn run_lines(
         let wait = deadline_at
             .saturating_duration_since(now)
             .min(Duration::from_millis(20));
-        let fed = match rx.recv_timeout(wait) {
-            Ok(Chunk::Line(bytes)) => reader.feed(&bytes, false, &mut on_line),
-            Ok(Chunk::Partial(bytes)) => reader.feed(&bytes, true, &mut on_line),
-            Ok(Chunk::TooLong) => Err(SuperviseError::LineTooLong {
-                program: program.clone(),
-                max: opts.max_line_bytes,
-                stderr_tail: String::new(),
-            }),
-            Ok(Chunk::Err(source)) => Err(SuperviseError::Io {
-                program: program.clone(),
-                what: "reading stdout".into(),
-                source,
-            }),
-            Ok(Chunk::Eof) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                eof = true;
-                Ok(Next::More)
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => Ok(Next::More),
-        };
+        let got = rx.recv_timeout(wait);
+        eof |= matches!(
+            got,
+            Ok(Chunk::Eof) | Err(mpsc::RecvTimeoutError::Disconnected)
+        );
+        let fed = reader.take(got, &mut on_line);
         match fed {
             Ok(Next::More) => {}
             Ok(Next::Done) => {
@@ -487,46 +448,12 @@ pub fn run_lines(
     }
 
     // Stop whatever still runs (deadline, protocol error), then make sure the group is empty.
-    let status = match exited {
-        Some((st, _)) => Some(st),
-        None => stop_group(&mut child, pgid, opts.grace),
-    };
-    if status.is_some() {
-        sweep_group(pgid, Duration::from_secs(2));
-    } else {
-        // Stuck in the kernel: reap it whenever it can die, without holding the caller.
-        tracing::warn!(
-            pid,
-            "child did not exit after SIGKILL; reaping it in the background"
-        );
-        thread::spawn(move || {
-            let _ = child.wait();
-            sweep_group(pgid, Duration::from_secs(2));
-        });
-    }
+    let status = stop_and_reap(child, exited.map(|(st, _)| st), pgid, opts.grace);
     if timed_out && opts.read_while_stopping && !eof {
         // What it wrote while being stopped (an error line at SIGTERM, a late result).
-        let until = Instant::now() + Duration::from_secs(2);
-        loop {
-            let fed = match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Ok(Chunk::Line(bytes)) => reader.feed(&bytes, false, &mut on_line),
-                Ok(Chunk::Partial(bytes)) => reader.feed(&bytes, true, &mut on_line),
-                _ => break,
-            };
-            // The stop is the outcome; a bad line now changes nothing.
-            if fed.is_err() {
-                break;
-            }
-        }
+        drain_after_stop(&rx, &mut reader, &mut on_line);
     }
-    // Give the stderr reader a moment to take the last bytes.
-    if let Some(h) = stderr_thread {
-        let until = Instant::now() + Duration::from_millis(500);
-        while !h.is_finished() && Instant::now() < until {
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-    let stderr_tail = snapshot(&tail);
+    let stderr_tail = stderr_tail(stderr_thread, &tail);
     let lines = reader.lines;
 
     if timed_out && done_deadline {
@@ -584,6 +511,143 @@ pub fn run_lines(
         stderr_tail,
         non_json: reader.non_json,
     })
+}
+
+/// The threads around a child's pipes and what they collect.
+struct ChildIo {
+    stderr_thread: Option<JoinHandle<()>>,
+    /// The last bytes of stderr.
+    tail: Arc<Mutex<VecDeque<u8>>>,
+    /// stdout, line by line.
+    lines: mpsc::Receiver<Chunk>,
+}
+
+/// Starts the threads around the child's pipes: one writes `stdin` (a child that does not
+/// read cannot block us), one keeps the tail of stderr, one sends stdout's lines.
+fn start_io(child: &mut Child, stdin: Option<Vec<u8>>, opts: &Options) -> ChildIo {
+    let pid = child.id();
+    if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {
+        thread::spawn(move || {
+            let _ = w.write_all(&data);
+            // Dropping `w` closes the pipe: the child sees EOF.
+        });
+    }
+    let tail = Arc::new(Mutex::new(VecDeque::<u8>::new()));
+    let stderr_thread = child.stderr.take().map(|e| {
+        let tail = tail.clone();
+        let cap = opts.stderr_tail_bytes;
+        thread::spawn(move || read_stderr(e, pid, cap, &tail))
+    });
+    let (tx, rx) = mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        let max = opts.max_line_bytes;
+        let cut = opts.allow_non_json;
+        thread::spawn(move || read_lines(out, max, cut, tx));
+    } else {
+        let _ = tx.send(Chunk::Eof);
+    }
+    ChildIo {
+        stderr_thread,
+        tail,
+        lines: rx,
+    }
+}
+
+/// Pipes for the child's stdio, and its own process group (or session, with a parent-death
+/// signal) so that stopping it stops everything it started.
+fn configure(cmd: &mut Command, has_stdin: bool, new_session: bool) {
+    cmd.stdin(if has_stdin {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if new_session {
+        // SAFETY: getpid has no preconditions and cannot fail.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the closure runs in the child between fork and exec and makes only
+        // async-signal-safe calls there (setsid, prctl, getppid).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                // If we die without cleaning up, the kernel kills the direct child.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                if libc::getppid() != parent {
+                    return Err(io::Error::other("parent exited during spawn"));
+                }
+                Ok(())
+            });
+        }
+    } else {
+        cmd.process_group(0);
+    }
+}
+
+/// The child's exit status, stopping its group first when it still runs; `None` when it is
+/// stuck in the kernel past SIGKILL (then it is reaped in the background).
+fn stop_and_reap(
+    mut child: Child,
+    exited: Option<ExitStatus>,
+    pgid: libc::pid_t,
+    grace: Duration,
+) -> Option<ExitStatus> {
+    let pid = child.id();
+    let status = match exited {
+        Some(st) => Some(st),
+        None => stop_group(&mut child, pgid, grace),
+    };
+    if status.is_some() {
+        sweep_group(pgid, Duration::from_secs(2));
+    } else {
+        // Stuck in the kernel: reap it whenever it can die, without holding the caller.
+        tracing::warn!(
+            pid,
+            "child did not exit after SIGKILL; reaping it in the background"
+        );
+        thread::spawn(move || {
+            let _ = child.wait();
+            sweep_group(pgid, Duration::from_secs(2));
+        });
+    }
+    status
+}
+
+/// Hands on the lines a stopped child still wrote, for two seconds at most.
+fn drain_after_stop(
+    rx: &mpsc::Receiver<Chunk>,
+    reader: &mut Reader<'_>,
+    on_line: &mut impl FnMut(Line<'_>) -> Next,
+) {
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let fed = match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Chunk::Line(bytes)) => reader.feed(&bytes, false, on_line),
+            Ok(Chunk::Partial(bytes)) => reader.feed(&bytes, true, on_line),
+            _ => break,
+        };
+        // The stop is the outcome; a bad line now changes nothing.
+        if fed.is_err() {
+            break;
+        }
+    }
+}
+
+/// The last bytes of the child's stderr, after giving its reader a moment to take them.
+fn stderr_tail(reader: Option<JoinHandle<()>>, tail: &Mutex<VecDeque<u8>>) -> String {
+    if let Some(h) = reader {
+        let until = Instant::now() + Duration::from_millis(500);
+        while !h.is_finished() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let t = tail.lock().unwrap_or_else(|p| p.into_inner());
+    let (a, b) = t.as_slices();
+    let mut v = a.to_vec();
+    v.extend_from_slice(b);
+    String::from_utf8_lossy(&v).into_owned()
 }
 
 /// Spawning a program just written (a test's fake interpreter, a script) can fail with

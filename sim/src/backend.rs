@@ -8,6 +8,7 @@ use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
 use ddpcheck_core::gpu::{ComputeProcess, GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
+use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{GpuRef, LinkClass, P2pStatus, TopologyMatrix};
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
 
@@ -112,7 +113,7 @@ impl SimBackend {
         let memory = model.map(|m| m.memory_total_bytes).unwrap_or(0);
         let state = self.gpu_state(i);
         let mut info = GpuInfo {
-            index: i as u32,
+            index: len_u32(i),
             uuid: slot.uuid.clone(),
             pci_bus_id: slot.pci_bus_id.clone(),
             name,
@@ -258,8 +259,8 @@ impl SimBackend {
             });
             progress(Progress {
                 stage: op.name().into(),
-                done: n as u32 + 1,
-                total: sizes.len() as u32,
+                done: len_u32(n) + 1,
+                total: len_u32(sizes.len()),
                 message: format!("{bytes} bytes"),
             });
         }
@@ -373,7 +374,7 @@ impl NodeBackend for SimBackend {
         progress(Progress {
             stage: "nccl_init".into(),
             done: 0,
-            total: req.ops.len() as u32,
+            total: len_u32(req.ops.len()),
             message: format!(
                 "simulated NCCL {} over {} ranks, regime {}",
                 self.profile.nccl_version, fabric.ranks, fabric.regime.name

@@ -9,6 +9,7 @@
 use ddpcheck_core::backend::ProbeError;
 use ddpcheck_core::cluster::{ClusterJob, Network, NodeResult, SimPeer};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
+use ddpcheck_core::num::ToF64;
 use ddpcheck_core::NodeBackend;
 
 use crate::fault::{Fault, SLOW_NIC_FACTOR};
@@ -80,7 +81,7 @@ pub fn join(
         .into_iter()
         .map(|bytes| {
             // busbw = algbw × factor, so the bandwidth term of the time is bytes × factor / busbw.
-            let wire_us = bytes as f64 * factor / (bottleneck * 1e3);
+            let wire_us = bytes.to_f64() * factor / (bottleneck * 1e3);
             let lat_us = LATENCY_US_PER_NODE * f64::from(job.world_nodes);
             // Every rank of one run sees the same time: the key has no rank in it.
             let key = format!("cluster|{}|{}|{bytes}", job.run_id, job.world_nodes);

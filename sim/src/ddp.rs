@@ -33,6 +33,7 @@ use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec,
     ALL_REDUCE_PROBE_BYTES,
 };
+use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
 use ddpcheck_core::ProbeError;
 
 use crate::fault::Fault;
@@ -77,7 +78,7 @@ pub fn compute_time(profile: &Profile, spec: &ModelSpec, micro_batch: u32) -> Wo
     Work {
         micro_s: spec.train_flops_per_sample() * f64::from(micro_batch) / (tflops * 1e12)
             + cp.fixed_ms_per_micro * 1e-3,
-        overhead_s: spec.params() as f64 * cp.optimizer_ns_per_param * 1e-9,
+        overhead_s: spec.params().to_f64() * cp.optimizer_ns_per_param * 1e-9,
     }
 }
 
@@ -92,13 +93,13 @@ pub struct Bucket {
 /// pass before the first of them, params ready only at the end).
 fn gradient_shape(spec: &ModelSpec) -> (f64, f64, f64) {
     let Some(t) = spec.decoder_tensors() else {
-        return (spec.params() as f64, 0.0, 0.0);
+        return (spec.params().to_f64(), 0.0, 0.0);
     };
-    let embed = (t.token_embedding + t.positions) as f64;
-    let layers = spec.params() as f64 - embed;
+    let embed = (t.token_embedding + t.positions).to_f64();
+    let layers = spec.params().to_f64() - embed;
     // The LM head's matmul runs first in the backward pass; the token embedding's gradient is
     // only complete after the input embedding's backward, at the end.
-    let head = 6.0 * t.token_embedding as f64 * f64::from(spec.tokens_per_sample());
+    let head = 6.0 * t.token_embedding.to_f64() * f64::from(spec.tokens_per_sample());
     let head_share = (head / spec.train_flops_per_sample()).clamp(0.0, 0.9);
     (layers, head_share, embed)
 }
@@ -166,11 +167,11 @@ pub fn step_time(
         let units = fsdp_units(spec);
         let gather: f64 = units
             .iter()
-            .map(|p| fabric.time_us(Collective::AllGather, (p * GRAD_BYTES) as u64) * 1e-6)
+            .map(|p| fabric.time_us(Collective::AllGather, floor_u64(p * GRAD_BYTES)) * 1e-6)
             .sum();
         let scatter: f64 = units
             .iter()
-            .map(|p| fabric.time_us(Collective::ReduceScatter, (p * GRAD_BYTES) as u64) * 1e-6)
+            .map(|p| fabric.time_us(Collective::ReduceScatter, floor_u64(p * GRAD_BYTES)) * 1e-6)
             .sum();
         let hide = |comm: f64, window: f64| (comm - rate * window).max(0.0);
         let exposed =
@@ -182,7 +183,7 @@ pub fn step_time(
     let transfers: Vec<(f64, f64)> = buckets(spec, cap, bwd)
         .iter()
         .map(|b| {
-            let bytes = (b.params * wire).round().max(1.0) as u64;
+            let bytes = floor_u64((b.params * wire).round().max(1.0));
             (
                 b.ready_s,
                 fabric.time_us(Collective::AllReduce, bytes) * 1e-6,
@@ -205,7 +206,7 @@ fn fsdp_units(spec: &ModelSpec) -> Vec<f64> {
         ModelSpec::Mlp { .. } => spec
             .mlp_layers()
             .iter()
-            .map(|(i, o)| (i * o + o) as f64)
+            .map(|(i, o)| (i * o + o).to_f64())
             .collect(),
     }
 }
@@ -219,7 +220,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<DdpResult>, ProbeError> {
     let repeats = req.repeats.max(1);
-    let total = (req.models.len() * req.variants.len() * req.world_sizes.len()) as u32 * repeats;
+    let total = len_u32(req.models.len() * req.variants.len() * req.world_sizes.len()) * repeats;
     let mut rows = Vec::new();
     for launch in 0..repeats {
         for spec in &req.models {
@@ -262,7 +263,7 @@ pub fn run(
                     let items = f64::from(world) * f64::from(accum) * f64::from(req.micro_batch);
                     progress(Progress {
                         stage: "ddp".into(),
-                        done: rows.len() as u32 + 1,
+                        done: len_u32(rows.len()) + 1,
                         total,
                         message: format!(
                             "{} {} on {world} GPU(s): {:.1} ms per step (sim, regime {})",
@@ -343,7 +344,7 @@ mod tests {
         let spec = ModelSpec::gpt2_124m();
         let b = buckets(&spec, 25.0, 1.0);
         let total: f64 = b.iter().map(|b| b.params).sum();
-        assert!((total - spec.params() as f64).abs() < 1.0);
+        assert!((total - spec.params().to_f64()).abs() < 1.0);
         assert!(
             (b[0].params - 262_144.0).abs() < 1e-9,
             "first bucket is 1 MiB"

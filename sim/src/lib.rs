@@ -8,13 +8,6 @@
 //! reported, never slept. The one exception is `hang`, which sleeps until the request's
 //! deadline and then reports a timeout, so tests use short deadlines.
 
-// TODO(restructure): numeric casts here are not yet made explicit (try_from, f64::from)
-#![allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_precision_loss
-)]
-
 pub mod backend;
 pub mod cluster;
 pub mod ddp;

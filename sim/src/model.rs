@@ -2,6 +2,7 @@
 //! regime and bent by faults. Deterministic; no wall time involved.
 
 use ddpcheck_core::collective::Collective;
+use ddpcheck_core::num::{len_u32, ToF64};
 
 use crate::fault::{self, Fault};
 use crate::profile::{Catalog, Path, Profile, Regime};
@@ -44,7 +45,7 @@ impl<'a> Fabric<'a> {
         Fabric {
             catalog,
             regime: profile.regime(env),
-            ranks: gpus.len() as u32,
+            ranks: len_u32(gpus.len()),
             bw_scale,
             pcie_cap_gbps,
             mem_bw_gbps: model.map(|m| m.mem_bw_gbps).unwrap_or(500.0),
@@ -53,7 +54,7 @@ impl<'a> Fabric<'a> {
 
     /// Mean time of one collective of `bytes` (nccl-tests' size), microseconds.
     pub fn time_us(&self, op: Collective, bytes: u64) -> f64 {
-        let b = bytes as f64;
+        let b = bytes.to_f64();
         if self.ranks < 2 {
             return LOCAL_ALPHA_US + 2.0 * b / (self.mem_bw_gbps * 1e3);
         }
@@ -84,12 +85,12 @@ impl<'a> Fabric<'a> {
             .points
             .iter()
             .map(|&(s, obs)| {
-                let s = s as f64;
+                let s = s.to_f64();
                 let t_bw_us = s * factor / (obs * 1e3) - spec.alpha_us;
                 (s.ln(), s * factor / (t_bw_us * 1e3))
             })
             .collect();
-        let mut bw = interp_log(&knots, (bytes.max(1) as f64).ln()) * busbw_scale * self.bw_scale;
+        let mut bw = interp_log(&knots, bytes.max(1).to_f64().ln()) * busbw_scale * self.bw_scale;
         if self.regime.path == Path::Pcie {
             if let Some(cap) = self.pcie_cap_gbps {
                 bw = bw.min(cap);
@@ -130,7 +131,7 @@ pub fn jitter(key: &str) -> f64 {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    ((h % 10_001) as f64 / 10_000.0 * 2.0 - 1.0) * 0.004
+    ((h % 10_001).to_f64() / 10_000.0 * 2.0 - 1.0) * 0.004
 }
 
 #[cfg(test)]
@@ -139,7 +140,7 @@ mod tests {
     use crate::profile::catalog;
 
     fn busbw(f: &Fabric<'_>, op: Collective, bytes: u64) -> f64 {
-        bytes as f64 / f.time_us(op, bytes) / 1e3 * op.busbw_factor(f.ranks)
+        bytes.to_f64() / f.time_us(op, bytes) / 1e3 * op.busbw_factor(f.ranks)
     }
 
     #[test]

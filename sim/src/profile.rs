@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::ModelSpec;
+use ddpcheck_core::num::ToF64;
 use ddpcheck_core::topology::LinkClass;
 use serde::Deserialize;
 
@@ -310,7 +311,7 @@ impl Catalog {
                         }
                     }
                     for (bytes, busbw) in &c.points {
-                        let t_us = *bytes as f64 * factor / (busbw * 1e3);
+                        let t_us = bytes.to_f64() * factor / (busbw * 1e3);
                         if !pos(*busbw) || t_us <= c.alpha_us {
                             return at(format!(
                                 "regime {}: {} point ({bytes} B, {busbw} GB/s) is faster than its alpha allows",

@@ -389,7 +389,6 @@ fn t4_collectives_match_seed_002_and_every_op_has_a_curve() {
     for s in &r.sweeps {
         assert!(s.avg_busbw() > 0.0, "{}", s.op);
         assert_eq!(s.wrong_total(), Some(0));
-        assert!(s.render_table().contains("# Avg bus bandwidth"));
     }
 }
 
@@ -452,7 +451,6 @@ fn topology_uses_the_profile_classes() {
         let t = b.topology(&gpus).unwrap();
         t.validate().unwrap();
         assert!(t.pairs().iter().all(|x| x.link == class), "{p}");
-        assert!(t.render_topo_m().contains(&gpus[1].uuid));
         // A subset of the GPUs gives the subset's matrix.
         assert_eq!(b.topology(&gpus[..2]).unwrap().gpus.len(), 2);
     }

@@ -9,6 +9,7 @@ use clap::Args;
 use ddpcheck_core::cluster::{
     self, ClusterNode, ClusterReport, DeadNode, NodeResult, SubsetOutcome,
 };
+use ddpcheck_core::num::{floor_u64, len_u32};
 use ddpcheck_core::BackendKind;
 use ddpcheck_engine as engine;
 use ddpcheck_engine::cluster::{self as engine_cluster, ClusterRun};
@@ -173,7 +174,7 @@ async fn run_set(
     stage: Duration,
     seen: &mut Vec<(usize, Seen)>,
 ) -> SetResult {
-    let n = set.len() as u32;
+    let n = len_u32(set.len());
     let req = |rank: u32, phase: &str, rendezvous: Vec<Vec<u8>>| pb::ClusterCollectiveRequest {
         phase: phase.into(),
         run_id: run_id.clone(),
@@ -322,7 +323,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
     let (network, stage) = a.run.settings()?;
     // Refuse a bad job here, once, rather than as a failure of every node.
     a.run
-        .job("check".into(), 0, addrs.len() as u32, stage)
+        .job("check".into(), 0, len_u32(addrs.len()), stage)
         .validate()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -330,56 +331,8 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
         .map_err(|e| RunError::Daemon(format!("cannot start the async runtime: {e}")))?;
 
     // Stage 1: connect to every daemon at once, each bounded.
-    let conns: Vec<Result<Client, String>> = rt.block_on(async {
-        let mut js = JoinSet::new();
-        for (i, addr) in addrs.iter().enumerate() {
-            let addr = addr.clone();
-            js.spawn(async move {
-                let r = tokio::time::timeout(stage, crate::daemon_runner::connect(&addr)).await;
-                (i, r)
-            });
-        }
-        let mut out: Vec<(usize, Result<Client, String>)> = Vec::new();
-        let mut usage = None;
-        while let Some(j) = js.join_next().await {
-            match j {
-                Ok((i, Ok(Ok(c)))) => out.push((i, Ok(c))),
-                Ok((i, Ok(Err(RunError::Usage(m))))) => {
-                    usage.get_or_insert(m);
-                    out.push((i, Err(String::new())));
-                }
-                Ok((i, Ok(Err(e)))) => out.push((i, Err(e.to_string()))),
-                Ok((i, Err(_))) => out.push((
-                    i,
-                    Err(format!(
-                        "connect did not finish within {:.1} s",
-                        stage.as_secs_f64()
-                    )),
-                )),
-                Err(e) => return Err(RunError::Daemon(format!("connect task: {e}"))),
-            }
-        }
-        if let Some(m) = usage {
-            return Err(RunError::Usage(m));
-        }
-        out.sort_by_key(|(i, _)| *i);
-        Ok(out.into_iter().map(|(_, r)| r).collect())
-    })?;
-    let mut live_addrs = Vec::new();
-    let mut clients = Vec::new();
-    let mut unreachable = Vec::new();
-    for (addr, c) in addrs.iter().zip(conns) {
-        match c {
-            Ok(c) => {
-                live_addrs.push(addr.clone());
-                clients.push(c);
-            }
-            Err(reason) => unreachable.push(DeadNode {
-                node: addr.clone(),
-                reason,
-            }),
-        }
-    }
+    let conns = connect_all(&rt, &addrs, stage)?;
+    let (live_addrs, clients, unreachable) = split_reachable(&addrs, conns);
 
     // Stages 2 and 3 per run (rendezvous, all-reduce), in isolation rounds.
     let expected = network.expected(a.run.nics_per_node);
@@ -401,7 +354,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
         base_id: format!(
             "cluster-{}-{}",
             std::process::id(),
-            engine::unix_now() as u64
+            floor_u64(engine::unix_now())
         ),
         round: 0,
         seen: BTreeMap::new(),
@@ -432,38 +385,14 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
             runner.results.get(&key).cloned().unwrap_or_default()
         })
         .unwrap_or_default();
-    let nodes: Vec<ClusterNode> = addrs
-        .iter()
-        .map(|addr| {
-            let idx = live_addrs.iter().position(|a| a == addr);
-            let seen = idx
-                .and_then(|i| runner.seen.get(&i).cloned())
-                .unwrap_or_default();
-            let res = idx.and_then(|i| cluster_results.iter().find(|(j, _)| *j == i));
-            let (state, error) = if let Some(u) = unreachable.iter().find(|u| &u.node == addr) {
-                ("unreachable", Some(u.reason.clone()))
-            } else if let Some(d) = iso.dead.iter().find(|d| &d.node == addr) {
-                ("unresponsive", Some(d.reason.clone()))
-            } else if iso.slow.iter().any(|s| &s.node == addr) {
-                ("slow", None)
-            } else if iso.unresolved.iter().any(|s| s.contains(addr)) {
-                ("unresolved", None)
-            } else {
-                ("ok", None)
-            };
-            ClusterNode {
-                node: addr.clone(),
-                hostname: seen
-                    .hostname
-                    .or_else(|| res.map(|(_, r)| r.hostname.clone())),
-                backend_label: seen.label,
-                state: state.into(),
-                busbw_gbps: res.and_then(|(_, r)| r.busbw_large()),
-                transport: res.and_then(|(_, r)| r.transport.clone()),
-                error,
-            }
-        })
-        .collect();
+    let nodes = node_views(
+        &addrs,
+        &live_addrs,
+        &runner.seen,
+        &cluster_results,
+        &unreachable,
+        &iso,
+    );
     let labels: Vec<&str> = nodes
         .iter()
         .filter_map(|n| n.backend_label.as_deref())
@@ -581,4 +510,113 @@ fn render(r: &ClusterReport) -> String {
     }
     let _ = writeln!(s, "{}", r.reason);
     s
+}
+
+/// Connects to every daemon at once, each within the stage deadline; a usage error (a bad
+/// address) fails the whole run, any other failure marks that node unreachable.
+fn connect_all(
+    rt: &tokio::runtime::Runtime,
+    addrs: &[String],
+    stage: Duration,
+) -> Result<Vec<Result<Client, String>>, RunError> {
+    rt.block_on(async {
+        let mut js = JoinSet::new();
+        for (i, addr) in addrs.iter().enumerate() {
+            let addr = addr.clone();
+            js.spawn(async move {
+                let r = tokio::time::timeout(stage, crate::daemon_runner::connect(&addr)).await;
+                (i, r)
+            });
+        }
+        let mut out: Vec<(usize, Result<Client, String>)> = Vec::new();
+        let mut usage = None;
+        while let Some(j) = js.join_next().await {
+            match j {
+                Ok((i, Ok(Ok(c)))) => out.push((i, Ok(c))),
+                Ok((i, Ok(Err(RunError::Usage(m))))) => {
+                    usage.get_or_insert(m);
+                    out.push((i, Err(String::new())));
+                }
+                Ok((i, Ok(Err(e)))) => out.push((i, Err(e.to_string()))),
+                Ok((i, Err(_))) => out.push((
+                    i,
+                    Err(format!(
+                        "connect did not finish within {:.1} s",
+                        stage.as_secs_f64()
+                    )),
+                )),
+                Err(e) => return Err(RunError::Daemon(format!("connect task: {e}"))),
+            }
+        }
+        if let Some(m) = usage {
+            return Err(RunError::Usage(m));
+        }
+        out.sort_by_key(|(i, _)| *i);
+        Ok(out.into_iter().map(|(_, r)| r).collect())
+    })
+}
+
+/// The daemons that answered (their addresses and clients, in order) and those that did not.
+fn split_reachable(
+    addrs: &[String],
+    conns: Vec<Result<Client, String>>,
+) -> (Vec<String>, Vec<Client>, Vec<DeadNode>) {
+    let mut live_addrs = Vec::new();
+    let mut clients = Vec::new();
+    let mut unreachable = Vec::new();
+    for (addr, c) in addrs.iter().zip(conns) {
+        match c {
+            Ok(c) => {
+                live_addrs.push(addr.clone());
+                clients.push(c);
+            }
+            Err(reason) => unreachable.push(DeadNode {
+                node: addr.clone(),
+                reason,
+            }),
+        }
+    }
+    (live_addrs, clients, unreachable)
+}
+
+/// Each node's line of the report: its state (unreachable, unresponsive, slow, unresolved or ok)
+/// and what the cluster run measured on it.
+fn node_views(
+    addrs: &[String],
+    live_addrs: &[String],
+    seen: &BTreeMap<usize, Seen>,
+    cluster_results: &[(usize, NodeResult)],
+    unreachable: &[DeadNode],
+    iso: &cluster::Isolation,
+) -> Vec<ClusterNode> {
+    addrs
+        .iter()
+        .map(|addr| {
+            let idx = live_addrs.iter().position(|a| a == addr);
+            let seen = idx.and_then(|i| seen.get(&i).cloned()).unwrap_or_default();
+            let res = idx.and_then(|i| cluster_results.iter().find(|(j, _)| *j == i));
+            let (state, error) = if let Some(u) = unreachable.iter().find(|u| &u.node == addr) {
+                ("unreachable", Some(u.reason.clone()))
+            } else if let Some(d) = iso.dead.iter().find(|d| &d.node == addr) {
+                ("unresponsive", Some(d.reason.clone()))
+            } else if iso.slow.iter().any(|s| &s.node == addr) {
+                ("slow", None)
+            } else if iso.unresolved.iter().any(|s| s.contains(addr)) {
+                ("unresolved", None)
+            } else {
+                ("ok", None)
+            };
+            ClusterNode {
+                node: addr.clone(),
+                hostname: seen
+                    .hostname
+                    .or_else(|| res.map(|(_, r)| r.hostname.clone())),
+                backend_label: seen.label,
+                state: state.into(),
+                busbw_gbps: res.and_then(|(_, r)| r.busbw_large()),
+                transport: res.and_then(|(_, r)| r.transport.clone()),
+                error,
+            }
+        })
+        .collect()
 }

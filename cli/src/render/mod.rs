@@ -1,16 +1,19 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
+mod nccl_table;
 mod recommend;
+mod topology;
 
 pub use recommend::recommendation;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
 use ddpcheck_core::ddp::probe_curve;
-use ddpcheck_core::recommend::fmt_bytes;
+use ddpcheck_core::num::ToF64;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
 };
+use ddpcheck_core::units::fmt_bytes;
 use ddpcheck_core::{BackendKind, Severity};
 
 /// The first line of every text report: what was measured, and loudly when it was simulated.
@@ -38,7 +41,7 @@ fn table() -> Table {
 pub fn topo(r: &TopoReport) -> String {
     let mut s = banner(&r.header, "topo");
     s.push('\n');
-    s.push_str(&r.topology.render_topo_m());
+    s.push_str(&topology::topo_m(&r.topology));
     s
 }
 
@@ -57,7 +60,7 @@ pub fn preflight(r: &PreflightReport) -> String {
     s.push_str(&format!("\n{steps}\n"));
     if let Some(sw) = &r.all_reduce {
         s.push('\n');
-        s.push_str(&sw.render_table());
+        s.push_str(&nccl_table::sweep(sw));
     }
     if let Some(e) = &r.expected {
         s.push_str(&format!("# expected ≈ {:.2} GB/s busbw for {} (warning below {:.0}%, critical below {:.0}%; source: {})\n", e.busbw_gbps, e.class, ddpcheck_core::expect::WARN_RATIO * 100.0, ddpcheck_core::expect::CRITICAL_RATIO * 100.0, e.source));
@@ -103,7 +106,7 @@ pub fn bench_collectives(r: &BenchCollectivesReport) -> String {
             run.run.init_seconds
         ));
         for sw in &run.run.sweeps {
-            s.push_str(&sw.render_table());
+            s.push_str(&nccl_table::sweep(sw));
         }
     }
     if r.runs.len() > 1 {
@@ -187,10 +190,10 @@ fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
             let (small, large) = (m.samples.first()?, m.samples.last()?);
             Some(format!(
                 "all-reduce alone in DDP's process group before the steps ({n} GPUs, median of {runs} run(s)): {} in {:.3} ms ({:.2} GB/s busbw), {} in {:.3} ms",
-                fmt_bytes(large.bytes as f64),
+                fmt_bytes(large.bytes.to_f64()),
                 large.out_of_place.time_us / 1e3,
                 large.out_of_place.busbw_gbps,
-                fmt_bytes(small.bytes as f64),
+                fmt_bytes(small.bytes.to_f64()),
                 small.out_of_place.time_us / 1e3,
             ))
         })
@@ -222,7 +225,7 @@ pub fn bench_ddp(r: &DdpReport) -> String {
     for x in &r.results {
         let mut row = vec![
             x.model.clone(),
-            format!("{:.1}M", x.params as f64 / 1e6),
+            format!("{:.1}M", x.params.to_f64() / 1e6),
             x.variant.clone(),
             x.world_size.to_string(),
             format!("{:.1}", x.step_time_median_s * 1e3),

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use ddpcheck_core::num::ToF64;
 use ddpcheck_core::recommend::{Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
 
@@ -46,7 +47,7 @@ fn inputs(r: &Recommendation) -> String {
         s,
         "ddpcheck recommend: {} ({} parameters), micro-batch {}, {} GPU{}",
         r.model,
-        fmt_count(r.params as f64),
+        fmt_count(r.params.to_f64()),
         r.micro_batch,
         r.gpus,
         if r.gpus == 1 { "" } else { "s" }
@@ -56,7 +57,7 @@ fn inputs(r: &Recommendation) -> String {
         s,
         "all-reduce: busbw {:.2} GB/s at {}, α {:.1} µs, {} ranks, {}",
         r.curve.busbw_at_bucket_gbps,
-        fmt_bytes(r.curve.bucket_bytes as f64),
+        fmt_bytes(r.curve.bucket_bytes.to_f64()),
         r.curve.alpha_us,
         r.curve.ranks,
         r.curve.provenance

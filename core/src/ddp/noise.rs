@@ -15,7 +15,7 @@ use crate::num::ToF64;
 ///
 /// Why it matters: on the shared 2xH200 VMs, launches of a 2 ms MLP step spread σ ≈ 0.1, so a
 /// speedup from one launch each is uncertain by about ±14%, from five launches each by about ±8%
-/// (docs/results/h200x2-session5.md).
+/// (docs/results/2026-11-30-h200x2-overlap-and-noise.md).
 pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64> {
     let ((a, _), (b, _)) = (launch_variance(multi)?, launch_variance(single)?);
     Some((std::f64::consts::FRAC_PI_2 * (a + b)).sqrt())
@@ -36,7 +36,7 @@ fn launch_variance(r: &DdpResult) -> Option<(f64, f64)> {
 /// Why not 2σ: σ itself is estimated from the launches, and with two a side it rests on about
 /// one degree of freedom, where t is 6–13; with eight a side t is about 2.1. On 2xH200 two
 /// launches a side put a `nocomm` slowdown at 2.27x, 3.7σ, while eight earlier launches of
-/// the same MLP had measured 1.09x (docs/results/h200x2-session9.md).
+/// the same MLP had measured 1.09x (docs/results/2026-11-30-h200x2-gpt2-probes.md).
 pub fn noise_bound(sigma: f64, dof: f64) -> f64 {
     let t = StudentsT::new(0.0, 1.0, dof).map_or(2.0, |d| d.inverse_cdf(0.975));
     t.max(2.0) * sigma
@@ -64,7 +64,7 @@ pub fn speedup_noise_bound(multi: &DdpResult, single: &DdpResult) -> Option<f64>
 
 /// Whether a relative difference from a measured figure (an error of a prediction, a ln ratio)
 /// lies beyond the measurement's noise: its [`noise_bound`] with repeated launches, else 20%
-/// (one launch of a short step moved 10–57% on 2×H200; docs/results/h200x2-session3.md).
+/// (one launch of a short step moved 10–57% on 2×H200; docs/results/2026-11-30-h200x2-launch-spread.md).
 pub fn beyond_noise(difference: f64, noise_bound: Option<f64>) -> bool {
     difference.abs() > noise_bound.unwrap_or(SINGLE_LAUNCH_NOISE)
 }

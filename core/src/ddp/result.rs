@@ -49,7 +49,7 @@ pub struct DdpResult {
     /// On more than one GPU: all-reduces of [`ALL_REDUCE_PROBE_BYTES`] timed alone in the run's
     /// own process group seconds before its steps (the median over launches when repeated).
     /// The network as this run's NCCL saw it; over the host network it moved −16% to +37%
-    /// against a `bench collectives` sweep run minutes before (docs/results/h200x2-session7.md).
+    /// against a `bench collectives` sweep run minutes before (docs/results/2026-11-30-h200x2-hook-cost.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_reduce_probe: Option<Sweep>,
     /// A `nocomm` run on more than one GPU: the median step of one GPU alone inside the same
@@ -133,7 +133,7 @@ impl DdpResult {
     /// `solo_step_time_median_s` (and each launch's, when repeated); `None` without it. Paired
     /// within each launch, the launch's own speed cancels: on 2×H200 launches of the same MLP
     /// step spread 10–15%, more than the slowdown of two processes side by side (7–15%,
-    /// docs/results/h200x2-session10.md), which comparing separate launches could not show.
+    /// docs/results/2026-11-30-h200x2-accumulation-gap.md), which comparing separate launches could not show.
     pub fn solo_slowdown(&self) -> Option<SoloSlowdown> {
         let positive = |x: f64| x.is_finite() && x > 0.0;
         let (l, s) = (

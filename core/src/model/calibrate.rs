@@ -138,8 +138,8 @@ impl CrossCheck {
 /// fewer than two models, where nothing can be held out.
 ///
 /// Why: a fit on a node's runs always matches those runs at least as well as the defaults, but
-/// on session 8's MLPs, predicting each model from a fit on the others erred more than the
-/// defaults did (largest 14.3% against 11.8%, docs/results/h200x2-session8.md §5).
+/// on the MLPs of 2026-11-30 18:17, predicting each model from a fit on the others erred more than the
+/// defaults did (largest 14.3% against 11.8%, docs/results/2026-11-30-h200x2-ddp-own-all-reduce.md §5).
 pub fn cross_check(measured: &[DdpResult], curve: &LinkCurve) -> Option<CrossCheck> {
     let cases = cases(measured, curve);
     let mut models: Vec<&str> = Vec::new();

@@ -794,7 +794,7 @@ fn side_by_side_reads_the_nocomm_runs() {
     let (ten_one, ten_n) = (launched(&nocomm1, &ten_one), launched(&nocomm2, &ten_n));
     let s = side_by_side(&[&ten_one, &ten_n], &mlp.name(), 8, 2).unwrap();
     assert!(s.distinct() && close(s.counted(), 1.2, 1e-12), "{s:?}");
-    // Two launches a side (session 9's quick runs of mlp:2048x4: 2.86 and 3.98 ms at 2 GPUs,
+    // Two launches a side (the quick runs of mlp:2048x4 at 2026-11-30 19:49: 2.86 and 3.98 ms at 2 GPUs,
     // 1.41 and 1.60 ms at 1): 2.27x is 3.7 standard errors, but those errors rest on about one
     // degree of freedom, where Student's t is about 8. Not counted; the same spread over eight
     // launches a side is.

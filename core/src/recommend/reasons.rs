@@ -108,8 +108,8 @@ fn side_by_side(n: u32, sbs: &SideBySideInput) -> Reason {
             "{measured}, within the noise of their launches ({bound}Student's t times its standard error, at least twice it{few}): not counted."
         )
     } else {
-        // Five: scripts/paired-noise.py puts the bound of five launches of three solo rounds
-        // near ±9% on paired launches of 2×H200 (docs/results/h200x2-session10.md).
+        // Five: on 2×H200 the noise bound of five launches of three solo rounds each comes
+        // near ±9% (docs/results/2026-11-30-h200x2-accumulation-gap.md §3).
         format!(
             "{measured}, one launch each: not counted, as one launch of a short step can move more than that (with --repeats N the slowdown gets a noise bound; a 10% one needs about five launches to stand out)."
         )

@@ -17,7 +17,7 @@ use crate::units::{fmt_bytes, fmt_count};
 /// How far (as a factor either way) two measurements of one link may part at the bucket size
 /// before `network_moved` is warned: beyond the 1–3% by which DDP's probes and the sweeps agreed
 /// over NVLink and shm, and enough to move a communication-bound prediction by more than 10%
-/// (over the host network they parted by 2–26% minutes apart; docs/results/h200x2-session8.md).
+/// (over the host network they parted by 2–26% minutes apart; docs/results/2026-11-30-h200x2-ddp-own-all-reduce.md).
 const NETWORK_MOVED_FACTOR: f64 = 1.15;
 
 /// Every warning, in the order the output lists them.

@@ -52,8 +52,9 @@ PROGRESS_EVERY_S = 0.5
 PROBE_WARMUP, PROBE_ITERS = 2, 8
 # A nocomm run on N GPUs alternates rank 0 alone and all ranks together this many times, each
 # block the run's steps. One pair of 20-step blocks on 2xH200 put a launch's ln(together/alone)
-# 0.089 from the next; three pairs, about 0.058 (scripts/paired-noise.py over session 5's paired
-# launches); alternating also cancels a drift in the node's speed along the run.
+# 0.089 from the next; three pairs, about 0.058 (the paired launches of 2026-11-30 12:13; the
+# noise bounds this gives: docs/results/2026-11-30-h200x2-accumulation-gap.md §3); alternating
+# also cancels a drift in the node's speed along the run.
 SOLO_ROUNDS = 3
 
 _STAGE = "starting"

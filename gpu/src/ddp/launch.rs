@@ -8,6 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec, ALL_REDUCE_PROBE_BYTES};
+use ddpcheck_core::num::floor_u64;
 use ddpcheck_core::ProbeError;
 use serde::Serialize;
 
@@ -209,7 +210,8 @@ pub(super) fn script_config(
         warmup_steps: req.warmup_steps,
         steps: req.steps,
         // NCCL's own watchdog: well inside the launch deadline, never absurdly short.
-        nccl_timeout_s: (req.deadline_s * 0.5).clamp(30.0, 600.0) as u32,
+        nccl_timeout_s: u32::try_from(floor_u64((req.deadline_s * 0.5).clamp(30.0, 600.0)))
+            .unwrap_or(600),
         measure_nocomm,
         all_reduce_probe_bytes: &ALL_REDUCE_PROBE_BYTES,
     };

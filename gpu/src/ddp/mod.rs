@@ -63,6 +63,7 @@ use ddpcheck_core::collective::Sweep;
 use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec,
 };
+use ddpcheck_core::num::len_u32;
 use ddpcheck_core::ProbeError;
 use serde::{Deserialize, Serialize};
 
@@ -269,7 +270,7 @@ pub fn run_ddp_report(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DdpRun, ProbeError> {
     let plan = plan(req)?;
-    let total = plan.len() as u32;
+    let total = len_u32(plan.len());
     let launcher = launcher(cfg)?;
     let max_world = plan.iter().map(|p| p.2).max().unwrap_or(1);
 
@@ -319,7 +320,7 @@ pub fn run_ddp_report(
     // Repeats run the whole sequence again, so that drift of the machine over the run touches
     // every configuration alike; `merge_repeats` folds them.
     let repeats = req.repeats.max(1) as usize;
-    let total = (groups.len() * repeats) as u32;
+    let total = len_u32(groups.len() * repeats);
     let sequence = (0..repeats).flat_map(|_| groups.iter());
     for (i, (world, items)) in sequence.enumerate() {
         let ctx = LaunchCtx {
@@ -327,7 +328,7 @@ pub fn run_ddp_report(
             req,
             script: &script,
             workdir: dir.path(),
-            index: i as u32,
+            index: len_u32(i),
             total,
             measure_nocomm: opts.measure_nocomm,
         };

@@ -1226,7 +1226,7 @@ fn launch_sees_its_own_group_in_our_session_and_no_stdin() {
         .map(|x| x.parse().unwrap())
         .collect();
     // SAFETY: getsid(0) only reads our own session id.
-    let ours = unsafe { libc::getsid(0) } as i64;
+    let ours = i64::from(unsafe { libc::getsid(0) });
     assert_eq!(ids[1], ids[0], "its own process group: {ids:?}");
     assert_eq!(ids[2], ours, "our session (no setsid): {ids:?}");
     assert_eq!(read(dir.path().join("stdin")).trim(), "/dev/null");

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
+use ddpcheck_core::num::{len_u32, ToF64};
+
+use crate::int::{c_int_of, size_t};
 
 use super::ffi::{self, CUdevice, CUdeviceptr, Comm, Cuda, CudaError, Nccl, NcclError, Stream};
 use super::plan::{self, Buf, Geometry};
@@ -252,52 +255,12 @@ pub fn run(
     transport_log: Option<&TransportLog>,
     emit: &mut dyn FnMut(WorkerEvent),
 ) -> Result<Finished, Failure> {
-    shared.set_stage("loading the CUDA driver library");
-    let cuda = match Cuda::load(None) {
-        Ok(c) => Arc::new(c),
-        Err(e) => {
-            return Err(fail_or_hang(
-                req,
-                shared,
-                Failure::new(FailKind::Unavailable, format!("CUDA driver: {e}")),
-            ))
-        }
-    };
-    eprintln!(
-        "ddpcheck worker: CUDA driver library {}",
-        cuda.path.display()
-    );
-    shared.set_stage("cuInit");
-    if let Err(e) = cuda.init() {
-        return Err(fail_or_hang(
-            req,
-            shared,
-            Failure::cuda_setup(e, "CUDA driver"),
-        ));
-    }
-    let driver = cuda.driver_version().ok().map(plan::cuda_version_string);
-
-    shared.set_stage("loading NCCL");
-    let nccl = match Nccl::load(None) {
-        Ok(n) => Arc::new(n),
-        Err(e) => {
-            return Err(fail_or_hang(
-                req,
-                shared,
-                Failure::new(FailKind::Unavailable, format!("NCCL: {e}")),
-            ))
-        }
-    };
-    let version = nccl
-        .version()
-        .map(plan::nccl_version_string)
-        .map_err(|e| Failure::nccl(e, "NCCL version"))?;
-    eprintln!(
-        "ddpcheck worker: NCCL {version} from {} ({})",
-        nccl.path.display(),
-        nccl.found_by
-    );
-    let _ = shared.nccl.set(nccl.clone());
+    let Libraries {
+        cuda,
+        nccl,
+        driver,
+        version,
+    } = load_libraries(req, shared)?;
 
     shared.set_stage("finding the GPUs");
     let devices = match resolve_devices(&cuda, req).and_then(|d| place_in_group(d, req)) {
@@ -305,22 +268,9 @@ pub fn run(
         Err(f) => return Err(fail_or_hang(req, shared, f)),
     };
     // Ranks of this process and of the whole communicator (more when it spans processes).
-    let n_local = devices.len() as u32;
+    let n_local = len_u32(devices.len());
     let n = req.group.as_ref().map_or(n_local, |g| g.world_ranks);
-    for d in &devices {
-        eprintln!(
-            "ddpcheck worker: rank {} = CUDA device {} ({}, bus {}, asked {})",
-            d.rank,
-            d.cuda_ordinal,
-            d.name.as_deref().unwrap_or("?"),
-            d.cuda_bus_id.as_deref().unwrap_or("?"),
-            if d.requested_bus_id.is_empty() {
-                "any"
-            } else {
-                &d.requested_bus_id
-            }
-        );
-    }
+    log_devices(&devices);
     let sizes = size_ladder(req.min_bytes, req.max_bytes, req.step_factor);
     let plan = Arc::new(RunPlan {
         ops: req.ops.clone(),
@@ -332,7 +282,7 @@ pub fn run(
         check: req.check,
         inject_hang: req.inject_hang,
     });
-    let total = (plan.ops.len() * plan.sizes.len()) as u32;
+    let total = len_u32(plan.ops.len() * plan.sizes.len());
 
     let id = nccl
         .unique_id()
@@ -353,50 +303,12 @@ pub fn run(
         message: format!("creating {n_local} of {n} NCCL communicator ranks (NCCL {version})"),
     });
 
-    let (tx, rx) = mpsc::channel::<Msg>();
-    // Only this process's rank threads meet at the barrier; ranks of other processes are
-    // synchronized by the collectives themselves.
-    let barrier = Arc::new(Barrier::new(n_local as usize));
-    let mut handles = Vec::new();
-    for d in &devices {
-        let ctx = RankCtx {
-            rank: d.rank,
-            n,
-            dev: d.cuda_ordinal,
-            id,
-            plan: plan.clone(),
-            cuda: cuda.clone(),
-            nccl: nccl.clone(),
-            shared: shared.clone(),
-            barrier: barrier.clone(),
-            tx: tx.clone(),
-        };
-        let h = std::thread::Builder::new()
-            .name(format!("rank{}", d.rank))
-            .spawn(move || rank_main(ctx))
-            .map_err(|e| Failure::new(FailKind::Worker, format!("starting a rank thread: {e}")))?;
-        handles.push(h);
-    }
-    drop(tx);
-
-    let recv = |rx: &mpsc::Receiver<Msg>| -> Result<Msg, Failure> {
-        match rx.recv() {
-            Ok(Msg::Failed { rank, failure }) => Err(Failure {
-                kind: failure.kind,
-                message: format!("rank {rank}: {}", failure.message),
-            }),
-            Ok(m) => Ok(m),
-            Err(_) => Err(Failure::new(
-                FailKind::Worker,
-                "every rank thread ended without a result (a panic? see stderr)",
-            )),
-        }
-    };
+    let (handles, rx) = start_ranks(&devices, n, id, &plan, &cuda, &nccl, shared)?;
 
     // Communicators.
     let mut init_s = 0.0f64;
     for _ in 0..n_local {
-        if let Msg::Ready { init_s: s, rank } = recv(&rx)? {
+        if let Msg::Ready { init_s: s, rank } = recv_msg(&rx)? {
             eprintln!("ddpcheck worker: rank {rank} communicator ready in {s:.3} s");
             init_s = init_s.max(s);
         }
@@ -430,7 +342,7 @@ pub fn run(
             dev_us,
             host_us,
             wrong,
-        } = recv(&rx)?
+        } = recv_msg(&rx)?
         else {
             continue;
         };
@@ -477,7 +389,7 @@ pub fn run(
             ranks: n,
             sample: sample.clone(),
             rank_time_us: oop.iter().map(|x| x.1).collect(),
-            host_time_us: oop.iter().map(|x| x.2).sum::<f64>() / oop.len().max(1) as f64,
+            host_time_us: oop.iter().map(|x| x.2).sum::<f64>() / oop.len().max(1).to_f64(),
         });
         emit(WorkerEvent::Progress {
             stage: "collectives".into(),
@@ -488,20 +400,7 @@ pub fn run(
         finished.insert((oi, si), sample);
     }
 
-    let sweeps = plan
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(oi, &op)| Sweep {
-            op,
-            ranks: n,
-            redop: "sum".into(),
-            root: if op.has_root() { plan::ROOT as i32 } else { -1 },
-            samples: (0..plan.sizes.len())
-                .filter_map(|si| finished.remove(&(oi, si)))
-                .collect(),
-        })
-        .collect();
+    let sweeps = into_sweeps(&plan, n, finished);
     shared.set_stage("tearing down communicators");
     Ok(Finished {
         run: CollectiveRun {
@@ -515,6 +414,170 @@ pub fn run(
         },
         ranks: handles,
     })
+}
+
+/// The CUDA driver and NCCL libraries, opened at run time, with their versions.
+struct Libraries {
+    cuda: Arc<Cuda>,
+    nccl: Arc<Nccl>,
+    /// The CUDA driver's version, when it tells.
+    driver: Option<String>,
+    version: String,
+}
+
+/// Opens and initialises CUDA, then opens NCCL; a missing library is `Unavailable` (or the
+/// injected hang, which needs no GPU path).
+fn load_libraries(req: &CollectiveRequest, shared: &Arc<Shared>) -> Result<Libraries, Failure> {
+    shared.set_stage("loading the CUDA driver library");
+    let cuda = match Cuda::load(None) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            return Err(fail_or_hang(
+                req,
+                shared,
+                Failure::new(FailKind::Unavailable, format!("CUDA driver: {e}")),
+            ))
+        }
+    };
+    eprintln!(
+        "ddpcheck worker: CUDA driver library {}",
+        cuda.path.display()
+    );
+    shared.set_stage("cuInit");
+    if let Err(e) = cuda.init() {
+        return Err(fail_or_hang(
+            req,
+            shared,
+            Failure::cuda_setup(e, "CUDA driver"),
+        ));
+    }
+    let driver = cuda.driver_version().ok().map(plan::cuda_version_string);
+
+    shared.set_stage("loading NCCL");
+    let nccl = match Nccl::load(None) {
+        Ok(n) => Arc::new(n),
+        Err(e) => {
+            return Err(fail_or_hang(
+                req,
+                shared,
+                Failure::new(FailKind::Unavailable, format!("NCCL: {e}")),
+            ))
+        }
+    };
+    let version = nccl
+        .version()
+        .map(plan::nccl_version_string)
+        .map_err(|e| Failure::nccl(e, "NCCL version"))?;
+    eprintln!(
+        "ddpcheck worker: NCCL {version} from {} ({})",
+        nccl.path.display(),
+        nccl.found_by
+    );
+    let _ = shared.nccl.set(nccl.clone());
+    Ok(Libraries {
+        cuda,
+        nccl,
+        driver,
+        version,
+    })
+}
+
+/// One stderr line per rank: which CUDA device it runs on and which GPU was asked for.
+fn log_devices(devices: &[RankDevice]) {
+    for d in devices {
+        eprintln!(
+            "ddpcheck worker: rank {} = CUDA device {} ({}, bus {}, asked {})",
+            d.rank,
+            d.cuda_ordinal,
+            d.name.as_deref().unwrap_or("?"),
+            d.cuda_bus_id.as_deref().unwrap_or("?"),
+            if d.requested_bus_id.is_empty() {
+                "any"
+            } else {
+                &d.requested_bus_id
+            }
+        );
+    }
+}
+
+/// One thread per local rank, each creating its communicator and running the plan; their
+/// messages come back on the returned channel.
+fn start_ranks(
+    devices: &[RankDevice],
+    n: u32,
+    id: ffi::NcclUniqueId,
+    plan: &Arc<RunPlan>,
+    cuda: &Arc<Cuda>,
+    nccl: &Arc<Nccl>,
+    shared: &Arc<Shared>,
+) -> Result<(Vec<JoinHandle<()>>, mpsc::Receiver<Msg>), Failure> {
+    let n_local = len_u32(devices.len());
+    let (tx, rx) = mpsc::channel::<Msg>();
+    // Only this process's rank threads meet at the barrier; ranks of other processes are
+    // synchronized by the collectives themselves.
+    let barrier = Arc::new(Barrier::new(n_local as usize));
+    let mut handles = Vec::new();
+    for d in devices {
+        let ctx = RankCtx {
+            rank: d.rank,
+            n,
+            dev: d.cuda_ordinal,
+            id,
+            plan: plan.clone(),
+            cuda: cuda.clone(),
+            nccl: nccl.clone(),
+            shared: shared.clone(),
+            barrier: barrier.clone(),
+            tx: tx.clone(),
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("rank{}", d.rank))
+            .spawn(move || rank_main(ctx))
+            .map_err(|e| Failure::new(FailKind::Worker, format!("starting a rank thread: {e}")))?;
+        handles.push(h);
+    }
+    drop(tx);
+    Ok((handles, rx))
+}
+
+/// The next message of a rank thread; a rank's failure, or every rank gone, is the run's.
+fn recv_msg(rx: &mpsc::Receiver<Msg>) -> Result<Msg, Failure> {
+    match rx.recv() {
+        Ok(Msg::Failed { rank, failure }) => Err(Failure {
+            kind: failure.kind,
+            message: format!("rank {rank}: {}", failure.message),
+        }),
+        Ok(m) => Ok(m),
+        Err(_) => Err(Failure::new(
+            FailKind::Worker,
+            "every rank thread ended without a result (a panic? see stderr)",
+        )),
+    }
+}
+
+/// The finished samples as one sweep per op, in the plan's order of ops and sizes.
+fn into_sweeps(
+    plan: &RunPlan,
+    n: u32,
+    mut finished: BTreeMap<(usize, usize), Sample>,
+) -> Vec<Sweep> {
+    plan.ops
+        .iter()
+        .enumerate()
+        .map(|(oi, &op)| Sweep {
+            op,
+            ranks: n,
+            redop: "sum".into(),
+            root: if op.has_root() {
+                c_int_of(plan::ROOT)
+            } else {
+                -1
+            },
+            samples: (0..plan.sizes.len())
+                .filter_map(|si| finished.remove(&(oi, si)))
+                .collect(),
+        })
+        .collect()
 }
 
 /// Maps the request's GPUs (by PCI bus id) to CUDA ordinals of this process; all visible
@@ -536,7 +599,7 @@ fn resolve_devices(cuda: &Cuda, req: &CollectiveRequest) -> Result<Vec<RankDevic
             let d = cuda
                 .device(i)
                 .map_err(|e| Failure::cuda_setup(e, "cuDeviceGet"))?;
-            out.push(describe(cuda, out.len() as u32, String::new(), d));
+            out.push(describe(cuda, len_u32(out.len()), String::new(), d));
         }
         return Ok(out);
     }
@@ -581,7 +644,7 @@ fn resolve_devices(cuda: &Cuda, req: &CollectiveRequest) -> Result<Vec<RankDevic
                 ),
             ));
         }
-        out.push(describe(cuda, out.len() as u32, asked, d));
+        out.push(describe(cuda, len_u32(out.len()), asked, d));
     }
     Ok(out)
 }
@@ -608,7 +671,7 @@ fn place_in_group(
     }
     devices.truncate(g.local_ranks as usize);
     for (i, d) in devices.iter_mut().enumerate() {
-        d.rank = g.first_rank + i as u32;
+        d.rank = g.first_rank + len_u32(i);
     }
     Ok(devices)
 }
@@ -722,7 +785,7 @@ fn rank_body(c: &RankCtx) -> Result<(), RankErr> {
 
     c.barrier.wait();
     let t0 = Instant::now();
-    let comm = c.nccl.init_rank(c.n as i32, c.id, c.rank as i32)?;
+    let comm = c.nccl.init_rank(c_int_of(c.n), c.id, c_int_of(c.rank))?;
     let init_s = t0.elapsed().as_secs_f64();
     c.shared.register(comm);
     let _ = c.tx.send(Msg::Ready {
@@ -832,7 +895,7 @@ impl Rank<'_> {
         let (s, d) = plan::pointers(op, g, self.c.rank, in_place);
         let (src, dst) = (self.addr(s), self.addr(d));
         let (nccl, comm, st) = (&self.c.nccl, self.comm, self.stream);
-        let root = plan::ROOT as i32;
+        let root = c_int_of(plan::ROOT);
         // SAFETY: both buffers hold `buf_elems` floats, which `buffer_elems` sized for every
         // op and size of the plan, including the in-place offsets; comm and stream belong to
         // this thread's context.
@@ -842,7 +905,7 @@ impl Rank<'_> {
                 Collective::AllGather => nccl.all_gather(src, dst, g.count, comm, st),
                 Collective::ReduceScatter => nccl.reduce_scatter(src, dst, g.count, comm, st),
                 Collective::AllToAll => {
-                    nccl.all_to_all(src, dst, g.count, self.c.n as i32, comm, st)
+                    nccl.all_to_all(src, dst, g.count, c_int_of(self.c.n), comm, st)
                 }
                 Collective::Broadcast => nccl.broadcast(src, dst, g.count, root, comm, st),
                 Collective::Reduce => nccl.reduce(src, dst, g.count, root, comm, st),
@@ -883,12 +946,12 @@ impl Rank<'_> {
         let mut host = vec![
             0f32;
             CHUNK_ELEMS
-                .min(g.send_elems.max(g.recv_elems) as usize)
+                .min(size_t(g.send_elems.max(g.recv_elems)))
                 .max(1)
         ];
         let mut i = 0u64;
         while i < g.send_elems {
-            let len = (host.len() as u64).min(g.send_elems - i) as usize;
+            let len = size_t((host.len() as u64).min(g.send_elems - i));
             plan::fill(rank, i, &mut host[..len]);
             cuda.copy_to_device(self.addr(s) + i * plan::ELT, &host[..len])?;
             i += len as u64;
@@ -901,7 +964,7 @@ impl Rank<'_> {
         let mut wrong = 0u64;
         let mut i = 0u64;
         while i < g.recv_elems {
-            let len = (host.len() as u64).min(g.recv_elems - i) as usize;
+            let len = size_t((host.len() as u64).min(g.recv_elems - i));
             cuda.copy_to_host(&mut host[..len], self.addr(d) + i * plan::ELT)?;
             wrong += plan::count_wrong(op, self.c.n, rank, g, i, &host[..len]);
             i += len as u64;
@@ -918,10 +981,10 @@ impl Rank<'_> {
     ) -> Result<(), RankErr> {
         let cuda = &self.c.cuda;
         let (s, _) = plan::pointers(op, g, self.c.rank, in_place);
-        let mut host = vec![0f32; CHUNK_ELEMS.min(g.send_elems as usize).max(1)];
+        let mut host = vec![0f32; CHUNK_ELEMS.min(size_t(g.send_elems)).max(1)];
         let mut i = 0u64;
         while i < g.send_elems {
-            let len = (host.len() as u64).min(g.send_elems - i) as usize;
+            let len = size_t((host.len() as u64).min(g.send_elems - i));
             plan::fill(self.c.rank, i, &mut host[..len]);
             cuda.copy_to_device(self.addr(s) + i * plan::ELT, &host[..len])?;
             i += len as u64;

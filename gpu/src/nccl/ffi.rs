@@ -296,7 +296,7 @@ impl Cuda {
         let f = self.device_get_pci_bus_id?;
         let mut buf = [0 as c_char; 64];
         // SAFETY: buffer and its length.
-        let r = unsafe { f(buf.as_mut_ptr(), buf.len() as c_int, dev) };
+        let r = unsafe { f(buf.as_mut_ptr(), crate::int::c_int_of(buf.len()), dev) };
         (r == CUDA_SUCCESS).then(|| cstr(buf.as_ptr()))
     }
 
@@ -304,7 +304,7 @@ impl Cuda {
         let f = self.device_get_name?;
         let mut buf = [0 as c_char; 256];
         // SAFETY: buffer and its length.
-        let r = unsafe { f(buf.as_mut_ptr(), buf.len() as c_int, dev) };
+        let r = unsafe { f(buf.as_mut_ptr(), crate::int::c_int_of(buf.len()), dev) };
         (r == CUDA_SUCCESS).then(|| cstr(buf.as_ptr()))
     }
 
@@ -338,7 +338,7 @@ impl Cuda {
         let mut p: CUdeviceptr = 0;
         // SAFETY: valid out-pointer; freed by `free`.
         self.ck(&format!("cuMemAlloc({bytes} B)"), unsafe {
-            (self.mem_alloc)(&mut p, bytes as usize)
+            (self.mem_alloc)(&mut p, crate::int::size_t(bytes))
         })?;
         Ok(p)
     }
@@ -366,7 +366,7 @@ impl Cuda {
     pub fn memset_u32(&self, dst: CUdeviceptr, value: u32, words: u64) -> Result<(), CudaError> {
         // SAFETY: device range sized by the caller.
         self.ck("cuMemsetD32", unsafe {
-            (self.memset_d32)(dst, value, words as usize)
+            (self.memset_d32)(dst, value, crate::int::size_t(words))
         })
     }
 
@@ -604,7 +604,7 @@ impl Nccl {
             (self.all_reduce)(
                 send as *const c_void,
                 recv as *mut c_void,
-                count as usize,
+                crate::int::size_t(count),
                 NCCL_FLOAT32,
                 NCCL_SUM,
                 comm.0,
@@ -629,7 +629,7 @@ impl Nccl {
             (self.all_gather)(
                 send as *const c_void,
                 recv as *mut c_void,
-                count as usize,
+                crate::int::size_t(count),
                 NCCL_FLOAT32,
                 comm.0,
                 s.0,
@@ -653,7 +653,7 @@ impl Nccl {
             (self.reduce_scatter)(
                 send as *const c_void,
                 recv as *mut c_void,
-                recvcount as usize,
+                crate::int::size_t(recvcount),
                 NCCL_FLOAT32,
                 NCCL_SUM,
                 comm.0,
@@ -679,7 +679,7 @@ impl Nccl {
             (self.broadcast)(
                 send as *const c_void,
                 recv as *mut c_void,
-                count as usize,
+                crate::int::size_t(count),
                 NCCL_FLOAT32,
                 root,
                 comm.0,
@@ -705,7 +705,7 @@ impl Nccl {
             (self.reduce)(
                 send as *const c_void,
                 recv as *mut c_void,
-                count as usize,
+                crate::int::size_t(count),
                 NCCL_FLOAT32,
                 NCCL_SUM,
                 root,
@@ -735,12 +735,12 @@ impl Nccl {
         self.ck("ncclGroupStart", unsafe { (self.group_start)() }, comm.0)?;
         let mut first_err = None;
         for peer in 0..nranks {
-            let off = peer as u64 * chunk;
+            let off = u64::from(peer.unsigned_abs()) * chunk;
             // SAFETY: offsets stay inside the caller's buffers (count × nranks floats).
             let r = unsafe {
                 (self.send)(
                     (send + off) as *const c_void,
-                    count as usize,
+                    crate::int::size_t(count),
                     NCCL_FLOAT32,
                     peer,
                     comm.0,
@@ -754,7 +754,7 @@ impl Nccl {
             let r = unsafe {
                 (self.recv)(
                     (recv + off) as *mut c_void,
-                    count as usize,
+                    crate::int::size_t(count),
                     NCCL_FLOAT32,
                     peer,
                     comm.0,

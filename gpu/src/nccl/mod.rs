@@ -183,6 +183,7 @@ impl ParentState {
 mod tests {
     use super::*;
     use ddpcheck_core::collective::Collective;
+    use ddpcheck_core::num::len_u32;
     use ddpcheck_core::topology::GpuRef;
     use std::time::{Duration, Instant};
 
@@ -506,7 +507,7 @@ mod tests {
         }
         // One note when communicators start, one per op and size.
         assert_eq!(notes.len(), 1 + 6 * sizes.len(), "{notes:?}");
-        assert_eq!(notes.last().unwrap().done, 6 * sizes.len() as u32);
+        assert_eq!(notes.last().unwrap().done, 6 * len_u32(sizes.len()));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! `size` column is `max(send, recv)` bytes, and algbw = size / time for every collective.
 
 use ddpcheck_core::collective::Collective;
+use ddpcheck_core::num::ToF64;
 
 /// Bytes per element: every sweep is float32 (nccl-tests' `-d float`).
 pub const ELT: u64 = 4;
@@ -100,16 +101,18 @@ pub fn buffer_elems(ops: &[Collective], sizes: &[u64], ranks: u32) -> u64 {
 }
 
 fn base(i: u64) -> f64 {
-    (i % PERIOD) as f64 - 125.0
+    (i % PERIOD).to_f64() - 125.0
 }
 
 /// Element `i` of rank `rank`'s input: a small integer, so every float32 sum over ranks is
 /// exact and a check can compare bit for bit.
+#[allow(clippy::cast_possible_truncation)] // a small integer: exact in f32
 pub fn value(rank: u32, i: u64) -> f32 {
     (base(i) + 3.0 * f64::from(rank)) as f32
 }
 
 /// Σ over ranks of `value(s, i)`, computed in closed form.
+#[allow(clippy::cast_possible_truncation)] // an integer far below 2^24 for any rank count: exact in f32
 fn sum_over_ranks(ranks: u32, i: u64) -> f32 {
     let n = f64::from(ranks);
     (n * base(i) + 3.0 * n * (n - 1.0) / 2.0) as f32
@@ -125,15 +128,20 @@ pub fn checked(op: Collective, rank: u32, in_place: bool) -> bool {
     }
 }
 
+/// The rank whose block holds block `block` of a gathered buffer (always below the rank count).
+fn rank_of(block: u64) -> u32 {
+    u32::try_from(block).unwrap_or(u32::MAX)
+}
+
 /// The value element `i` of `rank`'s result region must hold after the call.
 pub fn expected(op: Collective, ranks: u32, rank: u32, g: &Geometry, i: u64) -> f32 {
     let c = g.count.max(1);
     let r = u64::from(rank);
     match op {
         Collective::AllReduce | Collective::Reduce => sum_over_ranks(ranks, i),
-        Collective::AllGather => value((i / c) as u32, i % c),
+        Collective::AllGather => value(rank_of(i / c), i % c),
         Collective::ReduceScatter => sum_over_ranks(ranks, r * c + i),
-        Collective::AllToAll => value((i / c) as u32, r * c + i % c),
+        Collective::AllToAll => value(rank_of(i / c), r * c + i % c),
         Collective::Broadcast => value(ROOT, i),
     }
 }
@@ -192,6 +200,8 @@ pub fn cuda_bus_id(bus: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::int::size_t;
+    use ddpcheck_core::num::len_u32;
 
     #[test]
     fn geometry_matches_nccl_tests() {
@@ -234,18 +244,18 @@ mod tests {
     /// NCCL's semantics written out independently, on host memory: for each rank, a send and
     /// a receive buffer. Inputs are read before any output is written.
     fn emulate(op: Collective, n: u32, g: &Geometry, in_place: bool, mem: &mut [[Vec<f32>; 2]]) {
-        let c = g.count as usize;
+        let c = size_t(g.count);
         let idx = |b: Buf| if b == Buf::Send { 0 } else { 1 };
         let src: Vec<Vec<f32>> = (0..n)
             .map(|r| {
                 let (s, _) = pointers(op, g, r, in_place);
-                let o = s.off as usize;
-                mem[r as usize][idx(s.buf)][o..o + g.send_elems as usize].to_vec()
+                let o = size_t(s.off);
+                mem[r as usize][idx(s.buf)][o..o + size_t(g.send_elems)].to_vec()
             })
             .collect();
         for r in 0..n as usize {
-            let (_, d) = pointers(op, g, r as u32, in_place);
-            let out = &mut mem[r][idx(d.buf)][d.off as usize..];
+            let (_, d) = pointers(op, g, len_u32(r), in_place);
+            let out = &mut mem[r][idx(d.buf)][size_t(d.off)..];
             match op {
                 Collective::AllReduce => {
                     for k in 0..c {
@@ -286,15 +296,15 @@ mod tests {
                 for size in [4096u64, 10_000, 1 << 16] {
                     for in_place in [false, true] {
                         let g = geometry(op, size, n);
-                        let elems = buffer_elems(&[op], &[size], n) as usize;
+                        let elems = size_t(buffer_elems(&[op], &[size], n));
                         let mut mem: Vec<[Vec<f32>; 2]> = (0..n)
                             .map(|_| [vec![0.0; elems], vec![0.0; elems]])
                             .collect();
                         for r in 0..n {
                             let (s, _) = pointers(op, &g, r, in_place);
                             let b = if s.buf == Buf::Send { 0 } else { 1 };
-                            let o = s.off as usize;
-                            fill(r, 0, &mut mem[r as usize][b][o..o + g.send_elems as usize]);
+                            let o = size_t(s.off);
+                            fill(r, 0, &mut mem[r as usize][b][o..o + size_t(g.send_elems)]);
                         }
                         emulate(op, n, &g, in_place, &mut mem);
                         for r in 0..n {
@@ -302,8 +312,8 @@ mod tests {
                                 continue;
                             }
                             let (_, d) = pointers(op, &g, r, in_place);
-                            let o = d.off as usize;
-                            let region = &mut mem[r as usize][1][o..o + g.recv_elems as usize];
+                            let o = size_t(d.off);
+                            let region = &mut mem[r as usize][1][o..o + size_t(g.recv_elems)];
                             let ctx =
                                 format!("{op} n={n} size={size} in_place={in_place} rank={r}");
                             assert_eq!(count_wrong(op, n, r, &g, 0, region), 0, "{ctx}");

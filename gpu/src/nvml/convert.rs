@@ -1,5 +1,6 @@
 //! Pure conversions from raw NVML readings to core's vocabulary (no NVML calls, unit-tested).
 
+use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{LinkClass, P2pStatus};
 use nvml_wrapper::enum_wrappers::device::{ComputeMode, P2pStatus as NvmlP2p, TopologyLevel};
 use nvml_wrapper::error::NvmlError;
@@ -78,7 +79,7 @@ pub fn single_bit(words: &[u64]) -> Option<u32> {
         if found.is_some() || word.count_ones() != 1 {
             return None;
         }
-        found = Some(w as u32 * 64 + word.trailing_zeros());
+        found = Some(len_u32(w) * 64 + word.trailing_zeros());
     }
     found
 }

@@ -1,5 +1,6 @@
 //! Pure pair-matrix assembly: NVLink far ends and PCIe common ancestors to `nvidia-smi topo -m` classes.
 
+use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::LinkClass;
 
 use super::convert::BusKey;
@@ -47,12 +48,14 @@ pub fn nvlink_counts(gpus: &[BusKey], ends: &[Vec<FarEnd>]) -> Vec<Vec<u32>> {
     let n = gpus.len();
     let direct = |i: usize, j: usize| -> u32 {
         ends.get(i)
-            .map(|e| e.iter().filter(|f| **f == FarEnd::Gpu(gpus[j])).count() as u32)
+            .map(|e| e.iter().filter(|f| **f == FarEnd::Gpu(gpus[j])).count())
+            .map(len_u32)
             .unwrap_or(0)
     };
     let switched = |i: usize| -> u32 {
         ends.get(i)
-            .map(|e| e.iter().filter(|f| **f == FarEnd::Switch).count() as u32)
+            .map(|e| e.iter().filter(|f| **f == FarEnd::Switch).count())
+            .map(len_u32)
             .unwrap_or(0)
     };
     (0..n)
@@ -111,7 +114,7 @@ mod tests {
     const C: BusKey = (0, 0x3a, 0, 0);
 
     fn matrix(links: Vec<Vec<LinkClass>>) -> TopologyMatrix {
-        let gpus = (0..links.len() as u32)
+        let gpus = (0..len_u32(links.len()))
             .map(|i| GpuRef {
                 index: i,
                 uuid: format!("GPU-{i}"),

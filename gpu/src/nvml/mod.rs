@@ -17,7 +17,7 @@
 //!     Ok(inv) => {
 //!         println!("{}", serde_json::to_string_pretty(&inv).unwrap_or_default());
 //!         if let Ok(t) = probe.topology(&inv.gpus) {
-//!             print!("{}", t.render_topo_m());
+//!             println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
 //!         }
 //!     }
 //!     Err(e) => eprintln!("{e}"),

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ddpcheck_core::gpu::{GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
+use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{GpuRef, LinkClass, P2pStatus, TopologyMatrix};
 use ddpcheck_core::ProbeError;
 use nvml_wrapper::bitmasks::event::EventTypes;
@@ -322,7 +323,7 @@ impl Reader for Session<'_> {
         let buses: Vec<BusKey> = gpus
             .iter()
             .enumerate()
-            .map(|(k, g)| parse_bus_id(&g.pci_bus_id).unwrap_or((u32::MAX, k as u32, 0, 0)))
+            .map(|(k, g)| parse_bus_id(&g.pci_bus_id).unwrap_or((u32::MAX, len_u32(k), 0, 0)))
             .collect();
         let mut ends = Vec::with_capacity(n);
         for (g, d) in gpus.iter().zip(&devices) {
@@ -384,10 +385,11 @@ impl Reader for Session<'_> {
             numa_affinity.push(numa);
         }
 
-        let nvlinks_active = ends.iter().map(|e| e.len() as u32).collect();
+        let nvlinks_active = ends.iter().map(|e| len_u32(e.len())).collect();
         let nvlinks_to_switch = ends
             .iter()
-            .map(|e| e.iter().filter(|f| **f == FarEnd::Switch).count() as u32)
+            .map(|e| e.iter().filter(|f| **f == FarEnd::Switch).count())
+            .map(len_u32)
             .collect();
         Ok(TopologyDetail {
             matrix: TopologyMatrix {

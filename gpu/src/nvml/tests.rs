@@ -6,6 +6,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::gpu::{GpuHealth, GpuInfo, NodeInventory, ProbeState};
+use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{LinkClass, TopologyMatrix};
 use ddpcheck_core::ProbeError;
 
@@ -76,7 +77,7 @@ impl Reader for Fake {
     fn topology(&mut self, t: &Tracker, gpus: &[GpuInfo]) -> Result<TopologyDetail, ProbeError> {
         t.step(Involved::All);
         let n = gpus.len();
-        let buses: Vec<_> = (0..n as u32).map(|i| (0, i, 0, 0)).collect();
+        let buses: Vec<_> = (0..len_u32(n)).map(|i| (0, i, 0, 0)).collect();
         let ends = vec![vec![FarEnd::Switch; 18]; n];
         let nv = nvlink_counts(&buses, &ends);
         let pcie = vec![vec![Some(LinkClass::Phb); n]; n];

@@ -19,7 +19,8 @@ fn pgid_from(values: &[serde_json::Value]) -> i32 {
     values
         .iter()
         .find_map(|v| v.get("pgid").and_then(|p| p.as_i64()))
-        .expect("child printed its pgid") as i32
+        .and_then(|p| i32::try_from(p).ok())
+        .expect("child printed its pgid")
 }
 
 #[test]
@@ -152,7 +153,7 @@ fn live_members_sees_a_running_group() {
     let mut c = Command::new("sleep");
     c.arg("5").process_group(0);
     let mut child = c.spawn().unwrap();
-    let pgid = child.id() as i32;
+    let pgid = i32::try_from(child.id()).unwrap();
     assert_eq!(live_members(pgid), vec![pgid]);
     assert!(group_exists(pgid));
     child.kill().unwrap();
@@ -376,7 +377,7 @@ fn new_session_or_only_a_new_process_group() {
     // pid, process group and session of the child, from its /proc stat.
     let script = r#"read -r _ _ _ _ pgrp sid _ < /proc/$$/stat; echo "{\"pid\":$$,\"pgrp\":$pgrp,\"sid\":$sid}""#;
     // SAFETY: getsid(0) only reads our own session id.
-    let ours = unsafe { libc::getsid(0) } as i64;
+    let ours = i64::from(unsafe { libc::getsid(0) });
     for new_session in [true, false] {
         let o = Options {
             new_session,
