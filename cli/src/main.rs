@@ -11,13 +11,6 @@ mod demo;
 mod history_cmd;
 mod plot;
 mod progress;
-// recommend.rs casts a parsed parameter count (range-checked) to u64 and a byte count to f64
-// for display; allowed for that module alone until it goes through core::num.
-#[allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_precision_loss
-)]
 mod recommend;
 mod render;
 

@@ -98,7 +98,7 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
     if !(n.is_finite() && (1e3..=1e13).contains(&n)) {
         return Err(format!("{s:?}: parameter count outside 1K..10T"));
     }
-    Ok(n as u64)
+    Ok(ddpcheck_core::num::floor_u64(n))
 }
 
 impl RecommendArgs {
@@ -171,7 +171,7 @@ pub fn render(r: &RecommendReport) -> String {
             n.runs,
             n.world_size,
             n.measured_busbw_gbps,
-            ddpcheck_core::recommend::fmt_bytes(n.bytes as f64),
+            ddpcheck_core::units::fmt_bytes(ddpcheck_core::num::ToF64::to_f64(n.bytes)),
             n.predicted_busbw_gbps,
         ));
     }

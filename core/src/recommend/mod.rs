@@ -26,7 +26,6 @@ use crate::ddp::CommHook;
 use crate::model::{ModelError, Overheads, Prediction};
 
 /// Kept here for callers that format byte counts beside a recommendation.
-pub use crate::units::fmt_bytes;
 pub use choice::variant_name;
 pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, MeasuredBaseline,
