@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod ddp;
 pub mod nccl;
 pub mod nvml;
+pub mod platform;
 pub mod supervise;
 pub mod worker;
 
