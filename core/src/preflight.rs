@@ -289,6 +289,7 @@ pub fn run(
         deadline: opts.deadline,
         inject_hang: opts.inject_hang,
         group: None,
+        record_transport: false,
     };
     req.validate()?;
     let t0 = Instant::now();

@@ -269,6 +269,7 @@ pub fn run_bench_collectives(
             deadline: params.deadline,
             inject_hang: false,
             group: None,
+            record_transport: false,
         };
         req.validate()?;
         let run = backend.collectives(&req, progress)?;

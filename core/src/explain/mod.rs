@@ -191,10 +191,9 @@ pub struct PairChain {
     pub ab: Option<AbFigure>,
 }
 
-/// The answer: node and GPU causes, the pair chains, and a verdict.
+/// The answer: node and GPU causes and the pair chains ([`Explanation::verdict`] judges them).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Explanation {
-    pub verdict: Verdict,
     pub causes: Vec<Cause>,
     pub pairs: Vec<PairChain>,
     /// The node's own recent all-reduce busbw median, shown next to the reference.
@@ -233,14 +232,11 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
             .collect(),
         None => Vec::new(),
     };
-    let mut out = Explanation {
-        verdict: Verdict::Ok,
+    Explanation {
         causes,
         pairs,
         history_median_gbps: crate::expect::median(input.history_busbw),
-    };
-    out.verdict = verdict_of(&out);
-    out
+    }
 }
 
 /// Attaches an A/B figure to the chain of pair (a, b).
@@ -254,12 +250,21 @@ pub fn attach_ab(explanation: &mut Explanation, a: u32, b: u32, ab: AbFigure) {
     }
 }
 
-/// OK, WARNING or CRITICAL from the worst cause.
-pub fn verdict_of(e: &Explanation) -> Verdict {
-    match e.all_causes().map(|c| c.severity).max() {
-        Some(Severity::Critical) => Verdict::Critical,
-        Some(Severity::Warning) => Verdict::Warning,
-        _ => Verdict::Ok,
+impl Explanation {
+    /// OK, WARNING or CRITICAL from the worst cause.
+    pub fn verdict(&self) -> Verdict {
+        match self.all_causes().map(|c| c.severity).max() {
+            Some(Severity::Critical) => Verdict::Critical,
+            Some(Severity::Warning) => Verdict::Warning,
+            _ => Verdict::Ok,
+        }
+    }
+
+    /// The worst cause at warning or above, for a one-line reason.
+    pub fn worst(&self) -> Option<&Cause> {
+        self.all_causes()
+            .filter(|c| c.severity > Severity::Info)
+            .max_by_key(|c| c.severity)
     }
 }
 

@@ -140,7 +140,7 @@ fn healthy_nvlink_pair_has_no_cause() {
         .measure(327.0, Some("P2P/CUMEM"))
         .explain();
     assert_eq!(kinds(&e), vec![]);
-    assert_eq!(e.verdict, Verdict::Ok);
+    assert_eq!(e.verdict(), Verdict::Ok);
     let c = &e.pairs[0];
     assert_eq!((c.transport, c.transport_allowed), (Transport::P2p, Transport::P2p));
     assert!(c.transport_measured);
@@ -176,7 +176,7 @@ fn p2p_and_shm_disabled_give_sockets_and_one_unset() {
     // Explained by the environment: the action is its fix, not a drain.
     assert_eq!(below.action, Action::UnsetEnv);
     assert!((c.ratio.unwrap() - 3.9 / 300.0).abs() < 1e-9);
-    assert_eq!(e.verdict, Verdict::Critical);
+    assert_eq!(e.verdict(), Verdict::Critical);
 }
 
 #[test]
@@ -308,7 +308,7 @@ fn a_vm_like_the_lent_h200() {
     // One GPU: its links to absent peers are down by design.
     assert_eq!(find(&e, CauseKind::NvlinkDown).action, Action::None);
     assert!(find(&e, CauseKind::NumaUnknown).message.contains("VM"));
-    assert_eq!(e.verdict, Verdict::Ok);
+    assert_eq!(e.verdict(), Verdict::Ok);
     assert!(e.pairs.is_empty());
 }
 
@@ -368,7 +368,7 @@ fn fabric_manager_down_on_nvswitch() {
     let e = n.explain();
     let c = find(&e, CauseKind::FabricManagerDown);
     assert_eq!((c.severity, c.action), (Severity::Critical, Action::StartFabricManager));
-    assert_eq!(e.verdict, Verdict::Critical);
+    assert_eq!(e.verdict(), Verdict::Critical);
     n.platform.fabric.manager_running = Some(true);
     assert_eq!(kinds(&n.explain()), vec![]);
 }
