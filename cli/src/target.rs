@@ -184,6 +184,28 @@ impl Target {
         }
     }
 
+    /// `ddpcheck explain`: on this node (or a simulated one) only; the daemon does not serve it.
+    pub fn explain(
+        &self,
+        params: &ddpcheckd::explain_run::ExplainParams,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ddpcheck_core::report::ExplainReport, CliError> {
+        match self {
+            Target::Local { backend, .. } => {
+                let _lock = self.lock("explain")?;
+                Ok(ddpcheckd::explain_run::run_explain(
+                    backend.as_ref(),
+                    params,
+                    &[],
+                    progress,
+                )?)
+            }
+            Target::Daemon { .. } => Err(CliError::Usage(
+                "explain runs on the node itself (or --sim), not through --daemon".into(),
+            )),
+        }
+    }
+
     pub fn bench_collectives(
         &self,
         params: &CollectiveParams,

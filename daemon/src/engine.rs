@@ -77,7 +77,7 @@ pub fn job_gpus_from_env() -> String {
 
 /// Provenance of numbers measured on `gpus` of the node `inv` describes, now, under this
 /// process's NCCL_* environment.
-fn provenance(inv: &NodeInventory, gpus: &[GpuInfo]) -> Provenance {
+pub(crate) fn provenance(inv: &NodeInventory, gpus: &[GpuInfo]) -> Provenance {
     Provenance {
         hostname: inv.hostname.clone(),
         time: now_rfc3339(),

@@ -4,6 +4,7 @@
 pub mod client;
 pub mod config;
 pub mod engine;
+pub mod explain_run;
 pub mod history;
 pub mod http;
 pub mod lock;
