@@ -64,12 +64,23 @@ pub fn chain_line(c: &PairChain) -> String {
         (None, None) => s.push_str("not measured"),
     }
     if let (Some(r), Some(e)) = (c.ratio, &c.expected) {
-        s.push_str(&format!(", {:.0}% of expected ({} GB/s)", r * 100.0, gbps(e.busbw_gbps)));
+        s.push_str(&format!(
+            ", {:.0}% of expected ({} GB/s)",
+            r * 100.0,
+            gbps(e.busbw_gbps)
+        ));
     }
-    let how = if c.transport_measured { "" } else { " (predicted)" };
+    let how = if c.transport_measured {
+        ""
+    } else {
+        " (predicted)"
+    };
     s.push_str(&format!("; transport {}{how}", c.transport.label()));
     if c.transport > c.transport_allowed {
-        s.push_str(&format!(", the topology allows {}", c.transport_allowed.label()));
+        s.push_str(&format!(
+            ", the topology allows {}",
+            c.transport_allowed.label()
+        ));
     }
     // Words of a healthy chain (a VM) are notes, not reasons.
     let troubled = !c.fix.is_empty() || c.transport > c.transport_allowed;
@@ -148,7 +159,14 @@ pub fn text(r: &ExplainReport) -> String {
         .pairs
         .iter()
         .filter_map(|c| c.expected.as_ref())
-        .map(|x| format!("  {} GB/s for {} ({})", gbps(x.busbw_gbps), x.class, x.source))
+        .map(|x| {
+            format!(
+                "  {} GB/s for {} ({})",
+                gbps(x.busbw_gbps),
+                x.class,
+                x.source
+            )
+        })
         .collect();
     refs.dedup();
     if refs.is_empty() {

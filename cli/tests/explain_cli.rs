@@ -30,7 +30,10 @@ fn assert_valid(v: &Value) {
         .iter_errors(v)
         .map(|e| format!("{} at {}", e, e.instance_path))
         .collect();
-    assert!(errors.is_empty(), "report does not match the schema: {errors:#?}");
+    assert!(
+        errors.is_empty(),
+        "report does not match the schema: {errors:#?}"
+    );
 }
 
 /// Every cause of the report (node, GPU and pair ones) as (kind, action, severity).
@@ -69,7 +72,10 @@ fn healthy_nvlink_pair_is_ok_with_its_transport() {
     assert!(causes(&v).is_empty(), "{:?}", causes(&v));
     assert_eq!(v["pairs"][0]["transport"], "p2p");
     assert_eq!(v["pairs"][0]["transport_measured"], true);
-    assert!(text.contains("GPU0–GPU1 (NV18): 299 GB/s, 100% of expected"), "{text}");
+    assert!(
+        text.contains("GPU0–GPU1 (NV18): 299 GB/s, 100% of expected"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -149,7 +155,12 @@ fn link_state_causes() {
 fn fabric_manager_down_fails_the_node() {
     let (rc, v, text) = explain("h200x8-nvswitch+no-fabric-manager", &[], &["--gpus", "0,1"]);
     assert_eq!(rc, 2, "{text}");
-    has(&v, "fabric_manager_down", "start_fabric_manager", "critical");
+    has(
+        &v,
+        "fabric_manager_down",
+        "start_fabric_manager",
+        "critical",
+    );
     assert!(v["pairs"][0]["measure_error"]
         .as_str()
         .unwrap()

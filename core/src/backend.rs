@@ -258,7 +258,9 @@ pub trait NodeBackend: Send + Sync {
     /// Default: nothing read.
     fn platform(&self, gpus: &[GpuInfo]) -> Result<crate::explain::PlatformFacts, ProbeError> {
         let _ = gpus;
-        Ok(crate::explain::PlatformFacts::unknown("not read by this backend"))
+        Ok(crate::explain::PlatformFacts::unknown(
+            "not read by this backend",
+        ))
     }
 
     /// Cluster run, phase 1: this node's rendezvous contribution (real NCCL: rank 0's unique

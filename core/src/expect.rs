@@ -90,13 +90,25 @@ pub fn nvlinks_per_gpu(model: &str) -> Option<(u32, &'static str)> {
         return None;
     }
     if m.contains("H100") || m.contains("H200") || m.contains("H800") {
-        Some((18, "NVIDIA H100/H200 SXM datasheets: 18 fourth-generation NVLinks per GPU, 900 GB/s"))
+        Some((
+            18,
+            "NVIDIA H100/H200 SXM datasheets: 18 fourth-generation NVLinks per GPU, 900 GB/s",
+        ))
     } else if m.contains("B200") || m.contains("B100") {
-        Some((18, "NVIDIA Blackwell HGX datasheet: 18 fifth-generation NVLinks per GPU, 1.8 TB/s"))
+        Some((
+            18,
+            "NVIDIA Blackwell HGX datasheet: 18 fifth-generation NVLinks per GPU, 1.8 TB/s",
+        ))
     } else if m.contains("A100") || m.contains("A800") {
-        Some((12, "NVIDIA A100 SXM4 datasheet: 12 third-generation NVLinks per GPU, 600 GB/s"))
+        Some((
+            12,
+            "NVIDIA A100 SXM4 datasheet: 12 third-generation NVLinks per GPU, 600 GB/s",
+        ))
     } else if m.contains("V100") && m.contains("SXM") {
-        Some((6, "NVIDIA V100 SXM2 datasheet: 6 second-generation NVLinks per GPU, 300 GB/s"))
+        Some((
+            6,
+            "NVIDIA V100 SXM2 datasheet: 6 second-generation NVLinks per GPU, 300 GB/s",
+        ))
     } else {
         None
     }
@@ -179,7 +191,10 @@ mod tests {
     #[test]
     fn nvlinks_by_sku() {
         assert_eq!(nvlinks_per_gpu("NVIDIA H200").map(|n| n.0), Some(18));
-        assert_eq!(nvlinks_per_gpu("NVIDIA A100-SXM4-80GB").map(|n| n.0), Some(12));
+        assert_eq!(
+            nvlinks_per_gpu("NVIDIA A100-SXM4-80GB").map(|n| n.0),
+            Some(12)
+        );
         assert_eq!(nvlinks_per_gpu("NVIDIA H100 PCIe"), None);
         assert_eq!(nvlinks_per_gpu("NVIDIA H200 NVL"), None);
         assert_eq!(nvlinks_per_gpu("NVIDIA RTX A6000"), None);

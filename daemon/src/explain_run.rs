@@ -65,7 +65,8 @@ pub fn run_explain(
         .unwrap_or_else(|e| PlatformFacts::unknown(&e.to_string()));
     let env = nccl_env_from_process();
     let mut prov = provenance(&inv, &gpus);
-    let (measurements, failures) = measure_pairs(backend, params, &gpus, topology.as_ref(), progress)?;
+    let (measurements, failures) =
+        measure_pairs(backend, params, &gpus, topology.as_ref(), progress)?;
     let mut explanation = explain::explain(&ExplainInput {
         gpus: &gpus,
         topology: topology.as_ref(),
@@ -108,7 +109,11 @@ struct Failures {
     nccl_version: Option<String>,
 }
 
-fn pair_request(params: &ExplainParams, gpus: [&GpuInfo; 2], env: Vec<(String, String)>) -> CollectiveRequest {
+fn pair_request(
+    params: &ExplainParams,
+    gpus: [&GpuInfo; 2],
+    env: Vec<(String, String)>,
+) -> CollectiveRequest {
     CollectiveRequest {
         ops: vec![Collective::AllReduce],
         gpus: gpus.iter().map(|g| g.gpu_ref()).collect(),
@@ -176,7 +181,9 @@ fn measure_pairs(
             }
             Err(ProbeError::Invalid(e)) => return Err(ProbeError::Invalid(e)),
             Err(e) => {
-                failures.verdicts.push(e.verdict().unwrap_or(Verdict::Unknown));
+                failures
+                    .verdicts
+                    .push(e.verdict().unwrap_or(Verdict::Unknown));
                 failures.first_error.get_or_insert_with(|| e.to_string());
                 m.error = Some(e.to_string());
             }
@@ -194,13 +201,16 @@ fn run_ab(
     e: &mut explain::Explanation,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(), ProbeError> {
-    let todo: Vec<(u32, u32, f64, Vec<(String, String)>)> = e
+    // Pairs with a figure and a fix that is an NCCL setting.
+    let todo: Vec<explain::PairChain> = e
         .pairs
         .iter()
-        .filter(|c| !c.env_fix.is_empty())
-        .filter_map(|c| Some((c.a.index, c.b.index, c.busbw_gbps?, c.env_fix.clone())))
+        .filter(|c| !c.env_fix.is_empty() && c.busbw_gbps.is_some())
+        .cloned()
         .collect();
-    for (a, b, before, fix) in todo {
+    for chain in todo {
+        let (a, b, fix) = (chain.a.index, chain.b.index, chain.env_fix.clone());
+        let before = chain.busbw_gbps.unwrap_or_default();
         let (Some(ga), Some(gb)) = (
             gpus.iter().find(|g| g.index == a),
             gpus.iter().find(|g| g.index == b),

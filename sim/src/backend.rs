@@ -7,9 +7,9 @@ use std::time::Duration;
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
+use ddpcheck_core::explain::Transport;
 use ddpcheck_core::gpu::{ComputeProcess, GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
 use ddpcheck_core::topology::{GpuRef, LinkClass, P2pStatus, TopologyMatrix};
-use ddpcheck_core::explain::Transport;
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
 
 use crate::fault::{self, Fault, FAULTS};

@@ -65,7 +65,10 @@ fn downtrained(g: &GpuInfo) -> Option<Cause> {
         g.index, p.gen_current, p.width_current, p.gen_max, p.width_max
     );
     c.fix = if narrow {
-        format!("reseat GPU{} or check its slot and riser; compare with a sister node", g.index)
+        format!(
+            "reseat GPU{} or check its slot and riser; compare with a sister node",
+            g.index
+        )
     } else {
         "none at rest".into()
     };
@@ -94,7 +97,10 @@ fn mig(g: &GpuInfo, multi: bool) -> Option<Cause> {
         g.index, g.pci_bus_id
     );
     c.short = format!("MIG is on for GPU{}", g.index);
-    c.fix = format!("nvidia-smi -i {} -mig 0 (when no job uses it), then reset the GPU", g.index);
+    c.fix = format!(
+        "nvidia-smi -i {} -mig 0 (when no job uses it), then reset the GPU",
+        g.index
+    );
     c.evidence = vec![Evidence::new("MIG mode", "enabled").source("NVML")];
     c.source = "NVIDIA MIG user guide: no GPU-to-GPU P2P (PCIe or NVLink) with MIG".into();
     Some(c)
@@ -111,10 +117,17 @@ fn nvlink_down(g: &GpuInfo, multi: bool) -> Option<Cause> {
         (
             Severity::Warning,
             Action::ResetGpu,
-            format!("reset GPU{} when idle; if links stay down, check the NVLink fabric (drain)", g.index),
+            format!(
+                "reset GPU{} when idle; if links stay down, check the NVLink fabric (drain)",
+                g.index
+            ),
         )
     } else {
-        (Severity::Info, Action::None, "none: no peer GPU in this node".to_string())
+        (
+            Severity::Info,
+            Action::None,
+            "none: no peer GPU in this node".to_string(),
+        )
     };
     let mut c = cause(g, CauseKind::NvlinkDown, severity, action);
     c.message = format!(
@@ -148,7 +161,8 @@ fn numa_unknown(input: &ExplainInput<'_>, g: &GpuInfo) -> Option<Cause> {
     );
     c.short = format!("GPU{} has no NUMA node", g.index);
     c.fix = "none; where several sockets exist, ask for the VM's NUMA topology".into();
-    c.evidence = vec![Evidence::new("numa_node", "-1").source("sysfs /sys/bus/pci/devices/*/numa_node")];
+    c.evidence =
+        vec![Evidence::new("numa_node", "-1").source("sysfs /sys/bus/pci/devices/*/numa_node")];
     c.source = "Linux sysfs-bus-pci ABI: numa_node".into();
     Some(c)
 }

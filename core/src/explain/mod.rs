@@ -9,9 +9,9 @@ mod gpu;
 mod node;
 mod pair;
 pub mod platform;
-pub mod transport;
 #[cfg(test)]
 mod tests;
+pub mod transport;
 
 use std::collections::BTreeMap;
 

@@ -87,7 +87,11 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
             "ask the provider for GPU peer-to-peer in this VM (the host's ACS and IOMMU decide it)",
         )
     } else {
-        (Severity::Info, Action::None, "none: read the figures as a VM's")
+        (
+            Severity::Info,
+            Action::None,
+            "none: read the figures as a VM's",
+        )
     };
     let mut c = cause(
         CauseKind::VirtualMachine,
@@ -149,8 +153,9 @@ fn iommu(input: &ExplainInput<'_>) -> Option<Cause> {
         .expected("identity (passthrough)")
         .source("/sys/kernel/iommu_groups/*/type")];
     if !f.cmdline.is_empty() {
-        c.evidence
-            .push(Evidence::new("kernel command line", f.cmdline.join(" ")).source("/proc/cmdline"));
+        c.evidence.push(
+            Evidence::new("kernel command line", f.cmdline.join(" ")).source("/proc/cmdline"),
+        );
     }
     c.source = "NCCL troubleshooting: PCI Access Control Services (IO virtualization redirects \
                 peer traffic to the root complex); Linux sysfs-kernel-iommu_groups ABI (type)"
@@ -178,6 +183,7 @@ fn fabric_manager(input: &ExplainInput<'_>) -> Option<Cause> {
         Evidence::new("NVSwitch devices", f.nvswitches.to_string()),
         Evidence::new("nv-fabricmanager process", "not running").expected("running"),
     ];
-    c.source = "NVIDIA Fabric Manager user guide (NVSwitch systems need it before CUDA starts)".into();
+    c.source =
+        "NVIDIA Fabric Manager user guide (NVSwitch systems need it before CUDA starts)".into();
     Some(c)
 }

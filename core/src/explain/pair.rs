@@ -49,7 +49,15 @@ pub(super) fn chain(input: &ExplainInput<'_>, p: &Pair<'_>, node_causes: &[Cause
     let explaining_action = explaining.first().map(|c| c.action);
     let env_fix = union_env_fix(&explaining);
     if chosen > allowed {
-        causes.push(downgraded(p, &gpus, chosen, allowed, measured.is_some(), explaining_action, &env_fix));
+        causes.push(downgraded(
+            p,
+            &gpus,
+            chosen,
+            allowed,
+            measured.is_some(),
+            explaining_action,
+            &env_fix,
+        ));
     }
     let (busbw, expected, ratio) = judge_figure(input, p, m);
     if let (Some(b), Some(e), Some(r)) = (busbw, &expected, ratio) {
@@ -137,7 +145,11 @@ fn env_causes(input: &ExplainInput<'_>, p: &Pair<'_>, gpus: &[GpuRef]) -> Vec<Ca
             "NCCL_P2P_DISABLE",
             "1",
             "0",
-            format!("{}: NCCL_P2P_DISABLE=1 turns off the P2P transport the pair's {} link allows", pair_name(p), p.link),
+            format!(
+                "{}: NCCL_P2P_DISABLE=1 turns off the P2P transport the pair's {} link allows",
+                pair_name(p),
+                p.link
+            ),
         ));
     }
     if let Some(lvl) = level.filter(|_| !p2p_off) {
@@ -210,7 +222,11 @@ fn acs(input: &ExplainInput<'_>, p: &Pair<'_>, gpus: &[GpuRef]) -> Option<Cause>
     let source = "NCCL troubleshooting: PCI Access Control Services (ACS) redirects peer traffic to the root complex: lower bandwidth or hangs; disable it on the bridges (BIOS or setpci ECAP_ACS+0x6.w=0000)";
     let mut c = if !on.is_empty() {
         let mut c = new_cause(CauseKind::Acs, Severity::Warning, Action::DisableAcs, gpus);
-        c.message = format!("{}: ACS redirects peer traffic on {}", pair_name(p), on.join(", "));
+        c.message = format!(
+            "{}: ACS redirects peer traffic on {}",
+            pair_name(p),
+            on.join(", ")
+        );
         c.short = format!("ACS redirects P2P on {}", on.join(", "));
         c.fix = format!(
             "disable ACS on {} (BIOS: PCIe ACS or VT-d off; or setpci at boot)",
@@ -223,7 +239,10 @@ fn acs(input: &ExplainInput<'_>, p: &Pair<'_>, gpus: &[GpuRef]) -> Option<Cause>
         );
         c.evidence = on
             .iter()
-            .map(|b| Evidence::new("ACS control", b.clone()).expected("no SrcValid, ReqRedir, CmpltRedir"))
+            .map(|b| {
+                Evidence::new("ACS control", b.clone())
+                    .expected("no SrcValid, ReqRedir, CmpltRedir")
+            })
             .collect();
         c
     } else if !unread.is_empty() {
@@ -255,13 +274,17 @@ fn cross_numa(p: &Pair<'_>, gpus: &[GpuRef]) -> Option<Cause> {
     c.short = "the pair crosses NUMA nodes (SYS)".into();
     c.fix = "give the job GPUs of one NUMA node where it needs fast pairs".into();
     c.evidence = vec![Evidence::new("link class", "SYS").expected("PHB or closer")];
-    c.source = "nvidia-smi topo -m legend (SYS: across the SMP interconnect between NUMA nodes)".into();
+    c.source =
+        "nvidia-smi topo -m legend (SYS: across the SMP interconnect between NUMA nodes)".into();
     Some(c)
 }
 
 /// Node and GPU causes that bear on this pair.
 fn bears_on(c: &Cause, p: &Pair<'_>) -> bool {
-    let own = c.gpus.is_empty() || c.gpus.iter().any(|g| g.uuid == p.a.uuid || g.uuid == p.b.uuid);
+    let own = c.gpus.is_empty()
+        || c.gpus
+            .iter()
+            .any(|g| g.uuid == p.a.uuid || g.uuid == p.b.uuid);
     own && match c.kind {
         CauseKind::IommuTranslated | CauseKind::PcieDowntrained => !p.link.is_nvlink(),
         CauseKind::NvlinkDown => p.link.is_nvlink(),
@@ -306,14 +329,22 @@ fn downgraded(
         action.unwrap_or(Action::CheckLink),
         gpus,
     );
-    let how = if measured { "NCCL chose" } else { "the environment leaves" };
+    let how = if measured {
+        "NCCL chose"
+    } else {
+        "the environment leaves"
+    };
     c.message = format!(
         "{}: {how} {}, the topology allows {}",
         pair_name(p),
         chosen.label(),
         allowed.label()
     );
-    c.short = format!("transport {} instead of {}", chosen.label(), allowed.label());
+    c.short = format!(
+        "transport {} instead of {}",
+        chosen.label(),
+        allowed.label()
+    );
     c.fix = if action.is_some() {
         "see the causes".into()
     } else {
@@ -322,8 +353,13 @@ fn downgraded(
     c.env_fix = env_fix.to_vec();
     c.evidence = vec![Evidence::new("transport", chosen.label())
         .expected(allowed.label())
-        .source(if measured { "NCCL INFO log (channel lines)" } else { "predicted from NCCL_* variables" })];
-    c.source = "NCCL documentation: transports P2P, SHM, NET; nvidia-smi topo -m path classes".into();
+        .source(if measured {
+            "NCCL INFO log (channel lines)"
+        } else {
+            "predicted from NCCL_* variables"
+        })];
+    c.source =
+        "NCCL documentation: transports P2P, SHM, NET; nvidia-smi topo -m path classes".into();
     c
 }
 
@@ -333,7 +369,9 @@ fn judge_figure(
     p: &Pair<'_>,
     m: Option<&PairMeasurement>,
 ) -> (Option<f64>, Option<Expectation>, Option<f64>) {
-    let busbw = m.and_then(|m| m.busbw_gbps).filter(|b| b.is_finite() && *b > 0.0);
+    let busbw = m
+        .and_then(|m| m.busbw_gbps)
+        .filter(|b| b.is_finite() && *b > 0.0);
     let info = |r: &GpuRef| input.gpus.iter().find(|g| g.uuid == r.uuid);
     let gen = [info(p.a), info(p.b)]
         .iter()
@@ -375,9 +413,15 @@ fn below_expected(
     } else {
         "no cause found: check the links and compare with a sister node".into()
     };
-    c.evidence = vec![Evidence::new("all-reduce busbw", format!("{busbw:.2} GB/s"))
-        .expected(format!("≥ {:.0}% of {:.2} GB/s", expect::WARN_RATIO * 100.0, e.busbw_gbps))
-        .source(e.source.clone())];
+    c.evidence = vec![
+        Evidence::new("all-reduce busbw", format!("{busbw:.2} GB/s"))
+            .expected(format!(
+                "≥ {:.0}% of {:.2} GB/s",
+                expect::WARN_RATIO * 100.0,
+                e.busbw_gbps
+            ))
+            .source(e.source.clone()),
+    ];
     c.source = e.source.clone();
     Some(c)
 }
@@ -387,7 +431,12 @@ fn below_history(p: &Pair<'_>, gpus: &[GpuRef], busbw: f64, history: &[f64]) -> 
     if busbw >= expect::HISTORY_DRIFT_RATIO * m {
         return None;
     }
-    let mut c = new_cause(CauseKind::BelowHistory, Severity::Warning, Action::CheckLink, gpus);
+    let mut c = new_cause(
+        CauseKind::BelowHistory,
+        Severity::Warning,
+        Action::CheckLink,
+        gpus,
+    );
     c.message = format!(
         "{}: all-reduce busbw {busbw:.2} GB/s is {:.0}% of this node's recent median {m:.2} GB/s",
         pair_name(p),
@@ -396,7 +445,10 @@ fn below_history(p: &Pair<'_>, gpus: &[GpuRef], busbw: f64, history: &[f64]) -> 
     c.short = format!("{:.0}% of this node's median", busbw / m * 100.0);
     c.fix = "compare with the last good run: what changed (driver, firmware, environment)".into();
     c.evidence = vec![Evidence::new("busbw", format!("{busbw:.2} GB/s"))
-        .expected(format!("≥ {:.0}% of {m:.2} GB/s", expect::HISTORY_DRIFT_RATIO * 100.0))
+        .expected(format!(
+            "≥ {:.0}% of {m:.2} GB/s",
+            expect::HISTORY_DRIFT_RATIO * 100.0
+        ))
         .source(format!("node history, {} runs", history.len()))];
     c.source = "the node's own history (ddpcheckd)".into();
     Some(c)
@@ -432,7 +484,10 @@ fn fix_words(causes: &[Cause], node_causes: &[Cause], p: &Pair<'_>) -> String {
         .filter(|c| c.action != Action::None && c.severity >= Severity::Warning)
         .collect();
     let mut unset: Vec<&str> = Vec::new();
-    for c in all.iter().filter(|c| c.action == Action::UnsetEnv && is_env(c.kind)) {
+    for c in all
+        .iter()
+        .filter(|c| c.action == Action::UnsetEnv && is_env(c.kind))
+    {
         for (k, _) in &c.env_fix {
             if !unset.contains(&k.as_str()) {
                 unset.push(k);

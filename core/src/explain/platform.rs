@@ -85,10 +85,17 @@ pub struct SysfsLink {
 impl SysfsLink {
     /// PCIe generation of a transfer rate (2.5 GT/s gen1 … 64 GT/s gen6).
     pub fn generation(gts: f64) -> Option<u32> {
-        [(2.5, 1), (5.0, 2), (8.0, 3), (16.0, 4), (32.0, 5), (64.0, 6)]
-            .into_iter()
-            .find(|(rate, _)| (gts - rate).abs() < 0.1)
-            .map(|(_, g)| g)
+        [
+            (2.5, 1),
+            (5.0, 2),
+            (8.0, 3),
+            (16.0, 4),
+            (32.0, 5),
+            (64.0, 6),
+        ]
+        .into_iter()
+        .find(|(rate, _)| (gts - rate).abs() < 0.1)
+        .map(|(_, g)| g)
     }
 }
 

@@ -34,7 +34,11 @@ fn gpu(i: u32, name: &str) -> GpuInfo {
 fn topo(gpus: &[GpuInfo], link: LinkClass) -> TopologyMatrix {
     let n = gpus.len();
     let links = (0..n)
-        .map(|i| (0..n).map(|j| if i == j { LinkClass::X } else { link }).collect())
+        .map(|i| {
+            (0..n)
+                .map(|j| if i == j { LinkClass::X } else { link })
+                .collect()
+        })
         .collect();
     TopologyMatrix {
         gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
@@ -142,7 +146,10 @@ fn healthy_nvlink_pair_has_no_cause() {
     assert_eq!(kinds(&e), vec![]);
     assert_eq!(e.verdict(), Verdict::Ok);
     let c = &e.pairs[0];
-    assert_eq!((c.transport, c.transport_allowed), (Transport::P2p, Transport::P2p));
+    assert_eq!(
+        (c.transport, c.transport_allowed),
+        (Transport::P2p, Transport::P2p)
+    );
     assert!(c.transport_measured);
     assert!(c.fix.is_empty() && c.because.is_empty());
 }
@@ -170,7 +177,10 @@ fn p2p_and_shm_disabled_give_sockets_and_one_unset() {
     );
     assert_eq!(find(&e, CauseKind::P2pDisabled).action, Action::UnsetEnv);
     assert_eq!(find(&e, CauseKind::ShmDisabled).action, Action::UnsetEnv);
-    assert_eq!(find(&e, CauseKind::TransportDowngraded).action, Action::UnsetEnv);
+    assert_eq!(
+        find(&e, CauseKind::TransportDowngraded).action,
+        Action::UnsetEnv
+    );
     let below = find(&e, CauseKind::BelowExpected);
     assert_eq!(below.severity, Severity::Critical);
     // Explained by the environment: the action is its fix, not a drain.
@@ -187,7 +197,10 @@ fn without_a_log_the_transport_is_predicted_from_the_environment() {
     let c = &e.pairs[0];
     assert_eq!(c.transport, Transport::Shm);
     assert!(!c.transport_measured);
-    assert_eq!(kinds(&e), vec![CauseKind::P2pDisabled, CauseKind::TransportDowngraded]);
+    assert_eq!(
+        kinds(&e),
+        vec![CauseKind::P2pDisabled, CauseKind::TransportDowngraded]
+    );
 }
 
 #[test]
@@ -232,9 +245,18 @@ fn with_switch_acs(node: &mut Node, acs: AcsState) {
     // Both GPUs below one switch: root port 00:01.0, upstream 01:00.0, downstream 02:0N.0.
     for (i, g) in node.platform.gpus.iter_mut().enumerate() {
         g.bridges = Some(vec![
-            Bridge { bdf: "0000:00:01.0".into(), acs: AcsState::NotPresent },
-            Bridge { bdf: "0000:01:00.0".into(), acs: AcsState::NotPresent },
-            Bridge { bdf: format!("0000:02:0{i}.0"), acs: acs.clone() },
+            Bridge {
+                bdf: "0000:00:01.0".into(),
+                acs: AcsState::NotPresent,
+            },
+            Bridge {
+                bdf: "0000:01:00.0".into(),
+                acs: AcsState::NotPresent,
+            },
+            Bridge {
+                bdf: format!("0000:02:0{i}.0"),
+                acs: acs.clone(),
+            },
         ]);
     }
 }
@@ -251,14 +273,30 @@ fn acs_on_the_switch_ports_between_two_gpus() {
     with_switch_acs(&mut n, on.clone());
     let e = n.explain();
     let c = find(&e, CauseKind::Acs);
-    assert_eq!((c.severity, c.action), (Severity::Warning, Action::DisableAcs));
-    assert!(c.message.contains("0000:02:00.0 (SrcValid ReqRedir CmpltRedir UpstreamFwd)"), "{}", c.message);
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::DisableAcs)
+    );
+    assert!(
+        c.message
+            .contains("0000:02:00.0 (SrcValid ReqRedir CmpltRedir UpstreamFwd)"),
+        "{}",
+        c.message
+    );
     assert!(c.fix.contains("0000:02:01.0"), "{}", c.fix);
-    assert!(e.pairs[0].because.iter().any(|b| b.starts_with("ACS redirects P2P")));
+    assert!(e.pairs[0]
+        .because
+        .iter()
+        .any(|b| b.starts_with("ACS redirects P2P")));
     // Not read (no root): said so, never "off".
     let mut n = Node::new(2, "NVIDIA RTX A6000", LinkClass::Pxb);
     with_switch_acs(&mut n, AcsState::NeedsRoot);
-    let c = n.explain().all_causes().find(|c| c.kind == CauseKind::Acs).cloned().unwrap();
+    let c = n
+        .explain()
+        .all_causes()
+        .find(|c| c.kind == CauseKind::Acs)
+        .cloned()
+        .unwrap();
     assert_eq!((c.severity, c.action), (Severity::Info, Action::None));
     assert!(c.message.contains("needs root"));
     // An NVLink pair's traffic never crosses the bridges.
@@ -274,12 +312,18 @@ fn iommu_translated_hurts_pcie_pairs_only() {
     n.platform.gpus[0].iommu_group_type = Some("DMA-FQ".into());
     let e = n.explain();
     let c = find(&e, CauseKind::IommuTranslated);
-    assert_eq!((c.severity, c.action), (Severity::Warning, Action::IommuPassthrough));
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::IommuPassthrough)
+    );
     assert!(c.message.contains("DMA-FQ"));
     assert!(e.pairs[0].related.contains(&CauseKind::IommuTranslated));
     let mut one = Node::new(1, "NVIDIA H200", LinkClass::X);
     one.platform.iommu.mode = IommuMode::Translated;
-    assert_eq!(find(&one.explain(), CauseKind::IommuTranslated).severity, Severity::Info);
+    assert_eq!(
+        find(&one.explain(), CauseKind::IommuTranslated).severity,
+        Severity::Info
+    );
 }
 
 #[test]
@@ -300,11 +344,18 @@ fn a_vm_like_the_lent_h200() {
     let e = n.explain();
     assert_eq!(
         kinds(&e),
-        vec![CauseKind::VirtualMachine, CauseKind::NvlinkDown, CauseKind::NumaUnknown]
+        vec![
+            CauseKind::VirtualMachine,
+            CauseKind::NvlinkDown,
+            CauseKind::NumaUnknown
+        ]
     );
     let vm = find(&e, CauseKind::VirtualMachine);
     assert_eq!((vm.severity, vm.action), (Severity::Info, Action::None));
-    assert!(vm.evidence.iter().any(|ev| ev.measured.contains("root bus")));
+    assert!(vm
+        .evidence
+        .iter()
+        .any(|ev| ev.measured.contains("root bus")));
     // One GPU: its links to absent peers are down by design.
     assert_eq!(find(&e, CauseKind::NvlinkDown).action, Action::None);
     assert!(find(&e, CauseKind::NumaUnknown).message.contains("VM"));
@@ -319,20 +370,45 @@ fn a_vm_without_p2p_asks_the_provider() {
     n.topo.p2p[0][1] = P2pStatus::NotSupported;
     n.topo.p2p[1][0] = P2pStatus::NotSupported;
     let c = find(&n.explain(), CauseKind::VirtualMachine).clone();
-    assert_eq!((c.severity, c.action), (Severity::Warning, Action::AskProvider));
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::AskProvider)
+    );
 }
 
 #[test]
 fn narrow_link_is_a_fault_lower_generation_a_note() {
     let mut n = Node::new(2, "NVIDIA RTX A6000", LinkClass::Phb);
-    n.gpus[1].pcie = Some(PcieLink { gen_current: 4, gen_max: 5, width_current: 8, width_max: 16 });
-    n.gpus[0].pcie = Some(PcieLink { gen_current: 1, gen_max: 5, width_current: 16, width_max: 16 });
+    n.gpus[1].pcie = Some(PcieLink {
+        gen_current: 4,
+        gen_max: 5,
+        width_current: 8,
+        width_max: 16,
+    });
+    n.gpus[0].pcie = Some(PcieLink {
+        gen_current: 1,
+        gen_max: 5,
+        width_current: 16,
+        width_max: 16,
+    });
     let e = n.explain();
-    let down: Vec<&Cause> = e.all_causes().filter(|c| c.kind == CauseKind::PcieDowntrained).collect();
+    let down: Vec<&Cause> = e
+        .all_causes()
+        .filter(|c| c.kind == CauseKind::PcieDowntrained)
+        .collect();
     assert_eq!(down.len(), 2);
-    assert_eq!((down[0].severity, down[0].action), (Severity::Info, Action::None));
-    assert_eq!((down[1].severity, down[1].action), (Severity::Warning, Action::CheckLink));
-    assert!(e.pairs[0].because.iter().any(|b| b.contains("GPU1's PCIe link runs at gen4 x8")));
+    assert_eq!(
+        (down[0].severity, down[0].action),
+        (Severity::Info, Action::None)
+    );
+    assert_eq!(
+        (down[1].severity, down[1].action),
+        (Severity::Warning, Action::CheckLink)
+    );
+    assert!(e.pairs[0]
+        .because
+        .iter()
+        .any(|b| b.contains("GPU1's PCIe link runs at gen4 x8")));
 }
 
 #[test]
@@ -347,7 +423,10 @@ fn mig_on_a_multi_gpu_node() {
     let mut n = Node::new(2, "NVIDIA H200", LinkClass::Nv(18));
     n.gpus[0].health.mig_enabled = Some(true);
     let c = find(&n.explain(), CauseKind::Mig).clone();
-    assert_eq!((c.severity, c.action), (Severity::Warning, Action::DisableMig));
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::DisableMig)
+    );
 }
 
 #[test]
@@ -356,7 +435,10 @@ fn nvlinks_down_on_a_pair() {
     n.gpus[1].health.nvlinks_active = Some(12);
     let e = n.explain();
     let c = find(&e, CauseKind::NvlinkDown);
-    assert_eq!((c.severity, c.action), (Severity::Warning, Action::ResetGpu));
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::ResetGpu)
+    );
     assert_eq!(c.evidence[0].expected.as_deref(), Some("18"));
     assert!(e.pairs[0].related.contains(&CauseKind::NvlinkDown));
 }
@@ -364,10 +446,16 @@ fn nvlinks_down_on_a_pair() {
 #[test]
 fn fabric_manager_down_on_nvswitch() {
     let mut n = Node::new(2, "NVIDIA H200", LinkClass::Nv(18));
-    n.platform.fabric = FabricFacts { nvswitches: 4, manager_running: Some(false) };
+    n.platform.fabric = FabricFacts {
+        nvswitches: 4,
+        manager_running: Some(false),
+    };
     let e = n.explain();
     let c = find(&e, CauseKind::FabricManagerDown);
-    assert_eq!((c.severity, c.action), (Severity::Critical, Action::StartFabricManager));
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Critical, Action::StartFabricManager)
+    );
     assert_eq!(e.verdict(), Verdict::Critical);
     n.platform.fabric.manager_running = Some(true);
     assert_eq!(kinds(&n.explain()), vec![]);
@@ -375,10 +463,17 @@ fn fabric_manager_down_on_nvswitch() {
 
 #[test]
 fn slow_without_a_known_cause() {
-    let e = Node::new(2, "NVIDIA H200", LinkClass::Nv(18)).measure(200.0, Some("P2P/CUMEM")).explain();
+    let e = Node::new(2, "NVIDIA H200", LinkClass::Nv(18))
+        .measure(200.0, Some("P2P/CUMEM"))
+        .explain();
     let c = find(&e, CauseKind::BelowExpected);
-    assert_eq!((c.severity, c.action), (Severity::Warning, Action::CheckLink));
-    let e = Node::new(2, "NVIDIA H200", LinkClass::Nv(18)).measure(30.0, Some("P2P/CUMEM")).explain();
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::CheckLink)
+    );
+    let e = Node::new(2, "NVIDIA H200", LinkClass::Nv(18))
+        .measure(30.0, Some("P2P/CUMEM"))
+        .explain();
     assert_eq!(find(&e, CauseKind::BelowExpected).action, Action::Drain);
 }
 
@@ -395,7 +490,10 @@ fn below_the_nodes_own_history() {
 
 #[test]
 fn transport_parsing_and_levels() {
-    assert_eq!(Transport::worst_of("P2P/CUMEM, SHM/direct"), Some(Transport::Shm));
+    assert_eq!(
+        Transport::worst_of("P2P/CUMEM, SHM/direct"),
+        Some(Transport::Shm)
+    );
     assert_eq!(Transport::worst_of("NET/IB"), Some(Transport::NetIb));
     assert_eq!(Transport::worst_of("nothing"), None);
     let env = |v: &str| BTreeMap::from([("NCCL_P2P_LEVEL".to_string(), v.to_string())]);

@@ -78,8 +78,8 @@ pub fn predicted(
     env: &BTreeMap<String, String>,
 ) -> Transport {
     let best = allowed(link, p2p);
-    let p2p_off = env_on(env, "NCCL_P2P_DISABLE")
-        || p2p_level(env).is_some_and(|lvl| lvl < path_rank(link));
+    let p2p_off =
+        env_on(env, "NCCL_P2P_DISABLE") || p2p_level(env).is_some_and(|lvl| lvl < path_rank(link));
     let shm_off = env_on(env, "NCCL_SHM_DISABLE");
     let forced = p2p_level(env).is_some_and(|lvl| lvl >= path_rank(link));
     match best {

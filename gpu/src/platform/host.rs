@@ -84,8 +84,9 @@ pub fn fabric(root: &Path) -> FabricFacts {
         nvswitches = entries(root, "dev")
             .iter()
             .filter(|n| {
-                n.strip_prefix("nvidia-nvswitch")
-                    .is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()))
+                n.strip_prefix("nvidia-nvswitch").is_some_and(|rest| {
+                    !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())
+                })
             })
             .count() as u32;
     }

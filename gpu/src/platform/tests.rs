@@ -20,7 +20,10 @@ fn ids(list: &[&str]) -> Vec<String> {
 #[test]
 fn bare_metal_box_with_a_switch_and_acs_on() {
     let root = fixture("baremetal-switch");
-    let f = read(&root, &ids(&["00000000:03:00.0", "00000000:04:00.0", "00000000:81:00.0"]));
+    let f = read(
+        &root,
+        &ids(&["00000000:03:00.0", "00000000:04:00.0", "00000000:81:00.0"]),
+    );
     assert_eq!(f.hypervisor, Some(false));
     assert_eq!(f.hypervisor_vendor.as_deref(), Some("Supermicro"));
     assert_eq!(f.iommu.mode, IommuMode::Translated);
@@ -32,23 +35,46 @@ fn bare_metal_box_with_a_switch_and_acs_on() {
     assert_eq!(g0.host_bridge.as_deref(), Some("pci0000:00"));
     assert_eq!(g0.numa_node, Some(0));
     assert_eq!(g0.iommu_group_type.as_deref(), Some("DMA-FQ"));
-    let path: Vec<&str> = g0.bridges.as_ref().unwrap().iter().map(|b| b.bdf.as_str()).collect();
+    let path: Vec<&str> = g0
+        .bridges
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|b| b.bdf.as_str())
+        .collect();
     assert_eq!(path, vec!["0000:00:01.0", "0000:01:00.0", "0000:02:08.0"]);
     let bridges = g0.bridges.as_ref().unwrap();
-    assert!(bridges[0].acs.redirects_p2p(), "root port: {:?}", bridges[0].acs);
-    assert_eq!(bridges[1].acs, AcsState::NotPresent, "the upstream port has no ACS");
-    assert_eq!(bridges[2].acs.set_bits(), vec!["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]);
+    assert!(
+        bridges[0].acs.redirects_p2p(),
+        "root port: {:?}",
+        bridges[0].acs
+    );
+    assert_eq!(
+        bridges[1].acs,
+        AcsState::NotPresent,
+        "the upstream port has no ACS"
+    );
+    assert_eq!(
+        bridges[2].acs.set_bits(),
+        vec!["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]
+    );
     // Between GPU0 and GPU1: the switch's upstream port and both downstream ports.
     let between: Vec<&str> = bridges_between(&f.gpus[0], &f.gpus[1])
         .unwrap()
         .iter()
         .map(|b| b.bdf.as_str())
         .collect();
-    assert_eq!(between, vec!["0000:01:00.0", "0000:02:08.0", "0000:02:10.0"]);
+    assert_eq!(
+        between,
+        vec!["0000:01:00.0", "0000:02:08.0", "0000:02:10.0"]
+    );
     let g2 = &f.gpus[2];
     assert_eq!(g2.numa_node, Some(1));
     assert_eq!(g2.host_bridge.as_deref(), Some("pci0000:80"));
-    assert_eq!((g2.link.current_width, g2.link.max_width), (Some(8), Some(16)));
+    assert_eq!(
+        (g2.link.current_width, g2.link.max_width),
+        (Some(8), Some(16))
+    );
     assert_eq!(g2.link.current_gts, Some(16.0));
     assert!(!g2.bridges.as_ref().unwrap()[0].acs.redirects_p2p());
 }
@@ -73,7 +99,10 @@ fn vm_like_the_lent_h200() {
 fn a_gpu_not_in_the_tree_is_unread_not_healthy() {
     let f = read(&fixture("vm-h200"), &ids(&["00000000:9A:00.0"]));
     let g = &f.gpus[0];
-    assert_eq!((g.on_root_bus, g.bridges.clone(), g.numa_node), (None, None, None));
+    assert_eq!(
+        (g.on_root_bus, g.bridges.clone(), g.numa_node),
+        (None, None, None)
+    );
 }
 
 /// A copy of the bare-metal tree whose config files read as a non-root reader gets them.
@@ -106,7 +135,12 @@ fn fabric_manager_is_looked_for_where_nvswitches_are() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     std::fs::create_dir_all(root.join("dev")).unwrap();
-    for n in ["nvidia-nvswitch0", "nvidia-nvswitch1", "nvidia-nvswitchctl", "nvidia0"] {
+    for n in [
+        "nvidia-nvswitch0",
+        "nvidia-nvswitch1",
+        "nvidia-nvswitchctl",
+        "nvidia0",
+    ] {
         std::fs::write(root.join("dev").join(n), "").unwrap();
     }
     std::fs::create_dir_all(root.join("proc/42")).unwrap();
