@@ -1,16 +1,17 @@
 //! ddpcheck-engine: what the CLI's local mode and the daemon share. It runs checks and
-//! benchmarks on a backend (`runs`), takes the node lock (`lock`), defines the runner a command
+//! benchmarks on a backend (`runs`), explains low bandwidth (`explain`), takes the node lock (`lock`), defines the runner a command
 //! goes through (`runner`: local here, over gRPC in the CLI), and gathers what `recommend`
 //! rests on (`recommend`, `saved_runs`).
 
 pub mod cluster;
+pub mod explain;
 pub mod lock;
 pub mod recommend;
 pub mod runner;
 pub mod runs;
 pub mod saved_runs;
 
-pub use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
+pub use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
 pub use runner::{LocalRunner, RunError, Runner};
 pub use runs::{
     env_label, job_gpus_from_env, local_hostname, make_backend, nccl_env_from_process, now_rfc3339,

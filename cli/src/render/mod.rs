@@ -1,7 +1,9 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
+mod explain;
 mod recommend;
 
+pub use explain::explain;
 pub use recommend::recommendation;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;

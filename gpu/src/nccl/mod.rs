@@ -232,6 +232,7 @@ mod tests {
             deadline,
             inject_hang,
             group: None,
+            record_transport: false,
         }
     }
 
@@ -418,6 +419,7 @@ mod tests {
             deadline: Duration::from_secs(30),
             inject_hang: false,
             group: None,
+            record_transport: false,
         }
     }
 
