@@ -1,6 +1,6 @@
 //! Node-wide causes: a virtual machine, the IOMMU, Fabric Manager on NVSwitch systems.
 
-use super::platform::IommuMode;
+use super::platform::{IommuFacts, IommuMode};
 use super::{Action, Cause, CauseKind, ExplainInput};
 use crate::finding::{Evidence, Severity};
 use crate::topology::P2pStatus;
@@ -67,13 +67,7 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
             ev.push(Evidence::new(format!("GPU {} numa_node", g.pci_bus_id), "-1").source("sysfs"));
         }
     }
-    ev.push(
-        Evidence::new(
-            "IOMMU in the guest",
-            format!("{:?} ({} groups)", p.iommu.mode, p.iommu.groups).to_ascii_lowercase(),
-        )
-        .source("/sys/kernel/iommu_groups"),
-    );
+    ev.push(Evidence::new("IOMMU", guest_iommu(&p.iommu)).source("/sys/kernel/iommu_groups"));
     let no_p2p = input.topology.is_some_and(|t| {
         t.pairs()
             .iter()
@@ -108,6 +102,17 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
     c.evidence = ev;
     c.source = "CPUID hypervisor bit (Linux /proc/cpuinfo); NCCL troubleshooting: GPU Direct in virtual machines".into();
     Some(c)
+}
+
+/// The IOMMU as a guest sees it. No groups in a guest says nothing of the host's IOMMU, which
+/// decides P2P there: say what is seen, not "off".
+fn guest_iommu(f: &IommuFacts) -> String {
+    match f.mode {
+        IommuMode::Off => "none visible in the guest (no IOMMU groups); the host's is unseen".into(),
+        IommuMode::Translated => format!("translated in the guest ({} groups)", f.groups),
+        IommuMode::Passthrough => format!("passthrough in the guest ({} groups)", f.groups),
+        IommuMode::Unknown => format!("unknown ({} groups of unread type)", f.groups),
+    }
 }
 
 fn iommu(input: &ExplainInput<'_>) -> Option<Cause> {

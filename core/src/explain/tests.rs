@@ -356,6 +356,14 @@ fn a_vm_like_the_lent_h200() {
         .evidence
         .iter()
         .any(|ev| ev.measured.contains("root bus")));
+    // As in that guest: no IOMMU groups at all. Said as what is seen, never "translated" or "off".
+    let iommu = vm.evidence.iter().find(|ev| ev.what == "IOMMU").unwrap();
+    assert!(
+        iommu.measured.starts_with("none visible in the guest"),
+        "{}",
+        iommu.measured
+    );
+    assert!(!kinds(&e).contains(&CauseKind::IommuTranslated));
     // One GPU: its links to absent peers are down by design.
     assert_eq!(find(&e, CauseKind::NvlinkDown).action, Action::None);
     assert!(find(&e, CauseKind::NumaUnknown).message.contains("VM"));

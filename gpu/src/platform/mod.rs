@@ -71,8 +71,9 @@ pub fn pci_path(root: &Path, real: &Path) -> Option<(String, Vec<String>)> {
         .collect();
     let host = parts.first().filter(|p| p.starts_with("pci"))?.clone();
     parts.remove(0);
-    parts.pop()?; // the device itself
-                  // Only PCI functions count as bridges (a path may hold other nodes, e.g. on some SoCs).
+    // The last part is the device itself.
+    parts.pop()?;
+    // Only PCI functions count as bridges (a path may hold other nodes, e.g. on some SoCs).
     parts.retain(|p| p.len() == 12 && p.as_bytes().get(4) == Some(&b':'));
     Some((host, parts))
 }

@@ -79,20 +79,46 @@ fn bare_metal_box_with_a_switch_and_acs_on() {
     assert!(!g2.bridges.as_ref().unwrap()[0].acs.redirects_p2p());
 }
 
+/// The lent H200 guest's own tree (`testdata/vm-h200/PROVENANCE.md`).
 #[test]
-fn vm_like_the_lent_h200() {
+fn the_lent_h200_guest() {
     let root = fixture("vm-h200");
     let f = read(&root, &ids(&["00000000:00:06.0"]));
     assert_eq!(f.hypervisor, Some(true));
-    assert_eq!(f.hypervisor_vendor, None);
+    // The guest sees no IOMMU at all: no groups, no units, no IOMMU word on its command line.
     assert_eq!(f.iommu.mode, IommuMode::Off);
-    assert_eq!(f.iommu.groups, 0);
+    assert_eq!((f.iommu.groups, f.iommu.units), (0, 0));
+    assert!(f.iommu.cmdline.is_empty(), "{:?}", f.iommu.cmdline);
+    assert_eq!(f.fabric.nvswitches, 0);
     let g = &f.gpus[0];
     assert_eq!(g.on_root_bus, Some(true));
     assert_eq!(g.bridges.as_deref(), Some(&[][..]));
+    assert_eq!(g.host_bridge.as_deref(), Some("pci0000:00"));
     assert_eq!(g.numa_node, Some(-1));
-    assert_eq!(g.link.current_gts, Some(32.0));
+    assert_eq!(
+        (g.link.current_gts, g.link.max_gts),
+        (Some(32.0), Some(32.0))
+    );
+    assert_eq!((g.link.current_width, g.link.max_width), (Some(16), Some(16)));
     assert_eq!(g.iommu_group_type, None);
+}
+
+/// Config space as root reads it in that guest: 4096 bytes with an empty extended space on
+/// the host bridge, 256 bytes (conventional PCI, no extended space) on the virtio devices.
+#[test]
+fn the_guest_config_space_is_read_for_what_it_holds() {
+    let devs = fixture("vm-h200").join("sys/bus/pci/devices");
+    let cfg = |bdf: &str| std::fs::read(devs.join(bdf).join("config")).unwrap();
+    assert_eq!(cfg("0000:00:00.0").len(), 4096);
+    assert_eq!(
+        config::acs_from_config(&cfg("0000:00:00.0")),
+        AcsState::NotPresent
+    );
+    assert_eq!(cfg("0000:00:01.0").len(), 256);
+    match config::acs_from_config(&cfg("0000:00:01.0")) {
+        AcsState::Unknown { why } => assert!(why.contains("no PCIe extended space"), "{why}"),
+        other => panic!("a 256-byte space read as {other:?}"),
+    }
 }
 
 #[test]

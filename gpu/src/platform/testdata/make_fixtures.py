@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the sysfs/procfs fixture trees the platform readers are tested on.
+"""Writes the hand-made sysfs/procfs fixture tree the platform readers are tested on.
 
 baremetal-switch/: a bare-metal PCIe box. GPU0 and GPU1 sit below one PCIe switch (Broadcom
 PLX upstream port 01:00.0, downstream ports 02:08.0 and 02:10.0) under root port 00:01.0; the
@@ -7,11 +7,11 @@ switch's downstream ports have ACS on (SrcValid ReqRedir CmpltRedir UpstreamFwd,
 sets them when the IOMMU is on); GPU2 hangs off root port 80:01.0 of the second socket (NUMA 1)
 and trained at x8 of x16. IOMMU groups of type DMA-FQ (translated), intel_iommu=on.
 
-vm-h200/: a microVM like the lent one-GPU H200: the hypervisor CPU flag, the GPU passed through
-at 0000:00:06.0 directly on the root bus, numa_node -1, no IOMMU groups, no DMI.
-
 Config files are 4 KiB binary blobs with a valid extended capability chain from 0x100.
-Run from this folder: python3 make_fixtures.py (it replaces both trees).
+Run from this folder: python3 make_fixtures.py (it replaces that tree).
+
+vm-h200/ is not made here: it is a real guest's tree, captured by
+bench/validate/platform-facts.sh (see vm-h200/PROVENANCE.md).
 """
 import os
 import shutil
@@ -85,15 +85,5 @@ def baremetal():
     write(root, "proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro intel_iommu=on\n")
 
 
-def vm():
-    root = os.path.join(HERE, "vm-h200")
-    shutil.rmtree(root, ignore_errors=True)
-    device(root, "pci0000:00", ["0000:00:06.0"], config(0x10DE, 0x2335, [(AER, 0x100)]),
-           dict(numa_node="-1", **link("32.0", 16)))
-    write(root, "proc/cpuinfo", "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr pae mce sse sse2 ht hypervisor avx512f\n\n")
-    write(root, "proc/cmdline", "console=ttyS0 reboot=k panic=1\n")
-
-
 if __name__ == "__main__":
     baremetal()
-    vm()
