@@ -1,13 +1,14 @@
 //! `ddpcheck explain`'s run on a backend: read the platform, measure each GPU pair with a short
 //! all-reduce sweep (NCCL's transport read from its log), judge with `core::explain`, and where
-//! asked measure the env fixes again (the A/B).
+//! asked measure the env fixes again (the A/B). After a preflight, the same judgement on what
+//! that preflight measured (`causes_after_preflight`), for the daemon's cause metric.
 
 use ddpcheck_core::backend::{CollectiveRequest, Progress};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::explain::{self, AbFigure, ExplainInput, PairMeasurement, PlatformFacts};
 use ddpcheck_core::gpu::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
 use ddpcheck_core::preflight::judged_peak;
-use ddpcheck_core::report::{ExplainReport, Header, ReportKind};
+use ddpcheck_core::report::{ExplainReport, Header, PreflightReport, ReportKind};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::{NodeBackend, ProbeError, Verdict};
 
@@ -78,6 +79,39 @@ pub fn run_explain(
     })
 }
 
+/// The causes of low bandwidth on the GPUs a preflight ran on, from the platform and that
+/// preflight's figures (no measurement of its own): its all-reduce stands for the pair where it
+/// ran on two GPUs; with more, the pairs are judged without a figure. NCCL's transport is not
+/// logged by a preflight, so the chains predict it from the NCCL variables the preflight ran with.
+pub fn causes_after_preflight(
+    backend: &dyn NodeBackend,
+    report: &PreflightReport,
+    history_busbw: &[f64],
+) -> explain::Explanation {
+    let platform = backend
+        .platform(&report.gpus)
+        .unwrap_or_else(|e| PlatformFacts::unknown(&e.to_string()));
+    let measurements: Vec<PairMeasurement> = match (report.gpus.as_slice(), &report.all_reduce) {
+        ([a, b], Some(sweep)) => vec![PairMeasurement {
+            a: a.index,
+            b: b.index,
+            busbw_gbps: judged_peak(sweep).map(|(_, busbw)| busbw),
+            bytes: judged_peak(sweep).map(|(bytes, _)| bytes),
+            transport: None,
+            error: None,
+        }],
+        _ => Vec::new(),
+    };
+    explain::explain(&ExplainInput {
+        gpus: &report.gpus,
+        topology: report.topology.as_ref(),
+        platform: &platform,
+        nccl_env: &report.header.provenance.nccl_env,
+        measurements: &measurements,
+        history_busbw,
+    })
+}
+
 /// What failed while measuring, as verdicts, and the NCCL version the runs reported.
 #[derive(Default)]
 struct Failures {
@@ -139,8 +173,10 @@ fn measure_pairs(
             message: format!("GPU{}–GPU{} all-reduce", a.index, b.index),
         });
         if a.state != ProbeState::Ok || b.state != ProbeState::Ok {
-            m.error = Some("a GPU of the pair is stuck or lost".into());
+            let why = "a GPU of the pair is stuck or lost";
+            m.error = Some(why.into());
             failures.verdicts.push(Verdict::Critical);
+            failures.first_error.get_or_insert_with(|| why.into());
             out.push(m);
             continue;
         }
@@ -243,3 +279,61 @@ fn worse(a: Verdict, b: Verdict) -> Verdict {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use ddpcheck_core::explain::CauseKind;
+    use ddpcheck_core::params::PreflightParams;
+    use ddpcheck_sim::SimBackend;
+
+    use super::*;
+    use crate::runs::run_preflight;
+
+    fn after_preflight(spec: &str) -> (PreflightReport, explain::Explanation) {
+        let sim = SimBackend::parse(spec).unwrap();
+        let r = run_preflight(&sim, &PreflightParams::default(), Vec::new(), &mut |_| {}).unwrap();
+        let e = causes_after_preflight(&sim, &r, &[]);
+        (r, e)
+    }
+
+    fn kinds(e: &explain::Explanation) -> Vec<CauseKind> {
+        e.all_causes().map(|c| c.kind).collect()
+    }
+
+    #[test]
+    fn a_healthy_node_has_no_cause() {
+        let (_, e) = after_preflight("h200x2-nvlink");
+        assert_eq!(kinds(&e), Vec::<CauseKind>::new());
+    }
+
+    #[test]
+    fn the_platform_and_the_links_give_their_causes() {
+        let (_, e) = after_preflight("t4x2-pcie+vm");
+        assert!(
+            kinds(&e).contains(&CauseKind::VirtualMachine),
+            "{:?}",
+            kinds(&e)
+        );
+        let (_, e) = after_preflight("a6000x4-phb+degraded-pcie");
+        assert!(
+            kinds(&e).contains(&CauseKind::PcieDowntrained),
+            "{:?}",
+            kinds(&e)
+        );
+    }
+
+    /// On two GPUs the preflight's all-reduce is the pair's figure, judged against the reference.
+    #[test]
+    fn two_gpus_judge_the_preflight_figure_as_the_pair() {
+        let (r, e) = after_preflight("t4x2-pcie+slow-link");
+        let peak = r.all_reduce.as_ref().and_then(judged_peak).unwrap().1;
+        assert_eq!(e.pairs.len(), 1);
+        assert_eq!(e.pairs[0].busbw_gbps, Some(peak));
+        assert!(!e.pairs[0].transport_measured);
+        assert!(
+            kinds(&e).contains(&CauseKind::BelowExpected),
+            "{:?}",
+            kinds(&e)
+        );
+    }
+}

@@ -108,7 +108,9 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
 /// decides P2P there: say what is seen, not "off".
 fn guest_iommu(f: &IommuFacts) -> String {
     match f.mode {
-        IommuMode::Off => "none visible in the guest (no IOMMU groups); the host's is unseen".into(),
+        IommuMode::Off => {
+            "none visible in the guest (no IOMMU groups); the host's is unseen".into()
+        }
         IommuMode::Translated => format!("translated in the guest ({} groups)", f.groups),
         IommuMode::Passthrough => format!("passthrough in the guest ({} groups)", f.groups),
         IommuMode::Unknown => format!("unknown ({} groups of unread type)", f.groups),

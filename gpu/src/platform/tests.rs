@@ -99,7 +99,10 @@ fn the_lent_h200_guest() {
         (g.link.current_gts, g.link.max_gts),
         (Some(32.0), Some(32.0))
     );
-    assert_eq!((g.link.current_width, g.link.max_width), (Some(16), Some(16)));
+    assert_eq!(
+        (g.link.current_width, g.link.max_width),
+        (Some(16), Some(16))
+    );
     assert_eq!(g.iommu_group_type, None);
 }
 
