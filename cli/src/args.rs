@@ -62,6 +62,8 @@ pub enum Command {
     /// Benchmarks: NCCL collectives (nccl-tests style) or PyTorch DDP.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Why is this node slow: each cause of low GPU bandwidth with its evidence and fix, per pair.
+    Explain(crate::explain_cmd::ExplainArgs),
     /// Predict DDP scaling from this node's measurements and recommend settings.
     Recommend(crate::recommend::RecommendArgs),
     /// The runs the node's daemon has stored, newest first: `ddpcheck --daemon SOCKET history`.

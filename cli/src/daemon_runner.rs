@@ -3,8 +3,10 @@
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::ddp::DdpRequest;
-use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, PreflightReport, TopoReport};
-use ddpcheck_engine::{CollectiveParams, PreflightParams, RunError, Runner};
+use ddpcheck_core::report::{
+    BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport, TopoReport,
+};
+use ddpcheck_engine::{CollectiveParams, ExplainParams, PreflightParams, RunError, Runner};
 use ddpcheck_proto::v1 as pb;
 use tonic::Code;
 
@@ -100,6 +102,17 @@ impl Runner for DaemonRunner {
             let report = drain(stream, progress).await?;
             parse(&report.json)
         })
+    }
+
+    /// The daemon does not serve `explain`: it runs on the node itself (or `--sim`).
+    fn explain(
+        &self,
+        _params: &ExplainParams,
+        _progress: &mut dyn FnMut(Progress),
+    ) -> Result<ExplainReport, RunError> {
+        Err(RunError::Usage(
+            "explain runs on the node itself (or --sim), not through --daemon".into(),
+        ))
     }
 
     fn history(&self, kind: &str, limit: u32) -> Result<Vec<String>, RunError> {

@@ -8,6 +8,7 @@ mod daemon_bin;
 mod daemon_runner;
 mod ddp_cmd;
 mod demo;
+mod explain_cmd;
 mod history_cmd;
 mod plot;
 mod progress;
@@ -122,6 +123,7 @@ fn run(cli: &Cli) -> Result<i32, RunError> {
         Command::Check(a) => check(cli, a),
         Command::Bench(BenchCommand::Collectives(a)) => collectives(cli, a),
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(cli, a),
+        Command::Explain(a) => explain_cmd::run(cli, a),
         Command::Recommend(a) => recommend::run(cli, a),
         Command::History(a) => history_cmd::run(cli, a),
         Command::Config(c) => config_cmd::run(cli, c),
@@ -146,7 +148,7 @@ fn topo(cli: &Cli, a: &TopoArgs) -> Result<i32, RunError> {
     Ok(0)
 }
 
-fn secs(v: f64, what: &str) -> Result<Duration, RunError> {
+pub(crate) fn secs(v: f64, what: &str) -> Result<Duration, RunError> {
     if v.is_finite() && v > 0.0 && v <= 3600.0 {
         Ok(Duration::from_secs_f64(v))
     } else {

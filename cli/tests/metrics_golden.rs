@@ -70,6 +70,43 @@ fn metrics_match_golden_before_and_after_a_preflight() {
     check_golden("metrics_after_check.txt", &normalise(&d.scrape()));
 }
 
+/// Each preflight clears the causes of the one before: a preflight on the GPU whose link is fine
+/// leaves no cause of the downtrained one.
+#[test]
+fn each_preflight_sets_its_own_causes() {
+    let d = Daemon::start(Some("h200x2-nvlink+degraded-pcie"));
+    assert_eq!(code(&d.cli(&["check"])), 1);
+    let causes = |t: &str| -> Vec<String> {
+        series(t, "ddpcheck_bandwidth_cause")
+            .into_iter()
+            .map(|(l, _)| l)
+            .collect()
+    };
+    let all = causes(&d.scrape());
+    assert!(
+        all.iter().any(|l| l.contains("cause=\"pcie_downtrained\"")
+            && l.contains("action=\"check_link\"")
+            && l.contains("severity=\"warning\"")),
+        "{all:?}"
+    );
+    let downtrained = all
+        .iter()
+        .find(|l| l.contains("pcie_downtrained"))
+        .and_then(|l| l.split("gpus=\"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string();
+    let other = if downtrained == "0" { "1" } else { "0" };
+    let o = d.cli(&["check", "--gpus", other]);
+    assert!(code(&o) <= 1, "{}", common::stderr(&o));
+    let after = causes(&d.scrape());
+    assert!(
+        after.iter().all(|l| !l.contains("pcie_downtrained")),
+        "{after:?}"
+    );
+    d.stop();
+}
+
 /// The value of every series of `name` (its samples' lines, by labels).
 fn series(text: &str, name: &str) -> Vec<(String, f64)> {
     text.lines()
@@ -81,8 +118,9 @@ fn series(text: &str, name: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// A restart (an upgrade, a reboot) shows the last stored verdict and DDP results again, so an
-/// alert on the verdict does not clear by itself; the counters start from zero.
+/// A restart (an upgrade, a reboot) shows the last stored verdict, its causes of low bandwidth
+/// and DDP results again, so an alert on the verdict does not clear by itself; the counters
+/// start from zero.
 #[test]
 fn a_restart_shows_the_stored_verdict_and_ddp_results_again() {
     let sim = "h200x2-nvlink+degraded-pcie";
@@ -112,6 +150,7 @@ fn a_restart_shows_the_stored_verdict_and_ddp_results_again() {
         "ddpcheck_preflight_step_duration_seconds",
         "ddpcheck_allreduce_busbw_bytes_per_second",
         "ddpcheck_allreduce_busbw_ratio",
+        "ddpcheck_bandwidth_cause",
         "ddpcheck_ddp_speedup_ratio",
         "ddpcheck_ddp_scaling_efficiency_ratio",
         "ddpcheck_ddp_throughput_per_second",

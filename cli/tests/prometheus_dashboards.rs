@@ -20,14 +20,59 @@ use common::{code, http_request, percent_encode, stderr, stdout, Daemon};
 use serde_json::Value;
 
 /// The simulated fleet: (instance label, sim spec). One healthy node; one whose interconnect is
-/// slow and whose PCIe link is downtrained (its plain DDP loses to one GPU); one with a stuck NVML
-/// probe. Together they make every dashboard query, including the "what is wrong" tables, return
-/// rows.
+/// slow and whose PCIe link is downtrained (its plain DDP loses to one GPU); one virtual machine
+/// with a stuck NVML probe. Together they make every dashboard query, including the "what is
+/// wrong" tables and the causes of low bandwidth, return rows.
 const FLEET: [(&str, &str); 3] = [
     ("h200x2-nvlink", "h200x2-nvlink"),
     ("a6000x4-phb", "a6000x4-phb+degraded-pcie+slow-link"),
-    ("t4x2-pcie", "t4x2-pcie+stuck-nvml"),
+    ("t4x2-pcie", "t4x2-pcie+stuck-nvml+vm"),
 ];
+
+/// `ddpcheck_bandwidth_cause` series of a scrape, as (cause, action, severity, gpus).
+fn causes(scrape: &str) -> BTreeSet<(String, String, String, String)> {
+    let label = |line: &str, name: &str| {
+        let key = format!("{name}=\"");
+        let start = line.find(&key)? + key.len();
+        let len = line[start..].find('"')?;
+        Some(line[start..start + len].to_string())
+    };
+    scrape
+        .lines()
+        .filter(|l| l.starts_with("ddpcheck_bandwidth_cause{") && l.ends_with(" 1"))
+        .filter_map(|l| {
+            Some((
+                label(l, "cause")?,
+                label(l, "action")?,
+                label(l, "severity")?,
+                label(l, "gpus")?,
+            ))
+        })
+        .collect()
+}
+
+/// The cause metric names each node's causes after its preflight: none on the healthy node,
+/// the downtrained GPU's link with its action, the VM as a node-wide cause.
+fn assert_fleet_causes(scrapes: &[(&str, String)]) {
+    let of = |inst: &str| {
+        let (_, s) = scrapes.iter().find(|(i, _)| *i == inst).expect("scraped");
+        causes(s)
+    };
+    let own = |c: &str, a: &str, s: &str, g: &str| {
+        (c.to_string(), a.to_string(), s.to_string(), g.to_string())
+    };
+    assert_eq!(of("h200x2-nvlink"), BTreeSet::new());
+    let a6000 = of("a6000x4-phb");
+    assert!(
+        a6000.contains(&own("pcie_downtrained", "check_link", "warning", "1")),
+        "{a6000:?}"
+    );
+    let t4 = of("t4x2-pcie");
+    assert!(
+        t4.contains(&own("virtual_machine", "none", "info", "")),
+        "{t4:?}"
+    );
+}
 
 /// Grafana's built-in interval variables and the values the queries run with.
 const BUILTINS: [(&str, &str); 5] = [
@@ -415,6 +460,8 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
         .iter()
         .map(|(inst, _, d)| (*inst, d.scrape()))
         .collect();
+
+    assert_fleet_causes(&scrapes);
 
     // 2. The catalogue: docs/metrics.md names every exported family with its type, and names
     //    nothing that is not exported.

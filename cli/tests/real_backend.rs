@@ -75,6 +75,57 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
     assert!(line.starts_with("ddpcheck: CRITICAL"), "{line}");
 }
 
+/// `explain` on the real backend, its platform read from the lent H200 guest's captured tree
+/// (gpu/src/platform/testdata/vm-h200) with NVML's one GPU where that guest has it, 00:06.0: a
+/// virtual machine whose guest sees no IOMMU, said as such, never "translated".
+#[test]
+fn explain_reads_the_platform_of_the_lent_h200_guest() {
+    let Some(libs) = FakeGpuLibs::build() else {
+        return;
+    };
+    let rt = tempfile::tempdir().unwrap();
+    let tree = common::repo_root().join("gpu/src/platform/testdata/vm-h200");
+    let tree = tree.to_string_lossy().into_owned();
+    let env = [
+        ("FAKE_GPUS", "1"),
+        ("FAKE_BUS_ID", "00000000:00:06.0"),
+        ("DDPCHECK_PLATFORM_ROOT", tree.as_str()),
+    ];
+    let o = output_within(
+        &mut ddpcheck(&libs, rt.path(), &env, &["explain", "--json"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code(&o), 0, "{}\n{}", stdout(&o), stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["backend"], "real");
+    let gpu = &r["platform"]["gpus"][0];
+    assert_eq!(gpu["numa_node"], -1, "{gpu}");
+    assert_eq!(gpu["on_root_bus"], true, "{gpu}");
+    assert_eq!(r["platform"]["hypervisor"], true);
+    assert_eq!(r["platform"]["iommu"]["mode"], "off");
+    let causes = r["causes"].as_array().unwrap();
+    let kinds: Vec<&str> = causes.iter().filter_map(|c| c["kind"].as_str()).collect();
+    assert!(kinds.contains(&"virtual_machine"), "{kinds:?}");
+    assert!(!kinds.contains(&"iommu_translated"), "{kinds:?}");
+    let vm = causes
+        .iter()
+        .find(|c| c["kind"] == "virtual_machine")
+        .unwrap();
+    let iommu = vm["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["what"] == "IOMMU")
+        .unwrap();
+    assert!(
+        iommu["measured"]
+            .as_str()
+            .unwrap()
+            .starts_with("none visible in the guest"),
+        "{iommu}"
+    );
+}
+
 /// The processes whose parent is `pid`, from /proc.
 fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();

@@ -95,6 +95,10 @@ pub struct CollectiveRequest {
     /// across nodes); unset: one communicator over this request's GPUs.
     #[serde(default)]
     pub group: Option<RankGroup>,
+    /// Read NCCL's log for the transports its channels use (`CollectiveRun::transport`); runs
+    /// across processes record them anyway.
+    #[serde(default)]
+    pub record_transport: bool,
 }
 
 /// This process's share of a communicator that spans processes (one per node).
@@ -249,6 +253,15 @@ pub trait NodeBackend: Send + Sync {
         req: &DdpRequest,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<DdpResult>, ProbeError>;
+
+    /// The platform under these GPUs: PCI paths and ACS, IOMMU, hypervisor, NUMA, NVSwitches.
+    /// Default: nothing read.
+    fn platform(&self, gpus: &[GpuInfo]) -> Result<crate::explain::PlatformFacts, ProbeError> {
+        let _ = gpus;
+        Ok(crate::explain::PlatformFacts::unknown(
+            "not read by this backend",
+        ))
+    }
 
     /// Cluster run, phase 1: this node's rendezvous contribution (real NCCL: rank 0's unique
     /// id). Default: not implemented for the real backend yet.

@@ -81,6 +81,49 @@ pub fn expected_allreduce(node: &NodeClass<'_>) -> Option<Expectation> {
     }
 }
 
+/// NVLinks a GPU of this SKU has (NVML's product name), with the source; `None` for PCIe cards
+/// and SKUs the table does not know.
+pub fn nvlinks_per_gpu(model: &str) -> Option<(u32, &'static str)> {
+    let m = model.to_ascii_uppercase();
+    // PCIe and NVL cards carry bridges of fewer links, or none.
+    if m.contains("PCIE") || m.contains(" NVL") {
+        return None;
+    }
+    if m.contains("H100") || m.contains("H200") || m.contains("H800") {
+        Some((
+            18,
+            "NVIDIA H100/H200 SXM datasheets: 18 fourth-generation NVLinks per GPU, 900 GB/s",
+        ))
+    } else if m.contains("B200") || m.contains("B100") {
+        Some((
+            18,
+            "NVIDIA Blackwell HGX datasheet: 18 fifth-generation NVLinks per GPU, 1.8 TB/s",
+        ))
+    } else if m.contains("A100") || m.contains("A800") {
+        Some((
+            12,
+            "NVIDIA A100 SXM4 datasheet: 12 third-generation NVLinks per GPU, 600 GB/s",
+        ))
+    } else if m.contains("V100") && m.contains("SXM") {
+        Some((
+            6,
+            "NVIDIA V100 SXM2 datasheet: 6 second-generation NVLinks per GPU, 300 GB/s",
+        ))
+    } else {
+        None
+    }
+}
+
+/// Expected all-reduce busbw of one pair: the table's row for two GPUs on the pair's link.
+pub fn expected_pair(link: LinkClass, pcie_gen: Option<u32>, model: &str) -> Option<Expectation> {
+    expected_allreduce(&NodeClass {
+        worst_link: link,
+        pcie_gen,
+        gpus: 2,
+        model,
+    })
+}
+
 /// Host-bridge PCIe all-reduce busbw by generation: 4.0 GB/s measured at gen3, doubling per
 /// generation (an estimate above gen3, labelled so in the source).
 fn pcie_busbw(gen: Option<u32>) -> f64 {
@@ -143,6 +186,18 @@ mod tests {
             model: "x"
         })
         .is_none());
+    }
+
+    #[test]
+    fn nvlinks_by_sku() {
+        assert_eq!(nvlinks_per_gpu("NVIDIA H200").map(|n| n.0), Some(18));
+        assert_eq!(
+            nvlinks_per_gpu("NVIDIA A100-SXM4-80GB").map(|n| n.0),
+            Some(12)
+        );
+        assert_eq!(nvlinks_per_gpu("NVIDIA H100 PCIe"), None);
+        assert_eq!(nvlinks_per_gpu("NVIDIA H200 NVL"), None);
+        assert_eq!(nvlinks_per_gpu("NVIDIA RTX A6000"), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod collective;
 pub mod ddp;
 pub mod expect;
+pub mod explain;
 pub mod finding;
 pub mod gpu;
 pub mod model;

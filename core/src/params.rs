@@ -61,3 +61,28 @@ impl Default for CollectiveParams {
         }
     }
 }
+
+/// What a caller asks of `explain`: each GPU pair measured with a short all-reduce sweep and,
+/// with `ab`, again under each fix that is an NCCL variable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExplainParams {
+    /// The GPUs (indices, UUIDs, bus ids); empty for all.
+    pub gpus: String,
+    /// Largest message of each pair's sweep; the sweep starts at a quarter of it.
+    pub max_bytes: u64,
+    /// Deadline of each pair's sweep.
+    pub deadline: Duration,
+    /// Measure each env fix again (A/B).
+    pub ab: bool,
+}
+
+impl Default for ExplainParams {
+    fn default() -> Self {
+        ExplainParams {
+            gpus: String::new(),
+            max_bytes: 256 << 20,
+            deadline: Duration::from_secs(60),
+            ab: false,
+        }
+    }
+}

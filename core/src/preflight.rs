@@ -348,6 +348,7 @@ fn sweep_all_reduce(
         deadline: opts.deadline,
         inject_hang: opts.inject_hang,
         group: None,
+        record_transport: false,
     };
     req.validate()?;
     let t0 = Instant::now();

@@ -27,6 +27,8 @@ pub enum ReportKind {
     Recommend,
     /// `ddpcheck cluster check`: one all-reduce across nodes through their daemons.
     Cluster,
+    /// `ddpcheck explain`: why this node is slow, cause by cause, pair by pair.
+    Explain,
 }
 
 /// Where every number of a report comes from (invariant 5).
@@ -143,6 +145,23 @@ impl BenchCollectivesReport {
                 .find(|s| s.op == crate::collective::Collective::AllReduce)
         })
     }
+}
+
+/// `ddpcheck explain`: the platform read, each pair measured, and the explanation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExplainReport {
+    #[serde(flatten)]
+    pub header: Header,
+    pub verdict: Verdict,
+    pub exit_code: i32,
+    /// One line, `ddpcheck: VERDICT: …`.
+    pub reason: String,
+    pub gpus: Vec<GpuInfo>,
+    pub topology: Option<TopologyMatrix>,
+    pub platform: crate::explain::PlatformFacts,
+    pub measurements: Vec<crate::explain::PairMeasurement>,
+    #[serde(flatten)]
+    pub explanation: crate::explain::Explanation,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

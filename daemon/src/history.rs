@@ -9,6 +9,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 /// Version of the table layout; `migrate` brings older files forward.
 pub const SCHEMA_VERSION: i64 = 2;
 
+/// How many recent preflights make the node's busbw baseline (its median judges drift).
+pub const RECENT_BUSBW: u32 = 10;
+
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     #[error("history database: {0}")]

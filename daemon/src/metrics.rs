@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ddpcheck_core::ddp::DdpResult;
+use ddpcheck_core::explain::Explanation;
 use ddpcheck_core::gpu::{GpuInfo, NodeInventory, ProbeState};
 use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::PreflightReport;
@@ -20,6 +21,10 @@ use prometheus::{
 /// join the two. The model name is `model_name`, not dcgm-exporter's `modelName`: promtool rejects
 /// camelCase label names, and nobody joins on a model name (docs/metrics.md shows the mapping).
 pub const GPU_LABELS: [&str; 5] = ["gpu", "UUID", "pci_bus_id", "model_name", "hostname"];
+
+/// Labels of `ddpcheck_bandwidth_cause`: the cause, its action and severity, the GPUs it
+/// concerns (indices, `0,1` for a pair, empty for the whole node) and the host.
+pub const CAUSE_LABELS: [&str; 5] = ["cause", "action", "severity", "gpus", "hostname"];
 
 /// Labels of `ddpcheck_node_info`: what a node-level series joins on to get its host name.
 pub const NODE_LABELS: [&str; 3] = ["hostname", "driver_version", "cuda_driver_version"];
@@ -69,6 +74,7 @@ pub struct Metrics {
     allreduce_expected: Gauge,
     allreduce_ratio: Gauge,
     allreduce_wrong: IntGauge,
+    bandwidth_cause: IntGaugeVec,
     work_runs: IntCounterVec,
     work_rejected: IntCounterVec,
     ddp_speedup: GaugeVec,
@@ -149,6 +155,7 @@ impl Metrics {
             allreduce_expected: reg(r, Gauge::new("ddpcheck_allreduce_expected_busbw_bytes_per_second", "Expected all-reduce bus bandwidth for the node's topology class (0 if unknown)").expect("valid")),
             allreduce_ratio: reg(r, Gauge::new("ddpcheck_allreduce_busbw_ratio", "Measured over expected all-reduce bus bandwidth (0 if unknown)").expect("valid")),
             allreduce_wrong: reg(r, IntGauge::new("ddpcheck_allreduce_wrong_elements", "Wrong elements in the last preflight's all-reduce check").expect("valid")),
+            bandwidth_cause: gauge_vec!(r, IntGaugeVec, "ddpcheck_bandwidth_cause", "Causes of low GPU bandwidth found after the last preflight (ddpcheck explain's judgement); always 1", &CAUSE_LABELS),
             work_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_work_runs_total", "Work-starting calls run, by call and outcome", &["call", "outcome"]),
             work_rejected: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rejected_total", "Work-starting calls refused as BUSY", &["call"]),
             work_rate_limited: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rate_limited_total", "Work-starting calls refused by the rate limit (work_rate_per_minute)", &["call"]),
@@ -350,6 +357,25 @@ impl Metrics {
                 .and_then(|s| s.wrong_total())
                 .unwrap_or(0),
         ));
+        self.changed();
+    }
+
+    /// The causes of low bandwidth on `hostname` after a preflight: the last set is cleared.
+    pub fn set_causes(&self, hostname: &str, e: &Explanation) {
+        self.bandwidth_cause.reset();
+        for c in e.all_causes() {
+            let gpus: Vec<String> = c.gpus.iter().map(|g| g.index.to_string()).collect();
+            let severity = c.severity.label().to_ascii_lowercase();
+            self.bandwidth_cause
+                .with_label_values(&[
+                    c.kind.as_str(),
+                    c.action.as_str(),
+                    severity.as_str(),
+                    gpus.join(",").as_str(),
+                    hostname,
+                ])
+                .set(1);
+        }
         self.changed();
     }
 

@@ -5,12 +5,13 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::gpu::{NodeInventory, ProbeState};
+use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::report::{DdpReport, PreflightReport};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::NodeBackend;
 use tokio::sync::OwnedMutexGuard;
 
-use crate::history::History;
+use crate::history::{History, RECENT_BUSBW};
 use crate::metrics::Metrics;
 use crate::ratelimit::WorkLimiter;
 use ddpcheck_engine as engine;
@@ -88,6 +89,7 @@ impl Node {
         if let Some((started, json)) = latest("preflight") {
             if let Ok(r) = serde_json::from_str::<PreflightReport>(&json) {
                 self.metrics.show_preflight(&r, started + r.wall_seconds);
+                self.show_causes(&r, &self.history_before(&r));
             }
         }
         if let Some((_, json)) = latest("bench_ddp") {
@@ -95,6 +97,32 @@ impl Node {
                 self.metrics.set_ddp(&r.results);
             }
         }
+    }
+
+    /// The node's recent large-message busbw before the stored preflight `r` (which the
+    /// history holds as its newest entry where it measured one).
+    fn history_before(&self, r: &PreflightReport) -> Vec<f64> {
+        let label = self.backend.label();
+        let mut h = self
+            .with_history(|h| h.recent_busbw(&label, RECENT_BUSBW + 1))
+            .unwrap_or_default();
+        let measured = r
+            .all_reduce
+            .as_ref()
+            .and_then(|s| s.peak_busbw(LARGE_MESSAGE))
+            .is_some();
+        if measured {
+            h.pop();
+        }
+        let skip = h.len().saturating_sub(RECENT_BUSBW as usize);
+        h.split_off(skip)
+    }
+
+    /// The causes of low bandwidth after preflight `r` (the platform read now, the preflight's
+    /// figures, `history` before it) as the cause metric.
+    pub fn show_causes(&self, r: &PreflightReport, history: &[f64]) {
+        let e = engine::explain::causes_after_preflight(self.backend.as_ref(), r, history);
+        self.metrics.set_causes(&r.header.provenance.hostname, &e);
     }
 
     /// Single flight: succeeds only if no other test runs on this node (daemon or local CLI).

@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::history::StoredReport;
+use crate::history::{StoredReport, RECENT_BUSBW};
 use crate::node::{Node, WorkGuard};
 use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
 
@@ -315,10 +315,12 @@ impl Ddpcheck for Service {
         let stream = self.spawn_work("preflight", move |node, progress| {
             let label = node.backend.label();
             let history = node
-                .with_history(|h| h.recent_busbw(&label, 10))
+                .with_history(|h| h.recent_busbw(&label, RECENT_BUSBW))
                 .unwrap_or_default();
-            let r = engine::run_preflight(node.backend.as_ref(), &params, history, progress)?;
+            let r =
+                engine::run_preflight(node.backend.as_ref(), &params, history.clone(), progress)?;
             node.metrics.set_preflight(&r, engine::unix_now());
+            node.show_causes(&r, &history);
             let busbw_large = r
                 .all_reduce
                 .as_ref()

@@ -316,6 +316,7 @@ fn collective_request() -> impl Strategy<Value = CollectiveRequest> {
                     deadline,
                     inject_hang: b,
                     group: None,
+                    record_transport: false,
                 }
             },
         )

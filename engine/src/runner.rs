@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::ddp::DdpRequest;
-use ddpcheck_core::params::{CollectiveParams, PreflightParams};
-use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, PreflightReport, TopoReport};
+use ddpcheck_core::params::{CollectiveParams, ExplainParams, PreflightParams};
+use ddpcheck_core::report::{
+    BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport, TopoReport,
+};
 use ddpcheck_core::verdict::EXIT_USAGE;
 use ddpcheck_core::{NodeBackend, ProbeError, Verdict};
 use ddpcheck_gpu::RealConfig;
@@ -81,6 +83,13 @@ pub trait Runner {
         req: &DdpRequest,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<DdpReport, RunError>;
+
+    /// `ddpcheck explain`: each pair's chain and every cause of low bandwidth.
+    fn explain(
+        &self,
+        params: &ExplainParams,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ExplainReport, RunError>;
 
     /// The node's stored complete reports of `kind` as JSON, oldest first; none where no
     /// history is kept (local runs keep none).
@@ -159,6 +168,20 @@ impl Runner for LocalRunner {
     ) -> Result<DdpReport, RunError> {
         let _lock = self.lock("bench ddp")?;
         Ok(runs::run_bench_ddp(self.backend.as_ref(), req, progress)?)
+    }
+
+    fn explain(
+        &self,
+        params: &ExplainParams,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ExplainReport, RunError> {
+        let _lock = self.lock("explain")?;
+        Ok(crate::explain::run_explain(
+            self.backend.as_ref(),
+            params,
+            &[],
+            progress,
+        )?)
     }
 
     fn history(&self, _kind: &str, _limit: u32) -> Result<Vec<String>, RunError> {

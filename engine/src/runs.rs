@@ -78,7 +78,7 @@ pub fn job_gpus_from_env() -> String {
 
 /// Provenance of numbers measured on `gpus` of the node `inv` describes, now, under this
 /// process's NCCL_* environment.
-fn provenance(inv: &NodeInventory, gpus: &[GpuInfo]) -> Provenance {
+pub(crate) fn provenance(inv: &NodeInventory, gpus: &[GpuInfo]) -> Provenance {
     Provenance {
         hostname: inv.hostname.clone(),
         time: now_rfc3339(),
@@ -214,6 +214,7 @@ pub fn run_bench_collectives(
             deadline: params.deadline,
             inject_hang: false,
             group: None,
+            record_transport: false,
         };
         req.validate()?;
         let run = backend.collectives(&req, progress)?;

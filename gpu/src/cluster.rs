@@ -145,6 +145,7 @@ pub fn join_request(
             world_ranks: job.world_nodes * job.gpus_per_node,
             comm_id,
         }),
+        record_transport: true,
     };
     req.validate()?;
     Ok(req)

@@ -10,6 +10,7 @@ pub mod ddp;
 pub mod int;
 pub mod nccl;
 pub mod nvml;
+pub mod platform;
 pub mod supervise;
 pub mod worker;
 
@@ -98,6 +99,18 @@ impl NodeBackend for RealBackend {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<DdpResult>, ProbeError> {
         ddp::run_ddp(&self.config, req, progress)
+    }
+
+    fn platform(
+        &self,
+        gpus: &[GpuInfo],
+    ) -> Result<ddpcheck_core::explain::PlatformFacts, ProbeError> {
+        // DDPCHECK_PLATFORM_ROOT points the readers at another tree (a fixture, a chroot).
+        let root = std::env::var_os("DDPCHECK_PLATFORM_ROOT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let ids: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
+        Ok(platform::read(&root, &ids))
     }
 
     fn cluster_prepare(

@@ -279,6 +279,7 @@ pub fn main_from_args(args: &[String]) -> i32 {
             std::env::set_var("NCCL_COMM_ID", &g.comm_id);
             TransportLog::capture()
         }
+        None if req.record_transport => TransportLog::capture(),
         None => None,
     };
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
+use ddpcheck_core::explain::Transport;
 use ddpcheck_core::gpu::{ComputeProcess, GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{GpuRef, LinkClass, P2pStatus, TopologyMatrix};
@@ -159,8 +160,12 @@ impl SimBackend {
             sm_clock_mhz: Some(m.idle_sm_clock_mhz),
             persistence_mode: Some(true),
             compute_mode: Some("default".into()),
-            mig_enabled: m.mig_capable.then_some(false),
-            nvlinks_active: Some(self.profile.nvlinks_active),
+            mig_enabled: if self.has(Fault::Mig) && i == fault::MIG_GPU {
+                Some(true)
+            } else {
+                m.mig_capable.then_some(false)
+            },
+            nvlinks_active: Some(self.nvlinks(i)),
         };
         if self.has(Fault::Busy) && i == fault::BUSY_GPU {
             info.processes.push(ComputeProcess {
@@ -170,6 +175,58 @@ impl SimBackend {
             });
         }
         info
+    }
+
+    /// NVLinks up on slot `i` (nvlink-down leaves GPU 1 fewer).
+    fn nvlinks(&self, i: usize) -> u32 {
+        let all = self.profile.nvlinks_active;
+        if self.has(Fault::NvlinkDown) && i == fault::NVLINK_DOWN_GPU {
+            fault::NVLINKS_LEFT.min(all)
+        } else {
+            all
+        }
+    }
+
+    /// The class of the pair of slots (i, j): the profile's, narrowed by nvlink-down and
+    /// cross-numa.
+    fn pair_link(&self, i: usize, j: usize) -> LinkClass {
+        match self.profile.link_class() {
+            LinkClass::Nv(_) => LinkClass::Nv(self.nvlinks(i).min(self.nvlinks(j))),
+            pcie => {
+                let (a, b) = (
+                    crate::platform::numa_of(self.profile, &self.faults, i),
+                    crate::platform::numa_of(self.profile, &self.faults, j),
+                );
+                if a != b {
+                    LinkClass::Sys
+                } else {
+                    pcie
+                }
+            }
+        }
+    }
+
+    /// The transport a real worker would read from NCCL's log, from the environment and the
+    /// pair class (NCCL's own choice, as core predicts it).
+    fn transport(&self, gpus: &[usize], env: &[(String, String)]) -> Option<String> {
+        let env: std::collections::BTreeMap<String, String> = env.iter().cloned().collect();
+        let worst = gpus
+            .iter()
+            .flat_map(|&i| gpus.iter().filter(move |&&j| j > i).map(move |&j| (i, j)))
+            .map(|(i, j)| {
+                let p2p = (self.profile.p2p == P2p::Ok).then_some(P2pStatus::Ok);
+                ddpcheck_core::explain::transport::predicted(self.pair_link(i, j), p2p, &env)
+            })
+            .max()?;
+        Some(
+            match worst {
+                Transport::P2p => "P2P/CUMEM",
+                Transport::Shm => "SHM/direct",
+                Transport::NetIb => "NET/IB",
+                Transport::NetSocket => "NET/Socket",
+            }
+            .to_string(),
+        )
     }
 
     /// Profile indices of the requested GPUs (all of them when none is named).
@@ -322,9 +379,10 @@ impl NodeBackend for SimBackend {
     fn topology(&self, gpus: &[GpuInfo]) -> Result<TopologyMatrix, ProbeError> {
         let refs: Vec<GpuRef> = gpus.iter().map(GpuInfo::gpu_ref).collect();
         let idx = self.resolve(&refs)?;
-        let link = self.profile.link_class();
         let n = idx.len();
-        let mut links = vec![vec![link; n]; n];
+        let mut links: Vec<Vec<LinkClass>> = (0..n)
+            .map(|i| (0..n).map(|j| self.pair_link(idx[i], idx[j])).collect())
+            .collect();
         let mut p2p = vec![vec![P2pStatus::Ok; n]; n];
         for i in 0..n {
             links[i][i] = LinkClass::X;
@@ -350,7 +408,7 @@ impl NodeBackend for SimBackend {
                 .collect(),
             numa_affinity: idx
                 .iter()
-                .map(|&i| Some(self.profile.gpus[i].numa))
+                .map(|&i| Some(crate::platform::numa_of(self.profile, &self.faults, i)))
                 .collect(),
         })
     }
@@ -367,6 +425,11 @@ impl NodeBackend for SimBackend {
             return Err(crate::ddp::hang(
                 req.deadline.min(Duration::from_secs(3600)).as_secs_f64(),
                 "collective sweep",
+            ));
+        }
+        if self.has(Fault::NoFabricManager) && self.profile.nvswitches > 0 {
+            return Err(ProbeError::Unavailable(
+                "CUDA error 802 (system not yet initialized): the NVSwitch fabric is not ready; is nvidia-fabricmanager running?".into(),
             ));
         }
         let env = effective_env(&req.env);
@@ -389,7 +452,10 @@ impl NodeBackend for SimBackend {
             sweeps,
             nccl_version: Some(self.profile.nccl_version.clone()),
             nccl_library: None,
-            transport: None,
+            transport: req
+                .record_transport
+                .then(|| self.transport(&gpus, &env))
+                .flatten(),
             cuda_runtime_version: Some(self.profile.cuda_runtime_version.clone()),
             // Reported, not slept: simulated time is not wall time.
             init_seconds: self.profile.nccl_init_seconds,
@@ -410,6 +476,13 @@ impl NodeBackend for SimBackend {
             return Err(crate::ddp::hang(req.deadline_s, "ddp benchmark"));
         }
         crate::ddp::run(self.catalog, self.profile, &self.faults, req, progress)
+    }
+
+    fn platform(
+        &self,
+        gpus: &[GpuInfo],
+    ) -> Result<ddpcheck_core::explain::PlatformFacts, ProbeError> {
+        Ok(crate::platform::facts(self.profile, &self.faults, gpus))
     }
 
     fn cluster_prepare(

@@ -14,10 +14,17 @@ pub enum Fault {
     Ecc,
     WrongResult,
     SlowNic,
+    Acs,
+    IommuTranslated,
+    Vm,
+    CrossNuma,
+    Mig,
+    NvlinkDown,
+    NoFabricManager,
 }
 
 /// The fault table: name and one line of help, in the order help texts list them.
-pub const FAULTS: [(Fault, &str, &str); 9] = [
+pub const FAULTS: [(Fault, &str, &str); 16] = [
     (
         Fault::DegradedPcie,
         "degraded-pcie",
@@ -63,7 +70,53 @@ pub const FAULTS: [(Fault, &str, &str); 9] = [
         "slow-nic",
         "the node's inter-node NIC runs at 25% of normal in cluster runs (a flapping port, a link trained down); intra-node collectives are unaffected",
     ),
+    (
+        Fault::Acs,
+        "acs",
+        "ACS on every bridge above the GPUs (SrcValid ReqRedir CmpltRedir UpstreamFwd): P2P below a PCIe switch goes up to the root complex, at 40% of its bandwidth",
+    ),
+    (
+        Fault::IommuTranslated,
+        "iommu-translated",
+        "the IOMMU translates DMA (groups of type DMA-FQ): PCIe peer traffic at 80% of normal",
+    ),
+    (
+        Fault::Vm,
+        "vm",
+        "a virtual machine: the hypervisor CPU flag, every GPU directly on the root bus, NUMA node -1",
+    ),
+    (
+        Fault::CrossNuma,
+        "cross-numa",
+        "the second half of the GPUs on NUMA node 1: their PCIe pairs with the first half are SYS (NVLink pairs keep NVLink)",
+    ),
+    (
+        Fault::Mig,
+        "mig",
+        "GPU 0 in MIG mode",
+    ),
+    (
+        Fault::NvlinkDown,
+        "nvlink-down",
+        "GPU 1 has 12 NVLinks up: its pairs are NV12 and NVLink bandwidth is 12/18 of normal",
+    ),
+    (
+        Fault::NoFabricManager,
+        "no-fabric-manager",
+        "NVSwitch node without Fabric Manager: CUDA reports error 802 (system not ready) and no collective starts",
+    ),
 ];
+
+/// acs: share of PCIe P2P bandwidth left when peer traffic turns at the root complex (sim
+/// assumption: about the host-bridge figure, 3.9 of 7.8 GB/s on a6000x2-pxb).
+pub const ACS_FACTOR: f64 = 0.4;
+/// iommu-translated: share of PCIe peer bandwidth left (sim assumption).
+pub const IOMMU_FACTOR: f64 = 0.8;
+/// mig: the GPU in MIG mode.
+pub const MIG_GPU: usize = 0;
+/// nvlink-down: the GPU and the links it keeps.
+pub const NVLINK_DOWN_GPU: usize = 1;
+pub const NVLINKS_LEFT: u32 = 12;
 
 /// slow-nic: fraction of the normal NIC bandwidth in cluster runs.
 pub const SLOW_NIC_FACTOR: f64 = 0.25;

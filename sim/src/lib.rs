@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod ddp;
 pub mod fault;
 pub mod model;
+pub mod platform;
 pub mod profile;
 
 pub use backend::{SimBackend, SimError};

@@ -3,6 +3,7 @@
 
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::num::{len_u32, ToF64};
+use ddpcheck_core::topology::LinkClass;
 
 use crate::fault::{self, Fault};
 use crate::profile::{Catalog, Path, Profile, Regime};
@@ -33,18 +34,19 @@ impl<'a> Fabric<'a> {
     ) -> Self {
         let model = catalog.gpu_model(&profile.gpu_model);
         let gen_max = model.map(|m| m.pcie_gen).unwrap_or(3);
+        let regime = profile.regime(env);
         let bw_scale = if faults.contains(&Fault::SlowLink) {
             fault::SLOW_LINK_FACTOR
         } else {
             1.0
-        };
+        } * platform_scale(profile, regime, faults, gpus);
         // The ring is as fast as its narrowest link: the degraded GPU caps the whole communicator.
         let pcie_cap_gbps = (faults.contains(&Fault::DegradedPcie)
             && gpus.contains(&fault::DEGRADED_GPU))
         .then(|| fault::pcie_usable_gbps(degraded_gen(gen_max), fault::DEGRADED_WIDTH));
         Fabric {
             catalog,
-            regime: profile.regime(env),
+            regime,
             ranks: len_u32(gpus.len()),
             bw_scale,
             pcie_cap_gbps,
@@ -98,6 +100,30 @@ impl<'a> Fabric<'a> {
         }
         (spec.alpha_us * alpha_scale, bw)
     }
+}
+
+/// What the platform faults leave of a regime's bandwidth: ACS and a translating IOMMU slow P2P
+/// over PCIe (the unconditional regime of a PCIe pair: P2P where the link allows it); NVLinks
+/// down slow an NVLink regime of the GPU that lost them.
+fn platform_scale(profile: &Profile, regime: &Regime, faults: &[Fault], gpus: &[usize]) -> f64 {
+    let link = profile.link_class();
+    let pcie_p2p = regime.path == Path::Pcie && regime.when.is_empty() && !link.is_nvlink();
+    let mut scale = 1.0;
+    if faults.contains(&Fault::Acs) && pcie_p2p && matches!(link, LinkClass::Pix | LinkClass::Pxb) {
+        scale *= fault::ACS_FACTOR;
+    }
+    if faults.contains(&Fault::IommuTranslated) && pcie_p2p {
+        scale *= fault::IOMMU_FACTOR;
+    }
+    if faults.contains(&Fault::NvlinkDown)
+        && regime.path == Path::Nvlink
+        && gpus.contains(&fault::NVLINK_DOWN_GPU)
+        && profile.nvlinks_active > 0
+    {
+        scale *= f64::from(fault::NVLINKS_LEFT.min(profile.nvlinks_active))
+            / f64::from(profile.nvlinks_active);
+    }
+    scale
 }
 
 /// degraded-pcie: the link also trained one generation down (not below gen1).

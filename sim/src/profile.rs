@@ -192,6 +192,11 @@ pub struct Profile {
     pub pair_link: String,
     pub p2p: P2p,
     pub nvlinks_active: u32,
+    /// NVSwitch chips of the node (0: none), and where the count comes from.
+    #[serde(default)]
+    pub nvswitches: u32,
+    #[serde(default)]
+    pub nvswitches_source: String,
     pub driver_version: String,
     pub cuda_driver_version: String,
     pub cuda_runtime_version: String,
@@ -376,7 +381,7 @@ mod tests {
     #[test]
     fn embedded_data_parses_and_validates() {
         let c = catalog().unwrap();
-        assert_eq!(c.profiles.len(), 4);
+        assert_eq!(c.profiles.len(), 5);
         assert!(!c.note.is_empty());
         for p in &c.profiles {
             assert!(p.driver_version.ends_with("(sim)"), "{}", p.name);

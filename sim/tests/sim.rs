@@ -55,6 +55,7 @@ fn sweep_req(
         deadline: Duration::from_secs(30),
         inject_hang: false,
         group: None,
+        record_transport: false,
     }
 }
 
@@ -87,10 +88,11 @@ fn every_profile_parses_and_labels_itself() {
             "a6000x4-phb",
             "t4x2-pcie",
             "h200x2-nvlink",
-            "h200x8-nvswitch"
+            "h200x8-nvswitch",
+            "a6000x2-pxb"
         ]
     );
-    assert_eq!(faults().len(), 9);
+    assert_eq!(faults().len(), 16);
     for p in profiles() {
         let b = sim(p);
         assert_eq!(b.kind(), BackendKind::Sim);

@@ -233,6 +233,7 @@ mod tests {
             deadline,
             inject_hang,
             group: None,
+            record_transport: false,
         }
     }
 
@@ -419,6 +420,7 @@ mod tests {
             deadline: Duration::from_secs(30),
             inject_hang: false,
             group: None,
+            record_transport: false,
         }
     }
 

@@ -52,13 +52,22 @@ int nvmlDeviceGetUUID(void *dev, char *buf, unsigned len) {
 }
 
 struct pci_info { char bus_id_legacy[16]; unsigned domain, bus, device, pci_device_id, pci_subsystem_id; char bus_id[32]; };
+/* FAKE_BUS_ID (DOMAIN:BUS:DEVICE.0, e.g. 00000000:00:06.0) places GPU 0 there, as a VM's
+   passthrough GPU sits; the others stay at 00000000:1N:00.0. */
 int nvmlDeviceGetPciInfo_v3(void *dev, struct pci_info *p) {
   DEVICE(dev, i);
   memset(p, 0, sizeof *p);
-  p->bus = 0x10 + i;
+  unsigned domain = 0, bus = 0x10 + i, slot = 0;
+  const char *fixed = getenv("FAKE_BUS_ID");
+  if (fixed && i == 0 && sscanf(fixed, "%x:%x:%x", &domain, &bus, &slot) != 3) {
+    domain = 0; bus = 0x10; slot = 0;
+  }
+  p->domain = domain;
+  p->bus = bus;
+  p->device = slot;
   p->pci_device_id = 0x233510de;
-  snprintf(p->bus_id_legacy, sizeof p->bus_id_legacy, "0000:%02x:00.0", 0x10 + i);
-  snprintf(p->bus_id, sizeof p->bus_id, "00000000:%02x:00.0", 0x10 + i);
+  snprintf(p->bus_id_legacy, sizeof p->bus_id_legacy, "%04x:%02x:%02x.0", domain, bus, slot);
+  snprintf(p->bus_id, sizeof p->bus_id, "%08x:%02x:%02x.0", domain, bus, slot);
   return OK;
 }
 

@@ -1,0 +1,183 @@
+//! `ddpcheck explain` through the real binary on simulated nodes: one fault (or NCCL setting)
+//! per cause, each giving its cause, action and exit code; the JSON against the schema.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use common::{code, local_env, stderr, stdout};
+use serde_json::Value;
+
+fn explain(sim: &str, env: &[(&str, &str)], extra: &[&str]) -> (i32, Value, String) {
+    let mut args = vec!["--sim", sim, "explain", "--json"];
+    args.extend_from_slice(extra);
+    let o = local_env(&args, env);
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", stdout(&o), stderr(&o)));
+    assert_valid(&v);
+    let mut text_args = vec!["--sim", sim, "explain"];
+    text_args.extend_from_slice(extra);
+    let t = local_env(&text_args, env);
+    assert_eq!(code(&t), code(&o), "text and JSON give one exit code");
+    (code(&o), v, stdout(&t))
+}
+
+fn assert_valid(v: &Value) {
+    let text = std::fs::read_to_string(common::repo_root().join("docs/report.schema.json"))
+        .expect("schema file");
+    let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match the schema: {errors:#?}"
+    );
+}
+
+/// Every cause of the report (node, GPU and pair ones) as (kind, action, severity).
+fn causes(v: &Value) -> Vec<(String, String, String)> {
+    let node = v["causes"].as_array().unwrap().iter();
+    let pairs = v["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["causes"].as_array().unwrap().iter());
+    node.chain(pairs)
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap().to_string(),
+                c["action"].as_str().unwrap().to_string(),
+                c["severity"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn has(v: &Value, kind: &str, action: &str, severity: &str) {
+    let all = causes(v);
+    assert!(
+        all.iter()
+            .any(|(k, a, s)| k == kind && a == action && s == severity),
+        "no {kind}/{action}/{severity} in {all:?}"
+    );
+}
+
+#[test]
+fn healthy_nvlink_pair_is_ok_with_its_transport() {
+    let (rc, v, text) = explain("h200x2-nvlink", &[], &[]);
+    assert_eq!(rc, 0, "{text}");
+    assert_eq!(v["kind"], "explain");
+    assert!(causes(&v).is_empty(), "{:?}", causes(&v));
+    assert_eq!(v["pairs"][0]["transport"], "p2p");
+    assert_eq!(v["pairs"][0]["transport_measured"], true);
+    assert!(
+        text.contains("GPU0–GPU1 (NV18): 299 GB/s, 100% of expected"),
+        "{text}"
+    );
+}
+
+#[test]
+fn p2p_and_shm_disabled_chain_with_ab() {
+    let env = [("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")];
+    let (rc, v, text) = explain("h200x2-nvlink", &env, &["--ab"]);
+    assert_eq!(rc, 2, "{text}");
+    has(&v, "p2p_disabled", "unset_env", "warning");
+    has(&v, "shm_disabled", "unset_env", "warning");
+    has(&v, "transport_downgraded", "unset_env", "warning");
+    has(&v, "below_expected", "unset_env", "critical");
+    let ab = &v["pairs"][0]["ab"];
+    assert!(ab["after_gbps"].as_f64().unwrap() > 50.0 * ab["before_gbps"].as_f64().unwrap());
+    assert!(
+        text.contains("transport NET/Socket, the topology allows P2P because NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set; fix: unset NCCL_P2P_DISABLE and NCCL_SHM_DISABLE (A/B: 3.9 → "),
+        "{text}"
+    );
+}
+
+#[test]
+fn p2p_level_too_low_and_forced() {
+    let (rc, v, _) = explain("a6000x2-pxb", &[("NCCL_P2P_LEVEL", "LOC")], &[]);
+    assert_eq!(rc, 1);
+    has(&v, "p2p_level_too_low", "set_env", "warning");
+    has(&v, "below_expected", "set_env", "warning");
+    let (rc, v, _) = explain("a6000x4-phb", &[("NCCL_P2P_LEVEL", "SYS")], &[]);
+    assert_eq!(rc, 1);
+    has(&v, "p2p_forced", "unset_env", "warning");
+}
+
+#[test]
+fn acs_on_the_switch() {
+    let (rc, v, text) = explain("a6000x2-pxb+acs", &[], &[]);
+    assert_eq!(rc, 2, "{text}");
+    has(&v, "acs", "disable_acs", "warning");
+    assert!(text.contains("ACS redirects P2P on 0000:01:00.0"), "{text}");
+    // The same switch without the fault: no cause.
+    let (rc, v, _) = explain("a6000x2-pxb", &[], &[]);
+    assert_eq!((rc, causes(&v).len()), (0, 0));
+}
+
+#[test]
+fn iommu_translated() {
+    let (rc, v, _) = explain("a6000x2-pxb+iommu-translated", &[], &[]);
+    assert_eq!(rc, 1);
+    has(&v, "iommu_translated", "iommu_passthrough", "warning");
+}
+
+#[test]
+fn virtual_machine_reports_per_gpu_causes() {
+    let (rc, v, text) = explain("h200x2-nvlink+vm", &[], &["--gpus", "0"]);
+    assert_eq!(rc, 0, "{text}");
+    has(&v, "virtual_machine", "none", "info");
+    has(&v, "numa_unknown", "none", "info");
+    assert!(v["pairs"].as_array().unwrap().is_empty());
+    assert_eq!(v["platform"]["gpus"][0]["on_root_bus"], true);
+    assert!(text.contains("1 GPU: no pair to measure"), "{text}");
+}
+
+#[test]
+fn link_state_causes() {
+    let (rc, v, _) = explain("a6000x4-phb+degraded-pcie", &[], &[]);
+    assert_eq!(rc, 1);
+    has(&v, "pcie_downtrained", "check_link", "warning");
+    let (_, v, _) = explain("a6000x4-phb+cross-numa", &[], &[]);
+    has(&v, "cross_numa", "pick_gpus", "info");
+    let (rc, v, _) = explain("h200x2-nvlink+mig", &[], &[]);
+    assert_eq!(rc, 1);
+    has(&v, "mig", "disable_mig", "warning");
+    let (rc, v, _) = explain("h200x2-nvlink+nvlink-down", &[], &[]);
+    assert_eq!(rc, 1);
+    has(&v, "nvlink_down", "reset_gpu", "warning");
+    assert_eq!(v["pairs"][0]["link"], "NV12");
+}
+
+#[test]
+fn fabric_manager_down_fails_the_node() {
+    let (rc, v, text) = explain("h200x8-nvswitch+no-fabric-manager", &[], &["--gpus", "0,1"]);
+    assert_eq!(rc, 2, "{text}");
+    has(
+        &v,
+        "fabric_manager_down",
+        "start_fabric_manager",
+        "critical",
+    );
+    assert!(v["pairs"][0]["measure_error"]
+        .as_str()
+        .unwrap()
+        .contains("802"));
+}
+
+#[test]
+fn slow_link_without_a_known_cause_says_check_link() {
+    let (rc, v, _) = explain("h200x2-nvlink+slow-link", &[], &[]);
+    assert_eq!(rc, 2);
+    has(&v, "below_expected", "drain", "critical");
+}
+
+#[test]
+fn busy_and_usage_errors() {
+    let o = local_env(&["--sim", "h200x2-nvlink+busy", "explain"], &[]);
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    let o = local_env(&["--sim", "h200x2-nvlink", "explain", "--gpus", "7"], &[]);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+}

@@ -1,0 +1,274 @@
+//! Why is this node slow: every common cause of low GPU bandwidth, each with its evidence and a
+//! recommended action, chained per GPU pair (measured busbw, share of expected, the transport
+//! NCCL chose against the one the topology allows, the causes, the fix, an optional A/B).
+//!
+//! Pure judgement over what backends read and measured: no I/O, no text layout.
+
+pub mod action;
+mod gpu;
+mod node;
+mod pair;
+pub mod platform;
+#[cfg(test)]
+mod tests;
+pub mod transport;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use action::Action;
+pub use platform::PlatformFacts;
+pub use transport::Transport;
+
+use crate::expect::Expectation;
+use crate::finding::{Evidence, Severity};
+use crate::gpu::GpuInfo;
+use crate::topology::{GpuRef, LinkClass, TopologyMatrix};
+use crate::verdict::Verdict;
+
+/// The causes ddpcheck knows, each documented in docs/explain.md with its source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CauseKind {
+    /// NCCL's transport for a pair is slower than the topology allows.
+    TransportDowngraded,
+    /// `NCCL_P2P_DISABLE=1` where P2P would be used.
+    P2pDisabled,
+    /// `NCCL_P2P_LEVEL` below the pair's path: P2P off where it would be used.
+    P2pLevelTooLow,
+    /// `NCCL_P2P_LEVEL` forcing P2P across a host bridge or CPU sockets.
+    P2pForced,
+    /// `NCCL_SHM_DISABLE=1` where shared memory is the pair's transport.
+    ShmDisabled,
+    /// ACS redirects peer traffic on a bridge between two GPUs.
+    Acs,
+    /// The IOMMU translates DMA addresses (peer traffic through the root complex's IOMMU).
+    IommuTranslated,
+    /// The node is a virtual machine: the PCI tree and NUMA nodes seen are the hypervisor's.
+    VirtualMachine,
+    /// The platform gives no NUMA node for a GPU (sysfs `numa_node` −1).
+    NumaUnknown,
+    /// A PCIe link runs below its generation or width.
+    PcieDowntrained,
+    /// A pair crosses NUMA nodes over PCIe (SYS).
+    CrossNuma,
+    /// MIG mode is on: no P2P between MIG instances.
+    Mig,
+    /// Fewer NVLinks active than the SKU has.
+    NvlinkDown,
+    /// NVSwitches present, Fabric Manager not running.
+    FabricManagerDown,
+    /// Measured busbw below the reference for the SKU and link.
+    BelowExpected,
+    /// Measured busbw below the node's own history.
+    BelowHistory,
+}
+
+impl CauseKind {
+    pub const ALL: [CauseKind; 16] = [
+        CauseKind::TransportDowngraded,
+        CauseKind::P2pDisabled,
+        CauseKind::P2pLevelTooLow,
+        CauseKind::P2pForced,
+        CauseKind::ShmDisabled,
+        CauseKind::Acs,
+        CauseKind::IommuTranslated,
+        CauseKind::VirtualMachine,
+        CauseKind::NumaUnknown,
+        CauseKind::PcieDowntrained,
+        CauseKind::CrossNuma,
+        CauseKind::Mig,
+        CauseKind::NvlinkDown,
+        CauseKind::FabricManagerDown,
+        CauseKind::BelowExpected,
+        CauseKind::BelowHistory,
+    ];
+
+    /// The JSON and metric label word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::TransportDowngraded => "transport_downgraded",
+            CauseKind::P2pDisabled => "p2p_disabled",
+            CauseKind::P2pLevelTooLow => "p2p_level_too_low",
+            CauseKind::P2pForced => "p2p_forced",
+            CauseKind::ShmDisabled => "shm_disabled",
+            CauseKind::Acs => "acs",
+            CauseKind::IommuTranslated => "iommu_translated",
+            CauseKind::VirtualMachine => "virtual_machine",
+            CauseKind::NumaUnknown => "numa_unknown",
+            CauseKind::PcieDowntrained => "pcie_downtrained",
+            CauseKind::CrossNuma => "cross_numa",
+            CauseKind::Mig => "mig",
+            CauseKind::NvlinkDown => "nvlink_down",
+            CauseKind::FabricManagerDown => "fabric_manager_down",
+            CauseKind::BelowExpected => "below_expected",
+            CauseKind::BelowHistory => "below_history",
+        }
+    }
+}
+
+/// One cause: what it is, where, the evidence, and what to do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cause {
+    pub kind: CauseKind,
+    pub severity: Severity,
+    pub action: Action,
+    /// One line: what is wrong.
+    pub message: String,
+    /// A few words for a chain's "because …" (`NCCL_P2P_DISABLE=1 is set`).
+    pub short: String,
+    /// The action in words (`unset NCCL_P2P_DISABLE`).
+    pub fix: String,
+    pub evidence: Vec<Evidence>,
+    /// The GPUs it concerns, by UUID and bus id; empty for the whole node.
+    pub gpus: Vec<GpuRef>,
+    /// NCCL overrides that try the fix (the A/B's candidate); empty where the fix is no env change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_fix: Vec<(String, String)>,
+    /// Where the judgement comes from (a document, a measurement).
+    pub source: String,
+}
+
+/// What was measured on one pair: a short all-reduce sweep of its two GPUs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairMeasurement {
+    /// GPU indices, as in the inventory.
+    pub a: u32,
+    pub b: u32,
+    /// Large-message all-reduce busbw, GB/s.
+    pub busbw_gbps: Option<f64>,
+    pub bytes: Option<u64>,
+    /// NCCL's transports from its log (`P2P/CUMEM, SHM/direct`), where read.
+    pub transport: Option<String>,
+    /// Why there is no figure (a timeout, a worker error).
+    pub error: Option<String>,
+}
+
+/// The measured effect of a fix: the pair again under the fix's NCCL overrides.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AbFigure {
+    pub overrides: Vec<(String, String)>,
+    pub before_gbps: f64,
+    pub after_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_transport: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The chain for one pair.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairChain {
+    pub a: GpuRef,
+    pub b: GpuRef,
+    pub link: LinkClass,
+    pub busbw_gbps: Option<f64>,
+    pub expected: Option<Expectation>,
+    /// busbw ÷ expected.
+    pub ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure_error: Option<String>,
+    /// The transport NCCL used (`measured`) or the environment leaves (predicted).
+    pub transport: Transport,
+    pub transport_measured: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport_raw: Option<String>,
+    /// The best transport the topology allows.
+    pub transport_allowed: Transport,
+    /// Causes of this pair (environment, ACS, NUMA, transport, expected, history).
+    pub causes: Vec<Cause>,
+    /// Node and GPU causes that bear on this pair (in `Explanation::causes`).
+    pub related: Vec<CauseKind>,
+    /// Every cause's "because" words, this pair's first.
+    pub because: Vec<String>,
+    /// The fix in words, or empty when nothing is wrong.
+    pub fix: String,
+    /// The NCCL overrides that try the fix, for an A/B.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_fix: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ab: Option<AbFigure>,
+}
+
+/// The answer: node and GPU causes and the pair chains ([`Explanation::verdict`] judges them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    pub causes: Vec<Cause>,
+    pub pairs: Vec<PairChain>,
+    /// The node's own recent all-reduce busbw median, shown next to the reference.
+    pub history_median_gbps: Option<f64>,
+}
+
+impl Explanation {
+    /// Every cause, node and GPU ones first, then each pair's.
+    pub fn all_causes(&self) -> impl Iterator<Item = &Cause> {
+        self.causes
+            .iter()
+            .chain(self.pairs.iter().flat_map(|p| p.causes.iter()))
+    }
+}
+
+/// What `explain` judges.
+pub struct ExplainInput<'a> {
+    pub gpus: &'a [GpuInfo],
+    pub topology: Option<&'a TopologyMatrix>,
+    pub platform: &'a PlatformFacts,
+    pub nccl_env: &'a BTreeMap<String, String>,
+    pub measurements: &'a [PairMeasurement],
+    /// The node's recent large-message all-reduce busbw, GB/s.
+    pub history_busbw: &'a [f64],
+}
+
+/// Judges the node: node and GPU causes, then one chain per pair of the topology.
+pub fn explain(input: &ExplainInput<'_>) -> Explanation {
+    let mut causes = node::causes(input);
+    causes.extend(gpu::causes(input));
+    let pairs: Vec<PairChain> = match input.topology {
+        Some(t) => t
+            .pairs()
+            .iter()
+            .map(|p| pair::chain(input, p, &causes))
+            .collect(),
+        None => Vec::new(),
+    };
+    Explanation {
+        causes,
+        pairs,
+        history_median_gbps: crate::expect::median(input.history_busbw),
+    }
+}
+
+/// Attaches an A/B figure to the chain of pair (a, b).
+pub fn attach_ab(explanation: &mut Explanation, a: u32, b: u32, ab: AbFigure) {
+    if let Some(chain) = explanation
+        .pairs
+        .iter_mut()
+        .find(|c| c.a.index == a && c.b.index == b)
+    {
+        chain.ab = Some(ab);
+    }
+}
+
+impl Explanation {
+    /// OK, WARNING or CRITICAL from the worst cause.
+    pub fn verdict(&self) -> Verdict {
+        match self.all_causes().map(|c| c.severity).max() {
+            Some(Severity::Critical) => Verdict::Critical,
+            Some(Severity::Warning) => Verdict::Warning,
+            _ => Verdict::Ok,
+        }
+    }
+
+    /// The worst cause at warning or above, for a one-line reason.
+    pub fn worst(&self) -> Option<&Cause> {
+        self.all_causes()
+            .filter(|c| c.severity > Severity::Info)
+            .max_by_key(|c| c.severity)
+    }
+}
+
+/// A GPU's reference for causes.
+fn gpu_ref(g: &GpuInfo) -> GpuRef {
+    g.gpu_ref()
+}

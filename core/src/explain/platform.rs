@@ -1,0 +1,231 @@
+//! What the platform under the GPUs is: PCI paths and ACS of their bridges, IOMMU, hypervisor,
+//! NUMA, sysfs link state, NVSwitch and Fabric Manager. Data only: the readers live in
+//! `ddpcheck-gpu` (sysfs) and `ddpcheck-sim`; judgement lives in this module's siblings.
+
+use serde::{Deserialize, Serialize};
+
+/// ACS control of one PCIe bridge, read from its config space (ACS extended capability 0x000D,
+/// control register at capability + 6).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum AcsState {
+    /// The bridge has no ACS capability: nothing redirects P2P there.
+    NotPresent,
+    /// The control register as read.
+    Read {
+        /// Bit 0: source validation.
+        source_validation: bool,
+        /// Bit 2: P2P request redirect (peer requests go up to the root complex).
+        p2p_request_redirect: bool,
+        /// Bit 3: P2P completion redirect.
+        p2p_completion_redirect: bool,
+        /// Bit 4: upstream forwarding.
+        upstream_forwarding: bool,
+    },
+    /// Only the first 64 bytes of config space are readable without root: never a false "off".
+    NeedsRoot,
+    /// The config file could not be read or parsed; the text says why.
+    Unknown { why: String },
+}
+
+impl AcsState {
+    /// True when a bit that sends peer traffic up to the root complex is set.
+    pub fn redirects_p2p(&self) -> bool {
+        matches!(
+            self,
+            AcsState::Read {
+                source_validation,
+                p2p_request_redirect,
+                p2p_completion_redirect,
+                ..
+            } if *source_validation || *p2p_request_redirect || *p2p_completion_redirect
+        )
+    }
+
+    /// The set bits, by name (`SrcValid ReqRedir`, as `lspci -vvv` prints `ACSCtl`).
+    pub fn set_bits(&self) -> Vec<&'static str> {
+        let AcsState::Read {
+            source_validation,
+            p2p_request_redirect,
+            p2p_completion_redirect,
+            upstream_forwarding,
+        } = self
+        else {
+            return Vec::new();
+        };
+        [
+            (*source_validation, "SrcValid"),
+            (*p2p_request_redirect, "ReqRedir"),
+            (*p2p_completion_redirect, "CmpltRedir"),
+            (*upstream_forwarding, "UpstreamFwd"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
+    }
+}
+
+/// One PCIe bridge on the path from the host bridge down to a GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bridge {
+    /// `0000:00:01.0`, sysfs form.
+    pub bdf: String,
+    pub acs: AcsState,
+}
+
+/// A PCIe link as sysfs states it (`current_link_speed` "32.0 GT/s PCIe", widths as numbers).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SysfsLink {
+    pub current_gts: Option<f64>,
+    pub max_gts: Option<f64>,
+    pub current_width: Option<u32>,
+    pub max_width: Option<u32>,
+}
+
+impl SysfsLink {
+    /// PCIe generation of a transfer rate (2.5 GT/s gen1 … 64 GT/s gen6).
+    pub fn generation(gts: f64) -> Option<u32> {
+        [
+            (2.5, 1),
+            (5.0, 2),
+            (8.0, 3),
+            (16.0, 4),
+            (32.0, 5),
+            (64.0, 6),
+        ]
+        .into_iter()
+        .find(|(rate, _)| (gts - rate).abs() < 0.1)
+        .map(|(_, g)| g)
+    }
+}
+
+/// The platform side of one GPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuPlatform {
+    /// NVML's bus id (`00000000:18:00.0`), to match `GpuInfo::pci_bus_id`.
+    pub pci_bus_id: String,
+    /// sysfs `numa_node`: −1 where the platform does not say (typical of a VM).
+    pub numa_node: Option<i32>,
+    /// The GPU sits directly on a host bridge's bus with no bridge above it (a virtual PCI
+    /// tree: a hypervisor's passthrough).
+    pub on_root_bus: Option<bool>,
+    /// Bridges from the host bridge down to the GPU, the host bridge's first. `None`: unread.
+    pub bridges: Option<Vec<Bridge>>,
+    /// The host bridge (`pci0000:00`) the path starts at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_bridge: Option<String>,
+    #[serde(default)]
+    pub link: SysfsLink,
+    /// The IOMMU group's `type` (`DMA`, `DMA-FQ`, `identity`, `blocked`) where the GPU has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iommu_group_type: Option<String>,
+}
+
+/// How DMA of the node's devices goes through the IOMMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IommuMode {
+    /// Groups of type DMA / DMA-FQ: every device address is translated.
+    Translated,
+    /// Groups of type identity (`iommu=pt`): DMA passes untranslated.
+    Passthrough,
+    /// No IOMMU groups: no IOMMU translates this kernel's DMA.
+    Off,
+    Unknown,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IommuFacts {
+    pub mode: IommuMode,
+    /// IOMMU groups seen (`/sys/kernel/iommu_groups`).
+    pub groups: u32,
+    /// IOMMU units seen (`/sys/class/iommu`).
+    pub units: u32,
+    /// IOMMU words of the kernel command line (`iommu=pt`, `intel_iommu=on`, ...).
+    #[serde(default)]
+    pub cmdline: Vec<String>,
+}
+
+/// NVSwitch and Fabric Manager: NVSwitch systems need Fabric Manager before CUDA can use them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FabricFacts {
+    /// NVSwitch devices the driver shows.
+    pub nvswitches: u32,
+    /// A `nv-fabricmanager` process runs. `None`: not looked for.
+    pub manager_running: Option<bool>,
+}
+
+/// Everything read of the platform; `None` where it could not be read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlatformFacts {
+    /// The `hypervisor` CPU flag (/proc/cpuinfo).
+    pub hypervisor: Option<bool>,
+    /// `/sys/class/dmi/id/sys_vendor` or `/sys/hypervisor/type`, where present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypervisor_vendor: Option<String>,
+    pub iommu: IommuFacts,
+    pub fabric: FabricFacts,
+    pub gpus: Vec<GpuPlatform>,
+    /// Where the facts come from: `sysfs /` or `sim`.
+    pub source: String,
+}
+
+impl PlatformFacts {
+    /// Facts of a platform nothing could be read of.
+    pub fn unknown(source: &str) -> PlatformFacts {
+        PlatformFacts {
+            hypervisor: None,
+            hypervisor_vendor: None,
+            iommu: IommuFacts {
+                mode: IommuMode::Unknown,
+                groups: 0,
+                units: 0,
+                cmdline: Vec::new(),
+            },
+            fabric: FabricFacts {
+                nvswitches: 0,
+                manager_running: None,
+            },
+            gpus: Vec::new(),
+            source: source.to_string(),
+        }
+    }
+
+    /// The platform side of a GPU, matched by PCI bus id (NVML's and sysfs' forms compare equal).
+    pub fn gpu(&self, pci_bus_id: &str) -> Option<&GpuPlatform> {
+        let want = normalise_bdf(pci_bus_id);
+        self.gpus
+            .iter()
+            .find(|g| normalise_bdf(&g.pci_bus_id) == want)
+    }
+}
+
+/// `00000000:1B:00.0` and `0000:1b:00.0` alike → `0000:1b:00.0`.
+pub fn normalise_bdf(id: &str) -> String {
+    let lower = id.trim().to_ascii_lowercase();
+    match lower.split_once(':') {
+        Some((domain, rest)) if domain.len() > 4 => {
+            format!("{}:{rest}", &domain[domain.len() - 4..])
+        }
+        _ => lower,
+    }
+}
+
+/// The bridges between two GPUs: those on either path below their deepest common bridge, and
+/// that bridge itself (peer traffic turns there). Both paths must be known.
+pub fn bridges_between<'a>(a: &'a GpuPlatform, b: &'a GpuPlatform) -> Option<Vec<&'a Bridge>> {
+    let (pa, pb) = (a.bridges.as_ref()?, b.bridges.as_ref()?);
+    let common = pa
+        .iter()
+        .zip(pb.iter())
+        .take_while(|(x, y)| x.bdf == y.bdf)
+        .count();
+    let same_host = a.host_bridge == b.host_bridge;
+    let mut out: Vec<&Bridge> = Vec::new();
+    if common > 0 && same_host {
+        out.push(&pa[common - 1]);
+    }
+    out.extend(pa.iter().skip(common));
+    out.extend(pb.iter().skip(common));
+    Some(out)
+}

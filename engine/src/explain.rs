@@ -1,0 +1,339 @@
+//! `ddpcheck explain`'s run on a backend: read the platform, measure each GPU pair with a short
+//! all-reduce sweep (NCCL's transport read from its log), judge with `core::explain`, and where
+//! asked measure the env fixes again (the A/B). After a preflight, the same judgement on what
+//! that preflight measured (`causes_after_preflight`), for the daemon's cause metric.
+
+use ddpcheck_core::backend::{CollectiveRequest, Progress};
+use ddpcheck_core::collective::Collective;
+use ddpcheck_core::explain::{self, AbFigure, ExplainInput, PairMeasurement, PlatformFacts};
+use ddpcheck_core::gpu::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
+use ddpcheck_core::preflight::judged_peak;
+use ddpcheck_core::report::{ExplainReport, Header, PreflightReport, ReportKind};
+use ddpcheck_core::topology::TopologyMatrix;
+use ddpcheck_core::{NodeBackend, ProbeError, Verdict};
+
+use ddpcheck_core::num::len_u32;
+use ddpcheck_core::params::ExplainParams;
+
+use crate::runs::{env_label, nccl_env_from_process, provenance};
+
+/// Runs `explain` on a backend. Faults of a measurement become part of the answer (the pair's
+/// error, a verdict); only invalid input is `Err`.
+pub fn run_explain(
+    backend: &dyn NodeBackend,
+    params: &ExplainParams,
+    history_busbw: &[f64],
+    progress: &mut dyn FnMut(Progress),
+) -> Result<ExplainReport, ProbeError> {
+    let inv = backend.inventory()?;
+    let gpus = select_gpus(&inv.gpus, &params.gpus).map_err(ProbeError::Invalid)?;
+    if gpus.is_empty() {
+        return Err(ProbeError::Unavailable("no GPU found on this node".into()));
+    }
+    let busy = busy_gpus(&gpus);
+    if !busy.is_empty() {
+        return Err(ProbeError::Busy(busy_reason(&busy)));
+    }
+    let topology = backend
+        .topology(&gpus)
+        .ok()
+        .filter(|t| t.validate().is_ok());
+    let platform = backend
+        .platform(&gpus)
+        .unwrap_or_else(|e| PlatformFacts::unknown(&e.to_string()));
+    let env = nccl_env_from_process();
+    let mut prov = provenance(&inv, &gpus);
+    let (measurements, failures) =
+        measure_pairs(backend, params, &gpus, topology.as_ref(), progress)?;
+    let mut explanation = explain::explain(&ExplainInput {
+        gpus: &gpus,
+        topology: topology.as_ref(),
+        platform: &platform,
+        nccl_env: &env,
+        measurements: &measurements,
+        history_busbw,
+    });
+    if params.ab {
+        run_ab(backend, params, &gpus, &mut explanation, progress)?;
+    }
+    prov.nccl_version = failures.nccl_version.clone();
+    let verdict = failures
+        .verdicts
+        .iter()
+        .fold(explanation.verdict(), |v, f| worse(v, *f));
+    let reason = match (explanation.worst(), failures.first_error.as_deref()) {
+        (Some(c), _) => c.message.clone(),
+        (None, Some(e)) => e.to_string(),
+        (None, None) => "no cause of low bandwidth found".to_string(),
+    };
+    Ok(ExplainReport {
+        header: Header::new(ReportKind::Explain, backend.kind(), backend.label(), prov),
+        reason: format!("ddpcheck: {}: {reason}", verdict.as_str()),
+        exit_code: verdict.exit_code(),
+        verdict,
+        gpus,
+        topology,
+        platform,
+        measurements,
+        explanation,
+    })
+}
+
+/// The causes of low bandwidth on the GPUs a preflight ran on, from the platform and that
+/// preflight's figures (no measurement of its own): its all-reduce stands for the pair where it
+/// ran on two GPUs; with more, the pairs are judged without a figure. NCCL's transport is not
+/// logged by a preflight, so the chains predict it from the NCCL variables the preflight ran with.
+pub fn causes_after_preflight(
+    backend: &dyn NodeBackend,
+    report: &PreflightReport,
+    history_busbw: &[f64],
+) -> explain::Explanation {
+    let platform = backend
+        .platform(&report.gpus)
+        .unwrap_or_else(|e| PlatformFacts::unknown(&e.to_string()));
+    let measurements: Vec<PairMeasurement> = match (report.gpus.as_slice(), &report.all_reduce) {
+        ([a, b], Some(sweep)) => vec![PairMeasurement {
+            a: a.index,
+            b: b.index,
+            busbw_gbps: judged_peak(sweep).map(|(_, busbw)| busbw),
+            bytes: judged_peak(sweep).map(|(bytes, _)| bytes),
+            transport: None,
+            error: None,
+        }],
+        _ => Vec::new(),
+    };
+    explain::explain(&ExplainInput {
+        gpus: &report.gpus,
+        topology: report.topology.as_ref(),
+        platform: &platform,
+        nccl_env: &report.header.provenance.nccl_env,
+        measurements: &measurements,
+        history_busbw,
+    })
+}
+
+/// What failed while measuring, as verdicts, and the NCCL version the runs reported.
+#[derive(Default)]
+struct Failures {
+    verdicts: Vec<Verdict>,
+    first_error: Option<String>,
+    nccl_version: Option<String>,
+}
+
+fn pair_request(
+    params: &ExplainParams,
+    gpus: [&GpuInfo; 2],
+    env: Vec<(String, String)>,
+) -> CollectiveRequest {
+    CollectiveRequest {
+        ops: vec![Collective::AllReduce],
+        gpus: gpus.iter().map(|g| g.gpu_ref()).collect(),
+        min_bytes: (params.max_bytes / 4).max(1),
+        max_bytes: params.max_bytes,
+        step_factor: 2,
+        warmup_iters: 2,
+        iters: 5,
+        in_place: false,
+        check: true,
+        env,
+        deadline: params.deadline,
+        inject_hang: false,
+        group: None,
+        record_transport: true,
+    }
+}
+
+fn measure_pairs(
+    backend: &dyn NodeBackend,
+    params: &ExplainParams,
+    gpus: &[GpuInfo],
+    topology: Option<&TopologyMatrix>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Vec<PairMeasurement>, Failures), ProbeError> {
+    let mut out = Vec::new();
+    let mut failures = Failures::default();
+    let Some(t) = topology else {
+        return Ok((out, failures));
+    };
+    let pairs = t.pairs();
+    for (n, p) in pairs.iter().enumerate() {
+        let find = |uuid: &str| gpus.iter().find(|g| g.uuid == uuid);
+        let (Some(a), Some(b)) = (find(&p.a.uuid), find(&p.b.uuid)) else {
+            continue;
+        };
+        let mut m = PairMeasurement {
+            a: a.index,
+            b: b.index,
+            ..PairMeasurement::default()
+        };
+        progress(Progress {
+            stage: "pairs".into(),
+            done: len_u32(n),
+            total: len_u32(pairs.len()),
+            message: format!("GPU{}–GPU{} all-reduce", a.index, b.index),
+        });
+        if a.state != ProbeState::Ok || b.state != ProbeState::Ok {
+            let why = "a GPU of the pair is stuck or lost";
+            m.error = Some(why.into());
+            failures.verdicts.push(Verdict::Critical);
+            failures.first_error.get_or_insert_with(|| why.into());
+            out.push(m);
+            continue;
+        }
+        let req = pair_request(params, [a, b], Vec::new());
+        req.validate()?;
+        match backend.collectives(&req, &mut |_| {}) {
+            Ok(run) => {
+                failures.nccl_version = failures.nccl_version.or(run.nccl_version.clone());
+                let sweep = run.sweeps.iter().find(|s| s.op == Collective::AllReduce);
+                if let Some((bytes, busbw)) = sweep.and_then(judged_peak) {
+                    m.busbw_gbps = Some(busbw);
+                    m.bytes = Some(bytes);
+                }
+                m.transport = run.transport;
+            }
+            Err(ProbeError::Invalid(e)) => return Err(ProbeError::Invalid(e)),
+            Err(e) => {
+                failures
+                    .verdicts
+                    .push(e.verdict().unwrap_or(Verdict::Unknown));
+                failures.first_error.get_or_insert_with(|| e.to_string());
+                m.error = Some(e.to_string());
+            }
+        }
+        out.push(m);
+    }
+    Ok((out, failures))
+}
+
+/// Measures each pair with an env fix again under that fix.
+fn run_ab(
+    backend: &dyn NodeBackend,
+    params: &ExplainParams,
+    gpus: &[GpuInfo],
+    e: &mut explain::Explanation,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(), ProbeError> {
+    // Pairs with a figure and a fix that is an NCCL setting.
+    let todo: Vec<explain::PairChain> = e
+        .pairs
+        .iter()
+        .filter(|c| !c.env_fix.is_empty() && c.busbw_gbps.is_some())
+        .cloned()
+        .collect();
+    for chain in todo {
+        let (a, b, fix) = (chain.a.index, chain.b.index, chain.env_fix.clone());
+        let before = chain.busbw_gbps.unwrap_or_default();
+        let (Some(ga), Some(gb)) = (
+            gpus.iter().find(|g| g.index == a),
+            gpus.iter().find(|g| g.index == b),
+        ) else {
+            continue;
+        };
+        progress(Progress {
+            stage: "ab".into(),
+            done: 0,
+            total: 1,
+            message: format!("GPU{a}–GPU{b} under {}", env_label(&fix)),
+        });
+        let req = pair_request(params, [ga, gb], fix.clone());
+        req.validate()?;
+        let mut ab = AbFigure {
+            overrides: fix,
+            before_gbps: before,
+            after_gbps: None,
+            after_transport: None,
+            error: None,
+        };
+        match backend.collectives(&req, &mut |_| {}) {
+            Ok(run) => {
+                ab.after_gbps = run
+                    .sweeps
+                    .iter()
+                    .find(|s| s.op == Collective::AllReduce)
+                    .and_then(judged_peak)
+                    .map(|(_, b)| b);
+                ab.after_transport = run.transport;
+            }
+            Err(err) => ab.error = Some(err.to_string()),
+        }
+        explain::attach_ab(e, a, b, ab);
+    }
+    Ok(())
+}
+
+/// The verdict a scheduler must care about more (as the preflight orders them).
+fn worse(a: Verdict, b: Verdict) -> Verdict {
+    let rank = |v: Verdict| match v {
+        Verdict::Ok => 0,
+        Verdict::Busy => 1,
+        Verdict::Warning => 2,
+        Verdict::Unknown => 3,
+        Verdict::Timeout => 4,
+        Verdict::Critical => 5,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use ddpcheck_core::explain::CauseKind;
+    use ddpcheck_core::params::PreflightParams;
+    use ddpcheck_sim::SimBackend;
+
+    use super::*;
+    use crate::runs::run_preflight;
+
+    fn after_preflight(spec: &str) -> (PreflightReport, explain::Explanation) {
+        let sim = SimBackend::parse(spec).unwrap();
+        let r = run_preflight(&sim, &PreflightParams::default(), Vec::new(), &mut |_| {}).unwrap();
+        let e = causes_after_preflight(&sim, &r, &[]);
+        (r, e)
+    }
+
+    fn kinds(e: &explain::Explanation) -> Vec<CauseKind> {
+        e.all_causes().map(|c| c.kind).collect()
+    }
+
+    #[test]
+    fn a_healthy_node_has_no_cause() {
+        let (_, e) = after_preflight("h200x2-nvlink");
+        assert_eq!(kinds(&e), Vec::<CauseKind>::new());
+    }
+
+    #[test]
+    fn the_platform_and_the_links_give_their_causes() {
+        let (_, e) = after_preflight("t4x2-pcie+vm");
+        assert!(
+            kinds(&e).contains(&CauseKind::VirtualMachine),
+            "{:?}",
+            kinds(&e)
+        );
+        let (_, e) = after_preflight("a6000x4-phb+degraded-pcie");
+        assert!(
+            kinds(&e).contains(&CauseKind::PcieDowntrained),
+            "{:?}",
+            kinds(&e)
+        );
+    }
+
+    /// On two GPUs the preflight's all-reduce is the pair's figure, judged against the reference.
+    #[test]
+    fn two_gpus_judge_the_preflight_figure_as_the_pair() {
+        let (r, e) = after_preflight("t4x2-pcie+slow-link");
+        let peak = r.all_reduce.as_ref().and_then(judged_peak).unwrap().1;
+        assert_eq!(e.pairs.len(), 1);
+        assert_eq!(e.pairs[0].busbw_gbps, Some(peak));
+        assert!(!e.pairs[0].transport_measured);
+        assert!(
+            kinds(&e).contains(&CauseKind::BelowExpected),
+            "{:?}",
+            kinds(&e)
+        );
+    }
+}
