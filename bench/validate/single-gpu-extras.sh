@@ -23,7 +23,7 @@ timed() {
     timeout -k 5 "$secs" "$@" > "$X/$name.json" 2> "$X/$name.err"
     local rc=$?
     t1=$(date +%s.%N)
-    say "$name rc=$rc wall_s=$(echo "$t1 - $t0" | bc)"
+    say "$name rc=$rc wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
 }
 say "single-gpu-extras $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' >> "$X/summary.txt" 2>&1
