@@ -71,7 +71,7 @@ fn print_manual(req: &DdpRequest, dir: &std::path::Path) -> Result<i32, RunError
     let plan = ddp::plan(req).map_err(RunError::from)?;
     let cfg = ddpcheck_gpu::RealConfig::default();
     for (world, items) in ddp::launch_groups(req, &plan) {
-        println!(
+        outln!(
             "{}",
             ddp::manual_command_group(&cfg, req, &items, world, &script)
         );
@@ -208,7 +208,7 @@ fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<
     if cli.json {
         print_json(r)?;
     } else {
-        print!("{}", render::bench_ddp(r));
+        out!("{}", render::bench_ddp(r));
     }
     Ok(0)
 }

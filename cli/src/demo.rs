@@ -29,7 +29,7 @@ pub fn run(cli: &crate::Cli) -> Result<i32, RunError> {
         Some(bin) => {
             let d = DemoDaemon::start(&bin, dir.path())?;
             if !cli.json {
-                println!(
+                outln!(
                     "ddpcheck demo: ddpcheckd ({}) on {} serving a SIMULATED node ({DEMO_PROFILE}: {DEMO_NODE}).\n",
                     bin.display(),
                     d.socket.display()
@@ -48,7 +48,7 @@ pub fn run(cli: &crate::Cli) -> Result<i32, RunError> {
             if cli.json {
                 eprintln!("{note}");
             } else {
-                println!("{note}\n");
+                outln!("{note}\n");
             }
             (Box::new(LocalRunner::for_node(Some(DEMO_PROFILE))?), None)
         }
@@ -59,12 +59,12 @@ pub fn run(cli: &crate::Cli) -> Result<i32, RunError> {
     if cli.json {
         print_json(&serde_json::json!({ "topo": topo, "preflight": pre, "recommend": rec }))?;
     } else {
-        print!("{}", render::topo(&topo));
-        println!();
-        print!("{}", render::preflight(&pre));
-        println!();
-        print!("{}", crate::recommend::render(&rec));
-        println!(
+        out!("{}", render::topo(&topo));
+        outln!();
+        out!("{}", render::preflight(&pre));
+        outln!();
+        out!("{}", crate::recommend::render(&rec));
+        outln!(
             "\n(demo finished in {:.2} s; every number above is SIMULATED)",
             started.elapsed().as_secs_f64()
         );

@@ -38,7 +38,7 @@ pub fn run(cli: &Cli, a: &ExplainArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&r)?;
     } else {
-        print!("{}", render::explain(&r));
+        out!("{}", render::explain(&r));
     }
     Ok(r.exit_code)
 }

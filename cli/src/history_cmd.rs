@@ -58,7 +58,7 @@ pub fn run(cli: &Cli, a: &HistoryArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&entries)?;
     } else {
-        print!("{}", table(&daemon.addr, &entries));
+        out!("{}", table(&daemon.addr, &entries));
     }
     Ok(0)
 }

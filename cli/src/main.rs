@@ -1,6 +1,24 @@
 //! ddpcheck: the command line. Parses arguments, picks where to run (local, `--sim`, `--daemon`),
 //! runs the command and maps its outcome to an exit code.
 
+/// `print!` for command output that never panics: a reader that went away (`ddpcheck ... | head`)
+/// ends the process quietly (see [`write_out`]).
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::write_out(format_args!($($t)*))
+    };
+}
+
+/// `println!` for command output, as [`out!`].
+macro_rules! outln {
+    () => {
+        $crate::write_out(format_args!("\n"))
+    };
+    ($($t:tt)*) => {
+        $crate::write_out(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
 mod args;
 mod cluster;
 mod config_cmd;
@@ -134,7 +152,7 @@ fn run(cli: &Cli) -> Result<i32, RunError> {
 pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), RunError> {
     let s = serde_json::to_string_pretty(v)
         .map_err(|e| RunError::Daemon(format!("JSON output: {e}")))?;
-    println!("{s}");
+    outln!("{s}");
     Ok(())
 }
 
@@ -143,7 +161,7 @@ fn topo(cli: &Cli, a: &TopoArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&r)?;
     } else {
-        print!("{}", render::topo(&r));
+        out!("{}", render::topo(&r));
     }
     Ok(0)
 }
@@ -210,7 +228,7 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
                 Err(e) if a.prolog => {
                     // The prolog must always answer with a verdict line.
                     let v = Verdict::from_exit_code(e.exit_code()).unwrap_or(Verdict::Unknown);
-                    println!("ddpcheck: {v}: {e}");
+                    outln!("ddpcheck: {v}: {e}");
                     return Ok(policy.prolog_exit(v));
                 }
                 Err(e) => return Err(e),
@@ -218,13 +236,13 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
         }
     };
     if a.prolog {
-        println!("{}", report.reason);
+        outln!("{}", report.reason);
         return Ok(policy.prolog_exit(report.verdict));
     }
     if cli.json {
         print_json(&report)?;
     } else {
-        print!("{}", render::preflight(&report));
+        out!("{}", render::preflight(&report));
     }
     Ok(report.exit_code)
 }
@@ -292,7 +310,22 @@ fn collectives(cli: &Cli, a: &CollectivesArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&r)?;
     } else {
-        print!("{}", render::bench_collectives(&r));
+        out!("{}", render::bench_collectives(&r));
     }
     Ok(0)
+}
+
+/// Writes command output to stdout. Where the reader has gone (a closed pipe) the process ends
+/// with 141, as a shell reports a tool that SIGPIPE ended (Rust ignores SIGPIPE, and `print!`
+/// would panic); any other write error is said on stderr and ends it with 74 (EX_IOERR).
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("ddpcheck: writing the output: {e}");
+        std::process::exit(74);
+    }
 }

@@ -286,7 +286,7 @@ pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&report)?;
     } else {
-        print!("{}", render(&report));
+        out!("{}", render(&report));
     }
     // Measurements asked to be kept but not kept: the recommendation stands, with a warning.
     Ok(if saved.failed() > 0 {

@@ -422,7 +422,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
     if cli.json {
         crate::print_json(&report)?;
     } else {
-        print!("{}", render(&report));
+        out!("{}", render(&report));
     }
     Ok(report.exit_code)
 }

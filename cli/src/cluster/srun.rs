@@ -385,9 +385,9 @@ pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, RunError> 
         // One line per task: srun interleaves the tasks' output line by line.
         let line = serde_json::to_string(&task)
             .map_err(|e| RunError::Daemon(format!("JSON output: {e}")))?;
-        println!("{line}");
+        outln!("{line}");
     } else {
-        print!("{}", render_srun(&task));
+        out!("{}", render_srun(&task));
     }
     Ok(task.report.exit_code)
 }
