@@ -1,15 +1,16 @@
-//! Per-GPU causes: a downtrained PCIe link, MIG, NVLinks down, no NUMA node.
+//! Per-GPU causes: a downtrained or idle-downclocked PCIe link, MIG, NVLinks down, no NUMA node.
 
+use super::platform::SysfsLink;
 use super::{gpu_ref, Action, Cause, CauseKind, ExplainInput};
 use crate::expect;
 use crate::finding::{Evidence, Severity};
-use crate::gpu::GpuInfo;
+use crate::gpu::{GpuInfo, PcieLink};
 
 pub(super) fn causes(input: &ExplainInput<'_>) -> Vec<Cause> {
     let multi = input.gpus.len() >= 2;
     let mut out = Vec::new();
     for g in input.gpus {
-        out.extend(downtrained(g));
+        out.extend(link_state(input, g));
         out.extend(mig(g, multi));
         out.extend(nvlink_down(g, multi));
         out.extend(numa_unknown(input, g));
@@ -32,39 +33,79 @@ fn cause(g: &GpuInfo, kind: CauseKind, severity: Severity, action: Action) -> Ca
     }
 }
 
-/// A narrower link than the GPU and slot support is a fault; a lower generation alone is normal
-/// power saving at rest (the link retrains up under load), so it is only noted.
-fn downtrained(g: &GpuInfo) -> Option<Cause> {
-    let p = g.pcie?;
-    let narrow = p.width_current < p.width_max;
-    if !narrow && p.gen_current >= p.gen_max {
-        return None;
+/// The link at rest (sysfs, else NVML's inventory reading) and, where a pair ran on the GPU,
+/// under load (sysfs).
+fn link_readings(input: &ExplainInput<'_>, g: &GpuInfo) -> (Option<PcieLink>, Option<PcieLink>) {
+    let p = input.platform.gpu(&g.pci_bus_id);
+    let at_rest = p.and_then(|p| p.link.as_pcie()).or(g.pcie);
+    let under_load = p
+        .and_then(|p| p.link_under_load.as_ref())
+        .and_then(SysfsLink::as_pcie);
+    (at_rest, under_load)
+}
+
+fn below_max(l: &PcieLink) -> bool {
+    l.gen_current < l.gen_max || l.width_current < l.width_max
+}
+
+fn gen_width(gen: u32, width: u32) -> String {
+    format!("gen{gen} x{width}")
+}
+
+/// The link state of one GPU: below its maximum under load is a fault (`pcie_downtrained`);
+/// below at rest but at its maximum under load is power saving (`pcie_idle_downclock`); with no
+/// reading under load, the reading at rest is judged as such (narrower: a fault; a lower
+/// generation alone: noted).
+fn link_state(input: &ExplainInput<'_>, g: &GpuInfo) -> Option<Cause> {
+    match link_readings(input, g) {
+        (rest, Some(load)) if below_max(&load) => Some(downtrained(g, &load, rest.as_ref(), true)),
+        (Some(rest), Some(load)) if below_max(&rest) => Some(idle_downclock(g, &rest, &load)),
+        (Some(rest), None) if below_max(&rest) => Some(downtrained(g, &rest, None, false)),
+        _ => None,
     }
-    let (severity, action) = if narrow {
+}
+
+fn link_evidence(what: &str, l: &PcieLink) -> Evidence {
+    Evidence::new(what, gen_width(l.gen_current, l.width_current))
+        .expected(gen_width(l.gen_max, l.width_max))
+        .source(SYSFS_SOURCE)
+}
+
+const SYSFS_SOURCE: &str =
+    "sysfs current_link_speed/width vs max_link_speed/width (NVML's at rest where sysfs is unread)";
+
+/// `judged` is the reading under load (`loaded`) or at rest; `rest` accompanies a load reading.
+fn downtrained(g: &GpuInfo, judged: &PcieLink, rest: Option<&PcieLink>, loaded: bool) -> Cause {
+    let p = judged;
+    let narrow = p.width_current < p.width_max;
+    // At rest a lower generation alone is power saving; under load it is the finding.
+    let fault = narrow || loaded;
+    let (severity, action) = if fault {
         (Severity::Warning, Action::CheckLink)
     } else {
         (Severity::Info, Action::None)
     };
+    let when = if loaded { "under load" } else { "at rest" };
     let mut c = cause(g, CauseKind::PcieDowntrained, severity, action);
     c.message = format!(
-        "GPU{} ({}): PCIe link at gen{} x{}, capable of gen{} x{}{}",
+        "GPU{} ({}): PCIe link at gen{} x{} {when}, capable of gen{} x{}{}",
         g.index,
         g.pci_bus_id,
         p.gen_current,
         p.width_current,
         p.gen_max,
         p.width_max,
-        if narrow {
+        if fault {
             ""
         } else {
-            " (a lower generation at rest is power saving; re-check under load)"
+            " (a lower generation at rest is power saving; no reading under load)"
         }
     );
     c.short = format!(
-        "GPU{}'s PCIe link runs at gen{} x{} of gen{} x{}",
+        "GPU{}'s PCIe link runs at gen{} x{} of gen{} x{} {when}",
         g.index, p.gen_current, p.width_current, p.gen_max, p.width_max
     );
-    c.fix = if narrow {
+    c.fix = if fault {
         format!(
             "reseat GPU{} or check its slot and riser; compare with a sister node",
             g.index
@@ -72,14 +113,32 @@ fn downtrained(g: &GpuInfo) -> Option<Cause> {
     } else {
         "none at rest".into()
     };
-    c.evidence = vec![Evidence::new(
-        "PCIe link",
-        format!("gen{} x{}", p.gen_current, p.width_current),
-    )
-    .expected(format!("gen{} x{}", p.gen_max, p.width_max))
-    .source("NVML current vs max link generation and width")];
-    c.source = "PCIe link training: a link that trains narrower than both ends support is a hardware fault (PCIe Base Specification, Link Status register)".into();
-    Some(c)
+    c.evidence = rest
+        .map(|r| link_evidence("PCIe link at rest", r))
+        .into_iter()
+        .chain([link_evidence(&format!("PCIe link {when}"), p)])
+        .collect();
+    c.source = "PCIe link training: a link that trains narrower or slower than both ends support is a hardware fault (PCI Express Base Specification, Link Status and Link Capabilities registers)".into();
+    c
+}
+
+fn idle_downclock(g: &GpuInfo, rest: &PcieLink, load: &PcieLink) -> Cause {
+    let mut c = cause(g, CauseKind::PcieIdleDownclock, Severity::Info, Action::None);
+    let loaded = gen_width(load.gen_current, load.width_current);
+    c.message = format!(
+        "GPU{} ({}): the link idles at a lower speed to save power ({} at rest); under load it ran at {loaded}",
+        g.index,
+        g.pci_bus_id,
+        gen_width(rest.gen_current, rest.width_current),
+    );
+    c.short = format!("GPU{}'s PCIe link idles below {loaded}", g.index);
+    c.fix = "none: the link trains up under load".into();
+    c.evidence = vec![
+        link_evidence("PCIe link at rest", rest),
+        link_evidence("PCIe link under load", load),
+    ];
+    c.source = "nvidia-smi documentation, PCIe Generation Current: the current generation may be reduced when the GPU is not in use; Linux sysfs-bus-pci ABI: current_link_speed".into();
+    c
 }
 
 fn mig(g: &GpuInfo, multi: bool) -> Option<Cause> {

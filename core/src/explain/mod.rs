@@ -49,8 +49,11 @@ pub enum CauseKind {
     VirtualMachine,
     /// The platform gives no NUMA node for a GPU (sysfs `numa_node` −1).
     NumaUnknown,
-    /// A PCIe link runs below its generation or width.
+    /// A PCIe link runs below its generation or width (under load, or at rest where no load
+    /// reading exists).
     PcieDowntrained,
+    /// A PCIe link below its maximum at rest that reached it under load (power saving).
+    PcieIdleDownclock,
     /// A pair crosses NUMA nodes over PCIe (SYS).
     CrossNuma,
     /// MIG mode is on: no P2P between MIG instances.
@@ -66,7 +69,7 @@ pub enum CauseKind {
 }
 
 impl CauseKind {
-    pub const ALL: [CauseKind; 16] = [
+    pub const ALL: [CauseKind; 17] = [
         CauseKind::TransportDowngraded,
         CauseKind::P2pDisabled,
         CauseKind::P2pLevelTooLow,
@@ -77,6 +80,7 @@ impl CauseKind {
         CauseKind::VirtualMachine,
         CauseKind::NumaUnknown,
         CauseKind::PcieDowntrained,
+        CauseKind::PcieIdleDownclock,
         CauseKind::CrossNuma,
         CauseKind::Mig,
         CauseKind::NvlinkDown,
@@ -98,6 +102,7 @@ impl CauseKind {
             CauseKind::VirtualMachine => "virtual_machine",
             CauseKind::NumaUnknown => "numa_unknown",
             CauseKind::PcieDowntrained => "pcie_downtrained",
+            CauseKind::PcieIdleDownclock => "pcie_idle_downclock",
             CauseKind::CrossNuma => "cross_numa",
             CauseKind::Mig => "mig",
             CauseKind::NvlinkDown => "nvlink_down",

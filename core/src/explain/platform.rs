@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::gpu::PcieLink;
+
 /// ACS control of one PCIe bridge, read from its config space (ACS extended capability 0x000D,
 /// control register at capability + 6).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +99,35 @@ impl SysfsLink {
         .find(|(rate, _)| (gts - rate).abs() < 0.1)
         .map(|(_, g)| g)
     }
+
+    /// The faster of two readings (higher rate, then wider): a link that reached its maximum
+    /// once under load can train to it.
+    pub fn faster(self, other: SysfsLink) -> SysfsLink {
+        let key = |l: &SysfsLink| (l.current_gts.unwrap_or(0.0), l.current_width.unwrap_or(0));
+        if key(&other) > key(&self) {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// Generation and width now and at most, where sysfs gave all four.
+    pub fn as_pcie(&self) -> Option<PcieLink> {
+        Some(PcieLink {
+            gen_current: SysfsLink::generation(self.current_gts?)?,
+            gen_max: SysfsLink::generation(self.max_gts?)?,
+            width_current: self.current_width?,
+            width_max: self.max_width?,
+        })
+    }
+}
+
+/// One GPU's link as read at one moment (`NodeBackend::link_state`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkReading {
+    /// NVML's bus id, as `GpuPlatform::pci_bus_id`.
+    pub pci_bus_id: String,
+    pub link: SysfsLink,
 }
 
 /// The platform side of one GPU.
@@ -114,8 +145,13 @@ pub struct GpuPlatform {
     /// The host bridge (`pci0000:00`) the path starts at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_bridge: Option<String>,
+    /// The link read at rest, with the platform (before any measurement).
     #[serde(default)]
     pub link: SysfsLink,
+    /// The link read while a pair's all-reduce ran on the GPU (the fastest reading seen); `None`
+    /// where no pair ran on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_under_load: Option<SysfsLink>,
     /// The IOMMU group's `type` (`DMA`, `DMA-FQ`, `identity`, `blocked`) where the GPU has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iommu_group_type: Option<String>,

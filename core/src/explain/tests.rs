@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::platform::{AcsState, Bridge, FabricFacts, GpuPlatform, IommuFacts, IommuMode};
+use super::platform::{
+    AcsState, Bridge, FabricFacts, GpuPlatform, IommuFacts, IommuMode, SysfsLink,
+};
 use super::*;
 use crate::gpu::{GpuHealth, PcieLink, ProbeState};
 use crate::topology::P2pStatus;
@@ -74,6 +76,7 @@ fn bare_metal(gpus: &[GpuInfo]) -> PlatformFacts {
             }]),
             host_bridge: Some("pci0000:00".into()),
             link: Default::default(),
+            link_under_load: None,
             iommu_group_type: None,
         })
         .collect();
@@ -339,6 +342,7 @@ fn a_vm_like_the_lent_h200() {
         bridges: Some(vec![]),
         host_bridge: Some("pci0000:00".into()),
         link: Default::default(),
+        link_under_load: None,
         iommu_group_type: None,
     };
     let e = n.explain();
@@ -417,6 +421,78 @@ fn narrow_link_is_a_fault_lower_generation_a_note() {
         .because
         .iter()
         .any(|b| b.contains("GPU1's PCIe link runs at gen4 x8")));
+}
+
+/// A sysfs reading: GT/s of a generation, widths as given.
+fn sysfs(gen: f64, width: u32) -> SysfsLink {
+    SysfsLink {
+        current_gts: Some(gen),
+        max_gts: Some(32.0),
+        current_width: Some(width),
+        max_width: Some(16),
+    }
+}
+
+/// A PCIe pair whose GPU0 reads `rest` at rest and `load` under load.
+fn link_node(rest: SysfsLink, load: Option<SysfsLink>) -> Explanation {
+    let mut n = Node::new(2, "NVIDIA RTX A6000", LinkClass::Phb);
+    n.platform.gpus[0].link = rest;
+    n.platform.gpus[0].link_under_load = load;
+    n.explain()
+}
+
+#[test]
+fn a_link_below_its_maximum_under_load_is_downtrained() {
+    // gen4 under load on a gen5 link: the generation alone is the fault once loaded.
+    let e = link_node(sysfs(2.5, 16), Some(sysfs(16.0, 16)));
+    let c = find(&e, CauseKind::PcieDowntrained);
+    assert_eq!((c.severity, c.action), (Severity::Warning, Action::CheckLink));
+    assert!(c.message.contains("gen4 x16 under load"), "{}", c.message);
+    let seen: Vec<&str> = c.evidence.iter().map(|v| v.what.as_str()).collect();
+    assert_eq!(seen, vec!["PCIe link at rest", "PCIe link under load"]);
+    assert!(!kinds(&e).contains(&CauseKind::PcieIdleDownclock));
+    assert_eq!(e.verdict(), Verdict::Warning);
+}
+
+#[test]
+fn a_link_that_idles_low_and_trains_up_under_load_is_only_noted() {
+    let e = link_node(sysfs(2.5, 16), Some(sysfs(32.0, 16)));
+    let c = find(&e, CauseKind::PcieIdleDownclock);
+    assert_eq!((c.severity, c.action), (Severity::Info, Action::None));
+    assert!(
+        c.message.contains("under load it ran at gen5 x16"),
+        "{}",
+        c.message
+    );
+    assert!(!kinds(&e).contains(&CauseKind::PcieDowntrained));
+    assert_eq!(e.verdict(), Verdict::Ok);
+    assert!(e.pairs[0].fix.is_empty(), "{}", e.pairs[0].fix);
+}
+
+#[test]
+fn without_a_reading_under_load_the_link_is_judged_at_rest() {
+    // Narrower at rest with no load reading: a fault, said to be at rest.
+    let e = link_node(sysfs(32.0, 8), None);
+    let c = find(&e, CauseKind::PcieDowntrained);
+    assert_eq!((c.severity, c.action), (Severity::Warning, Action::CheckLink));
+    assert!(c.message.contains("x8 at rest"), "{}", c.message);
+    // A lower generation alone at rest stays a note.
+    let e = link_node(sysfs(2.5, 16), None);
+    let c = find(&e, CauseKind::PcieDowntrained);
+    assert_eq!((c.severity, c.action), (Severity::Info, Action::None));
+    assert!(c.message.contains("at rest"), "{}", c.message);
+    // At its maximum at rest and under load: nothing.
+    let e = link_node(sysfs(32.0, 16), Some(sysfs(32.0, 16)));
+    assert!(kinds(&e).is_empty(), "{:?}", kinds(&e));
+}
+
+#[test]
+fn the_faster_reading_is_kept() {
+    let slow = sysfs(2.5, 16);
+    let fast = sysfs(32.0, 16);
+    assert_eq!(slow.clone().faster(fast.clone()), fast);
+    assert_eq!(fast.clone().faster(slow), fast);
+    assert_eq!(sysfs(32.0, 8).faster(sysfs(32.0, 16)), sysfs(32.0, 16));
 }
 
 #[test]
