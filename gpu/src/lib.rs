@@ -105,12 +105,17 @@ impl NodeBackend for RealBackend {
         &self,
         gpus: &[GpuInfo],
     ) -> Result<ddpcheck_core::explain::PlatformFacts, ProbeError> {
-        // DDPCHECK_PLATFORM_ROOT points the readers at another tree (a fixture, a chroot).
-        let root = std::env::var_os("DDPCHECK_PLATFORM_ROOT")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
+        let root = platform_root();
         let ids: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
         Ok(platform::read(&root, &ids))
+    }
+
+    fn link_state(
+        &self,
+        gpus: &[GpuInfo],
+    ) -> Result<Vec<ddpcheck_core::explain::platform::LinkReading>, ProbeError> {
+        let ids: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
+        Ok(platform::links(&platform_root(), &ids))
     }
 
     fn cluster_prepare(
@@ -127,4 +132,11 @@ impl NodeBackend for RealBackend {
     ) -> Result<ddpcheck_core::cluster::NodeResult, ProbeError> {
         cluster::join(&self.config, job, rendezvous)
     }
+}
+
+/// `/`, or the tree DDPCHECK_PLATFORM_ROOT names (a fixture, a chroot) for the sysfs readers.
+fn platform_root() -> PathBuf {
+    std::env::var_os("DDPCHECK_PLATFORM_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }

@@ -13,7 +13,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 use ddpcheck_core::explain::platform::{
-    normalise_bdf, AcsState, Bridge, GpuPlatform, PlatformFacts, SysfsLink,
+    normalise_bdf, AcsState, Bridge, GpuPlatform, LinkReading, PlatformFacts, SysfsLink,
 };
 
 /// Everything about the platform of these GPUs (NVML bus ids) under `root`.
@@ -26,6 +26,20 @@ pub fn read(root: &Path, bus_ids: &[String]) -> PlatformFacts {
         gpus: bus_ids.iter().map(|id| gpu(root, id)).collect(),
         source: format!("sysfs {}", root.display()),
     }
+}
+
+/// Only the PCIe links of these GPUs (cheap enough to poll while a measurement runs).
+pub fn links(root: &Path, bus_ids: &[String]) -> Vec<LinkReading> {
+    bus_ids
+        .iter()
+        .map(|id| {
+            let dev = root.join("sys/bus/pci/devices").join(normalise_bdf(id));
+            LinkReading {
+                pci_bus_id: id.clone(),
+                link: sysfs_link(&dev),
+            }
+        })
+        .collect()
 }
 
 fn gpu(root: &Path, bus_id: &str) -> GpuPlatform {
@@ -50,6 +64,7 @@ fn gpu(root: &Path, bus_id: &str) -> GpuPlatform {
         bridges,
         host_bridge: path.map(|(host, _)| host),
         link: sysfs_link(&dir),
+        link_under_load: None,
         iommu_group_type: host::group_type(&dir),
     }
 }

@@ -79,6 +79,24 @@ fn bare_metal_box_with_a_switch_and_acs_on() {
     assert!(!g2.bridges.as_ref().unwrap()[0].acs.redirects_p2p());
 }
 
+/// The link-only reader (polled under load) reads what the full reader reads, by NVML bus id.
+#[test]
+fn links_alone_match_the_full_read() {
+    let root = fixture("baremetal-switch");
+    let wanted = ids(&["00000000:03:00.0", "00000000:81:00.0"]);
+    let full = read(&root, &wanted);
+    let links = links(&root, &wanted);
+    assert_eq!(links.len(), 2);
+    for (l, g) in links.iter().zip(&full.gpus) {
+        assert_eq!(l.pci_bus_id, g.pci_bus_id);
+        assert_eq!(l.link, g.link);
+    }
+    assert_eq!(links[1].link.current_width, Some(8));
+    // A GPU not in the tree reads as nothing, not an error.
+    let gone = super::links(&root, &ids(&["00000000:99:00.0"]));
+    assert_eq!(gone[0].link, SysfsLink::default());
+}
+
 /// The lent H200 guest's own tree (`testdata/vm-h200/PROVENANCE.md`).
 #[test]
 fn the_lent_h200_guest() {
