@@ -2,6 +2,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
@@ -37,6 +39,9 @@ pub struct SimBackend {
     catalog: &'static Catalog,
     profile: &'static Profile,
     faults: Vec<Fault>,
+    /// A collective or DDP run has started: the links have trained up under load. The sim
+    /// does not model the idle timeout after which a real link drops again.
+    loaded: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for SimBackend {
@@ -82,6 +87,7 @@ impl SimBackend {
             catalog: cat,
             profile,
             faults,
+            loaded: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -95,6 +101,13 @@ impl SimBackend {
 
     fn has(&self, f: Fault) -> bool {
         self.faults.contains(&f)
+    }
+
+    fn slot_of(&self, pci_bus_id: &str) -> Option<usize> {
+        self.profile
+            .gpus
+            .iter()
+            .position(|s| s.pci_bus_id == pci_bus_id)
     }
 
     fn gpu_state(&self, i: usize) -> ProbeState {
@@ -128,18 +141,7 @@ impl SimBackend {
         let Some(m) = model.filter(|_| state == ProbeState::Ok) else {
             return info;
         };
-        let (mut gen, mut width) = (m.pcie_gen, m.pcie_width);
-        if self.has(Fault::DegradedPcie) && i == fault::DEGRADED_GPU {
-            gen = degraded_gen(m.pcie_gen);
-            width = fault::DEGRADED_WIDTH.min(m.pcie_width);
-        }
-        // Current = max for a healthy link: the sim reports the link as it trains under load.
-        info.pcie = Some(PcieLink {
-            gen_current: gen,
-            gen_max: m.pcie_gen,
-            width_current: width,
-            width_max: m.pcie_width,
-        });
+        info.pcie = Some(self.pcie_link(i, m.pcie_gen, m.pcie_width));
         let ecc_fault = self.has(Fault::Ecc) && i == fault::ECC_GPU;
         let ecc_on = m.ecc_enabled || ecc_fault;
         info.health = GpuHealth {
@@ -178,6 +180,25 @@ impl SimBackend {
     }
 
     /// NVLinks up on slot `i` (nvlink-down leaves GPU 1 fewer).
+    /// Slot `i`'s link now. Current = max for a healthy link (as it trains under load), except
+    /// that idle-downclock idles it at gen1 until a collective has run.
+    fn pcie_link(&self, i: usize, gen_max: u32, width_max: u32) -> PcieLink {
+        let (mut gen, mut width) = (gen_max, width_max);
+        if self.has(Fault::DegradedPcie) && i == fault::DEGRADED_GPU {
+            gen = degraded_gen(gen_max);
+            width = fault::DEGRADED_WIDTH.min(width_max);
+        }
+        if self.has(Fault::IdleDownclock) && !self.loaded.load(Ordering::SeqCst) {
+            gen = fault::IDLE_GEN;
+        }
+        PcieLink {
+            gen_current: gen,
+            gen_max,
+            width_current: width,
+            width_max,
+        }
+    }
+
     fn nvlinks(&self, i: usize) -> u32 {
         let all = self.profile.nvlinks_active;
         if self.has(Fault::NvlinkDown) && i == fault::NVLINK_DOWN_GPU {
@@ -432,6 +453,7 @@ impl NodeBackend for SimBackend {
                 "CUDA error 802 (system not yet initialized): the NVSwitch fabric is not ready; is nvidia-fabricmanager running?".into(),
             ));
         }
+        self.loaded.store(true, Ordering::SeqCst);
         let env = effective_env(&req.env);
         let fabric = Fabric::new(self.catalog, self.profile, &self.faults, &env, &gpus);
         progress(Progress {
@@ -475,6 +497,7 @@ impl NodeBackend for SimBackend {
         if self.has(Fault::Hang) {
             return Err(crate::ddp::hang(req.deadline_s, "ddp benchmark"));
         }
+        self.loaded.store(true, Ordering::SeqCst);
         crate::ddp::run(self.catalog, self.profile, &self.faults, req, progress)
     }
 
@@ -483,6 +506,29 @@ impl NodeBackend for SimBackend {
         gpus: &[GpuInfo],
     ) -> Result<ddpcheck_core::explain::PlatformFacts, ProbeError> {
         Ok(crate::platform::facts(self.profile, &self.faults, gpus))
+    }
+
+    /// The links as they are now (under load once a collective has run), not as the caller's
+    /// inventory read them.
+    fn link_state(
+        &self,
+        gpus: &[GpuInfo],
+    ) -> Result<Vec<ddpcheck_core::explain::platform::LinkReading>, ProbeError> {
+        let now: Vec<GpuInfo> = gpus
+            .iter()
+            .map(|g| match self.slot_of(&g.pci_bus_id) {
+                Some(i) => self.gpu_info(i),
+                None => g.clone(),
+            })
+            .collect();
+        Ok(crate::platform::facts(self.profile, &self.faults, &now)
+            .gpus
+            .into_iter()
+            .map(|g| ddpcheck_core::explain::platform::LinkReading {
+                pci_bus_id: g.pci_bus_id,
+                link: g.link,
+            })
+            .collect())
     }
 
     fn cluster_prepare(

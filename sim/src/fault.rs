@@ -21,10 +21,11 @@ pub enum Fault {
     Mig,
     NvlinkDown,
     NoFabricManager,
+    IdleDownclock,
 }
 
 /// The fault table: name and one line of help, in the order help texts list them.
-pub const FAULTS: [(Fault, &str, &str); 16] = [
+pub const FAULTS: [(Fault, &str, &str); 17] = [
     (
         Fault::DegradedPcie,
         "degraded-pcie",
@@ -105,6 +106,11 @@ pub const FAULTS: [(Fault, &str, &str); 16] = [
         "no-fabric-manager",
         "NVSwitch node without Fabric Manager: CUDA reports error 802 (system not ready) and no collective starts",
     ),
+    (
+        Fault::IdleDownclock,
+        "idle-downclock",
+        "every GPU's PCIe link idles at gen1 (power saving) and trains to its maximum once a collective runs; bandwidth is unaffected",
+    ),
 ];
 
 /// acs: share of PCIe P2P bandwidth left when peer traffic turns at the root complex (sim
@@ -123,6 +129,8 @@ pub const SLOW_NIC_FACTOR: f64 = 0.25;
 
 /// slow-link: fraction of normal bandwidth.
 pub const SLOW_LINK_FACTOR: f64 = 0.30;
+/// idle-downclock: the generation a link idles at (NVIDIA GPUs drop to gen1 when idle).
+pub const IDLE_GEN: u32 = 1;
 /// degraded-pcie: the GPU whose link is degraded and its width.
 pub const DEGRADED_GPU: usize = 1;
 pub const DEGRADED_WIDTH: u32 = 8;

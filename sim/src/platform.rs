@@ -83,6 +83,7 @@ pub fn facts(profile: &Profile, faults: &[Fault], gpus: &[GpuInfo]) -> PlatformF
                 bridges: Some(bridges),
                 host_bridge: Some(host),
                 link: link.unwrap_or_default(),
+                link_under_load: None,
                 iommu_group_type: translated.then(|| "DMA-FQ".to_string()),
             })
         })

@@ -92,7 +92,7 @@ fn every_profile_parses_and_labels_itself() {
             "a6000x2-pxb"
         ]
     );
-    assert_eq!(faults().len(), 16);
+    assert_eq!(faults().len(), 17);
     for p in profiles() {
         let b = sim(p);
         assert_eq!(b.kind(), BackendKind::Sim);
@@ -207,6 +207,35 @@ fn degraded_pcie_warns_naming_the_gpu_and_width() {
     assert_eq!(r.verdict, Verdict::Warning, "{}", r.reason);
     let (_, bw) = r.all_reduce.unwrap().peak_busbw(0).unwrap();
     assert!(bw < 3.5, "{bw}");
+}
+
+/// idle-downclock: gen1 at rest, the maximum once a collective ran; degraded-pcie stays below
+/// its maximum under load too. Bandwidth and the preflight verdict are unchanged.
+#[test]
+fn idle_downclock_trains_up_under_load_degraded_pcie_does_not() {
+    let b = sim("h200x2-nvlink+idle-downclock");
+    let gpus = b.inventory().unwrap().gpus;
+    let gen_width = |l: &ddpcheck_core::explain::platform::SysfsLink| {
+        (l.current_gts, l.max_gts, l.current_width)
+    };
+    let rest = b.link_state(&gpus).unwrap();
+    assert_eq!(gpus[0].pcie.unwrap().gen_current, 1);
+    assert_eq!(gen_width(&rest[0].link), (Some(2.5), Some(32.0), Some(16)));
+    b.collectives(&sweep_req(&b, &[Collective::AllReduce], 2, &[]), &mut |_| {})
+        .unwrap();
+    let load = b.link_state(&gpus).unwrap();
+    assert_eq!(gen_width(&load[0].link), (Some(32.0), Some(32.0), Some(16)));
+    assert_eq!(load[1].pci_bus_id, gpus[1].pci_bus_id);
+
+    let d = sim("h200x2-nvlink+degraded-pcie");
+    let gpus = d.inventory().unwrap().gpus;
+    d.collectives(&sweep_req(&d, &[Collective::AllReduce], 2, &[]), &mut |_| {})
+        .unwrap();
+    let load = d.link_state(&gpus).unwrap();
+    assert_eq!(gen_width(&load[1].link), (Some(16.0), Some(32.0), Some(8)));
+
+    let r = preflight("a6000x4-phb+idle-downclock");
+    assert_eq!(r.verdict, preflight("a6000x4-phb").verdict, "{}", r.reason);
 }
 
 #[test]
