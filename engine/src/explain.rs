@@ -1,10 +1,14 @@
 //! `ddpcheck explain`'s run on a backend: read the platform, measure each GPU pair with a short
-//! all-reduce sweep (NCCL's transport read from its log), judge with `core::explain`, and where
-//! asked measure the env fixes again (the A/B). After a preflight, the same judgement on what
+//! all-reduce sweep (NCCL's transport read from its log, the PCIe links read again under load),
+//! judge with `core::explain`, and where asked measure the env fixes again (the A/B). After a preflight, the same judgement on what
 //! that preflight measured (`causes_after_preflight`), for the daemon's cause metric.
 
-use ddpcheck_core::backend::{CollectiveRequest, Progress};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::collective::Collective;
+use ddpcheck_core::explain::platform::{normalise_bdf, LinkReading};
 use ddpcheck_core::explain::{self, AbFigure, ExplainInput, PairMeasurement, PlatformFacts};
 use ddpcheck_core::gpu::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
 use ddpcheck_core::preflight::judged_peak;
@@ -38,13 +42,19 @@ pub fn run_explain(
         .topology(&gpus)
         .ok()
         .filter(|t| t.validate().is_ok());
-    let platform = backend
+    let mut platform = backend
         .platform(&gpus)
         .unwrap_or_else(|e| PlatformFacts::unknown(&e.to_string()));
     let env = nccl_env_from_process();
     let mut prov = provenance(&inv, &gpus);
-    let (measurements, failures) =
-        measure_pairs(backend, params, &gpus, topology.as_ref(), progress)?;
+    let (measurements, failures) = measure_pairs(
+        backend,
+        params,
+        &gpus,
+        topology.as_ref(),
+        &mut platform,
+        progress,
+    )?;
     let mut explanation = explain::explain(&ExplainInput {
         gpus: &gpus,
         topology: topology.as_ref(),
@@ -143,11 +153,13 @@ fn pair_request(
     }
 }
 
+/// Measures each pair of the topology; the links read under load go into `platform`.
 fn measure_pairs(
     backend: &dyn NodeBackend,
     params: &ExplainParams,
     gpus: &[GpuInfo],
     topology: Option<&TopologyMatrix>,
+    platform: &mut PlatformFacts,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Vec<PairMeasurement>, Failures), ProbeError> {
     let mut out = Vec::new();
@@ -182,8 +194,11 @@ fn measure_pairs(
         }
         let req = pair_request(params, [a, b], Vec::new());
         req.validate()?;
-        match backend.collectives(&req, &mut |_| {}) {
+        let (run, links) = collective_under_load(backend, &req, &[a.clone(), b.clone()]);
+        match run {
             Ok(run) => {
+                // Only a run that went through loaded the links.
+                keep_under_load(platform, links);
                 failures.nccl_version = failures.nccl_version.or(run.nccl_version.clone());
                 let sweep = run.sweeps.iter().find(|s| s.op == Collective::AllReduce);
                 if let Some((bytes, busbw)) = sweep.and_then(judged_peak) {
@@ -204,6 +219,58 @@ fn measure_pairs(
         out.push(m);
     }
     Ok((out, failures))
+}
+
+/// How often the links are read while a pair's collective runs.
+const LINK_POLL: Duration = Duration::from_millis(50);
+
+/// Runs the collective while a sampler thread reads the pair's links every [`LINK_POLL`],
+/// then reads them once more right after it ends. On real GPUs a pair's sweep is mostly
+/// process start and NCCL init, and its all-reduce can be shorter than a poll, so a read
+/// partway through is not assured; the read right after catches the link before it drops
+/// back to its idle speed. Every reading is returned; the caller keeps the fastest.
+fn collective_under_load(
+    backend: &dyn NodeBackend,
+    req: &CollectiveRequest,
+    pair: &[GpuInfo],
+) -> (Result<CollectiveRun, ProbeError>, Vec<LinkReading>) {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut seen = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(LINK_POLL);
+                seen.extend(backend.link_state(pair).unwrap_or_default());
+            }
+            seen
+        });
+        let run = backend.collectives(req, &mut |_| {});
+        stop.store(true, Ordering::Relaxed);
+        let mut seen = sampler.join().unwrap_or_default();
+        seen.extend(backend.link_state(pair).unwrap_or_default());
+        (run, seen)
+    })
+}
+
+/// Keeps the fastest reading under load of each GPU in its platform facts (readings with no
+/// link speed, where sysfs had none, are left out).
+fn keep_under_load(platform: &mut PlatformFacts, readings: Vec<LinkReading>) {
+    for r in readings
+        .into_iter()
+        .filter(|r| r.link.current_gts.is_some())
+    {
+        let want = normalise_bdf(&r.pci_bus_id);
+        if let Some(g) = platform
+            .gpus
+            .iter_mut()
+            .find(|g| normalise_bdf(&g.pci_bus_id) == want)
+        {
+            g.link_under_load = Some(match g.link_under_load.take() {
+                Some(old) => old.faster(r.link),
+                None => r.link,
+            });
+        }
+    }
 }
 
 /// Measures each pair with an env fix again under that fix.
@@ -320,6 +387,44 @@ mod tests {
             "{:?}",
             kinds(&e)
         );
+    }
+
+    fn explained(spec: &str) -> ExplainReport {
+        let sim = SimBackend::parse(spec).unwrap();
+        run_explain(&sim, &ExplainParams::default(), &[], &mut |_| {}).unwrap()
+    }
+
+    /// The links are read again under load: an idle gen1 link that trains to gen5 is noted, a
+    /// degraded one stays a fault; both readings are in the report.
+    #[test]
+    fn links_are_read_again_under_load() {
+        let r = explained("h200x2-nvlink+idle-downclock");
+        let g = &r.platform.gpus[0];
+        assert_eq!(g.link.current_gts, Some(2.5));
+        assert_eq!(g.link_under_load.as_ref().unwrap().current_gts, Some(32.0));
+        let k = kinds(&r.explanation);
+        assert!(k.contains(&CauseKind::PcieIdleDownclock), "{k:?}");
+        assert!(!k.contains(&CauseKind::PcieDowntrained), "{k:?}");
+        assert_eq!(r.verdict, Verdict::Ok, "{}", r.reason);
+
+        let r = explained("h200x2-nvlink+degraded-pcie");
+        let g = &r.platform.gpus[1];
+        assert_eq!(g.link_under_load.as_ref().unwrap().current_width, Some(8));
+        let c = r
+            .explanation
+            .all_causes()
+            .find(|c| c.kind == CauseKind::PcieDowntrained)
+            .unwrap();
+        assert!(c.message.contains("under load"), "{}", c.message);
+    }
+
+    /// A pair whose collective fails gives no reading under load (it never loaded the link).
+    #[test]
+    fn a_failed_run_reads_no_link_under_load() {
+        let r = explained("h200x8-nvswitch+no-fabric-manager+idle-downclock");
+        assert!(r.platform.gpus.iter().all(|g| g.link_under_load.is_none()));
+        let k = kinds(&r.explanation);
+        assert!(!k.contains(&CauseKind::PcieIdleDownclock), "{k:?}");
     }
 
     /// On two GPUs the preflight's all-reduce is the pair's figure, judged against the reference.
