@@ -151,6 +151,41 @@ fn link_state_causes() {
     assert_eq!(v["pairs"][0]["link"], "NV12");
 }
 
+/// A link that idles low and trains up under load is a note; one below its maximum under load
+/// is the fault. Both readings are in the report.
+#[test]
+fn link_read_at_rest_and_under_load() {
+    let (rc, v, text) = explain("a6000x4-phb+idle-downclock", &[], &[]);
+    has(&v, "pcie_idle_downclock", "none", "info");
+    assert!(
+        !causes(&v).iter().any(|c| c.0 == "pcie_downtrained"),
+        "{:?}",
+        causes(&v)
+    );
+    let g = &v["platform"]["gpus"][0];
+    assert_eq!(g["link"]["current_gts"], 2.5);
+    assert_eq!(g["link_under_load"]["current_gts"], 8.0);
+    assert!(text.contains("under load it ran at gen3 x16"), "{text}");
+    let (rc_healthy, _, _) = explain("a6000x4-phb", &[], &[]);
+    assert_eq!(rc, rc_healthy, "a note does not change the exit code");
+
+    let (rc, v, _) = explain("a6000x4-phb+degraded-pcie+idle-downclock", &[], &[]);
+    assert_eq!(rc, 1);
+    has(&v, "pcie_downtrained", "check_link", "warning");
+    let g = &v["platform"]["gpus"][1];
+    assert_eq!(g["link_under_load"]["current_width"], 8);
+    let down = v["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "pcie_downtrained")
+        .unwrap();
+    assert!(
+        down["message"].as_str().unwrap().contains("under load"),
+        "{down}"
+    );
+}
+
 #[test]
 fn fabric_manager_down_fails_the_node() {
     let (rc, v, text) = explain("h200x8-nvswitch+no-fabric-manager", &[], &["--gpus", "0,1"]);

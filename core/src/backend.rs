@@ -263,6 +263,23 @@ pub trait NodeBackend: Send + Sync {
         ))
     }
 
+    /// The GPUs' PCIe links as sysfs states them now; read while (or right after) a pair
+    /// measurement runs, so the link is seen under load. Default: the platform read again.
+    fn link_state(
+        &self,
+        gpus: &[GpuInfo],
+    ) -> Result<Vec<crate::explain::platform::LinkReading>, ProbeError> {
+        Ok(self
+            .platform(gpus)?
+            .gpus
+            .into_iter()
+            .map(|g| crate::explain::platform::LinkReading {
+                pci_bus_id: g.pci_bus_id,
+                link: g.link,
+            })
+            .collect())
+    }
+
     /// Cluster run, phase 1: this node's rendezvous contribution (real NCCL: rank 0's unique
     /// id). Default: not implemented for the real backend yet.
     fn cluster_prepare(&self, job: &crate::cluster::ClusterJob) -> Result<Vec<u8>, ProbeError> {

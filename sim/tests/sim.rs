@@ -221,16 +221,22 @@ fn idle_downclock_trains_up_under_load_degraded_pcie_does_not() {
     let rest = b.link_state(&gpus).unwrap();
     assert_eq!(gpus[0].pcie.unwrap().gen_current, 1);
     assert_eq!(gen_width(&rest[0].link), (Some(2.5), Some(32.0), Some(16)));
-    b.collectives(&sweep_req(&b, &[Collective::AllReduce], 2, &[]), &mut |_| {})
-        .unwrap();
+    b.collectives(
+        &sweep_req(&b, &[Collective::AllReduce], 2, &[]),
+        &mut |_| {},
+    )
+    .unwrap();
     let load = b.link_state(&gpus).unwrap();
     assert_eq!(gen_width(&load[0].link), (Some(32.0), Some(32.0), Some(16)));
     assert_eq!(load[1].pci_bus_id, gpus[1].pci_bus_id);
 
     let d = sim("h200x2-nvlink+degraded-pcie");
     let gpus = d.inventory().unwrap().gpus;
-    d.collectives(&sweep_req(&d, &[Collective::AllReduce], 2, &[]), &mut |_| {})
-        .unwrap();
+    d.collectives(
+        &sweep_req(&d, &[Collective::AllReduce], 2, &[]),
+        &mut |_| {},
+    )
+    .unwrap();
     let load = d.link_state(&gpus).unwrap();
     assert_eq!(gen_width(&load[1].link), (Some(16.0), Some(32.0), Some(8)));
 

@@ -34,13 +34,23 @@ fn cause(g: &GpuInfo, kind: CauseKind, severity: Severity, action: Action) -> Ca
 }
 
 /// The link at rest (sysfs, else NVML's inventory reading) and, where a pair ran on the GPU,
-/// under load (sysfs).
+/// under load (sysfs). sysfs' maximum is the GPU's own; NVML's is what the GPU and the system
+/// allow together, so where NVML gives one it caps the maximum (a gen5 GPU in a gen4 slot).
 fn link_readings(input: &ExplainInput<'_>, g: &GpuInfo) -> (Option<PcieLink>, Option<PcieLink>) {
     let p = input.platform.gpu(&g.pci_bus_id);
-    let at_rest = p.and_then(|p| p.link.as_pcie()).or(g.pcie);
+    let capped = |l: PcieLink| match g.pcie {
+        Some(n) => PcieLink {
+            gen_max: l.gen_max.min(n.gen_max),
+            width_max: l.width_max.min(n.width_max),
+            ..l
+        },
+        None => l,
+    };
+    let at_rest = p.and_then(|p| p.link.as_pcie()).map(capped).or(g.pcie);
     let under_load = p
         .and_then(|p| p.link_under_load.as_ref())
-        .and_then(SysfsLink::as_pcie);
+        .and_then(SysfsLink::as_pcie)
+        .map(capped);
     (at_rest, under_load)
 }
 
@@ -71,8 +81,7 @@ fn link_evidence(what: &str, l: &PcieLink) -> Evidence {
         .source(SYSFS_SOURCE)
 }
 
-const SYSFS_SOURCE: &str =
-    "sysfs current_link_speed/width vs max_link_speed/width (NVML's at rest where sysfs is unread)";
+const SYSFS_SOURCE: &str = "sysfs current_link_speed/width vs max_link_speed/width, capped by NVML's maximum (NVML's reading at rest where sysfs is unread)";
 
 /// `judged` is the reading under load (`loaded`) or at rest; `rest` accompanies a load reading.
 fn downtrained(g: &GpuInfo, judged: &PcieLink, rest: Option<&PcieLink>, loaded: bool) -> Cause {
@@ -123,7 +132,12 @@ fn downtrained(g: &GpuInfo, judged: &PcieLink, rest: Option<&PcieLink>, loaded: 
 }
 
 fn idle_downclock(g: &GpuInfo, rest: &PcieLink, load: &PcieLink) -> Cause {
-    let mut c = cause(g, CauseKind::PcieIdleDownclock, Severity::Info, Action::None);
+    let mut c = cause(
+        g,
+        CauseKind::PcieIdleDownclock,
+        Severity::Info,
+        Action::None,
+    );
     let loaded = gen_width(load.gen_current, load.width_current);
     c.message = format!(
         "GPU{} ({}): the link idles at a lower speed to save power ({} at rest); under load it ran at {loaded}",
@@ -137,7 +151,7 @@ fn idle_downclock(g: &GpuInfo, rest: &PcieLink, load: &PcieLink) -> Cause {
         link_evidence("PCIe link at rest", rest),
         link_evidence("PCIe link under load", load),
     ];
-    c.source = "nvidia-smi documentation, PCIe Generation Current: the current generation may be reduced when the GPU is not in use; Linux sysfs-bus-pci ABI: current_link_speed".into();
+    c.source = "nvidia-smi documentation, PCIe Generation Current: \"These may be reduced when the GPU is not in use\"; Linux sysfs-bus-pci ABI: current_link_speed".into();
     c
 }
 

@@ -286,9 +286,9 @@ fn bears_on(c: &Cause, p: &Pair<'_>) -> bool {
             .iter()
             .any(|g| g.uuid == p.a.uuid || g.uuid == p.b.uuid);
     own && match c.kind {
-        CauseKind::IommuTranslated
-        | CauseKind::PcieDowntrained
-        | CauseKind::PcieIdleDownclock => !p.link.is_nvlink(),
+        CauseKind::IommuTranslated | CauseKind::PcieDowntrained | CauseKind::PcieIdleDownclock => {
+            !p.link.is_nvlink()
+        }
         CauseKind::NvlinkDown => p.link.is_nvlink(),
         CauseKind::NumaUnknown => false,
         _ => true,

@@ -446,7 +446,10 @@ fn a_link_below_its_maximum_under_load_is_downtrained() {
     // gen4 under load on a gen5 link: the generation alone is the fault once loaded.
     let e = link_node(sysfs(2.5, 16), Some(sysfs(16.0, 16)));
     let c = find(&e, CauseKind::PcieDowntrained);
-    assert_eq!((c.severity, c.action), (Severity::Warning, Action::CheckLink));
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::CheckLink)
+    );
     assert!(c.message.contains("gen4 x16 under load"), "{}", c.message);
     let seen: Vec<&str> = c.evidence.iter().map(|v| v.what.as_str()).collect();
     assert_eq!(seen, vec!["PCIe link at rest", "PCIe link under load"]);
@@ -474,7 +477,10 @@ fn without_a_reading_under_load_the_link_is_judged_at_rest() {
     // Narrower at rest with no load reading: a fault, said to be at rest.
     let e = link_node(sysfs(32.0, 8), None);
     let c = find(&e, CauseKind::PcieDowntrained);
-    assert_eq!((c.severity, c.action), (Severity::Warning, Action::CheckLink));
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::CheckLink)
+    );
     assert!(c.message.contains("x8 at rest"), "{}", c.message);
     // A lower generation alone at rest stays a note.
     let e = link_node(sysfs(2.5, 16), None);
@@ -484,6 +490,29 @@ fn without_a_reading_under_load_the_link_is_judged_at_rest() {
     // At its maximum at rest and under load: nothing.
     let e = link_node(sysfs(32.0, 16), Some(sysfs(32.0, 16)));
     assert!(kinds(&e).is_empty(), "{:?}", kinds(&e));
+}
+
+/// A gen5 GPU in a gen4 slot: sysfs' maximum is the GPU's, NVML's the slot's; gen4 under load
+/// is then the link's best, not a fault.
+#[test]
+fn nvmls_maximum_caps_the_gpus_own() {
+    let mut n = Node::new(2, "NVIDIA RTX A6000", LinkClass::Phb);
+    n.gpus[0].pcie = Some(PcieLink {
+        gen_current: 1,
+        gen_max: 4,
+        width_current: 16,
+        width_max: 16,
+    });
+    n.platform.gpus[0].link = sysfs(2.5, 16);
+    n.platform.gpus[0].link_under_load = Some(sysfs(16.0, 16));
+    let e = n.explain();
+    assert!(
+        !kinds(&e).contains(&CauseKind::PcieDowntrained),
+        "{:?}",
+        kinds(&e)
+    );
+    let c = find(&e, CauseKind::PcieIdleDownclock);
+    assert!(c.message.contains("ran at gen4 x16"), "{}", c.message);
 }
 
 #[test]
