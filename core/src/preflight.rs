@@ -364,7 +364,7 @@ fn sweep_all_reduce(
                 detail: e.to_string(),
             });
             let v = e.verdict().ok_or_else(|| e.clone())?;
-            let v = worst(v, Verdict::from_findings(&g.findings));
+            let v = v.worse(Verdict::from_findings(&g.findings));
             return Ok(Some((v, e.to_string())));
         }
     };
@@ -414,23 +414,6 @@ fn judge_sweep(opts: &PreflightOptions, g: &mut Gathered) {
     if let Some(s) = &g.sweep {
         g.findings
             .extend(judge_allreduce(s, g.expected.as_ref(), &opts.history_busbw));
-    }
-}
-
-fn worst(a: Verdict, b: Verdict) -> Verdict {
-    // Ordered by how much a scheduler must care: CRITICAL beats TIMEOUT beats the rest.
-    let rank = |v: Verdict| match v {
-        Verdict::Ok => 0,
-        Verdict::Busy => 1,
-        Verdict::Warning => 2,
-        Verdict::Unknown => 3,
-        Verdict::Timeout => 4,
-        Verdict::Critical => 5,
-    };
-    if rank(a) >= rank(b) {
-        a
-    } else {
-        b
     }
 }
 

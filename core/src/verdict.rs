@@ -36,6 +36,24 @@ impl Verdict {
         Verdict::Timeout,
     ];
 
+    /// The verdict of the two a scheduler must care about more: CRITICAL beats TIMEOUT beats
+    /// UNKNOWN beats WARNING beats BUSY beats OK; `self` on a tie.
+    pub fn worse(self, other: Verdict) -> Verdict {
+        let rank = |v: Verdict| match v {
+            Verdict::Ok => 0,
+            Verdict::Busy => 1,
+            Verdict::Warning => 2,
+            Verdict::Unknown => 3,
+            Verdict::Timeout => 4,
+            Verdict::Critical => 5,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+
     pub fn exit_code(self) -> i32 {
         match self {
             Verdict::Ok => 0,
@@ -135,6 +153,23 @@ mod tests {
             assert_eq!(Verdict::from_exit_code(v.exit_code()), Some(v));
         }
         assert_eq!(Verdict::from_exit_code(EXIT_USAGE), None);
+    }
+
+    #[test]
+    fn the_worse_verdict_is_the_one_a_scheduler_must_care_about_more() {
+        let order = [
+            Verdict::Ok,
+            Verdict::Busy,
+            Verdict::Warning,
+            Verdict::Unknown,
+            Verdict::Timeout,
+            Verdict::Critical,
+        ];
+        for (i, a) in order.iter().enumerate() {
+            for (j, b) in order.iter().enumerate() {
+                assert_eq!(a.worse(*b), order[i.max(j)], "{a} vs {b}");
+            }
+        }
     }
 
     #[test]

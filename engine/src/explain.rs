@@ -70,7 +70,7 @@ pub fn run_explain(
     let verdict = failures
         .verdicts
         .iter()
-        .fold(explanation.verdict(), |v, f| worse(v, *f));
+        .fold(explanation.verdict(), |v, f| v.worse(*f));
     let reason = match (explanation.worst(), failures.first_error.as_deref()) {
         (Some(c), _) => c.message.clone(),
         (None, Some(e)) => e.to_string(),
@@ -327,23 +327,6 @@ fn run_ab(
         explain::attach_ab(e, a, b, ab);
     }
     Ok(())
-}
-
-/// The verdict a scheduler must care about more (as the preflight orders them).
-fn worse(a: Verdict, b: Verdict) -> Verdict {
-    let rank = |v: Verdict| match v {
-        Verdict::Ok => 0,
-        Verdict::Busy => 1,
-        Verdict::Warning => 2,
-        Verdict::Unknown => 3,
-        Verdict::Timeout => 4,
-        Verdict::Critical => 5,
-    };
-    if rank(b) > rank(a) {
-        b
-    } else {
-        a
-    }
 }
 
 #[cfg(test)]

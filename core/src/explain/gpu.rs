@@ -19,18 +19,7 @@ pub(super) fn causes(input: &ExplainInput<'_>) -> Vec<Cause> {
 }
 
 fn cause(g: &GpuInfo, kind: CauseKind, severity: Severity, action: Action) -> Cause {
-    Cause {
-        kind,
-        severity,
-        action,
-        message: String::new(),
-        short: String::new(),
-        fix: String::new(),
-        evidence: Vec::new(),
-        gpus: vec![gpu_ref(g)],
-        env_fix: Vec::new(),
-        source: String::new(),
-    }
+    Cause::new(kind, severity, action, vec![gpu_ref(g)])
 }
 
 /// The link at rest (sysfs, else NVML's inventory reading) and, where a pair ran on the GPU,

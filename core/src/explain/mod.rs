@@ -135,6 +135,25 @@ pub struct Cause {
     pub source: String,
 }
 
+impl Cause {
+    /// A cause of `kind` on `gpus` (empty for the whole node), its words, evidence and source
+    /// still to be filled in by the judgement that found it.
+    pub fn new(kind: CauseKind, severity: Severity, action: Action, gpus: Vec<GpuRef>) -> Cause {
+        Cause {
+            kind,
+            severity,
+            action,
+            message: String::new(),
+            short: String::new(),
+            fix: String::new(),
+            evidence: Vec::new(),
+            gpus,
+            env_fix: Vec::new(),
+            source: String::new(),
+        }
+    }
+}
+
 /// What was measured on one pair: a short all-reduce sweep of its two GPUs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PairMeasurement {

@@ -15,16 +15,8 @@ pub(super) fn causes(input: &ExplainInput<'_>) -> Vec<Cause> {
 
 fn cause(kind: CauseKind, severity: Severity, action: Action, message: String) -> Cause {
     Cause {
-        kind,
-        severity,
-        action,
         message,
-        short: String::new(),
-        fix: String::new(),
-        evidence: Vec::new(),
-        gpus: Vec::new(),
-        env_fix: Vec::new(),
-        source: String::new(),
+        ..Cause::new(kind, severity, action, Vec::new())
     }
 }
 

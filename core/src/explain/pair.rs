@@ -96,16 +96,8 @@ fn measurement(ms: &[PairMeasurement], a: u32, b: u32) -> Option<&PairMeasuremen
 
 fn new_cause(kind: CauseKind, severity: Severity, action: Action, gpus: &[GpuRef]) -> Cause {
     Cause {
-        kind,
-        severity,
-        action,
-        message: String::new(),
-        short: String::new(),
-        fix: String::new(),
-        evidence: Vec::new(),
-        gpus: gpus.to_vec(),
-        env_fix: Vec::new(),
         source: NCCL_ENV_DOCS.into(),
+        ..Cause::new(kind, severity, action, gpus.to_vec())
     }
 }
 
