@@ -2,6 +2,7 @@
 //! (plain DDP, the GPUs side by side without communication, then the likeliest changes while
 //! they fit) and the estimate of its length.
 
+use ddpcheck_core::ddp::DdpVariant;
 use serde::{Deserialize, Serialize};
 
 /// Seconds a `torchrun` launch takes before its first step (torch import, process group and
@@ -40,16 +41,10 @@ pub struct LaunchPlan {
 /// Estimated seconds of one variant's run at N GPUs, `step_s` being one 1-GPU micro-batch plus
 /// the optimizer step.
 fn run_estimate(variant: &str, step_s: f64) -> f64 {
-    let accum = variant
-        .split('+')
-        .find_map(|p| p.strip_prefix("accum"))
-        .and_then(|k| k.parse::<f64>().ok())
-        .unwrap_or(1.0);
-    let runs = if variant == "nocomm" {
-        NOCOMM_RUNS
-    } else {
-        1.0
-    };
+    // The variants here are this module's own names: one that does not parse counts as plain.
+    let v = variant.parse::<DdpVariant>().unwrap_or_default();
+    let accum = f64::from(v.accum.max(1));
+    let runs = if v.nocomm { NOCOMM_RUNS } else { 1.0 };
     let steps = f64::from(WARMUP_STEPS + STEPS);
     PROBE_S + runs * steps * accum * step_s * MARGIN
 }
