@@ -6,10 +6,20 @@
 mod common;
 
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::fake_gpu::FakeGpuLibs;
 use common::{bin, code, output_within, stderr, stdout, Daemon};
+
+/// The tests that start daemons run one at a time: the real-backend one judges the fake
+/// libraries' all-reduce against a network's expected bandwidth, which the other tests' daemons
+/// would slow on a machine of two cores, and the deadline test times its nodes.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn cluster(daemons: &[&Daemon], extra: &[&str]) -> std::process::Output {
     let nodes: Vec<String> = daemons.iter().map(|d| d.addr()).collect();
@@ -29,6 +39,7 @@ fn json(o: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn isolates_the_slow_node_every_time_and_passes_a_healthy_cluster() {
+    let _serial = serial();
     let specs = [
         "h200x8-nvswitch",
         "h200x8-nvswitch",
@@ -105,6 +116,7 @@ fn isolates_the_slow_node_every_time_and_passes_a_healthy_cluster() {
 
 #[test]
 fn a_hung_or_dead_node_is_reported_within_the_deadline() {
+    let _serial = serial();
     let a = Daemon::start(Some("h200x8-nvswitch"));
     let b = Daemon::start(Some("h200x8-nvswitch"));
     let hung = Daemon::start(Some("h200x8-nvswitch+hang"));
@@ -174,6 +186,7 @@ fn a_hung_or_dead_node_is_reported_within_the_deadline() {
 /// log), and a node whose all-reduce comes back wrong is the one blamed.
 #[test]
 fn real_backend_daemons_join_one_communicator_through_fake_gpu_libraries() {
+    let _serial = serial();
     let Some(libs) = FakeGpuLibs::build() else {
         return;
     };
