@@ -226,9 +226,21 @@ fn real_backend_daemons_join_one_communicator_through_fake_gpu_libraries() {
     assert!([0, 1].contains(&code(&o)), "{}\n{}", stdout(&o), stderr(&o));
     assert_eq!(r["transport"], "NET/Socket");
     assert!(r["cluster_busbw_gbps"].as_f64().unwrap() > 0.0);
+    // Both nodes answered and joined. The fake NCCL's all-reduce runs on the CPU, so on a slow
+    // shared machine it can miss the 10 GbE expectation: then, and only then, the verdict is a
+    // WARNING for low cluster bandwidth and the nodes may also be not told apart (unresolved).
+    let slow_cluster = code(&o) == 1;
+    if slow_cluster {
+        assert!(stdout(&o).contains("cluster_busbw_low"), "{}", stdout(&o));
+    }
     for n in r["nodes"].as_array().unwrap() {
+        let answered = if slow_cluster {
+            ["ok", "slow", "unresolved"].as_slice()
+        } else {
+            ["ok", "slow"].as_slice()
+        };
         assert!(
-            n["state"] == "ok" || n["state"] == "slow",
+            answered.iter().any(|s| n["state"] == *s),
             "{n}: {}",
             stdout(&o)
         );
