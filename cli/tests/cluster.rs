@@ -223,15 +223,36 @@ fn real_backend_daemons_join_one_communicator_through_fake_gpu_libraries() {
     let o = cluster(&[&a, &b], &args);
     let r = json(&o);
     assert_eq!(r["backend"], "real", "{}", stdout(&o));
-    assert!([0, 1].contains(&code(&o)), "{}\n{}", stdout(&o), stderr(&o));
     assert_eq!(r["transport"], "NET/Socket");
     assert!(r["cluster_busbw_gbps"].as_f64().unwrap() > 0.0);
     // Both nodes answered and joined. The fake NCCL's all-reduce runs on the CPU, so on a slow
-    // shared machine it can miss the 10 GbE expectation: then, and only then, the verdict is a
-    // WARNING for low cluster bandwidth and the nodes may also be not told apart (unresolved).
-    let slow_cluster = code(&o) == 1;
+    // shared machine it can miss the 10 GbE expectation (0.4-0.9 GB/s against 1.1 on two busy
+    // cores): then, and only then, the verdict may be a WARNING or CRITICAL, its findings are
+    // low cluster bandwidth and the isolation of a slow node, and the nodes are slow or not
+    // told apart (unresolved); never unreachable or unresponsive, never wrong results.
+    let codes: Vec<&str> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .filter(|c| *c != "cluster_busbw_ok")
+        .collect();
+    let slow_cluster = code(&o) != 0;
     if slow_cluster {
-        assert!(stdout(&o).contains("cluster_busbw_low"), "{}", stdout(&o));
+        assert!([1, 2].contains(&code(&o)), "{}\n{}", stdout(&o), stderr(&o));
+        assert!(codes.contains(&"cluster_busbw_low"), "{}", stdout(&o));
+    }
+    for c in &codes {
+        assert!(
+            [
+                "cluster_busbw_low",
+                "cluster_node_slow",
+                "cluster_isolation_unresolved"
+            ]
+            .contains(c),
+            "{c}: {}",
+            stdout(&o)
+        );
     }
     for n in r["nodes"].as_array().unwrap() {
         let answered = if slow_cluster {
