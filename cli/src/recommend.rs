@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ddpcheck_core::ddp::beyond_noise;
+use ddpcheck_core::recommend::DEFAULT_TARGET_EFFICIENCY;
 use ddpcheck_core::verdict::Verdict;
 use ddpcheck_engine::recommend::{
     self, OwnMeasurements, RecommendReport, RecommendRequest, DEFAULT_BUDGET_S,
@@ -38,7 +39,9 @@ pub struct RecommendArgs {
     /// Price of the whole node per hour, for cost per million tokens.
     #[arg(long)]
     pub price_per_hour: Option<f64>,
-    #[arg(long, default_value_t = 0.85)]
+    /// Efficiency to reach (speedup over the GPU count): the simplest change that reaches it is
+    /// recommended.
+    #[arg(long, default_value_t = DEFAULT_TARGET_EFFICIENCY)]
     pub target_efficiency: f64,
     /// Saved reports to use instead of measuring (`check --json`, `topo --json`, `bench
     /// collectives --json`, `bench ddp --json`); repeatable. Lets a colleague's node be advised

@@ -57,6 +57,8 @@ pub struct Case {
     pub regime: Regime,
     pub model: String,
     pub variant: String,
+    /// GPUs of the multi-GPU run (its efficiency is the speedup over this).
+    pub world: u32,
     pub predicted: f64,
     /// The naive formula's speedup from the same inputs.
     pub naive: f64,
@@ -170,6 +172,7 @@ fn whole_runs(protocol: Protocol, ds: &Dataset, knobs: Knobs) -> Vec<Case> {
                 regime: ds.spec.regime,
                 model: model.clone(),
                 variant: r.variant.clone(),
+                world: r.world_size,
                 predicted,
                 naive: reading.naive(&v, &curve),
                 input_launch: None,

@@ -1,9 +1,11 @@
 //! The figures a protocol is judged by: median and largest |error|, mean signed error (bias),
-//! the ranking of variants measured more than 5% apart, and whether the variant the model would
-//! pick was ever measured slower than the baseline.
+//! the ranking of variants measured more than 5% apart, and whether the variant `recommend`
+//! would choose from these predictions (and the one predicted fastest) was ever measured slower
+//! than the baseline.
 
 use crate::protocol::Case;
 use ddpcheck_core::num::ToF64;
+use ddpcheck_core::recommend::{pick, DEFAULT_TARGET_EFFICIENCY};
 
 /// Two variants of one model and regime are ranked when their measured speedups differ by more
 /// than this (relative to the larger).
@@ -19,12 +21,41 @@ pub struct Score {
     /// Pairs measured more than [`RANKING_GAP`] apart, and how many are predicted in that order.
     pub pairs: usize,
     pub pairs_right: usize,
-    /// Groups (one model in one dataset) with a measured baseline, and how many of them had the
-    /// predicted-fastest variant measured slower than the baseline.
+    /// Groups (one model in one dataset) with a measured baseline.
     pub groups: usize,
-    pub picks_slower: usize,
+    /// What `recommend`'s rule chose from the predictions (the simplest change reaching the
+    /// default target efficiency, else the most efficient) against the measured baseline.
+    pub choice: Picks,
+    /// The variant predicted fastest against the measured baseline (a stricter reading).
+    pub fastest: Picks,
+}
+
+/// How often a chosen variant was measured slower than plain DDP.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Picks {
+    /// Groups where something other than plain DDP was chosen.
+    pub changed: usize,
+    pub slower: usize,
     /// Of those, how many were measured slower by more than [`RANKING_GAP`].
-    pub picks_slower_beyond_gap: usize,
+    pub slower_beyond_gap: usize,
+}
+
+impl Picks {
+    fn count(&mut self, chosen: &Case, base: &Case) {
+        self.changed += usize::from(chosen.variant != base.variant);
+        self.slower += usize::from(chosen.measured < base.measured);
+        self.slower_beyond_gap +=
+            usize::from(chosen.measured < base.measured * (1.0 - RANKING_GAP));
+    }
+}
+
+/// The case recommend's rule chooses among a group's variants, from `predicted` speedups.
+fn recommended<'a>(g: &[&'a Case], predicted: &impl Fn(&Case) -> f64) -> Option<&'a Case> {
+    let efficiencies: Vec<(&str, f64)> = g
+        .iter()
+        .map(|c| (c.variant.as_str(), predicted(c) / f64::from(c.world.max(1))))
+        .collect();
+    pick(&efficiencies, DEFAULT_TARGET_EFFICIENCY).map(|p| g[p.chosen])
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -79,14 +110,62 @@ pub fn score(cases: &[Case], predicted: impl Fn(&Case) -> f64) -> Score {
         let Some(base) = g.iter().find(|c| c.variant == "base") else {
             continue;
         };
-        let pick = g
+        let fastest = g
             .iter()
             .max_by(|a, b| predicted(a).total_cmp(&predicted(b)))
             .unwrap_or(base);
         s.groups += 1;
-        s.picks_slower += usize::from(pick.measured < base.measured);
-        s.picks_slower_beyond_gap +=
-            usize::from(pick.measured < base.measured * (1.0 - RANKING_GAP));
+        s.fastest.count(fastest, base);
+        s.choice
+            .count(recommended(&g, &predicted).unwrap_or(base), base);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::Regime;
+
+    fn case(variant: &str, predicted: f64, measured: f64) -> Case {
+        Case {
+            dataset: "d".into(),
+            regime: Regime::Shm,
+            model: "m".into(),
+            variant: variant.into(),
+            world: 2,
+            predicted,
+            naive: predicted,
+            input_launch: None,
+            measured,
+            judged: true,
+        }
+    }
+
+    #[test]
+    fn recommends_choice_keeps_plain_ddp_where_it_reaches_the_target_and_the_fastest_does_not() {
+        // Plain DDP is predicted at 0.9 efficiency (target 0.85): recommend keeps it, although
+        // accum8 is predicted faster and was measured slower.
+        let cases = [case("base", 1.80, 1.80), case("accum8", 1.85, 1.78)];
+        let s = score(&cases, |c| c.predicted);
+        assert_eq!(s.groups, 1);
+        assert_eq!((s.choice.changed, s.choice.slower), (0, 0));
+        assert_eq!((s.fastest.changed, s.fastest.slower), (1, 1));
+        assert_eq!(s.fastest.slower_beyond_gap, 0);
+    }
+
+    #[test]
+    fn a_change_measured_slower_beyond_the_gap_is_counted() {
+        // Plain DDP misses the target; accum8 is chosen and measured 10% slower than plain DDP.
+        let cases = [case("base", 1.2, 1.50), case("accum8", 1.8, 1.35)];
+        let s = score(&cases, |c| c.predicted);
+        assert_eq!(
+            (
+                s.choice.changed,
+                s.choice.slower,
+                s.choice.slower_beyond_gap
+            ),
+            (1, 1, 1)
+        );
+    }
 }

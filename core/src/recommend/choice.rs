@@ -22,7 +22,7 @@ const VARIANTS: [(&str, CommHook, u32); 9] = [
 ];
 
 /// The same variants from the cheapest change to the most invasive.
-pub(super) const CHANGE_ORDER: [&str; 9] = [
+pub const CHANGE_ORDER: [&str; 9] = [
     "base",
     "bf16",
     "fp16",
@@ -98,27 +98,54 @@ pub(super) fn choose(input: &RecommendInput, basis: &Basis) -> Result<Choice, Mo
                 .cloned(),
         });
     }
-    let position = |name: &str| rows.iter().position(|r| r.variant == name);
-    let first_ok = CHANGE_ORDER
+    let efficiencies: Vec<(&str, f64)> = rows
         .iter()
-        .filter_map(|v| position(v))
-        .find(|&i| rows[i].reaches_target);
-    let best = rows
-        .iter()
-        .enumerate()
-        .max_by(|(_, a), (_, b)| a.prediction.efficiency.total_cmp(&b.prediction.efficiency))
-        .map(|(i, _)| i);
-    let (Some(baseline), Some(best)) = (position("base"), best) else {
+        .map(|r| (r.variant.as_str(), r.prediction.efficiency))
+        .collect();
+    let baseline = rows.iter().position(|r| r.variant == "base");
+    let (Some(baseline), Some(pick)) = (baseline, pick(&efficiencies, input.target_efficiency))
+    else {
         return Err(ModelError::Invalid("no variant could be predicted".into()));
     };
-    let use_one_gpu = n > 1 && rows[best].prediction.speedup < 1.0;
+    let use_one_gpu = n > 1 && rows[pick.best].prediction.speedup < 1.0;
     Ok(Choice {
         single,
         baseline,
-        chosen: first_ok.unwrap_or(best),
-        reaches_target: first_ok.is_some(),
+        chosen: pick.chosen,
+        reaches_target: pick.reaches_target,
         use_one_gpu,
         rows,
+    })
+}
+
+/// What [`pick`] chose among variants, as indices into its input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pick {
+    /// The variant recommended.
+    pub chosen: usize,
+    /// The most efficient variant.
+    pub best: usize,
+    /// Whether the chosen variant reaches the target.
+    pub reaches_target: bool,
+}
+
+/// recommend's rule over `(variant, efficiency)` pairs: the first in [`CHANGE_ORDER`] whose
+/// efficiency reaches `target` (the simplest change that does), else the most efficient.
+/// Variants outside [`CHANGE_ORDER`] are only ever the most efficient. `None` when empty.
+pub fn pick(efficiencies: &[(&str, f64)], target: f64) -> Option<Pick> {
+    let best = efficiencies
+        .iter()
+        .enumerate()
+        .max_by(|(_, a), (_, b)| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i)?;
+    let first_ok = CHANGE_ORDER
+        .iter()
+        .filter_map(|v| efficiencies.iter().position(|(name, _)| name == v))
+        .find(|&i| efficiencies[i].1 >= target);
+    Some(Pick {
+        chosen: first_ok.unwrap_or(best),
+        best,
+        reaches_target: first_ok.is_some(),
     })
 }
 

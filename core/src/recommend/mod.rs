@@ -25,13 +25,16 @@ use serde::{Deserialize, Serialize};
 use crate::ddp::CommHook;
 use crate::model::{ModelError, Overheads, Prediction};
 
-/// Kept here for callers that format byte counts beside a recommendation.
-pub use choice::variant_name;
+pub use choice::{pick, variant_name, Pick, CHANGE_ORDER};
 pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, MeasuredBaseline,
     MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
 };
 pub use snippet::python_snippet;
+
+/// The efficiency (speedup over N GPUs) recommend aims at unless told otherwise: the simplest
+/// change that reaches it is chosen.
+pub const DEFAULT_TARGET_EFFICIENCY: f64 = 0.85;
 
 /// A reason, and the measurement (or assumption) it rests on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

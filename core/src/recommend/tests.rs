@@ -642,3 +642,26 @@ fn a_measured_baseline_calibrates_every_variant() {
         assert!(row(&fitted, v).step_s > row(&plain, v).step_s, "{v}");
     }
 }
+
+#[test]
+fn pick_takes_the_simplest_change_that_reaches_the_target_else_the_most_efficient() {
+    let rows = [
+        ("base", 0.80),
+        ("accum8", 0.95),
+        ("bf16", 0.88),
+        ("accum4", 0.90),
+    ];
+    // bf16 is a simpler change than accumulation and reaches 0.85.
+    let p = super::pick(&rows, 0.85).unwrap();
+    assert_eq!(
+        (rows[p.chosen].0, rows[p.best].0, p.reaches_target),
+        ("bf16", "accum8", true)
+    );
+    // Plain DDP reaches a lower target and stays.
+    let p = super::pick(&rows, 0.75).unwrap();
+    assert_eq!(rows[p.chosen].0, "base");
+    // Nothing reaches 0.99: the most efficient is named.
+    let p = super::pick(&rows, 0.99).unwrap();
+    assert_eq!((rows[p.chosen].0, p.reaches_target), ("accum8", false));
+    assert_eq!(super::pick(&[], 0.85), None);
+}
