@@ -37,6 +37,10 @@ pub struct DdpArgs {
     pub steps: u32,
     #[arg(long, default_value_t = 10)]
     pub warmup_steps: u32,
+    /// Time at least this many seconds of steps in each run: more than --steps where steps are
+    /// short. Runs of one launch then compare to a few percent (recommend's own runs take 2 s).
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    pub min_timed_seconds: f64,
     /// Price of the whole node per hour (split over its GPUs for cost per million tokens).
     #[arg(long)]
     pub price_per_hour: Option<f64>,
@@ -162,6 +166,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         micro_batch: a.micro_batch.unwrap_or(if only_mlp { 256 } else { 8 }),
         warmup_steps: a.warmup_steps,
         steps: a.steps,
+        min_timed_s: a.min_timed_seconds,
         price_per_gpu_hour,
         env,
         deadline_s: a.deadline,

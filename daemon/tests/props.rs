@@ -666,6 +666,7 @@ proptest! {
             env,
             deadline_seconds: deadline,
             repeats: nums.2,
+            min_timed_seconds: deadline,
         };
         let bytes = ddp.encode_to_vec();
         decode_all(&bytes);

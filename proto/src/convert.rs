@@ -157,6 +157,7 @@ impl From<&DdpRequest> for v1::BenchDdpRequest {
             env: r.env.iter().cloned().collect(),
             deadline_seconds: r.deadline_s,
             repeats: r.repeats,
+            min_timed_seconds: r.min_timed_s,
         }
     }
 }
@@ -184,6 +185,7 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
             micro_batch: or_default(req.micro_batch, 8),
             warmup_steps: or_default(req.warmup_steps, 10),
             steps: or_default(req.steps, 40),
+            min_timed_s: req.min_timed_seconds,
             price_per_gpu_hour: (req.price_per_gpu_hour > 0.0).then_some(req.price_per_gpu_hour),
             env: env_pairs(&req.env),
             deadline_s: deadline(req.deadline_seconds, 600.0)?.as_secs_f64(),
@@ -294,6 +296,7 @@ mod tests {
             micro_batch: 4,
             warmup_steps: 3,
             steps: 20,
+            min_timed_s: 2.0,
             price_per_gpu_hour: Some(2.5),
             env: vec![("NCCL_ALGO".into(), "Ring".into())],
             deadline_s: 300.0,

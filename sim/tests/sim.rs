@@ -504,6 +504,7 @@ fn ddp_req(models: &[&str], variants: &[&str], worlds: &[u32], e: &[(&str, &str)
         micro_batch: 8,
         warmup_steps: 10,
         steps: 40,
+        min_timed_s: 0.0,
         price_per_gpu_hour: Some(2.64 / 4.0),
         env: env(e),
         deadline_s: 60.0,

@@ -13,6 +13,12 @@ pub struct DdpRequest {
     pub micro_batch: u32,
     pub warmup_steps: u32,
     pub steps: u32,
+    /// Each run times at least this many seconds of steps: more than `steps` where steps are
+    /// short (0: exactly `steps`). A launch of a short-step model lands at its own speed, but runs
+    /// side by side in it compare to a few percent once each times seconds rather than tens of
+    /// milliseconds (docs/results/2026-12-01-h200-one-gpu-launch-noise.md).
+    #[serde(default)]
+    pub min_timed_s: f64,
     /// Price of one GPU-hour, for cost per million tokens.
     pub price_per_gpu_hour: Option<f64>,
     /// Extra NCCL_* variables for every run (the regime).
@@ -28,6 +34,9 @@ pub struct DdpRequest {
 fn one_launch() -> u32 {
     1
 }
+
+/// The longest stretch of steps a run may be asked to time, seconds.
+pub const MAX_MIN_TIMED_S: f64 = 60.0;
 
 /// Most launches of one configuration a request may ask for.
 pub const MAX_REPEATS: u32 = 20;
@@ -109,6 +118,12 @@ impl DdpRequest {
             return bad(format!(
                 "steps {} (warm-up {}) outside 1..=10000",
                 self.steps, self.warmup_steps
+            ));
+        }
+        if !(self.min_timed_s.is_finite() && (0.0..=MAX_MIN_TIMED_S).contains(&self.min_timed_s)) {
+            return bad(format!(
+                "minimum timed seconds {} outside 0..={MAX_MIN_TIMED_S}",
+                self.min_timed_s
             ));
         }
         if !(1..=MAX_REPEATS).contains(&self.repeats) {

@@ -288,6 +288,7 @@ fn a_request_gets_the_one_gpu_references_its_hooked_variants_need() {
         micro_batch: 8,
         warmup_steps: 1,
         steps: 2,
+        min_timed_s: 0.0,
         price_per_gpu_hour: None,
         env: Vec::new(),
         deadline_s: 60.0,
@@ -343,4 +344,27 @@ fn throughput_ratio_cancels_the_launches_common_speed() {
     let mut one = base.clone();
     one.world_size = 1;
     assert_eq!(throughput_ratio(&acc, &one), None);
+}
+
+#[test]
+fn a_minimum_timed_stretch_outside_zero_to_sixty_seconds_is_refused() {
+    let mut req = DdpRequest {
+        models: vec![ModelSpec::gpt2_124m()],
+        variants: vec![DdpVariant::default()],
+        world_sizes: vec![1],
+        micro_batch: 8,
+        warmup_steps: 1,
+        steps: 2,
+        min_timed_s: 2.0,
+        price_per_gpu_hour: None,
+        env: Vec::new(),
+        deadline_s: 60.0,
+        repeats: 1,
+    };
+    assert!(req.validate(1).is_ok());
+    for bad in [-1.0, 61.0, f64::NAN] {
+        req.min_timed_s = bad;
+        let e = req.validate(1).unwrap_err().to_string();
+        assert!(e.contains("minimum timed seconds"), "{bad}: {e}");
+    }
 }

@@ -14,11 +14,18 @@ pub const PROBE_S: f64 = 3.0;
 /// Warm-up and timed steps of a quick run.
 pub const WARMUP_STEPS: u32 = 5;
 pub const STEPS: u32 = 15;
+/// Each quick run times at least this long (more than [`STEPS`] where steps are short): runs side
+/// by side in one launch then compare to about 4% where 20-step runs spread 9-17%
+/// (docs/results/2026-12-01-h200-one-gpu-launch-noise.md).
+pub const MIN_TIMED_S: f64 = 2.0;
+/// Steps the script times after the warm-up to size a run to [`MIN_TIMED_S`], and then warms up
+/// again (`bench_ddp.py`'s `SIZING_STEPS`).
+const SIZING_STEPS: u32 = 3;
 /// An N-GPU step also waits on the network and the other GPUs: its estimate is the 1-GPU
 /// step times this.
 const MARGIN: f64 = 1.5;
 /// A `nocomm` run on N GPUs times one GPU alone and all together, three rounds each
-/// (`bench_ddp.py`'s `SOLO_ROUNDS`): about six runs' worth of steps.
+/// (`bench_ddp.py`'s `SOLO_ROUNDS`): six timed blocks.
 const NOCOMM_RUNS: f64 = 6.0;
 
 /// The default budget of recommend's own measurements, seconds.
@@ -39,14 +46,16 @@ pub struct LaunchPlan {
 }
 
 /// Estimated seconds of one variant's run at N GPUs, `step_s` being one 1-GPU micro-batch plus
-/// the optimizer step.
+/// the optimizer step: the sizing steps and two warm-ups, then each timed block of at least
+/// [`MIN_TIMED_S`].
 fn run_estimate(variant: &str, step_s: f64) -> f64 {
     // The variants here are this module's own names: one that does not parse counts as plain.
     let v = variant.parse::<DdpVariant>().unwrap_or_default();
-    let accum = f64::from(v.accum.max(1));
-    let runs = if v.nocomm { NOCOMM_RUNS } else { 1.0 };
-    let steps = f64::from(WARMUP_STEPS + STEPS);
-    PROBE_S + runs * steps * accum * step_s * MARGIN
+    let step = f64::from(v.accum.max(1)) * step_s;
+    let blocks = if v.nocomm { NOCOMM_RUNS } else { 1.0 };
+    let untimed = f64::from(2 * WARMUP_STEPS + SIZING_STEPS) * step;
+    let timed = (f64::from(STEPS) * step).max(MIN_TIMED_S);
+    PROBE_S + (untimed + blocks * timed) * MARGIN
 }
 
 /// Estimated seconds of the launch with only the required runs.
@@ -121,18 +130,25 @@ mod tests {
 
     #[test]
     fn candidates_are_dropped_last_first_and_nothing_runs_below_the_required() {
-        // A 355M-sized step of 100 ms: base and nocomm take 20 + 3 + 3 s plus 7 runs of 20
-        // steps at 150 ms (21 s): 47 s; bf16 adds 6 s, accum4 15 s.
+        // A 355M-sized step of 100 ms: base and nocomm take 20 s of launch, 3 + 3 s of probes
+        // and (2 × 13 untimed steps + 7 timed blocks of 2 s) × 1.5: 51 s; bf16 adds 8 s, accum4
+        // 20 s.
         let plan = plan_launch(0.100, 60.0).unwrap();
         assert_eq!(plan.variants, ["base", "nocomm", "bf16"]);
         assert_eq!(plan_launch(0.100, 40.0), None);
     }
 
     #[test]
-    fn accumulation_and_nocomm_count_their_extra_steps() {
-        let one = run_estimate("base", 0.01);
-        assert!((run_estimate("accum4", 0.01) - PROBE_S - 4.0 * (one - PROBE_S)).abs() < 1e-9);
-        assert!((run_estimate("bf16+accum4", 0.01) - run_estimate("accum4", 0.01)).abs() < 1e-9);
-        assert!((run_estimate("nocomm", 0.01) - PROBE_S - 6.0 * (one - PROBE_S)).abs() < 1e-9);
+    fn long_steps_count_their_accumulation_and_short_ones_the_minimum_timed_stretch() {
+        // 1 s steps: every block is STEPS steps, so accumulation 4 is four times the work.
+        let one = run_estimate("base", 1.0);
+        assert!((run_estimate("accum4", 1.0) - PROBE_S - 4.0 * (one - PROBE_S)).abs() < 1e-9);
+        assert!((run_estimate("bf16+accum4", 1.0) - run_estimate("accum4", 1.0)).abs() < 1e-9);
+        // 1 ms steps: a block times MIN_TIMED_S whatever the step, nocomm six of them.
+        let short = run_estimate("base", 0.001);
+        assert!((short - run_estimate("base", 0.0005)).abs() < 0.05);
+        assert!((short - PROBE_S - MIN_TIMED_S * MARGIN).abs() < 0.05);
+        let nocomm = run_estimate("nocomm", 0.001);
+        assert!((nocomm - PROBE_S - NOCOMM_RUNS * MIN_TIMED_S * MARGIN).abs() < 0.05);
     }
 }

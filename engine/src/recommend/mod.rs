@@ -101,6 +101,7 @@ fn ddp_request(
         micro_batch,
         warmup_steps: 5,
         steps,
+        min_timed_s: budget::MIN_TIMED_S,
         price_per_gpu_hour: None,
         env: Vec::new(),
         deadline_s: 600.0,

@@ -56,6 +56,10 @@ PROBE_WARMUP, PROBE_ITERS = 2, 8
 # noise bounds this gives: docs/results/2026-11-30-h200x2-accumulation-gap.md §3); alternating
 # also cancels a drift in the node's speed along the run.
 SOLO_ROUNDS = 3
+# A run asked to time at least min_timed_s seconds is sized on this many steps after its warm-up.
+SIZING_STEPS = 3
+# The most timed steps a run may take (as the config's own bound on "steps").
+MAX_STEPS = 10000
 
 _STAGE = "starting"
 _OUT = None
@@ -178,6 +182,22 @@ def version_tuple(text):
     return tuple(parts)
 
 
+def steps_for(min_timed_s, steps, step_s):
+    """Timed steps of a run: `steps`, or more where that many of `step_s` seconds would time less
+    than min_timed_s (never more than MAX_STEPS). A short-step launch lands at its own speed, but
+    runs side by side in it compare to a few percent only once each times seconds of steps."""
+    if min_timed_s <= 0 or not step_s > 0:
+        return steps
+    return max(steps, min(MAX_STEPS, int(math.ceil(min_timed_s / step_s))))
+
+
+def _float(d, key, default, lo, hi):
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+        raise Fatal("config: %s must be a number in %g..=%g, got %r" % (key, lo, hi, v), "invalid")
+    return float(v)
+
+
 def _int(d, key, default, lo, hi):
     v = d.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -296,7 +316,8 @@ def load_config(text):
         "runs": runs,
         "micro_batch": _int(cfg, "micro_batch", 8, 1, 4096),
         "warmup_steps": _int(cfg, "warmup_steps", 10, 0, 10000),
-        "steps": _int(cfg, "steps", 40, 1, 10000),
+        "steps": _int(cfg, "steps", 40, 1, MAX_STEPS),
+        "min_timed_s": _float(cfg, "min_timed_s", 0.0, 0.0, 60.0),
         "nccl_timeout_s": _int(cfg, "nccl_timeout_s", 120, 5, 3600),
         "measure_nocomm": bool(cfg.get("measure_nocomm", False)),
         "cpu_binding": _choice(cfg, "cpu_binding", ("none", "cores")),
@@ -774,7 +795,18 @@ def main(argv=None):
                                           lambda: dist.barrier(group=solo_wait))
             return (median(alone) if rank == 0 else None), timed, last["loss"]
 
+        def sized_steps(warm, steps, sync):
+            """`steps`, or more so that the run times at least min_timed_s: sized on SIZING_STEPS
+            steps after the warm-up; every rank takes the largest count, as they step together."""
+            sizing, _ = timed_steps("sizing", warm, SIZING_STEPS, sync)
+            n = torch.tensor([steps_for(cfg["min_timed_s"], steps, median(sizing))],
+                             dtype=torch.int64, device=device)
+            dist.all_reduce(n, op=dist.ReduceOp.MAX)
+            return int(n.item())
+
         warm, steps = cfg["warmup_steps"], cfg["steps"]
+        if cfg["min_timed_s"] > 0:
+            steps = sized_steps(warm, steps, not var["nocomm"])
         # Not without the gloo group, nor for a model with buffers: DDP broadcasts those in every
         # forward, which rank 0 alone would wait on for ever.
         paired = (var["nocomm"] and world > 1 and solo_wait is not None

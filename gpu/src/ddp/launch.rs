@@ -164,6 +164,9 @@ struct ScriptConfig<'a> {
     micro_batch: u32,
     warmup_steps: u32,
     steps: u32,
+    /// 0 leaves the key out: a config the script of an older release reads the same.
+    #[serde(skip_serializing_if = "is_zero")]
+    min_timed_s: f64,
     nccl_timeout_s: u32,
     measure_nocomm: bool,
     all_reduce_probe_bytes: &'static [u64],
@@ -178,6 +181,10 @@ struct ScriptVariant<'a> {
     gradient_as_bucket_view: bool,
     fsdp: bool,
     nocomm: bool,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The `--config` JSON of one launch of `items` (model, variant) pairs.
@@ -209,6 +216,7 @@ pub(super) fn script_config(
         micro_batch: req.micro_batch,
         warmup_steps: req.warmup_steps,
         steps: req.steps,
+        min_timed_s: req.min_timed_s,
         // NCCL's own watchdog: well inside the launch deadline, never absurdly short.
         nccl_timeout_s: u32::try_from(floor_u64((req.deadline_s * 0.5).clamp(30.0, 600.0)))
             .unwrap_or(600),

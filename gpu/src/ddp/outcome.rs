@@ -203,6 +203,7 @@ pub(super) fn on_line(
             if let Ok(p) = serde_json::from_value::<ProgressEvent>(value) {
                 let what = match p.phase.as_str() {
                     "ready" => "model ready, warming up".to_string(),
+                    "sizing" => "timing a few steps to size the run".to_string(),
                     "nocomm" => format!("no-communication step {}/{}", p.step, p.total),
                     _ => format!("step {}/{}", p.step, p.total),
                 };

@@ -53,6 +53,7 @@ pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) ->
         micro_batch: 8,
         warmup_steps: 1,
         steps: 3,
+        min_timed_s: 0.0,
         price_per_gpu_hour: Some(2.0),
         env: vec![],
         deadline_s,
@@ -794,6 +795,42 @@ fn rust_config_is_what_the_script_reads() {
     assert!(c.as_str().unwrap_or("").contains("nocomm"), "{c}");
 }
 
+/// A request's minimum timed seconds reach the script, which then times more steps where they are
+/// short and exactly `steps` where they are long; none asked, none taken.
+#[test]
+fn a_minimum_timed_stretch_reaches_the_script_and_sizes_short_runs() {
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
+    let mlp = ModelSpec::square_mlp(256, 3);
+    let mut req = request(DdpVariant::default(), vec![1], 100.0);
+    let plain = script_config(&req, &[(&mlp, &DdpVariant::default())], false);
+    assert!(!plain.contains("min_timed_s"), "{plain}");
+    req.min_timed_s = 2.0;
+    let sized = script_config(&req, &[(&mlp, &DdpVariant::default())], false);
+    let code = "cfg = m.load_config(sys.argv[2])\n\
+                print(json.dumps({'plain': m.load_config(sys.argv[3])['min_timed_s'],\n\
+                'sized': cfg['min_timed_s'], 'steps': cfg['steps'],\n\
+                'short': m.steps_for(2.0, 15, 0.002), 'long': m.steps_for(2.0, 15, 0.2),\n\
+                'tiny': m.steps_for(2.0, 15, 1e-7), 'off': m.steps_for(0.0, 15, 0.002)}))";
+    let v = with_script_module(py, &script, code, &[&sized, &plain], &[]);
+    assert_eq!(
+        (v["plain"].as_f64(), v["sized"].as_f64()),
+        (Some(0.0), Some(2.0))
+    );
+    // 2 s of 2 ms steps is 1000; 15 steps of 200 ms already time 3 s; never past the cap.
+    assert_eq!(v["short"], 1000);
+    assert_eq!(v["long"], 15);
+    assert_eq!(v["tiny"], 10_000);
+    assert_eq!(v["off"], 15);
+    // Out of range is refused by the script as by core.
+    let bad = sized.replace("\"min_timed_s\":2.0", "\"min_timed_s\":-1");
+    assert_ne!(bad, sized);
+    let code = "try:\n    m.load_config(sys.argv[2]); print(json.dumps('ok'))\nexcept m.Fatal as e:\n    print(json.dumps(str(e)))";
+    let v = with_script_module(py, &script, code, &[&bad], &[]);
+    assert!(v.as_str().unwrap_or("").contains("min_timed_s"), "{v}");
+}
+
 #[test]
 fn manual_command_runs_the_same_launch() {
     let dir = tempfile::tempdir().unwrap();
@@ -1037,6 +1074,7 @@ fn real_ddp_smoke_on_this_node() {
         micro_batch: 8,
         warmup_steps: 3,
         steps: 6,
+        min_timed_s: 0.0,
         price_per_gpu_hour: Some(3.0),
         env: vec![],
         deadline_s: 180.0,
@@ -1088,6 +1126,7 @@ fn real_ddp_deadline_stops_every_rank() {
         micro_batch: 8,
         warmup_steps: 0,
         steps: 10_000,
+        min_timed_s: 0.0,
         price_per_gpu_hour: None,
         env: vec![],
         deadline_s: 30.0,
@@ -1176,6 +1215,7 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
         micro_batch: 8,
         warmup_steps: 1,
         steps: 2,
+        min_timed_s: 0.0,
         price_per_gpu_hour: None,
         env: Vec::new(),
         deadline_s: 60.0,
