@@ -9,9 +9,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
-use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
+use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
 
 use crate::v1;
 
@@ -23,7 +24,7 @@ pub struct Invalid(pub String);
 /// Upper bound of any deadline a caller may ask for.
 pub const MAX_DEADLINE_S: f64 = 3600.0;
 
-/// Longest GPU selection a preflight request may carry.
+/// Longest GPU selection a preflight or explain request may carry.
 const MAX_GPU_SELECTION: usize = 4096;
 
 /// Most `env_ab` candidates one collective benchmark may measure.
@@ -34,7 +35,8 @@ pub fn deadline(secs: f64, default: f64) -> Result<Duration, Invalid> {
     if secs == 0.0 {
         return Ok(Duration::from_secs_f64(default));
     }
-    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_DEADLINE_S) {
+    // Below a nanosecond a deadline rounds to zero, which no run can meet.
+    if !(1e-9..=MAX_DEADLINE_S).contains(&secs) {
         return Err(Invalid(format!(
             "deadline_seconds {secs} outside (0, {MAX_DEADLINE_S}]"
         )));
@@ -192,6 +194,44 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
     }
 }
 
+impl From<&ExplainParams> for v1::ExplainRequest {
+    fn from(p: &ExplainParams) -> Self {
+        v1::ExplainRequest {
+            gpus: p.gpus.clone(),
+            max_bytes: p.max_bytes,
+            deadline_seconds: p.deadline.as_secs_f64(),
+            ab: p.ab,
+        }
+    }
+}
+
+/// Unset (zero) fields take `ExplainParams::default()`'s values: 256 MiB, 60 s per pair.
+impl TryFrom<v1::ExplainRequest> for ExplainParams {
+    type Error = Invalid;
+
+    fn try_from(req: v1::ExplainRequest) -> Result<Self, Invalid> {
+        let d = ExplainParams::default();
+        if req.gpus.len() > MAX_GPU_SELECTION {
+            return Err(Invalid(format!(
+                "gpus selection longer than {MAX_GPU_SELECTION} characters"
+            )));
+        }
+        if req.max_bytes > CollectiveRequest::MAX_BYTES {
+            return Err(Invalid(format!(
+                "max_bytes {} above the {} byte bound",
+                req.max_bytes,
+                CollectiveRequest::MAX_BYTES
+            )));
+        }
+        Ok(ExplainParams {
+            gpus: req.gpus,
+            max_bytes: or_default(req.max_bytes, d.max_bytes),
+            deadline: deadline(req.deadline_seconds, d.deadline.as_secs_f64())?,
+            ab: req.ab,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -321,5 +361,43 @@ mod tests {
             ..Default::default()
         };
         assert!(DdpRequest::try_from(bad).is_err());
+    }
+
+    #[test]
+    fn explain_parameters_survive_the_round_trip() {
+        let p = ExplainParams {
+            gpus: "0,2".into(),
+            max_bytes: 64 << 20,
+            deadline: Duration::from_secs(20),
+            ab: true,
+        };
+        let back = ExplainParams::try_from(v1::ExplainRequest::from(&p)).unwrap();
+        assert_eq!(back, p);
+        let unset = ExplainParams::try_from(v1::ExplainRequest::default()).unwrap();
+        assert_eq!(unset, ExplainParams::default());
+    }
+
+    #[test]
+    fn bad_explain_requests_are_refused() {
+        let long = v1::ExplainRequest {
+            gpus: "0".repeat(MAX_GPU_SELECTION + 1),
+            ..Default::default()
+        };
+        let e = ExplainParams::try_from(long).unwrap_err();
+        assert!(e.0.contains("gpus"), "{e}");
+        let huge = v1::ExplainRequest {
+            max_bytes: CollectiveRequest::MAX_BYTES + 1,
+            ..Default::default()
+        };
+        let e = ExplainParams::try_from(huge).unwrap_err();
+        assert!(e.0.starts_with("max_bytes"), "{e}");
+        for secs in [-1.0, 1e-12, f64::INFINITY, MAX_DEADLINE_S + 1.0] {
+            let r = v1::ExplainRequest {
+                deadline_seconds: secs,
+                ..Default::default()
+            };
+            let e = ExplainParams::try_from(r).unwrap_err();
+            assert!(e.0.starts_with("deadline_seconds"), "{e}");
+        }
     }
 }
