@@ -13,8 +13,9 @@ use ddpcheck_proto::convert;
 use ddpcheck_proto::v1::ddpcheck_server::Ddpcheck;
 use ddpcheck_proto::v1::{
     work_event, BenchCollectivesRequest, BenchDdpRequest, ClusterCollectiveReply,
-    ClusterCollectiveRequest, GetHistoryRequest, GetLastPreflightRequest, GetNodeRequest,
-    GetTopologyRequest, HistoryReply, NodeSnapshot, PreflightRequest, Progress, Report, WorkEvent,
+    ClusterCollectiveRequest, ExplainRequest, GetHistoryRequest, GetLastPreflightRequest,
+    GetNodeRequest, GetTopologyRequest, HistoryReply, NodeSnapshot, PreflightRequest, Progress,
+    Report, WorkEvent,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -23,7 +24,7 @@ use tonic::{Request, Response, Status};
 
 use crate::history::{StoredReport, RECENT_BUSBW};
 use crate::node::{Node, WorkGuard};
-use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
+use ddpcheck_engine::{self as engine, CollectiveParams, ExplainParams, PreflightParams};
 
 pub struct Service {
     pub node: Arc<Node>,
@@ -69,7 +70,32 @@ struct Finished {
     busbw_large: Option<f64>,
 }
 
+/// Work calls whose report carries a verdict and an exit code, which the history keeps.
+const JUDGED_CALLS: [&str; 2] = ["preflight", "explain"];
+
 impl Finished {
+    /// A report with a verdict (preflight, explain).
+    fn judged<T: serde::Serialize>(
+        kind: &str,
+        backend: ddpcheck_core::BackendKind,
+        verdict: ddpcheck_core::Verdict,
+        exit_code: i32,
+        r: &T,
+    ) -> Result<Finished, ProbeError> {
+        Ok(Finished {
+            report: Report {
+                kind: kind.into(),
+                backend: backend.as_str().into(),
+                verdict: verdict.as_str().into(),
+                exit_code,
+                json: to_json(r)?,
+                status: "complete".into(),
+                ..Report::default()
+            },
+            busbw_large: None,
+        })
+    }
+
     /// A report without a verdict (benchmarks).
     fn plain<T: serde::Serialize>(
         kind: &str,
@@ -154,7 +180,7 @@ impl Service {
                     if let Ok(id) = id {
                         let verdict =
                             (!f.report.verdict.is_empty()).then_some(f.report.verdict.as_str());
-                        let exit = (call == "preflight").then_some(f.report.exit_code);
+                        let exit = JUDGED_CALLS.contains(&call).then_some(f.report.exit_code);
                         let stored = node.with_history(|h| {
                             h.complete(
                                 id,
@@ -279,10 +305,10 @@ impl Ddpcheck for Service {
         let req = req.into_inner();
         if !matches!(
             req.kind.as_str(),
-            "" | "preflight" | "bench_collectives" | "bench_ddp"
+            "" | "preflight" | "bench_collectives" | "bench_ddp" | "explain"
         ) {
             return Err(Status::invalid_argument(format!(
-                "kind {:?}: expected preflight, bench_collectives, bench_ddp or empty",
+                "kind {:?}: expected preflight, bench_collectives, bench_ddp, explain or empty",
                 req.kind
             )));
         }
@@ -321,23 +347,14 @@ impl Ddpcheck for Service {
                 engine::run_preflight(node.backend.as_ref(), &params, history.clone(), progress)?;
             node.metrics.set_preflight(&r, engine::unix_now());
             node.show_causes(&r, &history);
-            let busbw_large = r
+            let mut f =
+                Finished::judged("preflight", r.header.backend, r.verdict, r.exit_code, &r)?;
+            f.busbw_large = r
                 .all_reduce
                 .as_ref()
                 .and_then(|s| s.peak_busbw(LARGE_MESSAGE))
                 .map(|(_, b)| b);
-            Ok(Finished {
-                report: Report {
-                    kind: "preflight".into(),
-                    backend: r.header.backend.as_str().into(),
-                    verdict: r.verdict.as_str().into(),
-                    exit_code: r.exit_code,
-                    json: to_json(&r)?,
-                    status: "complete".into(),
-                    ..Report::default()
-                },
-                busbw_large,
-            })
+            Ok(f)
         })?;
         Ok(Response::new(stream))
     }
@@ -367,6 +384,23 @@ impl Ddpcheck for Service {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
             node.metrics.set_ddp(&r.results);
             Finished::plain("bench_ddp", r.header.backend, &r)
+        })?;
+        Ok(Response::new(stream))
+    }
+
+    type ExplainStream = EventStream;
+
+    /// As `ddpcheck explain` on the node, with the node's own history for the drift cause.
+    async fn explain(&self, req: Request<ExplainRequest>) -> Result<Response<EventStream>, Status> {
+        let params = ExplainParams::try_from(req.into_inner()).map_err(invalid)?;
+        let stream = self.spawn_work("explain", move |node, progress| {
+            let label = node.backend.label();
+            let history = node
+                .with_history(|h| h.recent_busbw(&label, RECENT_BUSBW))
+                .unwrap_or_default();
+            let r =
+                engine::explain::run_explain(node.backend.as_ref(), &params, &history, progress)?;
+            Finished::judged("explain", r.header.backend, r.verdict, r.exit_code, &r)
         })?;
         Ok(Response::new(stream))
     }
