@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ddpcheck_core::backend::Progress as CoreProgress;
+use ddpcheck_core::cluster::{Phase, PhaseCall};
 use ddpcheck_core::ddp::DdpRequest;
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::ProbeError;
@@ -31,11 +32,6 @@ pub struct Service {
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
-
-/// A deadline in seconds (zero: `default`), or INVALID_ARGUMENT.
-fn deadline(secs: f64, default: f64) -> Result<Duration, Status> {
-    convert::deadline(secs, default).map_err(invalid)
-}
 
 fn invalid(e: convert::Invalid) -> Status {
     Status::invalid_argument(e.0)
@@ -409,33 +405,12 @@ impl Ddpcheck for Service {
         &self,
         req: Request<ClusterCollectiveRequest>,
     ) -> Result<Response<ClusterCollectiveReply>, Status> {
-        let req = req.into_inner();
-        let phase = match req.phase.as_str() {
-            "prepare" => ddpcheck_core::cluster::Phase::Prepare,
-            "join" => ddpcheck_core::cluster::Phase::Join,
-            p => {
-                return Err(Status::invalid_argument(format!(
-                    "phase {p:?}: expected prepare or join"
-                )))
-            }
-        };
-        if req.rendezvous.len() > 4096 || req.rendezvous.iter().any(|r| r.len() > 4096) {
-            return Err(Status::invalid_argument(
-                "rendezvous: at most 4096 entries of at most 4096 bytes",
-            ));
-        }
-        let dl = deadline(req.deadline_seconds, 30.0)?;
-        let job = ddpcheck_core::cluster::ClusterJob {
-            run_id: req.run_id,
-            rank: req.rank,
-            world_nodes: req.world_nodes,
-            gpus_per_node: req.gpus_per_node,
-            min_bytes: req.min_bytes,
-            max_bytes: req.max_bytes,
-            iters: req.iters,
-            deadline: dl,
-        };
-        job.validate().map_err(|e| probe_status(&e))?;
+        let PhaseCall {
+            phase,
+            job,
+            rendezvous,
+        } = PhaseCall::try_from(req.into_inner()).map_err(invalid)?;
+        let dl = job.deadline;
         // Single flight only, not the rate limit: a cluster check's isolation rounds make two
         // phase calls per node per round, up to 2 log2(nodes) + 4 rounds, within seconds, and a
         // phase refused midway is taken for a failed node (docs/reliability.md).
@@ -444,16 +419,15 @@ impl Ddpcheck for Service {
             Status::resource_exhausted(msg)
         })?;
         let node = self.node.clone();
-        let rendezvous = req.rendezvous;
         let work = tokio::task::spawn_blocking(move || {
             let _guard = guard;
             let inv_host = node.backend.inventory().map(|i| i.hostname).ok();
             let out = match phase {
-                ddpcheck_core::cluster::Phase::Prepare => node
+                Phase::Prepare => node
                     .backend
                     .cluster_prepare(&job)
                     .map(|r| (r, String::new())),
-                ddpcheck_core::cluster::Phase::Join => node
+                Phase::Join => node
                     .backend
                     .cluster_join(&job, &rendezvous)
                     .and_then(|r| Ok((Vec::new(), to_json(&r)?))),
@@ -466,7 +440,7 @@ impl Ddpcheck for Service {
             .map_err(|_| {
                 Status::deadline_exceeded(format!(
                     "cluster {} did not finish within {:.1} s",
-                    req.phase,
+                    phase.as_str(),
                     dl.as_secs_f64()
                 ))
             })?

@@ -2,14 +2,15 @@
 //! parameters into requests (`From`), the daemon turns requests back into parameters
 //! (`TryFrom`), refusing what it must not run and filling the defaults an unset field means.
 //!
-//! The parameter types live in core (`core::params`, `core::ddp::DdpRequest`), not in the
-//! engine, so that proto can name them while dependencies keep pointing one way:
+//! The parameter types live in core (`core::params`, `core::ddp::DdpRequest`,
+//! `core::cluster::PhaseCall`), not in the engine, so that proto can name them while dependencies keep pointing one way:
 //! core <- proto <- engine <- daemon, cli.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ddpcheck_core::backend::CollectiveRequest;
+use ddpcheck_core::backend::{CollectiveRequest, ProbeError};
+use ddpcheck_core::cluster::{ClusterJob, Phase, PhaseCall, MAX_RENDEZVOUS};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
 use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
@@ -232,6 +233,60 @@ impl TryFrom<v1::ExplainRequest> for ExplainParams {
     }
 }
 
+impl From<&PhaseCall> for v1::ClusterCollectiveRequest {
+    fn from(c: &PhaseCall) -> Self {
+        let j = &c.job;
+        v1::ClusterCollectiveRequest {
+            phase: c.phase.as_str().into(),
+            run_id: j.run_id.clone(),
+            rank: j.rank,
+            world_nodes: j.world_nodes,
+            gpus_per_node: j.gpus_per_node,
+            rendezvous: c.rendezvous.clone(),
+            min_bytes: j.min_bytes,
+            max_bytes: j.max_bytes,
+            iters: j.iters,
+            deadline_seconds: j.deadline.as_secs_f64(),
+        }
+    }
+}
+
+/// An unset deadline is 30 s; the job must pass `ClusterJob::validate` (no other defaults: the
+/// caller states every field of a cluster run).
+impl TryFrom<v1::ClusterCollectiveRequest> for PhaseCall {
+    type Error = Invalid;
+
+    fn try_from(req: v1::ClusterCollectiveRequest) -> Result<Self, Invalid> {
+        let phase = req.phase.parse::<Phase>().map_err(Invalid)?;
+        if req.rendezvous.len() > MAX_RENDEZVOUS
+            || req.rendezvous.iter().any(|r| r.len() > MAX_RENDEZVOUS)
+        {
+            return Err(Invalid(format!(
+                "rendezvous: at most {MAX_RENDEZVOUS} entries of at most {MAX_RENDEZVOUS} bytes"
+            )));
+        }
+        let job = ClusterJob {
+            run_id: req.run_id,
+            rank: req.rank,
+            world_nodes: req.world_nodes,
+            gpus_per_node: req.gpus_per_node,
+            min_bytes: req.min_bytes,
+            max_bytes: req.max_bytes,
+            iters: req.iters,
+            deadline: deadline(req.deadline_seconds, 30.0)?,
+        };
+        job.validate().map_err(|e| match e {
+            ProbeError::Invalid(m) => Invalid(m),
+            other => Invalid(other.to_string()),
+        })?;
+        Ok(PhaseCall {
+            phase,
+            job,
+            rendezvous: req.rendezvous,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -398,6 +453,90 @@ mod tests {
             };
             let e = ExplainParams::try_from(r).unwrap_err();
             assert!(e.0.starts_with("deadline_seconds"), "{e}");
+        }
+    }
+
+    fn a_join() -> PhaseCall {
+        PhaseCall {
+            phase: Phase::Join,
+            job: ClusterJob {
+                run_id: "cluster-1-r1-s0".into(),
+                rank: 1,
+                world_nodes: 2,
+                gpus_per_node: 8,
+                min_bytes: 8 << 20,
+                max_bytes: 256 << 20,
+                iters: 20,
+                deadline: Duration::from_millis(2500),
+            },
+            rendezvous: vec![b"10.0.0.1:29500".to_vec(), b"node2".to_vec()],
+        }
+    }
+
+    #[test]
+    fn a_cluster_phase_survives_the_round_trip() {
+        let c = a_join();
+        let back = PhaseCall::try_from(v1::ClusterCollectiveRequest::from(&c)).unwrap();
+        assert_eq!(back, c);
+        let prepare = PhaseCall {
+            phase: Phase::Prepare,
+            rendezvous: Vec::new(),
+            ..c
+        };
+        let req = v1::ClusterCollectiveRequest::from(&prepare);
+        assert_eq!(req.phase, "prepare");
+        assert_eq!(PhaseCall::try_from(req).unwrap(), prepare);
+    }
+
+    #[test]
+    fn bad_cluster_phases_are_refused() {
+        let good = v1::ClusterCollectiveRequest::from(&a_join());
+        let unset = v1::ClusterCollectiveRequest {
+            deadline_seconds: 0.0,
+            ..good.clone()
+        };
+        let c = PhaseCall::try_from(unset).unwrap();
+        assert_eq!(c.job.deadline, Duration::from_secs(30));
+        let cases = [
+            (
+                v1::ClusterCollectiveRequest {
+                    phase: "abort".into(),
+                    ..good.clone()
+                },
+                "phase \"abort\": expected prepare or join",
+            ),
+            (
+                v1::ClusterCollectiveRequest {
+                    rendezvous: vec![Vec::new(); MAX_RENDEZVOUS + 1],
+                    ..good.clone()
+                },
+                "rendezvous: at most 4096 entries",
+            ),
+            (
+                v1::ClusterCollectiveRequest {
+                    deadline_seconds: -2.0,
+                    ..good.clone()
+                },
+                "deadline_seconds",
+            ),
+            (
+                v1::ClusterCollectiveRequest {
+                    rank: 2,
+                    ..good.clone()
+                },
+                "rank 2 outside 0..2",
+            ),
+            (
+                v1::ClusterCollectiveRequest {
+                    run_id: String::new(),
+                    ..good
+                },
+                "run id",
+            ),
+        ];
+        for (req, want) in cases {
+            let e = PhaseCall::try_from(req).unwrap_err();
+            assert!(e.0.starts_with(want), "{e} should start with {want}");
         }
     }
 }
