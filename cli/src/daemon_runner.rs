@@ -104,15 +104,18 @@ impl Runner for DaemonRunner {
         })
     }
 
-    /// The daemon does not serve `explain`: it runs on the node itself (or `--sim`).
     fn explain(
         &self,
-        _params: &ExplainParams,
-        _progress: &mut dyn FnMut(Progress),
+        params: &ExplainParams,
+        progress: &mut dyn FnMut(Progress),
     ) -> Result<ExplainReport, RunError> {
-        Err(RunError::Usage(
-            "explain runs on the node itself (or --sim), not through --daemon".into(),
-        ))
+        block_on(async {
+            let mut c = connect(&self.addr).await?;
+            let req = pb::ExplainRequest::from(params);
+            let stream = c.explain(req).await.map_err(status_error)?.into_inner();
+            let report = drain(stream, progress).await?;
+            parse(&report.json)
+        })
     }
 
     fn history(&self, kind: &str, limit: u32) -> Result<Vec<String>, RunError> {

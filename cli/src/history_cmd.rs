@@ -5,7 +5,7 @@ use clap::Args;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::Table;
 use ddpcheck_core::preflight::judged_peak;
-use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, PreflightReport};
+use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport};
 use ddpcheck_proto::v1 as pb;
 use serde::Serialize;
 
@@ -16,7 +16,7 @@ use ddpcheck_engine::RunError;
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
     /// Only runs of this kind.
-    #[arg(long, value_parser = ["preflight", "bench_collectives", "bench_ddp"])]
+    #[arg(long, value_parser = ["preflight", "bench_collectives", "bench_ddp", "explain"])]
     pub kind: Option<String>,
     /// How many runs, newest first.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -72,7 +72,7 @@ fn entry(r: pb::Report) -> Entry {
         started: started(r.started_unix),
         verdict: (!r.verdict.is_empty()).then_some(r.verdict),
         // The daemon sends -1 where it stored none (benchmarks, unfinished runs).
-        exit_code: (complete && r.exit_code >= 0 && r.kind == "preflight").then_some(r.exit_code),
+        exit_code: (complete && r.exit_code >= 0 && judged(&r.kind)).then_some(r.exit_code),
         error: (!r.error.is_empty()).then_some(r.error),
         kind: r.kind,
         backend: r.backend,
@@ -80,6 +80,21 @@ fn entry(r: pb::Report) -> Entry {
         summary,
         report,
     }
+}
+
+/// Kinds whose reports carry a verdict and an exit code.
+fn judged(kind: &str) -> bool {
+    matches!(kind, "preflight" | "explain")
+}
+
+/// A report's reason without the `ddpcheck: VERDICT: ` a prolog line starts with (the verdict
+/// has its own column).
+fn bare_reason<'a>(reason: &'a str, verdict: &str) -> &'a str {
+    let reason = reason.trim_start_matches("ddpcheck: ");
+    reason
+        .strip_prefix(verdict)
+        .and_then(|r| r.strip_prefix(": "))
+        .unwrap_or(reason)
 }
 
 fn started(unix: f64) -> String {
@@ -98,10 +113,7 @@ fn summary(kind: &str, json: &str) -> String {
         "preflight" => serde_json::from_str::<PreflightReport>(json)
             .map(|r| {
                 let peak = r.all_reduce.as_ref().and_then(judged_peak);
-                // The reason as a prolog prints it, less what the other columns say.
-                let reason = r.reason.trim_start_matches("ddpcheck: ");
-                let verdict = format!("{}: ", r.verdict.as_str());
-                let reason = reason.strip_prefix(verdict.as_str()).unwrap_or(reason);
+                let reason = bare_reason(&r.reason, r.verdict.as_str());
                 match peak {
                     Some((_, b)) => format!("{reason}; all-reduce {}", gbps(b)),
                     None => reason.to_string(),
@@ -138,6 +150,9 @@ fn summary(kind: &str, json: &str) -> String {
                     None => format!("{runs} at one GPU"),
                 }
             })
+            .unwrap_or_default(),
+        "explain" => serde_json::from_str::<ExplainReport>(json)
+            .map(|r| bare_reason(&r.reason, r.verdict.as_str()).to_string())
             .unwrap_or_default(),
         _ => String::new(),
     }
@@ -193,5 +208,14 @@ mod tests {
         assert_eq!(summary("topo", "{}"), "");
         assert_eq!(started(0.0), "-");
         assert_eq!(started(1.0e9), "2001-09-09T01:46:40Z");
+    }
+
+    #[test]
+    fn a_reason_loses_the_prefix_and_the_verdict_its_columns_show() {
+        let r = "ddpcheck: WARNING: GPU1 link at gen2 x8";
+        assert_eq!(bare_reason(r, "WARNING"), "GPU1 link at gen2 x8");
+        // Another verdict's name is part of the reason, not the prefix.
+        assert_eq!(bare_reason(r, "OK"), "WARNING: GPU1 link at gen2 x8");
+        assert!(judged("explain") && judged("preflight") && !judged("bench_ddp"));
     }
 }

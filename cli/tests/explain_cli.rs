@@ -1,10 +1,11 @@
 //! `ddpcheck explain` through the real binary on simulated nodes: one fault (or NCCL setting)
-//! per cause, each giving its cause, action and exit code; the JSON against the schema.
+//! per cause, each giving its cause, action and exit code; the JSON against the schema; and the
+//! same answers through a real `ddpcheckd` (`--daemon`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;
 
-use common::{code, local_env, stderr, stdout};
+use common::{code, local_env, stderr, stdout, Daemon};
 use serde_json::Value;
 
 fn explain(sim: &str, env: &[(&str, &str)], extra: &[&str]) -> (i32, Value, String) {
@@ -215,4 +216,59 @@ fn busy_and_usage_errors() {
     assert_eq!(code(&o), 4, "{}", stderr(&o));
     let o = local_env(&["--sim", "h200x2-nvlink", "explain", "--gpus", "7"], &[]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
+}
+
+/// Through a daemon on a faulty simulated node, `explain` finds the causes and actions it finds
+/// on the node and prints the same report. The NCCL variables are the daemon's (its service
+/// environment), and `--ab` travels with the request.
+#[test]
+fn through_the_daemon_the_same_causes_and_report_as_on_the_node() {
+    // (node, the daemon's and the local run's environment, explain's flags)
+    type Case = (
+        &'static str,
+        &'static [(&'static str, &'static str)],
+        &'static [&'static str],
+    );
+    let cases: [Case; 3] = [
+        ("a6000x4-phb+degraded-pcie", &[], &[]),
+        ("h200x2-nvlink+slow-link", &[], &[]),
+        (
+            "h200x2-nvlink",
+            &[("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")],
+            &["--ab"],
+        ),
+    ];
+    for (spec, env, extra) in cases {
+        let (rc, local, local_text) = explain(spec, env, extra);
+        assert!(!causes(&local).is_empty(), "{spec}: a fault with no cause");
+        let d = Daemon::start_env(Some(spec), &[], env);
+        let mut args = vec!["explain", "--json"];
+        args.extend_from_slice(extra);
+        let o = d.cli(&args);
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{spec}: not JSON ({e}): {} {}", stdout(&o), stderr(&o)));
+        assert_valid(&v);
+        assert_eq!(code(&o), rc, "{spec}: {}", stderr(&o));
+        assert_eq!(causes(&v), causes(&local), "{spec}");
+        assert_eq!(v["pairs"], local["pairs"], "{spec}");
+        let mut text_args = vec!["explain"];
+        text_args.extend_from_slice(extra);
+        let t = d.cli(&text_args);
+        assert_eq!(code(&t), rc, "{spec}: {}", stderr(&t));
+        assert_eq!(stdout(&t), local_text, "{spec}");
+        d.stop();
+    }
+}
+
+#[test]
+fn through_the_daemon_busy_and_usage_errors_keep_their_exit_codes() {
+    let d = Daemon::start(Some("h200x2-nvlink+busy"));
+    let o = d.cli(&["explain"]);
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    d.stop();
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let o = d.cli(&["explain", "--gpus", "7"]);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    assert!(stderr(&o).contains("GPU \"7\""), "{}", stderr(&o));
+    d.stop();
 }

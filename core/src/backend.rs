@@ -158,6 +158,9 @@ impl RankGroup {
 }
 
 impl CollectiveRequest {
+    /// Largest message a sweep may ask for.
+    pub const MAX_BYTES: u64 = 16 << 30;
+
     /// Bounds every field: a request from the outside world is checked before any work.
     pub fn validate(&self) -> Result<(), ProbeError> {
         let bad = |m: String| Err(ProbeError::Invalid(m));
@@ -170,7 +173,7 @@ impl CollectiveRequest {
                 self.min_bytes, self.max_bytes
             ));
         }
-        if self.max_bytes > 16 << 30 {
+        if self.max_bytes > Self::MAX_BYTES {
             return bad(format!(
                 "maximum size {} bytes is above the 16 GiB bound",
                 self.max_bytes

@@ -124,6 +124,40 @@ pub enum Phase {
     Join,
 }
 
+impl Phase {
+    /// The phase's name on the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Prepare => "prepare",
+            Phase::Join => "join",
+        }
+    }
+}
+
+impl FromStr for Phase {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Phase, String> {
+        match s {
+            "prepare" => Ok(Phase::Prepare),
+            "join" => Ok(Phase::Join),
+            p => Err(format!("phase {p:?}: expected prepare or join")),
+        }
+    }
+}
+
+/// Most rendezvous entries a join may carry, and most bytes in each.
+pub const MAX_RENDEZVOUS: usize = 4096;
+
+/// One phase of a cluster run asked of one node's daemon (the API's `ClusterCollectiveRequest`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseCall {
+    pub phase: Phase,
+    pub job: ClusterJob,
+    /// join: every node's prepare answer, in rank order; prepare: none.
+    pub rendezvous: Vec<Vec<u8>>,
+}
+
 /// One node's part in a cluster run, as its daemon receives it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClusterJob {

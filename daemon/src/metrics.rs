@@ -106,7 +106,7 @@ macro_rules! gauge_vec {
 }
 
 pub const COLLECTORS: [&str; 2] = ["inventory", "topology"];
-pub const WORK_CALLS: [&str; 3] = ["preflight", "bench_collectives", "bench_ddp"];
+pub const WORK_CALLS: [&str; 4] = ["preflight", "bench_collectives", "bench_ddp", "explain"];
 
 impl Metrics {
     /// Every series without per-GPU labels exists from here on, so the first scrape shows them.

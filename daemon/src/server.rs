@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ddpcheck_core::backend::Progress as CoreProgress;
+use ddpcheck_core::cluster::{Phase, PhaseCall};
 use ddpcheck_core::ddp::DdpRequest;
 use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::ProbeError;
@@ -13,8 +14,9 @@ use ddpcheck_proto::convert;
 use ddpcheck_proto::v1::ddpcheck_server::Ddpcheck;
 use ddpcheck_proto::v1::{
     work_event, BenchCollectivesRequest, BenchDdpRequest, ClusterCollectiveReply,
-    ClusterCollectiveRequest, GetHistoryRequest, GetLastPreflightRequest, GetNodeRequest,
-    GetTopologyRequest, HistoryReply, NodeSnapshot, PreflightRequest, Progress, Report, WorkEvent,
+    ClusterCollectiveRequest, ExplainRequest, GetHistoryRequest, GetLastPreflightRequest,
+    GetNodeRequest, GetTopologyRequest, HistoryReply, NodeSnapshot, PreflightRequest, Progress,
+    Report, WorkEvent,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -23,18 +25,13 @@ use tonic::{Request, Response, Status};
 
 use crate::history::{StoredReport, RECENT_BUSBW};
 use crate::node::{Node, WorkGuard};
-use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
+use ddpcheck_engine::{self as engine, CollectiveParams, ExplainParams, PreflightParams};
 
 pub struct Service {
     pub node: Arc<Node>,
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
-
-/// A deadline in seconds (zero: `default`), or INVALID_ARGUMENT.
-fn deadline(secs: f64, default: f64) -> Result<Duration, Status> {
-    convert::deadline(secs, default).map_err(invalid)
-}
 
 fn invalid(e: convert::Invalid) -> Status {
     Status::invalid_argument(e.0)
@@ -69,7 +66,32 @@ struct Finished {
     busbw_large: Option<f64>,
 }
 
+/// Work calls whose report carries a verdict and an exit code, which the history keeps.
+const JUDGED_CALLS: [&str; 2] = ["preflight", "explain"];
+
 impl Finished {
+    /// A report with a verdict (preflight, explain).
+    fn judged<T: serde::Serialize>(
+        kind: &str,
+        backend: ddpcheck_core::BackendKind,
+        verdict: ddpcheck_core::Verdict,
+        exit_code: i32,
+        r: &T,
+    ) -> Result<Finished, ProbeError> {
+        Ok(Finished {
+            report: Report {
+                kind: kind.into(),
+                backend: backend.as_str().into(),
+                verdict: verdict.as_str().into(),
+                exit_code,
+                json: to_json(r)?,
+                status: "complete".into(),
+                ..Report::default()
+            },
+            busbw_large: None,
+        })
+    }
+
     /// A report without a verdict (benchmarks).
     fn plain<T: serde::Serialize>(
         kind: &str,
@@ -154,7 +176,7 @@ impl Service {
                     if let Ok(id) = id {
                         let verdict =
                             (!f.report.verdict.is_empty()).then_some(f.report.verdict.as_str());
-                        let exit = (call == "preflight").then_some(f.report.exit_code);
+                        let exit = JUDGED_CALLS.contains(&call).then_some(f.report.exit_code);
                         let stored = node.with_history(|h| {
                             h.complete(
                                 id,
@@ -279,10 +301,10 @@ impl Ddpcheck for Service {
         let req = req.into_inner();
         if !matches!(
             req.kind.as_str(),
-            "" | "preflight" | "bench_collectives" | "bench_ddp"
+            "" | "preflight" | "bench_collectives" | "bench_ddp" | "explain"
         ) {
             return Err(Status::invalid_argument(format!(
-                "kind {:?}: expected preflight, bench_collectives, bench_ddp or empty",
+                "kind {:?}: expected preflight, bench_collectives, bench_ddp, explain or empty",
                 req.kind
             )));
         }
@@ -321,23 +343,14 @@ impl Ddpcheck for Service {
                 engine::run_preflight(node.backend.as_ref(), &params, history.clone(), progress)?;
             node.metrics.set_preflight(&r, engine::unix_now());
             node.show_causes(&r, &history);
-            let busbw_large = r
+            let mut f =
+                Finished::judged("preflight", r.header.backend, r.verdict, r.exit_code, &r)?;
+            f.busbw_large = r
                 .all_reduce
                 .as_ref()
                 .and_then(|s| s.peak_busbw(LARGE_MESSAGE))
                 .map(|(_, b)| b);
-            Ok(Finished {
-                report: Report {
-                    kind: "preflight".into(),
-                    backend: r.header.backend.as_str().into(),
-                    verdict: r.verdict.as_str().into(),
-                    exit_code: r.exit_code,
-                    json: to_json(&r)?,
-                    status: "complete".into(),
-                    ..Report::default()
-                },
-                busbw_large,
-            })
+            Ok(f)
         })?;
         Ok(Response::new(stream))
     }
@@ -371,37 +384,33 @@ impl Ddpcheck for Service {
         Ok(Response::new(stream))
     }
 
+    type ExplainStream = EventStream;
+
+    /// As `ddpcheck explain` on the node, with the node's own history for the drift cause.
+    async fn explain(&self, req: Request<ExplainRequest>) -> Result<Response<EventStream>, Status> {
+        let params = ExplainParams::try_from(req.into_inner()).map_err(invalid)?;
+        let stream = self.spawn_work("explain", move |node, progress| {
+            let label = node.backend.label();
+            let history = node
+                .with_history(|h| h.recent_busbw(&label, RECENT_BUSBW))
+                .unwrap_or_default();
+            let r =
+                engine::explain::run_explain(node.backend.as_ref(), &params, &history, progress)?;
+            Finished::judged("explain", r.header.backend, r.verdict, r.exit_code, &r)
+        })?;
+        Ok(Response::new(stream))
+    }
+
     async fn cluster_collective(
         &self,
         req: Request<ClusterCollectiveRequest>,
     ) -> Result<Response<ClusterCollectiveReply>, Status> {
-        let req = req.into_inner();
-        let phase = match req.phase.as_str() {
-            "prepare" => ddpcheck_core::cluster::Phase::Prepare,
-            "join" => ddpcheck_core::cluster::Phase::Join,
-            p => {
-                return Err(Status::invalid_argument(format!(
-                    "phase {p:?}: expected prepare or join"
-                )))
-            }
-        };
-        if req.rendezvous.len() > 4096 || req.rendezvous.iter().any(|r| r.len() > 4096) {
-            return Err(Status::invalid_argument(
-                "rendezvous: at most 4096 entries of at most 4096 bytes",
-            ));
-        }
-        let dl = deadline(req.deadline_seconds, 30.0)?;
-        let job = ddpcheck_core::cluster::ClusterJob {
-            run_id: req.run_id,
-            rank: req.rank,
-            world_nodes: req.world_nodes,
-            gpus_per_node: req.gpus_per_node,
-            min_bytes: req.min_bytes,
-            max_bytes: req.max_bytes,
-            iters: req.iters,
-            deadline: dl,
-        };
-        job.validate().map_err(|e| probe_status(&e))?;
+        let PhaseCall {
+            phase,
+            job,
+            rendezvous,
+        } = PhaseCall::try_from(req.into_inner()).map_err(invalid)?;
+        let dl = job.deadline;
         // Single flight only, not the rate limit: a cluster check's isolation rounds make two
         // phase calls per node per round, up to 2 log2(nodes) + 4 rounds, within seconds, and a
         // phase refused midway is taken for a failed node (docs/reliability.md).
@@ -410,16 +419,15 @@ impl Ddpcheck for Service {
             Status::resource_exhausted(msg)
         })?;
         let node = self.node.clone();
-        let rendezvous = req.rendezvous;
         let work = tokio::task::spawn_blocking(move || {
             let _guard = guard;
             let inv_host = node.backend.inventory().map(|i| i.hostname).ok();
             let out = match phase {
-                ddpcheck_core::cluster::Phase::Prepare => node
+                Phase::Prepare => node
                     .backend
                     .cluster_prepare(&job)
                     .map(|r| (r, String::new())),
-                ddpcheck_core::cluster::Phase::Join => node
+                Phase::Join => node
                     .backend
                     .cluster_join(&job, &rendezvous)
                     .and_then(|r| Ok((Vec::new(), to_json(&r)?))),
@@ -432,7 +440,7 @@ impl Ddpcheck for Service {
             .map_err(|_| {
                 Status::deadline_exceeded(format!(
                     "cluster {} did not finish within {:.1} s",
-                    req.phase,
+                    phase.as_str(),
                     dl.as_secs_f64()
                 ))
             })?

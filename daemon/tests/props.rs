@@ -12,9 +12,10 @@ use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB};
 use ddpcheck_core::gpu::{select_gpus, GpuHealth, GpuInfo, ProbeState};
+use ddpcheck_core::params::ExplainParams;
 use ddpcheck_core::topology::{GpuRef, LinkClass};
 use ddpcheck_proto::v1::{
-    BenchCollectivesRequest, BenchDdpRequest, EnvCandidate, PreflightRequest,
+    BenchCollectivesRequest, BenchDdpRequest, EnvCandidate, ExplainRequest, PreflightRequest,
 };
 use ddpcheckd::config::{self, FileLayer, Layer, COLLECT_INTERVAL_RANGE, KEYS};
 use proptest::prelude::*;
@@ -605,6 +606,19 @@ fn decode_all(bytes: &[u8]) {
             let _ = s.parse::<DdpVariant>();
         }
     }
+    if let Ok(mut m) = ExplainRequest::decode(bytes) {
+        let mut back = ExplainRequest::decode(&m.encode_to_vec()[..]).unwrap();
+        assert_eq!(
+            zero(&mut back.deadline_seconds),
+            zero(&mut m.deadline_seconds)
+        );
+        assert_eq!(back, m.clone());
+        // The handler's first step: the parameters, or a refusal within the bounds.
+        if let Ok(p) = ExplainParams::try_from(m) {
+            assert!(p.max_bytes > 0 && p.max_bytes <= CollectiveRequest::MAX_BYTES);
+            assert!(!p.deadline.is_zero() && p.deadline <= Duration::from_secs(3600));
+        }
+    }
 }
 
 proptest! {
@@ -681,6 +695,15 @@ proptest! {
             inject_hang: true,
         };
         let bytes = pre.encode_to_vec();
+        decode_all(&bytes);
+        decode_all(&bytes[..cut.index(bytes.len() + 1)]);
+        let explain = ExplainRequest {
+            gpus: pre.gpus,
+            max_bytes: nums.1,
+            deadline_seconds: deadline,
+            ab: true,
+        };
+        let bytes = explain.encode_to_vec();
         decode_all(&bytes);
         decode_all(&bytes[..cut.index(bytes.len() + 1)]);
     }

@@ -2,16 +2,18 @@
 //! parameters into requests (`From`), the daemon turns requests back into parameters
 //! (`TryFrom`), refusing what it must not run and filling the defaults an unset field means.
 //!
-//! The parameter types live in core (`core::params`, `core::ddp::DdpRequest`), not in the
-//! engine, so that proto can name them while dependencies keep pointing one way:
+//! The parameter types live in core (`core::params`, `core::ddp::DdpRequest`,
+//! `core::cluster::PhaseCall`), not in the engine, so that proto can name them while dependencies keep pointing one way:
 //! core <- proto <- engine <- daemon, cli.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use ddpcheck_core::backend::{CollectiveRequest, ProbeError};
+use ddpcheck_core::cluster::{ClusterJob, Phase, PhaseCall, MAX_RENDEZVOUS};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
-use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
+use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
 
 use crate::v1;
 
@@ -23,7 +25,7 @@ pub struct Invalid(pub String);
 /// Upper bound of any deadline a caller may ask for.
 pub const MAX_DEADLINE_S: f64 = 3600.0;
 
-/// Longest GPU selection a preflight request may carry.
+/// Longest GPU selection a preflight or explain request may carry.
 const MAX_GPU_SELECTION: usize = 4096;
 
 /// Most `env_ab` candidates one collective benchmark may measure.
@@ -34,7 +36,8 @@ pub fn deadline(secs: f64, default: f64) -> Result<Duration, Invalid> {
     if secs == 0.0 {
         return Ok(Duration::from_secs_f64(default));
     }
-    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_DEADLINE_S) {
+    // Below a nanosecond a deadline rounds to zero, which no run can meet.
+    if !(1e-9..=MAX_DEADLINE_S).contains(&secs) {
         return Err(Invalid(format!(
             "deadline_seconds {secs} outside (0, {MAX_DEADLINE_S}]"
         )));
@@ -194,6 +197,98 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
     }
 }
 
+impl From<&ExplainParams> for v1::ExplainRequest {
+    fn from(p: &ExplainParams) -> Self {
+        v1::ExplainRequest {
+            gpus: p.gpus.clone(),
+            max_bytes: p.max_bytes,
+            deadline_seconds: p.deadline.as_secs_f64(),
+            ab: p.ab,
+        }
+    }
+}
+
+/// Unset (zero) fields take `ExplainParams::default()`'s values: 256 MiB, 60 s per pair.
+impl TryFrom<v1::ExplainRequest> for ExplainParams {
+    type Error = Invalid;
+
+    fn try_from(req: v1::ExplainRequest) -> Result<Self, Invalid> {
+        let d = ExplainParams::default();
+        if req.gpus.len() > MAX_GPU_SELECTION {
+            return Err(Invalid(format!(
+                "gpus selection longer than {MAX_GPU_SELECTION} characters"
+            )));
+        }
+        if req.max_bytes > CollectiveRequest::MAX_BYTES {
+            return Err(Invalid(format!(
+                "max_bytes {} above the {} byte bound",
+                req.max_bytes,
+                CollectiveRequest::MAX_BYTES
+            )));
+        }
+        Ok(ExplainParams {
+            gpus: req.gpus,
+            max_bytes: or_default(req.max_bytes, d.max_bytes),
+            deadline: deadline(req.deadline_seconds, d.deadline.as_secs_f64())?,
+            ab: req.ab,
+        })
+    }
+}
+
+impl From<&PhaseCall> for v1::ClusterCollectiveRequest {
+    fn from(c: &PhaseCall) -> Self {
+        let j = &c.job;
+        v1::ClusterCollectiveRequest {
+            phase: c.phase.as_str().into(),
+            run_id: j.run_id.clone(),
+            rank: j.rank,
+            world_nodes: j.world_nodes,
+            gpus_per_node: j.gpus_per_node,
+            rendezvous: c.rendezvous.clone(),
+            min_bytes: j.min_bytes,
+            max_bytes: j.max_bytes,
+            iters: j.iters,
+            deadline_seconds: j.deadline.as_secs_f64(),
+        }
+    }
+}
+
+/// An unset deadline is 30 s; the job must pass `ClusterJob::validate` (no other defaults: the
+/// caller states every field of a cluster run).
+impl TryFrom<v1::ClusterCollectiveRequest> for PhaseCall {
+    type Error = Invalid;
+
+    fn try_from(req: v1::ClusterCollectiveRequest) -> Result<Self, Invalid> {
+        let phase = req.phase.parse::<Phase>().map_err(Invalid)?;
+        if req.rendezvous.len() > MAX_RENDEZVOUS
+            || req.rendezvous.iter().any(|r| r.len() > MAX_RENDEZVOUS)
+        {
+            return Err(Invalid(format!(
+                "rendezvous: at most {MAX_RENDEZVOUS} entries of at most {MAX_RENDEZVOUS} bytes"
+            )));
+        }
+        let job = ClusterJob {
+            run_id: req.run_id,
+            rank: req.rank,
+            world_nodes: req.world_nodes,
+            gpus_per_node: req.gpus_per_node,
+            min_bytes: req.min_bytes,
+            max_bytes: req.max_bytes,
+            iters: req.iters,
+            deadline: deadline(req.deadline_seconds, 30.0)?,
+        };
+        job.validate().map_err(|e| match e {
+            ProbeError::Invalid(m) => Invalid(m),
+            other => Invalid(other.to_string()),
+        })?;
+        Ok(PhaseCall {
+            phase,
+            job,
+            rendezvous: req.rendezvous,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -324,5 +419,127 @@ mod tests {
             ..Default::default()
         };
         assert!(DdpRequest::try_from(bad).is_err());
+    }
+
+    #[test]
+    fn explain_parameters_survive_the_round_trip() {
+        let p = ExplainParams {
+            gpus: "0,2".into(),
+            max_bytes: 64 << 20,
+            deadline: Duration::from_secs(20),
+            ab: true,
+        };
+        let back = ExplainParams::try_from(v1::ExplainRequest::from(&p)).unwrap();
+        assert_eq!(back, p);
+        let unset = ExplainParams::try_from(v1::ExplainRequest::default()).unwrap();
+        assert_eq!(unset, ExplainParams::default());
+    }
+
+    #[test]
+    fn bad_explain_requests_are_refused() {
+        let long = v1::ExplainRequest {
+            gpus: "0".repeat(MAX_GPU_SELECTION + 1),
+            ..Default::default()
+        };
+        let e = ExplainParams::try_from(long).unwrap_err();
+        assert!(e.0.contains("gpus"), "{e}");
+        let huge = v1::ExplainRequest {
+            max_bytes: CollectiveRequest::MAX_BYTES + 1,
+            ..Default::default()
+        };
+        let e = ExplainParams::try_from(huge).unwrap_err();
+        assert!(e.0.starts_with("max_bytes"), "{e}");
+        for secs in [-1.0, 1e-12, f64::INFINITY, MAX_DEADLINE_S + 1.0] {
+            let r = v1::ExplainRequest {
+                deadline_seconds: secs,
+                ..Default::default()
+            };
+            let e = ExplainParams::try_from(r).unwrap_err();
+            assert!(e.0.starts_with("deadline_seconds"), "{e}");
+        }
+    }
+
+    fn a_join() -> PhaseCall {
+        PhaseCall {
+            phase: Phase::Join,
+            job: ClusterJob {
+                run_id: "cluster-1-r1-s0".into(),
+                rank: 1,
+                world_nodes: 2,
+                gpus_per_node: 8,
+                min_bytes: 8 << 20,
+                max_bytes: 256 << 20,
+                iters: 20,
+                deadline: Duration::from_millis(2500),
+            },
+            rendezvous: vec![b"10.0.0.1:29500".to_vec(), b"node2".to_vec()],
+        }
+    }
+
+    #[test]
+    fn a_cluster_phase_survives_the_round_trip() {
+        let c = a_join();
+        let back = PhaseCall::try_from(v1::ClusterCollectiveRequest::from(&c)).unwrap();
+        assert_eq!(back, c);
+        let prepare = PhaseCall {
+            phase: Phase::Prepare,
+            rendezvous: Vec::new(),
+            ..c
+        };
+        let req = v1::ClusterCollectiveRequest::from(&prepare);
+        assert_eq!(req.phase, "prepare");
+        assert_eq!(PhaseCall::try_from(req).unwrap(), prepare);
+    }
+
+    #[test]
+    fn bad_cluster_phases_are_refused() {
+        let good = v1::ClusterCollectiveRequest::from(&a_join());
+        let unset = v1::ClusterCollectiveRequest {
+            deadline_seconds: 0.0,
+            ..good.clone()
+        };
+        let c = PhaseCall::try_from(unset).unwrap();
+        assert_eq!(c.job.deadline, Duration::from_secs(30));
+        let cases = [
+            (
+                v1::ClusterCollectiveRequest {
+                    phase: "abort".into(),
+                    ..good.clone()
+                },
+                "phase \"abort\": expected prepare or join",
+            ),
+            (
+                v1::ClusterCollectiveRequest {
+                    rendezvous: vec![Vec::new(); MAX_RENDEZVOUS + 1],
+                    ..good.clone()
+                },
+                "rendezvous: at most 4096 entries",
+            ),
+            (
+                v1::ClusterCollectiveRequest {
+                    deadline_seconds: -2.0,
+                    ..good.clone()
+                },
+                "deadline_seconds",
+            ),
+            (
+                v1::ClusterCollectiveRequest {
+                    rank: 2,
+                    ..good.clone()
+                },
+                "rank 2 outside 0..2",
+            ),
+            (
+                v1::ClusterCollectiveRequest {
+                    run_id: String::new(),
+                    ..good
+                },
+                "run id",
+            ),
+        ];
+        for (req, want) in cases {
+            let e = PhaseCall::try_from(req).unwrap_err();
+            assert!(e.0.starts_with(want), "{e} should start with {want}");
+        }
     }
 }

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use ddpcheck_core::cluster::{
-    self, ClusterNode, ClusterReport, DeadNode, NodeResult, SubsetOutcome,
+    self, ClusterJob, ClusterNode, ClusterReport, DeadNode, NodeResult, Phase, PhaseCall,
+    SubsetOutcome,
 };
 use ddpcheck_core::num::{floor_u64, len_u32};
 use ddpcheck_core::BackendKind;
@@ -80,7 +81,8 @@ struct Runner {
     rt: tokio::runtime::Runtime,
     clients: Vec<Client>,
     stage: Duration,
-    template: pb::ClusterCollectiveRequest,
+    /// Every run's job; each run names itself and its nodes.
+    template: ClusterJob,
     base_id: String,
     round: u32,
     seen: BTreeMap<usize, Seen>,
@@ -169,23 +171,28 @@ type SetResult = Result<Vec<(usize, NodeResult)>, Vec<(usize, String)>>;
 async fn run_set(
     set: Vec<usize>,
     clients: Vec<(usize, Client)>,
-    template: pb::ClusterCollectiveRequest,
+    template: ClusterJob,
     run_id: String,
     stage: Duration,
     seen: &mut Vec<(usize, Seen)>,
 ) -> SetResult {
     let n = len_u32(set.len());
-    let req = |rank: u32, phase: &str, rendezvous: Vec<Vec<u8>>| pb::ClusterCollectiveRequest {
-        phase: phase.into(),
-        run_id: run_id.clone(),
-        rank,
-        world_nodes: n,
-        rendezvous,
-        ..template.clone()
+    let req = |rank: u32, phase: Phase, rendezvous: Vec<Vec<u8>>| {
+        let job = ClusterJob {
+            run_id: run_id.clone(),
+            rank,
+            world_nodes: n,
+            ..template.clone()
+        };
+        pb::ClusterCollectiveRequest::from(&PhaseCall {
+            phase,
+            job,
+            rendezvous,
+        })
     };
     let prep = phase_all(
         clients.clone(),
-        (0..n).map(|r| req(r, "prepare", Vec::new())).collect(),
+        (0..n).map(|r| req(r, Phase::Prepare, Vec::new())).collect(),
         stage,
     )
     .await?;
@@ -201,7 +208,7 @@ async fn run_set(
     let rdv: Vec<Vec<u8>> = prep.into_iter().map(|(_, r)| r.rendezvous).collect();
     let joined = phase_all(
         clients,
-        (0..n).map(|r| req(r, "join", rdv.clone())).collect(),
+        (0..n).map(|r| req(r, Phase::Join, rdv.clone())).collect(),
         stage,
     )
     .await?;
@@ -322,9 +329,8 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
     let addrs = node_list(a)?;
     let (network, stage) = a.run.settings()?;
     // Refuse a bad job here, once, rather than as a failure of every node.
-    a.run
-        .job("check".into(), 0, len_u32(addrs.len()), stage)
-        .validate()?;
+    let job = a.run.job("check".into(), 0, len_u32(addrs.len()), stage);
+    job.validate()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -343,14 +349,7 @@ pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError
         rt,
         clients,
         stage,
-        template: pb::ClusterCollectiveRequest {
-            gpus_per_node: a.run.gpus_per_node,
-            min_bytes: a.run.min_bytes,
-            max_bytes: a.run.max_bytes,
-            iters: a.run.iters,
-            deadline_seconds: a.run.stage_deadline,
-            ..Default::default()
-        },
+        template: job,
         base_id: format!(
             "cluster-{}-{}",
             std::process::id(),

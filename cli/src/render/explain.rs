@@ -138,7 +138,8 @@ pub fn explain(r: &ExplainReport) -> String {
     }
     s.push_str(&match e.history_median_gbps {
         Some(m) => format!("  this node's recent median: {} GB/s\n", gbps(m)),
-        None => "  this node's history: none on record here (the daemon keeps it)\n".into(),
+        // Locally there is never any; through a daemon, none until it has run a preflight.
+        None => "  this node's history: none (the daemon keeps its preflights' figures)\n".into(),
     });
     s
 }
