@@ -4,7 +4,7 @@
 # $OUT/logs, and the summary goes last.
 #
 #   bench/validate/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single daemon faults hostnet3 hostnet5 cluster model model355 smoke modes mlprep sidebyside noise features hostgap netcurve accumgap
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single daemon explaind faults hostnet3 hostnet5 cluster model model355 smoke modes mlprep sidebyside noise features hostgap netcurve accumgap
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
@@ -547,6 +547,42 @@ for name in ("start", "after", "restarted"):
           f"verdict {[(l.get('verdict'), v) for n, l, v in pick('ddpcheck_preflight_verdict') if v]}, "
           f"runs {[v for n, l, v in pick('ddpcheck_preflight_runs_total')]}, ddp samples {len(ddp)}")
 PY
+    ;;
+explaind)
+    say "## explaind: ddpcheck explain on the node and through ddpcheckd (the Explain call): the same causes; history lists it"
+    DD=$(mktemp -d /tmp/ddpcheck-daemon.XXXXXX)
+    MPORT=$(free_port)
+    start_daemon
+    t0=$(now)
+    "$DDPCHECK" explain --json > "$LOGS/explaind-local.json" 2> "$LOGS/explaind-local.err"
+    say "explain on the node: exit $? after $(el "$t0" "$(now)") s"
+    t0=$(now)
+    viad explain --json > "$LOGS/explaind-daemon.json" 2> "$LOGS/explaind-daemon.err"
+    say "explain via daemon: exit $? after $(el "$t0" "$(now)") s"
+    viad explain > "$LOGS/explaind-daemon.txt" 2>&1; say "explain via daemon (text): exit $?"
+    viad history --kind explain > "$LOGS/explaind-history.txt" 2>&1; say "history --kind explain via daemon: exit $?"
+    tee -a "$SUMMARY" < "$LOGS/explaind-history.txt"
+    scrape explain
+    kill "$DPID"; wait "$DPID" 2>/dev/null
+    python3 - "$LOGS" <<'PY' | tee -a "$SUMMARY"
+import json, pathlib, sys
+logs = pathlib.Path(sys.argv[1])
+def causes(name):
+    try:
+        r = json.loads((logs / name).read_text())
+    except Exception as e:
+        return "unreadable: %s" % e
+    found = [("node", c["kind"], c["severity"], c.get("action")) for c in r.get("causes", [])]
+    for p in r.get("pairs", []):
+        pair = "GPU%s-GPU%s" % (p["a"]["index"], p["b"]["index"])
+        found += [(pair, c["kind"], c["severity"], c.get("action")) for c in p.get("causes", [])]
+    return [r.get("verdict")] + sorted(found)
+a, b = causes("explaind-local.json"), causes("explaind-daemon.json")
+print("causes on the node:", a)
+print("causes via daemon: ", b)
+print("same causes:", a == b)
+PY
+    grep -E '^ddpcheck_(work_calls_total|bandwidth_cause)' "$LOGS/daemon-metrics-explain.txt" | grep -i explain | head -5 | tee -a "$SUMMARY"
     ;;
 faults)
     say "## faults: a foreign CUDA process on GPU 0 (check, prolog, bench ddp, bench collectives, the daemon's gauge), then one DDP rank killed with SIGKILL mid-run"
