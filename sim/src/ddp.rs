@@ -282,6 +282,8 @@ pub fn run(
                         accum,
                         step_time_median_s: step,
                         step_time_p90_s: step * (1.0 + P90_SPREAD),
+                        // The simulator times what it is asked; it has no launch noise to stretch against.
+                        timed_steps: Some(req.steps),
                         throughput: items * tokens / step,
                         throughput_unit: match spec {
                             ModelSpec::Decoder { .. } => "tokens/s".into(),

@@ -20,6 +20,11 @@ pub struct DdpResult {
     pub accum: u32,
     /// Median and 90th-percentile optimizer-step time, seconds.
     pub step_time_median_s: f64,
+    /// Steps timed (the first launch's, when repeated): more than asked where a minimum timed
+    /// stretch (`DdpRequest::min_timed_s`) lengthened a run of short steps. Absent from reports
+    /// of runners that do not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_steps: Option<u32>,
     pub step_time_p90_s: f64,
     /// Tokens/s (decoders) or samples/s (MLP) over all GPUs.
     pub throughput: f64,

@@ -630,6 +630,7 @@ fn run_group(
                     accum: variant.accum,
                     step_time_median_s: ev.step_time_median_s,
                     step_time_p90_s: ev.step_time_p90_s,
+                    timed_steps: ev.steps,
                     throughput: ev.throughput,
                     throughput_unit: ev.throughput_unit,
                     all_reduce_probe: ev

@@ -115,6 +115,9 @@ pub(super) struct ResultEvent {
     pub(super) world_size: u32,
     pub(super) step_time_median_s: f64,
     pub(super) step_time_p90_s: f64,
+    /// Steps timed (absent from an older script's line).
+    #[serde(default)]
+    pub(super) steps: Option<u32>,
     pub(super) throughput: f64,
     pub(super) throughput_unit: String,
     #[serde(default)]

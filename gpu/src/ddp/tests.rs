@@ -88,7 +88,7 @@ echo '{{"event":"env","torch":"2.11.0+cu130","cuda":"13.0","nccl":"2.28.9","gpus
 echo '{{"event":"progress","phase":"ready","step":0,"total":4}}'
 echo '{{"event":"progress","phase":"timed","step":4,"total":4}}'
 echo '{{"event":"some_future_event","x":1}}'
-echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"bf16\",\"world_size\":$n,\"micro_batch\":8,\"accum\":1,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\",\"nocomm_step_time_median_s\":$nocomm,\"solo_step_time_median_s\":$solo,\"all_reduce_probe\":$probe,\"step_times_s\":[$step,$step,$step]}}"
+echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"bf16\",\"world_size\":$n,\"micro_batch\":8,\"accum\":1,\"step_time_median_s\":$step,\"step_time_p90_s\":$step,\"steps\":3,\"throughput\":$tput,\"throughput_unit\":\"tokens/s\",\"nocomm_step_time_median_s\":$nocomm,\"solo_step_time_median_s\":$solo,\"all_reduce_probe\":$probe,\"step_times_s\":[$step,$step,$step]}}"
 exit 0
 "#
     )
@@ -128,6 +128,8 @@ fn fake_benchmark_gives_results_with_speedups() {
     );
     assert_eq!((two.micro_batch, two.accum), (8, 1));
     assert_eq!(two.throughput_unit, "tokens/s");
+    // The steps the script says it timed are kept.
+    assert_eq!((one.timed_steps, two.timed_steps), (Some(3), Some(3)));
     assert!((one.speedup.unwrap() - 1.0).abs() < 1e-12);
     assert!((two.speedup.unwrap() - 131072.0 / 81920.0).abs() < 1e-9);
     assert!((two.efficiency.unwrap() - 0.8).abs() < 1e-9);
