@@ -24,6 +24,12 @@ pub struct ExplainArgs {
 }
 
 pub fn run(cli: &Cli, a: &ExplainArgs) -> Result<i32, RunError> {
+    // Refused here, not only by the sweep: through the daemon a 0 would read as "unset".
+    if a.max_bytes == 0 {
+        return Err(RunError::Usage(
+            "--max-bytes must be at least 1 byte".into(),
+        ));
+    }
     let params = ExplainParams {
         gpus: a.gpus.clone().unwrap_or_else(job_gpus_from_env),
         max_bytes: a.max_bytes,

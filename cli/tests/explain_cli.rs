@@ -216,6 +216,12 @@ fn busy_and_usage_errors() {
     assert_eq!(code(&o), 4, "{}", stderr(&o));
     let o = local_env(&["--sim", "h200x2-nvlink", "explain", "--gpus", "7"], &[]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
+    let o = local_env(
+        &["--sim", "h200x2-nvlink", "explain", "--max-bytes", "0"],
+        &[],
+    );
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--max-bytes"), "{}", stderr(&o));
 }
 
 /// Through a daemon on a faulty simulated node, `explain` finds the causes and actions it finds
@@ -270,5 +276,8 @@ fn through_the_daemon_busy_and_usage_errors_keep_their_exit_codes() {
     let o = d.cli(&["explain", "--gpus", "7"]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
     assert!(stderr(&o).contains("GPU \"7\""), "{}", stderr(&o));
+    // 0 would read as "unset" (the default) in the request: refused before it is sent.
+    let o = d.cli(&["explain", "--max-bytes", "0"]);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
     d.stop();
 }

@@ -116,7 +116,7 @@ pub const KEYS: [Key; 15] = [
     Key {
         name: "work_rate_per_minute",
         env: "DDPCHECK_WORK_RATE_PER_MINUTE",
-        help: "work-starting gRPC calls (preflights and benchmarks; not cluster phases) allowed per minute on average, 0 = no limit; unset: 30",
+        help: "work-starting gRPC calls (preflights, benchmarks and explain; not cluster phases) allowed per minute on average, 0 = no limit; unset: 30",
     },
     Key {
         name: "work_burst",

@@ -13,8 +13,8 @@ use ddpcheckd::run::{self, DaemonConfig};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// ddpcheckd — per-node daemon of ddpcheck: serves the ddpcheck.v1 gRPC API on a Unix socket,
-/// keeps a snapshot of the node's GPUs fresh, runs preflights and benchmarks on request (one at
-/// a time), and exports Prometheus metrics.
+/// keeps a snapshot of the node's GPUs fresh, runs preflights, benchmarks and explain on request
+/// (one at a time), and exports Prometheus metrics.
 #[derive(Parser, Debug)]
 #[command(
     version,
@@ -63,8 +63,8 @@ struct Args {
     /// the first node) [default: the address the host name resolves to].
     #[arg(long, env = "DDPCHECK_CLUSTER_ADDRESS")]
     cluster_address: Option<String>,
-    /// Work-starting calls (preflights and benchmarks; cluster phases are single flight only)
-    /// allowed per minute on average; 0 turns the limit off [default: 30].
+    /// Work-starting calls (preflights, benchmarks and explain; cluster phases are single flight
+    /// only) allowed per minute on average; 0 turns the limit off [default: 30].
     #[arg(long, env = "DDPCHECK_WORK_RATE_PER_MINUTE")]
     work_rate_per_minute: Option<f64>,
     /// Work-starting calls allowed back to back before the per-minute rate applies [default: 10].
