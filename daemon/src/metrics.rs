@@ -155,7 +155,7 @@ impl Metrics {
             allreduce_expected: reg(r, Gauge::new("ddpcheck_allreduce_expected_busbw_bytes_per_second", "Expected all-reduce bus bandwidth for the node's topology class (0 if unknown)").expect("valid")),
             allreduce_ratio: reg(r, Gauge::new("ddpcheck_allreduce_busbw_ratio", "Measured over expected all-reduce bus bandwidth (0 if unknown)").expect("valid")),
             allreduce_wrong: reg(r, IntGauge::new("ddpcheck_allreduce_wrong_elements", "Wrong elements in the last preflight's all-reduce check").expect("valid")),
-            bandwidth_cause: gauge_vec!(r, IntGaugeVec, "ddpcheck_bandwidth_cause", "Causes of low GPU bandwidth found after the last preflight (ddpcheck explain's judgement); always 1", &CAUSE_LABELS),
+            bandwidth_cause: gauge_vec!(r, IntGaugeVec, "ddpcheck_bandwidth_cause", "Causes of low GPU bandwidth found by the last preflight or explain (ddpcheck explain's judgement); always 1", &CAUSE_LABELS),
             work_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_work_runs_total", "Work-starting calls run, by call and outcome", &["call", "outcome"]),
             work_rejected: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rejected_total", "Work-starting calls refused as BUSY", &["call"]),
             work_rate_limited: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rate_limited_total", "Work-starting calls refused by the rate limit (work_rate_per_minute)", &["call"]),
@@ -360,7 +360,8 @@ impl Metrics {
         self.changed();
     }
 
-    /// The causes of low bandwidth on `hostname` after a preflight: the last set is cleared.
+    /// The causes of low bandwidth on `hostname` after a preflight or an explain: the last set is
+    /// cleared.
     pub fn set_causes(&self, hostname: &str, e: &Explanation) {
         self.bandwidth_cause.reset();
         for c in e.all_causes() {

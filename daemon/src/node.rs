@@ -120,6 +120,13 @@ impl Node {
 
     /// The causes of low bandwidth after preflight `r` (the platform read now, the preflight's
     /// figures, `history` before it) as the cause metric.
+    /// The node's last `n` all-reduce bus bandwidths from the history (none without one).
+    pub fn recent_busbw(&self, n: u32) -> Vec<f64> {
+        let label = self.backend.label();
+        self.with_history(|h| h.recent_busbw(&label, n))
+            .unwrap_or_default()
+    }
+
     pub fn show_causes(&self, r: &PreflightReport, history: &[f64]) {
         let e = engine::explain::causes_after_preflight(self.backend.as_ref(), r, history);
         self.metrics.set_causes(&r.header.provenance.hostname, &e);

@@ -335,10 +335,7 @@ impl Ddpcheck for Service {
     ) -> Result<Response<EventStream>, Status> {
         let params = PreflightParams::try_from(req.into_inner()).map_err(invalid)?;
         let stream = self.spawn_work("preflight", move |node, progress| {
-            let label = node.backend.label();
-            let history = node
-                .with_history(|h| h.recent_busbw(&label, RECENT_BUSBW))
-                .unwrap_or_default();
+            let history = node.recent_busbw(RECENT_BUSBW);
             let r =
                 engine::run_preflight(node.backend.as_ref(), &params, history.clone(), progress)?;
             node.metrics.set_preflight(&r, engine::unix_now());
@@ -390,12 +387,13 @@ impl Ddpcheck for Service {
     async fn explain(&self, req: Request<ExplainRequest>) -> Result<Response<EventStream>, Status> {
         let params = ExplainParams::try_from(req.into_inner()).map_err(invalid)?;
         let stream = self.spawn_work("explain", move |node, progress| {
-            let label = node.backend.label();
-            let history = node
-                .with_history(|h| h.recent_busbw(&label, RECENT_BUSBW))
-                .unwrap_or_default();
+            let history = node.recent_busbw(RECENT_BUSBW);
             let r =
                 engine::explain::run_explain(node.backend.as_ref(), &params, &history, progress)?;
+            // The newest judgement of the node's links, measured pair by pair: it replaces the
+            // causes the last preflight left in the metric.
+            node.metrics
+                .set_causes(&r.header.provenance.hostname, &r.explanation);
             Finished::judged("explain", r.header.backend, r.verdict, r.exit_code, &r)
         })?;
         Ok(Response::new(stream))

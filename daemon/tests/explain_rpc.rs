@@ -75,6 +75,12 @@ async fn explain_streams_progress_then_its_judged_report_and_keeps_it() {
         ("complete", 1)
     );
     assert_eq!(stored[0].json, r.json);
+    // The causes it found are the node's cause metric now.
+    let scrape = running.node.metrics.encode();
+    let cause = scrape
+        .lines()
+        .find(|l| l.starts_with("ddpcheck_bandwidth_cause{") && l.contains("pcie_downtrained"));
+    assert!(cause.is_some_and(|l| l.ends_with(" 1")), "{scrape}");
     running.shutdown().await;
 }
 
