@@ -4,7 +4,7 @@
 # $OUT/logs, and the summary goes last.
 #
 #   bench/validate/gpu-validate.sh [PHASE...]
-#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single daemon explaind faults hostnet3 hostnet5 cluster model model355 smoke modes mlprep sidebyside noise features hostgap netcurve accumgap
+#   phases: probe nccl preflight hang ddp mlp manual repeat notorch single firstlaunch daemon explaind faults hostnet3 hostnet5 cluster model model355 smoke modes mlprep sidebyside noise features hostgap netcurve accumgap
 #   (manual: ROUNDS=N rounds, BYHAND_VARIANTS=a,b, BYHAND_STEPS=N; modes: MODES_ROUNDS=N;
 #    model: MODEL_REGIMES=nvlink,shm,hostnet picks regimes, MODEL_REPEATS=N launches each run N times, MODEL_MLP=0 skips the MLP sweep,
 #    MODEL_GPT=gpt2-124m,gpt2-355m the GPT models (both in one call: cross-calibration);
@@ -465,6 +465,24 @@ single)
         "$DDPCHECK" recommend --model gpt2-124m --from "$CURVE" --gpus $g --repeats 2 --json > "$LOGS/single-recommend-from-$g.json" 2> "$LOGS/single-recommend-from-$g.err"
         say "recommend --from (2xH200 curve) --gpus $g --repeats 2: exit $? after $(el "$t0" "$(now)") s"
         python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("  chosen", r.get("chosen"), "| compute", r["compute"] if isinstance(r.get("compute"), str) else json.dumps(r.get("compute"))[:200])' "$LOGS/single-recommend-from-$g.json" 2>&1 | tee -a "$SUMMARY"
+    done
+    ;;
+firstlaunch)
+    say "## firstlaunch: recommend's first launch (1-GPU quick runs, each timing at least 2 s) with another node's curve: wall time and the steps each run timed"
+    CURVE=bench/accuracy/fixtures/2026-11-30-h200x2-2243/mlprep8/mlprep8-curve-nvlink.json
+    for m in "gpt2-124m" "mlp:1024x4 --micro-batch 256"; do
+        name=$(echo "$m" | cut -d' ' -f1 | tr ':' '-')
+        t0=$(now)
+        # shellcheck disable=SC2086
+        "$DDPCHECK" recommend --model $m --from "$CURVE" --gpus 2 --save-runs "$LOGS/firstlaunch-$name" --json > "$LOGS/firstlaunch-$name.json" 2> "$LOGS/firstlaunch-$name.err"
+        say "recommend --model $m --from (2xH200 curve) --gpus 2: exit $? after $(el "$t0" "$(now)") s"
+        python3 - "$LOGS/firstlaunch-$name/ddp-1gpu.json" <<'PY' 2>&1 | tee -a "$SUMMARY"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for x in r["results"]:
+    steps, ms = x.get("timed_steps"), x["step_time_median_s"] * 1e3
+    print("  %-12s %-7s %5s steps of %7.3f ms: %5.2f s timed" % (x["model"], x["variant"], steps, ms, (steps or 0) * ms / 1e3))
+PY
     done
     ;;
 daemon)

@@ -30,7 +30,7 @@ use std::time::Duration;
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
-    fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec,
+    fill_scaling, merge_repeats, timed_steps, DdpRequest, DdpResult, DdpVariant, ModelSpec,
     ALL_REDUCE_PROBE_BYTES,
 };
 use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
@@ -282,8 +282,7 @@ pub fn run(
                         accum,
                         step_time_median_s: step,
                         step_time_p90_s: step * (1.0 + P90_SPREAD),
-                        // The simulator times what it is asked; it has no launch noise to stretch against.
-                        timed_steps: Some(req.steps),
+                        timed_steps: Some(timed_steps(req.min_timed_s, req.steps, step)),
                         throughput: items * tokens / step,
                         throughput_unit: match spec {
                             ModelSpec::Decoder { .. } => "tokens/s".into(),

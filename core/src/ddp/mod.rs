@@ -21,7 +21,7 @@ pub use noise::{
     beyond_noise, describe_noise_bound, noise_bound, speedup_noise_bound, speedup_uncertainty,
     throughput_ratio, ThroughputRatio,
 };
-pub use request::{DdpRequest, MAX_REPEATS};
+pub use request::{timed_steps, DdpRequest, MAX_REPEATS, MAX_STEPS};
 pub use result::{
     fill_scaling, merge_repeats, one_gpu_partner, probe_curve, DdpResult, SoloSlowdown,
     ALL_REDUCE_PROBE_BYTES,

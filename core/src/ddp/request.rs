@@ -38,6 +38,20 @@ fn one_launch() -> u32 {
 /// The longest stretch of steps a run may be asked to time, seconds.
 pub const MAX_MIN_TIMED_S: f64 = 60.0;
 
+/// The most timed steps a run may take (the script's `MAX_STEPS`, and `steps`' own bound).
+pub const MAX_STEPS: u32 = 10_000;
+
+/// Timed steps of a run of `step_s`-second steps: `steps`, or more where that many would time
+/// less than `min_timed_s`, never past [`MAX_STEPS`] (the embedded script's `steps_for`).
+pub fn timed_steps(min_timed_s: f64, steps: u32, step_s: f64) -> u32 {
+    if !(min_timed_s > 0.0 && step_s > 0.0) {
+        return steps;
+    }
+    let wanted = crate::num::floor_u64((min_timed_s / step_s).ceil());
+    let wanted = u32::try_from(wanted).unwrap_or(MAX_STEPS).min(MAX_STEPS);
+    steps.max(wanted)
+}
+
 /// Most launches of one configuration a request may ask for.
 pub const MAX_REPEATS: u32 = 20;
 
@@ -114,7 +128,7 @@ impl DdpRequest {
         if !(1..=4096).contains(&self.micro_batch) {
             return bad(format!("micro-batch {} outside 1..=4096", self.micro_batch));
         }
-        if !(1..=10_000).contains(&self.steps) || self.warmup_steps > 10_000 {
+        if !(1..=MAX_STEPS).contains(&self.steps) || self.warmup_steps > 10_000 {
             return bad(format!(
                 "steps {} (warm-up {}) outside 1..=10000",
                 self.steps, self.warmup_steps

@@ -368,3 +368,14 @@ fn a_minimum_timed_stretch_outside_zero_to_sixty_seconds_is_refused() {
         assert!(e.contains("minimum timed seconds"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn timed_steps_stretch_short_steps_to_the_minimum_and_leave_long_ones() {
+    use super::timed_steps;
+    // As the embedded script's steps_for (gpu's tests run that one on the same figures).
+    assert_eq!(timed_steps(2.0, 15, 0.002), 1000);
+    assert_eq!(timed_steps(2.0, 15, 0.2), 15);
+    assert_eq!(timed_steps(2.0, 15, 1e-7), super::MAX_STEPS);
+    assert_eq!(timed_steps(0.0, 15, 0.002), 15);
+    assert_eq!(timed_steps(2.0, 15, 0.0), 15);
+}
