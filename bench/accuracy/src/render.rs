@@ -252,7 +252,7 @@ pub fn case_list(datasets: &[Dataset]) -> String {
 pub fn readme_table(datasets: &[Dataset]) -> String {
     let judged: Vec<&Dataset> = datasets.iter().filter(|d| d.judged()).collect();
     let mut t = String::from(
-        "| protocol | what the model reads | cases | median error | largest error | bias | ranking |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n",
+        "| protocol | what the model reads | cases | median error | largest error | bias | ranking | choice slower than plain DDP |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for (p, reads) in [
         (
@@ -267,14 +267,17 @@ pub fn readme_table(datasets: &[Dataset]) -> String {
         let s = score(&cases(p, &judged, Knobs::default()), model);
         let _ = writeln!(
             t,
-            "| {} | {reads} | {} | {} | {} | {} | {} of {} |",
+            "| {} | {reads} | {} | {} | {} | {} | {} of {} | {} of {} ({} by > 5%) |",
             p.short(),
             s.cases,
             pct(s.median),
             pct(s.largest),
             signed(s.bias),
             s.pairs_right,
-            s.pairs
+            s.pairs,
+            s.choice.slower,
+            s.groups,
+            s.choice.slower_beyond_gap
         );
     }
     t
