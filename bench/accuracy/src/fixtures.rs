@@ -152,6 +152,15 @@ impl Dataset {
     pub fn judged(&self) -> bool {
         JUDGED_HOSTS.contains(&self.spec.host)
     }
+
+    /// The most launches any of its runs was repeated over (0 for single launches).
+    pub fn launches(&self) -> usize {
+        self.runs
+            .iter()
+            .map(|r| r.launch_step_medians_s.len())
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -156,6 +156,12 @@ fn more_launches_table(judged: &[&Dataset]) -> String {
     let mut t = String::from(
         "| input launches | judged on launches | cases | median \\|error\\| | largest \\|error\\| | bias | input launches themselves: median | largest |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
+    // The same data sets in every row: those with launches enough for the last one's split.
+    let judged: Vec<&Dataset> = judged
+        .iter()
+        .copied()
+        .filter(|ds| ds.launches() >= MORE_LAUNCHES_MIN)
+        .collect();
     let splits = (1..=MORE_LAUNCHES_JUDGED_FROM)
         .map(|inputs| (inputs, MORE_LAUNCHES_JUDGED_FROM))
         .chain([(4, 4)]);
@@ -187,6 +193,8 @@ fn more_launches_table(judged: &[&Dataset]) -> String {
 
 /// The first judged launch (0-based) of the more-launches table: three launches can be inputs.
 const MORE_LAUNCHES_JUDGED_FROM: usize = 3;
+/// Launches a data set needs for the more-launches table: four against four.
+const MORE_LAUNCHES_MIN: usize = 8;
 
 /// Every table, as the results page holds them.
 pub fn tables(datasets: &[Dataset]) -> String {
@@ -208,7 +216,8 @@ pub fn tables(datasets: &[Dataset]) -> String {
     out += &regime_table(&all);
     out += "\n### Targets\n\n";
     out += &targets_table(&all);
-    out += "\n### P1 with more input launches (judged calls; datasets of eight launches)\n\n";
+    out +=
+        "\n### P1 with more input launches (judged calls; data sets of eight launches or more)\n\n";
     out += &more_launches_table(&judged);
     out += "\n### Fit calls (P0; their runs timed no probes, so P1 and P2 do not apply)\n\n";
     let p0: Vec<(Protocol, Vec<Case>)> =
