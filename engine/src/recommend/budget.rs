@@ -15,7 +15,7 @@ pub const PROBE_S: f64 = 3.0;
 pub const WARMUP_STEPS: u32 = 5;
 pub const STEPS: u32 = 15;
 /// Each quick run times at least this long (more than [`STEPS`] where steps are short): runs side
-/// by side in one launch then compare to about 4% where 20-step runs spread 9-17%
+/// by side in one launch then compare to 3-8% where 20-step runs spread 9-17%
 /// (docs/results/2026-12-01-h200-one-gpu-launch-noise.md).
 pub const MIN_TIMED_S: f64 = 2.0;
 /// Steps the script times after the warm-up to size a run to [`MIN_TIMED_S`], and then warms up
