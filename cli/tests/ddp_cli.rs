@@ -105,6 +105,22 @@ fn bad_ddp_requests_are_usage_errors() {
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--env", "FOO=1"],
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--repeats", "0"],
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--repeats", "21"],
+        vec![
+            "--sim",
+            "h200x2-nvlink",
+            "bench",
+            "ddp",
+            "--min-timed-seconds",
+            "-1",
+        ],
+        vec![
+            "--sim",
+            "h200x2-nvlink",
+            "bench",
+            "ddp",
+            "--min-timed-seconds",
+            "61",
+        ],
     ] {
         let o = local(&args);
         assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
@@ -292,4 +308,57 @@ fn a_hooked_variant_is_measured_against_one_gpu_without_its_hook() {
         "{}",
         stdout(&o)
     );
+}
+
+/// `--min-timed-seconds`: short steps are timed for at least that long, long ones for `--steps`;
+/// the table says how many steps the runs timed, the JSON each run's count. Without it every run
+/// times `--steps` and the table says nothing.
+#[test]
+fn a_minimum_timed_stretch_lengthens_short_runs_only() {
+    let run = |more: &[&str]| {
+        let mut args = vec![
+            "--sim",
+            "h200x2-nvlink",
+            "bench",
+            "ddp",
+            "--sweep",
+            "mlp:1024,8192",
+            "--variants",
+            "base",
+            "--steps",
+            "40",
+        ];
+        args.extend_from_slice(more);
+        let text = local(&args);
+        args.push("--json");
+        let json = local(&args);
+        assert_eq!(code(&text), 0, "{}", stderr(&text));
+        let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let steps: Vec<(f64, u32)> = v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let step = r["step_time_median_s"].as_f64().unwrap();
+                let n = u32::try_from(r["timed_steps"].as_u64().unwrap()).unwrap();
+                (step, n)
+            })
+            .collect();
+        (stdout(&text), steps)
+    };
+    let (text, steps) = run(&["--min-timed-seconds", "2"]);
+    assert!(text.contains("timed steps: "), "{text}");
+    for (step, n) in &steps {
+        // At least 2 s of steps, or the 40 asked where those already take longer.
+        let timed = step * f64::from(*n);
+        assert!(*n >= 40 && (timed >= 2.0 || *n == 40), "{step} s x {n}");
+        assert!(
+            *n == 40 || timed < 2.0 + step,
+            "{step} s x {n}: more than needed"
+        );
+    }
+    assert!(steps.iter().any(|(_, n)| *n > 40), "{steps:?}");
+    let (text, steps) = run(&[]);
+    assert!(!text.contains("timed steps: "), "{text}");
+    assert!(steps.iter().all(|(_, n)| *n == 40), "{steps:?}");
 }

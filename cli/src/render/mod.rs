@@ -175,6 +175,16 @@ fn solo_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
         .collect()
 }
 
+/// How many steps the runs timed, where they did not all time the same count (a minimum timed
+/// stretch lengthened the short ones); nothing for reports that do not say.
+fn timed_steps_line(results: &[ddpcheck_core::ddp::DdpResult]) -> Option<String> {
+    let counts: Vec<u32> = results.iter().filter_map(|x| x.timed_steps).collect();
+    let (lo, hi) = (counts.iter().min()?, counts.iter().max()?);
+    (lo != hi).then(|| {
+        format!("timed steps: {lo} to {hi} a run (short steps stretched to --min-timed-seconds)")
+    })
+}
+
 /// Per GPU count, what the runs' all-reduce probes (timed alone in their own process group
 /// before their steps) measured at the largest and smallest size: the curve `recommend` reads.
 fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
@@ -256,6 +266,10 @@ pub fn bench_ddp(r: &DdpReport) -> String {
     }
     if r.results.iter().any(|x| x.speedup_uncertainty.is_some()) {
         s.push_str("±: the speedup's standard error from how far the launches at 1 and N GPUs spread; differences within Student's t times it (about 2 with many launches, 4-13 with two or three: speedup_noise_bound in --json) are not measured\n");
+    }
+    if let Some(line) = timed_steps_line(&r.results) {
+        s.push_str(&line);
+        s.push('\n');
     }
     for line in probe_lines(&r.results) {
         s.push_str(&line);
