@@ -102,10 +102,7 @@ impl Node {
     /// The node's recent large-message busbw before the stored preflight `r` (which the
     /// history holds as its newest entry where it measured one).
     fn history_before(&self, r: &PreflightReport) -> Vec<f64> {
-        let label = self.backend.label();
-        let mut h = self
-            .with_history(|h| h.recent_busbw(&label, RECENT_BUSBW + 1))
-            .unwrap_or_default();
+        let mut h = self.recent_busbw(RECENT_BUSBW + 1);
         let measured = r
             .all_reduce
             .as_ref()
@@ -118,8 +115,6 @@ impl Node {
         h.split_off(skip)
     }
 
-    /// The causes of low bandwidth after preflight `r` (the platform read now, the preflight's
-    /// figures, `history` before it) as the cause metric.
     /// The node's last `n` all-reduce bus bandwidths from the history (none without one).
     pub fn recent_busbw(&self, n: u32) -> Vec<f64> {
         let label = self.backend.label();
@@ -127,6 +122,8 @@ impl Node {
             .unwrap_or_default()
     }
 
+    /// The causes of low bandwidth after preflight `r` (the platform read now, the preflight's
+    /// figures, `history` before it) as the cause metric.
     pub fn show_causes(&self, r: &PreflightReport, history: &[f64]) {
         let e = engine::explain::causes_after_preflight(self.backend.as_ref(), r, history);
         self.metrics.set_causes(&r.header.provenance.hostname, &e);

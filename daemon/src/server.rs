@@ -66,11 +66,8 @@ struct Finished {
     busbw_large: Option<f64>,
 }
 
-/// Work calls whose report carries a verdict and an exit code, which the history keeps.
-const JUDGED_CALLS: [&str; 2] = ["preflight", "explain"];
-
 impl Finished {
-    /// A report with a verdict (preflight, explain).
+    /// A report with a verdict and an exit code (preflight, explain), which the history keeps.
     fn judged<T: serde::Serialize>(
         kind: &str,
         backend: ddpcheck_core::BackendKind,
@@ -78,18 +75,10 @@ impl Finished {
         exit_code: i32,
         r: &T,
     ) -> Result<Finished, ProbeError> {
-        Ok(Finished {
-            report: Report {
-                kind: kind.into(),
-                backend: backend.as_str().into(),
-                verdict: verdict.as_str().into(),
-                exit_code,
-                json: to_json(r)?,
-                status: "complete".into(),
-                ..Report::default()
-            },
-            busbw_large: None,
-        })
+        let mut f = Finished::plain(kind, backend, r)?;
+        f.report.verdict = verdict.as_str().into();
+        f.report.exit_code = exit_code;
+        Ok(f)
     }
 
     /// A report without a verdict (benchmarks).
@@ -176,7 +165,8 @@ impl Service {
                     if let Ok(id) = id {
                         let verdict =
                             (!f.report.verdict.is_empty()).then_some(f.report.verdict.as_str());
-                        let exit = JUDGED_CALLS.contains(&call).then_some(f.report.exit_code);
+                        // Only a judged report (one with a verdict) has an exit code to keep.
+                        let exit = verdict.is_some().then_some(f.report.exit_code);
                         let stored = node.with_history(|h| {
                             h.complete(
                                 id,

@@ -3,8 +3,8 @@
 //! (`TryFrom`), refusing what it must not run and filling the defaults an unset field means.
 //!
 //! The parameter types live in core (`core::params`, `core::ddp::DdpRequest`,
-//! `core::cluster::PhaseCall`), not in the engine, so that proto can name them while dependencies keep pointing one way:
-//! core <- proto <- engine <- daemon, cli.
+//! `core::cluster::PhaseCall`), not in the engine, so that proto can name them while
+//! dependencies keep pointing one way: core <- proto <- engine <- daemon, cli.
 
 use std::collections::HashMap;
 use std::time::Duration;
