@@ -16,7 +16,8 @@ fn signed(x: f64) -> String {
     format!("{:+.1}%", x * 100.0)
 }
 
-/// "slower in S of G (B by > 5%)", and how many groups the pick changed from plain DDP.
+/// "S of G (B by > 5%; C not base)": measured slower than plain DDP in S of G groups, B of them
+/// by more than 5%, and a change from plain DDP chosen in C.
 fn picks(p: &Picks, groups: usize) -> String {
     format!(
         "{} of {groups} ({} by > 5%; {} not base)",

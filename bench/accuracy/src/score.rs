@@ -4,6 +4,7 @@
 //! than the baseline.
 
 use crate::protocol::Case;
+use ddpcheck_core::expect::median;
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::recommend::{pick, DEFAULT_TARGET_EFFICIENCY};
 
@@ -58,15 +59,6 @@ fn recommended<'a>(g: &[&'a Case], predicted: &impl Fn(&Case) -> f64) -> Option<
     pick(&efficiencies, DEFAULT_TARGET_EFFICIENCY).map(|p| g[p.chosen])
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    match xs.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => xs[n / 2],
-        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
-    }
-}
-
 /// The cases of each (dataset, model), in first-seen order.
 fn groups(cases: &[Case]) -> Vec<Vec<&Case>> {
     let mut out: Vec<Vec<&Case>> = Vec::new();
@@ -91,7 +83,7 @@ pub fn score(cases: &[Case], predicted: impl Fn(&Case) -> f64) -> Score {
         .collect();
     let mut s = Score {
         cases: judged.len(),
-        median: median(errors.iter().map(|e| e.abs()).collect()),
+        median: median(&errors.iter().map(|e| e.abs()).collect::<Vec<_>>()).unwrap_or(f64::NAN),
         largest: errors.iter().fold(0.0, |m, e| m.max(e.abs())),
         bias: errors.iter().sum::<f64>() / errors.len().max(1).to_f64(),
         ..Score::default()
