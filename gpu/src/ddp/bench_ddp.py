@@ -797,12 +797,10 @@ def main(argv=None):
 
         def sized_steps(warm, steps, sync):
             """`steps`, or more so that the run times at least min_timed_s: sized on SIZING_STEPS
-            steps after the warm-up; every rank takes the largest count, as they step together."""
+            steps after the warm-up. timed_steps hands every rank the same step times (each the
+            slowest rank's), so every rank arrives at the same count, as they must step together."""
             sizing, _ = timed_steps("sizing", warm, SIZING_STEPS, sync)
-            n = torch.tensor([steps_for(cfg["min_timed_s"], steps, median(sizing))],
-                             dtype=torch.int64, device=device)
-            dist.all_reduce(n, op=dist.ReduceOp.MAX)
-            return int(n.item())
+            return steps_for(cfg["min_timed_s"], steps, median(sizing))
 
         warm, steps = cfg["warmup_steps"], cfg["steps"]
         if cfg["min_timed_s"] > 0:
