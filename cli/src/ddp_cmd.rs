@@ -5,14 +5,18 @@ use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
 use ddpcheck_core::num::ToF64;
 
 use crate::args::parse_u32_list;
+use crate::recipe_args::{parse_model, RecipeArgs};
 use crate::{make_target, print_json, progress, render, Cli};
 use ddpcheck_engine::RunError;
 
 #[derive(Args, Debug)]
 pub struct DdpArgs {
-    /// Model: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied],
+    /// Model: your own, py:FILE.py:FUNCTION or py:MODULE:FUNCTION (a factory, docs/recommend.md
+    /// "Your own model"); a library's from random weights, torchvision:NAME, timm:NAME,
+    /// hf:MODEL_TYPE[,KEY=VALUE...] or hf:PATH/config.json (nothing is downloaded); or a
+    /// preset: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied],
     /// mlp:WIDTH[,DEPTH], mlp:WIDTHxDEPTH or 'mlp:IN->WIDTHxDEPTH->OUT' (quoted: '>' is a
-    /// redirection to the shell). Repeatable. See docs/recommend.md.
+    /// redirection to the shell). Repeatable.
     #[arg(long = "model")]
     pub models: Vec<String>,
     /// A decoder from its Hugging Face config.json (GPT-2, LLaMA or Mistral); repeatable.
@@ -63,6 +67,8 @@ pub struct DdpArgs {
     /// that run the same launches by hand (the reference for ddpcheck's own overhead); runs nothing.
     #[arg(long, value_name = "DIR", hide = true)]
     pub print_manual: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub recipe: RecipeArgs,
 }
 
 /// `--print-manual`: the by-hand commands for the launches this request makes.
@@ -109,7 +115,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
     let mut models: Vec<ModelSpec> = a
         .models
         .iter()
-        .map(|m| m.parse::<ModelSpec>().map_err(RunError::Usage))
+        .map(|m| parse_model(m))
         .collect::<Result<_, _>>()?;
     for path in &a.model_configs {
         models.push(ddpcheck_engine::model_config::read_model_config(path)?);
@@ -171,6 +177,8 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         env,
         deadline_s: a.deadline,
         repeats: a.repeats,
+        recipe: a.recipe.recipe()?,
+        device: a.recipe.device()?,
     })
 }
 

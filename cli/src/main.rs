@@ -30,6 +30,7 @@ mod explain_cmd;
 mod history_cmd;
 mod plot;
 mod progress;
+mod recipe_args;
 mod recommend;
 mod render;
 

@@ -70,7 +70,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::collective::{Collective, Sweep};
-use crate::ddp::{CommHook, DdpResult, DdpVariant, DecoderTensors, ModelSpec};
+use crate::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec};
 use crate::num::{floor_u64, len_u32, ToF64};
 
 /// One MiB, the unit of DDP's `bucket_cap_mb`.
@@ -310,164 +310,6 @@ fn fit_alpha_beta(pts: &[(f64, f64)]) -> Result<(f64, f64), ModelError> {
         ));
     }
     Ok(fit)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Gradient layout and buckets
-// ---------------------------------------------------------------------------------------------
-
-/// One parameter tensor's gradient: its size and when it becomes ready, as a fraction (0..=1) of
-/// the backward pass.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GradTensor {
-    pub params: u64,
-    pub ready: f64,
-}
-
-/// Gradients in the order they become ready during the backward pass.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GradLayout {
-    pub tensors: Vec<GradTensor>,
-}
-
-impl GradLayout {
-    /// No structure known: gradients arrive uniformly over the backward, in 100 equal pieces.
-    pub fn uniform(params: u64) -> Self {
-        let pieces = params.clamp(1, 100);
-        let base = params / pieces;
-        let extra = params % pieces;
-        let tensors = (0..pieces)
-            .map(|i| GradTensor {
-                params: base + u64::from(i < extra),
-                ready: (i + 1).to_f64() / pieces.to_f64(),
-            })
-            .collect();
-        GradLayout { tensors }
-    }
-
-    /// The layout of a model preset, tensor by tensor, in backward order.
-    ///
-    /// Decoder: the LM head's backward comes first and no gradient is final during it (a tied
-    /// head's weight is the token embedding, whose gradient also collects the embedding lookup
-    /// at the very end; an untied head's is final after it); then the final norm and the blocks,
-    /// last to first, each taking an equal share of the remaining backward (tensors within a
-    /// block in proportion to their size); the position and token embeddings are ready at the
-    /// end. The head's share is its FLOPs over the model's (`6·V·W` against
-    /// [`ModelSpec::train_flops_per_sample`] per token).
-    ///
-    /// MLP: its linear layers, last first, each a share of the backward in proportion to its
-    /// weight (an equal share for square layers).
-    pub fn for_model(spec: &ModelSpec) -> Self {
-        match spec.decoder_tensors() {
-            Some(t) => Self::for_decoder(spec, &t),
-            None => Self::for_mlp(spec),
-        }
-    }
-
-    fn for_decoder(spec: &ModelSpec, t: &DecoderTensors) -> Self {
-        let seq = f64::from(spec.tokens_per_sample().max(1));
-        let per_token = spec.train_flops_per_sample() / seq;
-        let head = 6.0 * t.token_embedding.to_f64();
-        let head_frac = if per_token > 0.0 {
-            (head / per_token).clamp(0.0, 0.9)
-        } else {
-            0.0
-        };
-        // An untied head's weight is final once its own backward is done; then the final norm.
-        let mut tensors: Vec<GradTensor> = [t.untied_head, t.final_norm]
-            .into_iter()
-            .filter(|p| *p > 0)
-            .map(|params| GradTensor {
-                params,
-                ready: head_frac,
-            })
-            .collect();
-        let block_params: u64 = t.block.iter().sum();
-        let l = t.layers.max(1).to_f64();
-        for i in 0..t.layers {
-            let mut done = 0u64;
-            for &p in &t.block {
-                done += p;
-                let within = done.to_f64() / block_params.max(1).to_f64();
-                tensors.push(GradTensor {
-                    params: p,
-                    ready: head_frac + (1.0 - head_frac) * (i.to_f64() + within) / l,
-                });
-            }
-        }
-        // Learned positions, then the token embedding (the head's weight when tied).
-        for params in [t.positions, t.token_embedding]
-            .into_iter()
-            .filter(|p| *p > 0)
-        {
-            tensors.push(GradTensor { params, ready: 1.0 });
-        }
-        GradLayout { tensors }
-    }
-
-    /// Linear layers last first, each a share of the backward in proportion to its weight.
-    fn for_mlp(spec: &ModelSpec) -> Self {
-        let layers = spec.mlp_layers();
-        let total: u64 = layers.iter().map(|(i, o)| i * o).sum();
-        let mut done = 0u64;
-        let mut tensors = Vec::new();
-        for &(i, o) in layers.iter().rev() {
-            done += i * o;
-            let ready = done.to_f64() / total.max(1).to_f64();
-            tensors.push(GradTensor { params: o, ready });
-            tensors.push(GradTensor {
-                params: i * o,
-                ready,
-            });
-        }
-        GradLayout { tensors }
-    }
-
-    pub fn params(&self) -> u64 {
-        self.tensors.iter().map(|t| t.params).sum()
-    }
-}
-
-/// One DDP bucket: parameters it holds and when its last gradient is ready (fraction of backward).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Bucket {
-    pub params: u64,
-    pub ready: f64,
-}
-
-/// DDP's bucket assignment: tensors in ready order; a bucket closes once it holds at least its
-/// cap (`first_cap_bytes` for the first, `cap_bytes` after), so one tensor may overshoot it.
-pub fn assign_buckets(
-    layout: &GradLayout,
-    bytes_per_param: f64,
-    cap_bytes: f64,
-    first_cap_bytes: f64,
-) -> Vec<Bucket> {
-    let mut out = Vec::new();
-    let mut cur = Bucket {
-        params: 0,
-        ready: 0.0,
-    };
-    for t in layout.tensors.iter().filter(|t| t.params > 0) {
-        cur.params += t.params;
-        cur.ready = cur.ready.max(t.ready);
-        let limit = if out.is_empty() {
-            first_cap_bytes
-        } else {
-            cap_bytes
-        };
-        if cur.params.to_f64() * bytes_per_param >= limit {
-            out.push(cur);
-            cur = Bucket {
-                params: 0,
-                ready: 0.0,
-            };
-        }
-    }
-    if cur.params > 0 {
-        out.push(cur);
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -742,10 +584,15 @@ pub struct Prediction {
 
 /// Per-bucket all-reduce durations on the NCCL stream for the given inputs.
 fn bucket_costs(inputs: &StepInputs, buckets: &[Bucket], curve: &LinkCurve) -> Vec<f64> {
-    let wire = inputs.wire_bytes_per_param();
     buckets
         .iter()
-        .map(|b| inputs.comm_scale * curve.allreduce_s(b.params.to_f64() * wire, inputs.world))
+        .map(|b| {
+            let wire = match inputs.hook {
+                CommHook::None => b.bytes_per_param,
+                h => h.wire_bytes_per_param().min(b.bytes_per_param),
+            };
+            inputs.comm_scale * curve.allreduce_s(b.params.to_f64() * wire, inputs.world)
+        })
         .collect()
 }
 
@@ -1060,9 +907,11 @@ pub fn side_by_side<'a>(
 
 mod baseline;
 mod calibrate;
+mod grad_layout;
 pub mod mechanisms;
 pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
+pub use grad_layout::{assign_buckets, Bucket, GradLayout, GradTensor};
 
 #[cfg(test)]
 mod tests;

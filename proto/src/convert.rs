@@ -12,7 +12,7 @@ use std::time::Duration;
 use ddpcheck_core::backend::{CollectiveRequest, ProbeError};
 use ddpcheck_core::cluster::{ClusterJob, Phase, PhaseCall, MAX_RENDEZVOUS};
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{Amp, DdpRequest, DdpVariant, ModelSpec, Recipe, RunDevice};
 use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
 
 use crate::v1;
@@ -161,6 +161,14 @@ impl From<&DdpRequest> for v1::BenchDdpRequest {
             deadline_seconds: r.deadline_s,
             repeats: r.repeats,
             min_timed_seconds: r.min_timed_s,
+            amp: r.recipe.amp.as_str().into(),
+            find_unused_parameters: r.recipe.find_unused_parameters,
+            static_graph: r.recipe.static_graph,
+            no_gradient_as_bucket_view: !r.recipe.gradient_as_bucket_view,
+            device: match r.device {
+                RunDevice::Cuda => String::new(),
+                RunDevice::Cpu => "cpu".into(),
+            },
         }
     }
 }
@@ -193,6 +201,21 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
             env: env_pairs(&req.env),
             deadline_s: deadline(req.deadline_seconds, 600.0)?.as_secs_f64(),
             repeats: or_default(req.repeats, 1),
+            recipe: Recipe {
+                amp: if req.amp.is_empty() {
+                    Amp::default()
+                } else {
+                    req.amp.parse().map_err(Invalid)?
+                },
+                find_unused_parameters: req.find_unused_parameters,
+                static_graph: req.static_graph,
+                gradient_as_bucket_view: !req.no_gradient_as_bucket_view,
+            },
+            device: match req.device.as_str() {
+                "" | "cuda" => RunDevice::Cuda,
+                "cpu" => RunDevice::Cpu,
+                other => return Err(Invalid(format!("device {other:?}: expected cuda or cpu"))),
+            },
         })
     }
 }

@@ -72,8 +72,9 @@ pub fn compute_time(profile: &Profile, spec: &ModelSpec, micro_batch: u32) -> Wo
         };
     }
     let tflops = match spec {
-        ModelSpec::Decoder { .. } => cp.decoder_tflops,
         ModelSpec::Mlp { .. } => cp.mlp_tflops,
+        // A model built by code never reaches here (`run` refuses it); a decoder's rate.
+        ModelSpec::Decoder { .. } | ModelSpec::External { .. } => cp.decoder_tflops,
     };
     Work {
         micro_s: spec.train_flops_per_sample() * f64::from(micro_batch) / (tflops * 1e12)
@@ -203,7 +204,7 @@ fn fsdp_units(spec: &ModelSpec) -> Vec<f64> {
             u.push(embed);
             u
         }
-        ModelSpec::Mlp { .. } => spec
+        ModelSpec::Mlp { .. } | ModelSpec::External { .. } => spec
             .mlp_layers()
             .iter()
             .map(|(i, o)| (i * o + o).to_f64())
@@ -219,6 +220,14 @@ pub fn run(
     req: &DdpRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<DdpResult>, ProbeError> {
+    if let Some(m) = req.models.iter().find(|m| m.source().is_some()) {
+        return Err(ProbeError::Invalid(format!(
+            "{}: a simulated node has no PyTorch to build a model from code; it runs presets \
+             and specs (gpt2-124m, decoder:..., mlp:...). Measure it on a real node, or with \
+             `--device cpu` where PyTorch is installed",
+            m.name()
+        )));
+    }
     let repeats = req.repeats.max(1);
     let total = len_u32(req.models.len() * req.variants.len() * req.world_sizes.len()) * repeats;
     let mut rows = Vec::new();
@@ -285,9 +294,12 @@ pub fn run(
                         timed_steps: Some(timed_steps(req.min_timed_s, req.steps, step)),
                         throughput: items * tokens / step,
                         throughput_unit: match spec {
-                            ModelSpec::Decoder { .. } => "tokens/s".into(),
                             ModelSpec::Mlp { .. } => "samples/s".into(),
+                            ModelSpec::Decoder { .. } | ModelSpec::External { .. } => {
+                                "tokens/s".into()
+                            }
                         },
+                        param_layout: spec.param_layout(),
                         all_reduce_probe: all_reduce_probe(&fabric, world),
                         solo_step_time_median_s: solo,
                         // Speedups and launches: filled in below.

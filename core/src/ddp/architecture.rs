@@ -2,6 +2,7 @@
 //! them (gpu/src/ddp/bench_ddp.py): their sizes, and the order in which a backward pass
 //! completes their gradients.
 
+use super::layout::{ParamLayout, ParamTensor};
 use super::spec::{DecoderArch, ModelSpec};
 
 /// A decoder's parameters, tensor by tensor.
@@ -106,4 +107,103 @@ impl ModelSpec {
             None => self.mlp_layers().iter().map(|(i, o)| i * o + o).sum(),
         }
     }
+}
+
+impl ModelSpec {
+    /// The parameters the benchmark script registers for this spec, named and shaped as its
+    /// `named_parameters()` yields them; `None` for a model built by code, whose parameters only
+    /// a launch can report.
+    pub fn param_layout(&self) -> Option<ParamLayout> {
+        match self {
+            ModelSpec::Decoder { .. } => self.decoder_tensors().map(|t| self.decoder_layout(&t)),
+            ModelSpec::Mlp { .. } => Some(self.mlp_layout()),
+            ModelSpec::External { .. } => None,
+        }
+    }
+
+    fn mlp_layout(&self) -> ParamLayout {
+        let mut tensors = Vec::new();
+        for (i, (fan_in, fan_out)) in self.mlp_layers().into_iter().enumerate() {
+            tensors.push(ParamTensor::new(
+                format!("blocks.{i}.weight"),
+                &[fan_out, fan_in],
+            ));
+            tensors.push(ParamTensor::new(format!("blocks.{i}.bias"), &[fan_out]));
+        }
+        ParamLayout { tensors }
+    }
+
+    /// wte, wpe (GPT-2), the blocks (ln1, qkv, proj, ln2, fc, fc_proj), ln_f, lm_head (untied).
+    fn decoder_layout(&self, t: &DecoderTensors) -> ParamLayout {
+        let ModelSpec::Decoder {
+            width,
+            vocab,
+            seq,
+            arch,
+            untied,
+            ..
+        } = self
+        else {
+            return ParamLayout::default();
+        };
+        let (w, v) = (u64::from(*width), u64::from(*vocab));
+        let gpt2 = *arch == DecoderArch::Gpt2;
+        let mut wte = ParamTensor::new("wte.weight", &[v, w]);
+        wte.lookup = true;
+        wte.tied_output = !*untied;
+        let mut tensors = vec![wte];
+        if gpt2 {
+            let mut wpe = ParamTensor::new("wpe.weight", &[u64::from(*seq), w]);
+            wpe.lookup = true;
+            tensors.push(wpe);
+        }
+        // The block's tensors in registration order: the reverse of `DecoderTensors::block`.
+        let block = block_shapes(t, w, gpt2);
+        for layer in 0..t.layers {
+            for (name, shape) in &block {
+                tensors.push(ParamTensor::new(format!("blocks.{layer}.{name}"), shape));
+            }
+        }
+        tensors.push(ParamTensor::new("ln_f.weight", &[w]));
+        if gpt2 {
+            tensors.push(ParamTensor::new("ln_f.bias", &[w]));
+        }
+        if *untied {
+            tensors.push(ParamTensor::new("lm_head.weight", &[v, w]));
+        }
+        ParamLayout { tensors }
+    }
+}
+
+/// One block's (name, shape) in registration order; linear weights are (out, in).
+fn block_shapes(t: &DecoderTensors, w: u64, gpt2: bool) -> Vec<(&'static str, Vec<u64>)> {
+    // DecoderTensors::block holds the qkv weight as w·qkv and the fc weight as w·f (or 2·w·f).
+    let sizes = &t.block;
+    let (qkv_out, fc_out, ffn) = if gpt2 {
+        (sizes[8] / w, sizes[3] / w, sizes[2])
+    } else {
+        (sizes[4] / w, sizes[1] / w, sizes[0] / w)
+    };
+    let mut out: Vec<(&'static str, Vec<u64>)> = vec![("ln1.weight", vec![w])];
+    let linear = |out: &mut Vec<(&'static str, Vec<u64>)>,
+                  name: (&'static str, &'static str),
+                  o: u64,
+                  i: u64| {
+        out.push((name.0, vec![o, i]));
+        if gpt2 {
+            out.push((name.1, vec![o]));
+        }
+    };
+    if gpt2 {
+        out.push(("ln1.bias", vec![w]));
+    }
+    linear(&mut out, ("qkv.weight", "qkv.bias"), qkv_out, w);
+    linear(&mut out, ("proj.weight", "proj.bias"), w, w);
+    out.push(("ln2.weight", vec![w]));
+    if gpt2 {
+        out.push(("ln2.bias", vec![w]));
+    }
+    linear(&mut out, ("fc.weight", "fc.bias"), fc_out, w);
+    linear(&mut out, ("fc_proj.weight", "fc_proj.bias"), w, ffn);
+    out
 }

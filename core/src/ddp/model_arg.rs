@@ -1,11 +1,13 @@
 //! A model spec's text form, as `--model`, the API and result names carry it: `gpt2-124m`,
 //! `gpt2-355m`, `decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,OPTION...]`, `mlp:WIDTH[,DEPTH]`,
-//! `mlp:WIDTHxDEPTH` and `mlp:IN->WIDTHxDEPTH->OUT`.
+//! `mlp:WIDTHxDEPTH` and `mlp:IN->WIDTHxDEPTH->OUT`, and the forms of a model built by code
+//! (`super::source`).
 
+use super::source::ModelSource;
 use super::spec::{DecoderArch, ModelSpec, GPT2_VOCAB};
 
 /// The forms `parse` accepts, for error messages.
-pub const MODEL_FORMS: &str = "gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied], mlp:WIDTH[,DEPTH], mlp:WIDTHxDEPTH or mlp:IN->WIDTHxDEPTH->OUT";
+pub const MODEL_FORMS: &str = "gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied], mlp:WIDTH[,DEPTH], mlp:WIDTHxDEPTH or mlp:IN->WIDTHxDEPTH->OUT (DEPTH square layers between the input and output layers: 1024->4096x1->10 is 1024->4096->4096->10); or a model built by code: py:FILE.py:FUNCTION, py:MODULE:FUNCTION, torchvision:NAME, timm:NAME, hf:MODEL_TYPE[,KEY=VALUE...] or hf:PATH/config.json";
 
 impl ModelSpec {
     /// How results name the model: the preset's or decoder's name, `mlp:WxD` or `mlp:IN->WxD->OUT`.
@@ -19,6 +21,7 @@ impl ModelSpec {
                 output: Some(o),
             } => format!("mlp:{i}->{width}x{depth}->{o}"),
             ModelSpec::Mlp { width, depth, .. } => format!("mlp:{width}x{depth}"),
+            ModelSpec::External { source } => source.to_arg(),
         }
     }
 
@@ -62,6 +65,7 @@ impl ModelSpec {
                 ..
             } => self.name(),
             ModelSpec::Mlp { width, depth, .. } => format!("mlp:{width},{depth}"),
+            ModelSpec::External { source } => source.to_arg(),
         }
     }
 }
@@ -77,6 +81,10 @@ pub(super) fn decoder_name(arch: DecoderArch, layers: u32, width: u32) -> String
 /// Reads a model spec; the error says what is wrong and lists the accepted forms.
 pub(super) fn parse(s: &str) -> Result<ModelSpec, String> {
     let s = s.trim();
+    // Sources before lower-casing: a factory's path keeps its case.
+    if let Some(source) = ModelSource::parse(s) {
+        return source.map(|source| ModelSpec::External { source });
+    }
     let lower = s.to_ascii_lowercase();
     let spec = match lower.as_str() {
         "gpt2-124m" | "gpt2" => ModelSpec::gpt2_124m(),

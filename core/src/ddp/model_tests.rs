@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::model::GradLayout;
+use crate::num::ToF64;
 
 /// A 2-layer LLaMA-style config small enough to count by hand (see `small_llama_counts`).
 const SMALL_LLAMA: &str = r#"{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
@@ -205,9 +206,12 @@ fn gradient_layouts_hold_every_parameter_of_the_new_specs() {
         assert!(l.tensors.windows(2).all(|w| w[0].ready <= w[1].ready));
         assert!(l.tensors.iter().all(|t| (0.0..=1.0).contains(&t.ready)));
     }
-    // The MLP's output layer is the smallest and computed first: its share of the backward is
-    // its share of the weights.
-    let l = GradLayout::for_model(&parse("mlp:784->2048x4->10"));
-    let weights = f64::from(784 * 2048 + 4 * 2048 * 2048 + 2048 * 10);
-    assert!((l.tensors[0].ready - 20480.0 / weights).abs() < 1e-12);
+    // The MLP's output layer is computed first, its bias before its weight (the reverse of
+    // registration): each is ready at the share of the parameters done by then.
+    let spec = parse("mlp:784->2048x4->10");
+    let l = GradLayout::for_model(&spec);
+    let all = spec.params().to_f64();
+    assert_eq!((l.tensors[0].params, l.tensors[1].params), (10, 20480));
+    assert!((l.tensors[0].ready - 10.0 / all).abs() < 1e-12);
+    assert!((l.tensors[1].ready - 20490.0 / all).abs() < 1e-12);
 }

@@ -4,6 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{one_gpu_reference, CommHook, DdpVariant, ModelSpec};
 
+/// CPU ranks one request may start (`RunDevice::Cpu`): a test of the script, not a cluster.
+pub const MAX_CPU_RANKS: u32 = 8;
+
 /// A DDP benchmark to run: every variant at every world size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DdpRequest {
@@ -29,6 +32,112 @@ pub struct DdpRequest {
     /// command can land several percent away from the next, see [`merge_repeats`]).
     #[serde(default = "one_launch")]
     pub repeats: u32,
+    /// The training recipe's knobs that change what DDP sends and when: autocast, the DDP
+    /// constructor's options. Defaults: bf16 autocast, DDP's own defaults.
+    #[serde(default)]
+    pub recipe: Recipe,
+    /// Where the ranks run: CUDA GPUs (torchrun, NCCL) or CPU processes (gloo), the latter for
+    /// testing the script where there is no GPU; its figures are CPU figures, labelled so.
+    #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
+    pub device: RunDevice,
+}
+
+/// Autocast of the forward pass (`--amp`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Amp {
+    #[default]
+    Bf16,
+    /// fp16 autocast with a gradient scaler.
+    Fp16,
+    /// Full precision.
+    None,
+}
+
+impl std::str::FromStr for Amp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "bf16" | "bfloat16" => Ok(Amp::Bf16),
+            "fp16" | "float16" | "half" => Ok(Amp::Fp16),
+            "none" | "fp32" | "off" => Ok(Amp::None),
+            other => Err(format!("--amp {other:?}: expected bf16, fp16 or none")),
+        }
+    }
+}
+
+impl Amp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Amp::Bf16 => "bf16",
+            Amp::Fp16 => "fp16",
+            Amp::None => "none",
+        }
+    }
+}
+
+/// The recipe's knobs that change communication, as the user's training would set them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recipe {
+    #[serde(default)]
+    pub amp: Amp,
+    /// DDP(find_unused_parameters=...): a graph walk each step, unused gradients marked ready.
+    #[serde(default)]
+    pub find_unused_parameters: bool,
+    /// DDP(static_graph=...).
+    #[serde(default)]
+    pub static_graph: bool,
+    /// DDP(gradient_as_bucket_view=...); a variant's `nobucketview` turns it off for that run.
+    #[serde(default = "yes")]
+    pub gradient_as_bucket_view: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Recipe {
+    fn default() -> Self {
+        Recipe {
+            amp: Amp::Bf16,
+            find_unused_parameters: false,
+            static_graph: false,
+            gradient_as_bucket_view: true,
+        }
+    }
+}
+
+impl Recipe {
+    /// The DDP constructor's keyword arguments that differ from torch's defaults, as Python.
+    pub fn ddp_kwargs(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.find_unused_parameters {
+            out.push("find_unused_parameters=True".to_string());
+        }
+        if self.static_graph {
+            out.push("static_graph=True".to_string());
+        }
+        if !self.gradient_as_bucket_view {
+            out.push("gradient_as_bucket_view=False".to_string());
+        }
+        out
+    }
+}
+
+/// Where a DDP benchmark's ranks run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunDevice {
+    #[default]
+    Cuda,
+    /// CPU processes over gloo: a test of the benchmark itself, never a GPU figure.
+    Cpu,
+}
+
+impl RunDevice {
+    pub fn is_cuda(&self) -> bool {
+        *self == RunDevice::Cuda
+    }
 }
 
 fn one_launch() -> u32 {
@@ -116,7 +225,16 @@ impl DdpRequest {
                 return bad(format!("variant {}: FSDP takes no DDP comm hook", v.name));
             }
         }
-        for &n in &self.world_sizes {
+        if self.device == RunDevice::Cpu {
+            if let Some(n) = self
+                .world_sizes
+                .iter()
+                .find(|n| !(1..=MAX_CPU_RANKS).contains(*n))
+            {
+                return bad(format!("{n} CPU ranks outside 1..={MAX_CPU_RANKS}"));
+            }
+        }
+        for &n in self.world_sizes.iter().filter(|_| self.device.is_cuda()) {
             if n == 0 || n as usize > gpus_on_node {
                 let plural = if gpus_on_node == 1 { "" } else { "s" };
                 return bad(format!(

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::noise::{paired_log_ratio, sample_sd};
 use super::{one_gpu_reference, speedup_noise_bound, speedup_uncertainty};
+use super::{ParamLayout, Recipe, RunDevice, TorchBuckets};
 use crate::collective::Sweep;
 
 /// One measured (or simulated) configuration. `Default` leaves what is derived from several runs
@@ -67,6 +68,30 @@ pub struct DdpResult {
     /// `launch_step_medians_s`. Empty unless every launch had one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launch_solo_step_medians_s: Vec<f64>,
+    /// The model's parameters as the launch's torch registered them (name, shape, dtype,
+    /// trainable), in registration order: the layout the step-time model packs into buckets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param_layout: Option<ParamLayout>,
+    /// DDP's buckets as torch itself assigned them in this launch, beside ddpcheck's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_buckets: Option<TorchBuckets>,
+    /// The recipe the launch ran (autocast, DDP options); absent from older reports (bf16 and
+    /// DDP's defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<Recipe>,
+    /// `cpu` where the ranks were CPU processes over gloo: not a GPU figure.
+    #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
+    pub device: RunDevice,
+}
+
+impl DdpResult {
+    /// Gradient-carrying parameters: the launch's trainable ones where it reported them, else
+    /// every parameter.
+    pub fn trainable_params(&self) -> u64 {
+        self.param_layout
+            .as_ref()
+            .map_or(self.params, ParamLayout::trainable_params)
+    }
 }
 
 /// N processes side by side against one alone, measured inside the same launches

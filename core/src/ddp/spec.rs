@@ -5,6 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::source::ModelSource;
 use crate::num::ToF64;
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +47,9 @@ pub enum ModelSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<u32>,
     },
+    /// A model built by code on the node: the user's factory or a library's constructor. Its
+    /// parameters are known once a launch reports them (`DdpResult::param_layout`).
+    External { source: ModelSource },
 }
 
 /// How a decoder's blocks are built.
@@ -128,6 +132,16 @@ impl ModelSpec {
                 (6.0 * (self.params().to_f64() - lookup) + attn) * tokens
             }
             ModelSpec::Mlp { .. } => 6.0 * self.params().to_f64(),
+            // Unknown until measured: its compute time comes from a launch, never from FLOPs.
+            ModelSpec::External { .. } => 0.0,
+        }
+    }
+
+    /// A model built by code: its source.
+    pub fn source(&self) -> Option<&ModelSource> {
+        match self {
+            ModelSpec::External { source } => Some(source),
+            _ => None,
         }
     }
 
@@ -136,12 +150,14 @@ impl ModelSpec {
         match self {
             ModelSpec::Decoder { seq, .. } => *seq,
             ModelSpec::Mlp { .. } => 1,
+            ModelSpec::External { source } => source.tokens_per_sample(),
         }
     }
 
     pub fn validate(&self) -> Result<(), String> {
         match self {
             ModelSpec::Decoder { .. } => self.validate_decoder(),
+            ModelSpec::External { .. } => Ok(()),
             ModelSpec::Mlp {
                 width,
                 depth,

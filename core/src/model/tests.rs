@@ -175,10 +175,7 @@ fn exposed_comm_is_zero_when_comm_fits_under_backward() {
     // Every gradient is ready by 80% of the backward and the link is fast: nothing is exposed.
     let layout = GradLayout {
         tensors: (1..=8)
-            .map(|i| GradTensor {
-                params: 1_000_000,
-                ready: 0.1 * f64::from(i),
-            })
+            .map(|i| GradTensor::new(1_000_000, 0.1 * f64::from(i)))
             .collect(),
     };
     let curve = LinkCurve::flat(2, 300.0, 10e-6).unwrap();
@@ -622,14 +619,8 @@ fn a_hooks_cost_is_paid_bucket_by_bucket_as_each_becomes_ready() {
     let curve = LinkCurve::flat(2, 5.0, 0.0).unwrap();
     let layout = GradLayout {
         tensors: vec![
-            GradTensor {
-                params: 25_000_000,
-                ready: 0.5,
-            },
-            GradTensor {
-                params: 25_000_000,
-                ready: 1.0,
-            },
+            GradTensor::new(25_000_000, 0.5),
+            GradTensor::new(25_000_000, 1.0),
         ],
     };
     let mut i = StepInputs::new(layout, 0.040, 2, 1).with_hook(CommHook::Fp16);

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
-use ddpcheck_core::ddp::{DdpRequest, DdpResult, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice};
 use ddpcheck_core::model::{calibrate, cross_check, LinkCurve};
 use ddpcheck_core::params::CollectiveParams;
 use ddpcheck_core::preflight::judged_peak;
@@ -106,6 +106,8 @@ fn ddp_request(
         env: Vec::new(),
         deadline_s: 600.0,
         repeats,
+        recipe: Recipe::default(),
+        device: RunDevice::default(),
     })
 }
 

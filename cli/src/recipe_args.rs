@@ -1,0 +1,83 @@
+//! The training recipe's flags shared by `bench ddp` and `recommend` (`--amp`, DDP's options,
+//! `--device`), and the resolution of a factory's file against the caller's working folder.
+
+use clap::Args;
+use ddpcheck_core::ddp::{is_file_target, ModelSource, ModelSpec, Recipe, RunDevice};
+use ddpcheck_engine::RunError;
+
+#[derive(Args, Debug, Clone)]
+pub struct RecipeArgs {
+    /// Autocast of the forward pass, as your training runs it: bf16, fp16 (with a gradient
+    /// scaler) or none.
+    #[arg(long, default_value = "bf16", value_name = "bf16|fp16|none")]
+    pub amp: String,
+    /// DDP(find_unused_parameters=True), as your training sets it.
+    #[arg(long)]
+    pub find_unused_parameters: bool,
+    /// DDP(static_graph=True), as your training sets it.
+    #[arg(long)]
+    pub static_graph: bool,
+    /// DDP(gradient_as_bucket_view=False) (ddpcheck's default is True).
+    #[arg(long)]
+    pub no_gradient_as_bucket_view: bool,
+    /// Where the ranks run: cuda (GPUs, torchrun, NCCL), or cpu (processes over gloo: a test of
+    /// the benchmark and your factory where there is no GPU; CPU figures, never GPU ones).
+    #[arg(long, default_value = "cuda", value_name = "cuda|cpu")]
+    pub device: String,
+}
+
+impl RecipeArgs {
+    pub fn recipe(&self) -> Result<Recipe, RunError> {
+        Ok(Recipe {
+            amp: self.amp.parse().map_err(RunError::Usage)?,
+            find_unused_parameters: self.find_unused_parameters,
+            static_graph: self.static_graph,
+            gradient_as_bucket_view: !self.no_gradient_as_bucket_view,
+        })
+    }
+
+    pub fn device(&self) -> Result<RunDevice, RunError> {
+        match self.device.trim().to_ascii_lowercase().as_str() {
+            "cuda" | "gpu" => Ok(RunDevice::Cuda),
+            "cpu" => Ok(RunDevice::Cpu),
+            other => Err(RunError::Usage(format!(
+                "--device {other:?}: expected cuda or cpu"
+            ))),
+        }
+    }
+}
+
+/// A model argument read as a spec, a factory's file made absolute (the launch, and a daemon,
+/// run elsewhere) and checked to exist: a missing file is one line before anything starts.
+pub fn parse_model(arg: &str) -> Result<ModelSpec, RunError> {
+    let spec = arg.parse::<ModelSpec>().map_err(RunError::Usage)?;
+    let Some(ModelSource::Python { target, function }) = spec.source() else {
+        return Ok(spec);
+    };
+    if !is_file_target(target) {
+        return Ok(spec);
+    }
+    let path = std::path::Path::new(target);
+    let absolute = std::fs::canonicalize(path).map_err(|e| {
+        RunError::Usage(format!(
+            "--model {arg}: factory file {}: {e}",
+            path.display()
+        ))
+    })?;
+    if !absolute.is_file() {
+        return Err(RunError::Usage(format!(
+            "--model {arg}: {} is not a file",
+            absolute.display()
+        )));
+    }
+    let target = absolute
+        .to_str()
+        .ok_or_else(|| RunError::Usage(format!("--model {arg}: the path is not UTF-8")))?
+        .to_string();
+    Ok(ModelSpec::External {
+        source: ModelSource::Python {
+            target,
+            function: function.clone(),
+        },
+    })
+}

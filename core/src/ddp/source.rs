@@ -1,0 +1,279 @@
+//! Models the benchmark script builds from code on the node rather than from a spec: the user's
+//! own factory (`py:FILE_OR_MODULE:FUNCTION`) and library models from random weights
+//! (`torchvision:NAME`, `timm:NAME`, `hf:MODEL_TYPE[,key=value...]` or `hf:PATH/config.json`).
+//! Their tensors are known only once a launch reports them (`DdpResult::param_layout`).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The forms of a model built by code, for error messages and `--help`.
+pub const SOURCE_FORMS: &str = "py:FILE.py:FUNCTION, py:MODULE:FUNCTION, torchvision:NAME, timm:NAME, hf:MODEL_TYPE[,KEY=VALUE...] or hf:PATH/config.json[,KEY=VALUE...]";
+
+/// The sequence length of a Hugging Face model's random batches when `seq=` is not given.
+pub const HF_DEFAULT_SEQ: u32 = 1024;
+
+/// Where a model built by code comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelSource {
+    /// The user's factory: a function in a Python file or an importable module that returns the
+    /// module and a way to make one micro-batch (docs/recommend.md, "Your own model").
+    Python {
+        /// A path to a `.py` file (absolute once the CLI has resolved it) or a dotted module.
+        target: String,
+        function: String,
+    },
+    /// `torchvision.models.get_model(NAME, weights=None)`.
+    Torchvision { name: String },
+    /// `timm.create_model(NAME, pretrained=False)`.
+    Timm { name: String },
+    /// A causal language model from a Hugging Face configuration, from random weights:
+    /// `AutoConfig.for_model(model_type, **overrides)` or a local `config.json` with the
+    /// overrides applied; random token batches of `seq` tokens.
+    HuggingFace {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config_path: Option<String>,
+        /// Configuration fields to set, as text (`hidden_size=1024`); the script reads numbers
+        /// and `true`/`false` as such.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        overrides: Vec<(String, String)>,
+        seq: u32,
+    },
+}
+
+impl ModelSource {
+    /// Reads `py:...`, `torchvision:...`, `timm:...` or `hf:...`; `None` when `s` is none of
+    /// these forms (a preset or spec), `Some(Err)` when it is one of them and malformed.
+    pub fn parse(s: &str) -> Option<Result<Self, String>> {
+        let s = s.trim();
+        let (scheme, rest) = s.split_once(':')?;
+        let parsed = match scheme.to_ascii_lowercase().as_str() {
+            "py" | "python" => parse_python(rest),
+            "torchvision" => library_name(rest).map(|name| ModelSource::Torchvision { name }),
+            "timm" => library_name(rest).map(|name| ModelSource::Timm { name }),
+            "hf" => parse_hf(rest),
+            _ => return None,
+        };
+        Some(parsed.map_err(|e| format!("model {s:?}: {e}; expected {SOURCE_FORMS}")))
+    }
+
+    /// The text form `parse` reads back: how the model travels in the API and in results.
+    pub fn to_arg(&self) -> String {
+        match self {
+            ModelSource::Python { target, function } => format!("py:{target}:{function}"),
+            ModelSource::Torchvision { name } => format!("torchvision:{name}"),
+            ModelSource::Timm { name } => format!("timm:{name}"),
+            ModelSource::HuggingFace {
+                model_type,
+                config_path,
+                overrides,
+                seq,
+            } => {
+                let mut arg = format!(
+                    "hf:{}",
+                    config_path
+                        .as_deref()
+                        .or(model_type.as_deref())
+                        .unwrap_or("")
+                );
+                for (k, v) in overrides {
+                    arg.push_str(&format!(",{k}={v}"));
+                }
+                if *seq != HF_DEFAULT_SEQ {
+                    arg.push_str(&format!(",seq={seq}"));
+                }
+                arg
+            }
+        }
+    }
+
+    /// The user's own code (a factory), as opposed to a library's constructor: what a daemon
+    /// runs only from the paths its configuration allows.
+    pub fn is_user_code(&self) -> bool {
+        matches!(self, ModelSource::Python { .. })
+    }
+
+    /// The factory's file when it is one (not a module name).
+    pub fn factory_file(&self) -> Option<&str> {
+        match self {
+            ModelSource::Python { target, .. } if is_file_target(target) => Some(target),
+            _ => None,
+        }
+    }
+
+    /// Tokens in one sample: the sequence for language models, 1 (samples) otherwise.
+    pub fn tokens_per_sample(&self) -> u32 {
+        match self {
+            ModelSource::HuggingFace { seq, .. } => *seq,
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for ModelSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_arg())
+    }
+}
+
+/// A factory target names a file when it has a path separator or ends in `.py`.
+pub fn is_file_target(target: &str) -> bool {
+    target.contains('/') || target.ends_with(".py")
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `FILE.py:FUNCTION` or `MODULE:FUNCTION` (the last `:` splits, so a path may hold one).
+fn parse_python(rest: &str) -> Result<ModelSource, String> {
+    let (target, function) = rest
+        .rsplit_once(':')
+        .ok_or("a factory is py:FILE.py:FUNCTION or py:MODULE:FUNCTION")?;
+    if !is_identifier(function) {
+        return Err(format!("{function:?} is not a Python function name"));
+    }
+    let module_ok = || target.split('.').all(is_identifier);
+    if target.is_empty() || !(is_file_target(target) || module_ok()) {
+        return Err(format!(
+            "{target:?} is neither a .py file nor a dotted module name"
+        ));
+    }
+    if target.chars().any(char::is_control) {
+        return Err("the factory's path holds control characters".into());
+    }
+    Ok(ModelSource::Python {
+        target: target.to_string(),
+        function: function.to_string(),
+    })
+}
+
+/// A library's model name: letters, digits, `_`, `.` and `-` (timm's tags), at most 128.
+fn library_name(rest: &str) -> Result<String, String> {
+    let ok = !rest.is_empty()
+        && rest.len() <= 128
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    if ok {
+        Ok(rest.to_string())
+    } else {
+        Err(format!("{rest:?} is not a model name"))
+    }
+}
+
+/// `MODEL_TYPE[,KEY=VALUE...]` or `PATH/config.json[,KEY=VALUE...]`; `seq=N` sets the batch's
+/// sequence length rather than a configuration field.
+fn parse_hf(rest: &str) -> Result<ModelSource, String> {
+    let mut parts = rest.split(',').map(str::trim);
+    let what = parts.next().unwrap_or("");
+    let (mut overrides, mut seq) = (Vec::new(), HF_DEFAULT_SEQ);
+    for part in parts {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?} is not KEY=VALUE"))?;
+        if !is_identifier(k) || v.is_empty() {
+            return Err(format!("{part:?} is not KEY=VALUE"));
+        }
+        if k == "seq" {
+            seq = v
+                .parse()
+                .ok()
+                .filter(|n| (8..=131_072).contains(n))
+                .ok_or_else(|| format!("seq={v}: a sequence length in 8..=131072"))?;
+        } else {
+            overrides.push((k.to_string(), v.to_string()));
+        }
+    }
+    let is_config = what.ends_with(".json") || what.contains('/');
+    if what.is_empty() || !(is_config || library_name(what).is_ok()) {
+        return Err(format!(
+            "{what:?} is neither a model type (llama, gpt2, ...) nor a config.json"
+        ));
+    }
+    Ok(ModelSource::HuggingFace {
+        model_type: (!is_config).then(|| what.to_string()),
+        config_path: is_config.then(|| what.to_string()),
+        overrides,
+        seq,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_form_and_writes_it_back() {
+        for arg in [
+            "py:/home/me/model.py:make",
+            "py:models.vision:build_model",
+            "torchvision:resnet50",
+            "timm:vit_base_patch16_224.augreg_in21k",
+            "hf:llama,hidden_size=1024,num_hidden_layers=12,seq=512",
+            "hf:/data/cfg/config.json",
+        ] {
+            let s = ModelSource::parse(arg).expect("a source form").expect(arg);
+            assert_eq!(s.to_arg(), arg);
+        }
+    }
+
+    #[test]
+    fn presets_are_not_sources() {
+        assert!(ModelSource::parse("gpt2-124m").is_none());
+        assert!(ModelSource::parse("mlp:1024x4").is_none());
+        assert!(ModelSource::parse("decoder:12,768,12").is_none());
+    }
+
+    #[test]
+    fn malformed_sources_say_what_is_wrong() {
+        let err = |a: &str| ModelSource::parse(a).expect("source").unwrap_err();
+        assert!(err("py:model.py").contains("py:FILE.py:FUNCTION"));
+        assert!(err("py:model.py:2make").contains("not a Python function name"));
+        assert!(err("py:my-module:make").contains("neither a .py file"));
+        assert!(err("torchvision:").contains("not a model name"));
+        assert!(err("hf:llama,seq=2").contains("sequence length"));
+        assert!(err("hf:llama,hidden").contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn hf_splits_type_config_overrides_and_seq() {
+        let s = ModelSource::parse("hf:llama,hidden_size=1024,seq=256")
+            .unwrap()
+            .unwrap();
+        let ModelSource::HuggingFace {
+            model_type,
+            config_path,
+            overrides,
+            seq,
+        } = s
+        else {
+            panic!("not hf");
+        };
+        assert_eq!(model_type.as_deref(), Some("llama"));
+        assert_eq!(config_path, None);
+        assert_eq!(overrides, vec![("hidden_size".into(), "1024".into())]);
+        assert_eq!(seq, 256);
+    }
+
+    #[test]
+    fn only_factories_are_user_code() {
+        let user = ModelSource::parse("py:./m.py:make").unwrap().unwrap();
+        assert!(user.is_user_code());
+        assert_eq!(user.factory_file(), Some("./m.py"));
+        let module = ModelSource::parse("py:pkg.m:make").unwrap().unwrap();
+        assert!(module.is_user_code());
+        assert_eq!(module.factory_file(), None);
+        assert!(!ModelSource::parse("timm:vit_base_patch16_224")
+            .unwrap()
+            .unwrap()
+            .is_user_code());
+    }
+}

@@ -1,0 +1,152 @@
+//! Gradients as the step-time model sees them: each trainable tensor's size, dtype and when its
+//! gradient is ready during the backward pass, built from a model's parameters as torch registers
+//! them (one path for presets, specs and models a launch reported), and their DDP buckets.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ddp::{bucket_groups, dtype_bytes, ModelSpec, ParamLayout};
+use crate::num::{floor_u64, ToF64};
+
+/// One parameter tensor's gradient: its size and when it becomes ready, as a fraction (0..=1) of
+/// the backward pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradTensor {
+    pub params: u64,
+    pub ready: f64,
+    /// torch's dtype name; `None`: the step's `grad_bytes_per_param` (fp32 unless told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+}
+
+impl GradTensor {
+    pub fn new(params: u64, ready: f64) -> Self {
+        GradTensor {
+            params,
+            ready,
+            dtype: None,
+        }
+    }
+}
+
+/// Gradients in the order they become ready during the backward pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradLayout {
+    pub tensors: Vec<GradTensor>,
+}
+
+impl GradLayout {
+    /// No structure known: gradients arrive uniformly over the backward, in 100 equal pieces.
+    pub fn uniform(params: u64) -> Self {
+        let pieces = params.clamp(1, 100);
+        let base = params / pieces;
+        let extra = params % pieces;
+        let tensors = (0..pieces)
+            .map(|i| {
+                GradTensor::new(
+                    base + u64::from(i < extra),
+                    (i + 1).to_f64() / pieces.to_f64(),
+                )
+            })
+            .collect();
+        GradLayout { tensors }
+    }
+
+    /// A preset's or spec's layout: its parameters as the benchmark script registers them,
+    /// through [`Self::from_params`]; empty for a model built by code (a launch reports those).
+    pub fn for_model(spec: &ModelSpec) -> Self {
+        Self::from_params(&spec.param_layout().unwrap_or_default())
+    }
+
+    /// The gradients of `layout`'s trainable tensors in the order DDP expects them: the reverse
+    /// of registration (the forward's order, backwards). Frozen tensors get no gradient.
+    ///
+    /// When each is ready: the backward's work is spread over the tensors in proportion to their
+    /// size, frozen ones included (the backward still runs through them to reach earlier
+    /// trainable ones), except that an embedding lookup's backward is a scatter and costs
+    /// nothing here. An output projection tied to the input embedding runs its matmul's
+    /// backward first, before any gradient is final; its gradient is final at the end, with the
+    /// lookup's. A tensor is ready once the work up to and including its own is done.
+    pub fn from_params(layout: &ParamLayout) -> Self {
+        let work = |t: &crate::ddp::ParamTensor| if t.lookup { 0 } else { t.numel() };
+        let head: u64 = layout
+            .tensors
+            .iter()
+            .filter(|t| t.tied_output)
+            .map(|t| t.numel())
+            .sum();
+        let total = (head + layout.tensors.iter().map(work).sum::<u64>()).max(1);
+        let mut done = head;
+        let mut tensors = Vec::new();
+        for t in layout.tensors.iter().rev() {
+            done += work(t);
+            if t.trainable && t.numel() > 0 {
+                tensors.push(GradTensor {
+                    params: t.numel(),
+                    ready: done.to_f64() / total.to_f64(),
+                    dtype: Some(t.dtype.clone()).filter(|d| d != "float32"),
+                });
+            }
+        }
+        GradLayout { tensors }
+    }
+
+    pub fn params(&self) -> u64 {
+        self.tensors.iter().map(|t| t.params).sum()
+    }
+}
+
+/// One DDP bucket: parameters it holds, their bytes per element, and when its last gradient is
+/// ready (fraction of backward).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub params: u64,
+    pub ready: f64,
+    /// Bytes per gradient element in this bucket (a bucket holds one dtype).
+    #[serde(default = "four")]
+    pub bytes_per_param: f64,
+}
+
+fn four() -> f64 {
+    4.0
+}
+
+/// DDP's bucket assignment ([`bucket_groups`]): tensors in ready order, one bucket per dtype at
+/// a time, closed once it holds at least its cap (`first_cap_bytes` for the first, `cap_bytes`
+/// after), so one tensor may overshoot it. A tensor without a dtype has `bytes_per_param`.
+pub fn assign_buckets(
+    layout: &GradLayout,
+    bytes_per_param: f64,
+    cap_bytes: f64,
+    first_cap_bytes: f64,
+) -> Vec<Bucket> {
+    let elem = |t: &GradTensor| {
+        t.dtype
+            .as_deref()
+            .and_then(dtype_bytes)
+            .map_or(bytes_per_param, f64::from)
+    };
+    let bytes = |t: &GradTensor| floor_u64(t.params.to_f64() * elem(t));
+    let items = layout
+        .tensors
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.params > 0)
+        .map(|(i, t)| (i, t.dtype.as_deref().unwrap_or(""), bytes(t)));
+    let cap = floor_u64(cap_bytes.ceil());
+    let first = floor_u64(first_cap_bytes.ceil());
+    bucket_groups(items, cap, first)
+        .into_iter()
+        .map(|ids| {
+            let members = ids.iter().map(|&i| &layout.tensors[i]);
+            Bucket {
+                params: members.clone().map(|t| t.params).sum(),
+                ready: members.clone().map(|t| t.ready).fold(0.0, f64::max),
+                bytes_per_param: layout.tensors[ids[0]]
+                    .dtype
+                    .as_deref()
+                    .and_then(dtype_bytes)
+                    .map_or(bytes_per_param, f64::from),
+            }
+        })
+        .collect()
+}
