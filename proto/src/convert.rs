@@ -419,6 +419,13 @@ mod tests {
             env: vec![("NCCL_ALGO".into(), "Ring".into())],
             deadline_s: 300.0,
             repeats: 3,
+            recipe: Recipe {
+                amp: Amp::Fp16,
+                find_unused_parameters: true,
+                static_graph: false,
+                gradient_as_bucket_view: false,
+            },
+            device: RunDevice::Cpu,
         };
         let back = DdpRequest::try_from(v1::BenchDdpRequest::from(&r)).unwrap();
         assert_eq!(back, r);

@@ -509,6 +509,8 @@ fn ddp_req(models: &[&str], variants: &[&str], worlds: &[u32], e: &[(&str, &str)
         env: env(e),
         deadline_s: 60.0,
         repeats: 1,
+        recipe: Default::default(),
+        device: Default::default(),
     }
 }
 

@@ -58,6 +58,8 @@ pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) ->
         env: vec![],
         deadline_s,
         repeats: 1,
+        recipe: Default::default(),
+        device: Default::default(),
     }
 }
 
@@ -1081,6 +1083,8 @@ fn real_ddp_smoke_on_this_node() {
         env: vec![],
         deadline_s: 180.0,
         repeats: 1,
+        recipe: Default::default(),
+        device: Default::default(),
     };
     let opts = DdpOptions {
         measure_nocomm: true,
@@ -1133,6 +1137,8 @@ fn real_ddp_deadline_stops_every_rank() {
         env: vec![],
         deadline_s: 30.0,
         repeats: 1,
+        recipe: Default::default(),
+        device: Default::default(),
     };
     // Timed from the launch's own start: the torch check before it takes a few seconds.
     let mut launched: Option<Instant> = None;
@@ -1222,6 +1228,8 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
         env: Vec::new(),
         deadline_s: 60.0,
         repeats: 1,
+        recipe: Default::default(),
+        device: Default::default(),
     };
     let plan = plan(&req).unwrap();
     let groups = launch_groups(&req, &plan);
