@@ -14,13 +14,16 @@ use ddpcheck_engine::recommend::{
 use ddpcheck_engine::saved_runs::SavedRuns;
 use ddpcheck_engine::{RunError, Runner};
 
+use crate::recipe_args::{parse_model, RecipeArgs};
 use crate::{make_target, print_json, progress, Cli};
 
 #[derive(Args, Debug)]
 pub struct RecommendArgs {
-    /// Model: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied],
-    /// mlp:WIDTH[,DEPTH], mlp:WIDTHxDEPTH or 'mlp:IN->WIDTHxDEPTH->OUT' (quoted: '>' is a
-    /// redirection to the shell). See docs/recommend.md.
+    /// Model: your own, py:FILE.py:FUNCTION or py:MODULE:FUNCTION (a factory, docs/recommend.md
+    /// "Your own model"); a library's from random weights, torchvision:NAME, timm:NAME,
+    /// hf:MODEL_TYPE[,KEY=VALUE...] or hf:PATH/config.json; or a preset: gpt2-124m, gpt2-355m,
+    /// decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied], mlp:WIDTH[,DEPTH],
+    /// mlp:WIDTHxDEPTH or 'mlp:IN->WIDTHxDEPTH->OUT' (quoted: '>' is a redirection to the shell).
     #[arg(long, conflicts_with_all = ["params", "model_config"])]
     pub model: Option<String>,
     /// Or a decoder from its Hugging Face config.json (GPT-2, LLaMA or Mistral).
@@ -83,6 +86,8 @@ pub struct RecommendArgs {
     /// accurate on slow transports.
     #[arg(long)]
     pub quick: bool,
+    #[command(flatten)]
+    pub recipe: RecipeArgs,
 }
 
 /// `124M`, `1.3B`, `350000`.
@@ -105,10 +110,14 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
 }
 
 impl RecommendArgs {
-    /// What the engine is asked for.
-    pub fn request(&self) -> RecommendRequest {
-        RecommendRequest {
-            model: self.model.clone(),
+    /// What the engine is asked for; a factory's file made absolute and checked to exist.
+    pub fn request(&self) -> Result<RecommendRequest, RunError> {
+        let model = match &self.model {
+            Some(m) => Some(parse_model(m)?.to_arg()),
+            None => None,
+        };
+        Ok(RecommendRequest {
+            model,
             model_config: self.model_config.clone(),
             params: self.params,
             micro_batch: self.micro_batch,
@@ -123,7 +132,9 @@ impl RecommendArgs {
             repeats: self.repeats,
             quick: self.quick,
             budget_s: self.budget,
-        }
+            recipe: self.recipe.recipe()?,
+            device: self.recipe.device()?,
+        })
     }
 }
 
@@ -255,7 +266,7 @@ fn own_measurements(own: &OwnMeasurements) -> String {
 
 pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, RunError> {
     let target = make_target(cli)?;
-    let req = a.request();
+    let req = a.request()?;
     let mut saved = SavedRuns::open(a.save_runs.as_deref())?;
     let reporter = progress::Reporter::new();
     let built = recommend::build(&req, target.as_ref(), &mut saved, &mut |p| {
@@ -318,6 +329,8 @@ pub fn demo_recommendation(target: &dyn Runner) -> Result<RecommendReport, RunEr
         repeats: 1,
         quick: false,
         budget_s: DEFAULT_BUDGET_S,
+        recipe: Default::default(),
+        device: Default::default(),
     };
     let reporter = progress::Reporter::new();
     let built = recommend::build(&req, target, &mut SavedRuns::open(None)?, &mut |p| {

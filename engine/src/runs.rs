@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use ddpcheck_core::backend::{CollectiveRequest, Progress};
-use ddpcheck_core::ddp::DdpRequest;
+use ddpcheck_core::ddp::{DdpRequest, RunDevice};
 use ddpcheck_core::gpu::{busy_among, busy_gpus, busy_reason, select_gpus, GpuInfo, NodeInventory};
 use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
 use ddpcheck_core::preflight::{self, PreflightOptions};
@@ -243,7 +243,16 @@ pub fn run_bench_ddp(
     req: &DdpRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DdpReport, ProbeError> {
-    let inv = backend.inventory()?;
+    let inv = match req.device {
+        RunDevice::Cuda => backend.inventory()?,
+        // CPU ranks touch no GPU: a node without (working) GPUs still runs them.
+        RunDevice::Cpu => backend.inventory().unwrap_or_else(|_| NodeInventory {
+            hostname: local_hostname(),
+            driver_version: None,
+            cuda_driver_version: None,
+            gpus: Vec::new(),
+        }),
+    };
     req.validate(inv.gpus.len())?;
     // The runner's ranks take the first GPUs CUDA shows this process: the job's
     // ($SLURM_JOB_GPUS, $CUDA_VISIBLE_DEVICES, as `check` reads them) where set, else the

@@ -230,6 +230,8 @@ mod tests {
             measured: Vec::new(),
             other_curve: None,
             baseline: None,
+            param_layout: None,
+            recipe: Default::default(),
         }
     }
 

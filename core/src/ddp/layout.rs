@@ -193,3 +193,29 @@ impl TorchBuckets {
         sorted(&self.buckets) == sorted(&layout.ddp_buckets(self.cap_bytes, self.first_cap_bytes))
     }
 }
+
+/// What a layout sends: its tensors, the trainable ones, and DDP's buckets at a cap.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayoutSummary {
+    pub tensors: u32,
+    pub trainable_tensors: u32,
+    pub trainable_params: u64,
+    /// Gradient bytes per step before any comm hook.
+    pub gradient_bytes: u64,
+    pub buckets: u32,
+    pub cap_bytes: u64,
+}
+
+impl ParamLayout {
+    pub fn summary(&self, cap_bytes: u64, first_cap_bytes: u64) -> LayoutSummary {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        LayoutSummary {
+            tensors: count(self.tensors.len()),
+            trainable_tensors: count(self.trainable().count()),
+            trainable_params: self.trainable_params(),
+            gradient_bytes: self.trainable_bytes(),
+            buckets: count(self.ddp_buckets(cap_bytes, first_cap_bytes).len()),
+            cap_bytes,
+        }
+    }
+}

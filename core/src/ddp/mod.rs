@@ -19,7 +19,9 @@ mod spec;
 
 pub use architecture::DecoderTensors;
 pub use hf_config::from_hf_config;
-pub use layout::{bucket_groups, dtype_bytes, ParamLayout, ParamTensor, TorchBuckets};
+pub use layout::{
+    bucket_groups, dtype_bytes, LayoutSummary, ParamLayout, ParamTensor, TorchBuckets,
+};
 pub use model_arg::MODEL_FORMS;
 pub use noise::{
     beyond_noise, describe_noise_bound, noise_bound, speedup_noise_bound, speedup_uncertainty,

@@ -5,8 +5,11 @@
 use std::fmt::Write as _;
 
 use super::{CalibrationInput, CurveSummary, MeasuredBaseline, ModelInput, RecommendInput};
-use crate::ddp::ModelSpec;
-use crate::model::{predict, BaselineFit, GradLayout, LinkCurve, ModelError, StepInputs, MIB};
+use crate::ddp::{LayoutSummary, ModelSpec};
+use crate::model::{
+    predict, BaselineFit, GradLayout, LinkCurve, ModelError, StepInputs, DEFAULT_BUCKET_CAP_MB,
+    DEFAULT_FIRST_BUCKET_MB, MIB,
+};
 use crate::num::{floor_u64, ToF64};
 use crate::units::{fmt_bytes, fmt_s};
 
@@ -30,12 +33,15 @@ pub(super) struct Basis {
     pub curve_cite: String,
     pub compute_cite: String,
     pub model_cite: String,
+    /// The model's tensors and buckets, where its parameter list is known.
+    pub layout_summary: Option<LayoutSummary>,
 }
 
 impl Basis {
     pub fn new(input: &RecommendInput) -> Result<Self, ModelError> {
         let compute_s = input.compute.seconds();
-        let (layout, units, unit) = layout_and_units(input);
+        let (layout, units, unit) = layout_and_units(input)?;
+        let layout_summary = layout_summary(input);
         let mut base = StepInputs::new(layout, compute_s, input.gpus, 1);
         base.units_per_micro_batch = units;
         base.optimizer_s = input.optimizer_s.unwrap_or(0.0);
@@ -80,24 +86,61 @@ impl Basis {
             curve_cite,
             compute_cite,
             model_cite,
+            layout_summary,
         })
     }
 }
 
+/// The layout's tensors and DDP's buckets at the recommendation's cap: the launch's
+/// parameters, else the preset's.
+fn layout_summary(input: &RecommendInput) -> Option<LayoutSummary> {
+    let own = match &input.model {
+        ModelInput::Spec { spec } => spec.param_layout(),
+        ModelInput::Params { .. } => None,
+    };
+    let layout = input.param_layout.clone().or(own)?;
+    let cap = input.bucket_cap_mb.unwrap_or(DEFAULT_BUCKET_CAP_MB) * MIB;
+    Some(layout.summary(floor_u64(cap), floor_u64(DEFAULT_FIRST_BUCKET_MB * MIB)))
+}
+
 /// The gradients' layout, the units of work in one micro-batch and their rate's name: samples
-/// for MLPs, tokens for decoders and bare parameter counts.
-fn layout_and_units(input: &RecommendInput) -> (GradLayout, f64, &'static str) {
+/// for MLPs and models built by code (tokens for their language models), tokens for decoders
+/// and bare parameter counts. The layout is the launch's own parameter list where one reported
+/// it, else the preset's tensors; a model built by code has no other.
+fn layout_and_units(input: &RecommendInput) -> Result<(GradLayout, f64, &'static str), ModelError> {
     let tokens = f64::from(input.micro_batch) * f64::from(input.seq.max(1));
+    let from_launch = input.param_layout.as_ref().map(GradLayout::from_params);
     match &input.model {
-        ModelInput::Spec {
-            spec: spec @ ModelSpec::Mlp { .. },
-        } => (
-            GradLayout::for_model(spec),
-            f64::from(input.micro_batch),
-            "samples/s",
-        ),
-        ModelInput::Spec { spec } => (GradLayout::for_model(spec), tokens, "tokens/s"),
-        ModelInput::Params { params } => (GradLayout::uniform(*params), tokens, "tokens/s"),
+        ModelInput::Spec { spec } => {
+            let layout = match from_launch {
+                Some(l) => l,
+                None if spec.source().is_some() => {
+                    return Err(ModelError::Invalid(format!(
+                        "{}: no launch reported its parameters; measure it (bench ddp, or \
+                         recommend without --step-time-ms/--estimate-tflops) or give --from a \
+                         bench ddp report of it",
+                        spec.name()
+                    )))
+                }
+                None => GradLayout::for_model(spec),
+            };
+            let samples = f64::from(input.micro_batch);
+            Ok(match spec {
+                ModelSpec::Mlp { .. } => (layout, samples, "samples/s"),
+                ModelSpec::Decoder { .. } => (layout, tokens, "tokens/s"),
+                ModelSpec::External { source } if source.tokens_per_sample() > 1 => (
+                    layout,
+                    samples * f64::from(source.tokens_per_sample()),
+                    "tokens/s",
+                ),
+                ModelSpec::External { .. } => (layout, samples, "samples/s"),
+            })
+        }
+        ModelInput::Params { params } => Ok((
+            from_launch.unwrap_or_else(|| GradLayout::uniform(*params)),
+            tokens,
+            "tokens/s",
+        )),
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendKind;
-use crate::ddp::{beyond_noise, ModelSpec};
+use crate::ddp::{beyond_noise, ModelSpec, ParamLayout, Recipe};
 use crate::model::{Calibration, CrossCheck, LinkCurve, ModelError};
 use crate::num::ToF64;
 use crate::topology::LinkClass;
@@ -260,6 +260,30 @@ pub struct RecommendInput {
     /// other variants.
     #[serde(default)]
     pub baseline: Option<MeasuredBaseline>,
+    /// The model's parameters as a launch's torch registered them: the gradient layout the
+    /// model packs into buckets (a preset's own tensors where no launch reported them; a model
+    /// built by code needs it).
+    #[serde(default)]
+    pub param_layout: Option<ParamLayout>,
+    /// The recipe the user's training runs (autocast, DDP options), for the snippet.
+    #[serde(default)]
+    pub recipe: Recipe,
+}
+
+impl RecommendInput {
+    /// Every parameter of the model: the launch's count where it reported one.
+    pub fn model_params(&self) -> u64 {
+        self.param_layout
+            .as_ref()
+            .map_or_else(|| self.model.params(), ParamLayout::total_params)
+    }
+
+    /// The parameters whose gradients DDP all-reduces (frozen ones send none).
+    pub fn trainable_params(&self) -> u64 {
+        self.param_layout
+            .as_ref()
+            .map_or_else(|| self.model.params(), ParamLayout::trainable_params)
+    }
 }
 
 /// Plain DDP's measured step at the recommendation's GPU count, and where it comes from.
@@ -309,7 +333,7 @@ pub(super) fn validate(input: &RecommendInput) -> Result<(), ModelError> {
             return bad("an estimated compute time needs positive FLOPs and TFLOP/s".into());
         }
     }
-    if input.model.params() == 0 {
+    if input.model_params() == 0 {
         return bad("the model has no parameters".into());
     }
     if let ModelInput::Spec { spec } = &input.model {

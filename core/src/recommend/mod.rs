@@ -23,6 +23,7 @@ mod warnings;
 use serde::{Deserialize, Serialize};
 
 use crate::ddp::CommHook;
+use crate::ddp::LayoutSummary;
 use crate::model::{ModelError, Overheads, Prediction};
 
 pub use choice::{pick, variant_name, Pick, CHANGE_ORDER};
@@ -95,6 +96,13 @@ pub struct CurveSummary {
 pub struct Recommendation {
     pub model: String,
     pub params: u64,
+    /// The parameters DDP all-reduces, where frozen ones leave fewer than `params`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainable_params: Option<u64>,
+    /// Tensors DDP packs into buckets, and the buckets at the default cap, from the model's
+    /// own parameter list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<LayoutSummary>,
     pub gpus: u32,
     pub micro_batch: u32,
     /// Tokens (or samples) one GPU processes per micro-batch.
@@ -141,7 +149,9 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     };
     Ok(Recommendation {
         model: input.model.name(),
-        params: input.model.params(),
+        params: input.model_params(),
+        trainable_params: Some(input.trainable_params()).filter(|t| *t != input.model_params()),
+        layout: basis.layout_summary.clone(),
         gpus: input.gpus,
         micro_batch: input.micro_batch,
         units_per_micro_batch: basis.units,

@@ -47,6 +47,8 @@ fn a6000_input() -> RecommendInput {
         measured: Vec::new(),
         other_curve: None,
         baseline: None,
+        param_layout: None,
+        recipe: Default::default(),
     }
 }
 

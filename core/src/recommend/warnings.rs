@@ -217,9 +217,11 @@ fn bucket_cap_mb(
 
 /// FSDP against DDP, from whether the training state fits on one GPU.
 fn fsdp(input: &RecommendInput) -> Warning {
-    // params + grads + Adam moments in fp32 = 16 B/param.
-    let params = input.model.params().to_f64();
-    let state = params * 16.0;
+    // Trainable: params + grads + Adam moments in fp32 = 16 B/param; frozen: the weights alone.
+    let trainable = input.trainable_params().to_f64();
+    let frozen = input.model_params().to_f64() - trainable;
+    let state = trainable * 16.0 + frozen * 4.0;
+    let params = trainable + frozen;
     let (text, rests_on) = match input.gpu_memory_bytes {
         Some(mem) if state < 0.8 * mem.to_f64() => (
             format!(

@@ -1,7 +1,7 @@
 //! What the gathered DDP runs say of this model: its compute per micro-batch, a hook's cost,
 //! the speedups measured, and how much N GPUs side by side slow each other.
 
-use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant};
+use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLayout};
 use ddpcheck_core::model::side_by_side;
 use ddpcheck_core::recommend::{
     variant_name, ComputeSource, MeasuredBaseline, MeasuredSpeedup, ModelInput, SideBySideInput,
@@ -13,6 +13,20 @@ use super::measurements::Measurements;
 /// The one-GPU baseline row of this model: its step time / accumulation is one micro-batch.
 /// Compute of one micro-batch, and (when measured) the once-per-step optimizer work.
 pub(super) type MeasuredCompute = (ComputeSource, Option<f64>);
+
+/// The model's parameters as the newest launch of it reported them (a run of any GPU count,
+/// micro-batch or variant: the parameters do not change with them).
+pub(super) fn measured_layout(m: &Measurements, model: &ModelInput) -> Option<ParamLayout> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    m.ddp
+        .iter()
+        .rev()
+        .filter(|(r, _)| r.model == name)
+        .find_map(|(r, _)| r.param_layout.clone())
+}
 
 /// Per-step cost of a compressing hook on one GPU: a 1-GPU bf16 (else fp16) run minus the plain
 /// one, both at accumulation 1; and the runs it rests on.

@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
-use ddpcheck_core::ddp::{DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice};
+use ddpcheck_core::ddp::{
+    DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
+};
 use ddpcheck_core::model::{calibrate, cross_check, LinkCurve};
 use ddpcheck_core::params::CollectiveParams;
 use ddpcheck_core::preflight::judged_peak;
@@ -31,8 +33,8 @@ use crate::runs::{nccl_env_from_process, parse_env_ab};
 use crate::saved_runs::SavedRuns;
 use curve::{choose_curve, has_curve, provenance_of};
 use measured::{
-    measured_baseline, measured_compute, measured_hook_cost, measured_side_by_side,
-    measured_speedups, MeasuredCompute,
+    measured_baseline, measured_compute, measured_hook_cost, measured_layout,
+    measured_side_by_side, measured_speedups, MeasuredCompute,
 };
 use measurements::{daemon_history, Measurements};
 
@@ -67,6 +69,10 @@ pub struct RecommendRequest {
     pub quick: bool,
     /// Seconds recommend's own measurements may take on a fresh node.
     pub budget_s: f64,
+    /// The user's recipe (autocast, DDP options): every launch runs it, the snippet says it.
+    pub recipe: Recipe,
+    /// Where recommend's own launches run (CPU ranks: a test of the flow, CPU figures).
+    pub device: RunDevice,
 }
 
 impl RecommendRequest {
@@ -83,32 +89,44 @@ impl RecommendRequest {
     }
 }
 
-fn ddp_request(
-    models: Vec<ModelSpec>,
-    variants: &[&str],
-    sizes: Vec<u32>,
-    micro_batch: u32,
-    steps: u32,
-    repeats: u32,
-) -> Result<DdpRequest, RunError> {
-    Ok(DdpRequest {
-        models,
-        variants: variants
-            .iter()
-            .map(|v| v.parse::<DdpVariant>().map_err(RunError::Usage))
-            .collect::<Result<_, _>>()?,
-        world_sizes: sizes,
-        micro_batch,
-        warmup_steps: 5,
-        steps,
-        min_timed_s: budget::MIN_TIMED_S,
-        price_per_gpu_hour: None,
-        env: Vec::new(),
-        deadline_s: 600.0,
-        repeats,
-        recipe: Recipe::default(),
-        device: RunDevice::default(),
-    })
+impl RecommendRequest {
+    /// One of recommend's own launches: the request's recipe and device, `steps` timed steps
+    /// (at least `budget::MIN_TIMED_S` of them), five warm-up steps.
+    fn ddp_request(
+        &self,
+        models: Vec<ModelSpec>,
+        variants: &[&str],
+        sizes: Vec<u32>,
+        steps: u32,
+    ) -> Result<DdpRequest, RunError> {
+        Ok(DdpRequest {
+            models,
+            variants: variants
+                .iter()
+                .map(|v| v.parse::<DdpVariant>().map_err(RunError::Usage))
+                .collect::<Result<_, _>>()?,
+            world_sizes: sizes,
+            micro_batch: self.micro_batch,
+            warmup_steps: 5,
+            steps,
+            min_timed_s: budget::MIN_TIMED_S,
+            price_per_gpu_hour: None,
+            env: Vec::new(),
+            deadline_s: 600.0,
+            repeats: self.repeats,
+            recipe: self.recipe.clone(),
+            device: self.device,
+        })
+    }
+
+    /// The 1-GPU launch's variants: plain DDP at two accumulations (compute and the optimizer
+    /// step) and bf16 (the hook's cost), which gloo's CPU ranks cannot run.
+    fn one_gpu_variants(&self) -> &'static [&'static str] {
+        match self.device {
+            RunDevice::Cuda => &["base", "accum4", "bf16"],
+            RunDevice::Cpu => &["base", "accum4"],
+        }
+    }
 }
 
 /// What recommend says on a node of fewer than two GPUs, where it has no curve to read.
@@ -159,7 +177,11 @@ impl Gathering<'_> {
         if let Some(n) = self.gpus_here {
             return Ok(n);
         }
-        let n = self.target.topo("")?.gpus.len();
+        let n = match self.req.device {
+            RunDevice::Cuda => self.target.topo("")?.gpus.len(),
+            // CPU ranks: as many as a request may start, whatever GPUs there are.
+            RunDevice::Cpu => MAX_CPU_RANKS as usize,
+        };
         self.gpus_here = Some(n);
         Ok(n)
     }
@@ -244,12 +266,11 @@ impl Gathering<'_> {
     fn quick_runs(&mut self, spec: &ModelSpec, gpus: u32) -> Result<(), RunError> {
         let side_by_side =
             self.req.repeats > 1 && gpus > 1 && gpus as usize <= self.node_gpus_here()?;
-        let variants: &[&str] = if side_by_side {
-            &["base", "accum4", "bf16", "nocomm"]
-        } else {
-            &["base", "accum4", "bf16"]
-        };
-        self.quick_run(spec, variants, 1, "ddp-1gpu")?;
+        let mut variants = self.req.one_gpu_variants().to_vec();
+        if side_by_side {
+            variants.push("nocomm");
+        }
+        self.quick_run(spec, &variants, 1, "ddp-1gpu")?;
         if side_by_side {
             self.quick_run(spec, &["nocomm"], gpus, &format!("ddp-nocomm-{gpus}gpu"))?;
         }
@@ -263,14 +284,9 @@ impl Gathering<'_> {
         gpus: u32,
         name: &str,
     ) -> Result<(), RunError> {
-        let req = ddp_request(
-            vec![spec.clone()],
-            variants,
-            vec![gpus],
-            self.req.micro_batch,
-            budget::STEPS,
-            self.req.repeats,
-        )?;
+        let req = self
+            .req
+            .ddp_request(vec![spec.clone()], variants, vec![gpus], budget::STEPS)?;
         let t0 = Instant::now();
         let r = self.target.bench_ddp(&req, self.progress)?;
         if let Some(own) = &mut self.own {
@@ -318,7 +334,7 @@ impl Gathering<'_> {
             ..OwnMeasurements::default()
         });
         if measured_compute(&self.m, model, self.req.micro_batch).is_none() {
-            self.quick_run(spec, &["base", "accum4", "bf16"], 1, "ddp-1gpu")?;
+            self.quick_run(spec, self.req.one_gpu_variants(), 1, "ddp-1gpu")?;
         }
         let Some((compute, optimizer_s)) = measured_compute(&self.m, model, self.req.micro_batch)
         else {
@@ -521,6 +537,8 @@ pub fn build(
         measured: measured_speedups(m, &model, a.micro_batch, gpus),
         other_curve: chosen.other,
         baseline: measured_baseline(m, &model, a.micro_batch, gpus),
+        param_layout: measured_layout(m, &model),
+        recipe: a.recipe.clone(),
         model,
     };
     let rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;

@@ -7,7 +7,7 @@ use ddpcheck_core::model::LinkCurve;
 use ddpcheck_core::recommend::{ModelInput, Recommendation};
 
 use super::report::{RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyRow};
-use super::{ddp_request, RecommendRequest};
+use super::RecommendRequest;
 use crate::runner::{RunError, Runner};
 use crate::saved_runs::SavedRuns;
 
@@ -33,14 +33,7 @@ pub fn verify(
     if rec.chosen != "base" && rec.chosen != "1 GPU" {
         variants.push(rec.chosen.as_str());
     }
-    let req = ddp_request(
-        vec![spec],
-        &variants,
-        vec![1, rec.gpus],
-        a.micro_batch,
-        30,
-        a.repeats,
-    )?;
+    let req = a.ddp_request(vec![spec], &variants, vec![1, rec.gpus], 30)?;
     let r = target.bench_ddp(&req, progress)?;
     saved.save("verify", &r);
     for row in rec
