@@ -118,7 +118,7 @@ pub enum BenchCommand {
     /// NCCL collective sweeps with nccl-tests' columns and `# Avg bus bandwidth`.
     Collectives(CollectivesArgs),
     /// PyTorch DDP through torchrun: variants, GPU counts, sweeps, plots.
-    Ddp(crate::ddp_cmd::DdpArgs),
+    Ddp(Box<crate::ddp_cmd::DdpArgs>),
 }
 
 #[derive(Args, Debug)]

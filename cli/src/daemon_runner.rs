@@ -13,7 +13,9 @@ use tonic::Code;
 fn status_error(s: tonic::Status) -> RunError {
     match s.code() {
         Code::ResourceExhausted => RunError::Busy(s.message().to_string()),
-        Code::InvalidArgument => RunError::Usage(s.message().to_string()),
+        // Refused by the daemon's policy (a factory outside its factory_dirs): the caller's
+        // request, not the node, is what is wrong.
+        Code::InvalidArgument | Code::PermissionDenied => RunError::Usage(s.message().to_string()),
         _ => RunError::Daemon(format!("ddpcheckd: {}", ddpcheck_client::status_reason(&s))),
     }
 }

@@ -52,7 +52,7 @@ impl Key {
 }
 
 /// Every key, in the order `ddpcheck config check` prints them.
-pub const KEYS: [Key; 15] = [
+pub const KEYS: [Key; 16] = [
     Key {
         name: "sim",
         env: "DDPCHECK_SIM",
@@ -128,6 +128,11 @@ pub const KEYS: [Key; 15] = [
         env: "DDPCHECK_HISTORY_MAX_RUNS",
         help: "runs the history keeps, the oldest deleted beyond it, 0 = keep all; unset: 10000",
     },
+    Key {
+        name: "factory_dirs",
+        env: "DDPCHECK_FACTORY_DIRS",
+        help: "folders (':'-separated, absolute) whose Python model factories (bench ddp --model py:FILE:FUNCTION) the daemon may run, as its own user; unset: none (library models only)",
+    },
 ];
 
 /// Looks a key up by its file name.
@@ -171,6 +176,8 @@ pub struct Layer {
     /// Whole runs, as `work_burst`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_max_runs: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factory_dirs: Option<String>,
 }
 
 /// A key's value as text, for messages and `config check`; `None` when unset.
@@ -201,6 +208,7 @@ impl Layer {
             "work_rate_per_minute" => self.work_rate_per_minute.map(Val::Number),
             "work_burst" => self.work_burst.map(Val::Integer),
             "history_max_runs" => self.history_max_runs.map(Val::Integer),
+            "factory_dirs" => s(&self.factory_dirs),
             _ => None,
         }
     }
@@ -223,6 +231,7 @@ impl Layer {
             "work_rate_per_minute" => self.work_rate_per_minute = other.work_rate_per_minute.take(),
             "work_burst" => self.work_burst = other.work_burst.take(),
             "history_max_runs" => self.history_max_runs = other.history_max_runs.take(),
+            "factory_dirs" => self.factory_dirs = other.factory_dirs.take(),
             _ => {}
         }
     }
@@ -259,6 +268,7 @@ impl Layer {
                 "runtime_dir" => l.runtime_dir = Some(v.into()),
                 "state_dir" => l.state_dir = Some(v.into()),
                 "cluster_address" => l.cluster_address = Some(v),
+                "factory_dirs" => l.factory_dirs = Some(v),
                 "collect_interval" => {
                     let n = v.trim().parse::<f64>().map_err(|_| ConfigError::Invalid {
                         key: k.name,
@@ -453,6 +463,8 @@ pub struct Settings {
     pub cluster_address: Option<String>,
     /// Runs the history keeps (`None`: all of them).
     pub history_max_runs: Option<u64>,
+    /// Folders whose model factories the daemon may run (empty: none).
+    pub factory_dirs: Vec<PathBuf>,
 }
 
 impl Effective {
@@ -576,7 +588,28 @@ impl Effective {
             work_rate,
             cluster_address: self.cluster_address()?,
             history_max_runs: self.history_max_runs()?,
+            factory_dirs: self.factory_dirs()?,
         })
+    }
+
+    /// Absolute folders, `:`-separated; each must exist (a typo would refuse every factory).
+    fn factory_dirs(&self) -> Result<Vec<PathBuf>, ConfigError> {
+        let Some(text) = self.values.factory_dirs.as_deref() else {
+            return Ok(Vec::new());
+        };
+        let mut dirs = Vec::new();
+        for part in text.split(':').map(str::trim).filter(|p| !p.is_empty()) {
+            let dir = Path::new(part);
+            if !dir.is_absolute() || !dir.is_dir() {
+                return Err(self.invalid(
+                    "factory_dirs",
+                    text.to_string(),
+                    format!("{part:?} is not an absolute path of a folder"),
+                ));
+            }
+            dirs.push(dir.to_path_buf());
+        }
+        Ok(dirs)
     }
 
     /// A host name, IPv4 or IPv6 address (NCCL_COMM_ID takes `HOST:PORT`); no port of its own.

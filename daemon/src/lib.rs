@@ -2,6 +2,7 @@
 //! and benchmarks through `ddpcheck-engine`, the engine the CLI's local mode uses too.
 
 pub mod config;
+pub mod factories;
 pub mod history;
 pub mod http;
 pub mod metrics;

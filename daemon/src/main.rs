@@ -73,6 +73,11 @@ struct Args {
     /// Runs the history keeps; beyond it the oldest are deleted; 0 keeps all [default: 10000].
     #[arg(long, env = "DDPCHECK_HISTORY_MAX_RUNS")]
     history_max_runs: Option<i64>,
+    /// Folders (':'-separated, absolute) whose Python model factories (`bench ddp --model
+    /// py:FILE:FUNCTION`) the daemon may run, as its own user [default: none; library models
+    /// such as torchvision:NAME are always allowed].
+    #[arg(long, env = "DDPCHECK_FACTORY_DIRS")]
+    factory_dirs: Option<String>,
 }
 
 impl Args {
@@ -94,6 +99,7 @@ impl Args {
             work_rate_per_minute: self.work_rate_per_minute,
             work_burst: self.work_burst,
             history_max_runs: self.history_max_runs,
+            factory_dirs: self.factory_dirs,
         };
         let flags = env.split_off(|id| {
             matches!(
@@ -276,6 +282,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         web: settings.web_config,
         work_rate: settings.work_rate,
         history_max_runs: settings.history_max_runs,
+        factory_dirs: settings.factory_dirs,
     };
     let running = run::start_with_options(cfg, opts, backend).await?;
     tracing::info!(

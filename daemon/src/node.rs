@@ -48,6 +48,8 @@ pub struct Node {
     pub work_limiter: WorkLimiter,
     /// Runs the history keeps (`None`: all); see [`Node::prune_history`].
     pub history_max_runs: Option<u64>,
+    /// Folders whose model factories a caller may name ([`crate::factories`]).
+    pub factory_dirs: Vec<std::path::PathBuf>,
 }
 
 /// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
@@ -68,6 +70,7 @@ impl Node {
             work: Arc::new(tokio::sync::Mutex::new(())),
             work_limiter: WorkLimiter::off(),
             history_max_runs: None,
+            factory_dirs: Vec::new(),
         };
         node.restore_metrics();
         node

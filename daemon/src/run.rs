@@ -180,6 +180,8 @@ pub struct Options {
     pub work_rate: WorkRate,
     /// Runs the history keeps, the oldest deleted beyond it (`None`: all).
     pub history_max_runs: Option<u64>,
+    /// Folders whose model factories a `BenchDdp` call may name (empty: none).
+    pub factory_dirs: Vec<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -188,6 +190,7 @@ impl Default for Options {
             web: None,
             work_rate: WorkRate::OFF,
             history_max_runs: None,
+            factory_dirs: Vec::new(),
         }
     }
 }
@@ -202,6 +205,7 @@ pub async fn start_with_options(
         web,
         work_rate,
         history_max_runs,
+        factory_dirs,
     } = opts;
     if cfg.tcp.is_some() && cfg.tls.is_none() {
         return Err(DaemonError::Config(
@@ -218,6 +222,7 @@ pub async fn start_with_options(
     let mut node = Node::new(backend, history, lock_path(&cfg.runtime_dir));
     node.work_limiter = WorkLimiter::new(work_rate);
     node.history_max_runs = history_max_runs;
+    node.factory_dirs = factory_dirs;
     node.prune_history();
     let node = Arc::new(node);
     let (stop, stop_rx) = watch::channel(false);

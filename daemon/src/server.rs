@@ -363,6 +363,9 @@ impl Ddpcheck for Service {
         req: Request<BenchDdpRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let ddp = DdpRequest::try_from(req.into_inner()).map_err(invalid)?;
+        // Before any work: a caller never has the daemon import code it did not allow.
+        crate::factories::check(&ddp, &self.node.factory_dirs)
+            .map_err(Status::permission_denied)?;
         let stream = self.spawn_work("bench_ddp", move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
             node.metrics.set_ddp(&r.results);

@@ -1,0 +1,92 @@
+//! A real `ddpcheckd` never imports code a gRPC caller names: a model factory runs through the
+//! daemon only from a folder its configuration allows (`factory_dirs`), none by default; library
+//! models are allowed. The refusals are one line with the usage exit code, before any work.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use common::{code, stderr, Daemon};
+
+/// A factory that would leave a mark if it were ever imported.
+fn factory_in(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let marker = dir.join("imported");
+    let file = dir.join("factory.py");
+    std::fs::write(
+        &file,
+        format!(
+            "open({:?}, 'w').write('imported')\ndef make():\n    raise SystemExit('never')\n",
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    (file, marker)
+}
+
+fn bench(d: &Daemon, model: &str) -> std::process::Output {
+    d.cli(&[
+        "bench",
+        "ddp",
+        "--model",
+        model,
+        "--gpus",
+        "1",
+        "--variants",
+        "base",
+    ])
+}
+
+#[test]
+fn a_daemon_without_factory_dirs_refuses_every_factory_and_runs_none() {
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let dir = tempfile::tempdir().unwrap();
+    let (file, marker) = factory_in(dir.path());
+    let o = bench(&d, &format!("py:{}:make", file.display()));
+    let err = stderr(&o);
+    assert_eq!(code(&o), 64, "{err}");
+    assert!(
+        err.contains("runs no model factories (factory_dirs is unset"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let o = bench(&d, "py:some_package.models:make");
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("runs no module factories"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!marker.exists(), "the factory was imported");
+    d.stop();
+}
+
+#[test]
+fn a_daemon_runs_factories_only_inside_its_factory_dirs() {
+    let allowed = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (inside, _) = factory_in(allowed.path());
+    let (outside, marker) = factory_in(elsewhere.path());
+    let dirs = allowed.path().display().to_string();
+    let d = Daemon::start_with(Some("h200x2-nvlink"), &["--factory-dirs", &dirs]);
+    let o = bench(&d, &format!("py:{}:make", outside.display()));
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("outside the daemon's factory_dirs"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!marker.exists(), "the factory outside was imported");
+    // Allowed: the request passes the policy and reaches the node, which here is simulated and
+    // has no PyTorch (its own refusal, not the policy's).
+    for model in [
+        format!("py:{}:make", inside.display()),
+        "torchvision:resnet50".into(),
+    ] {
+        let o = bench(&d, &model);
+        assert!(
+            stderr(&o).contains("a simulated node has no PyTorch"),
+            "{model}: {}",
+            stderr(&o)
+        );
+    }
+    d.stop();
+}
