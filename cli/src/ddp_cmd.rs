@@ -199,7 +199,9 @@ pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, RunError> {
     }
     let target = make_target(cli)?;
     // The price's split, and the default GPU counts.
-    let node_gpus = if a.price_per_hour.is_some() || a.gpus.is_none() {
+    // CPU ranks ask no GPU of the node (there may be none).
+    let cpu = a.recipe.device()? == ddpcheck_core::ddp::RunDevice::Cpu;
+    let node_gpus = if !cpu && (a.price_per_hour.is_some() || a.gpus.is_none()) {
         Some(target.topo("")?.gpus.len())
     } else {
         None

@@ -10,7 +10,7 @@ pub use recommend::recommendation;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
-use ddpcheck_core::ddp::probe_curve;
+use ddpcheck_core::ddp::{probe_curve, DdpResult, RunDevice};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
@@ -212,8 +212,57 @@ fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
         .collect()
 }
 
+/// Per model: its tensors and DDP's buckets from the parameters torch reported, and whether
+/// torch's own bucket assignment agrees with ddpcheck's.
+fn layout_lines(results: &[DdpResult]) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for x in results {
+        let Some(layout) = &x.param_layout else {
+            continue;
+        };
+        if !seen.insert(x.model.clone()) {
+            continue;
+        }
+        let frozen = layout.trainable_params() != layout.total_params();
+        let line = match &x.torch_buckets {
+            Some(tb) => {
+                let summary = layout.summary(tb.cap_bytes, tb.first_cap_bytes);
+                let agree = if tb.agrees_with(layout) {
+                    format!(
+                        "the same {} buckets as torch's own ({})",
+                        tb.buckets.len(),
+                        tb.source
+                    )
+                } else {
+                    format!(
+                        "{} buckets where torch's own ({}) has {}: the model's ready order differs from its registration order",
+                        summary.buckets,
+                        tb.source,
+                        tb.buckets.len()
+                    )
+                };
+                format!(
+                    "{}: {}; {agree}",
+                    x.model,
+                    recommend::layout_line(&summary, frozen)
+                )
+            }
+            None => {
+                let summary = layout.summary(25 << 20, 1 << 20);
+                format!("{}: {}", x.model, recommend::layout_line(&summary, frozen))
+            }
+        };
+        out.push(line);
+    }
+    out
+}
+
 pub fn bench_ddp(r: &DdpReport) -> String {
     let mut s = banner(&r.header, "bench ddp");
+    if r.results.iter().any(|x| x.device == RunDevice::Cpu) {
+        s.push_str("CPU RANKS (gloo): a test of the benchmark and the model, not a GPU measurement; \"GPUs\" below are CPU processes\n");
+    }
     let mut t = table();
     // Repeated launches: how far apart they landed, next to the median they give.
     let repeated = r.results.iter().any(|x| x.launch_spread().is_some());
@@ -272,6 +321,10 @@ pub fn bench_ddp(r: &DdpReport) -> String {
         s.push('\n');
     }
     for line in probe_lines(&r.results) {
+        s.push_str(&line);
+        s.push('\n');
+    }
+    for line in layout_lines(&r.results) {
         s.push_str(&line);
         s.push('\n');
     }

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use ddpcheck_core::ddp::LayoutSummary;
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::recommend::{Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
@@ -40,18 +41,47 @@ pub fn recommendation(r: &Recommendation) -> String {
     s
 }
 
+/// `161 tensors, 25.6M trainable (102 MB a step), 5 buckets of 25 MiB`: what DDP sends, from
+/// the model's own parameter list.
+pub fn layout_line(l: &LayoutSummary, some_frozen: bool) -> String {
+    format!(
+        "{} tensors{}, {} trainable parameters ({} a step), {} DDP bucket{} at {} cap",
+        l.tensors,
+        if some_frozen {
+            format!(" ({} trainable)", l.trainable_tensors)
+        } else {
+            String::new()
+        },
+        fmt_count(l.trainable_params.to_f64()),
+        fmt_bytes(l.gradient_bytes.to_f64()),
+        l.buckets,
+        if l.buckets == 1 { "" } else { "s" },
+        fmt_bytes(l.cap_bytes.to_f64())
+    )
+}
+
 /// The heading lines: the model, the compute time, the all-reduce curve and the overheads.
 fn inputs(r: &Recommendation) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "ddpcheck recommend: {} ({} parameters), micro-batch {}, {} GPU{}",
+        "ddpcheck recommend: {} ({} parameters{}), micro-batch {}, {} GPU{}",
         r.model,
         fmt_count(r.params.to_f64()),
+        r.trainable_params
+            .map(|t| format!(", {} trainable", fmt_count(t.to_f64())))
+            .unwrap_or_default(),
         r.micro_batch,
         r.gpus,
         if r.gpus == 1 { "" } else { "s" }
     );
+    if let Some(l) = &r.layout {
+        let _ = writeln!(
+            s,
+            "gradients: {}",
+            layout_line(l, r.trainable_params.is_some())
+        );
+    }
     let _ = writeln!(s, "compute:   {}", r.compute.describe());
     let _ = writeln!(
         s,

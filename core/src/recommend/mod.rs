@@ -163,7 +163,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
         overheads: basis.base.overheads,
         backward_fraction: basis.base.backward_fraction,
         overheads_source: basis.overheads_source,
-        python: snippet::python_for(choice.use_one_gpu, chosen_hook, chosen_accum),
+        python: snippet::python_for(choice.use_one_gpu, chosen_hook, chosen_accum, &input.recipe),
         env: snippet::env_lines(input),
         chosen,
         chosen_hook,

@@ -5,19 +5,25 @@ use std::fmt::Write as _;
 
 use super::warnings::{disabled_nvlink_transports, p2p_forced};
 use super::RecommendInput;
-use crate::ddp::CommHook;
+use crate::ddp::{Amp, CommHook, Recipe};
 
 /// The Python for the recommendation: none on one GPU.
-pub(super) fn python_for(use_one_gpu: bool, hook: CommHook, accum: u32) -> String {
+pub(super) fn python_for(use_one_gpu: bool, hook: CommHook, accum: u32, recipe: &Recipe) -> String {
     if use_one_gpu {
         "# one GPU: no DDP needed\n".to_string()
     } else {
-        python_snippet(hook, accum)
+        python_snippet_for(hook, accum, recipe)
     }
 }
 
 /// Copy-paste Python: DDP with the comm hook and the `no_sync` accumulation loop.
 pub fn python_snippet(hook: CommHook, accum: u32) -> String {
+    python_snippet_for(hook, accum, &Recipe::default())
+}
+
+/// [`python_snippet`] with the user's DDP options (as measured) in the constructor, and fp16
+/// autocast's gradient scaler where the recipe uses it.
+fn python_snippet_for(hook: CommHook, accum: u32, recipe: &Recipe) -> String {
     let k = accum.max(1);
     let mut s = String::new();
     s.push_str("import contextlib\n");
@@ -30,7 +36,15 @@ pub fn python_snippet(hook: CommHook, accum: u32) -> String {
         );
     }
     s.push_str("from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
-    s.push_str("ddp = DDP(model, device_ids=[local_rank], gradient_as_bucket_view=True)\n");
+    let mut kwargs = vec!["device_ids=[local_rank]".to_string()];
+    kwargs.extend(recipe.ddp_kwargs());
+    if recipe.gradient_as_bucket_view {
+        kwargs.push("gradient_as_bucket_view=True".into());
+    }
+    let _ = writeln!(s, "ddp = DDP(model, {})", kwargs.join(", "));
+    if recipe.amp == Amp::Fp16 {
+        s.push_str("# fp16 autocast, as measured: scale the loss (scaler = torch.amp.GradScaler(\"cuda\"); scaler.scale(loss).backward(); scaler.step(opt); scaler.update())\n");
+    }
     match hook {
         CommHook::Bf16 => s.push_str(
             "ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)  # gradients travel as bf16\n",
