@@ -243,7 +243,17 @@ pub fn run_bench_ddp(
     req: &DdpRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DdpReport, ProbeError> {
-    let inv = backend.inventory()?;
+    // CPU ranks (a test of the script where there is no GPU) need no driver and no idle GPU.
+    let inv = if req.device == ddpcheck_core::ddp::RunDevice::Cpu {
+        NodeInventory {
+            hostname: local_hostname(),
+            driver_version: None,
+            cuda_driver_version: None,
+            gpus: Vec::new(),
+        }
+    } else {
+        backend.inventory()?
+    };
     req.validate(inv.gpus.len())?;
     // The runner's ranks take the first GPUs CUDA shows this process: the job's
     // ($SLURM_JOB_GPUS, $CUDA_VISIBLE_DEVICES, as `check` reads them) where set, else the
