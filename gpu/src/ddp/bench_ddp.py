@@ -704,7 +704,9 @@ def import_library(name, spec_name):
     try:
         return importlib.import_module(name)
     except ImportError as e:
-        raise Fatal("%s is not installed for %s (needed by %s): %s" % (name, sys.executable, spec_name, one_line(e)),
+        if getattr(e, "name", None) == name:
+            raise Fatal("%s is not installed for %s (needed by %s)" % (name, sys.executable, spec_name), "unavailable")
+        raise Fatal("%s cannot be imported by %s (needed by %s): %s" % (name, sys.executable, spec_name, one_line(e)),
                     "unavailable")
 
 
@@ -738,7 +740,7 @@ def load_factory(target, function, seconds):
     if fn is None:
         raise Fatal("%s has no function %s" % (target, function), "invalid")
     if not callable(fn):
-        raise Fatal("%s.%s is a %s, not a function" % (target, function, type(fn).__name__), "invalid")
+        raise Fatal("%s.%s is of type %s, not a function" % (target, function, type(fn).__name__), "invalid")
     return fn
 
 
@@ -1018,10 +1020,13 @@ def autocast_for(torch, device_type, amp):
     dtype = torch.bfloat16 if amp == "bf16" else torch.float16
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with torch.autocast(device_type, dtype=dtype):
-            on = torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.autocast(device_type, dtype=dtype):
+                on = torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
+    except RuntimeError:  # torch 1.13's CPU autocast refuses float16 outright
+        on = False
     if not on:
         raise Fatal("torch %s has no %s autocast on %s: use --amp %s or none"
                     % (torch.__version__, amp, device_type.upper(), "bf16" if amp == "fp16" else "fp16"), "invalid")
@@ -1298,6 +1303,7 @@ def main(argv=None):
         global _STAGE
         mb, accum = cfg["micro_batch"], var["accum"]
         recipe = cfg["recipe"]
+        _STAGE = "checking autocast"
         autocast = autocast_for(torch, device_type, recipe["amp"])
         scaler = grad_scaler(torch, device_type, recipe["amp"])
 

@@ -521,7 +521,12 @@ fn run_group(
         .iter()
         .map(|(m, v)| format!("{} {}", m.name(), v.name))
         .collect();
-    let gpus = if world == 1 { "GPU" } else { "GPUs" };
+    let gpus = match (ctx.req.device, world) {
+        (RunDevice::Cpu, 1) => "CPU rank",
+        (RunDevice::Cpu, _) => "CPU ranks",
+        (RunDevice::Cuda, 1) => "GPU",
+        (RunDevice::Cuda, _) => "GPUs",
+    };
     let label = format!("{} {world} {gpus}", names.join(", "));
     let nocomm = ctx.measure_nocomm && world > 1 && items.iter().all(|(_, v)| !v.fsdp);
     let config = script_config(ctx.req, items, world, nocomm);
