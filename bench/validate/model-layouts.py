@@ -63,7 +63,8 @@ def build(spec):
         import transformers
 
         head, *pairs = rest.split(",")
-        overrides = {k: typed(v) for k, v in (p.split("=", 1) for p in pairs)}
+        # seq= is the batches' length, not the model's: ddpcheck's own key.
+        overrides = {k: typed(v) for k, v in (p.split("=", 1) for p in pairs) if k != "seq"}
         if head.endswith(".json"):
             cfg = transformers.AutoConfig.from_pretrained(os.path.dirname(os.path.abspath(head)))
             for k, v in overrides.items():
