@@ -10,6 +10,11 @@
 //! the whole process group at `deadline_s`. [`manual_command`] prints the same command for a run
 //! by hand; [`write_script`] puts the script in a folder of your choice.
 //!
+//! `RunDevice::Cpu` (a test of the script and of a user's factory where there is no GPU) runs
+//! `python3 SCRIPT --config JSON` once: that process is rank 0 and starts ranks 1..N-1 itself
+//! over gloo, inside the same supervised process group (Debian's torchrun fails at start on
+//! Python 3.11); torch ≥ [`MIN_TORCH_CPU`] will do, and its results say `device: cpu`.
+//!
 //! Every child gets `NCCL_NVLS_ENABLE=0`, `TORCH_SYMM_MEM_DISABLE_MULTICAST=1` and
 //! `NVSHMEM_DISABLE_NVLS=1` (NVLink multicast must stay off on the validation machines; a request
 //! that asks otherwise is refused), `OMP_NUM_THREADS=1` unless set, then the request's and the

@@ -1372,3 +1372,84 @@ fn script_refuses_an_unknown_cpu_binding() {
         .unwrap()
         .contains("cpu_binding must be one of none, cores"));
 }
+
+#[test]
+fn every_rank_failing_alike_is_one_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"echo '{"event":"error","kind":"invalid","rank":0,"stage":"building the model","message":"rank 0, building the model: factory make raised ValueError: boom (at /f.py:3)"}'
+echo '{"event":"error","kind":"invalid","rank":1,"stage":"building the model","message":"rank 1, building the model: factory make raised ValueError: boom (at /f.py:3)"}'
+exit 1
+"#;
+    let py = fake(dir.path(), "python3", body);
+    let req = request(DdpVariant::default(), vec![1], 10.0);
+    match run_ddp(&cfg(&py), &req, &mut |_| {}).unwrap_err() {
+        ProbeError::Invalid(m) => {
+            assert!(
+                m.ends_with(
+                    "rank 0, building the model: factory make raised ValueError: boom (at /f.py:3)"
+                ),
+                "{m}"
+            );
+            assert!(!m.contains("more rank error"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A CPU launch is one interpreter running the script (it starts its ranks itself), with the
+/// recipe, the device, the rank count and the factory's deadline in its config; a CUDA launch's
+/// config leaves the device and the rank count out.
+#[test]
+fn a_cpu_launch_runs_the_script_itself_with_the_recipe_and_its_rank_count() {
+    let factory = ModelSpec::External {
+        source: ddpcheck_core::ddp::ModelSource::Python {
+            target: "/abs/f.py".into(),
+            function: "make".into(),
+        },
+    };
+    let mut req = request(DdpVariant::default(), vec![1, 2], 100.0);
+    req.device = RunDevice::Cpu;
+    req.recipe.static_graph = true;
+    req.recipe.amp = ddpcheck_core::ddp::Amp::None;
+    let v = DdpVariant::default();
+    let config = script_config(&req, &[(&factory, &v)], 2, false);
+    let c: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(c["device"], "cpu");
+    assert_eq!(c["world_size"], 2);
+    assert_eq!(c["factory_deadline_s"], 25.0);
+    assert_eq!(c["model_name"], "py:/abs/f.py:make");
+    assert_eq!(c["model"]["source"]["target"], "/abs/f.py");
+    assert_eq!(c["recipe"]["static_graph"], true);
+    assert_eq!(c["recipe"]["amp"], "none");
+    let script = Path::new("/tmp/s.py");
+    let (program, args) = launch_argv(
+        &Launcher::Python("/usr/bin/python3".into()),
+        2,
+        script,
+        &config,
+        RunDevice::Cpu,
+    );
+    assert_eq!(program, "/usr/bin/python3");
+    assert_eq!(args, ["/tmp/s.py", "--config", config.as_str()]);
+
+    req.device = RunDevice::Cuda;
+    let mlp = ModelSpec::square_mlp(64, 2);
+    let c: serde_json::Value =
+        serde_json::from_str(&script_config(&req, &[(&mlp, &v)], 2, false)).unwrap();
+    assert!(
+        c.get("device").is_none() && c.get("world_size").is_none(),
+        "{c}"
+    );
+    assert!(
+        c.get("model_name").is_none() && c.get("factory_deadline_s").is_none(),
+        "{c}"
+    );
+    let (_, args) = launch_argv(
+        &Launcher::Python("python3".into()),
+        2,
+        script,
+        "{}",
+        RunDevice::Cuda,
+    );
+    assert_eq!(args[..2], ["-m", "torch.distributed.run"]);
+}
