@@ -7,7 +7,9 @@ use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec, ALL_REDUCE_PROBE_BYTES};
+use ddpcheck_core::ddp::{
+    CommHook, DdpRequest, DdpVariant, ModelSpec, Recipe, RunDevice, ALL_REDUCE_PROBE_BYTES,
+};
 use ddpcheck_core::num::floor_u64;
 use ddpcheck_core::ProbeError;
 use serde::Serialize;
@@ -86,13 +88,35 @@ pub(super) fn shebang_python(path: &Path) -> Option<String> {
     base.starts_with("python").then(|| interp.to_string())
 }
 
+/// The interpreter of a CPU launch: the script starts its own ranks there (Debian's torchrun
+/// fails at start on Python 3.11), so a torchrun without a Python shebang cannot run one.
+pub(super) fn cpu_python(launcher: &Launcher) -> Result<String, ProbeError> {
+    launcher.probe_python().map(str::to_string).ok_or_else(|| {
+        ProbeError::Unavailable(
+            "--device cpu runs the script with a Python interpreter: set DDPCHECK_PYTHON to a python3 with torch"
+                .into(),
+        )
+    })
+}
+
 pub(super) fn launch_argv(
     launcher: &Launcher,
     world: u32,
     script: &Path,
     config_json: &str,
+    device: RunDevice,
 ) -> (String, Vec<String>) {
     let mut args: Vec<String> = Vec::new();
+    if device == RunDevice::Cpu {
+        // One process, rank 0, which starts ranks 1..N-1 itself (the config says how many).
+        let python = launcher.probe_python().unwrap_or("python3").to_string();
+        args.extend([
+            script.display().to_string(),
+            "--config".into(),
+            config_json.to_string(),
+        ]);
+        return (python, args);
+    }
     let program = match launcher {
         Launcher::Python(p) => {
             args.extend(["-m".into(), "torch.distributed.run".into()]);
@@ -149,6 +173,9 @@ pub(super) fn effective_nccl_env(overrides: &[(String, String)]) -> BTreeMap<Str
 #[derive(Serialize)]
 struct ScriptRun<'a> {
     model: &'a ModelSpec,
+    /// How ddpcheck names a model built by code (its results are matched by name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_name: Option<String>,
     variant: ScriptVariant<'a>,
 }
 
@@ -170,6 +197,17 @@ struct ScriptConfig<'a> {
     nccl_timeout_s: u32,
     measure_nocomm: bool,
     all_reduce_probe_bytes: &'static [u64],
+    recipe: &'a Recipe,
+    /// Left out for CUDA: a config the script of an older release reads the same.
+    #[serde(skip_serializing_if = "RunDevice::is_cuda")]
+    device: RunDevice,
+    /// The ranks a CPU launch starts (a CUDA launch's come from torchrun).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    world_size: Option<u32>,
+    /// Importing and calling a model's factory, within a quarter of the launch's deadline
+    /// (at most a minute): a hang there is one line, the launch's deadline the backstop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    factory_deadline_s: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -191,12 +229,14 @@ fn is_zero(x: &f64) -> bool {
 pub(super) fn script_config(
     req: &DdpRequest,
     items: &[(&ModelSpec, &DdpVariant)],
+    world: u32,
     measure_nocomm: bool,
 ) -> String {
     let mut runs: Vec<ScriptRun<'_>> = items
         .iter()
         .map(|(model, variant)| ScriptRun {
             model,
+            model_name: model.source().map(|_| model.name()),
             variant: ScriptVariant {
                 name: &variant.name,
                 hook: variant.hook,
@@ -222,6 +262,13 @@ pub(super) fn script_config(
             .unwrap_or(600),
         measure_nocomm,
         all_reduce_probe_bytes: &ALL_REDUCE_PROBE_BYTES,
+        recipe: &req.recipe,
+        device: req.device,
+        world_size: (req.device == RunDevice::Cpu).then_some(world),
+        factory_deadline_s: items
+            .iter()
+            .any(|(m, _)| m.source().is_some())
+            .then(|| (req.deadline_s / 4.0).clamp(1.0, 60.0)),
     };
     // Strings, integers and finite floats: serialising cannot fail.
     serde_json::to_string(&c).unwrap_or_default()

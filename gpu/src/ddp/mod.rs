@@ -10,6 +10,11 @@
 //! the whole process group at `deadline_s`. [`manual_command`] prints the same command for a run
 //! by hand; [`write_script`] puts the script in a folder of your choice.
 //!
+//! `RunDevice::Cpu` (a test of the script and of a user's factory where there is no GPU) runs
+//! `python3 SCRIPT --config JSON` once: that process is rank 0 and starts ranks 1..N-1 itself
+//! over gloo, inside the same supervised process group (Debian's torchrun fails at start on
+//! Python 3.11); torch ≥ [`MIN_TORCH_CPU`] will do, and its results say `device: cpu`.
+//!
 //! Every child gets `NCCL_NVLS_ENABLE=0`, `TORCH_SYMM_MEM_DISABLE_MULTICAST=1` and
 //! `NVSHMEM_DISABLE_NVLS=1` (NVLink multicast must stay off on the validation machines; a request
 //! that asks otherwise is refused), `OMP_NUM_THREADS=1` unless set, then the request's and the
@@ -61,7 +66,7 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::Sweep;
 use ddpcheck_core::ddp::{
-    fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec,
+    fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec, RunDevice,
 };
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::ProbeError;
@@ -82,6 +87,8 @@ const PROBE: &str = include_str!("probe_torch.py");
 
 /// Oldest torch the script supports (FSDP2, `device_id` in `init_process_group`).
 pub const MIN_TORCH: (u32, u32) = (2, 4);
+/// Oldest torch for `--device cpu` (gloo ranks; Debian 12's torch is 1.13).
+pub const MIN_TORCH_CPU: (u32, u32) = (1, 13);
 /// Set in every child, after the request's variables: NVLink multicast stays off.
 pub const PINNED_ENV: [(&str, &str); 3] = [
     ("NCCL_NVLS_ENABLE", "0"),
@@ -221,8 +228,8 @@ pub fn manual_command_group(
     let Some((_, first)) = items.first() else {
         return String::new();
     };
-    let config = script_config(req, items, false);
-    let (program, args) = launch_argv(&launcher, world_size, script, &config);
+    let config = script_config(req, items, world_size, false);
+    let (program, args) = launch_argv(&launcher, world_size, script, &config, req.device);
     command_line(&env_overrides(req, first), &program, &args)
 }
 
@@ -272,6 +279,9 @@ pub fn run_ddp_report(
     let plan = plan(req)?;
     let total = len_u32(plan.len());
     let launcher = launcher(cfg)?;
+    if req.device == RunDevice::Cpu {
+        launch::cpu_python(&launcher)?;
+    }
     let max_world = plan.iter().map(|p| p.2).max().unwrap_or(1);
 
     let probe = match launcher.probe_python() {
@@ -284,7 +294,7 @@ pub fn run_ddp_report(
             });
             let deadline = PROBE_DEADLINE.min(Duration::from_secs_f64(req.deadline_s));
             let p = probe_torch(python, deadline)?;
-            check_probe(&p, python, max_world)?;
+            check_probe(&p, python, max_world, req.device)?;
             Some(p)
         }
         None => {
@@ -391,10 +401,12 @@ pub fn plan(req: &DdpRequest) -> Result<Vec<(&ModelSpec, &DdpVariant, u32)>, Pro
     }
     req.validate(MAX_WORLD_SIZE as usize)?;
     for m in &req.models {
-        check_name("model name", &m.name())?;
+        // A factory's name holds its file's absolute path.
+        let max = if m.source().is_some() { 1024 } else { 64 };
+        check_name("model name", &m.name(), max)?;
     }
     for v in &req.variants {
-        check_name("variant name", &v.name)?;
+        check_name("variant name", &v.name, 64)?;
         check_env(&format!("variant {}", v.name), &v.env)?;
     }
     check_env("request", &req.env)?;
@@ -430,10 +442,10 @@ pub fn plan(req: &DdpRequest) -> Result<Vec<(&ModelSpec, &DdpVariant, u32)>, Pro
 }
 
 /// Model and variant names go into the launch's `--config` argument and the printed command.
-fn check_name(what: &str, name: &str) -> Result<(), ProbeError> {
-    if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+fn check_name(what: &str, name: &str, max: usize) -> Result<(), ProbeError> {
+    if name.is_empty() || name.len() > max || name.chars().any(char::is_control) {
         return Err(ProbeError::Invalid(format!(
-            "{what} {name:?} must be 1 to 64 printable characters"
+            "{what} {name:?} must be 1 to {max} printable characters"
         )));
     }
     Ok(())
@@ -514,11 +526,16 @@ fn run_group(
         .iter()
         .map(|(m, v)| format!("{} {}", m.name(), v.name))
         .collect();
-    let gpus = if world == 1 { "GPU" } else { "GPUs" };
+    let gpus = match (ctx.req.device, world) {
+        (RunDevice::Cpu, 1) => "CPU rank",
+        (RunDevice::Cpu, _) => "CPU ranks",
+        (RunDevice::Cuda, 1) => "GPU",
+        (RunDevice::Cuda, _) => "GPUs",
+    };
     let label = format!("{} {world} {gpus}", names.join(", "));
     let nocomm = ctx.measure_nocomm && world > 1 && items.iter().all(|(_, v)| !v.fsdp);
-    let config = script_config(ctx.req, items, nocomm);
-    let (program, args) = launch_argv(ctx.launcher, world, ctx.script, &config);
+    let config = script_config(ctx.req, items, world, nocomm);
+    let (program, args) = launch_argv(ctx.launcher, world, ctx.script, &config, ctx.req.device);
     let overrides = env_overrides(ctx.req, first_variant);
     let template = DdpLaunch {
         model: String::new(),
@@ -609,13 +626,15 @@ fn run_group(
                 return (launch, Err(e));
             };
             let outcome = check_result(&ev, world).map(|()| {
-                if ev.params != model.params() {
+                // A model built by code has the parameters torch says it has.
+                if model.source().is_none() && ev.params != model.params() {
                     launch.warnings.push(format!(
                         "the script's model has {} parameters, ddpcheck's formula {}",
                         ev.params,
                         model.params()
                     ));
                 }
+                launch.warnings.extend(ev.layout_warnings());
                 launch.nocomm_step_median_s =
                     ev.nocomm_step_time_median_s.filter(|t| t.is_finite());
                 launch.max_memory_bytes = ev.max_memory_bytes;
@@ -640,6 +659,10 @@ fn run_group(
                     solo_step_time_median_s: ev
                         .solo_step_time_median_s
                         .filter(|t| t.is_finite() && *t > 0.0),
+                    param_layout: ev.param_layout,
+                    torch_buckets: ev.torch_buckets,
+                    recipe: ev.recipe,
+                    device: ev.device.unwrap_or(ctx.req.device),
                     // Speedups and launches: filled in once every launch is in.
                     ..DdpResult::default()
                 }

@@ -5,6 +5,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
+use ddpcheck_core::ddp::{ParamLayout, Recipe, RunDevice, TorchBuckets};
 use ddpcheck_core::ProbeError;
 use serde::Deserialize;
 
@@ -134,6 +135,48 @@ pub(super) struct ResultEvent {
     /// (bytes per rank, seconds) of the all-reduces timed alone before the steps.
     #[serde(default)]
     pub(super) all_reduce_probe: Option<Vec<(u64, f64)>>,
+    /// The parameters as the launch's torch registered them (absent from an older script).
+    #[serde(default)]
+    pub(super) param_layout: Option<ParamLayout>,
+    /// DDP's buckets as torch made them in the launch.
+    #[serde(default)]
+    pub(super) torch_buckets: Option<TorchBuckets>,
+    /// What ran: autocast and DDP's options.
+    #[serde(default)]
+    pub(super) recipe: Option<Recipe>,
+    #[serde(default)]
+    pub(super) device: Option<RunDevice>,
+}
+
+impl ResultEvent {
+    /// What does not add up between the reported layout, buckets and parameter count.
+    pub(super) fn layout_warnings(&self) -> Vec<String> {
+        let Some(layout) = &self.param_layout else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Err(e) = layout.validate() {
+            out.push(format!("the reported parameter layout: {e}"));
+        }
+        if layout.total_params() != self.params {
+            out.push(format!(
+                "the reported parameter layout holds {} parameters, the launch counted {}",
+                layout.total_params(),
+                self.params
+            ));
+        }
+        let trainable = layout.trainable().count();
+        if let Some(b) = &self.torch_buckets {
+            let mut ids: Vec<usize> = b.buckets.iter().flatten().copied().collect();
+            ids.sort_unstable();
+            if ids != (0..trainable).collect::<Vec<_>>() {
+                out.push(format!(
+                    "torch's buckets do not hold each of the {trainable} trainable parameters once"
+                ));
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -234,6 +277,14 @@ pub(super) fn on_line(
     Next::More
 }
 
+/// A rank's error message without its `rank N, ` prefix.
+fn without_rank(message: &str) -> &str {
+    message
+        .strip_prefix("rank ")
+        .and_then(|rest| rest.split_once(", "))
+        .map_or(message, |(_, m)| m)
+}
+
 /// Maps how the launch ended to its result or error.
 pub(super) fn judge(
     label: &str,
@@ -242,7 +293,9 @@ pub(super) fn judge(
     got: &mut Collected,
 ) -> Result<Vec<ResultEvent>, ProbeError> {
     if let Some(first) = got.errors.first() {
-        let others = got.errors.len() - 1;
+        // Every rank failing alike (a bad factory fails everywhere) is one failure.
+        let same = |e: &ErrorEvent| without_rank(&e.message) == without_rank(&first.message);
+        let others = got.errors.iter().filter(|e| !same(e)).count();
         let mut msg = format!("{label}: {}", first.message);
         if others > 0 {
             msg.push_str(&format!(" (and {others} more rank error(s))"));

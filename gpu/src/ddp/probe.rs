@@ -4,10 +4,11 @@
 use std::process::Command;
 use std::time::Duration;
 
+use ddpcheck_core::ddp::RunDevice;
 use ddpcheck_core::ProbeError;
 
 use super::outcome::{clip, key_line, Ended};
-use super::{supervise_options, TorchProbe, MIN_TORCH, PINNED_ENV, PROBE};
+use super::{supervise_options, TorchProbe, MIN_TORCH, MIN_TORCH_CPU, PINNED_ENV, PROBE};
 use crate::supervise::{self, Next};
 
 pub(super) fn probe_torch(python: &str, deadline: Duration) -> Result<TorchProbe, ProbeError> {
@@ -50,7 +51,12 @@ pub(super) fn probe_torch(python: &str, deadline: Duration) -> Result<TorchProbe
     }
 }
 
-pub(super) fn check_probe(p: &TorchProbe, python: &str, max_world: u32) -> Result<(), ProbeError> {
+pub(super) fn check_probe(
+    p: &TorchProbe,
+    python: &str,
+    max_world: u32,
+    device: RunDevice,
+) -> Result<(), ProbeError> {
     let unavailable = |m: String| Err(ProbeError::Unavailable(m));
     if let Some(e) = &p.error {
         return unavailable(e.clone());
@@ -59,12 +65,16 @@ pub(super) fn check_probe(p: &TorchProbe, python: &str, max_world: u32) -> Resul
     let Some(version) = p.torch.as_deref() else {
         return unavailable(format!("{exe} reported no torch version"));
     };
+    let (need, on) = match device {
+        RunDevice::Cuda => (MIN_TORCH, ""),
+        RunDevice::Cpu => (MIN_TORCH_CPU, " on CPU"),
+    };
     match torch_version(version) {
-        Some(v) if v >= MIN_TORCH => {}
+        Some(v) if v >= need => {}
         Some(_) => {
             return unavailable(format!(
-                "torch {version} at {exe} is too old: the DDP benchmark needs torch ≥ {}.{}",
-                MIN_TORCH.0, MIN_TORCH.1
+                "torch {version} at {exe} is too old: the DDP benchmark needs torch ≥ {}.{}{on}",
+                need.0, need.1
             ))
         }
         None => {
@@ -72,6 +82,10 @@ pub(super) fn check_probe(p: &TorchProbe, python: &str, max_world: u32) -> Resul
                 "torch at {exe} has an unreadable version {version:?}"
             ))
         }
+    }
+    if device == RunDevice::Cpu {
+        // gloo on CPU processes: no CUDA, NCCL or GPU count to check.
+        return Ok(());
     }
     if p.cuda_available != Some(true) {
         let detail = p

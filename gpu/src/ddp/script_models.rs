@@ -100,7 +100,7 @@ fn script_builds_the_parameters_core_counts() {
          print(json.dumps([[spec['name'], sum(p.numel() for p in m.build_model(torch, spec).parameters())]\n\
                            for spec, _ in cfg['runs']]))"
     );
-    let config = script_config(&req, &items, false);
+    let config = script_config(&req, &items, 1, false);
     let built = with_script_module(py, &script, &body, &[&config], &[]);
     for (spec, got) in specs.iter().zip(built.as_array().unwrap()) {
         assert_eq!(got[0], spec.name().as_str(), "{}", spec.to_arg());

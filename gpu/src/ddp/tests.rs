@@ -8,7 +8,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::Progress;
-use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec, ALL_REDUCE_PROBE_BYTES};
+use ddpcheck_core::ddp::{
+    CommHook, DdpRequest, DdpVariant, ModelSpec, RunDevice, ALL_REDUCE_PROBE_BYTES,
+};
 use ddpcheck_core::ProbeError;
 
 use super::launch::{sh_quote, shebang_python};
@@ -453,13 +455,13 @@ fn probe_verdicts() {
         nccl: Some(true),
         ..TorchProbe::default()
     };
-    assert_eq!(check_probe(&ok, "python3", 2), Ok(()));
+    assert_eq!(check_probe(&ok, "python3", 2, RunDevice::Cuda), Ok(()));
     let old = TorchProbe {
         torch: Some("2.3.1+cu121".into()),
         ..ok.clone()
     };
     assert!(
-        matches!(check_probe(&old, "python3", 1), Err(ProbeError::Unavailable(m)) if m.contains("too old"))
+        matches!(check_probe(&old, "python3", 1, RunDevice::Cuda), Err(ProbeError::Unavailable(m)) if m.contains("too old"))
     );
     let cpu = TorchProbe {
         cuda_available: Some(false),
@@ -467,10 +469,10 @@ fn probe_verdicts() {
         ..ok.clone()
     };
     assert!(
-        matches!(check_probe(&cpu, "python3", 1), Err(ProbeError::Unavailable(m)) if m.contains("no usable CUDA"))
+        matches!(check_probe(&cpu, "python3", 1, RunDevice::Cuda), Err(ProbeError::Unavailable(m)) if m.contains("no usable CUDA"))
     );
     assert!(
-        matches!(check_probe(&ok, "python3", 4), Err(ProbeError::Invalid(m)) if m.contains("torch sees 2"))
+        matches!(check_probe(&ok, "python3", 4, RunDevice::Cuda), Err(ProbeError::Invalid(m)) if m.contains("torch sees 2"))
     );
     assert_eq!(torch_version("2.4.0a0+git1234"), Some((2, 4)));
     assert_eq!(torch_version("2.11.0+cu130"), Some((2, 11)));
@@ -585,7 +587,7 @@ fn script_reports_missing_torch_and_bad_config_as_json() {
     assert!(lines[0]["message"]
         .as_str()
         .unwrap()
-        .contains("kind must be decoder or mlp"));
+        .contains("kind must be decoder, mlp or external"));
 
     if torch_importable(py) {
         eprintln!("torch is importable here: skipping the missing-torch half");
@@ -766,7 +768,7 @@ fn rust_config_is_what_the_script_reads() {
             bucket_cap_mb: Some(50.0),
             ..DdpVariant::default()
         };
-        let c = read(&script_config(&req, &[(&mlp, &v)], false));
+        let c = read(&script_config(&req, &[(&mlp, &v)], 1, false));
         assert_eq!(c["runs"][0][1]["hook"], expect);
         assert_eq!(c["runs"][0][1]["bucket_cap_mb"], 50.0);
         assert_eq!(c["runs"][0][1]["nocomm"], false);
@@ -779,7 +781,7 @@ fn rust_config_is_what_the_script_reads() {
         );
     }
     // Probe sizes the script cannot all-reduce as whole float32 buffers are refused.
-    let json = script_config(&req, &[(&mlp, &DdpVariant::default())], false);
+    let json = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
     let odd = json.replace("[4096,", "[4097,");
     assert_ne!(odd, json);
     let c = read(&odd);
@@ -789,7 +791,7 @@ fn rust_config_is_what_the_script_reads() {
     );
     // nocomm reaches the script, which refuses it with a hook as core does.
     let nocomm: DdpVariant = "nocomm+accum8".parse().unwrap();
-    let json = script_config(&req, &[(&mlp, &nocomm)], false);
+    let json = script_config(&req, &[(&mlp, &nocomm)], 1, false);
     let c = read(&json);
     assert_eq!(c["runs"][0][1]["nocomm"], true);
     assert_eq!(c["runs"][0][1]["accum"], 8);
@@ -808,10 +810,10 @@ fn a_minimum_timed_stretch_reaches_the_script_and_sizes_short_runs() {
     };
     let mlp = ModelSpec::square_mlp(256, 3);
     let mut req = request(DdpVariant::default(), vec![1], 100.0);
-    let plain = script_config(&req, &[(&mlp, &DdpVariant::default())], false);
+    let plain = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
     assert!(!plain.contains("min_timed_s"), "{plain}");
     req.min_timed_s = 2.0;
-    let sized = script_config(&req, &[(&mlp, &DdpVariant::default())], false);
+    let sized = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
     let code = "cfg = m.load_config(sys.argv[2])\n\
                 print(json.dumps({'plain': m.load_config(sys.argv[3])['min_timed_s'],\n\
                 'sized': cfg['min_timed_s'], 'steps': cfg['steps'],\n\
@@ -871,7 +873,8 @@ fn manual_command_runs_the_same_launch() {
         &Launcher::Python(py.display().to_string()),
         2,
         script,
-        &script_config(&req, &[(&ModelSpec::gpt2_124m(), &variant)], false),
+        &script_config(&req, &[(&ModelSpec::gpt2_124m(), &variant)], 2, false),
+        RunDevice::Cuda,
     );
     assert_eq!(program, py.display().to_string());
     assert_eq!(args, expected);
@@ -1249,7 +1252,7 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
     // A grouped config lists every run; the script reads them all.
     let items: Vec<(&ModelSpec, &DdpVariant)> = groups[0].1.clone();
     let json: serde_json::Value =
-        serde_json::from_str(&script_config(&req, &items, false)).unwrap();
+        serde_json::from_str(&script_config(&req, &items, 1, false)).unwrap();
     assert_eq!(json["version"], 2);
     assert_eq!(json["runs"].as_array().unwrap().len(), 2);
     assert!(json.get("model").is_none());
@@ -1368,4 +1371,85 @@ fn script_refuses_an_unknown_cpu_binding() {
         .as_str()
         .unwrap()
         .contains("cpu_binding must be one of none, cores"));
+}
+
+#[test]
+fn every_rank_failing_alike_is_one_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"echo '{"event":"error","kind":"invalid","rank":0,"stage":"building the model","message":"rank 0, building the model: factory make raised ValueError: boom (at /f.py:3)"}'
+echo '{"event":"error","kind":"invalid","rank":1,"stage":"building the model","message":"rank 1, building the model: factory make raised ValueError: boom (at /f.py:3)"}'
+exit 1
+"#;
+    let py = fake(dir.path(), "python3", body);
+    let req = request(DdpVariant::default(), vec![1], 10.0);
+    match run_ddp(&cfg(&py), &req, &mut |_| {}).unwrap_err() {
+        ProbeError::Invalid(m) => {
+            assert!(
+                m.ends_with(
+                    "rank 0, building the model: factory make raised ValueError: boom (at /f.py:3)"
+                ),
+                "{m}"
+            );
+            assert!(!m.contains("more rank error"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A CPU launch is one interpreter running the script (it starts its ranks itself), with the
+/// recipe, the device, the rank count and the factory's deadline in its config; a CUDA launch's
+/// config leaves the device and the rank count out.
+#[test]
+fn a_cpu_launch_runs_the_script_itself_with_the_recipe_and_its_rank_count() {
+    let factory = ModelSpec::External {
+        source: ddpcheck_core::ddp::ModelSource::Python {
+            target: "/abs/f.py".into(),
+            function: "make".into(),
+        },
+    };
+    let mut req = request(DdpVariant::default(), vec![1, 2], 100.0);
+    req.device = RunDevice::Cpu;
+    req.recipe.static_graph = true;
+    req.recipe.amp = ddpcheck_core::ddp::Amp::None;
+    let v = DdpVariant::default();
+    let config = script_config(&req, &[(&factory, &v)], 2, false);
+    let c: serde_json::Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(c["device"], "cpu");
+    assert_eq!(c["world_size"], 2);
+    assert_eq!(c["factory_deadline_s"], 25.0);
+    assert_eq!(c["model_name"], "py:/abs/f.py:make");
+    assert_eq!(c["model"]["source"]["target"], "/abs/f.py");
+    assert_eq!(c["recipe"]["static_graph"], true);
+    assert_eq!(c["recipe"]["amp"], "none");
+    let script = Path::new("/tmp/s.py");
+    let (program, args) = launch_argv(
+        &Launcher::Python("/usr/bin/python3".into()),
+        2,
+        script,
+        &config,
+        RunDevice::Cpu,
+    );
+    assert_eq!(program, "/usr/bin/python3");
+    assert_eq!(args, ["/tmp/s.py", "--config", config.as_str()]);
+
+    req.device = RunDevice::Cuda;
+    let mlp = ModelSpec::square_mlp(64, 2);
+    let c: serde_json::Value =
+        serde_json::from_str(&script_config(&req, &[(&mlp, &v)], 2, false)).unwrap();
+    assert!(
+        c.get("device").is_none() && c.get("world_size").is_none(),
+        "{c}"
+    );
+    assert!(
+        c.get("model_name").is_none() && c.get("factory_deadline_s").is_none(),
+        "{c}"
+    );
+    let (_, args) = launch_argv(
+        &Launcher::Python("python3".into()),
+        2,
+        script,
+        "{}",
+        RunDevice::Cuda,
+    );
+    assert_eq!(args[..2], ["-m", "torch.distributed.run"]);
 }

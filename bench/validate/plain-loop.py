@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""The reference for a 1-GPU `bench ddp` step: the same model, built by the benchmark script's own
+code (gpu/src/ddp/bench_ddp.py, imported), the same micro-batches and loss, bf16 autocast, the
+same optimizer (the factory's, else fused AdamW at lr 1e-4), in a plain loop without DDP; each
+step timed CUDA-synchronised, the median over `--steps` after `--warmup`.
+
+    plain-loop.py --model MODEL --micro-batch N --steps N [--warmup N]
+
+MODEL: torchvision:NAME, timm:NAME, hf:MODEL_TYPE[,KEY=VALUE...][,seq=N] or py:FILE.py:FUNCTION.
+Prints one JSON object: model, params, trainable_params, micro_batch, steps, warmup,
+step_time_median_s, step_times_s, torch.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "gpu", "src", "ddp"))
+import bench_ddp  # noqa: E402  the script's own model builders
+
+
+def source(spec):
+    """The `--model` text as the script's config source (core's ModelSource, serialised)."""
+    scheme, _, rest = spec.partition(":")
+    if scheme == "py":
+        target, _, function = rest.rpartition(":")
+        return {"kind": "python", "target": os.path.abspath(target) if target.endswith(".py") else target,
+                "function": function}
+    if scheme in ("torchvision", "timm"):
+        return {"kind": scheme, "name": rest}
+    if scheme == "hf":
+        head, *pairs = rest.split(",")
+        kv = [p.split("=", 1) for p in pairs]
+        seq = next((int(v) for k, v in kv if k == "seq"), 1024)
+        src = {"kind": "hugging_face", "overrides": [[k, v] for k, v in kv if k != "seq"], "seq": seq}
+        src["config_path" if head.endswith(".json") else "model_type"] = head
+        return src
+    raise SystemExit("unknown model form %s" % spec)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--micro-batch", type=int, required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--warmup", type=int, default=10)
+    a = ap.parse_args()
+
+    import torch
+
+    spec = bench_ddp.parse_external({"kind": "external", "source": source(a.model)}, a.model)
+    torch.manual_seed(1234)
+    work = bench_ddp.external_workload(torch, spec, 120)
+    device = torch.device("cuda", 0)
+    model = work["model"].to(device)
+    opt, opt_name = bench_ddp.make_optimizer(torch, work, model, True)
+    loss_of = work["loss"] or bench_ddp.default_loss
+    gen = torch.Generator(device=device)
+    gen.manual_seed(4321)
+
+    times = []
+    for _ in range(a.warmup + a.steps):
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        b = work["batch"](a.micro_batch, device, gen)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_of(model, b)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - t0)
+    timed = times[a.warmup:]
+    print(json.dumps({
+        "model": a.model, "torch": torch.__version__, "optimizer": opt_name,
+        "params": sum(p.numel() for p in model.parameters()),
+        "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "micro_batch": a.micro_batch, "warmup": a.warmup, "steps": a.steps,
+        "step_time_median_s": bench_ddp.median(timed), "step_times_s": [round(t, 7) for t in timed],
+        "final_loss": float(loss.item()),
+    }))
+
+
+if __name__ == "__main__":
+    main()
