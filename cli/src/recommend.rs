@@ -140,6 +140,9 @@ impl RecommendArgs {
 
 pub fn render(r: &RecommendReport) -> String {
     let mut s = crate::render::banner(&r.header, "recommend");
+    if r.cpu_ranks {
+        s.push_str("CPU RANKS (gloo): DDP measured on CPU processes, a test of the flow and the model; \"GPUs\" below are CPU ranks, not GPU figures\n");
+    }
     if let Some(own) = &r.own_measurements {
         s.push_str(&own_measurements(own));
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ddpcheck_core::backend::Progress;
-use ddpcheck_core::ddp::DdpRequest;
+use ddpcheck_core::ddp::{DdpRequest, RunDevice};
 use ddpcheck_core::params::{CollectiveParams, ExplainParams, PreflightParams};
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport, TopoReport,
@@ -166,7 +166,11 @@ impl Runner for LocalRunner {
         req: &DdpRequest,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<DdpReport, RunError> {
-        let _lock = self.lock("bench ddp")?;
+        // CPU ranks share no GPU with another test: no node lock.
+        let _lock = match req.device {
+            RunDevice::Cuda => self.lock("bench ddp")?,
+            RunDevice::Cpu => None,
+        };
         Ok(runs::run_bench_ddp(self.backend.as_ref(), req, progress)?)
     }
 

@@ -93,7 +93,7 @@ impl ParamLayout {
 
     /// The trainable tensors in registration order: DDP's parameter list, whose positions
     /// bucket indices count.
-    pub fn trainable(&self) -> impl Iterator<Item = &ParamTensor> + '_ {
+    pub fn trainable(&self) -> impl DoubleEndedIterator<Item = &ParamTensor> + '_ {
         self.tensors.iter().filter(|t| t.trainable)
     }
 

@@ -38,6 +38,8 @@ pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{one_gpu_reference, CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB};
 
 #[cfg(test)]
+mod layout_tests;
+#[cfg(test)]
 mod model_tests;
 #[cfg(test)]
 mod tests;

@@ -334,7 +334,14 @@ pub(super) fn validate(input: &RecommendInput) -> Result<(), ModelError> {
         }
     }
     if input.model_params() == 0 {
-        return bad("the model has no parameters".into());
+        return match &input.model {
+            ModelInput::Spec { spec } if spec.source().is_some() => bad(format!(
+                "{}: no launch reported its parameters; measure it (bench ddp, or recommend \
+                 without --step-time-ms/--estimate-tflops) or give --from a bench ddp report of it",
+                spec.name()
+            )),
+            _ => bad("the model has no parameters".into()),
+        };
     }
     if let ModelInput::Spec { spec } = &input.model {
         spec.validate().map_err(ModelError::Invalid)?;

@@ -103,7 +103,11 @@ impl RecommendRequest {
             models,
             variants: variants
                 .iter()
-                .map(|v| v.parse::<DdpVariant>().map_err(RunError::Usage))
+                .map(|v| {
+                    self.measured_as(v)
+                        .parse::<DdpVariant>()
+                        .map_err(RunError::Usage)
+                })
                 .collect::<Result<_, _>>()?,
             world_sizes: sizes,
             micro_batch: self.micro_batch,
@@ -117,6 +121,15 @@ impl RecommendRequest {
             recipe: self.recipe.clone(),
             device: self.device,
         })
+    }
+
+    /// The variant a launch runs for `variant`: itself, or on CPU ranks fp16 for bf16, whose
+    /// all-reduce gloo cannot do (the same bytes on the wire).
+    pub(super) fn measured_as(&self, variant: &str) -> String {
+        match self.device {
+            RunDevice::Cuda => variant.to_string(),
+            RunDevice::Cpu => variant.replace("bf16", "fp16"),
+        }
     }
 
     /// The 1-GPU launch's variants: plain DDP at two accumulations (compute and the optimizer
@@ -191,6 +204,14 @@ impl Gathering<'_> {
     fn ensure_curve(&mut self, wanted: Option<u32>) -> Result<(), RunError> {
         if has_curve(&self.m, wanted) {
             return Ok(());
+        }
+        // CPU ranks have no NCCL to sweep: their curve is the one their own launch timed.
+        if self.req.device == RunDevice::Cpu {
+            return Err(RunError::Usage(
+                "CPU ranks: no all-reduce curve, since the N-rank launch did not run (raise \
+                 --budget) and CPU ranks have no NCCL to sweep; or give --from a report with one"
+                    .into(),
+            ));
         }
         // A node of one GPU has no interconnect to sweep: say what recommend can do there
         // rather than pass on the sweep's refusal.
@@ -510,6 +531,7 @@ pub fn build(
     let (worst_link, gpu_memory_bytes) = g.links();
     let own = g.own.take();
     let m = &g.m;
+    let cpu_ranks = m.ddp.iter().any(|(r, _)| r.device == RunDevice::Cpu);
     let (hook_compute_s, hook_rests_on) = measured_hook_cost(m, &model, a.micro_batch).unzip();
     let input = RecommendInput {
         micro_batch: a.micro_batch,
@@ -558,5 +580,6 @@ pub fn build(
         verify_compute: Vec::new(),
         own_measurements: own,
         seconds: started.elapsed().as_secs_f64(),
+        cpu_ranks,
     })
 }

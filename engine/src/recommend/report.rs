@@ -97,4 +97,7 @@ pub struct RecommendReport {
     pub own_measurements: Option<super::OwnMeasurements>,
     /// Seconds spent (measurements included).
     pub seconds: f64,
+    /// Some DDP runs it rests on ran on CPU ranks (gloo): a test of the flow, not GPU figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cpu_ranks: bool,
 }

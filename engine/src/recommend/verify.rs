@@ -44,7 +44,7 @@ pub fn verify(
         let multi_run = r
             .results
             .iter()
-            .find(|x| x.variant == row.variant && x.world_size == rec.gpus);
+            .find(|x| x.variant == a.measured_as(&row.variant) && x.world_size == rec.gpus);
         if let Some((multi, meas)) = multi_run.and_then(|x| Some((x, x.speedup?))) {
             // The 1-GPU run the speedup was taken against (without the hook), not the
             // variant's own.

@@ -1255,14 +1255,20 @@ def main(argv=None):
             buf = torch.ones(nbytes // 4, device=device, dtype=torch.float32)
             for _ in range(PROBE_WARMUP):
                 dist.all_reduce(buf)
-            torch.cuda.synchronize(device)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(PROBE_ITERS):
-                dist.all_reduce(buf)
-            end.record()
-            end.synchronize()
-            means.append(start.elapsed_time(end) / 1e3 / PROBE_ITERS)
+            if on_cuda:
+                torch.cuda.synchronize(device)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(PROBE_ITERS):
+                    dist.all_reduce(buf)
+                end.record()
+                end.synchronize()
+                means.append(start.elapsed_time(end) / 1e3 / PROBE_ITERS)
+            else:  # gloo's all-reduce returns once done: wall time is its time
+                t0 = time.perf_counter()
+                for _ in range(PROBE_ITERS):
+                    dist.all_reduce(buf)
+                means.append((time.perf_counter() - t0) / PROBE_ITERS)
             del buf
         slowest = torch.tensor(means, dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
@@ -1324,7 +1330,7 @@ def main(argv=None):
             wrapped, ddp_kwargs = wrap_ddp(torch, model, var, recipe, cfg, local_rank, on_cuda)
 
         opt, opt_name = make_optimizer(torch, work, wrapped, on_cuda)
-        probing = cfg["all_reduce_probe_bytes"] and world > 1 and on_cuda
+        probing = cfg["all_reduce_probe_bytes"] and world > 1
         probe = all_reduce_probe() if probing else None
 
         gen = torch.Generator(device=device)

@@ -1,0 +1,121 @@
+//! `ddpcheck recommend` on a user's own model, measured for real: a factory from
+//! tests/fixtures/factories.py on two CPU ranks of Debian's torch (gloo). The measure-first path
+//! with repeated launches, --verify and --save-runs, then --from the saved runs offline giving
+//! the same answer. CPU figures say so. Skipped where /usr/bin/python3 has no torch; failing
+//! instead under DDPCHECK_REQUIRE_SERVICES=1 (CI).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use std::process::Command;
+
+use common::{code, local_env, repo_root, services_must_run, stderr, stdout};
+
+const PYTHON: &str = "/usr/bin/python3";
+
+fn torch_here() -> bool {
+    let ok = Command::new(PYTHON)
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok || !services_must_run(),
+        "DDPCHECK_REQUIRE_SERVICES=1 but {PYTHON} has no torch"
+    );
+    if !ok {
+        eprintln!("skipping: {PYTHON} cannot import torch");
+    }
+    ok
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(o)))
+}
+
+#[test]
+fn recommend_measures_verifies_and_replays_a_users_factory() {
+    if !torch_here() {
+        return;
+    }
+    let factory =
+        std::fs::canonicalize(repo_root().join("cli/tests/fixtures/factories.py")).unwrap();
+    let model = format!("py:{}:small", factory.display());
+    let saved = tempfile::tempdir().unwrap();
+    let dir = saved.path().display().to_string();
+    let common = ["--model", &model, "--gpus", "2", "--micro-batch", "32"];
+    let mut args = vec!["--json", "recommend", "--device", "cpu", "--budget", "600"];
+    args.extend(common);
+    args.extend(["--repeats", "2", "--verify", "--save-runs", &dir]);
+    let o = local_env(&args, &[("DDPCHECK_PYTHON", PYTHON)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let r = json(&o);
+    assert_eq!(r["cpu_ranks"], true, "CPU figures are labelled");
+    // The layout is the factory's own: a frozen stem of 32x256 and four trainable layers.
+    assert_eq!(r["params"], 32 * 256 + 256 * 512 + 512 * 512 * 2 + 512 * 10);
+    assert_eq!(r["trainable_params"], 256 * 512 + 512 * 512 * 2 + 512 * 10);
+    assert_eq!(r["layout"]["tensors"], 5);
+    assert_eq!(r["layout"]["trainable_tensors"], 4);
+    // Its own launches: the 1-rank and the 2-rank one, each launched twice.
+    let own = &r["own_measurements"];
+    assert!(own["launches"].as_array().unwrap().len() >= 2, "{own}");
+    let base = r["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["variant"] == "base")
+        .unwrap();
+    assert!(base["measured"].is_object(), "plain DDP measured: {base}");
+    assert!(!r["verify"].as_array().unwrap().is_empty(), "--verify ran");
+    // Offline from what it saved: the same recommendation.
+    let mut args = vec!["--json", "recommend"];
+    args.extend(common);
+    let files = ["ddp-1gpu.json", "ddp-2gpu.json"];
+    for f in &files {
+        assert!(saved.path().join(f).exists(), "{f} saved");
+    }
+    let paths: Vec<String> = files.iter().map(|f| format!("{dir}/{f}")).collect();
+    for p in &paths {
+        args.extend(["--from", p]);
+    }
+    let o = local_env(&args, &[("DDPCHECK_PYTHON", PYTHON)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let offline = json(&o);
+    assert_eq!(offline["chosen"], r["chosen"]);
+    assert_eq!(offline["trainable_params"], r["trainable_params"]);
+    let speedups = |v: &serde_json::Value| -> Vec<(String, f64)> {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["variant"].as_str().unwrap().to_string(),
+                    x["prediction"]["speedup"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(speedups(&offline), speedups(&r));
+}
+
+#[test]
+fn a_model_built_by_code_needs_a_launch_or_a_report() {
+    let o = local_env(
+        &[
+            "--sim",
+            "h200x2-nvlink",
+            "recommend",
+            "--model",
+            "torchvision:resnet50",
+            "--step-time-ms",
+            "30",
+        ],
+        &[],
+    );
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no launch reported its parameters"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -1,0 +1,151 @@
+//! The layout code against torch itself: parameter lists and DDP's bucket assignment read from
+//! torch (`bench/validate/model-layouts.py`, committed under `testdata/layouts/`), packed here
+//! by [`ParamLayout::ddp_buckets`], and the presets' own tensors against the same torch model.
+
+use super::{ModelSpec, ParamLayout, TorchBuckets};
+use crate::model::{assign_buckets, GradLayout, MIB};
+
+#[derive(serde::Deserialize)]
+struct Fixture {
+    model: String,
+    total_params: u64,
+    trainable_params: u64,
+    tensors: Vec<super::ParamTensor>,
+    torch_buckets: TorchBuckets,
+}
+
+fn fixture(name: &str) -> Fixture {
+    let path = format!(
+        "{}/src/ddp/testdata/layouts/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn layout(f: &Fixture) -> ParamLayout {
+    ParamLayout {
+        tensors: f.tensors.clone(),
+    }
+}
+
+/// Every committed model: its counts, and DDP's buckets exactly as torch assigned them.
+#[test]
+fn ddp_buckets_are_torchs_own_for_every_committed_model() {
+    for (name, tensors, buckets) in [
+        ("torchvision-resnet50", 161, 5),
+        ("torchvision-vit_b_16", 152, 14),
+        ("mlp-1024-2048x1-10", 6, 2),
+    ] {
+        let f = fixture(name);
+        let l = layout(&f);
+        assert_eq!(l.tensors.len(), tensors, "{}", f.model);
+        assert_eq!(l.total_params(), f.total_params, "{}", f.model);
+        assert_eq!(l.trainable_params(), f.trainable_params, "{}", f.model);
+        let tb = &f.torch_buckets;
+        assert_eq!(tb.buckets.len(), buckets, "{}", f.model);
+        assert_eq!(
+            l.ddp_buckets(tb.cap_bytes, tb.first_cap_bytes),
+            tb.buckets,
+            "{}: ddpcheck's buckets against torch's",
+            f.model
+        );
+        // The step-time model's buckets are the same groups, their bytes the tensors' own.
+        let grads = GradLayout::from_params(&l);
+        let model_buckets = assign_buckets(&grads, 4.0, 25.0 * MIB, MIB);
+        assert_eq!(model_buckets.len(), buckets, "{}", f.model);
+        let params: u64 = model_buckets.iter().map(|b| b.params).sum();
+        assert_eq!(params, f.trainable_params, "{}", f.model);
+    }
+}
+
+#[test]
+fn resnet50_is_what_torch_counts() {
+    let f = fixture("torchvision-resnet50");
+    assert_eq!(f.total_params, 25_557_032);
+    // DDP's small first bucket holds the classifier (fc.bias, fc.weight: 2049000 params).
+    assert_eq!(f.torch_buckets.buckets[0].len(), 2);
+    let l = layout(&f);
+    let first: u64 = l
+        .trainable()
+        .rev()
+        .take(2)
+        .map(super::ParamTensor::numel)
+        .sum();
+    assert_eq!(first, 2_049_000);
+}
+
+/// The in/out MLP spec 1024->2048x1->10 is torch's 1024->2048->2048->10: same tensors, same
+/// buckets, so the preset and a model a launch reports go through one layout path.
+#[test]
+fn the_mlp_spec_registers_the_tensors_torch_builds() {
+    let f = fixture("mlp-1024-2048x1-10");
+    let spec: ModelSpec = "mlp:1024->2048x1->10".parse().unwrap();
+    let ours = spec.param_layout().unwrap();
+    let shapes = |l: &ParamLayout| {
+        l.tensors
+            .iter()
+            .map(|t| t.shape.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shapes(&ours), shapes(&layout(&f)));
+    assert_eq!(spec.params(), f.total_params);
+    let tb = &f.torch_buckets;
+    assert_eq!(
+        ours.ddp_buckets(tb.cap_bytes, tb.first_cap_bytes),
+        tb.buckets
+    );
+    assert_eq!(
+        GradLayout::for_model(&spec),
+        GradLayout::from_params(&layout(&f))
+    );
+}
+
+/// Frozen parameters send nothing: they are in no bucket and no gradient, yet the backward
+/// still runs through them, so the trainable ones keep their ready times.
+#[test]
+fn frozen_parameters_are_in_no_bucket() {
+    let f = fixture("torchvision-vit_b_16");
+    let all = layout(&f);
+    let mut frozen = all.clone();
+    for t in &mut frozen.tensors {
+        t.trainable = t.name.contains("self_attention.in_proj") || t.name.starts_with("heads");
+    }
+    let kept: Vec<&str> = frozen.trainable().map(|t| t.name.as_str()).collect();
+    assert!(
+        kept.len() >= 13 && kept.len() < all.tensors.len(),
+        "{kept:?}"
+    );
+    let buckets = frozen.ddp_buckets(25 << 20, 1 << 20);
+    let in_buckets: usize = buckets.iter().map(Vec::len).sum();
+    assert_eq!(in_buckets, kept.len());
+    let grads = GradLayout::from_params(&frozen);
+    assert_eq!(grads.params(), frozen.trainable_params());
+    assert!(frozen.trainable_params() < all.trainable_params() / 2);
+    // The same tensor is ready at the same moment with or without the others frozen.
+    let ready = |l: &ParamLayout, name: &str| {
+        let g = GradLayout::from_params(l);
+        let pos = l.trainable().rev().position(|t| t.name == name).unwrap();
+        g.tensors[pos].ready
+    };
+    let name = "encoder.layers.encoder_layer_0.self_attention.in_proj_weight";
+    assert!((ready(&all, name) - ready(&frozen, name)).abs() < 1e-12);
+}
+
+/// A tensor larger than a bucket closes the bucket it lands in; a second dtype opens its own.
+#[test]
+fn large_tensors_and_dtypes_bucket_as_ddp_does() {
+    let mut l = ParamLayout {
+        tensors: vec![
+            super::ParamTensor::new("a", &[100]),
+            super::ParamTensor::new("big", &[8 << 20]),
+            super::ParamTensor::new("b", &[100]),
+        ],
+    };
+    // Reverse order: b, big (32 MiB: over the 1 MiB first cap, closes [b, big]), a.
+    assert_eq!(l.ddp_buckets(25 << 20, 1 << 20), vec![vec![2, 1], vec![0]]);
+    l.tensors[0].dtype = "bfloat16".into();
+    l.tensors[2].dtype = "bfloat16".into();
+    // b and a share the bf16 bucket; big its own fp32 one.
+    assert_eq!(l.ddp_buckets(25 << 20, 1 << 20), vec![vec![1], vec![2, 0]]);
+}
