@@ -486,6 +486,94 @@ mod tests {
         assert!(c.message.contains("under load"), "{}", c.message);
     }
 
+    fn explained_ab(spec: &str) -> ExplainReport {
+        let sim = SimBackend::parse(spec).unwrap();
+        let params = ExplainParams {
+            ab: true,
+            ..ExplainParams::default()
+        };
+        run_explain(&sim, &params, &[], &mut |_| {}).unwrap()
+    }
+
+    /// PCIe gen3 x16, one direction after 128b/130b: 15.75 GB/s.
+    const GEN3_X16: f64 = 8.0 * 128.0 / 130.0 * 16.0 / 8.0;
+
+    fn limit<'a>(causes: &'a [explain::Cause], kind: CauseKind) -> &'a explain::Cause {
+        causes.iter().find(|c| c.kind == kind).unwrap()
+    }
+
+    /// The first field report's story from its machine's profile: 4.3 GB/s at 4 GPUs is about a
+    /// quarter of PCIe gen3 x16, staged through host memory, and forcing P2P halves it.
+    #[test]
+    fn the_a6000_field_report_is_shm_staging_at_a_quarter_of_gen3_x16() {
+        let r = explained_ab("a6000x4-phb");
+        assert_eq!(r.verdict, Verdict::Ok, "{}", r.reason);
+        let node = r.explanation.node.as_ref().unwrap();
+        let busbw = node.busbw_gbps.unwrap();
+        assert!((busbw - 4.3).abs() < 0.1, "{busbw}");
+        let cap = node.capacity.as_ref().unwrap();
+        assert_eq!(cap.path, "PCIe gen3 x16");
+        assert!((cap.gbps - GEN3_X16).abs() < 1e-9);
+        let f = cap.fraction.unwrap();
+        assert!(
+            (f - busbw / GEN3_X16).abs() < 1e-9 && (0.25..0.30).contains(&f),
+            "{f}"
+        );
+        let c = limit(&node.causes, CauseKind::ShmStaging);
+        assert_eq!(c.action, explain::Action::PlatformLimit);
+        assert!(c.message.contains("27% of PCIe gen3 x16"), "{}", c.message);
+        assert!(c.message.contains("crosses PCIe twice"), "{}", c.message);
+        assert!(
+            r.reason
+                .contains("27% of PCIe gen3 x16, a platform limit (SHM staging"),
+            "{}",
+            r.reason
+        );
+        for p in &r.explanation.pairs {
+            let ab = p.ab.as_ref().unwrap();
+            let x = ab.after_gbps.unwrap() / ab.before_gbps;
+            assert!((0.45..0.6).contains(&x), "forced P2P ×{x}");
+            let c = limit(&p.causes, CauseKind::ShmStaging);
+            assert!(
+                c.message.contains("NCCL's default is right here"),
+                "{}",
+                c.message
+            );
+            let f = p.capacity.as_ref().unwrap().fraction.unwrap();
+            assert!((f - p.busbw_gbps.unwrap() / GEN3_X16).abs() < 1e-9, "{f}");
+        }
+        assert!(c.message.contains("×0.5"), "{}", c.message);
+    }
+
+    /// The second field report's: 4.05 GB/s on 2xT4 is a quarter of gen3 x16, the same mechanism.
+    #[test]
+    fn the_t4_field_report_is_shm_staging_at_a_quarter_of_gen3_x16() {
+        let r = explained_ab("t4x2-pcie");
+        assert_eq!(r.verdict, Verdict::Ok, "{}", r.reason);
+        assert!(r.explanation.node.is_none());
+        let p = &r.explanation.pairs[0];
+        let cap = p.capacity.as_ref().unwrap();
+        assert_eq!(cap.path, "PCIe gen3 x16");
+        let f = cap.fraction.unwrap();
+        assert!(
+            (f - p.busbw_gbps.unwrap() / GEN3_X16).abs() < 1e-9 && (0.24..0.28).contains(&f),
+            "{f}"
+        );
+        let c = limit(&p.causes, CauseKind::ShmStaging);
+        assert!(c.message.contains("26% of PCIe gen3 x16"), "{}", c.message);
+        let ab = p.ab.as_ref().unwrap();
+        assert!(ab.after_gbps.unwrap() / ab.before_gbps < 0.6);
+        assert!(
+            c.message.contains("NCCL's default is right here"),
+            "{}",
+            c.message
+        );
+        // In a VM without P2P the mechanism is the VM's.
+        let r = explained("t4x2-pcie+vm");
+        let k = kinds(&r.explanation);
+        assert!(k.contains(&CauseKind::VmNoP2p), "{k:?}");
+    }
+
     /// A pair whose collective fails gives no reading under load (it never loaded the link).
     #[test]
     fn a_failed_run_reads_no_link_under_load() {

@@ -649,3 +649,5 @@ fn action_and_cause_words_are_unique() {
         assert_eq!(json, format!("\"{}\"", kind.as_str()));
     }
 }
+
+mod limits;
