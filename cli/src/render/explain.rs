@@ -57,11 +57,11 @@ fn chain_line(c: &PairChain) -> String {
     if let Some(ab) = &c.ab {
         match (ab.after_gbps, &ab.error) {
             (Some(after), _) => s.push_str(&format!(
-                " (A/B {}: {} → {} GB/s, ×{:.2})",
-                env_words(&ab.overrides),
+                " (A/B: {} → {} GB/s, ×{:.2}, under {})",
                 gbps(ab.before_gbps),
                 gbps(after),
-                after / ab.before_gbps
+                after / ab.before_gbps,
+                env_words(&ab.overrides)
             )),
             (None, Some(e)) => s.push_str(&format!(" (A/B failed: {e})")),
             (None, None) => {}
