@@ -498,7 +498,7 @@ mod tests {
     /// PCIe gen3 x16, one direction after 128b/130b: 15.75 GB/s.
     const GEN3_X16: f64 = 8.0 * 128.0 / 130.0 * 16.0 / 8.0;
 
-    fn limit<'a>(causes: &'a [explain::Cause], kind: CauseKind) -> &'a explain::Cause {
+    fn limit(causes: &[explain::Cause], kind: CauseKind) -> &explain::Cause {
         causes.iter().find(|c| c.kind == kind).unwrap()
     }
 

@@ -136,7 +136,7 @@ pub(super) fn with_fractions(
 /// slowest hop is fastest (every ring is tried: nodes have at most a few GPUs per ring here).
 pub fn best_ring_bottleneck(hops: &[Vec<f64>]) -> Option<(usize, usize)> {
     let n = hops.len();
-    if n < 2 || n > MAX_RING_SEARCH {
+    if !(2..=MAX_RING_SEARCH).contains(&n) {
         return None;
     }
     let mut rest: Vec<usize> = (1..n).collect();

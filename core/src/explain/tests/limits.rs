@@ -266,9 +266,11 @@ fn the_best_ring_avoids_a_slow_pair_it_can_go_around() {
     assert!((hops[i][j] - 50.0).abs() < 1e-9, "({i}, {j})");
     // With every hop to GPU3 slow, any ring takes two of them.
     let mut hops = vec![vec![50.0; 4]; 4];
-    for k in 0..3 {
-        hops[k][3] = 5.0;
-        hops[3][k] = 5.0;
+    for row in hops.iter_mut().take(3) {
+        row[3] = 5.0;
+    }
+    for v in hops[3].iter_mut().take(3) {
+        *v = 5.0;
     }
     let (i, j) = best_ring_bottleneck(&hops).unwrap();
     assert_eq!(j, 3, "({i}, {j})");
