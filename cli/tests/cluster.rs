@@ -112,6 +112,18 @@ fn isolates_the_slow_node_every_time_and_passes_a_healthy_cluster() {
     assert_eq!(r["isolation"]["rounds"], 1);
     let busbw = r["cluster_busbw_gbps"].as_f64().unwrap();
     assert!(busbw >= 0.75 * r["expected"]["busbw_gbps"].as_f64().unwrap());
+    // Beside the expectation, the network's line rate: NICs × Gb/s ÷ 8.
+    let cap = &r["capacity"];
+    let nics = r["nics_per_node"].as_f64().unwrap();
+    let line = match r["network"].as_str().unwrap() {
+        "ndr400" => 400.0,
+        "hdr200" => 200.0,
+        "roce100" => 100.0,
+        _ => 10.0,
+    };
+    let gbps = cap["gbps"].as_f64().unwrap();
+    assert!((gbps - nics * line / 8.0).abs() < 1e-9, "{cap}");
+    assert!((cap["fraction"].as_f64().unwrap() - busbw / gbps).abs() < 1e-9);
 }
 
 #[test]

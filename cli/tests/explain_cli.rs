@@ -281,3 +281,67 @@ fn through_the_daemon_busy_and_usage_errors_keep_their_exit_codes() {
     assert_eq!(code(&o), 64, "{}", stderr(&o));
     d.stop();
 }
+
+/// PCIe gen3 x16, one direction after 128b/130b: 15.75 GB/s.
+const GEN3_X16: f64 = 8.0 * 128.0 / 130.0 * 16.0 / 8.0;
+
+/// The first field report's question, answered from its machine's profile: 4.3 GB/s is about a
+/// quarter of PCIe gen3 x16 because SHM stages it through host memory, and forcing P2P halves it.
+#[test]
+fn field_report_a6000x4_phb_against_its_pcie_links() {
+    let (rc, v, text) = explain("a6000x4-phb", &[], &["--ab"]);
+    assert_eq!(rc, 0, "{text}");
+    // Both references for every pair and for the node's all-reduce.
+    for p in v["pairs"].as_array().unwrap() {
+        let cap = &p["capacity"];
+        assert_eq!(cap["path"], "PCIe gen3 x16");
+        let busbw = p["busbw_gbps"].as_f64().unwrap();
+        let f = cap["fraction"].as_f64().unwrap();
+        assert!((f - busbw / GEN3_X16).abs() < 1e-9, "{f}");
+        assert!(p["ratio"].as_f64().unwrap() > 0.9);
+        let ab = &p["ab"];
+        assert_eq!(
+            ab["overrides"][0],
+            serde_json::json!(["NCCL_P2P_LEVEL", "SYS"])
+        );
+        let x = ab["after_gbps"].as_f64().unwrap() / ab["before_gbps"].as_f64().unwrap();
+        assert!((0.45..0.6).contains(&x), "forced P2P ×{x}");
+    }
+    has(&v, "shm_staging", "platform_limit", "info");
+    let node = &v["node"];
+    let f = node["capacity"]["fraction"].as_f64().unwrap();
+    assert!((f - node["busbw_gbps"].as_f64().unwrap() / GEN3_X16).abs() < 1e-9);
+    assert!((0.25..0.30).contains(&f), "{f}");
+    assert_eq!(node["causes"][0]["kind"], "shm_staging");
+    assert!(
+        text.contains("ddpcheck: OK: no fault found; all 4 GPUs: 4.33 GB/s is 27% of PCIe gen3 x16, a platform limit (SHM staging through host memory)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("GPU0–GPU1 (PHB): 3.9 GB/s, 98% of expected (4.0 GB/s), 25% of capacity (PCIe gen3 x16, 15.75 GB/s); transport SHM"),
+        "{text}"
+    );
+    assert!(
+        text.contains("forced P2P (NCCL_P2P_LEVEL=SYS) measured ×0.54 on 6 pairs, so NCCL's default is right here"),
+        "{text}"
+    );
+    assert!(text.contains("capacity PCIe gen3 x16: 8 GT/s × 16 lanes × 128/130 (128b/130b) ÷ 8 = 15.75 GB/s each way"), "{text}");
+}
+
+/// The second field report's 4.05 GB/s on 2xT4: the same mechanism, a quarter of gen3 x16.
+#[test]
+fn field_report_t4x2_against_its_pcie_link() {
+    let (rc, v, text) = explain("t4x2-pcie", &[], &["--ab"]);
+    assert_eq!(rc, 0, "{text}");
+    let p = &v["pairs"][0];
+    let f = p["capacity"]["fraction"].as_f64().unwrap();
+    assert!((f - p["busbw_gbps"].as_f64().unwrap() / GEN3_X16).abs() < 1e-9);
+    assert!((0.24..0.28).contains(&f), "{f}");
+    has(&v, "shm_staging", "platform_limit", "info");
+    assert!(v.get("node").is_none());
+    assert!(
+        text.contains("no fault found; GPU0–GPU1: 4.09 GB/s is 26% of PCIe gen3 x16, a platform limit (SHM staging through host memory)"),
+        "{text}"
+    );
+    assert!(text.contains("measured ×0.53"), "{text}");
+}

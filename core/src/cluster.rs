@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::ProbeError;
 use crate::collective::Sweep;
 use crate::expect::{ratio_band, Expectation, WARN_RATIO};
+use crate::explain::PathCapacity;
 use crate::finding::{Evidence, Finding, Severity, Subject};
 use crate::report::Header;
 use crate::verdict::Verdict;
@@ -91,6 +92,25 @@ impl Network {
             class: format!("{n} × {}", nic.class),
             busbw_gbps: nic.busbw_gbps * f64::from(n),
             source: nic.source,
+        }
+    }
+}
+
+impl Network {
+    /// What `nics` NICs per node carry between nodes, one direction, with the cluster figure's
+    /// and the expectation's share of it (`crate::capacity`'s line rates).
+    pub fn capacity(self, nics: u32, busbw: Option<f64>, expected: f64) -> PathCapacity {
+        let n = nics.max(1);
+        let line = crate::capacity::network_line_gbit(self);
+        let gbps = crate::capacity::network_bytes_per_s(self, n) / crate::capacity::GB;
+        PathCapacity {
+            path: format!("{n} × {line} Gb/s ({self})"),
+            gbps,
+            arithmetic: format!("{n} NICs × {line} Gb/s ÷ 8 = {gbps:.2} GB/s each way per node"),
+            reading: "the network and NICs per node the run was given".into(),
+            fraction: busbw.map(|b| b / gbps),
+            reference_fraction: Some(expected / gbps),
+            source: "InfiniBand NDR 400 and HDR 200 Gb/s, Ethernet 100 and 10 Gb/s: the links' signalling rates (IBTA, IEEE 802.3)".into(),
         }
     }
 }
@@ -466,6 +486,10 @@ pub struct ClusterReport {
     pub gpus_per_node: u32,
     pub expected: Expectation,
     pub cluster_busbw_gbps: Option<f64>,
+    /// The network's line rate per node (NICs × line rate, one direction) and the fraction of
+    /// it measured: the physical reference beside `expected`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<PathCapacity>,
     pub transport: Option<String>,
     pub nodes: Vec<ClusterNode>,
     pub isolation: Isolation,
@@ -632,6 +656,18 @@ mod tests {
 
     fn exp() -> Expectation {
         Network::Ndr400.expected(1)
+    }
+
+    #[test]
+    fn capacity_is_the_nics_line_rate_beside_the_expectation() {
+        let c = Network::Ndr400.capacity(8, Some(320.0), Network::Ndr400.expected(8).busbw_gbps);
+        assert_eq!(c.path, "8 × 400 Gb/s (ndr400)");
+        assert!((c.gbps - 400.0).abs() < 1e-9);
+        assert!((c.fraction.unwrap() - 0.8).abs() < 1e-9);
+        // The expectation is ~92% of the line rate per rail.
+        assert!((c.reference_fraction.unwrap() - 368.0 / 400.0).abs() < 1e-9);
+        let c = Network::Tcp10.capacity(1, None, 1.1);
+        assert!((c.gbps - 1.25).abs() < 1e-9 && c.fraction.is_none());
     }
 
     fn run(nic: Vec<f64>, dead: Vec<usize>) -> (Isolation, Vec<Vec<Vec<usize>>>) {

@@ -15,7 +15,7 @@ use crate::topology::{GpuRef, TopologyMatrix};
 use crate::verdict::Verdict;
 
 /// Bumped on any change that breaks a reader of the JSON.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

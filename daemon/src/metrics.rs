@@ -26,6 +26,12 @@ pub const GPU_LABELS: [&str; 5] = ["gpu", "UUID", "pci_bus_id", "model_name", "h
 /// concerns (indices, `0,1` for a pair, empty for the whole node) and the host.
 pub const CAUSE_LABELS: [&str; 5] = ["cause", "action", "severity", "gpus", "hostname"];
 
+/// Labels of `ddpcheck_bandwidth_reference_ratio`: the GPUs measured together (`0,1` a pair,
+/// `0,1,2,3` the node's all-reduce), the reference (`class`: what healthy machines of the class
+/// measure; `capacity`: what the path physically carries), the reference's path or class in words,
+/// and the host.
+pub const FRACTION_LABELS: [&str; 4] = ["gpus", "reference", "path", "hostname"];
+
 /// Labels of `ddpcheck_node_info`: what a node-level series joins on to get its host name.
 pub const NODE_LABELS: [&str; 3] = ["hostname", "driver_version", "cuda_driver_version"];
 
@@ -75,6 +81,7 @@ pub struct Metrics {
     allreduce_ratio: Gauge,
     allreduce_wrong: IntGauge,
     bandwidth_cause: IntGaugeVec,
+    bandwidth_reference_ratio: GaugeVec,
     work_runs: IntCounterVec,
     work_rejected: IntCounterVec,
     ddp_speedup: GaugeVec,
@@ -156,6 +163,7 @@ impl Metrics {
             allreduce_ratio: reg(r, Gauge::new("ddpcheck_allreduce_busbw_ratio", "Measured over expected all-reduce bus bandwidth (0 if unknown)").expect("valid")),
             allreduce_wrong: reg(r, IntGauge::new("ddpcheck_allreduce_wrong_elements", "Wrong elements in the last preflight's all-reduce check").expect("valid")),
             bandwidth_cause: gauge_vec!(r, IntGaugeVec, "ddpcheck_bandwidth_cause", "Causes of low GPU bandwidth found by the last preflight or explain (ddpcheck explain's judgement); always 1", &CAUSE_LABELS),
+            bandwidth_reference_ratio: gauge_vec!(r, GaugeVec, "ddpcheck_bandwidth_reference_ratio", "Measured all-reduce busbw of each pair (and of the node's all-reduce) over its two references: the class's (reference=class) and the path's physical capacity (reference=capacity)", &FRACTION_LABELS),
             work_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_work_runs_total", "Work-starting calls run, by call and outcome", &["call", "outcome"]),
             work_rejected: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rejected_total", "Work-starting calls refused as BUSY", &["call"]),
             work_rate_limited: gauge_vec!(r, IntCounterVec, "ddpcheck_work_rate_limited_total", "Work-starting calls refused by the rate limit (work_rate_per_minute)", &["call"]),
@@ -377,7 +385,38 @@ impl Metrics {
                 ])
                 .set(1);
         }
+        self.set_fractions(hostname, e);
         self.changed();
+    }
+
+    /// Each measured pair's and the node's busbw over the class reference and over the capacity.
+    fn set_fractions(&self, hostname: &str, e: &Explanation) {
+        self.bandwidth_reference_ratio.reset();
+        let pairs = e.pairs.iter().map(|p| {
+            let gpus = format!("{},{}", p.a.index, p.b.index);
+            (gpus, p.ratio, p.expected.as_ref(), p.capacity.as_ref())
+        });
+        let node = e.node.iter().map(|n| {
+            let gpus: Vec<String> = n.gpus.iter().map(|g| g.index.to_string()).collect();
+            (
+                gpus.join(","),
+                n.ratio,
+                n.expected.as_ref(),
+                n.capacity.as_ref(),
+            )
+        });
+        for (gpus, ratio, expected, capacity) in pairs.chain(node) {
+            if let (Some(r), Some(x)) = (ratio, expected) {
+                self.bandwidth_reference_ratio
+                    .with_label_values(&[gpus.as_str(), "class", x.class.as_str(), hostname])
+                    .set(r);
+            }
+            if let Some((f, c)) = capacity.and_then(|c| c.fraction.map(|f| (f, c))) {
+                self.bandwidth_reference_ratio
+                    .with_label_values(&[gpus.as_str(), "capacity", c.path.as_str(), hostname])
+                    .set(f);
+            }
+        }
     }
 
     pub fn set_ddp(&self, results: &[DdpResult]) {

@@ -9,7 +9,9 @@ use std::time::Duration;
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::explain::platform::{normalise_bdf, LinkReading};
-use ddpcheck_core::explain::{self, AbFigure, ExplainInput, PairMeasurement, PlatformFacts};
+use ddpcheck_core::explain::{
+    self, AbFigure, ExplainInput, NodeMeasurement, PairMeasurement, PlatformFacts,
+};
 use ddpcheck_core::gpu::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
 use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::{ExplainReport, Header, PreflightReport, ReportKind};
@@ -47,7 +49,7 @@ pub fn run_explain(
         .unwrap_or_else(|e| PlatformFacts::unknown(&e.to_string()));
     let env = nccl_env_from_process();
     let mut prov = provenance(&inv, &gpus);
-    let (measurements, failures) = measure_pairs(
+    let (measurements, mut failures) = measure_pairs(
         backend,
         params,
         &gpus,
@@ -55,12 +57,24 @@ pub fn run_explain(
         &mut platform,
         progress,
     )?;
+    let node_measurement = match topology.as_ref() {
+        Some(_) if gpus.len() > 2 => Some(measure_node(
+            backend,
+            params,
+            &gpus,
+            &mut platform,
+            &mut failures,
+            progress,
+        )?),
+        _ => None,
+    };
     let mut explanation = explain::explain(&ExplainInput {
         gpus: &gpus,
         topology: topology.as_ref(),
         platform: &platform,
         nccl_env: &env,
         measurements: &measurements,
+        node_measurement: node_measurement.as_ref(),
         history_busbw,
     });
     if params.ab {
@@ -74,7 +88,9 @@ pub fn run_explain(
     let reason = match (explanation.worst(), failures.first_error.as_deref()) {
         (Some(c), _) => c.message.clone(),
         (None, Some(e)) => e.to_string(),
-        (None, None) => "no cause of low bandwidth found".to_string(),
+        (None, None) => explanation
+            .platform_limit_summary()
+            .unwrap_or_else(|| "no cause of low bandwidth found".to_string()),
     };
     Ok(ExplainReport {
         header: Header::new(ReportKind::Explain, backend.kind(), backend.label(), prov),
@@ -112,12 +128,24 @@ pub fn causes_after_preflight(
         }],
         _ => Vec::new(),
     };
+    // With more GPUs the preflight's all-reduce is the node's.
+    let node = report
+        .all_reduce
+        .as_ref()
+        .filter(|_| report.gpus.len() > 2)
+        .map(|sweep| NodeMeasurement {
+            busbw_gbps: judged_peak(sweep).map(|(_, busbw)| busbw),
+            bytes: judged_peak(sweep).map(|(bytes, _)| bytes),
+            transport: None,
+            error: None,
+        });
     explain::explain(&ExplainInput {
         gpus: &report.gpus,
         topology: report.topology.as_ref(),
         platform: &platform,
         nccl_env: &report.header.provenance.nccl_env,
         measurements: &measurements,
+        node_measurement: node.as_ref(),
         history_busbw,
     })
 }
@@ -133,6 +161,15 @@ struct Failures {
 fn pair_request(
     params: &ExplainParams,
     gpus: [&GpuInfo; 2],
+    env: Vec<(String, String)>,
+) -> CollectiveRequest {
+    group_request(params, &gpus, env)
+}
+
+/// A short all-reduce sweep of `gpus` with NCCL's transport recorded.
+fn group_request(
+    params: &ExplainParams,
+    gpus: &[&GpuInfo],
     env: Vec<(String, String)>,
 ) -> CollectiveRequest {
     CollectiveRequest {
@@ -221,6 +258,53 @@ fn measure_pairs(
     Ok((out, failures))
 }
 
+/// The all-reduce of every GPU together: the node's figure, set against its ring's slowest hop.
+fn measure_node(
+    backend: &dyn NodeBackend,
+    params: &ExplainParams,
+    gpus: &[GpuInfo],
+    platform: &mut PlatformFacts,
+    failures: &mut Failures,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<NodeMeasurement, ProbeError> {
+    let mut m = NodeMeasurement::default();
+    progress(Progress {
+        stage: "node".into(),
+        done: 0,
+        total: 1,
+        message: format!("all {} GPUs all-reduce", gpus.len()),
+    });
+    if gpus.iter().any(|g| g.state != ProbeState::Ok) {
+        m.error = Some("a GPU is stuck or lost".into());
+        return Ok(m);
+    }
+    let refs: Vec<&GpuInfo> = gpus.iter().collect();
+    let req = group_request(params, &refs, Vec::new());
+    req.validate()?;
+    let (run, links) = collective_under_load(backend, &req, gpus);
+    match run {
+        Ok(run) => {
+            keep_under_load(platform, links);
+            failures.nccl_version = failures.nccl_version.take().or(run.nccl_version.clone());
+            let sweep = run.sweeps.iter().find(|s| s.op == Collective::AllReduce);
+            if let Some((bytes, busbw)) = sweep.and_then(judged_peak) {
+                m.busbw_gbps = Some(busbw);
+                m.bytes = Some(bytes);
+            }
+            m.transport = run.transport;
+        }
+        Err(ProbeError::Invalid(e)) => return Err(ProbeError::Invalid(e)),
+        Err(e) => {
+            failures
+                .verdicts
+                .push(e.verdict().unwrap_or(Verdict::Unknown));
+            failures.first_error.get_or_insert_with(|| e.to_string());
+            m.error = Some(e.to_string());
+        }
+    }
+    Ok(m)
+}
+
 /// How often the links are read while a pair's collective runs.
 const LINK_POLL: Duration = Duration::from_millis(50);
 
@@ -281,15 +365,16 @@ fn run_ab(
     e: &mut explain::Explanation,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(), ProbeError> {
-    // Pairs with a figure and a fix that is an NCCL setting.
+    // Pairs with a figure and a fix that is an NCCL setting, or a platform limit's alternative.
     let todo: Vec<explain::PairChain> = e
         .pairs
         .iter()
-        .filter(|c| !c.env_fix.is_empty() && c.busbw_gbps.is_some())
+        .filter(|c| !explain::ab_overrides(c).is_empty() && c.busbw_gbps.is_some())
         .cloned()
         .collect();
     for chain in todo {
-        let (a, b, fix) = (chain.a.index, chain.b.index, chain.env_fix.clone());
+        let (a, b) = (chain.a.index, chain.b.index);
+        let fix = explain::ab_overrides(&chain).to_vec();
         let before = chain.busbw_gbps.unwrap_or_default();
         let (Some(ga), Some(gb)) = (
             gpus.iter().find(|g| g.index == a),
@@ -399,6 +484,94 @@ mod tests {
             .find(|c| c.kind == CauseKind::PcieDowntrained)
             .unwrap();
         assert!(c.message.contains("under load"), "{}", c.message);
+    }
+
+    fn explained_ab(spec: &str) -> ExplainReport {
+        let sim = SimBackend::parse(spec).unwrap();
+        let params = ExplainParams {
+            ab: true,
+            ..ExplainParams::default()
+        };
+        run_explain(&sim, &params, &[], &mut |_| {}).unwrap()
+    }
+
+    /// PCIe gen3 x16, one direction after 128b/130b: 15.75 GB/s.
+    const GEN3_X16: f64 = 8.0 * 128.0 / 130.0 * 16.0 / 8.0;
+
+    fn limit(causes: &[explain::Cause], kind: CauseKind) -> &explain::Cause {
+        causes.iter().find(|c| c.kind == kind).unwrap()
+    }
+
+    /// The first field report's story from its machine's profile: 4.3 GB/s at 4 GPUs is about a
+    /// quarter of PCIe gen3 x16, staged through host memory, and forcing P2P halves it.
+    #[test]
+    fn the_a6000_field_report_is_shm_staging_at_a_quarter_of_gen3_x16() {
+        let r = explained_ab("a6000x4-phb");
+        assert_eq!(r.verdict, Verdict::Ok, "{}", r.reason);
+        let node = r.explanation.node.as_ref().unwrap();
+        let busbw = node.busbw_gbps.unwrap();
+        assert!((busbw - 4.3).abs() < 0.1, "{busbw}");
+        let cap = node.capacity.as_ref().unwrap();
+        assert_eq!(cap.path, "PCIe gen3 x16");
+        assert!((cap.gbps - GEN3_X16).abs() < 1e-9);
+        let f = cap.fraction.unwrap();
+        assert!(
+            (f - busbw / GEN3_X16).abs() < 1e-9 && (0.25..0.30).contains(&f),
+            "{f}"
+        );
+        let c = limit(&node.causes, CauseKind::ShmStaging);
+        assert_eq!(c.action, explain::Action::PlatformLimit);
+        assert!(c.message.contains("27% of PCIe gen3 x16"), "{}", c.message);
+        assert!(c.message.contains("crosses PCIe twice"), "{}", c.message);
+        assert!(
+            r.reason
+                .contains("27% of PCIe gen3 x16, a platform limit (SHM staging"),
+            "{}",
+            r.reason
+        );
+        for p in &r.explanation.pairs {
+            let ab = p.ab.as_ref().unwrap();
+            let x = ab.after_gbps.unwrap() / ab.before_gbps;
+            assert!((0.45..0.6).contains(&x), "forced P2P ×{x}");
+            let c = limit(&p.causes, CauseKind::ShmStaging);
+            assert!(
+                c.message.contains("NCCL's default is right here"),
+                "{}",
+                c.message
+            );
+            let f = p.capacity.as_ref().unwrap().fraction.unwrap();
+            assert!((f - p.busbw_gbps.unwrap() / GEN3_X16).abs() < 1e-9, "{f}");
+        }
+        assert!(c.message.contains("×0.5"), "{}", c.message);
+    }
+
+    /// The second field report's: 4.05 GB/s on 2xT4 is a quarter of gen3 x16, the same mechanism.
+    #[test]
+    fn the_t4_field_report_is_shm_staging_at_a_quarter_of_gen3_x16() {
+        let r = explained_ab("t4x2-pcie");
+        assert_eq!(r.verdict, Verdict::Ok, "{}", r.reason);
+        assert!(r.explanation.node.is_none());
+        let p = &r.explanation.pairs[0];
+        let cap = p.capacity.as_ref().unwrap();
+        assert_eq!(cap.path, "PCIe gen3 x16");
+        let f = cap.fraction.unwrap();
+        assert!(
+            (f - p.busbw_gbps.unwrap() / GEN3_X16).abs() < 1e-9 && (0.24..0.28).contains(&f),
+            "{f}"
+        );
+        let c = limit(&p.causes, CauseKind::ShmStaging);
+        assert!(c.message.contains("26% of PCIe gen3 x16"), "{}", c.message);
+        let ab = p.ab.as_ref().unwrap();
+        assert!(ab.after_gbps.unwrap() / ab.before_gbps < 0.6);
+        assert!(
+            c.message.contains("NCCL's default is right here"),
+            "{}",
+            c.message
+        );
+        // In a VM without P2P the mechanism is the VM's.
+        let r = explained("t4x2-pcie+vm");
+        let k = kinds(&r.explanation);
+        assert!(k.contains(&CauseKind::VmNoP2p), "{k:?}");
     }
 
     /// A pair whose collective fails gives no reading under load (it never loaded the link).

@@ -472,7 +472,25 @@ fn render(r: &ClusterReport) -> String {
     }
     match r.cluster_busbw_gbps {
         Some(b) => {
-            let _ = writeln!(s, "cluster busbw: {b:.1} GB/s");
+            let cap = r
+                .capacity
+                .as_ref()
+                .and_then(|c| c.fraction.map(|f| (f, c)))
+                .map(|(f, c)| {
+                    format!(
+                        ", {:.0}% of capacity ({}, {:.2} GB/s)",
+                        f * 100.0,
+                        c.path,
+                        c.gbps
+                    )
+                })
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "cluster busbw: {b:.1} GB/s, {:.0}% of expected ({:.1} GB/s){cap}",
+                b / r.expected.busbw_gbps.max(f64::MIN_POSITIVE) * 100.0,
+                r.expected.busbw_gbps
+            );
         }
         None => {
             let _ = writeln!(s, "cluster busbw: not measured");

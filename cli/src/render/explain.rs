@@ -1,7 +1,7 @@
 //! `ddpcheck explain` as text: each pair's chain in a line, every cause with its evidence, fix
 //! and source, and the reference figures.
 
-use ddpcheck_core::explain::{Action, Cause, PairChain};
+use ddpcheck_core::explain::{Action, Cause, NodeChain, PairChain, PathCapacity};
 use ddpcheck_core::report::ExplainReport;
 use ddpcheck_core::Severity;
 
@@ -30,6 +30,7 @@ fn chain_line(c: &PairChain) -> String {
             gbps(e.busbw_gbps)
         ));
     }
+    s.push_str(&capacity_words(c.capacity.as_ref()));
     let how = if c.transport_measured {
         ""
     } else {
@@ -56,13 +57,67 @@ fn chain_line(c: &PairChain) -> String {
     if let Some(ab) = &c.ab {
         match (ab.after_gbps, &ab.error) {
             (Some(after), _) => s.push_str(&format!(
-                " (A/B: {} → {} GB/s)",
+                " (A/B: {} → {} GB/s, ×{:.2}, under {})",
                 gbps(ab.before_gbps),
-                gbps(after)
+                gbps(after),
+                after / ab.before_gbps,
+                env_words(&ab.overrides)
             )),
             (None, Some(e)) => s.push_str(&format!(" (A/B failed: {e})")),
             (None, None) => {}
         }
+    }
+    s
+}
+
+fn env_words(env: &[(String, String)]) -> String {
+    env.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// ", 25% of capacity (PCIe gen3 x16, 15.75 GB/s)": the second reference beside the class's.
+fn capacity_words(c: Option<&PathCapacity>) -> String {
+    match c {
+        Some(k) => match k.fraction {
+            Some(f) => format!(
+                ", {:.0}% of capacity ({}, {:.2} GB/s)",
+                f * 100.0,
+                k.path,
+                k.gbps
+            ),
+            None => format!("; capacity {}, {:.2} GB/s", k.path, k.gbps),
+        },
+        None => String::new(),
+    }
+}
+
+/// The node's all-reduce in a line: figure, both references, the ring's slowest hop.
+fn node_line(n: &NodeChain) -> String {
+    let mut s = format!("all {} GPUs: ", n.gpus.len());
+    match (n.busbw_gbps, &n.measure_error) {
+        (Some(b), _) => s.push_str(&format!("{} GB/s", gbps(b))),
+        (None, Some(e)) => s.push_str(&format!("not measured ({e})")),
+        (None, None) => s.push_str("not measured"),
+    }
+    if let (Some(r), Some(e)) = (n.ratio, &n.expected) {
+        s.push_str(&format!(
+            ", {:.0}% of expected ({} GB/s)",
+            r * 100.0,
+            gbps(e.busbw_gbps)
+        ));
+    }
+    s.push_str(&capacity_words(n.capacity.as_ref()));
+    if let Some((a, b)) = n.slowest_hop {
+        s.push_str(&format!(" on the ring's slowest hop GPU{a}–GPU{b}"));
+    }
+    if let Some(t) = &n.transport_raw {
+        s.push_str(&format!("; transport {t}"));
+    }
+    let limits: Vec<&str> = n.causes.iter().map(|c| c.short.as_str()).collect();
+    if !limits.is_empty() {
+        s.push_str(&format!("; note: {}", limits.join("; ")));
     }
     s
 }
@@ -89,6 +144,42 @@ fn cause_lines(c: &Cause) -> String {
     s
 }
 
+/// Platform limits, one kind at a time: the node's (else the first) in full, the others of the
+/// same kind in a line each (their share of capacity and their A/B).
+fn limit_lines(limits: &[&Cause]) -> String {
+    let mut s = String::new();
+    let mut kinds: Vec<_> = limits.iter().map(|c| c.kind).collect();
+    kinds.dedup();
+    kinds.sort();
+    kinds.dedup();
+    for kind in kinds {
+        let of_kind: Vec<&Cause> = limits.iter().copied().filter(|c| c.kind == kind).collect();
+        // The node-wide one (most GPUs) tells the mechanism with the node's arithmetic.
+        let Some(main) = of_kind.iter().copied().max_by_key(|c| c.gpus.len()) else {
+            continue;
+        };
+        s.push_str(&cause_lines(main));
+        for c in of_kind.iter().filter(|c| !std::ptr::eq(**c, main)) {
+            s.push_str(&format!("           also {}\n", also_words(c)));
+        }
+    }
+    s
+}
+
+/// "GPU0–GPU2: 25% (3.93 GB/s); forced P2P (NCCL_P2P_LEVEL=SYS): 3.93 → 2.11 GB/s (×0.54)".
+fn also_words(c: &Cause) -> String {
+    let who: Vec<String> = c.gpus.iter().map(|g| format!("GPU{}", g.index)).collect();
+    let mut parts = Vec::new();
+    for ev in &c.evidence {
+        if ev.what == "share of capacity" {
+            parts.push(format!("share of capacity {}", ev.measured));
+        } else if ev.source.as_deref() == Some("this run's A/B") {
+            parts.push(format!("{}: {}", ev.what, ev.measured));
+        }
+    }
+    format!("{}: {}", who.join("–"), parts.join("; "))
+}
+
 pub fn explain(r: &ExplainReport) -> String {
     let mut s = banner(&r.header, "explain");
     s.push_str(&format!("{}\n", r.reason));
@@ -105,14 +196,24 @@ pub fn explain(r: &ExplainReport) -> String {
             s.push_str(&format!("  {}\n", chain_line(c)));
         }
     }
-    let all: Vec<&Cause> = e.all_causes().collect();
-    if all.is_empty() {
+    if let Some(n) = &e.node {
+        s.push_str(&format!("\nNode all-reduce:\n  {}\n", node_line(n)));
+    }
+    let (limits, all): (Vec<&Cause>, Vec<&Cause>) =
+        e.all_causes().partition(|c| c.kind.is_platform_limit());
+    if all.is_empty() && limits.is_empty() {
         s.push_str("\nNo cause of low bandwidth found.\n");
+    } else if all.is_empty() {
+        s.push_str("\nNo fault found.\n");
     } else {
         s.push_str("\nCauses:\n");
         for c in all {
             s.push_str(&cause_lines(c));
         }
+    }
+    if !limits.is_empty() {
+        s.push_str("\nPlatform limits (the platform's nature, not faults):\n");
+        s.push_str(&limit_lines(&limits));
     }
     s.push_str("\nReference:\n");
     let mut refs: Vec<String> = e
@@ -129,9 +230,27 @@ pub fn explain(r: &ExplainReport) -> String {
         })
         .collect();
     refs.dedup();
+    if let Some(x) = e.node.as_ref().and_then(|n| n.expected.as_ref()) {
+        refs.push(format!(
+            "  {} GB/s for the node's all-reduce, {} ({})",
+            gbps(x.busbw_gbps),
+            x.class,
+            x.source
+        ));
+    }
     if refs.is_empty() {
         refs.push("  no pair: the reference table has no figure for one GPU".into());
     }
+    let mut caps: Vec<String> = e
+        .pairs
+        .iter()
+        .filter_map(|c| c.capacity.as_ref())
+        .chain(e.node.iter().filter_map(|n| n.capacity.as_ref()))
+        .map(|k| format!("  capacity {}: {} ({})", k.path, k.arithmetic, k.source))
+        .collect();
+    caps.sort();
+    caps.dedup();
+    refs.extend(caps);
     for line in refs {
         s.push_str(&line);
         s.push('\n');

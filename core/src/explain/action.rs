@@ -30,10 +30,13 @@ pub enum Action {
     PickGpus,
     /// Ask the provider of the virtual machine for GPU P2P (the guest cannot change it).
     AskProvider,
+    /// Nothing on this machine recovers the gap: it is the platform's nature; the cause says
+    /// what kind of machine would do better (and cites the A/B where one ran).
+    PlatformLimit,
 }
 
 impl Action {
-    pub const ALL: [Action; 12] = [
+    pub const ALL: [Action; 13] = [
         Action::None,
         Action::UnsetEnv,
         Action::SetEnv,
@@ -46,6 +49,7 @@ impl Action {
         Action::DisableMig,
         Action::PickGpus,
         Action::AskProvider,
+        Action::PlatformLimit,
     ];
 
     /// The vocabulary's word (as JSON and the metric label carry it).
@@ -63,6 +67,7 @@ impl Action {
             Action::DisableMig => "disable_mig",
             Action::PickGpus => "pick_gpus",
             Action::AskProvider => "ask_provider",
+            Action::PlatformLimit => "platform_limit",
         }
     }
 }

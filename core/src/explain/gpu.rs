@@ -25,7 +25,10 @@ fn cause(g: &GpuInfo, kind: CauseKind, severity: Severity, action: Action) -> Ca
 /// The link at rest (sysfs, else NVML's inventory reading) and, where a pair ran on the GPU,
 /// under load (sysfs). sysfs' maximum is the GPU's own; NVML's is what the GPU and the system
 /// allow together, so where NVML gives one it caps the maximum (a gen5 GPU in a gen4 slot).
-fn link_readings(input: &ExplainInput<'_>, g: &GpuInfo) -> (Option<PcieLink>, Option<PcieLink>) {
+pub(super) fn link_readings(
+    input: &ExplainInput<'_>,
+    g: &GpuInfo,
+) -> (Option<PcieLink>, Option<PcieLink>) {
     let p = input.platform.gpu(&g.pci_bus_id);
     let capped = |l: PcieLink| match g.pcie {
         Some(n) => PcieLink {

@@ -5,7 +5,9 @@
 //! Pure judgement over what backends read and measured: no I/O, no text layout.
 
 pub mod action;
+mod capacity;
 mod gpu;
+mod limit;
 mod node;
 mod pair;
 pub mod platform;
@@ -18,6 +20,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use action::Action;
+pub use capacity::{best_ring_bottleneck, PathCapacity};
+pub use limit::RECOVERY_RATIO;
 pub use platform::PlatformFacts;
 pub use transport::Transport;
 
@@ -66,10 +70,21 @@ pub enum CauseKind {
     BelowExpected,
     /// Measured busbw below the node's own history.
     BelowHistory,
+    /// A platform limit: SHM stages every byte through host memory (PCIe pairs across a host
+    /// bridge, NCCL's default there).
+    ShmStaging,
+    /// A platform limit: P2P across a host bridge, where the root complex forwards peer writes.
+    P2pHostBridge,
+    /// A platform limit: a virtual machine without GPU peer-to-peer, so every pair stages through
+    /// host memory.
+    VmNoP2p,
+    /// A platform limit: the node's ring all-reduce is bounded by its slowest hop, slower than
+    /// its fastest pairs.
+    RingSlowestHop,
 }
 
 impl CauseKind {
-    pub const ALL: [CauseKind; 17] = [
+    pub const ALL: [CauseKind; 21] = [
         CauseKind::TransportDowngraded,
         CauseKind::P2pDisabled,
         CauseKind::P2pLevelTooLow,
@@ -87,7 +102,22 @@ impl CauseKind {
         CauseKind::FabricManagerDown,
         CauseKind::BelowExpected,
         CauseKind::BelowHistory,
+        CauseKind::ShmStaging,
+        CauseKind::P2pHostBridge,
+        CauseKind::VmNoP2p,
+        CauseKind::RingSlowestHop,
     ];
+
+    /// The causes that are the platform's nature, not faults (action `platform_limit`).
+    pub fn is_platform_limit(self) -> bool {
+        matches!(
+            self,
+            CauseKind::ShmStaging
+                | CauseKind::P2pHostBridge
+                | CauseKind::VmNoP2p
+                | CauseKind::RingSlowestHop
+        )
+    }
 
     /// The JSON and metric label word.
     pub fn as_str(self) -> &'static str {
@@ -109,6 +139,10 @@ impl CauseKind {
             CauseKind::FabricManagerDown => "fabric_manager_down",
             CauseKind::BelowExpected => "below_expected",
             CauseKind::BelowHistory => "below_history",
+            CauseKind::ShmStaging => "shm_staging",
+            CauseKind::P2pHostBridge => "p2p_host_bridge",
+            CauseKind::VmNoP2p => "vm_no_p2p",
+            CauseKind::RingSlowestHop => "ring_slowest_hop",
         }
     }
 }
@@ -169,6 +203,39 @@ pub struct PairMeasurement {
     pub error: Option<String>,
 }
 
+/// What was measured on all the GPUs together: the node's all-reduce.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeMeasurement {
+    /// Large-message all-reduce busbw, GB/s.
+    pub busbw_gbps: Option<f64>,
+    pub bytes: Option<u64>,
+    /// NCCL's transports from its log, where read.
+    pub transport: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The node's all-reduce (three or more GPUs) against both references: the class's and the
+/// physical capacity of its best ring's slowest hop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeChain {
+    pub gpus: Vec<GpuRef>,
+    pub busbw_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport_raw: Option<String>,
+    /// The class reference for the node (`expect::expected_allreduce`).
+    pub expected: Option<Expectation>,
+    /// busbw ÷ expected.
+    pub ratio: Option<f64>,
+    /// The slowest hop of the best ring through every GPU.
+    pub capacity: Option<PathCapacity>,
+    /// That hop's GPU indices.
+    pub slowest_hop: Option<(u32, u32)>,
+    /// Platform limits of the node's all-reduce (the ring's slowest hop, SHM staging).
+    pub causes: Vec<Cause>,
+}
+
 /// The measured effect of a fix: the pair again under the fix's NCCL overrides.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AbFigure {
@@ -200,6 +267,9 @@ pub struct PairChain {
     pub transport_raw: Option<String>,
     /// The best transport the topology allows.
     pub transport_allowed: Transport,
+    /// The physical capacity of the pair's path, and the fractions of it measured and expected.
+    #[serde(default)]
+    pub capacity: Option<PathCapacity>,
     /// Causes of this pair (environment, ACS, NUMA, transport, expected, history).
     pub causes: Vec<Cause>,
     /// Node and GPU causes that bear on this pair (in `Explanation::causes`).
@@ -211,6 +281,10 @@ pub struct PairChain {
     /// The NCCL overrides that try the fix, for an A/B.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_fix: Vec<(String, String)>,
+    /// Where the gap is a platform limit: the NCCL overrides that try the other transport, for
+    /// an A/B that shows whether anything on this machine recovers it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternative: Vec<(String, String)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ab: Option<AbFigure>,
 }
@@ -220,16 +294,20 @@ pub struct PairChain {
 pub struct Explanation {
     pub causes: Vec<Cause>,
     pub pairs: Vec<PairChain>,
+    /// The node's all-reduce, on three or more GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeChain>,
     /// The node's own recent all-reduce busbw median, shown next to the reference.
     pub history_median_gbps: Option<f64>,
 }
 
 impl Explanation {
-    /// Every cause, node and GPU ones first, then each pair's.
+    /// Every cause, node and GPU ones first, then each pair's, then the node all-reduce's.
     pub fn all_causes(&self) -> impl Iterator<Item = &Cause> {
         self.causes
             .iter()
             .chain(self.pairs.iter().flat_map(|p| p.causes.iter()))
+            .chain(self.node.iter().flat_map(|n| n.causes.iter()))
     }
 }
 
@@ -240,6 +318,8 @@ pub struct ExplainInput<'a> {
     pub platform: &'a PlatformFacts,
     pub nccl_env: &'a BTreeMap<String, String>,
     pub measurements: &'a [PairMeasurement],
+    /// The all-reduce of every GPU together, where one ran (three or more GPUs).
+    pub node_measurement: Option<&'a NodeMeasurement>,
     /// The node's recent large-message all-reduce busbw, GB/s.
     pub history_busbw: &'a [f64],
 }
@@ -256,14 +336,17 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
             .collect(),
         None => Vec::new(),
     };
+    let node = limit::node_chain(input, &pairs);
     Explanation {
         causes,
         pairs,
+        node,
         history_median_gbps: crate::expect::median(input.history_busbw),
     }
 }
 
-/// Attaches an A/B figure to the chain of pair (a, b).
+/// Attaches an A/B figure to the chain of pair (a, b); a platform limit's words then say what
+/// the alternative measured.
 pub fn attach_ab(explanation: &mut Explanation, a: u32, b: u32, ab: AbFigure) {
     if let Some(chain) = explanation
         .pairs
@@ -271,7 +354,28 @@ pub fn attach_ab(explanation: &mut Explanation, a: u32, b: u32, ab: AbFigure) {
         .find(|c| c.a.index == a && c.b.index == b)
     {
         chain.ab = Some(ab);
+        limit::after_ab(chain);
     }
+    if let Some(node) = explanation.node.as_mut() {
+        limit::node_after_ab(node, &explanation.pairs);
+    }
+}
+
+/// The overrides an A/B runs on a chain: its fix's, else the platform limit's alternative.
+pub fn ab_overrides(chain: &PairChain) -> &[(String, String)] {
+    if chain.env_fix.is_empty() {
+        &chain.alternative
+    } else {
+        &chain.env_fix
+    }
+}
+
+/// NCCL overrides in words (`NCCL_P2P_LEVEL=SYS`).
+fn action_env_words(env: &[(String, String)]) -> String {
+    env.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 impl Explanation {
@@ -282,6 +386,38 @@ impl Explanation {
             Some(Severity::Warning) => Verdict::Warning,
             _ => Verdict::Ok,
         }
+    }
+
+    /// Where no fault was found but a platform limit bounds the figures, that in a line (the
+    /// node's all-reduce where there is one, else the first pair's): "all 4 GPUs: 4.33 GB/s is
+    /// 27% of PCIe gen3 x16, a platform limit (SHM staging through host memory)".
+    pub fn platform_limit_summary(&self) -> Option<String> {
+        let limit = |cs: &[Cause]| cs.iter().find(|c| c.kind.is_platform_limit()).cloned();
+        let node = self.node.as_ref().and_then(|n| {
+            let c = limit(&n.causes)?;
+            Some((
+                format!("all {} GPUs", n.gpus.len()),
+                n.busbw_gbps,
+                n.capacity.clone(),
+                c,
+            ))
+        });
+        let (who, busbw, cap, c) = node.or_else(|| {
+            self.pairs.iter().find_map(|p| {
+                let c = limit(&p.causes)?;
+                let who = format!("GPU{}–GPU{}", p.a.index, p.b.index);
+                Some((who, p.busbw_gbps, p.capacity.clone(), c))
+            })
+        })?;
+        Some(match (busbw, cap) {
+            (Some(b), Some(k)) => format!(
+                "no fault found; {who}: {b:.2} GB/s is {:.0}% of {}, a platform limit ({})",
+                b / k.gbps * 100.0,
+                k.path,
+                c.short
+            ),
+            _ => format!("no fault found; {who}: a platform limit ({})", c.short),
+        })
     }
 
     /// The worst cause at warning or above, for a one-line reason.

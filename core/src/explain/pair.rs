@@ -1,6 +1,8 @@
 //! One pair's chain: its measurement, the transport against what the topology allows, the
 //! environment, ACS and NUMA causes, the reference and history, and the fix.
 
+use super::capacity::{pair_capacity, with_fractions};
+use super::limit::{pair_limit, PairFacts};
 use super::platform::{bridges_between, AcsState};
 use super::transport::{self, Transport};
 use super::{Action, Cause, CauseKind, ExplainInput, PairChain, PairMeasurement};
@@ -66,6 +68,25 @@ pub(super) fn chain(input: &ExplainInput<'_>, p: &Pair<'_>, node_causes: &[Cause
     if let Some(b) = busbw.filter(|_| input.gpus.len() == 2) {
         causes.extend(below_history(p, &gpus, b, input.history_busbw));
     }
+    let capacity = pair_capacity(input, p)
+        .map(|c| with_fractions(c, busbw, expected.as_ref().map(|e| e.busbw_gbps)));
+    let limit = pair_limit(
+        input,
+        &PairFacts {
+            p,
+            gpus: &gpus,
+            chosen,
+            allowed,
+            busbw,
+            capacity: capacity.as_ref(),
+            env_driven: causes.iter().any(|c| is_env(c.kind)),
+        },
+    );
+    let alternative = limit
+        .as_ref()
+        .map(|c| c.env_fix.clone())
+        .unwrap_or_default();
+    causes.extend(limit);
     let because = because(&causes, node_causes, p);
     let fix = fix_words(&causes, node_causes, p);
     PairChain {
@@ -80,11 +101,13 @@ pub(super) fn chain(input: &ExplainInput<'_>, p: &Pair<'_>, node_causes: &[Cause
         transport_measured: measured.is_some(),
         transport_raw: m.and_then(|m| m.transport.clone()),
         transport_allowed: allowed,
+        capacity,
         causes,
         related,
         because,
         fix,
         env_fix,
+        alternative,
         ab: None,
     }
 }
@@ -465,7 +488,11 @@ fn because(causes: &[Cause], node_causes: &[Cause], p: &Pair<'_>) -> Vec<String>
         .iter()
         .chain(node_causes.iter().filter(|c| bears_on(c, p)))
         .filter(|c| !is_env(c.kind) && !is_effect(c.kind))
-        .filter(|c| c.severity >= Severity::Warning || c.kind == CauseKind::VirtualMachine);
+        .filter(|c| {
+            c.severity >= Severity::Warning
+                || c.kind == CauseKind::VirtualMachine
+                || c.kind.is_platform_limit()
+        });
     out.extend(others.map(|c| c.short.clone()));
     out
 }

@@ -126,6 +126,7 @@ impl Node {
             platform: &self.platform,
             nccl_env: &self.env,
             measurements: &self.measured,
+            node_measurement: None,
             history_busbw: &self.history,
         })
     }
@@ -133,6 +134,14 @@ impl Node {
 
 fn kinds(e: &Explanation) -> Vec<CauseKind> {
     e.all_causes().map(|c| c.kind).collect()
+}
+
+/// The causes that are not platform limits.
+fn faults(e: &Explanation) -> Vec<CauseKind> {
+    kinds(e)
+        .into_iter()
+        .filter(|k| !k.is_platform_limit())
+        .collect()
 }
 
 fn find(e: &Explanation, k: CauseKind) -> &Cause {
@@ -241,7 +250,16 @@ fn p2p_disabled_where_shm_is_the_default_is_harmless() {
     let e = Node::new(2, "NVIDIA RTX A6000", LinkClass::Phb)
         .env("NCCL_P2P_DISABLE", "1")
         .explain();
-    assert_eq!(kinds(&e), vec![]);
+    assert_eq!(faults(&e), vec![]);
+    // SHM is the platform's transport there; the A/B's alternative lifts the variable too.
+    assert_eq!(kinds(&e), vec![CauseKind::ShmStaging]);
+    assert_eq!(
+        e.pairs[0].alternative,
+        vec![
+            ("NCCL_P2P_DISABLE".to_string(), "0".to_string()),
+            ("NCCL_P2P_LEVEL".to_string(), "SYS".to_string())
+        ]
+    );
 }
 
 fn with_switch_acs(node: &mut Node, acs: AcsState) {
@@ -489,7 +507,7 @@ fn without_a_reading_under_load_the_link_is_judged_at_rest() {
     assert!(c.message.contains("at rest"), "{}", c.message);
     // At its maximum at rest and under load: nothing.
     let e = link_node(sysfs(32.0, 16), Some(sysfs(32.0, 16)));
-    assert!(kinds(&e).is_empty(), "{:?}", kinds(&e));
+    assert!(faults(&e).is_empty(), "{:?}", kinds(&e));
 }
 
 /// A gen5 GPU in a gen4 slot: sysfs' maximum is the GPU's, NVML's the slot's; gen4 under load
@@ -631,3 +649,5 @@ fn action_and_cause_words_are_unique() {
         assert_eq!(json, format!("\"{}\"", kind.as_str()));
     }
 }
+
+mod limits;
