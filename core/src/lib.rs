@@ -4,6 +4,7 @@
 //! these types; the functions here judge them into findings and a verdict.
 
 pub mod backend;
+pub mod capacity;
 pub mod caveats;
 pub mod cluster;
 pub mod collective;
@@ -12,6 +13,7 @@ pub mod expect;
 pub mod explain;
 pub mod finding;
 pub mod gpu;
+pub mod hostcopy;
 pub mod model;
 pub mod num;
 pub mod params;

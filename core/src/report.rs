@@ -108,6 +108,9 @@ pub struct PreflightReport {
     pub topology: Option<TopologyMatrix>,
     pub all_reduce: Option<Sweep>,
     pub expected: Option<Expectation>,
+    /// Each GPU's host↔device copies over its own link; absent when the step did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_copies: Option<crate::hostcopy::HostCopyRun>,
     pub findings: Vec<Finding>,
 }
 

@@ -628,3 +628,73 @@ fn ddp_faults_and_bad_requests() {
     assert!(row(&slow, "base", 2).step_time_median_s > row(&ok, "base", 2).step_time_median_s);
     assert_eq!(row(&ok, "base", 2).throughput_unit, "samples/s");
 }
+
+/// Every GPU's own link: a healthy H200 copies at about 55 GB/s each way; degraded-pcie's GPU,
+/// alone on a one-GPU check, gets a bandwidth verdict of its own (WARNING, both bounds broken).
+#[test]
+fn host_copies_judge_each_gpus_own_link() {
+    let one = |spec: &str, gpu: &str| {
+        let opts = PreflightOptions {
+            gpu_filter: gpu.into(),
+            ..PreflightOptions::default()
+        };
+        preflight_with(spec, &opts)
+    };
+    let r = one("h200x2-nvlink", "1");
+    assert_eq!(r.verdict, Verdict::Ok, "{}", r.reason);
+    let copies = r.host_copies.as_ref().unwrap();
+    assert_eq!(copies.gpus.len(), 1);
+    for d in ddpcheck_core::hostcopy::CopyDirection::BOTH {
+        let best = copies.gpus[0].best(d).unwrap();
+        assert_eq!(best.bytes, 256 << 20);
+        assert!(within(best.gbps, 54.8, 0.02), "{d:?}: {}", best.gbps);
+    }
+    assert!(
+        r.reason
+            .contains("single GPU healthy: copies host-to-device 54."),
+        "{}",
+        r.reason
+    );
+    let step = r.steps.iter().find(|s| s.name == "host_copies").unwrap();
+    assert_eq!(step.status, ddpcheck_core::report::StepStatus::Ok);
+
+    let r = one("h200x2-nvlink+degraded-pcie", "1");
+    assert_eq!(r.verdict, Verdict::Warning, "{}", r.reason);
+    let codes: Vec<&str> = r.findings.iter().map(|f| f.code.as_str()).collect();
+    for want in ["host_copy_below_capacity", "host_copy_below_reference"] {
+        assert_eq!(
+            codes.iter().filter(|c| **c == want).count(),
+            2,
+            "{want}: {codes:?}"
+        );
+    }
+    // gen4 x8 under load: 15.75 GB/s × 0.87.
+    let best = r.host_copies.as_ref().unwrap().gpus[0]
+        .best(ddpcheck_core::hostcopy::CopyDirection::HostToDevice)
+        .unwrap()
+        .gbps;
+    assert!(within(best, 13.7, 0.02), "{best}");
+    assert!(r.reason.contains("NVML reads gen4 x8 now"), "{}", r.reason);
+    // The healthy GPU of the same node is not flagged.
+    let r = one("h200x2-nvlink+degraded-pcie", "0");
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.code.starts_with("host_copy_below")),
+        "{:#?}",
+        r.findings
+    );
+
+    // Turned off: the step is skipped and nothing is measured.
+    let opts = PreflightOptions {
+        host_copies: false,
+        ..PreflightOptions::default()
+    };
+    let r = preflight_with("h200x2-nvlink+degraded-pcie", &opts);
+    assert!(r.host_copies.is_none());
+    let step = r.steps.iter().find(|s| s.name == "host_copies").unwrap();
+    assert_eq!(step.status, ddpcheck_core::report::StepStatus::Skipped);
+    // A busy GPU: no copies start either.
+    let r = preflight("h200x2-nvlink+busy");
+    assert!(r.host_copies.is_none());
+}
