@@ -105,6 +105,12 @@ pub fn explain(r: &ExplainReport) -> String {
             s.push_str(&format!("  {}\n", chain_line(c)));
         }
     }
+    if let Some(run) = &r.host_copies {
+        s.push_str(&super::host_copies(&r.gpus, run));
+    }
+    for f in &r.host_copy_findings {
+        s.push_str(&format!("  {}: {}\n", f.severity.label(), f.message));
+    }
     let all: Vec<&Cause> = e.all_causes().collect();
     if all.is_empty() {
         s.push_str("\nNo cause of low bandwidth found.\n");
