@@ -380,7 +380,12 @@ fn measure_host_copies(
     let seconds = t0.elapsed().as_secs_f64();
     let (status, detail) = match run {
         Ok(run) => {
-            g.findings.extend(hostcopy::judge(&g.gpus, &run));
+            // Ahead of what was read: a tie of severities names the last finding in the one-line
+            // reason, so a downtrained link read from NVML stays the reason where there is one,
+            // and the copies are the reason only where nothing read says why.
+            let mut judged = hostcopy::judge(&g.gpus, &run);
+            judged.append(&mut g.findings);
+            g.findings = judged;
             let n = run.gpus.len();
             g.host_copies = Some(run);
             let sizes: Vec<String> = req
