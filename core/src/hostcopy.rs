@@ -363,7 +363,7 @@ mod tests {
             direction,
             bytes,
             iters: 5,
-            time_us: bytes as f64 / gbps / 1e3,
+            time_us: crate::num::ToF64::to_f64(bytes) / gbps / 1e3,
             gbps,
         };
         HostCopyRun {
