@@ -202,6 +202,10 @@ pub fn run(
         g.steps.skip("all_reduce", why);
         return Ok(g.report(backend, (verdict, reason)));
     }
+    if opts.inject_hang && g.gpus.len() < 2 {
+        // Refused before any GPU work: nothing that could hang would run.
+        return Err(no_hang_on_one_gpu());
+    }
     if opts.host_copies {
         say(
             "host_copies",
@@ -339,12 +343,7 @@ fn no_collective(
         return Ok(None);
     }
     if opts.inject_hang {
-        // Passing would claim the watchdog was tested: nothing ran that could hang.
-        return Err(ProbeError::Invalid(
-            "a hang injected into the all-reduce step cannot be tested on one GPU: \
-             no collective runs there"
-                .into(),
-        ));
+        return Err(no_hang_on_one_gpu());
     }
     // The scheduler's one line carries the GPU's own link figures where they were measured.
     let figures = g
@@ -362,6 +361,15 @@ fn no_collective(
         reason,
         "one GPU: no interconnect to test",
     )))
+}
+
+/// Passing would claim the watchdog was tested: nothing runs on one GPU that could hang.
+fn no_hang_on_one_gpu() -> ProbeError {
+    ProbeError::Invalid(
+        "a hang injected into the all-reduce step cannot be tested on one GPU: \
+         no collective runs there"
+            .into(),
+    )
 }
 
 /// Times and judges each GPU's host↔device copies. A library or symbol the backend lacks skips

@@ -713,3 +713,88 @@ fn host_copies_judge_each_gpus_own_link() {
     let r = preflight("h200x2-nvlink+busy");
     assert!(r.host_copies.is_none());
 }
+
+/// A simulated node whose host copies fail as given: the preflight's handling of each failure.
+struct CopiesFail(SimBackend, ProbeError);
+
+impl NodeBackend for CopiesFail {
+    fn kind(&self) -> BackendKind {
+        self.0.kind()
+    }
+    fn label(&self) -> String {
+        self.0.label()
+    }
+    fn inventory(&self) -> Result<ddpcheck_core::gpu::NodeInventory, ProbeError> {
+        self.0.inventory()
+    }
+    fn topology(
+        &self,
+        gpus: &[ddpcheck_core::gpu::GpuInfo],
+    ) -> Result<ddpcheck_core::topology::TopologyMatrix, ProbeError> {
+        self.0.topology(gpus)
+    }
+    fn collectives(
+        &self,
+        req: &CollectiveRequest,
+        progress: &mut dyn FnMut(ddpcheck_core::backend::Progress),
+    ) -> Result<CollectiveRun, ProbeError> {
+        self.0.collectives(req, progress)
+    }
+    fn ddp(
+        &self,
+        req: &DdpRequest,
+        progress: &mut dyn FnMut(ddpcheck_core::backend::Progress),
+    ) -> Result<Vec<DdpResult>, ProbeError> {
+        self.0.ddp(req, progress)
+    }
+    fn host_copies(
+        &self,
+        _req: &ddpcheck_core::hostcopy::CopyRequest,
+        _progress: &mut dyn FnMut(ddpcheck_core::backend::Progress),
+    ) -> Result<ddpcheck_core::hostcopy::HostCopyRun, ProbeError> {
+        Err(self.1.clone())
+    }
+}
+
+/// A driver without the copy calls skips the step with its one line and the all-reduce still
+/// judges the node; a copy that hangs or a crashed child ends the preflight with its verdict.
+#[test]
+fn host_copy_failures_skip_or_end_the_preflight() {
+    let with = |e: ProbeError| {
+        let b = CopiesFail(sim("h200x2-nvlink"), e);
+        preflight::run(&b, &PreflightOptions::default(), &mut |_| {}).unwrap()
+    };
+    let step = |r: &PreflightReport, name: &str| r.steps.iter().find(|s| s.name == name).cloned();
+    let r = with(ProbeError::Unavailable(
+        "libcuda.so.1 has no cuMemHostAlloc".into(),
+    ));
+    assert_eq!(r.verdict, Verdict::Ok, "{}", r.reason);
+    let s = step(&r, "host_copies").unwrap();
+    assert_eq!(s.status, ddpcheck_core::report::StepStatus::Skipped);
+    assert_eq!(s.detail, "libcuda.so.1 has no cuMemHostAlloc");
+    assert!(r.findings.iter().any(|f| f.code == "host_copy_unmeasured"));
+    assert!(r.all_reduce.is_some());
+
+    let r = with(ProbeError::Timeout {
+        stage: "host copies (GPU 0 host-to-device copies of 1048576 B)".into(),
+        seconds: 30.0,
+    });
+    assert_eq!(r.verdict, Verdict::Timeout, "{}", r.reason);
+    assert_eq!(
+        step(&r, "host_copies").unwrap().status,
+        ddpcheck_core::report::StepStatus::Failed
+    );
+    assert!(step(&r, "all_reduce").is_none() && r.all_reduce.is_none());
+
+    let r = with(ProbeError::Worker(
+        "host-copy worker exited (signal 11)".into(),
+    ));
+    assert_eq!(r.verdict, Verdict::Unknown, "{}", r.reason);
+    let r = with(ProbeError::GpuFailed(
+        "cuMemcpyHtoDAsync failed: 700".into(),
+    ));
+    assert_eq!(r.verdict, Verdict::Critical, "{}", r.reason);
+    // A bad request is the caller's error, not a verdict.
+    let b = CopiesFail(sim("h200x2-nvlink"), ProbeError::Invalid("x".into()));
+    assert!(preflight::run(&b, &PreflightOptions::default(), &mut |_| {}).is_err());
+}
