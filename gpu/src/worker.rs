@@ -1,6 +1,8 @@
 //! The hidden `worker` subcommand: reads one JSON `CollectiveRequest` on stdin, runs the NCCL
 //! sweep in this process under a watchdog, and prints JSON lines (see
-//! [`crate::nccl::protocol`]) on stdout, nothing else.
+//! [`crate::nccl::protocol`]) on stdout, nothing else. `worker host-copies` reads a
+//! `CopyRequest` instead and times each GPU's host↔device copies ([`crate::hostcopy::measure`])
+//! under the same watchdog, ending with a `host_copies` event.
 //!
 //! Stdout is protected: at start the real stdout is duplicated for our events and file
 //! descriptor 1 is pointed at stderr, so anything a library prints (NCCL_DEBUG output goes to
