@@ -108,6 +108,9 @@ pub struct CheckArgs {
     /// In prolog mode, drain on WARNING too.
     #[arg(long)]
     pub fail_on_warning: bool,
+    /// Skip timing each GPU's host↔device copies over its own PCIe link.
+    #[arg(long)]
+    pub no_host_copies: bool,
     /// Test hook: make the NCCL worker hang, to prove the deadline (gives TIMEOUT).
     #[arg(long, hide = true)]
     pub inject_hang: bool,

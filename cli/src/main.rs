@@ -191,6 +191,7 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
         warmup_iters: 0,
         deadline: Some(secs(a.deadline, "--deadline")?),
         inject_hang: a.inject_hang,
+        skip_host_copies: a.no_host_copies,
     };
     // A fresh cached verdict from the daemon spares the job a new run.
     let mut report = None;

@@ -74,6 +74,51 @@ fn assert_fleet_causes(scrapes: &[(&str, String)]) {
     );
 }
 
+/// Values of one family of a scrape by its (`gpu`, `direction`) labels.
+fn by_gpu_direction(scrape: &str, family: &str) -> BTreeMap<(String, String), f64> {
+    let label = |line: &str, name: &str| {
+        let key = format!("{name}=\"");
+        let start = line.find(&key)? + key.len();
+        let len = line[start..].find('"')?;
+        Some(line[start..start + len].to_string())
+    };
+    scrape
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter_map(|l| {
+            let value = l.rsplit_once(' ')?.1.parse().ok()?;
+            Some(((label(l, "gpu")?, label(l, "direction")?), value))
+        })
+        .collect()
+}
+
+/// Each GPU's own link: both directions of every GPU where the preflight timed copies, the
+/// A6000 node's degraded GPU 1 under 60% of its link and slower than its GPU 0, and nothing on
+/// the T4 node, whose stuck GPU starts no copies.
+fn assert_fleet_host_copies(scrapes: &[(&str, String)]) {
+    let of = |inst: &str, family: &str| {
+        let (_, s) = scrapes.iter().find(|(i, _)| *i == inst).expect("scraped");
+        by_gpu_direction(s, family)
+    };
+    let bw = "ddpcheck_gpu_host_copy_bytes_per_second";
+    let ratio = "ddpcheck_gpu_host_copy_capacity_ratio";
+    let key = |g: &str, d: &str| (g.to_string(), d.to_string());
+    for (inst, gpus) in [("h200x2-nvlink", 2), ("a6000x4-phb", 4)] {
+        let (b, r) = (of(inst, bw), of(inst, ratio));
+        assert_eq!(b.len(), 2 * gpus, "{inst}: {b:?}");
+        assert_eq!(r.len(), 2 * gpus, "{inst}: {r:?}");
+    }
+    let h200 = of("h200x2-nvlink", ratio);
+    assert!(h200.values().all(|v| (0.6..1.0).contains(v)), "{h200:?}");
+    let (b, r) = (of("a6000x4-phb", bw), of("a6000x4-phb", ratio));
+    for d in ["host_to_device", "device_to_host"] {
+        assert!(r[&key("1", d)] < 0.6, "{r:?}");
+        assert!(r[&key("0", d)] >= 0.6, "{r:?}");
+        assert!(b[&key("1", d)] < b[&key("0", d)], "{b:?}");
+    }
+    assert!(of("t4x2-pcie", bw).is_empty());
+}
+
 /// Grafana's built-in interval variables and the values the queries run with.
 const BUILTINS: [(&str, &str); 5] = [
     ("${__rate_interval}", "1m"),
@@ -462,6 +507,7 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
         .collect();
 
     assert_fleet_causes(&scrapes);
+    assert_fleet_host_copies(&scrapes);
 
     // 2. The catalogue: docs/metrics.md names every exported family with its type, and names
     //    nothing that is not exported.

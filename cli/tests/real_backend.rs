@@ -75,6 +75,95 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
     assert!(line.starts_with("ddpcheck: CRITICAL"), "{line}");
 }
 
+/// A node of one GPU gets a bandwidth verdict of its own: the host-copy child times its link
+/// (the fake's copies run at FAKE_COPY_GBPS against the fake NVML's gen4 x16, 31.5 GB/s), a
+/// healthy link passes with its figures in the one line, a slow one warns, and
+/// `--no-host-copies` measures nothing.
+#[test]
+fn check_on_one_gpu_judges_its_own_link_from_timed_copies() {
+    let Some(libs) = FakeGpuLibs::build() else {
+        return;
+    };
+    let rt = tempfile::tempdir().unwrap();
+    let check = |gbps: &str, extra: &[&str]| {
+        let env = [("FAKE_GPUS", "1"), ("FAKE_COPY_GBPS", gbps)];
+        let mut args = vec!["check", "--json"];
+        args.extend_from_slice(extra);
+        let o = output_within(
+            &mut ddpcheck(&libs, rt.path(), &env, &args),
+            Duration::from_secs(120),
+        );
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+        (code(&o), r)
+    };
+    let best = |r: &serde_json::Value, dir: &str| -> f64 {
+        r["host_copies"]["gpus"][0]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["direction"] == dir)
+            .map(|s| s["gbps"].as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    let (c, r) = check("26", &[]);
+    assert_eq!(c, 0, "{r}");
+    for dir in ["host_to_device", "device_to_host"] {
+        let b = best(&r, dir);
+        assert!((b / 26.0 - 1.0).abs() < 0.05, "{dir}: {b}");
+    }
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("ddpcheck: OK: single GPU healthy: copies host-to-device 2"),
+        "{}",
+        r["reason"]
+    );
+    assert!(r["host_copies"]["cuda_library"]
+        .as_str()
+        .unwrap()
+        .ends_with("libcuda.so.1"));
+    let step = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "host_copies")
+        .unwrap();
+    assert_eq!(step["status"], "ok", "{step}");
+
+    // 6 GB/s on a 31.5 GB/s link: 19%, a warning naming the GPU.
+    let (c, r) = check("6", &[]);
+    assert_eq!(c, 1, "{r}");
+    assert_eq!(r["verdict"], "WARNING");
+    let codes: Vec<&str> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes
+            .iter()
+            .filter(|c| **c == "host_copy_below_capacity")
+            .count(),
+        2,
+        "{codes:?}"
+    );
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("19% of its gen4 x16"),
+        "{}",
+        r["reason"]
+    );
+
+    let (c, r) = check("6", &["--no-host-copies"]);
+    assert_eq!(c, 0, "{r}");
+    assert!(r.get("host_copies").is_none(), "{r}");
+}
+
 /// `explain` on the real backend, its platform read from the lent H200 guest's captured tree
 /// (gpu/src/platform/testdata/vm-h200) with NVML's one GPU where that guest has it, 00:06.0: a
 /// virtual machine whose guest sees no IOMMU, said as such, never "translated".

@@ -257,6 +257,19 @@ pub trait NodeBackend: Send + Sync {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<DdpResult>, ProbeError>;
 
+    /// Times host→device and device→host copies over each GPU's own link, one GPU at a time
+    /// (pinned host memory, the copy engines). Default: not measured by this backend.
+    fn host_copies(
+        &self,
+        req: &crate::hostcopy::CopyRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<crate::hostcopy::HostCopyRun, ProbeError> {
+        let _ = (req, progress);
+        Err(ProbeError::Unavailable(
+            "host copies are not measured by this backend".into(),
+        ))
+    }
+
     /// The platform under these GPUs: PCI paths and ACS, IOMMU, hypervisor, NUMA, NVSwitches.
     /// Default: nothing read.
     fn platform(&self, gpus: &[GpuInfo]) -> Result<crate::explain::PlatformFacts, ProbeError> {

@@ -13,6 +13,7 @@ pub mod expect;
 pub mod explain;
 pub mod finding;
 pub mod gpu;
+pub mod hostcopy;
 pub mod model;
 pub mod num;
 pub mod params;

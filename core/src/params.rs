@@ -25,6 +25,8 @@ pub struct PreflightParams {
     pub warmup_iters: u32,
     pub deadline: Option<Duration>,
     pub inject_hang: bool,
+    /// Skip the host↔device copies of each GPU (`--no-host-copies`).
+    pub skip_host_copies: bool,
 }
 
 /// A collective benchmark as the user asks for it.

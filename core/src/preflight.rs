@@ -8,6 +8,7 @@ use crate::collective::{Collective, Sweep};
 use crate::expect::{self, Expectation, NodeClass};
 use crate::finding::{Evidence, Finding, Severity, Subject};
 use crate::gpu::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
+use crate::hostcopy::{self, CopyRequest, HostCopyRun};
 use crate::report::{Header, PreflightReport, Provenance, ReportKind, StepStatus, StepTiming};
 use crate::topology::{LinkClass, P2pStatus, TopologyMatrix};
 use crate::verdict::Verdict;
@@ -40,6 +41,8 @@ pub struct PreflightOptions {
     pub now_rfc3339: String,
     pub tool_version: String,
     pub inject_hang: bool,
+    /// Time each GPU's host↔device copies (`--no-host-copies` turns it off).
+    pub host_copies: bool,
 }
 
 impl Default for PreflightOptions {
@@ -58,6 +61,7 @@ impl Default for PreflightOptions {
             now_rfc3339: String::new(),
             tool_version: String::new(),
             inject_hang: false,
+            host_copies: true,
         }
     }
 }
@@ -115,6 +119,7 @@ struct Gathered {
     topology: Option<TopologyMatrix>,
     sweep: Option<Sweep>,
     expected: Option<Expectation>,
+    host_copies: Option<HostCopyRun>,
 }
 
 /// How a preflight ends early: its verdict and the reason shown when no finding gives one.
@@ -137,6 +142,7 @@ impl Gathered {
             topology: None,
             sweep: None,
             expected: None,
+            host_copies: None,
         }
     }
 
@@ -161,6 +167,7 @@ impl Gathered {
             topology: self.topology,
             all_reduce: self.sweep,
             expected: self.expected,
+            host_copies: self.host_copies,
             findings: self.findings,
         }
     }
@@ -178,7 +185,7 @@ pub fn run(
         progress(Progress {
             stage: stage.into(),
             done,
-            total: 5,
+            total: 6,
             message: msg,
         })
     };
@@ -190,16 +197,39 @@ pub fn run(
     judge_health(&mut g);
     say("topology", 2, "pair matrix".into());
     read_topology(backend, opts, &mut g)?;
-    if let Some((verdict, reason, why)) = no_collective(opts, &g)? {
+    if let Some((verdict, reason, why)) = blocked(&g) {
+        g.steps.skip("host_copies", why);
         g.steps.skip("all_reduce", why);
         return Ok(g.report(backend, (verdict, reason)));
     }
-    say("all_reduce", 3, "NCCL init and all-reduce sweep".into());
-    let swept = sweep_all_reduce(backend, opts, &mut g, &mut |p| say(&p.stage, 3, p.message))?;
+    if opts.inject_hang && g.gpus.len() < 2 {
+        // Refused before any GPU work: nothing that could hang would run.
+        return Err(no_hang_on_one_gpu());
+    }
+    if opts.host_copies {
+        say(
+            "host_copies",
+            3,
+            "host↔device copies on each GPU's link".into(),
+        );
+        let copied =
+            measure_host_copies(backend, opts, &mut g, &mut |p| say(&p.stage, 3, p.message))?;
+        if let Some(ended) = copied {
+            return Ok(g.report(backend, ended));
+        }
+    } else {
+        g.steps.skip("host_copies", "turned off (--no-host-copies)");
+    }
+    if let Some((verdict, reason, why)) = no_collective(&g) {
+        g.steps.skip("all_reduce", why);
+        return Ok(g.report(backend, (verdict, reason)));
+    }
+    say("all_reduce", 4, "NCCL init and all-reduce sweep".into());
+    let swept = sweep_all_reduce(backend, opts, &mut g, &mut |p| say(&p.stage, 4, p.message))?;
     if let Some(ended) = swept {
         return Ok(g.report(backend, ended));
     }
-    say("verdict", 4, "judging".into());
+    say("verdict", 5, "judging".into());
     judge_sweep(opts, &mut g);
     let verdict = Verdict::from_findings(&g.findings);
     Ok(g.report(backend, (verdict, "node healthy".into())))
@@ -282,14 +312,11 @@ fn read_topology(
     Ok(())
 }
 
-/// Cases where no collective runs: (verdict, reason, why the step is skipped).
-fn no_collective(
-    opts: &PreflightOptions,
-    g: &Gathered,
-) -> Result<Option<(Verdict, String, &'static str)>, ProbeError> {
+/// Cases where no GPU work may start: (verdict, reason, why the steps are skipped).
+fn blocked(g: &Gathered) -> Option<(Verdict, String, &'static str)> {
     // Foreign compute on the job's GPUs: BUSY before any CUDA context is made; nothing is killed.
     let busy = busy_gpus(&g.gpus);
-    Ok(if g.gpus.iter().any(|x| x.state != ProbeState::Ok) {
+    if g.gpus.iter().any(|x| x.state != ProbeState::Ok) {
         // A lost or stuck GPU cannot run one; the findings already say CRITICAL.
         Some((
             Verdict::from_findings(&g.findings),
@@ -302,23 +329,108 @@ fn no_collective(
             busy_reason(&busy),
             "GPUs in use by other processes",
         ))
-    } else if g.gpus.len() < 2 {
-        if opts.inject_hang {
-            // Passing would claim the watchdog was tested: nothing ran that could hang.
-            return Err(ProbeError::Invalid(
-                "a hang injected into the all-reduce step cannot be tested on one GPU: \
-                 no collective runs there"
-                    .into(),
-            ));
-        }
-        Some((
-            Verdict::from_findings(&g.findings),
-            "single GPU healthy".to_string(),
-            "one GPU: no interconnect to test",
-        ))
     } else {
         None
-    })
+    }
+}
+
+/// Cases where no collective runs: (verdict, reason, why the step is skipped).
+fn no_collective(g: &Gathered) -> Option<(Verdict, String, &'static str)> {
+    if g.gpus.len() >= 2 {
+        return None;
+    }
+    // The scheduler's one line carries the GPU's own link figures where they were measured.
+    let figures = g
+        .host_copies
+        .as_ref()
+        .and_then(|r| r.gpus.first())
+        .map(hostcopy::GpuCopies::figures)
+        .filter(|f| !f.is_empty());
+    let reason = match figures {
+        Some(f) => format!("single GPU healthy: copies {f}"),
+        None => "single GPU healthy".to_string(),
+    };
+    Some((
+        Verdict::from_findings(&g.findings),
+        reason,
+        "one GPU: no interconnect to test",
+    ))
+}
+
+/// Passing would claim the watchdog was tested: nothing runs on one GPU that could hang.
+fn no_hang_on_one_gpu() -> ProbeError {
+    ProbeError::Invalid(
+        "a hang injected into the all-reduce step cannot be tested on one GPU: \
+         no collective runs there"
+            .into(),
+    )
+}
+
+/// Times and judges each GPU's host↔device copies. A library or symbol the backend lacks skips
+/// the step with its one line; a timeout, a failed GPU or a crashed child ends the preflight
+/// with its verdict, as a failed all-reduce does.
+fn measure_host_copies(
+    backend: &dyn NodeBackend,
+    opts: &PreflightOptions,
+    g: &mut Gathered,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Option<Ended>, ProbeError> {
+    let req = CopyRequest::preflight(g.gpus.iter().map(GpuInfo::gpu_ref).collect(), opts.deadline);
+    req.validate()?;
+    let t0 = Instant::now();
+    let run = backend.host_copies(&req, progress);
+    let seconds = t0.elapsed().as_secs_f64();
+    let (status, detail) = match run {
+        Ok(run) => {
+            // Ahead of what was read: a tie of severities names the last finding in the one-line
+            // reason, so a downtrained link read from NVML stays the reason where there is one,
+            // and the copies are the reason only where nothing read says why.
+            let mut judged = hostcopy::judge(&g.gpus, &run);
+            judged.append(&mut g.findings);
+            g.findings = judged;
+            let n = run.gpus.len();
+            g.host_copies = Some(run);
+            let sizes: Vec<String> = req
+                .sizes
+                .iter()
+                .map(|b| format!("{} MiB", b >> 20))
+                .collect();
+            let detail = format!(
+                "{n} GPU{}, pinned, {} ×{}",
+                if n == 1 { "" } else { "s" },
+                sizes.join("/"),
+                req.iters
+            );
+            (StepStatus::Ok, detail)
+        }
+        Err(ProbeError::Unavailable(why)) => {
+            g.findings.push(Finding::new(
+                "host_copy_unmeasured",
+                Severity::Info,
+                Subject::Node,
+                format!("host↔device copies not measured: {why}"),
+            ));
+            (StepStatus::Skipped, why)
+        }
+        Err(e) => {
+            g.steps.list.push(StepTiming {
+                name: "host_copies".into(),
+                seconds,
+                status: StepStatus::Failed,
+                detail: e.to_string(),
+            });
+            let v = e.verdict().ok_or_else(|| e.clone())?;
+            let v = v.worse(Verdict::from_findings(&g.findings));
+            return Ok(Some((v, e.to_string())));
+        }
+    };
+    g.steps.list.push(StepTiming {
+        name: "host_copies".into(),
+        seconds,
+        status,
+        detail,
+    });
+    Ok(None)
 }
 
 /// The all-reduce sweep with its correctness check; a failed one ends the preflight with its

@@ -108,6 +108,9 @@ pub struct PreflightReport {
     pub topology: Option<TopologyMatrix>,
     pub all_reduce: Option<Sweep>,
     pub expected: Option<Expectation>,
+    /// Each GPU's host↔device copies over its own link; absent when the step did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_copies: Option<crate::hostcopy::HostCopyRun>,
     pub findings: Vec<Finding>,
 }
 
@@ -160,6 +163,12 @@ pub struct ExplainReport {
     pub topology: Option<TopologyMatrix>,
     pub platform: crate::explain::PlatformFacts,
     pub measurements: Vec<crate::explain::PairMeasurement>,
+    /// Each GPU's host↔device copies (as the preflight times them), read under their load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_copies: Option<crate::hostcopy::HostCopyRun>,
+    /// Their judgement (core's `hostcopy::judge`), apart from the causes of pair bandwidth.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_copy_findings: Vec<crate::finding::Finding>,
     #[serde(flatten)]
     pub explanation: crate::explain::Explanation,
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock};
 use ddpcheck_core::ddp::DdpResult;
 use ddpcheck_core::explain::Explanation;
 use ddpcheck_core::gpu::{GpuInfo, NodeInventory, ProbeState};
+use ddpcheck_core::hostcopy::{self, CopyDirection};
 use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::PreflightReport;
 use ddpcheck_core::topology::TopologyMatrix;
@@ -31,6 +32,16 @@ pub const CAUSE_LABELS: [&str; 5] = ["cause", "action", "severity", "gpus", "hos
 /// measure; `capacity`: what the path physically carries), the reference's path or class in words,
 /// and the host.
 pub const FRACTION_LABELS: [&str; 4] = ["gpus", "reference", "path", "hostname"];
+/// Labels of the host-copy gauges: the GPU's, and the copy's direction (`host_to_device`,
+/// `device_to_host`).
+pub const HOST_COPY_LABELS: [&str; 6] = [
+    "gpu",
+    "UUID",
+    "pci_bus_id",
+    "model_name",
+    "hostname",
+    "direction",
+];
 
 /// Labels of `ddpcheck_node_info`: what a node-level series joins on to get its host name.
 pub const NODE_LABELS: [&str; 3] = ["hostname", "driver_version", "cuda_driver_version"];
@@ -80,6 +91,8 @@ pub struct Metrics {
     allreduce_expected: Gauge,
     allreduce_ratio: Gauge,
     allreduce_wrong: IntGauge,
+    host_copy_bandwidth: GaugeVec,
+    host_copy_ratio: GaugeVec,
     bandwidth_cause: IntGaugeVec,
     bandwidth_reference_ratio: GaugeVec,
     work_runs: IntCounterVec,
@@ -162,6 +175,8 @@ impl Metrics {
             allreduce_expected: reg(r, Gauge::new("ddpcheck_allreduce_expected_busbw_bytes_per_second", "Expected all-reduce bus bandwidth for the node's topology class (0 if unknown)").expect("valid")),
             allreduce_ratio: reg(r, Gauge::new("ddpcheck_allreduce_busbw_ratio", "Measured over expected all-reduce bus bandwidth (0 if unknown)").expect("valid")),
             allreduce_wrong: reg(r, IntGauge::new("ddpcheck_allreduce_wrong_elements", "Wrong elements in the last preflight's all-reduce check").expect("valid")),
+            host_copy_bandwidth: gauge_vec!(r, GaugeVec, "ddpcheck_gpu_host_copy_bytes_per_second", "Best-size host-to-device or device-to-host copy bandwidth of the GPU's own link in the last preflight (pinned memory, copy engines)", &HOST_COPY_LABELS),
+            host_copy_ratio: gauge_vec!(r, GaugeVec, "ddpcheck_gpu_host_copy_capacity_ratio", "Host copy bandwidth over the link's capacity (PCIe generation x width at its maximum, after line encoding)", &HOST_COPY_LABELS),
             bandwidth_cause: gauge_vec!(r, IntGaugeVec, "ddpcheck_bandwidth_cause", "Causes of low GPU bandwidth found by the last preflight or explain (ddpcheck explain's judgement); always 1", &CAUSE_LABELS),
             bandwidth_reference_ratio: gauge_vec!(r, GaugeVec, "ddpcheck_bandwidth_reference_ratio", "Measured all-reduce busbw of each pair (and of the node's all-reduce) over its two references: the class's (reference=class) and the path's physical capacity (reference=capacity)", &FRACTION_LABELS),
             work_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_work_runs_total", "Work-starting calls run, by call and outcome", &["call", "outcome"]),
@@ -365,7 +380,39 @@ impl Metrics {
                 .and_then(|s| s.wrong_total())
                 .unwrap_or(0),
         ));
+        self.show_host_copies(r);
         self.changed();
+    }
+
+    /// Each GPU's best copy per direction, and its share of the link; cleared when the last
+    /// preflight timed none.
+    fn show_host_copies(&self, r: &PreflightReport) {
+        self.host_copy_bandwidth.reset();
+        self.host_copy_ratio.reset();
+        let Some(run) = &r.host_copies else { return };
+        for c in &run.gpus {
+            let Some(g) = r.gpus.iter().find(|g| g.uuid == c.gpu.uuid) else {
+                continue;
+            };
+            for d in CopyDirection::BOTH {
+                let Some(best) = c.best(d) else { continue };
+                let l = [
+                    g.index.to_string(),
+                    g.uuid.clone(),
+                    g.pci_bus_id.clone(),
+                    g.name.clone(),
+                    r.header.provenance.hostname.clone(),
+                    d.as_str().to_string(),
+                ];
+                let l: Vec<&str> = l.iter().map(String::as_str).collect();
+                self.host_copy_bandwidth
+                    .with_label_values(&l)
+                    .set(best.gbps * 1e9);
+                if let Some(ratio) = hostcopy::capacity_ratio(g, best.gbps) {
+                    self.host_copy_ratio.with_label_values(&l).set(ratio);
+                }
+            }
+        }
     }
 
     /// The causes of low bandwidth on `hostname` after a preflight or an explain: the last set is

@@ -696,6 +696,7 @@ proptest! {
             warmup_iters: nums.3,
             deadline_seconds: deadline,
             inject_hang: true,
+            skip_host_copies: true,
         };
         let bytes = pre.encode_to_vec();
         decode_all(&bytes);

@@ -13,9 +13,11 @@ use ddpcheck_core::explain::{
     self, AbFigure, ExplainInput, NodeMeasurement, PairMeasurement, PlatformFacts,
 };
 use ddpcheck_core::gpu::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
+use ddpcheck_core::hostcopy::{self, CopyRequest, HostCopyRun};
 use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::{ExplainReport, Header, PreflightReport, ReportKind};
 use ddpcheck_core::topology::TopologyMatrix;
+use ddpcheck_core::Finding;
 use ddpcheck_core::{NodeBackend, ProbeError, Verdict};
 
 use ddpcheck_core::num::len_u32;
@@ -49,6 +51,7 @@ pub fn run_explain(
         .unwrap_or_else(|e| PlatformFacts::unknown(&e.to_string()));
     let env = nccl_env_from_process();
     let mut prov = provenance(&inv, &gpus);
+    let mut copies = measure_host_copies(backend, params, &gpus, &mut platform, progress)?;
     let (measurements, mut failures) = measure_pairs(
         backend,
         params,
@@ -81,14 +84,32 @@ pub fn run_explain(
         run_ab(backend, params, &gpus, &mut explanation, progress)?;
     }
     prov.nccl_version = failures.nccl_version.clone();
-    let verdict = failures
-        .verdicts
+    failures.verdicts.append(&mut copies.verdicts);
+    if let Some(e) = copies.error.take() {
+        failures.first_error.get_or_insert(e);
+    }
+    let verdict = failures.verdicts.iter().fold(
+        explanation
+            .verdict()
+            .worse(Verdict::from_findings(&copies.findings)),
+        |v, f| v.worse(*f),
+    );
+    // The worse of the worst cause and the worst copy finding gives the one line.
+    let copy_worst = copies
+        .findings
         .iter()
-        .fold(explanation.verdict(), |v, f| v.worse(*f));
-    let reason = match (explanation.worst(), failures.first_error.as_deref()) {
-        (Some(c), _) => c.message.clone(),
-        (None, Some(e)) => e.to_string(),
-        (None, None) => explanation
+        .filter(|f| f.severity > ddpcheck_core::Severity::Info)
+        .max_by_key(|f| f.severity);
+    let reason = match (
+        explanation.worst(),
+        copy_worst,
+        failures.first_error.as_deref(),
+    ) {
+        (Some(c), Some(f), _) if f.severity > c.severity => f.message.clone(),
+        (Some(c), _, _) => c.message.clone(),
+        (None, Some(f), _) => f.message.clone(),
+        (None, None, Some(e)) => e.to_string(),
+        (None, None, None) => explanation
             .platform_limit_summary()
             .unwrap_or_else(|| "no cause of low bandwidth found".to_string()),
     };
@@ -101,8 +122,62 @@ pub fn run_explain(
         topology,
         platform,
         measurements,
+        host_copies: copies.run,
+        host_copy_findings: copies.findings,
         explanation,
     })
+}
+
+/// Each GPU's host copies as explain measured them, judged, and what failed.
+#[derive(Default)]
+struct Copies {
+    run: Option<HostCopyRun>,
+    findings: Vec<Finding>,
+    verdicts: Vec<Verdict>,
+    error: Option<String>,
+}
+
+/// Times each GPU's host↔device copies, reading the links under that load (on one GPU the
+/// only load explain puts on its link); a GPU that is stuck or lost starts none.
+fn measure_host_copies(
+    backend: &dyn NodeBackend,
+    params: &ExplainParams,
+    gpus: &[GpuInfo],
+    platform: &mut PlatformFacts,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Copies, ProbeError> {
+    let mut out = Copies::default();
+    if gpus.iter().any(|g| g.state != ProbeState::Ok) {
+        return Ok(out);
+    }
+    progress(Progress {
+        stage: "host_copies".into(),
+        done: 0,
+        total: 1,
+        message: "host↔device copies on each GPU's link".into(),
+    });
+    let req = CopyRequest::preflight(gpus.iter().map(GpuInfo::gpu_ref).collect(), params.deadline);
+    req.validate()?;
+    let (run, links) = under_load(backend, gpus, || backend.host_copies(&req, &mut |_| {}));
+    match run {
+        Ok(run) => {
+            keep_under_load(platform, links);
+            out.findings = hostcopy::judge(gpus, &run);
+            out.run = Some(run);
+        }
+        Err(ProbeError::Invalid(e)) => return Err(ProbeError::Invalid(e)),
+        Err(ProbeError::Unavailable(why)) => out.findings.push(Finding::new(
+            "host_copy_unmeasured",
+            ddpcheck_core::Severity::Info,
+            ddpcheck_core::Subject::Node,
+            format!("host↔device copies not measured: {why}"),
+        )),
+        Err(e) => {
+            out.verdicts.push(e.verdict().unwrap_or(Verdict::Unknown));
+            out.error = Some(format!("host copies: {e}"));
+        }
+    }
+    Ok(out)
 }
 
 /// The causes of low bandwidth on the GPUs a preflight ran on, from the platform and that
@@ -318,6 +393,15 @@ fn collective_under_load(
     req: &CollectiveRequest,
     pair: &[GpuInfo],
 ) -> (Result<CollectiveRun, ProbeError>, Vec<LinkReading>) {
+    under_load(backend, pair, || backend.collectives(req, &mut |_| {}))
+}
+
+/// Runs `work` while the GPUs' links are read, as [`collective_under_load`] says.
+fn under_load<T>(
+    backend: &dyn NodeBackend,
+    pair: &[GpuInfo],
+    work: impl FnOnce() -> T,
+) -> (T, Vec<LinkReading>) {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let sampler = s.spawn(|| {
@@ -328,7 +412,7 @@ fn collective_under_load(
             }
             seen
         });
-        let run = backend.collectives(req, &mut |_| {});
+        let run = work();
         stop.store(true, Ordering::Relaxed);
         let mut seen = sampler.join().unwrap_or_default();
         seen.extend(backend.link_state(pair).unwrap_or_default());
@@ -572,6 +656,33 @@ mod tests {
         let r = explained("t4x2-pcie+vm");
         let k = kinds(&r.explanation);
         assert!(k.contains(&CauseKind::VmNoP2p), "{k:?}");
+    }
+
+    /// Explain times each GPU's copies too: on one GPU (no pair to measure) the degraded link is
+    /// found by its copies, read under their load, and the verdict is theirs.
+    #[test]
+    fn one_gpu_is_explained_by_its_own_copies() {
+        let sim = SimBackend::parse("h200x2-nvlink+degraded-pcie").unwrap();
+        let params = ExplainParams {
+            gpus: "1".into(),
+            ..ExplainParams::default()
+        };
+        let r = run_explain(&sim, &params, &[], &mut |_| {}).unwrap();
+        assert!(r.measurements.is_empty());
+        assert_eq!(r.host_copies.as_ref().unwrap().gpus.len(), 1);
+        let codes: Vec<&str> = r
+            .host_copy_findings
+            .iter()
+            .map(|f| f.code.as_str())
+            .collect();
+        assert!(codes.contains(&"host_copy_below_capacity"), "{codes:?}");
+        assert_eq!(r.verdict, Verdict::Warning, "{}", r.reason);
+        let g = &r.platform.gpus[0];
+        assert_eq!(g.link_under_load.as_ref().unwrap().current_width, Some(8));
+        let healthy = SimBackend::parse("h200x2-nvlink").unwrap();
+        let r = run_explain(&healthy, &params, &[], &mut |_| {}).unwrap();
+        assert_eq!(r.verdict, Verdict::Ok, "{}", r.reason);
+        assert_eq!(r.host_copy_findings[0].code, "host_copy_ok");
     }
 
     /// A pair whose collective fails gives no reading under load (it never loaded the link).

@@ -111,6 +111,7 @@ pub fn run_preflight(
         now_rfc3339: now_rfc3339(),
         tool_version: TOOL_VERSION.to_string(),
         inject_hang: params.inject_hang,
+        host_copies: !params.skip_host_copies,
         ..d
     };
     preflight::run(backend, &opts, progress)

@@ -7,6 +7,7 @@
 pub mod children;
 pub mod cluster;
 pub mod ddp;
+pub mod hostcopy;
 pub mod int;
 pub mod nccl;
 pub mod nvml;
@@ -99,6 +100,14 @@ impl NodeBackend for RealBackend {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<DdpResult>, ProbeError> {
         ddp::run_ddp(&self.config, req, progress)
+    }
+
+    fn host_copies(
+        &self,
+        req: &ddpcheck_core::hostcopy::CopyRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ddpcheck_core::hostcopy::HostCopyRun, ProbeError> {
+        hostcopy::run_host_copies(&self.config, req, progress)
     }
 
     fn platform(

@@ -1,6 +1,8 @@
 //! The hidden `worker` subcommand: reads one JSON `CollectiveRequest` on stdin, runs the NCCL
 //! sweep in this process under a watchdog, and prints JSON lines (see
-//! [`crate::nccl::protocol`]) on stdout, nothing else.
+//! [`crate::nccl::protocol`]) on stdout, nothing else. `worker host-copies` reads a
+//! `CopyRequest` instead and times each GPU's host↔device copies ([`crate::hostcopy::measure`])
+//! under the same watchdog, ending with a `host_copies` event.
 //!
 //! Stdout is protected: at start the real stdout is duplicated for our events and file
 //! descriptor 1 is pointed at stderr, so anything a library prints (NCCL_DEBUG output goes to
@@ -20,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::CollectiveRequest;
+use ddpcheck_core::hostcopy::CopyRequest;
 
 use crate::nccl::bench::{self, Shared};
 use crate::nccl::protocol::{FailKind, WorkerEvent};
@@ -202,8 +205,13 @@ fn watchdog(out: Arc<Output>, shared: Arc<Shared>, deadline_at: Instant, budget:
             let ev = WorkerEvent::Error {
                 kind: FailKind::Timeout,
                 message: format!(
-                    "worker deadline of {:.1} s reached during {stage}; NCCL communicators aborted",
-                    budget.as_secs_f64()
+                    "worker deadline of {:.1} s reached during {stage}; {}",
+                    budget.as_secs_f64(),
+                    if shared.nccl_loaded() {
+                        "NCCL communicators aborted"
+                    } else {
+                        "stopped"
+                    }
                 ),
                 stage: Some(stage.clone()),
             };
@@ -224,15 +232,21 @@ fn watchdog(out: Arc<Output>, shared: Arc<Shared>, deadline_at: Instant, budget:
 /// library; otherwise it ends the process itself (`_exit`), so that NCCL/CUDA destructors
 /// cannot hang it.
 pub fn main_from_args(args: &[String]) -> i32 {
-    let args: Vec<&String> = args.iter().filter(|a| a.as_str() != "worker").collect();
+    let mut args: Vec<&String> = args.iter().filter(|a| a.as_str() != "worker").collect();
+    // `worker host-copies`: the sibling run that times host↔device copies (no NCCL).
+    let host_copies = args.first().is_some_and(|a| a.as_str() == HOST_COPIES_ARG);
+    if host_copies {
+        args.remove(0);
+    }
     if args
         .iter()
         .any(|a| a.as_str() == "--help" || a.as_str() == "-h")
     {
         eprintln!(
-            "usage: ddpcheck worker < request.json\n\
-             Runs one NCCL collective sweep (a JSON CollectiveRequest on stdin) and prints JSON\n\
-             lines on stdout. Started by ddpcheck itself; not meant to be run by hand."
+            "usage: ddpcheck worker [host-copies] < request.json\n\
+             Runs one NCCL collective sweep (a JSON CollectiveRequest on stdin), or with\n\
+             host-copies times each GPU's host-device copies (a JSON CopyRequest), and prints\n\
+             JSON lines on stdout. Started by ddpcheck itself; not meant to be run by hand."
         );
         return EXIT_OK;
     }
@@ -256,6 +270,9 @@ pub fn main_from_args(args: &[String]) -> i32 {
             EXIT_ERROR,
         );
         return EXIT_ERROR;
+    }
+    if host_copies {
+        return host_copies_main(&out, &input);
     }
     let req = match parse_request(&input) {
         Ok(r) => r,
@@ -351,6 +368,83 @@ pub fn main_from_args(args: &[String]) -> i32 {
                 hard_exit(EXIT_ERROR);
             }
         }
+    }
+    // The watchdog reported first and is ending the process.
+    std::thread::sleep(Duration::from_secs(5));
+    hard_exit(out.finished().unwrap_or(EXIT_ERROR))
+}
+
+/// The argument after `worker` that selects the host-copy run.
+pub const HOST_COPIES_ARG: &str = "host-copies";
+
+/// Parses and validates a host-copy request.
+pub fn parse_copy_request(bytes: &[u8]) -> Result<CopyRequest, String> {
+    let req: CopyRequest = serde_json::from_slice(bytes)
+        .map_err(|e| format!("the request on stdin is not a valid CopyRequest: {e}"))?;
+    req.validate()
+        .map_err(|e| format!("invalid host-copy request: {e}"))?;
+    Ok(req)
+}
+
+/// `worker host-copies`: the copies under the same watchdog and event protocol as a sweep.
+fn host_copies_main(out: &Arc<Output>, input: &[u8]) -> i32 {
+    let req = match parse_copy_request(input) {
+        Ok(r) => r,
+        Err(message) => {
+            out.terminal(
+                &WorkerEvent::Error {
+                    kind: FailKind::Invalid,
+                    message,
+                    stage: None,
+                },
+                EXIT_USAGE,
+            );
+            return EXIT_USAGE;
+        }
+    };
+    apply_env(&[]);
+    let started = Instant::now();
+    let budget = watchdog_deadline(req.deadline);
+    let shared = Arc::new(Shared::new());
+    eprintln!(
+        "ddpcheck worker: pid {}, host copies of {:?} B on {} GPU(s), deadline {:.1} s",
+        std::process::id(),
+        req.sizes,
+        req.gpus.len(),
+        req.deadline.as_secs_f64()
+    );
+    {
+        let (o, s) = (out.clone(), shared.clone());
+        std::thread::Builder::new()
+            .name("watchdog".into())
+            .spawn(move || watchdog(o, s, started + budget, budget))
+            .map_err(|e| eprintln!("ddpcheck worker: no watchdog thread: {e}"))
+            .ok();
+    }
+    let emit_out = out.clone();
+    let ev = match crate::hostcopy::measure::run(&req, &shared, &mut |ev| emit_out.event(&ev)) {
+        Ok(run) => (WorkerEvent::HostCopies { run }, EXIT_OK),
+        Err(f) => {
+            let stage = shared.stage();
+            eprintln!(
+                "ddpcheck worker: {} during {stage}: {}",
+                f.kind.as_str(),
+                f.message
+            );
+            let ev = WorkerEvent::Error {
+                kind: f.kind,
+                message: f.message,
+                stage: Some(stage),
+            };
+            (ev, EXIT_ERROR)
+        }
+    };
+    if out.terminal(&ev.0, ev.1) {
+        eprintln!(
+            "ddpcheck worker: host copies done in {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        hard_exit(ev.1);
     }
     // The watchdog reported first and is ending the process.
     std::thread::sleep(Duration::from_secs(5));

@@ -62,6 +62,7 @@ impl From<&PreflightParams> for v1::PreflightRequest {
             warmup_iters: p.warmup_iters,
             deadline_seconds: p.deadline.map(|d| d.as_secs_f64()).unwrap_or(0.0),
             inject_hang: p.inject_hang,
+            skip_host_copies: p.skip_host_copies,
         }
     }
 }
@@ -84,6 +85,7 @@ impl TryFrom<v1::PreflightRequest> for PreflightParams {
             warmup_iters: req.warmup_iters,
             deadline: Some(deadline(req.deadline_seconds, 30.0)?),
             inject_hang: req.inject_hang,
+            skip_host_copies: req.skip_host_copies,
         })
     }
 }
@@ -327,6 +329,7 @@ mod tests {
             warmup_iters: 2,
             deadline: Some(Duration::from_secs(45)),
             inject_hang: true,
+            skip_host_copies: true,
         };
         let back = PreflightParams::try_from(v1::PreflightRequest::from(&p)).unwrap();
         assert_eq!(back, p);

@@ -501,6 +501,43 @@ impl NodeBackend for SimBackend {
         crate::ddp::run(self.catalog, self.profile, &self.faults, req, progress)
     }
 
+    /// Copies load the links (idle-downclock trains up); a degraded link carries its narrower rate.
+    fn host_copies(
+        &self,
+        req: &ddpcheck_core::hostcopy::CopyRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ddpcheck_core::hostcopy::HostCopyRun, ProbeError> {
+        req.validate()?;
+        let gpus = self.resolve(&req.gpus)?;
+        self.refuse(&gpus)?;
+        if self.has(Fault::NoFabricManager) && self.profile.nvswitches > 0 {
+            return Err(ProbeError::Unavailable(
+                "CUDA error 802 (system not yet initialized): the NVSwitch fabric is not ready; is nvidia-fabricmanager running?".into(),
+            ));
+        }
+        self.loaded.store(true, Ordering::SeqCst);
+        let mut out = Vec::with_capacity(gpus.len());
+        for (n, &i) in gpus.iter().enumerate() {
+            let info = self.gpu_info(i);
+            let (gen, width) = info
+                .pcie
+                .map_or((0, 0), |p| (p.gen_current, p.width_current));
+            let c =
+                crate::hostcopy::gpu_copies(&self.profile.name, info.gpu_ref(), gen, width, req);
+            progress(Progress {
+                stage: "host_copies".into(),
+                done: len_u32(n) + 1,
+                total: len_u32(gpus.len()),
+                message: format!("simulated GPU {}: {}", info.index, c.figures()),
+            });
+            out.push(c);
+        }
+        Ok(ddpcheck_core::hostcopy::HostCopyRun {
+            gpus: out,
+            cuda_library: None,
+        })
+    }
+
     fn platform(
         &self,
         gpus: &[GpuInfo],

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod cluster;
 pub mod ddp;
 pub mod fault;
+pub mod hostcopy;
 pub mod model;
 pub mod platform;
 pub mod profile;

@@ -196,6 +196,12 @@ pub fn explain(r: &ExplainReport) -> String {
             s.push_str(&format!("  {}\n", chain_line(c)));
         }
     }
+    if let Some(run) = &r.host_copies {
+        s.push_str(&super::host_copies(&r.gpus, run));
+    }
+    for f in &r.host_copy_findings {
+        s.push_str(&format!("  {}: {}\n", f.severity.label(), f.message));
+    }
     if let Some(n) = &e.node {
         s.push_str(&format!("\nNode all-reduce:\n  {}\n", node_line(n)));
     }

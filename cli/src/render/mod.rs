@@ -11,6 +11,7 @@ pub use recommend::recommendation;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
 use ddpcheck_core::ddp::{probe_curve, DdpResult, RunDevice};
+use ddpcheck_core::hostcopy::{self, CopyDirection, HostCopyRun};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
@@ -60,6 +61,9 @@ pub fn preflight(r: &PreflightReport) -> String {
         ]);
     }
     s.push_str(&format!("\n{steps}\n"));
+    if let Some(run) = &r.host_copies {
+        s.push_str(&host_copies(&r.gpus, run));
+    }
     if let Some(sw) = &r.all_reduce {
         s.push('\n');
         s.push_str(&nccl_table::sweep(sw));
@@ -91,6 +95,50 @@ pub fn preflight(r: &PreflightReport) -> String {
         r.verdict, r.exit_code, r.wall_seconds, r.reason
     ));
     s
+}
+
+/// Each GPU's best copy size per direction against its link's capacity and class reference.
+pub fn host_copies(gpus: &[ddpcheck_core::gpu::GpuInfo], run: &HostCopyRun) -> String {
+    let mut t = table();
+    t.set_header(vec![
+        "GPU",
+        "direction",
+        "GB/s",
+        "at",
+        "link",
+        "of capacity",
+        "reference",
+    ]);
+    for c in &run.gpus {
+        let g = gpus.iter().find(|g| g.uuid == c.gpu.uuid);
+        for d in CopyDirection::BOTH {
+            let Some(best) = c.best(d) else { continue };
+            let link = g.and_then(hostcopy::link_capacity).map(|(cap, p)| {
+                (
+                    format!("gen{} x{} ({:.1} GB/s)", p.gen_max, p.width_max, cap / 1e9),
+                    format!("{:.0}%", best.gbps * 1e9 / cap * 100.0),
+                )
+            });
+            let (link, share) = link.unwrap_or_else(|| ("?".into(), "?".into()));
+            let reference = g
+                .and_then(hostcopy::reference)
+                .map(|r| format!("≥ {:.0} GB/s ({})", r.min_gbps, r.class))
+                .unwrap_or_else(|| "none for this class".into());
+            t.add_row(vec![
+                Cell::new(c.gpu.index),
+                Cell::new(d.describe()),
+                Cell::new(format!("{:.2}", best.gbps)),
+                Cell::new(fmt_bytes(best.bytes.to_f64())),
+                Cell::new(link),
+                Cell::new(share),
+                Cell::new(reference),
+            ]);
+        }
+    }
+    format!(
+        "\n# host↔device copies, pinned memory, best size of each direction (warning below {:.0}% of the link or below the reference)\n{t}\n",
+        hostcopy::CAPACITY_WARN_RATIO * 100.0
+    )
 }
 
 pub fn bench_collectives(r: &BenchCollectivesReport) -> String {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use ddpcheck_core::num::{len_u32, ToF64};
+use ddpcheck_core::topology::GpuRef;
 
 use crate::int::{c_int_of, size_t};
 
@@ -43,7 +44,7 @@ impl Failure {
     }
 
     /// A CUDA error while finding and opening GPUs: mostly "cannot tell" (UNKNOWN).
-    fn cuda_setup(e: CudaError, what: &str) -> Self {
+    pub(crate) fn cuda_setup(e: CudaError, what: &str) -> Self {
         let kind = match e.code {
             46 | 216 => FailKind::Busy, // DEVICE_UNAVAILABLE (exclusive mode), CONTEXT_ALREADY_IN_USE
             214 | 220 => FailKind::GpuFailed, // uncorrectable ECC / NVLink
@@ -57,7 +58,7 @@ impl Failure {
     }
 
     /// A CUDA error while measuring: hardware faults are GPU failures.
-    fn cuda_run(e: CudaError, what: &str) -> Self {
+    pub(crate) fn cuda_run(e: CudaError, what: &str) -> Self {
         Failure::new(cuda_run_kind(e.code), format!("{what}: {e}"))
     }
 
@@ -145,6 +146,11 @@ impl Shared {
         let before = v.len();
         v.retain(|x| *x != c);
         v.len() != before
+    }
+
+    /// Whether this run loaded NCCL (a host-copy run never does).
+    pub fn nccl_loaded(&self) -> bool {
+        self.nccl.get().is_some()
     }
 
     pub fn aborting(&self) -> bool {
@@ -263,7 +269,7 @@ pub fn run(
     } = load_libraries(req, shared)?;
 
     shared.set_stage("finding the GPUs");
-    let devices = match resolve_devices(&cuda, req).and_then(|d| place_in_group(d, req)) {
+    let devices = match resolve_devices(&cuda, &req.gpus).and_then(|d| place_in_group(d, req)) {
         Ok(d) => d,
         Err(f) => return Err(fail_or_hang(req, shared, f)),
     };
@@ -582,7 +588,7 @@ fn into_sweeps(
 
 /// Maps the request's GPUs (by PCI bus id) to CUDA ordinals of this process; all visible
 /// GPUs when the request names none.
-fn resolve_devices(cuda: &Cuda, req: &CollectiveRequest) -> Result<Vec<RankDevice>, Failure> {
+pub(crate) fn resolve_devices(cuda: &Cuda, gpus: &[GpuRef]) -> Result<Vec<RankDevice>, Failure> {
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "(unset)".into());
     let count = cuda
         .device_count()
@@ -594,7 +600,7 @@ fn resolve_devices(cuda: &Cuda, req: &CollectiveRequest) -> Result<Vec<RankDevic
         ));
     }
     let mut out: Vec<RankDevice> = Vec::new();
-    if req.gpus.is_empty() {
+    if gpus.is_empty() {
         for i in 0..count {
             let d = cuda
                 .device(i)
@@ -603,7 +609,7 @@ fn resolve_devices(cuda: &Cuda, req: &CollectiveRequest) -> Result<Vec<RankDevic
         }
         return Ok(out);
     }
-    for g in &req.gpus {
+    for g in gpus {
         let asked = g.pci_bus_id.trim().to_string();
         if asked.is_empty() {
             return Err(Failure::new(

@@ -28,6 +28,31 @@ pub const CUDA_ERROR_NOT_READY: CUresult = 600;
 /// `CU_STREAM_NON_BLOCKING`: no implicit sync with the legacy default stream (as nccl-tests).
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 pub const CU_EVENT_DEFAULT: c_uint = 0;
+/// `CU_MEMHOSTALLOC_PORTABLE`: the pinned buffer counts as pinned in every context, so one
+/// buffer serves each GPU in turn.
+pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 1;
+
+type FnHostAlloc = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CUresult;
+type FnCopyHtoDAsync =
+    unsafe extern "C" fn(CUdeviceptr, *const c_void, usize, CUstream) -> CUresult;
+type FnCopyDtoHAsync = unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize, CUstream) -> CUresult;
+
+/// The calls host-copy timing needs beyond the sweep's; looked up apart, so a driver without
+/// one still runs collectives and only this measurement is skipped.
+#[derive(Clone, Copy)]
+pub struct HostCopyCalls {
+    host_alloc: FnHostAlloc,
+    htod_async: FnCopyHtoDAsync,
+    dtoh_async: FnCopyDtoHAsync,
+}
+
+/// Page-locked host memory from `cuMemHostAlloc`; released with the process (the worker ends
+/// by `_exit` right after its result, and unpinning 256 MiB would only delay that).
+#[derive(Debug)]
+pub struct Pinned {
+    ptr: *mut c_void,
+    len: usize,
+}
 
 /// A stream created by [`Cuda::stream`]; only the driver makes these.
 #[derive(Clone, Copy, Debug)]
@@ -169,6 +194,8 @@ pub struct Cuda {
     event_elapsed_time: unsafe extern "C" fn(*mut c_float, CUevent, CUevent) -> CUresult,
     get_error_string: unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult,
     get_error_name: Option<unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult>,
+    /// `Err(symbol)`: the first host-copy call the library lacks.
+    host_copy: Result<HostCopyCalls, &'static str>,
     // Keep the library loaded for as long as the pointers above live.
     _lib: Library,
 }
@@ -208,6 +235,7 @@ impl Cuda {
             },
             get_error_string: sym(&lib, p, "cuGetErrorString")?,
             get_error_name: opt_sym(&lib, p, "cuGetErrorName"),
+            host_copy: host_copy_calls(&lib, p),
             path,
             _lib: lib,
         })
@@ -425,6 +453,70 @@ impl Cuda {
             (self.event_elapsed_time)(&mut ms, start.0, stop.0)
         })?;
         Ok(ms)
+    }
+}
+
+fn host_copy_calls(lib: &Library, p: &Path) -> Result<HostCopyCalls, &'static str> {
+    Ok(HostCopyCalls {
+        host_alloc: opt_sym(lib, p, "cuMemHostAlloc").ok_or("cuMemHostAlloc")?,
+        htod_async: opt_sym(lib, p, "cuMemcpyHtoDAsync_v2").ok_or("cuMemcpyHtoDAsync_v2")?,
+        dtoh_async: opt_sym(lib, p, "cuMemcpyDtoHAsync_v2").ok_or("cuMemcpyDtoHAsync_v2")?,
+    })
+}
+
+impl Cuda {
+    /// The host-copy calls, or the name of the first one this library lacks.
+    pub fn host_copy_calls(&self) -> Result<HostCopyCalls, &'static str> {
+        self.host_copy
+    }
+
+    /// `bytes` of page-locked host memory, portable across contexts; needs a current context.
+    pub fn pinned(&self, calls: HostCopyCalls, bytes: u64) -> Result<Pinned, CudaError> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        let len = crate::int::size_t(bytes);
+        // SAFETY: valid out-pointer; the buffer lives as long as the process (see `Pinned`).
+        self.ck(&format!("cuMemHostAlloc({bytes} B)"), unsafe {
+            (calls.host_alloc)(&mut p, len, CU_MEMHOSTALLOC_PORTABLE)
+        })?;
+        Ok(Pinned { ptr: p, len })
+    }
+
+    /// Queues a copy of the first `bytes` of `host` to `dst` on `s`.
+    ///
+    /// # Safety
+    /// `dst` must be a device range of at least `bytes` in the current context, `s` its stream.
+    pub unsafe fn copy_to_device_async(
+        &self,
+        calls: HostCopyCalls,
+        dst: CUdeviceptr,
+        host: &Pinned,
+        bytes: u64,
+        s: Stream,
+    ) -> Result<(), CudaError> {
+        let n = crate::int::size_t(bytes).min(host.len);
+        // SAFETY: `host` holds at least `n` bytes; the caller upholds the device side.
+        self.ck("cuMemcpyHtoDAsync", unsafe {
+            (calls.htod_async)(dst, host.ptr.cast_const(), n, s.0)
+        })
+    }
+
+    /// Queues a copy of `bytes` from `src` into `host` on `s`.
+    ///
+    /// # Safety
+    /// As [`Cuda::copy_to_device_async`]; nothing reads `host` until the stream is done.
+    pub unsafe fn copy_to_host_async(
+        &self,
+        calls: HostCopyCalls,
+        host: &Pinned,
+        src: CUdeviceptr,
+        bytes: u64,
+        s: Stream,
+    ) -> Result<(), CudaError> {
+        let n = crate::int::size_t(bytes).min(host.len);
+        // SAFETY: as above.
+        self.ck("cuMemcpyDtoHAsync", unsafe {
+            (calls.dtoh_async)(host.ptr, src, n, s.0)
+        })
     }
 }
 

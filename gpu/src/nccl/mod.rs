@@ -45,13 +45,39 @@ pub fn run_worker(
         .map_err(|e| ProbeError::Worker(format!("encoding the worker request: {e}")))?;
     let mut st = ParentState::default();
     let res = supervise::run_json_lines_with(cmd, Some(input), opts, |v| st.on_value(v, progress));
-    st.finish(res, req)
+    st.conclude(res, req.deadline, WorkerKind::Collectives, |s| {
+        s.done.take()
+    })
 }
 
+/// Which run a worker child was started for: names its stage and itself in errors.
+#[derive(Clone, Copy)]
+pub(crate) enum WorkerKind {
+    Collectives,
+    HostCopies,
+}
+
+impl WorkerKind {
+    fn stage(self) -> &'static str {
+        match self {
+            WorkerKind::Collectives => "NCCL collectives",
+            WorkerKind::HostCopies => "host copies",
+        }
+    }
+    fn worker(self) -> &'static str {
+        match self {
+            WorkerKind::Collectives => "NCCL worker",
+            WorkerKind::HostCopies => "host-copy worker",
+        }
+    }
+}
+
+/// What the parent has read from a worker child's events.
 #[derive(Default)]
-struct ParentState {
+pub(crate) struct ParentState {
     init: Option<WorkerEvent>,
     done: Option<CollectiveRun>,
+    pub(crate) copies: Option<ddpcheck_core::hostcopy::HostCopyRun>,
     error: Option<(FailKind, String, Option<String>)>,
     /// The first event we could not read.
     protocol: Option<String>,
@@ -60,7 +86,7 @@ struct ParentState {
 }
 
 impl ParentState {
-    fn on_value(&mut self, v: serde_json::Value, progress: &mut dyn FnMut(Progress)) {
+    pub(crate) fn on_value(&mut self, v: serde_json::Value, progress: &mut dyn FnMut(Progress)) {
         let ev: WorkerEvent = match serde_json::from_value(v.clone()) {
             Ok(ev) => ev,
             Err(e) => {
@@ -82,7 +108,11 @@ impl ParentState {
             } => {
                 self.stage = Some(message.clone());
                 progress(Progress {
-                    stage: format!("nccl {stage}"),
+                    stage: if stage.starts_with("host") {
+                        stage
+                    } else {
+                        format!("nccl {stage}")
+                    },
                     done,
                     total,
                     message,
@@ -99,6 +129,7 @@ impl ParentState {
             }
             WorkerEvent::Sample { .. } => {}
             WorkerEvent::Done { run } => self.done = Some(run),
+            WorkerEvent::HostCopies { run } => self.copies = Some(run),
             WorkerEvent::Error {
                 kind,
                 message,
@@ -111,24 +142,27 @@ impl ParentState {
         }
     }
 
-    fn finish(
-        self,
+    /// The worker's result (what `take` finds), else its error as a `ProbeError`.
+    pub(crate) fn conclude<T>(
+        mut self,
         res: Result<supervise::Outcome, SuperviseError>,
-        req: &CollectiveRequest,
-    ) -> Result<CollectiveRun, ProbeError> {
+        deadline: std::time::Duration,
+        kind: WorkerKind,
+        take: impl FnOnce(&mut Self) -> Option<T>,
+    ) -> Result<T, ProbeError> {
         let tail = match &res {
             Ok(o) => o.stderr_tail.clone(),
             Err(e) => e.stderr_tail().to_string(),
         };
         // A result that made it out stands, whatever happened during teardown.
-        if let Some(run) = self.done {
+        if let Some(run) = take(&mut self) {
             if let Err(e) = &res {
-                tracing::warn!(error = %e, "NCCL worker misbehaved after reporting its result");
+                tracing::warn!(error = %e, worker = kind.worker(), "worker misbehaved after reporting its result");
             }
             return Ok(run);
         }
         if !tail.trim().is_empty() {
-            tracing::warn!(stderr = %tail, "NCCL worker stderr");
+            tracing::warn!(stderr = %tail, worker = kind.worker(), "worker stderr");
         }
         let with_tail = |m: String| -> String {
             let t = tail.trim();
@@ -142,14 +176,15 @@ impl ParentState {
                 format!("{m}; worker stderr ends with: {t}")
             }
         };
-        if let Some((kind, message, stage)) = self.error {
-            return Err(match kind {
+        if let Some((fail, message, stage)) = self.error {
+            return Err(match fail {
                 FailKind::Timeout => ProbeError::Timeout {
                     stage: format!(
-                        "NCCL collectives ({})",
+                        "{} ({})",
+                        kind.stage(),
                         stage.unwrap_or_else(|| "worker".into())
                     ),
-                    seconds: req.deadline.as_secs_f64(),
+                    seconds: deadline.as_secs_f64(),
                 },
                 FailKind::Unavailable => ProbeError::Unavailable(message),
                 FailKind::Busy => ProbeError::Busy(message),
@@ -161,17 +196,20 @@ impl ParentState {
         match res {
             Err(SuperviseError::Timeout { deadline, .. }) => Err(ProbeError::Timeout {
                 stage: format!(
-                    "NCCL collectives (last progress: {})",
+                    "{} (last progress: {})",
+                    kind.stage(),
                     self.stage.as_deref().unwrap_or("none")
                 ),
                 seconds: deadline.as_secs_f64(),
             }),
-            Err(e) => Err(ProbeError::Worker(format!("NCCL worker: {e}"))),
+            Err(e) => Err(ProbeError::Worker(format!("{}: {e}", kind.worker()))),
             Ok(o) => Err(ProbeError::Worker(with_tail(self.protocol.unwrap_or_else(
                 || {
                     format!(
-                        "NCCL worker exited ({}) after {} lines without a result",
-                        o.status, o.lines
+                        "{} exited ({}) after {} lines without a result",
+                        kind.worker(),
+                        o.status,
+                        o.lines
                     )
                 },
             )))),

@@ -5,12 +5,14 @@
 //! {"event":"init","seconds":1.2,"nccl_version":"2.28.9","nccl_path":"/opt/...","ranks":2,...}
 //! {"event":"sample","op":"all_reduce","ranks":2,"sample":{...},"rank_time_us":[..],"host_time_us":..}
 //! {"event":"done","run":{...CollectiveRun...}}
+//! {"event":"host_copies","run":{...HostCopyRun...}}          (worker host-copies)
 //! {"event":"error","kind":"timeout","message":"...","stage":"all_reduce 1048576 B in-place"}
 //! ```
-//! Exactly one terminal event (`done` or `error`) ends a run.
+//! Exactly one terminal event (`done`, `host_copies` or `error`) ends a run.
 
 use ddpcheck_core::backend::CollectiveRun;
 use ddpcheck_core::collective::{Collective, Sample};
+use ddpcheck_core::hostcopy::HostCopyRun;
 use serde::{Deserialize, Serialize};
 
 /// What kind of failure an `error` event reports; each maps to one `ProbeError`.
@@ -95,6 +97,10 @@ pub enum WorkerEvent {
     Done {
         run: CollectiveRun,
     },
+    /// The terminal event of `worker host-copies`: every GPU's copies.
+    HostCopies {
+        run: HostCopyRun,
+    },
     Error {
         kind: FailKind,
         message: String,
@@ -105,7 +111,10 @@ pub enum WorkerEvent {
 
 impl WorkerEvent {
     pub fn is_terminal(&self) -> bool {
-        matches!(self, WorkerEvent::Done { .. } | WorkerEvent::Error { .. })
+        matches!(
+            self,
+            WorkerEvent::Done { .. } | WorkerEvent::HostCopies { .. } | WorkerEvent::Error { .. }
+        )
     }
 }
 

@@ -8,7 +8,13 @@
  * all-reduce result. With NCCL_COMM_ID=HOST:PORT (a communicator across processes, as
  * ddpcheck's cluster runs make), the ranks of all processes meet in a file mapped by all of
  * them (/tmp/ddpcheck-fake-nccl-PORT, a process-shared barrier and one slot per rank); only
- * all-reduce runs there. Built by the tests with: cc -shared -fPIC -pthread. */
+ * all-reduce runs there. Built by the tests with: cc -shared -fPIC -pthread.
+ *
+ * Host copies (cuMemHostAlloc, cuMemcpy{HtoD,DtoH}Async_v2) move no data: each advances a fake
+ * clock, which events read on top of the monotonic one, by bytes / FAKE_COPY_GBPS (GB/s, a
+ * comma list by device, the last value for the rest; default 26, 82% of the fake NVML's gen4
+ * x16), so a copy's bandwidth is exact. FAKE_COPY_HANG=1 makes the first copy sleep forever;
+ * built with -DFAKE_NO_HOST_COPIES the library lacks these calls, as an old driver would. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,7 +43,8 @@ int cuDeviceGetByPCIBusId(int *d, const char *id) {
 int cuDeviceGetPCIBusId(char *buf, int len, int d) { snprintf(buf, (size_t)len, "0000:%02x:00.0", 0x10 + d); return 0; }
 int cuDeviceGetName(char *buf, int len, int d) { snprintf(buf, (size_t)len, "Fake GPU %d", d); return 0; }
 int cuDevicePrimaryCtxRetain(void **ctx, int d) { *ctx = (void *)(uintptr_t)(d + 1); return 0; }
-int cuCtxSetCurrent(void *ctx) { (void)ctx; return 0; }
+static __thread int cur_dev;
+int cuCtxSetCurrent(void *ctx) { cur_dev = (int)(uintptr_t)ctx - 1; return 0; }
 int cuCtxSynchronize(void) { return 0; }
 int cuMemGetInfo_v2(size_t *f, size_t *t) { *f = *t = (size_t)1 << 30; return 0; }
 int cuMemAlloc_v2(uint64_t *p, size_t n) { void *m = calloc(1, n ? n : 1); if (!m) return 2; *p = (uint64_t)(uintptr_t)m; return 0; }
@@ -49,10 +56,41 @@ int cuStreamCreate(void **s, unsigned f) { (void)f; *s = malloc(1); return 0; }
 int cuStreamQuery(void *s) { (void)s; return 0; }
 int cuStreamSynchronize(void *s) { (void)s; return 0; }
 int cuEventCreate(void **e, unsigned f) { (void)f; *e = calloc(1, sizeof(double)); return 0; }
+/* Milliseconds the fake copies have added to this process's clock. */
+static pthread_mutex_t copy_mu = PTHREAD_MUTEX_INITIALIZER;
+static double copy_ms;
 int cuEventRecord(void *e, void *s) {
   struct timespec t; (void)s; clock_gettime(CLOCK_MONOTONIC, &t);
-  *(double *)e = (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6; return 0;
+  pthread_mutex_lock(&copy_mu);
+  *(double *)e = (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6 + copy_ms;
+  pthread_mutex_unlock(&copy_mu);
+  return 0;
 }
+#ifndef FAKE_NO_HOST_COPIES
+static double copy_gbps(int dev) {
+  const char *s = getenv("FAKE_COPY_GBPS");
+  double v = 26.0;
+  for (int i = 0; s && *s; i++) {
+    char *end; double x = strtod(s, &end);
+    if (end == s) break;
+    v = x;
+    if (i == dev || *end != ',') break;
+    s = end + 1;
+  }
+  return v > 0 ? v : 26.0;
+}
+static int fake_copy(size_t n) {
+  const char *h = getenv("FAKE_COPY_HANG");
+  if (h && *h == '1') for (;;) sleep(3600);
+  pthread_mutex_lock(&copy_mu);
+  copy_ms += (double)n / (copy_gbps(cur_dev) * 1e9) * 1e3;
+  pthread_mutex_unlock(&copy_mu);
+  return 0;
+}
+int cuMemHostAlloc(void **p, size_t n, unsigned flags) { (void)flags; *p = malloc(n ? n : 1); return *p ? 0 : 2; }
+int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)d; (void)s; (void)st; return fake_copy(n); }
+int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)d; (void)s; (void)st; return fake_copy(n); }
+#endif
 int cuEventSynchronize(void *e) { (void)e; return 0; }
 int cuEventElapsedTime(float *ms, void *a, void *b) { *ms = (float)(*(double *)b - *(double *)a); return 0; }
 int cuGetErrorString(int c, const char **s) { *s = c ? "fake CUDA error" : "no error"; return 0; }
