@@ -633,3 +633,67 @@ fn node_problem_detector_plugin_is_complete_and_its_rule_runs() {
         }
     }
 }
+
+/// Where the Debian package installs a binary: `/` + the destination cli/Cargo.toml's
+/// [package.metadata.deb] assets give `target/release/NAME`.
+fn packaged_path(name: &str) -> String {
+    let manifest: toml::Value = toml::from_str(&read("cli/Cargo.toml")).unwrap();
+    let assets = manifest["package"]["metadata"]["deb"]["assets"]
+        .as_array()
+        .expect("[package.metadata.deb] assets");
+    let source = format!("target/release/{name}");
+    let dest = assets
+        .iter()
+        .find(|a| a[0].as_str() == Some(source.as_str()))
+        .and_then(|a| a[1].as_str())
+        .unwrap_or_else(|| panic!("the package does not install {source}"));
+    let dir = dest
+        .strip_suffix('/')
+        .unwrap_or_else(|| panic!("{dest}: want a folder"));
+    format!("/{dir}/{name}")
+}
+
+#[test]
+fn manifests_run_the_image_the_packaging_builds() {
+    // packaging/build-image.sh tags `image_name:VERSION`; the manifests name that image in an
+    // operator's registry (any registry prefix), at this version.
+    let script = read("packaging/build-image.sh");
+    let name = script
+        .lines()
+        .find_map(|l| l.strip_prefix("image_name="))
+        .expect("image_name= in packaging/build-image.sh");
+    let want = format!("/{name}:{}", env!("CARGO_PKG_VERSION"));
+    let daemon = packaged_path("ddpcheckd");
+    let cli = packaged_path("ddpcheck");
+
+    let k8s = repo_root().join("deploy/k8s");
+    let docs = yaml_docs(&k8s.join("daemonset.yaml"));
+    let c = &find_kind(&docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0];
+    let image = c["image"].as_str().unwrap();
+    assert!(
+        image.ends_with(&want),
+        "DaemonSet image {image}, want *{want}"
+    );
+    assert_eq!(c["command"][0], daemon.as_str(), "the package's ddpcheckd");
+
+    let docs = yaml_docs(&k8s.join("job-with-init-container.yaml"));
+    let init = &find_kind(&docs, "Job")["spec"]["template"]["spec"]["initContainers"][0];
+    let image = init["image"].as_str().unwrap();
+    assert!(
+        image.ends_with(&want),
+        "init container image {image}, want *{want}"
+    );
+    let script = serde_json::to_string(&init["args"]).unwrap();
+    assert!(
+        script.contains(&format!("exec {cli} check --prolog")),
+        "the init container runs the package's ddpcheck: {script}"
+    );
+
+    let containerfile = read("packaging/Containerfile");
+    assert!(
+        containerfile
+            .lines()
+            .any(|l| l == format!("ENTRYPOINT [\"{daemon}\"]")),
+        "the image's entrypoint is the package's ddpcheckd"
+    );
+}
