@@ -4,6 +4,7 @@
 pub mod config;
 pub mod history;
 pub mod http;
+pub mod listen;
 pub mod metrics;
 pub mod node;
 pub mod ratelimit;

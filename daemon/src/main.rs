@@ -31,7 +31,8 @@ struct Args {
     /// Simulate a node instead of using real GPUs: PROFILE[+FAULT...] (e.g. h200x2-nvlink+slow-link).
     #[arg(long, env = "DDPCHECK_SIM")]
     sim: Option<String>,
-    /// Control socket path [default: /run/ddpcheck/ddpcheck.sock].
+    /// Control socket: a path, or gRPC's unix:PATH / unix:///ABS; other schemes are refused
+    /// [default: /run/ddpcheck/ddpcheck.sock].
     #[arg(long, env = "DDPCHECK_LISTEN")]
     listen: Option<PathBuf>,
     /// Also listen on TCP (requires --tls-cert, --tls-key, --tls-client-ca: mutual TLS only).
