@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod node;
 pub mod ratelimit;
 pub mod run;
+pub mod runtime;
 pub mod server;
 pub mod tls;
 pub mod web_config;

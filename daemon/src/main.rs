@@ -146,10 +146,8 @@ fn main() -> ExitCode {
         // Colours only on a terminal: under systemd stderr is the journal, in tests a pipe.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    ddpcheckd::runtime::limit_malloc_arenas();
+    let rt = match ddpcheckd::runtime::build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ddpcheckd: cannot start the runtime: {e}");
@@ -296,6 +294,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
             .unwrap_or_else(|| "none".into())
     );
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    ddpcheckd::runtime::release_free_memory();
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
