@@ -485,8 +485,9 @@ impl Effective {
             None => PathBuf::from(ddpcheck_proto::DEFAULT_SOCKET),
             // A path that is not UTF-8 names no scheme: it is a path.
             Some(p) => match p.to_str() {
-                Some(text) => crate::listen::socket_path(text)
-                    .map_err(|e| self.invalid("listen", text, e))?,
+                Some(text) => {
+                    crate::listen::socket_path(text).map_err(|e| self.invalid("listen", text, e))?
+                }
                 None => p.clone(),
             },
         };

@@ -65,7 +65,10 @@ mod tests {
         assert_eq!(ok("unix:/tmp/x.sock"), "/tmp/x.sock");
         assert_eq!(ok("unix:run/x.sock"), "run/x.sock");
         assert_eq!(ok("unix:///run/ddpcheck/d.sock"), "/run/ddpcheck/d.sock");
-        assert_eq!(ok("/run/ddpcheck/ddpcheck.sock"), "/run/ddpcheck/ddpcheck.sock");
+        assert_eq!(
+            ok("/run/ddpcheck/ddpcheck.sock"),
+            "/run/ddpcheck/ddpcheck.sock"
+        );
         assert_eq!(ok("x.sock"), "x.sock");
         // A colon after a slash is part of a file name, not a scheme.
         assert_eq!(ok("./a:b.sock"), "./a:b.sock");

@@ -137,7 +137,10 @@ fn listen_takes_unix_notation_and_refuses_other_schemes() {
         let err = String::from_utf8_lossy(&o.stderr);
         let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("ddpcheckd")).collect();
         assert_eq!(lines.len(), 1, "{bad}: {err}");
-        assert!(lines[0].contains("listen") && lines[0].contains(bad), "{err}");
+        assert!(
+            lines[0].contains("listen") && lines[0].contains(bad),
+            "{err}"
+        );
         let scheme = bad.split(':').next().unwrap_or_default();
         assert!(
             !dir.path().join(format!("{scheme}:")).exists(),

@@ -529,7 +529,13 @@ mod tests {
                 let want_us = 5.0 + bus_bytes / 4000.0;
                 for t in std::iter::once(&s.out_of_place).chain(s.in_place.as_ref()) {
                     let err = (t.time_us - want_us).abs() / want_us;
-                    assert!(err < 1e-3, "{} {} B: {} us, model {want_us}", sweep.op, s.bytes, t.time_us);
+                    assert!(
+                        err < 1e-3,
+                        "{} {} B: {} us, model {want_us}",
+                        sweep.op,
+                        s.bytes,
+                        t.time_us
+                    );
                 }
             }
         }
