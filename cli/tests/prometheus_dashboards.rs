@@ -236,8 +236,32 @@ fn families(scrape: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Every `ddpcheck:name` (a recording rule's name) in a text.
+fn recorded_names(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("ddpcheck:") {
+        let tail = &rest[i..];
+        let len = tail
+            .bytes()
+            .take_while(|b| b.is_ascii_lowercase() || matches!(b, b'_' | b':'))
+            .count();
+        out.insert(tail[..len].to_string());
+        rest = &tail[len..];
+    }
+    out
+}
+
 #[test]
 fn dashboards_are_well_formed() {
+    let rules =
+        std::fs::read_to_string(common::repo_root().join("deploy/prometheus/ddpcheck-alerts.yml"))
+            .expect("alert rules");
+    let recorded: BTreeSet<String> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- record: "))
+        .map(|n| n.trim().to_string())
+        .collect();
     let mut uids = BTreeSet::new();
     for (path, d) in dashboards() {
         let f = name(&path);
@@ -309,9 +333,18 @@ fn dashboards_are_well_formed() {
                 assert_eq!(t["datasource"]["uid"], "${datasource}", "{f}: {title}");
                 let expr = t["expr"].as_str().unwrap_or("");
                 assert!(
-                    expr.contains("ddpcheck_") || expr.contains("up{"),
+                    expr.contains("ddpcheck_")
+                        || expr.contains("ddpcheck:")
+                        || expr.contains("up{"),
                     "{f}: {title}: {expr}"
                 );
+                // A recording rule a panel reads is one deploy/prometheus records.
+                for rule in recorded_names(expr) {
+                    assert!(
+                        recorded.contains(&rule),
+                        "{f}: {title}: {rule} is not recorded"
+                    );
+                }
             }
         }
         assert!(n >= 6, "{f}: only {n} panels");
@@ -596,7 +629,29 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
     let Some(prometheus) = service("prometheus", "prometheus") else {
         return;
     };
+    // NCCL Inspector beside the fleet: a real node_exporter reads the committed textfile, moved
+    // to two simulated hosts as the Inspector of a job on each would write it.
+    let Some(node_exporter) = common::find_program("node_exporter")
+        .or_else(|| service("prometheus-node-exporter", "node_exporter"))
+    else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
+    let textfiles = dir.path().join("textfile");
+    std::fs::create_dir_all(&textfiles).unwrap();
+    let fixture = inspector::fixture();
+    let job_hosts: Vec<(&str, String)> = ["h200x2-nvlink", "a6000x4-phb"]
+        .into_iter()
+        .map(|inst| {
+            let (_, s) = scrapes.iter().find(|(i, _)| *i == inst).expect("scraped");
+            (inst, inspector::hostname(s))
+        })
+        .collect();
+    for (inst, host) in &job_hosts {
+        let text = inspector::moved_to(&fixture, host);
+        std::fs::write(textfiles.join(format!("{inst}.prom")), text).unwrap();
+    }
+    let ne = inspector::NodeExporter::start(&node_exporter, &textfiles);
     let mut cfg = String::from(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: ddpcheck\n    static_configs:\n",
     );
@@ -608,6 +663,10 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
             "      - targets: ['{addr}']\n        labels:\n          instance: '{inst}'\n"
         ));
     }
+    cfg.push_str(&format!(
+        "  - job_name: node\n    static_configs:\n      - targets: ['{}']\n",
+        ne.addr
+    ));
     cfg.push_str(&format!("rule_files:\n  - '{}'\n", rules.display()));
     let config = dir.path().join("prometheus.yml");
     std::fs::write(&config, &cfg).unwrap();
@@ -761,7 +820,7 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
         .flatten()
         .flat_map(|g| g["rules"].as_array().into_iter().flatten())
         .collect();
-    assert_eq!(rules.len(), 8, "rules loaded: {groups}");
+    assert_eq!(rules.len(), 12, "rules loaded: {groups}");
     for r in &rules {
         assert_eq!(
             r["health"], "ok",
@@ -769,6 +828,11 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
             r["name"]
         );
     }
+
+    // 7. Running jobs beside the preflight: the fleet panel's queries give the Inspector's
+    //    figures and the preflight's at the same size, and DdpcheckJobAllReduceSlow is pending
+    //    for exactly the hosts where the job runs under half of its node's preflight.
+    inspector::check_panel_and_alert(&prom, &dash, &fixture, &job_hosts, &scrapes);
 
     println!(
         "{} dashboard queries and {} variables answered by Prometheus from {} nodes in {:.1} s",
@@ -780,5 +844,307 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
     drop(prom);
     for (_, _, d) in nodes {
         d.stop();
+    }
+}
+
+/// NCCL Inspector's Prometheus textfile (docs/operations.md, "Running jobs beside the
+/// preflight") beside the fleet, and the oracle the rules are checked against.
+mod inspector {
+    use super::*;
+
+    const FIXTURES: &str = "cli/tests/fixtures/nccl-inspector";
+
+    /// The committed textfiles (one per GPU, as the Inspector writes them), concatenated.
+    pub fn fixture() -> String {
+        let dir = common::repo_root().join(FIXTURES);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("inspector fixtures")
+            .map(|e| e.expect("fixture entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "prom"))
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "no .prom file in {}", dir.display());
+        files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).expect("read fixture"))
+            .collect()
+    }
+
+    /// The `hostname` label of a scrape's `ddpcheck_node_info`.
+    pub fn hostname(scrape: &str) -> String {
+        scrape
+            .lines()
+            .find(|l| l.starts_with("ddpcheck_node_info{"))
+            .and_then(|l| label(l, "hostname"))
+            .expect("ddpcheck_node_info with a hostname")
+    }
+
+    /// A label's value in one series line.
+    fn label(line: &str, name: &str) -> Option<String> {
+        let key = format!("{name}=\"");
+        let start = line
+            .find(&format!(",{key}"))
+            .map(|i| i + 1)
+            .or_else(|| line.find(&format!("{{{key}")).map(|i| i + 1))?
+            + key.len();
+        let len = line[start..].find('"')?;
+        Some(line[start..start + len].to_string())
+    }
+
+    /// `text` with its host (`hostname`, NCCL 2.30's `node`) set to `host`.
+    pub fn moved_to(text: &str, host: &str) -> String {
+        let mut out = String::new();
+        for line in text.lines() {
+            let mut l = line.to_string();
+            for name in ["hostname", "node"] {
+                if let Some(old) = label(&l, name) {
+                    l = l.replace(&format!("{name}=\"{old}\""), &format!("{name}=\"{host}\""));
+                }
+            }
+            out.push_str(&l);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Inspector's message size in bytes: NCCL 2.29 writes "24.50MB" (1024-based), 2.30 a range
+    /// "24-25MB" (its lower bound counts).
+    fn message_bytes(s: &str) -> Option<f64> {
+        let unit_at = s.find(|c: char| c.is_ascii_alphabetic())?;
+        let (num, unit) = s.split_at(unit_at);
+        let lower: f64 = num.split('-').next()?.parse().ok()?;
+        let scale = match unit {
+            "B" => 1.0,
+            "KB" => 1024.0,
+            "MB" => 1024.0 * 1024.0,
+            "GB" => 1024.0 * 1024.0 * 1024.0,
+            "TB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+            _ => return None,
+        };
+        Some(lower * scale)
+    }
+
+    /// The preflight size a message is compared with: the power of two at or below it, 8 to
+    /// 256 MiB; none under 8 MiB.
+    fn size_class(bytes: f64) -> Option<u64> {
+        (0..6)
+            .rev()
+            .map(|k| (8u64 << 20) << k)
+            .find(|&c| bytes >= ddpcheck_core::num::ToF64::to_f64(c))
+    }
+
+    /// The fixture's single-node all-reduce busbw in bytes/s by (job, size), slowest rank.
+    fn job_busbw(text: &str) -> BTreeMap<(String, u64), f64> {
+        let mut out: BTreeMap<(String, u64), f64> = BTreeMap::new();
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("nccl_bus_bandwidth_gbs{"))
+        {
+            let single = label(line, "n_nodes").as_deref() == Some("1");
+            let all_reduce = label(line, "collective").as_deref() == Some("AllReduce");
+            let class = label(line, "message_size")
+                .as_deref()
+                .and_then(message_bytes)
+                .and_then(size_class);
+            let (Some(class), true, true) = (class, single, all_reduce) else {
+                continue;
+            };
+            let job = label(line, "slurm_job_id").expect("slurm_job_id");
+            let gbs: f64 = line.rsplit(' ').next().unwrap().parse().expect("value");
+            let e = out.entry((job, class)).or_insert(f64::INFINITY);
+            *e = e.min(gbs * 1e9);
+        }
+        out
+    }
+
+    /// `ddpcheck_allreduce_size_busbw_bytes_per_second` of a scrape, by size.
+    fn baseline(scrape: &str) -> BTreeMap<u64, f64> {
+        scrape
+            .lines()
+            .filter(|l| l.starts_with("ddpcheck_allreduce_size_busbw_bytes_per_second{"))
+            .filter_map(|l| {
+                let size = label(l, "size_bytes")?.parse().ok()?;
+                Some((size, l.rsplit(' ').next()?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// One series of an instant query: (its labels named in `keys`, its value).
+    fn samples(data: &Value, keys: &[&str]) -> BTreeMap<Vec<String>, f64> {
+        data["result"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let k = keys
+                    .iter()
+                    .map(|n| r["metric"][*n].as_str().unwrap_or("").to_string())
+                    .collect();
+                let v = r["value"][1].as_str().unwrap().parse().unwrap();
+                (k, v)
+            })
+            .collect()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+    }
+
+    pub fn check_panel_and_alert(
+        prom: &Prometheus,
+        dash: &[(PathBuf, Value)],
+        fixture: &str,
+        hosts: &[(&str, String)],
+        scrapes: &[(&str, String)],
+    ) {
+        let jobs = job_busbw(fixture);
+        assert!(!jobs.is_empty(), "the fixture has no comparable all-reduce");
+        // The oracle: per host, each (job, size) beside the node's own preflight figure.
+        let mut want_job = BTreeMap::new();
+        let mut want_base = BTreeMap::new();
+        let mut want_slow = BTreeSet::new();
+        for (inst, host) in hosts {
+            let (_, s) = scrapes.iter().find(|(i, _)| i == inst).expect("scraped");
+            let base = baseline(s);
+            let mut best: BTreeMap<&str, f64> = BTreeMap::new();
+            for ((job, size), bw) in &jobs {
+                let Some(b) = base.get(size) else { continue };
+                want_job.insert(vec![host.clone(), job.clone(), size.to_string()], *bw);
+                want_base.insert(vec![host.clone(), size.to_string()], *b);
+                let r = best.entry(job.as_str()).or_insert(0.0);
+                *r = r.max(bw / b);
+            }
+            for (job, ratio) in best {
+                if ratio < 0.5 {
+                    want_slow.insert((host.clone(), job.to_string()));
+                }
+            }
+        }
+        // The committed fixture is slow beside the H200 pair's preflight, fast beside the
+        // A6000s' downtrained one: both sides of the alert are exercised.
+        assert!(
+            want_slow.iter().any(|(h, _)| *h == hosts[0].1)
+                && want_slow.iter().all(|(h, _)| *h != hosts[1].1),
+            "the fixture should be slow on {} only: {want_slow:?}",
+            hosts[0].1
+        );
+
+        let fleet = &dash
+            .iter()
+            .find(|(p, _)| name(p) == "ddpcheck-fleet.json")
+            .expect("fleet dashboard")
+            .1;
+        let panel = panels(fleet)
+            .into_iter()
+            .find(|p| {
+                p["title"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("Running jobs' all-reduce")
+            })
+            .expect("the running jobs panel");
+        let var_names: Vec<String> = variables(fleet)
+            .iter()
+            .filter_map(|v| v["name"].as_str().map(str::to_string))
+            .collect();
+        let target = |id: &str| {
+            let t = panel["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["refId"] == id)
+                .unwrap_or_else(|| panic!("panel target {id}"));
+            substitute(t["expr"].as_str().unwrap(), &var_names)
+        };
+        let job_keys = ["hostname", "slurm_job_id", "size_bytes"];
+        let got_job = samples(&prom.query(&target("A")).expect("A"), &job_keys);
+        let got_base = samples(
+            &prom.query(&target("B")).expect("B"),
+            &["hostname", "size_bytes"],
+        );
+        for (want, got, what) in [
+            (&want_job, &got_job, "job"),
+            (&want_base, &got_base, "preflight"),
+        ] {
+            assert_eq!(
+                want.keys().collect::<Vec<_>>(),
+                got.keys().collect::<Vec<_>>(),
+                "the panel's {what} series"
+            );
+            for (k, v) in want {
+                assert!(close(*v, got[k]), "{what} {k:?}: {} against {v}", got[k]);
+            }
+        }
+
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let alerts = prom.api("/api/v1/alerts").expect("alerts");
+            let slow: BTreeSet<(String, String)> = alerts["alerts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|a| a["labels"]["alertname"] == "DdpcheckJobAllReduceSlow")
+                .filter_map(|a| {
+                    Some((
+                        a["labels"]["hostname"].as_str()?.to_string(),
+                        a["labels"]["slurm_job_id"].as_str()?.to_string(),
+                    ))
+                })
+                .collect();
+            if slow == want_slow {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "DdpcheckJobAllReduceSlow active for {slow:?}, want {want_slow:?}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// node_exporter with only its textfile collector, on a free loopback port; killed when
+    /// dropped.
+    pub struct NodeExporter {
+        child: Child,
+        pub addr: String,
+    }
+
+    impl Drop for NodeExporter {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    impl NodeExporter {
+        pub fn start(program: &Path, textfiles: &Path) -> NodeExporter {
+            let addr = format!("127.0.0.1:{}", common::free_loopback_port());
+            let child = Command::new(program)
+                .arg(format!("--web.listen-address={addr}"))
+                .arg("--collector.disable-defaults")
+                .arg("--collector.textfile")
+                .arg(format!(
+                    "--collector.textfile.directory={}",
+                    textfiles.display()
+                ))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn node_exporter");
+            let mut ne = NodeExporter { child, addr };
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                if let Ok((200, body)) = http_request(&ne.addr, "/metrics") {
+                    assert!(body.contains("nccl_bus_bandwidth_gbs{"), "{body}");
+                    return ne;
+                }
+                assert!(
+                    ne.child.try_wait().unwrap().is_none() && Instant::now() < deadline,
+                    "node_exporter on {} not serving the textfiles within 15 s",
+                    ne.addr
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
     }
 }

@@ -32,8 +32,12 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
     };
     let rt = tempfile::tempdir().unwrap();
     let wrong = [("FAKE_NCCL_WRONG", "1")];
+    // The fake's all-reduce adds up host memory: up to 16 MiB, not the default 256, keeps the
+    // sweep to a second or two on two busy cores, far inside the NCCL step's 30 s deadline.
+    let sweep = ["--min-bytes", "8M", "--max-bytes", "16M"];
+    let args = |extra: &[&'static str]| [extra, &sweep[..]].concat();
     let o = output_within(
-        &mut ddpcheck(&libs, rt.path(), &wrong, &["check", "--json"]),
+        &mut ddpcheck(&libs, rt.path(), &wrong, &args(&["check", "--json"])),
         Duration::from_secs(120),
     );
     assert_eq!(code(&o), 2, "{}\n{}", stdout(&o), stderr(&o));
@@ -66,7 +70,7 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
 
     // The same node as a Slurm prolog: drain (exit 1) with one line that says why.
     let o = output_within(
-        &mut ddpcheck(&libs, rt.path(), &wrong, &["check", "--prolog"]),
+        &mut ddpcheck(&libs, rt.path(), &wrong, &args(&["check", "--prolog"])),
         Duration::from_secs(120),
     );
     assert_eq!(code(&o), 1, "{}\n{}", stdout(&o), stderr(&o));

@@ -61,7 +61,7 @@ pub const KEYS: [Key; 16] = [
     Key {
         name: "listen",
         env: "DDPCHECK_LISTEN",
-        help: "control socket (gRPC), mode 0660, group ddpcheck",
+        help: "control socket (gRPC): a path or unix:PATH, mode 0660, group ddpcheck",
     },
     Key {
         name: "tcp",
@@ -493,13 +493,16 @@ impl Effective {
             ddpcheck_sim::SimBackend::parse(spec)
                 .map_err(|e| self.invalid("sim", spec.clone(), e.to_string()))?;
         }
-        let listen = v
-            .listen
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(ddpcheck_proto::DEFAULT_SOCKET));
-        if listen.as_os_str().is_empty() {
-            return Err(self.invalid("listen", "", "empty socket path"));
-        }
+        let listen = match &v.listen {
+            None => PathBuf::from(ddpcheck_proto::DEFAULT_SOCKET),
+            // A path that is not UTF-8 names no scheme: it is a path.
+            Some(p) => match p.to_str() {
+                Some(text) => {
+                    crate::listen::socket_path(text).map_err(|e| self.invalid("listen", text, e))?
+                }
+                None => p.clone(),
+            },
+        };
         let interval = v.collect_interval.unwrap_or(DEFAULT_COLLECT_INTERVAL_S);
         let (lo, hi) = COLLECT_INTERVAL_RANGE;
         if !(interval.is_finite() && (lo..=hi).contains(&interval)) {

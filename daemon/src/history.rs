@@ -49,6 +49,9 @@ impl History {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // A 512 KiB page cache, not SQLite's 2 MB: the history is read a few rows at a time
+        // (the last runs, a prune), and the idle daemon should not keep 2 MB of it resident.
+        conn.pragma_update(None, "cache_size", -512)?;
         let h = History { conn };
         h.migrate(&path.display().to_string())?;
         Ok(h)

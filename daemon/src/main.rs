@@ -31,7 +31,8 @@ struct Args {
     /// Simulate a node instead of using real GPUs: PROFILE[+FAULT...] (e.g. h200x2-nvlink+slow-link).
     #[arg(long, env = "DDPCHECK_SIM")]
     sim: Option<String>,
-    /// Control socket path [default: /run/ddpcheck/ddpcheck.sock].
+    /// Control socket: a path, or gRPC's unix:PATH / unix:///ABS; other schemes are refused
+    /// [default: /run/ddpcheck/ddpcheck.sock].
     #[arg(long, env = "DDPCHECK_LISTEN")]
     listen: Option<PathBuf>,
     /// Also listen on TCP (requires --tls-cert, --tls-key, --tls-client-ca: mutual TLS only).
@@ -151,10 +152,8 @@ fn main() -> ExitCode {
         // Colours only on a terminal: under systemd stderr is the journal, in tests a pipe.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    ddpcheckd::runtime::limit_malloc_arenas();
+    let rt = match ddpcheckd::runtime::build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ddpcheckd: cannot start the runtime: {e}");
@@ -302,6 +301,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
             .unwrap_or_else(|| "none".into())
     );
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    ddpcheckd::runtime::release_free_memory();
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),

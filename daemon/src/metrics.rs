@@ -88,6 +88,7 @@ pub struct Metrics {
     preflight_findings: IntGaugeVec,
     preflight_runs: IntCounterVec,
     allreduce_busbw: Gauge,
+    allreduce_size_busbw: GaugeVec,
     allreduce_expected: Gauge,
     allreduce_ratio: Gauge,
     allreduce_wrong: IntGauge,
@@ -172,6 +173,7 @@ impl Metrics {
             preflight_findings: gauge_vec!(r, IntGaugeVec, "ddpcheck_preflight_findings", "Findings of the last preflight by severity", &["severity"]),
             preflight_runs: gauge_vec!(r, IntCounterVec, "ddpcheck_preflight_runs_total", "Preflights run, by verdict", &["verdict"]),
             allreduce_busbw: reg(r, Gauge::new("ddpcheck_allreduce_busbw_bytes_per_second", "Best large-message (>= 64 MiB) all-reduce bus bandwidth of the last preflight").expect("valid")),
+            allreduce_size_busbw: gauge_vec!(r, GaugeVec, "ddpcheck_allreduce_size_busbw_bytes_per_second", "All-reduce bus bandwidth of the last preflight at each message size it measured (out-of-place)", &["size_bytes"]),
             allreduce_expected: reg(r, Gauge::new("ddpcheck_allreduce_expected_busbw_bytes_per_second", "Expected all-reduce bus bandwidth for the node's topology class (0 if unknown)").expect("valid")),
             allreduce_ratio: reg(r, Gauge::new("ddpcheck_allreduce_busbw_ratio", "Measured over expected all-reduce bus bandwidth (0 if unknown)").expect("valid")),
             allreduce_wrong: reg(r, IntGauge::new("ddpcheck_allreduce_wrong_elements", "Wrong elements in the last preflight's all-reduce check").expect("valid")),
@@ -368,6 +370,14 @@ impl Metrics {
         }
         let peak = r.all_reduce.as_ref().and_then(judged_peak).map(|(_, b)| b);
         self.allreduce_busbw.set(peak.unwrap_or(0.0) * 1e9);
+        // The curve a running job's all-reduce is set beside (NCCL Inspector's bandwidth at
+        // the same size: docs/operations.md).
+        self.allreduce_size_busbw.reset();
+        for s in r.all_reduce.iter().flat_map(|a| &a.samples) {
+            self.allreduce_size_busbw
+                .with_label_values(&[&s.bytes.to_string()])
+                .set(s.out_of_place.busbw_gbps * 1e9);
+        }
         let exp = r.expected.as_ref().map(|e| e.busbw_gbps);
         self.allreduce_expected.set(exp.unwrap_or(0.0) * 1e9);
         self.allreduce_ratio.set(match (peak, exp) {

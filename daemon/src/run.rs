@@ -325,6 +325,7 @@ async fn collector_loop(node: Arc<Node>, cfg: DaemonConfig, mut stop: watch::Rec
         if let Some(h) = busy.as_mut() {
             if tokio::time::timeout(cfg.collect_deadline, h).await.is_ok() {
                 busy = None;
+                crate::runtime::release_free_memory();
                 let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
             } else {
                 // The backend did not honour its own deadlines: readers keep the last snapshot,

@@ -124,6 +124,18 @@ impl Service {
         }
     }
 
+    /// Reads the history on a blocking thread: SQLite, and a lock a run's write may hold through
+    /// its fsync, must not take one of the runtime's two workers from `/metrics`.
+    async fn read_history<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&crate::history::History) -> T + Send + 'static,
+    ) -> Result<T, Status> {
+        let node = self.node.clone();
+        tokio::task::spawn_blocking(move || node.with_history(f))
+            .await
+            .map_err(|e| Status::internal(format!("history read: {e}")))
+    }
+
     /// Runs `work` on a blocking thread under the single-flight guard, streaming its progress.
     fn spawn_work<F>(&self, call: &'static str, work: F) -> Result<EventStream, Status>
     where
@@ -277,8 +289,8 @@ impl Ddpcheck for Service {
     ) -> Result<Response<Report>, Status> {
         let label = self.node.backend.label();
         let r = self
-            .node
-            .with_history(|h| h.latest("preflight", &label))
+            .read_history(move |h| h.latest("preflight", &label))
+            .await?
             .map_err(|e| Status::internal(e.to_string()))?;
         r.map(|r| Response::new(stored_to_proto(r)))
             .ok_or_else(|| Status::not_found("no preflight has run on this node yet"))
@@ -308,9 +320,10 @@ impl Ddpcheck for Service {
             }
         };
         let label = self.node.backend.label();
+        let kind = req.kind;
         let rows = self
-            .node
-            .with_history(|h| h.recent(&req.kind, Some(&label), limit))
+            .read_history(move |h| h.recent(&kind, Some(&label), limit))
+            .await?
             .map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(HistoryReply {
             reports: rows.into_iter().map(stored_to_proto).collect(),

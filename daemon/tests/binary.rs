@@ -76,3 +76,75 @@ fn log_lines_on_a_pipe_have_no_colour_codes() {
         "colour codes on a pipe: {lines:?}"
     );
 }
+
+/// `--listen` takes gRPC's `unix:` notation as the socket's path, and refuses another scheme in
+/// one line with 64, without making a folder named after it in the working directory.
+#[test]
+fn listen_takes_unix_notation_and_refuses_other_schemes() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("sub").join("d.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ddpcheckd"))
+        .args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
+        .arg("--listen")
+        .arg(format!("unix:{}", sock.display()))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--runtime-dir")
+        .arg(dir.path().join("run"))
+        .current_dir(dir.path())
+        .env_remove("DDPCHECK_SIM")
+        .env_remove("DDPCHECK_CONFIG")
+        .env_remove("DDPCHECK_LISTEN")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn ddpcheckd");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.starts_with("ddpcheckd: ready") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let ready = rx.recv_timeout(std::time::Duration::from_secs(30));
+    let bound = sock.exists();
+    let _ = child.kill();
+    let _ = child.wait();
+    let ready = ready.expect("ddpcheckd became ready within 30 s");
+    assert!(
+        ready.contains(&format!("socket={}", sock.display())),
+        "{ready}"
+    );
+    assert!(bound, "no socket at {}", sock.display());
+    assert!(!dir.path().join("unix:").exists(), "a folder named unix:");
+
+    for bad in ["http://127.0.0.1:9402", "dns:node:50051", "unix-abstract:d"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_ddpcheckd"))
+            .args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
+            .args(["--listen", bad])
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .arg("--runtime-dir")
+            .arg(dir.path().join("run"))
+            .current_dir(dir.path())
+            .env_remove("DDPCHECK_SIM")
+            .env_remove("DDPCHECK_CONFIG")
+            .output()
+            .expect("run ddpcheckd");
+        assert_eq!(o.status.code(), Some(64), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("ddpcheckd")).collect();
+        assert_eq!(lines.len(), 1, "{bad}: {err}");
+        assert!(
+            lines[0].contains("listen") && lines[0].contains(bad),
+            "{err}"
+        );
+        let scheme = bad.split(':').next().unwrap_or_default();
+        assert!(
+            !dir.path().join(format!("{scheme}:")).exists(),
+            "{bad} made a folder"
+        );
+    }
+}

@@ -221,7 +221,7 @@ impl ParentState {
 mod tests {
     use super::*;
     use ddpcheck_core::collective::Collective;
-    use ddpcheck_core::num::len_u32;
+    use ddpcheck_core::num::{len_u32, ToF64};
     use ddpcheck_core::topology::GpuRef;
     use std::time::{Duration, Instant};
 
@@ -548,6 +548,35 @@ mod tests {
         // One note when communicators start, one per op and size.
         assert_eq!(notes.len(), 1 + 6 * sizes.len(), "{notes:?}");
         assert_eq!(notes.last().unwrap().done, 6 * len_u32(sizes.len()));
+    }
+
+    /// The fake's times come from its model (latency plus bus bytes over its bandwidth), not
+    /// from the CPU work it does, so every size and collective reads the model's busbw exactly.
+    #[test]
+    fn fake_gpus_report_the_modelled_time_whatever_the_cpu() {
+        let Some(libs) = fake_libs() else { return };
+        let req = fake_request(Collective::ALL.to_vec());
+        let mut cmd = fake_child(libs.path());
+        cmd.env("FAKE_NCCL_BUSBW_GBPS", "4")
+            .env("FAKE_NCCL_LATENCY_US", "5");
+        let run = run_worker(cmd, &req, &opts(req.deadline), &mut |_| {}).unwrap();
+        for sweep in &run.sweeps {
+            for s in &sweep.samples {
+                let bus_bytes = s.bytes.to_f64() * sweep.op.busbw_factor(2);
+                // 4 GB/s is 4000 bytes a microsecond.
+                let want_us = 5.0 + bus_bytes / 4000.0;
+                for t in std::iter::once(&s.out_of_place).chain(s.in_place.as_ref()) {
+                    let err = (t.time_us - want_us).abs() / want_us;
+                    assert!(
+                        err < 1e-3,
+                        "{} {} B: {} us, model {want_us}",
+                        sweep.op,
+                        s.bytes,
+                        t.time_us
+                    );
+                }
+            }
+        }
     }
 
     #[test]

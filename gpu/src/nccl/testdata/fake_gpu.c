@@ -5,7 +5,11 @@
  *
  * Environment: FAKE_GPUS (default 2) devices with bus ids 0000:10:00.0, 0000:11:00.0, ...;
  * FAKE_CUINIT_ERR=<code> makes cuInit fail; FAKE_NCCL_WRONG=1 corrupts one element of every
- * all-reduce result. With NCCL_COMM_ID=HOST:PORT (a communicator across processes, as
+ * all-reduce result. Timing is modelled, not measured: each collective advances its stream's
+ * clock by FAKE_NCCL_LATENCY_US (default 10) plus its bus bytes (nccl-tests' busbw factor times
+ * its size) over FAKE_NCCL_BUSBW_GBPS (default 10), and events read that clock, so the busbw the
+ * worker computes is the model's whatever the CPU does (a busy machine slows the test, never
+ * its figures). With NCCL_COMM_ID=HOST:PORT (a communicator across processes, as
  * ddpcheck's cluster runs make), the ranks of all processes meet in a file mapped by all of
  * them (/tmp/ddpcheck-fake-nccl-PORT, a process-shared barrier and one slot per rank); only
  * all-reduce runs there. Built by the tests with: cc -shared -fPIC -pthread.
@@ -52,15 +56,20 @@ int cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
 int cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return 0; }
 int cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return 0; }
 int cuMemsetD32_v2(uint64_t d, unsigned v, size_t n) { unsigned *p = (unsigned *)(uintptr_t)d; for (size_t i = 0; i < n; i++) p[i] = v; return 0; }
-int cuStreamCreate(void **s, unsigned f) { (void)f; *s = malloc(1); return 0; }
+/* A stream is its modelled clock: milliseconds of collective time queued on it so far. */
+typedef struct { double clock_ms; } fstream_t;
+int cuStreamCreate(void **s, unsigned f) { (void)f; *s = calloc(1, sizeof(fstream_t)); return *s ? 0 : 2; }
 int cuStreamQuery(void *s) { (void)s; return 0; }
 int cuStreamSynchronize(void *s) { (void)s; return 0; }
 int cuEventCreate(void **e, unsigned f) { (void)f; *e = calloc(1, sizeof(double)); return 0; }
-/* Milliseconds the fake copies have added to this process's clock. */
+/* Milliseconds the fake copies on the legacy stream have added to this process's clock. */
 static pthread_mutex_t copy_mu = PTHREAD_MUTEX_INITIALIZER;
 static double copy_ms;
+/* An event on a stream reads the stream's modelled clock; on the legacy stream (NULL), the
+ * host's plus the copies queued there. */
 int cuEventRecord(void *e, void *s) {
-  struct timespec t; (void)s; clock_gettime(CLOCK_MONOTONIC, &t);
+  if (s) { *(double *)e = ((fstream_t *)s)->clock_ms; return 0; }
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
   pthread_mutex_lock(&copy_mu);
   *(double *)e = (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6 + copy_ms;
   pthread_mutex_unlock(&copy_mu);
@@ -79,17 +88,20 @@ static double copy_gbps(int dev) {
   }
   return v > 0 ? v : 26.0;
 }
-static int fake_copy(size_t n) {
+/* A copy advances its stream's modelled clock (the legacy stream's: the process's). */
+static int fake_copy(size_t n, void *st) {
   const char *h = getenv("FAKE_COPY_HANG");
   if (h && *h == '1') for (;;) sleep(3600);
+  double ms = (double)n / (copy_gbps(cur_dev) * 1e9) * 1e3;
+  if (st) { ((fstream_t *)st)->clock_ms += ms; return 0; }
   pthread_mutex_lock(&copy_mu);
-  copy_ms += (double)n / (copy_gbps(cur_dev) * 1e9) * 1e3;
+  copy_ms += ms;
   pthread_mutex_unlock(&copy_mu);
   return 0;
 }
 int cuMemHostAlloc(void **p, size_t n, unsigned flags) { (void)flags; *p = malloc(n ? n : 1); return *p ? 0 : 2; }
-int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)d; (void)s; (void)st; return fake_copy(n); }
-int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)d; (void)s; (void)st; return fake_copy(n); }
+int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)d; (void)s; return fake_copy(n, st); }
+int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)d; (void)s; return fake_copy(n, st); }
 #endif
 int cuEventSynchronize(void *e) { (void)e; return 0; }
 int cuEventElapsedTime(float *ms, void *a, void *b) { *ms = (float)(*(double *)b - *(double *)a); return 0; }
@@ -107,6 +119,17 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t bar;
 static int world = 0;
 static slot_t slots[MAXR];
+
+static double env_or(const char *name, double dflt) {
+  const char *v = getenv(name); double x = v ? atof(v) : dflt; return x > 0 ? x : dflt;
+}
+/* The model: latency plus bus bytes (bytes x nccl-tests' busbw factor) over the bus bandwidth. */
+static void advance(void *st, double bytes, double factor) {
+  if (!st) return;
+  double lat_us = env_or("FAKE_NCCL_LATENCY_US", 10.0), gbps = env_or("FAKE_NCCL_BUSBW_GBPS", 10.0);
+  ((fstream_t *)st)->clock_ms += (lat_us + bytes * factor / (gbps * 1e3)) / 1e3;
+}
+static double ring(int n) { return n > 1 ? (double)(n - 1) / n : 0.0; }
 
 int ncclGetVersion(int *v) { *v = 22809; return 0; }
 int ncclGetUniqueId(void *id) { memset(id, 7, 128); return 0; }
@@ -194,7 +217,7 @@ static void finish(float *dst, float *tmp, size_t n) { sync_all(); memcpy(dst, t
 static int wrong(void) { const char *s = getenv("FAKE_NCCL_WRONG"); return s && *s == '1'; }
 
 int ncclAllReduce(const float *s, float *d, size_t cnt, int dt, int op, comm_t *c, void *st) {
-  (void)dt; (void)op; (void)st;
+  (void)dt; (void)op;
   if (c->shm) {
     if (cnt > SLOT_ELEMS) return 5;
     memcpy(shm_slot(c, c->rank), s, cnt * sizeof(float));
@@ -204,45 +227,46 @@ int ncclAllReduce(const float *s, float *d, size_t cnt, int dt, int op, comm_t *
     if (wrong() && cnt) t[cnt / 2] += 1.0f;
     pthread_barrier_wait(&c->shm->bar);
     memcpy(d, t, cnt * sizeof(float)); free(t);
+    advance(st, (double)cnt * 4, 2 * ring(c->n));
     return 0;
   }
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt);
   for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[k]; t[k] = a; }
   if (wrong() && cnt) t[cnt / 2] += 1.0f;
-  finish(d, t, cnt); return 0;
+  finish(d, t, cnt); advance(st, (double)cnt * 4, 2 * ring(c->n)); return 0;
 }
 int ncclReduce(const float *s, float *d, size_t cnt, int dt, int op, int root, comm_t *c, void *st) {
-  (void)dt; (void)op; (void)st;
+  (void)dt; (void)op;
   if (c->shm) return 5; /* across processes the fake runs all-reduce only */
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt);
   for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[k]; t[k] = a; }
   if (c->rank == root) finish(d, t, cnt); else { sync_all(); free(t); sync_all(); }
-  return 0;
+  advance(st, (double)cnt * 4, 1.0); return 0;
 }
 int ncclBroadcast(const float *s, float *d, size_t cnt, int dt, int root, comm_t *c, void *st) {
-  (void)dt; (void)st;
+  (void)dt;
   if (c->shm) return 5; /* across processes the fake runs all-reduce only */
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt); memcpy(t, slots[root].src, cnt * sizeof(float));
-  finish(d, t, cnt); return 0;
+  finish(d, t, cnt); advance(st, (double)cnt * 4, 1.0); return 0;
 }
 int ncclAllGather(const float *s, float *d, size_t cnt, int dt, comm_t *c, void *st) {
-  (void)dt; (void)st;
+  (void)dt;
   if (c->shm) return 5; /* across processes the fake runs all-reduce only */
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt * (size_t)c->n);
   for (int r = 0; r < c->n; r++) memcpy(t + (size_t)r * cnt, slots[r].src, cnt * sizeof(float));
-  finish(d, t, cnt * (size_t)c->n); return 0;
+  finish(d, t, cnt * (size_t)c->n); advance(st, (double)cnt * 4 * c->n, ring(c->n)); return 0;
 }
 int ncclReduceScatter(const float *s, float *d, size_t cnt, int dt, int op, comm_t *c, void *st) {
-  (void)dt; (void)op; (void)st;
+  (void)dt; (void)op;
   if (c->shm) return 5; /* across processes the fake runs all-reduce only */
   slots[c->rank].src = s; sync_all();
   float *t = scratch(cnt);
   for (size_t k = 0; k < cnt; k++) { float a = 0; for (int r = 0; r < c->n; r++) a += slots[r].src[(size_t)c->rank * cnt + k]; t[k] = a; }
-  finish(d, t, cnt); return 0;
+  finish(d, t, cnt); advance(st, (double)cnt * 4 * c->n, ring(c->n)); return 0;
 }
 
 /* Grouped point-to-point: recorded per thread, run at ncclGroupEnd. */
@@ -250,12 +274,13 @@ typedef struct { int peer; size_t cnt; const float *s; float *r; } p2p_t;
 static __thread p2p_t sends[MAXR], recvs[MAXR];
 static __thread int nsend, nrecv, depth;
 static __thread comm_t *gcomm;
+static __thread void *gstream;
 int ncclGroupStart(void) { depth++; return 0; }
 int ncclSend(const float *s, size_t cnt, int dt, int peer, comm_t *c, void *st) {
-  (void)dt; (void)st; if (nsend >= MAXR) return 5; sends[nsend++] = (p2p_t){peer, cnt, s, NULL}; gcomm = c; return 0;
+  (void)dt; if (nsend >= MAXR) return 5; sends[nsend++] = (p2p_t){peer, cnt, s, NULL}; gcomm = c; gstream = st; return 0;
 }
 int ncclRecv(float *r, size_t cnt, int dt, int peer, comm_t *c, void *st) {
-  (void)dt; (void)st; if (nrecv >= MAXR) return 5; recvs[nrecv++] = (p2p_t){peer, cnt, NULL, r}; gcomm = c; return 0;
+  (void)dt; if (nrecv >= MAXR) return 5; recvs[nrecv++] = (p2p_t){peer, cnt, NULL, r}; gcomm = c; gstream = st; return 0;
 }
 int ncclGroupEnd(void) {
   if (--depth > 0 || !gcomm) return 0;
@@ -271,7 +296,11 @@ int ncclGroupEnd(void) {
   sync_all();
   for (int i = 0; i < nrecv; i++) { memcpy(recvs[i].r, tmp[i], recvs[i].cnt * sizeof(float)); free(tmp[i]); }
   sync_all();
-  nsend = nrecv = 0; gcomm = NULL;
+  /* The group takes as long as this rank's sends to its peers (alltoall: (n-1)/n of its bytes). */
+  double sent = 0;
+  for (int i = 0; i < nsend; i++) if (sends[i].peer != c->rank) sent += (double)sends[i].cnt * 4;
+  advance(gstream, sent, 1.0);
+  nsend = nrecv = 0; gcomm = NULL; gstream = NULL;
   return 0;
 }
 int ncclCommGetAsyncError(comm_t *c, int *e) { (void)c; *e = 0; return 0; }
