@@ -2,12 +2,16 @@
 # One device call on the lent one-GPU H200: the host-copy bandwidth against a plain CUDA loop
 # (copy-bandwidth-h200.sh), then the user-model runs against plain torch loops
 # (own-models-h200.sh, with the issue's 200.83M LLaMA: FFN=2304), then the daemon's idle
-# footprint where its script is present (daemon-footprint.sh). Each part under its own time
+# footprint where its script is present (daemon-footprint.sh), and NCCL Inspector under a torch
+# job (nccl-inspector-h200.sh; NCCL's source in .fetched/nccl, carried). Each part under its own time
 # limit; each part's folder tarred into OUTDIR (at most 8 files come back).
 #
-#   bench/validate/h200-one-gpu-batch.sh OUTDIR        (about 7 minutes)
+#   bench/validate/h200-one-gpu-batch.sh OUTDIR [PART...]   (parts: copies models footprint inspector;
+#                                                            all three: about 10 minutes)
 set -uo pipefail
-OUT=${1:?usage: h200-one-gpu-batch.sh OUTDIR}
+OUT=${1:?usage: h200-one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector]}
+shift
+PARTS=${*:-copies models footprint}
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d)
 part() { # NAME SECONDS SCRIPT [ENV...]
@@ -23,8 +27,14 @@ part() { # NAME SECONDS SCRIPT [ENV...]
     tar -C "$WORK" -czf "$OUT/$name.tar.gz" "$name"
 }
 date -u +%FT%TZ > "$OUT/parts.txt"
-part copies 150 copy-bandwidth-h200.sh
-part models 330 own-models-h200.sh FFN=2304
-part footprint 110 daemon-footprint.sh
-cat "$WORK/copies/summary.txt" "$WORK/models/summary.txt" 2>/dev/null
+for p in $PARTS; do
+    case $p in
+        copies) part copies 150 copy-bandwidth-h200.sh ;;
+        models) part models 400 own-models-h200.sh FFN=2304 ;;
+        footprint) part footprint 200 daemon-footprint.sh ;;
+        inspector) part inspector 170 nccl-inspector-h200.sh ;;
+        *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
+    esac
+done
+cat "$WORK"/*/summary.txt 2>/dev/null
 cat "$OUT/parts.txt"
