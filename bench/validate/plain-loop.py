@@ -47,6 +47,8 @@ def main():
     ap.add_argument("--micro-batch", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--ddp", action="store_true",
+                    help="wrap the model in DDP on one rank (NCCL), as bench ddp's 1-GPU runs do")
     a = ap.parse_args()
 
     import torch
@@ -57,6 +59,15 @@ def main():
     device = torch.device("cuda", 0)
     model = work["model"].to(device)
     opt, opt_name = bench_ddp.make_optimizer(torch, work, model, True)
+    if a.ddp:
+        import os
+        import torch.distributed as dist
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(bench_ddp.free_port()))
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", rank=0, world_size=1)
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[0], gradient_as_bucket_view=True)
     loss_of = work["loss"] or bench_ddp.default_loss
     gen = torch.Generator(device=device)
     gen.manual_seed(4321)
@@ -75,7 +86,7 @@ def main():
         times.append(time.perf_counter() - t0)
     timed = times[a.warmup:]
     print(json.dumps({
-        "model": a.model, "torch": torch.__version__, "optimizer": opt_name,
+        "model": a.model, "torch": torch.__version__, "optimizer": opt_name, "ddp": a.ddp,
         "params": sum(p.numel() for p in model.parameters()),
         "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "micro_batch": a.micro_batch, "warmup": a.warmup, "steps": a.steps,
