@@ -119,3 +119,56 @@ fn a_model_built_by_code_needs_a_launch_or_a_report() {
         stderr(&o)
     );
 }
+
+/// Offline, as a colleague would: the H200's own 1-GPU reports of resnet50 and the 200.8M LLaMA
+/// from its config (docs/results/2026-12-01-h200-own-models/) with a committed 2xH200 curve over
+/// host sockets. The gradients come from the parameters torch reported there.
+#[test]
+fn recommend_from_the_h200_reports_of_library_models() {
+    let root = repo_root();
+    let curve = root
+        .join("bench/accuracy/fixtures/2026-11-30-h200x2-1817/mlprep8/mlprep8-curve-hostnet.json");
+    let dir = root.join("docs/results/2026-12-01-h200-own-models");
+    let llama = "hf:llama,hidden_size=1024,num_hidden_layers=12,intermediate_size=2304,num_attention_heads=16,num_key_value_heads=16";
+    for (model, report, mb, params, tensors, buckets, unit) in [
+        (
+            "torchvision:resnet50",
+            "resnet50.json",
+            "64",
+            25_557_032u64,
+            161,
+            5,
+            "samples/s",
+        ),
+        (llama, "llama.json", "8", 200_827_904, 111, 22, "tokens/s"),
+    ] {
+        let (c, r) = (
+            curve.display().to_string(),
+            dir.join(report).display().to_string(),
+        );
+        let o = local_env(
+            &[
+                "--json",
+                "recommend",
+                "--from",
+                &c,
+                "--from",
+                &r,
+                "--model",
+                model,
+                "--micro-batch",
+                mb,
+                "--gpus",
+                "2",
+            ],
+            &[],
+        );
+        assert_eq!(code(&o), 0, "{model}: {}", stderr(&o));
+        let v = json(&o);
+        assert_eq!(v["params"], params, "{model}");
+        assert_eq!(v["layout"]["tensors"], tensors, "{model}");
+        assert_eq!(v["layout"]["buckets"], buckets, "{model}");
+        assert_eq!(v["throughput_unit"], unit, "{model}");
+        assert_eq!(v["compute"]["kind"], "measured", "{model}");
+    }
+}

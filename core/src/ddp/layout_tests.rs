@@ -4,6 +4,7 @@
 
 use super::{ModelSpec, ParamLayout, TorchBuckets};
 use crate::model::{assign_buckets, GradLayout, MIB};
+use crate::num::ToF64;
 
 #[derive(serde::Deserialize)]
 struct Fixture {
@@ -34,7 +35,11 @@ fn layout(f: &Fixture) -> ParamLayout {
 fn ddp_buckets_are_torchs_own_for_every_committed_model() {
     for (name, tensors, buckets) in [
         ("torchvision-resnet50", 161, 5),
+        ("torchvision-resnet50-torch2.11", 161, 5),
         ("torchvision-vit_b_16", 152, 14),
+        ("timm-vit_base_patch16_224", 152, 14),
+        ("hf-llama-1024x12", 111, 22),
+        ("hf-llama-1024x12-frozen", 111, 3),
         ("mlp-1024-2048x1-10", 6, 2),
     ] {
         let f = fixture(name);
@@ -99,6 +104,27 @@ fn the_mlp_spec_registers_the_tensors_torch_builds() {
         GradLayout::for_model(&spec),
         GradLayout::from_params(&layout(&f))
     );
+}
+
+/// The LLaMA-style model with all but its embeddings and q_proj frozen, as torch 2.11 and
+/// transformers built it on the H200: 39% of the gradient bytes its parameter count implies.
+#[test]
+fn the_frozen_llama_sends_only_its_trainable_gradients() {
+    let f = fixture("hf-llama-1024x12-frozen");
+    let l = layout(&f);
+    assert_eq!(l.total_params(), 200_827_904);
+    assert_eq!(l.trainable_params(), 78_118_912);
+    assert!(l
+        .tensors
+        .iter()
+        .filter(|t| t.trainable)
+        .all(|t| t.name.contains("embed")
+            || t.name.contains("q_proj")
+            || t.name.contains("lm_head")));
+    let grads = GradLayout::from_params(&l);
+    assert_eq!(grads.params(), 78_118_912);
+    let share = l.trainable_bytes().to_f64() / (l.total_params() * 4).to_f64();
+    assert!((share - 0.389).abs() < 0.001, "{share}");
 }
 
 /// Frozen parameters send nothing: they are in no bucket and no gradient, yet the backward
