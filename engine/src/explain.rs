@@ -307,30 +307,54 @@ fn measure_pairs(
         let req = pair_request(params, [a, b], Vec::new());
         req.validate()?;
         let (run, links) = collective_under_load(backend, &req, &[a.clone(), b.clone()]);
-        match run {
-            Ok(run) => {
-                // Only a run that went through loaded the links.
-                keep_under_load(platform, links);
-                failures.nccl_version = failures.nccl_version.or(run.nccl_version.clone());
-                let sweep = run.sweeps.iter().find(|s| s.op == Collective::AllReduce);
-                if let Some((bytes, busbw)) = sweep.and_then(judged_peak) {
-                    m.busbw_gbps = Some(busbw);
-                    m.bytes = Some(bytes);
-                }
-                m.transport = run.transport;
-            }
-            Err(ProbeError::Invalid(e)) => return Err(ProbeError::Invalid(e)),
-            Err(e) => {
-                failures
-                    .verdicts
-                    .push(e.verdict().unwrap_or(Verdict::Unknown));
-                failures.first_error.get_or_insert_with(|| e.to_string());
-                m.error = Some(e.to_string());
-            }
-        }
+        let r = read_run(run, links, platform, &mut failures)?;
+        (m.busbw_gbps, m.bytes, m.transport, m.error) =
+            (r.busbw_gbps, r.bytes, r.transport, r.error);
         out.push(m);
     }
     Ok((out, failures))
+}
+
+/// What one all-reduce run of a pair or of the node gave.
+#[derive(Default)]
+struct RunReading {
+    busbw_gbps: Option<f64>,
+    bytes: Option<u64>,
+    transport: Option<String>,
+    error: Option<String>,
+}
+
+/// A run's large-message figure and transport, its links kept as read under load (only a run
+/// that went through loaded them); a failed run's verdict and error go into `failures` and its
+/// reading says why; an invalid request ends the explain.
+fn read_run(
+    run: Result<CollectiveRun, ProbeError>,
+    links: Vec<LinkReading>,
+    platform: &mut PlatformFacts,
+    failures: &mut Failures,
+) -> Result<RunReading, ProbeError> {
+    let mut r = RunReading::default();
+    match run {
+        Ok(run) => {
+            keep_under_load(platform, links);
+            failures.nccl_version = failures.nccl_version.take().or(run.nccl_version.clone());
+            let sweep = run.sweeps.iter().find(|s| s.op == Collective::AllReduce);
+            if let Some((bytes, busbw)) = sweep.and_then(judged_peak) {
+                r.busbw_gbps = Some(busbw);
+                r.bytes = Some(bytes);
+            }
+            r.transport = run.transport;
+        }
+        Err(ProbeError::Invalid(e)) => return Err(ProbeError::Invalid(e)),
+        Err(e) => {
+            failures
+                .verdicts
+                .push(e.verdict().unwrap_or(Verdict::Unknown));
+            failures.first_error.get_or_insert_with(|| e.to_string());
+            r.error = Some(e.to_string());
+        }
+    }
+    Ok(r)
 }
 
 /// The all-reduce of every GPU together: the node's figure, set against its ring's slowest hop.
@@ -357,26 +381,8 @@ fn measure_node(
     let req = group_request(params, &refs, Vec::new());
     req.validate()?;
     let (run, links) = collective_under_load(backend, &req, gpus);
-    match run {
-        Ok(run) => {
-            keep_under_load(platform, links);
-            failures.nccl_version = failures.nccl_version.take().or(run.nccl_version.clone());
-            let sweep = run.sweeps.iter().find(|s| s.op == Collective::AllReduce);
-            if let Some((bytes, busbw)) = sweep.and_then(judged_peak) {
-                m.busbw_gbps = Some(busbw);
-                m.bytes = Some(bytes);
-            }
-            m.transport = run.transport;
-        }
-        Err(ProbeError::Invalid(e)) => return Err(ProbeError::Invalid(e)),
-        Err(e) => {
-            failures
-                .verdicts
-                .push(e.verdict().unwrap_or(Verdict::Unknown));
-            failures.first_error.get_or_insert_with(|| e.to_string());
-            m.error = Some(e.to_string());
-        }
-    }
+    let r = read_run(run, links, platform, failures)?;
+    (m.busbw_gbps, m.bytes, m.transport, m.error) = (r.busbw_gbps, r.bytes, r.transport, r.error);
     Ok(m)
 }
 
