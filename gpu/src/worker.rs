@@ -132,6 +132,20 @@ impl Output {
         true
     }
 
+    /// The terminal event of a request that cannot be read: its one line, and the usage exit
+    /// code to return.
+    fn invalid(&self, message: String) -> i32 {
+        self.terminal(
+            &WorkerEvent::Error {
+                kind: FailKind::Invalid,
+                message,
+                stage: None,
+            },
+            EXIT_USAGE,
+        );
+        EXIT_USAGE
+    }
+
     fn finished(&self) -> Option<i32> {
         self.finished
             .load(Ordering::SeqCst)
@@ -276,17 +290,7 @@ pub fn main_from_args(args: &[String]) -> i32 {
     }
     let req = match parse_request(&input) {
         Ok(r) => r,
-        Err(message) => {
-            out.terminal(
-                &WorkerEvent::Error {
-                    kind: FailKind::Invalid,
-                    message,
-                    stage: None,
-                },
-                EXIT_USAGE,
-            );
-            return EXIT_USAGE;
-        }
+        Err(message) => return out.invalid(message),
     };
     apply_env(&req.env);
     // A communicator across processes: every process derives the same unique id from the
@@ -390,17 +394,7 @@ pub fn parse_copy_request(bytes: &[u8]) -> Result<CopyRequest, String> {
 fn host_copies_main(out: &Arc<Output>, input: &[u8]) -> i32 {
     let req = match parse_copy_request(input) {
         Ok(r) => r,
-        Err(message) => {
-            out.terminal(
-                &WorkerEvent::Error {
-                    kind: FailKind::Invalid,
-                    message,
-                    stage: None,
-                },
-                EXIT_USAGE,
-            );
-            return EXIT_USAGE;
-        }
+        Err(message) => return out.invalid(message),
     };
     apply_env(&[]);
     let started = Instant::now();
