@@ -260,20 +260,6 @@ fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
         .collect()
 }
 
-/// Tensors whose bucket (by position) differs between two assignments of the same tensors.
-fn moved_tensors(a: &[Vec<usize>], b: &[Vec<usize>]) -> usize {
-    let place = |buckets: &[Vec<usize>]| -> std::collections::BTreeMap<usize, usize> {
-        buckets
-            .iter()
-            .enumerate()
-            .flat_map(|(j, ids)| ids.iter().map(move |&i| (i, j)))
-            .collect()
-    };
-    let (pa, pb) = (place(a), place(b));
-    pa.iter().filter(|(i, j)| pb.get(i) != Some(j)).count()
-        + pb.keys().filter(|i| !pa.contains_key(i)).count()
-}
-
 /// Per model: its tensors and DDP's buckets from the parameters torch reported, and whether
 /// torch's own bucket assignment agrees with ddpcheck's.
 fn layout_lines(results: &[DdpResult]) -> Vec<String> {
@@ -290,8 +276,7 @@ fn layout_lines(results: &[DdpResult]) -> Vec<String> {
         let line = match &x.torch_buckets {
             Some(tb) => {
                 let summary = layout.summary(tb.cap_bytes, tb.first_cap_bytes);
-                let ours = layout.ddp_buckets(tb.cap_bytes, tb.first_cap_bytes);
-                let moved = moved_tensors(&ours, &tb.buckets);
+                let moved = tb.moved(layout);
                 let agree = if moved == 0 {
                     format!(
                         "the same {} buckets as torch's own ({})",

@@ -181,16 +181,23 @@ impl TorchBuckets {
     /// Whether ddpcheck's own assignment over `layout` puts the same tensors in the same
     /// buckets (order within a bucket aside: the real ready order may swap neighbours).
     pub fn agrees_with(&self, layout: &ParamLayout) -> bool {
-        let sorted = |b: &[Vec<usize>]| -> Vec<Vec<usize>> {
-            b.iter()
-                .map(|ids| {
-                    let mut ids = ids.clone();
-                    ids.sort_unstable();
-                    ids
-                })
+        self.moved(layout) == 0
+    }
+
+    /// Tensors that ddpcheck's own assignment over `layout` puts in another bucket (by
+    /// position) than torch did, or that only one of the two assigns.
+    pub fn moved(&self, layout: &ParamLayout) -> usize {
+        let place = |buckets: &[Vec<usize>]| -> BTreeMap<usize, usize> {
+            buckets
+                .iter()
+                .enumerate()
+                .flat_map(|(j, ids)| ids.iter().map(move |&i| (i, j)))
                 .collect()
         };
-        sorted(&self.buckets) == sorted(&layout.ddp_buckets(self.cap_bytes, self.first_cap_bytes))
+        let ours = place(&layout.ddp_buckets(self.cap_bytes, self.first_cap_bytes));
+        let torch = place(&self.buckets);
+        ours.iter().filter(|(i, j)| torch.get(i) != Some(j)).count()
+            + torch.keys().filter(|i| !ours.contains_key(i)).count()
     }
 }
 
