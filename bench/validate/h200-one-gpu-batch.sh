@@ -3,13 +3,16 @@
 # (copy-bandwidth-h200.sh), then the user-model runs against plain torch loops
 # (own-models-h200.sh, with the issue's 200.83M LLaMA: FFN=2304), then the daemon's idle
 # footprint where its script is present (daemon-footprint.sh), and NCCL Inspector under a torch
-# job (nccl-inspector-h200.sh; NCCL's source in .fetched/nccl, carried). Each part under its own time
+# job (nccl-inspector-h200.sh; NCCL's source in .fetched/nccl, carried; inspector2: two ranks on
+# the one GPU), and the user models' DDP step against the same model without DDP in one launch
+# (own-models-plain-h200.sh). Each part under its own time
 # limit; each part's folder tarred into OUTDIR (at most 8 files come back).
 #
-#   bench/validate/h200-one-gpu-batch.sh OUTDIR [PART...]   (parts: copies models footprint inspector;
+#   bench/validate/h200-one-gpu-batch.sh OUTDIR [PART...]   (parts: copies models footprint inspector
+#                                                            inspector2 plain;
 #                                                            all three: about 10 minutes)
 set -uo pipefail
-OUT=${1:?usage: h200-one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector]}
+OUT=${1:?usage: h200-one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain]}
 shift
 PARTS=${*:-copies models footprint}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,6 +36,8 @@ for p in $PARTS; do
         models) part models 400 own-models-h200.sh FFN=2304 ;;
         footprint) part footprint 200 daemon-footprint.sh ;;
         inspector) part inspector 170 nccl-inspector-h200.sh ;;
+        inspector2) part inspector2 150 nccl-inspector-h200.sh RANKS=2 ;;
+        plain) part plain 400 own-models-plain-h200.sh ;;
         *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
     esac
 done

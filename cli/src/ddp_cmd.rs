@@ -45,6 +45,11 @@ pub struct DdpArgs {
     /// short. Runs of one launch then compare to a few percent (recommend's own runs take 2 s).
     #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
     pub min_timed_seconds: f64,
+    /// Also time each run's model without DDP (called directly, the same parameters, optimizer
+    /// and batches), in blocks interleaved with its DDP steps in the same launch: DDP's own
+    /// per-step work, read where the launch's speed cancels. Doubles the timed steps.
+    #[arg(long)]
+    pub plain_reference: bool,
     /// Price of the whole node per hour (split over its GPUs for cost per million tokens).
     #[arg(long)]
     pub price_per_hour: Option<f64>,
@@ -179,6 +184,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         repeats: a.repeats,
         recipe: a.recipe.recipe()?,
         device: a.recipe.device()?,
+        plain_reference: a.plain_reference,
     })
 }
 

@@ -362,3 +362,27 @@ fn a_minimum_timed_stretch_lengthens_short_runs_only() {
     assert!(!text.contains("timed steps: "), "{text}");
     assert!(steps.iter().all(|(_, n)| *n == 40), "{steps:?}");
 }
+
+#[test]
+fn the_plain_reference_is_reported_beside_each_ddp_run_and_folded_over_launches() {
+    let o = sim_gpt2_bench("base,nocomm", &["--plain-reference", "--repeats", "3"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    // The simulator's model without DDP is its compute alone: nothing to add on one GPU, the
+    // exposed all-reduce on two; every launch's round kept.
+    assert!(
+        text.contains("gpt2-124m base at 1 GPU(s): ")
+            && text.contains("DDP's own work +0.0% (median of 3 interleaved rounds)"),
+        "{text}"
+    );
+    let two = text
+        .lines()
+        .find(|l| l.starts_with("gpt2-124m base at 2 GPU(s): "))
+        .unwrap_or_else(|| panic!("no 2-GPU line: {text}"));
+    assert!(
+        two.contains("DDP's own work +") && !two.contains("+0.0%"),
+        "{two}"
+    );
+    // nocomm sends nothing: no line.
+    assert!(!text.contains("gpt2-124m nocomm at 2 GPU(s)"), "{text}");
+}

@@ -219,6 +219,47 @@ fn torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs() {
     assert!(left_behind("resnet18").is_empty() && left_behind("pair").is_empty());
 }
 
+#[test]
+fn the_plain_reference_times_the_model_without_ddp_in_rounds_beside_its_ddp_steps() {
+    if !torch_here("the_plain_reference_times_the_model_without_ddp_in_rounds_beside_its_ddp_steps")
+    {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let model = format!("py:{}:small", fixture("factories.py").display());
+    let o = bench(
+        "plain",
+        &model,
+        &[
+            "--micro-batch",
+            "8",
+            "--variants",
+            "base,nocomm",
+            "--find-unused-parameters",
+            "--plain-reference",
+        ],
+    );
+    let r = report(&o);
+    for world in [1, 2] {
+        let x = at(&r, world);
+        // The DDP side keeps exactly the 3 steps asked; the plain side as many, a round each.
+        assert_eq!(x.timed_steps, Some(3), "{x:?}");
+        let plain = x.plain_reference.as_ref().expect("a plain reference");
+        assert_eq!(plain.rounds.len(), 3, "{plain:?}");
+        assert!(plain.step_time_median_s > 0.0, "{plain:?}");
+        let ratio = plain.ddp_over_plain().expect("a ratio");
+        assert!(ratio.is_finite() && ratio > 0.0, "{plain:?}");
+    }
+    // nocomm sends nothing already: no reference to take.
+    let nocomm = r
+        .results
+        .iter()
+        .find(|x| x.variant == "nocomm" && x.world_size == 2)
+        .expect("the nocomm run");
+    assert!(nocomm.plain_reference.is_none(), "{nocomm:?}");
+    assert!(left_behind("plain").is_empty());
+}
+
 /// A bad input: its one line holds each of `words`, its exit code is `exit`, nothing is left.
 fn refused(mark: &str, model: &str, extra: &[&str], exit: i32, words: &[&str]) -> String {
     let o = bench(mark, model, extra);

@@ -66,6 +66,7 @@ mod tests {
             repeats: 1,
             recipe: Default::default(),
             device: Default::default(),
+            plain_reference: false,
         }
     }
 

@@ -171,6 +171,7 @@ impl From<&DdpRequest> for v1::BenchDdpRequest {
                 RunDevice::Cuda => String::new(),
                 RunDevice::Cpu => "cpu".into(),
             },
+            plain_reference: r.plain_reference,
         }
     }
 }
@@ -218,6 +219,7 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
                 "cpu" => RunDevice::Cpu,
                 other => return Err(Invalid(format!("device {other:?}: expected cuda or cpu"))),
             },
+            plain_reference: req.plain_reference,
         })
     }
 }
@@ -429,6 +431,7 @@ mod tests {
                 gradient_as_bucket_view: false,
             },
             device: RunDevice::Cpu,
+            plain_reference: false,
         };
         let back = DdpRequest::try_from(v1::BenchDdpRequest::from(&r)).unwrap();
         assert_eq!(back, r);

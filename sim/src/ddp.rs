@@ -31,7 +31,7 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, timed_steps, DdpRequest, DdpResult, DdpVariant, ModelSpec,
-    ALL_REDUCE_PROBE_BYTES,
+    PlainReference, ALL_REDUCE_PROBE_BYTES,
 };
 use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
 use ddpcheck_core::ProbeError;
@@ -268,6 +268,16 @@ pub fn run(
                                 1.0
                             }
                     });
+                    // The plain reference: the model without DDP, its compute alone (the simulator
+                    // models no per-step work of DDP's own beyond communication).
+                    let plain =
+                        (req.plain_reference && !variant.nocomm && !variant.fsdp).then(|| {
+                            let alone = step_time(&fabric, spec, variant, work, 1);
+                            PlainReference {
+                                step_time_median_s: alone,
+                                rounds: vec![[step, alone]],
+                            }
+                        });
                     let accum = variant.accum.max(1);
                     let items = f64::from(world) * f64::from(accum) * f64::from(req.micro_batch);
                     progress(Progress {
@@ -302,6 +312,7 @@ pub fn run(
                         param_layout: spec.param_layout(),
                         all_reduce_probe: all_reduce_probe(&fabric, world),
                         solo_step_time_median_s: solo,
+                        plain_reference: plain,
                         // Speedups and launches: filled in below.
                         ..DdpResult::default()
                     });

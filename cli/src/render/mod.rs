@@ -223,6 +223,28 @@ fn solo_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
         .collect()
 }
 
+/// One line per run timed beside its model without DDP in the same launch: both steps and
+/// DDP's own work, the median of each interleaved round's ratio.
+fn plain_lines(results: &[DdpResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|x| {
+            let p = x.plain_reference.as_ref()?;
+            let ratio = p.ddp_over_plain()?;
+            Some(format!(
+                "{} {} at {} GPU(s): {:.2} ms a step in DDP, {:.2} ms without DDP in the same launch; DDP's own work {:+.1}% (median of {} interleaved rounds)",
+                x.model,
+                x.variant,
+                x.world_size,
+                x.step_time_median_s * 1e3,
+                p.step_time_median_s * 1e3,
+                (ratio - 1.0) * 100.0,
+                p.rounds.len()
+            ))
+        })
+        .collect()
+}
+
 /// How many steps the runs timed, where they did not all time the same count (a minimum timed
 /// stretch lengthened the short ones); nothing for reports that do not say.
 fn timed_steps_line(results: &[ddpcheck_core::ddp::DdpResult]) -> Option<String> {
@@ -387,6 +409,10 @@ pub fn bench_ddp(r: &DdpReport) -> String {
         s.push_str("nocomm: no gradient communication at all; its exposed comm is what N GPUs side by side cost each other\n");
     }
     for line in solo_lines(&r.results) {
+        s.push_str(&line);
+        s.push('\n');
+    }
+    for line in plain_lines(&r.results) {
         s.push_str(&line);
         s.push('\n');
     }

@@ -12,6 +12,7 @@ mod hf_config;
 mod layout;
 mod model_arg;
 mod noise;
+mod plain;
 mod request;
 mod result;
 mod source;
@@ -27,6 +28,7 @@ pub use noise::{
     beyond_noise, describe_noise_bound, noise_bound, speedup_noise_bound, speedup_uncertainty,
     throughput_ratio, ThroughputRatio,
 };
+pub use plain::PlainReference;
 pub use request::{
     timed_steps, Amp, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS, MAX_STEPS,
 };

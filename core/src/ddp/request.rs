@@ -40,6 +40,11 @@ pub struct DdpRequest {
     /// testing the script where there is no GPU; its figures are CPU figures, labelled so.
     #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
     pub device: RunDevice,
+    /// Also time each run's model without DDP, blocks interleaved with its DDP steps in the same
+    /// launch ([`super::PlainReference`]): DDP's own per-step work, read where the launch's speed
+    /// cancels. Doubles the timed steps.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plain_reference: bool,
 }
 
 /// Autocast of the forward pass (`--amp`).

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::noise::{paired_log_ratio, sample_sd};
 use super::{one_gpu_reference, speedup_noise_bound, speedup_uncertainty};
-use super::{ParamLayout, Recipe, RunDevice, TorchBuckets};
+use super::{ParamLayout, PlainReference, Recipe, RunDevice, TorchBuckets};
 use crate::collective::Sweep;
 
 /// One measured (or simulated) configuration. `Default` leaves what is derived from several runs
@@ -82,6 +82,10 @@ pub struct DdpResult {
     /// `cpu` where the ranks were CPU processes over gloo: not a GPU figure.
     #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
     pub device: RunDevice,
+    /// The model timed without DDP in the same launch, interleaved with these steps
+    /// (`DdpRequest::plain_reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain_reference: Option<PlainReference>,
 }
 
 impl DdpResult {
@@ -232,6 +236,11 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
             } else {
                 Vec::new()
             };
+            let plain = PlainReference::fold(
+                &g.iter()
+                    .map(|r| r.plain_reference.as_ref())
+                    .collect::<Vec<_>>(),
+            );
             // One configuration, so one GPU count: its launches' probes, folded.
             let probe = probe_curve(&g, g[0].world_size).map(|(sweep, _)| sweep);
             let first = g.remove(0);
@@ -253,6 +262,7 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
                 all_reduce_probe: probe,
                 solo_step_time_median_s: crate::expect::median(&solos),
                 launch_solo_step_medians_s: solos,
+                plain_reference: plain,
                 ..first
             }
         })

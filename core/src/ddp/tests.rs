@@ -295,6 +295,7 @@ fn a_request_gets_the_one_gpu_references_its_hooked_variants_need() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
+        plain_reference: false,
     };
     req.variants[1].env = vec![("NCCL_P2P_DISABLE".into(), "1".into())];
     let got = req.clone().with_one_gpu_references();
@@ -364,6 +365,7 @@ fn a_minimum_timed_stretch_outside_zero_to_sixty_seconds_is_refused() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
+        plain_reference: false,
     };
     assert!(req.validate(1).is_ok());
     for bad in [-1.0, 61.0, f64::NAN] {

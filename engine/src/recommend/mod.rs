@@ -120,6 +120,7 @@ impl RecommendRequest {
             repeats: self.repeats,
             recipe: self.recipe.clone(),
             device: self.device,
+            plain_reference: false,
         })
     }
 

@@ -58,6 +58,11 @@ PROBE_WARMUP, PROBE_ITERS = 2, 8
 # noise bounds this gives: docs/results/2026-11-30-h200x2-accumulation-gap.md §3); alternating
 # also cancels a drift in the node's speed along the run.
 SOLO_ROUNDS = 3
+# With "plain_reference", a run's timed steps are split into this many rounds, each a block of
+# DDP steps and a block of the same model called without DDP, in A B B A order: launches of one
+# GPU spread ±7-12% and two runs of one launch 3-8% (docs/results/2026-12-01-h200-one-gpu-launch-noise.md),
+# so only blocks interleaved in one launch compare to a few percent; the order cancels a drift.
+PLAIN_ROUNDS = 8
 # A run asked to time at least min_timed_s seconds is sized on this many steps after its warm-up.
 SIZING_STEPS = 3
 # The most timed steps a run may take (as the config's own bound on "steps").
@@ -156,6 +161,23 @@ def alternate_solo(rank, rounds, warm, steps, solo_step, together_block, wait):
         wait()
         together += together_block(r, w, steps)
     return solo, together
+
+
+def interleave_plain(rounds, steps, block):
+    """A B B A blocks of the DDP steps (A) and the plain ones (B): `rounds` rounds whose blocks
+    hold `steps` steps in all per side. block(plain, n, first) runs n steps of one side (first: its
+    first block, which also runs the warm-up) and returns their times. Returns (the DDP step times,
+    the plain step times, [[DDP block median, plain block median] for each round])."""
+    sizes = [steps // rounds + (1 if r < steps % rounds else 0) for r in range(rounds)]
+    ddp, plain, pairs = [], [], []
+    for r, n in enumerate(s for s in sizes if s > 0):
+        got = {}
+        for side in ((False, True) if r % 2 == 0 else (True, False)):
+            got[side] = block(side, n, r == 0)
+        ddp += got[False]
+        plain += got[True]
+        pairs.append([median(got[False]), median(got[True])])
+    return ddp, plain, pairs
 
 
 def percentile(xs, q):
@@ -331,6 +353,7 @@ def load_config(text):
         "min_timed_s": _float(cfg, "min_timed_s", 0.0, 0.0, 60.0),
         "nccl_timeout_s": _int(cfg, "nccl_timeout_s", 120, 5, 3600),
         "measure_nocomm": bool(cfg.get("measure_nocomm", False)),
+        "plain_reference": bool(cfg.get("plain_reference", False)),
         "cpu_binding": _choice(cfg, "cpu_binding", ("none", "cores")),
         "all_reduce_probe_bytes": probe_sizes(cfg),
     }
@@ -1338,24 +1361,28 @@ def main(argv=None):
         tokens_per_sample = work["tokens_per_sample"] or 1
         unit = "tokens/s" if work["tokens_per_sample"] else "samples/s"
 
-        def micro_loss():
+        def micro_loss(net):
             b = call_batch(make_batch, mb, device, gen)
             with autocast():
-                return loss_of(wrapped, b)
+                return loss_of(net, b)
 
-        def train_step(sync_grads):
+        def train_step(sync_grads, plain=False):
             """One optimizer step of `accum` micro-batches; gradients are synchronised on the last one
-            only (no_sync before it), or never when sync_grads is False."""
+            only (no_sync before it), or never when sync_grads is False. plain: the model itself,
+            not its DDP wrapper, so DDP neither prepares nor reduces anything (the same parameters,
+            optimizer and batches)."""
             loss = None
             for i in range(accum):
                 do_sync = sync_grads and i == accum - 1
-                if var["fsdp"]:
+                if plain:
+                    ctx = contextlib.nullcontext()
+                elif var["fsdp"]:
                     wrapped.set_requires_gradient_sync(do_sync)
                     ctx = contextlib.nullcontext()
                 else:
                     ctx = contextlib.nullcontext() if do_sync else wrapped.no_sync()
                 with ctx:
-                    loss = micro_loss()
+                    loss = micro_loss(model if plain else wrapped)
                     scaled = loss / accum
                     (scaler.scale(scaled) if scaler else scaled).backward()
             if scaler:
@@ -1366,15 +1393,15 @@ def main(argv=None):
             opt.zero_grad(set_to_none=True)
             return loss
 
-        def timed_step(sync_grads):
+        def timed_step(sync_grads, plain=False):
             """One train_step timed from an idle device to an idle device: (seconds, loss)."""
             sync()
             t0 = time.perf_counter()
-            loss = train_step(sync_grads)
+            loss = train_step(sync_grads, plain)
             sync()
             return time.perf_counter() - t0, loss
 
-        def timed_steps(phase, warm, steps, sync_grads, done=0, overall=None):
+        def timed_steps(phase, warm, steps, sync_grads, done=0, overall=None, plain=False):
             """warm + steps steps on every rank; the slowest rank's time of each after the warm-up.
             Progress counts from `done` of `overall` steps (a block of a longer phase)."""
             global _STAGE
@@ -1383,7 +1410,7 @@ def main(argv=None):
             overall = overall or total
             for s in range(total):
                 _STAGE = "%s step %d/%d" % (phase, done + s + 1, overall)
-                took, loss = timed_step(sync_grads)
+                took, loss = timed_step(sync_grads, plain)
                 times.append(took)
                 now = time.perf_counter()
                 if now - last_note >= PROGRESS_EVERY_S or s + 1 == total:
@@ -1415,6 +1442,21 @@ def main(argv=None):
                                           lambda: dist.barrier(group=solo_wait))
             return (median(alone) if rank == 0 else None), timed, last["loss"]
 
+        def with_plain_reference(warm, steps):
+            """The run's DDP steps interleaved with as many of the model called without DDP
+            (interleave_plain): (DDP step times, plain step times, per-round medians, last loss)."""
+            last, done, overall = {}, [0], 2 * (warm + steps)
+
+            def block(plain, n, first):
+                w = warm if first else 0
+                times, last["loss"] = timed_steps("without DDP" if plain else "timed", w, n, True,
+                                                  done=done[0], overall=overall, plain=plain)
+                done[0] += w + n
+                return times
+
+            ddp, plain, pairs = interleave_plain(min(PLAIN_ROUNDS, steps), steps, block)
+            return ddp, plain, pairs, last["loss"]
+
         def sized_steps(warm, steps, sync_grads):
             """`steps`, or more so that the run times at least min_timed_s: sized on SIZING_STEPS
             steps after the warm-up. timed_steps hands every rank the same step times (each the
@@ -1429,13 +1471,19 @@ def main(argv=None):
         # forward, which rank 0 alone would wait on for ever.
         paired = (var["nocomm"] and world > 1 and solo_wait is not None
                   and not any(True for _ in wrapped.module.buffers()))
+        # The plain reference: not for FSDP (it shards the model itself) nor nocomm (nothing to
+        # compare: its steps send nothing already).
+        with_plain = cfg["plain_reference"] and not var["fsdp"] and not var["nocomm"]
+        total = warm + (SOLO_ROUNDS if paired else 1) * steps
         emit({"event": "progress", "phase": "ready", "step": 0,
-              "total": warm + (SOLO_ROUNDS if paired else 1) * steps, "warmup": warm, "params": params})
+              "total": 2 * (warm + steps) if with_plain else total, "warmup": warm, "params": params})
+        plain_times = plain_pairs = solo = None
         if paired:
             solo, timed, loss = nocomm_with_solo(warm, steps)
+        elif with_plain:
+            timed, plain_times, plain_pairs, loss = with_plain_reference(warm, steps)
         else:
             # nocomm: every micro-batch under no_sync, N GPUs side by side with no communication.
-            solo = None
             timed, loss = timed_steps("timed", warm, steps, not var["nocomm"])
         buckets = None if var["fsdp"] else torch_buckets(torch, dist, model, wrapped, var["bucket_cap_mb"])
 
@@ -1466,6 +1514,8 @@ def main(argv=None):
             "solo_rounds": SOLO_ROUNDS if paired else None,
             "nocomm_step_time_median_s": nocomm,
             "solo_step_time_median_s": solo,
+            "plain_step_time_median_s": median(plain_times) if plain_times else None,
+            "plain_rounds": plain_pairs,
             "max_memory_bytes": max_mem, "final_loss": final_loss,
             "optimizer": opt_name, "autocast": recipe["amp"],
             "powersgd_start_iter": POWERSGD_START_ITER if var["hook"] == "powersgd" else None,

@@ -196,6 +196,9 @@ struct ScriptConfig<'a> {
     min_timed_s: f64,
     nccl_timeout_s: u32,
     measure_nocomm: bool,
+    /// Left out when off: a config the script of an older release reads the same.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    plain_reference: bool,
     all_reduce_probe_bytes: &'static [u64],
     recipe: &'a Recipe,
     /// Left out for CUDA: a config the script of an older release reads the same.
@@ -261,6 +264,7 @@ pub(super) fn script_config(
         nccl_timeout_s: u32::try_from(floor_u64((req.deadline_s * 0.5).clamp(30.0, 600.0)))
             .unwrap_or(600),
         measure_nocomm,
+        plain_reference: req.plain_reference,
         all_reduce_probe_bytes: &ALL_REDUCE_PROBE_BYTES,
         recipe: &req.recipe,
         device: req.device,

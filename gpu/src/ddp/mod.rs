@@ -66,7 +66,8 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::Sweep;
 use ddpcheck_core::ddp::{
-    fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec, RunDevice,
+    fill_scaling, merge_repeats, DdpRequest, DdpResult, DdpVariant, ModelSpec, PlainReference,
+    RunDevice,
 };
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::ProbeError;
@@ -77,7 +78,7 @@ use crate::RealConfig;
 use launch::{
     command_line, effective_nccl_env, env_overrides, launch_argv, launcher, script_config, Launcher,
 };
-use outcome::{check_result, judge, on_line, Collected, Ended};
+use outcome::{check_result, judge, on_line, Collected, Ended, ResultEvent};
 use probe::{check_probe, probe_torch};
 
 /// The benchmark script's file name wherever it is written.
@@ -617,7 +618,7 @@ fn run_group(
                     || (ev.model.as_deref() == Some(model.name().as_str())
                         && ev.variant.as_deref() == Some(variant.name.as_str()))
             });
-            let Some(ev) = pos.map(|i| events.remove(i)) else {
+            let Some(mut ev) = pos.map(|i| events.remove(i)) else {
                 let e = ProbeError::Worker(format!(
                     "{} {} on {world} {gpus}: the launch reported no result for this run",
                     model.name(),
@@ -639,35 +640,55 @@ fn run_group(
                     ev.nocomm_step_time_median_s.filter(|t| t.is_finite());
                 launch.max_memory_bytes = ev.max_memory_bytes;
                 launch.final_loss = ev.final_loss;
-                launch.step_times_s = ev.step_times_s;
-                DdpResult {
-                    model: model.name(),
-                    params: ev.params,
-                    variant: variant.name.clone(),
-                    world_size: world,
-                    micro_batch: ctx.req.micro_batch,
-                    accum: variant.accum,
-                    step_time_median_s: ev.step_time_median_s,
-                    step_time_p90_s: ev.step_time_p90_s,
-                    timed_steps: ev.steps,
-                    throughput: ev.throughput,
-                    throughput_unit: ev.throughput_unit,
-                    all_reduce_probe: ev
-                        .all_reduce_probe
-                        .as_deref()
-                        .and_then(|t| Sweep::all_reduce_from_times(world, t)),
-                    solo_step_time_median_s: ev
-                        .solo_step_time_median_s
-                        .filter(|t| t.is_finite() && *t > 0.0),
-                    param_layout: ev.param_layout,
-                    torch_buckets: ev.torch_buckets,
-                    recipe: ev.recipe,
-                    device: ev.device.unwrap_or(ctx.req.device),
-                    // Speedups and launches: filled in once every launch is in.
-                    ..DdpResult::default()
-                }
+                launch.step_times_s = std::mem::take(&mut ev.step_times_s);
+                result_of(
+                    ev,
+                    model,
+                    variant,
+                    world,
+                    ctx.req.device,
+                    ctx.req.micro_batch,
+                )
             });
             (launch, outcome)
         })
         .collect()
+}
+
+/// The result a launch reported for one run, as a [`DdpResult`] (speedups and launches are
+/// filled in once every launch is in).
+fn result_of(
+    ev: ResultEvent,
+    model: &ModelSpec,
+    variant: &DdpVariant,
+    world: u32,
+    device: RunDevice,
+    micro_batch: u32,
+) -> DdpResult {
+    DdpResult {
+        model: model.name(),
+        params: ev.params,
+        variant: variant.name.clone(),
+        world_size: world,
+        micro_batch,
+        accum: variant.accum,
+        step_time_median_s: ev.step_time_median_s,
+        step_time_p90_s: ev.step_time_p90_s,
+        timed_steps: ev.steps,
+        throughput: ev.throughput,
+        throughput_unit: ev.throughput_unit,
+        all_reduce_probe: ev
+            .all_reduce_probe
+            .as_deref()
+            .and_then(|t| Sweep::all_reduce_from_times(world, t)),
+        solo_step_time_median_s: ev
+            .solo_step_time_median_s
+            .filter(|t| t.is_finite() && *t > 0.0),
+        plain_reference: PlainReference::from_launch(ev.plain_step_time_median_s, ev.plain_rounds),
+        param_layout: ev.param_layout,
+        torch_buckets: ev.torch_buckets,
+        recipe: ev.recipe,
+        device: ev.device.unwrap_or(device),
+        ..DdpResult::default()
+    }
 }

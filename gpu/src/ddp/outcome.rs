@@ -126,6 +126,12 @@ pub(super) struct ResultEvent {
     /// `nocomm` on N GPUs: rank 0's median step alone, the other ranks waiting idle.
     #[serde(default)]
     pub(super) solo_step_time_median_s: Option<f64>,
+    /// With `plain_reference`: the model's median step without DDP, and each round's
+    /// [DDP block median, plain block median].
+    #[serde(default)]
+    pub(super) plain_step_time_median_s: Option<f64>,
+    #[serde(default)]
+    pub(super) plain_rounds: Option<Vec<[f64; 2]>>,
     #[serde(default)]
     pub(super) max_memory_bytes: Option<u64>,
     #[serde(default)]

@@ -62,6 +62,7 @@ pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) ->
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
+        plain_reference: false,
     }
 }
 
@@ -206,6 +207,8 @@ fn fake_benchmark_gives_results_with_speedups() {
     let config1: serde_json::Value =
         serde_json::from_str(read(dir.path().join("args_1")).lines().nth(7).unwrap()).unwrap();
     assert_eq!(config1["measure_nocomm"], false);
+    // Off, the key is left out: a config an older script reads the same.
+    assert!(config.get("plain_reference").is_none(), "{config}");
     assert_eq!(read(dir.path().join("script_copy.py")), script_text());
 
     // The environment every child gets.
@@ -837,6 +840,45 @@ fn a_minimum_timed_stretch_reaches_the_script_and_sizes_short_runs() {
     assert!(v.as_str().unwrap_or("").contains("min_timed_s"), "{v}");
 }
 
+/// The plain reference's rounds: every step of both sides in `rounds` blocks as even as can be,
+/// in A B B A order (a drift along the launch then weighs on both sides alike), the warm-up in
+/// each side's first block only; the flag reaches the script when asked.
+#[test]
+fn the_plain_reference_interleaves_blocks_in_abba_order_and_reaches_the_script() {
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
+    let mlp = ModelSpec::square_mlp(256, 3);
+    let mut req = request(DdpVariant::default(), vec![1], 100.0);
+    req.plain_reference = true;
+    let config = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
+    let code = "calls = []\n\
+                def block(plain, n, first):\n\
+                \x20   calls.append(['plain' if plain else 'ddp', n, first])\n\
+                \x20   return [2.0 if plain else 3.0] * n\n\
+                ddp, plain, pairs = m.interleave_plain(3, 7, block)\n\
+                print(json.dumps({'on': m.load_config(sys.argv[2])['plain_reference'],\n\
+                'calls': calls, 'ddp': len(ddp), 'plain': len(plain), 'pairs': pairs}))";
+    let v = with_script_module(py, &script, code, &[&config], &[]);
+    assert_eq!(v["on"], true);
+    assert_eq!(
+        v["calls"],
+        serde_json::json!([
+            ["ddp", 3, true],
+            ["plain", 3, true],
+            ["plain", 2, false],
+            ["ddp", 2, false],
+            ["ddp", 2, false],
+            ["plain", 2, false]
+        ])
+    );
+    assert_eq!((v["ddp"].as_u64(), v["plain"].as_u64()), (Some(7), Some(7)));
+    assert_eq!(
+        v["pairs"],
+        serde_json::json!([[3.0, 2.0], [3.0, 2.0], [3.0, 2.0]])
+    );
+}
+
 #[test]
 fn manual_command_runs_the_same_launch() {
     let dir = tempfile::tempdir().unwrap();
@@ -1088,6 +1130,7 @@ fn real_ddp_smoke_on_this_node() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
+        plain_reference: false,
     };
     let opts = DdpOptions {
         measure_nocomm: true,
@@ -1142,6 +1185,7 @@ fn real_ddp_deadline_stops_every_rank() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
+        plain_reference: false,
     };
     // Timed from the launch's own start: the torch check before it takes a few seconds.
     let mut launched: Option<Instant> = None;
@@ -1233,6 +1277,7 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
+        plain_reference: false,
     };
     let plan = plan(&req).unwrap();
     let groups = launch_groups(&req, &plan);
