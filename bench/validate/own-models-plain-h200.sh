@@ -5,7 +5,8 @@
 # embeddings and q_proj frozen (frozen_llama.py), each ROUNDS times; after each, the same model
 # in plain-loop.py (its own launch, as many steps) for the launch-to-launch comparison.
 #
-#   bench/validate/own-models-plain-h200.sh OUTDIR        (ROUNDS=2: about 5 minutes)
+#   bench/validate/own-models-plain-h200.sh OUTDIR        (ROUNDS=2: about 8 minutes)
+#   MODELS="llama llama_frozen" FIRST_ROUND=2 ROUNDS=2 ...   (some models, rounds 2..2 only)
 #
 # Needs .device/ddpcheck and /opt/torch/.venv/bin/python3 (torch, torchvision, timm,
 # transformers); no network. Writes OUTDIR/NAME-rR.json (bench ddp's report), NAME-rR-loop.json
@@ -58,12 +59,19 @@ print("%s: ddp %.5f s, plain same launch %.5f s, rounds %d, ddp/plain median of 
 PYEOF
 }
 
-for round in $(seq 1 "$ROUNDS"); do
-    one resnet50 torchvision:resnet50 64 "$round"
-    one vit_base timm:vit_base_patch16_224 64 "$round"
-    one llama "$LLAMA" 8 "$round"
-    one llama_frozen "$FROZEN" 8 "$round"
+MODELS=${MODELS:-resnet50 vit_base llama llama_frozen}
+for round in $(seq "${FIRST_ROUND:-1}" "$ROUNDS"); do
+    for m in $MODELS; do
+        case $m in
+            resnet50) one resnet50 torchvision:resnet50 64 "$round" ;;
+            vit_base) one vit_base timm:vit_base_patch16_224 64 "$round" ;;
+            llama) one llama "$LLAMA" 8 "$round" ;;
+            llama_frozen) one llama_frozen "$FROZEN" 8 "$round" ;;
+        esac
+    done
 done
-"$BIN" bench ddp --from "$OUT/resnet50-r1.json" 2>&1 | tail -3 >> "$OUT/summary.txt"
+for f in "$OUT"/*-r*.json; do
+    case $f in *-loop.json) ;; *) "$BIN" bench ddp --from "$f" 2>&1 | grep "without DDP" >> "$OUT/summary.txt" ;; esac
+done
 date -u +%FT%TZ >> "$OUT/summary.txt"
 cat "$OUT/summary.txt"
