@@ -383,6 +383,10 @@ fn the_plain_reference_is_reported_beside_each_ddp_run_and_folded_over_launches(
         two.contains("DDP's own work +") && !two.contains("+0.0%"),
         "{two}"
     );
+    // The simulator's one GPU without DDP is its one GPU in DDP: the same speedup both ways.
+    assert!(two.contains("against one GPU without DDP"), "{two}");
+    let speedups: Vec<&str> = two.split(" x").skip(1).map(|t| &t[..4]).collect();
+    assert!(speedups.len() == 2 && speedups[0] == speedups[1], "{two}");
     // nocomm sends nothing: no line.
     assert!(!text.contains("gpt2-124m nocomm at 2 GPU(s)"), "{text}");
 }

@@ -231,8 +231,17 @@ fn plain_lines(results: &[DdpResult]) -> Vec<String> {
         .filter_map(|x| {
             let p = x.plain_reference.as_ref()?;
             let ratio = p.ddp_over_plain()?;
+            let against = ddpcheck_core::ddp::speedup_without_ddp(results, x).map_or_else(
+                String::new,
+                |s| {
+                    format!(
+                        "; x{s:.2} against one GPU without DDP (the table's x{:.2}: against one GPU in DDP)",
+                        x.speedup.unwrap_or(f64::NAN)
+                    )
+                },
+            );
             Some(format!(
-                "{} {} at {} GPU(s): {:.2} ms a step in DDP, {:.2} ms without DDP in the same launch; DDP's own work {:+.1}% (median of {} interleaved rounds)",
+                "{} {} at {} GPU(s): {:.2} ms a step in DDP, {:.2} ms without DDP in the same launch; DDP's own work {:+.1}% (median of {} interleaved rounds){against}",
                 x.model,
                 x.variant,
                 x.world_size,

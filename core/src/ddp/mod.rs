@@ -28,7 +28,7 @@ pub use noise::{
     beyond_noise, describe_noise_bound, noise_bound, speedup_noise_bound, speedup_uncertainty,
     throughput_ratio, ThroughputRatio,
 };
-pub use plain::PlainReference;
+pub use plain::{speedup_without_ddp, PlainReference};
 pub use request::{
     timed_steps, Amp, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS, MAX_STEPS,
 };

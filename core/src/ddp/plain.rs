@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{one_gpu_partner, DdpResult};
+
 /// A run's plain reference (`DdpRequest::plain_reference`): the same model, parameters,
 /// optimizer and batches called without its DDP wrapper, in rounds of a DDP block and a plain
 /// block (A B B A). One GPU's launches spread ±7–12% and two runs of one launch 3–8%
@@ -53,9 +55,66 @@ impl PlainReference {
     }
 }
 
+/// `r`'s speedup against its 1-GPU partner's step without DDP (where that run timed one):
+/// what training on one GPU, which nobody wraps in DDP, would do. The table's speedup is
+/// against the partner's DDP step, which on one H200 ran 1–19% slower than the same model
+/// without DDP in the same launch (docs/results/2026-12-02-h200-ddp-own-work.md).
+pub fn speedup_without_ddp(runs: &[DdpResult], r: &DdpResult) -> Option<f64> {
+    if r.world_size < 2 || r.step_time_median_s <= 0.0 {
+        return None;
+    }
+    let one = one_gpu_partner(runs, r)?;
+    let plain = one.plain_reference.as_ref()?.step_time_median_s;
+    // Weak scaling: N times the work per step, so the throughput ratio is N·t_1/t_N.
+    (plain > 0.0).then(|| {
+        f64::from(r.world_size) * plain * f64::from(r.accum.max(1))
+            / (r.step_time_median_s * f64::from(one.accum.max(1)))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run(world: u32, variant: &str, step: f64, plain: Option<f64>) -> DdpResult {
+        DdpResult {
+            model: "m".into(),
+            variant: variant.into(),
+            world_size: world,
+            accum: 1,
+            step_time_median_s: step,
+            plain_reference: PlainReference::from_launch(plain, None),
+            ..DdpResult::default()
+        }
+    }
+
+    #[test]
+    fn the_speedup_without_ddp_is_against_the_one_gpu_plain_step() {
+        // One GPU: 12 ms in DDP, 10 ms without; two GPUs 15 ms a step.
+        let runs = vec![
+            run(1, "base", 0.012, Some(0.010)),
+            run(2, "base", 0.015, None),
+        ];
+        let s = speedup_without_ddp(&runs, &runs[1]).unwrap();
+        assert!((s - 2.0 * 0.010 / 0.015).abs() < 1e-12, "{s}");
+        assert_eq!(
+            speedup_without_ddp(&runs, &runs[0]),
+            None,
+            "not for the 1-GPU run itself"
+        );
+        // A hooked variant is against its unhooked 1-GPU partner, as the table's speedup.
+        let runs = vec![
+            run(1, "base", 0.012, Some(0.010)),
+            run(2, "bf16", 0.014, None),
+        ];
+        assert!(speedup_without_ddp(&runs, &runs[1]).is_some());
+        let runs = vec![run(1, "base", 0.012, None), run(2, "base", 0.015, None)];
+        assert_eq!(
+            speedup_without_ddp(&runs, &runs[1]),
+            None,
+            "no plain step, no figure"
+        );
+    }
 
     #[test]
     fn the_ratio_is_the_median_of_each_rounds_own_ratio() {
