@@ -847,6 +847,28 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
     }
 }
 
+/// The committed Inspector textfiles: the hand-written one (single-node all-reduces, which the
+/// rules judge and one GPU cannot produce) carries the same series with the same label names, in
+/// the same order, as the ones captured from a real job; the captured figures are what that job
+/// measured (two ranks on one H200 over sockets, docs/results/2026-12-02-h200-nccl-inspector-capture.md).
+#[test]
+fn the_hand_written_inspector_fixture_has_the_captured_textfiles_shape() {
+    let (captured, written) = inspector::fixture_files();
+    assert!(!captured.is_empty() && !written.is_empty(), "both kinds of fixture");
+    let written_shape = inspector::shape(&written.concat());
+    for text in &captured {
+        assert_eq!(inspector::shape(text), written_shape, "{text}");
+        for line in text.lines().filter(|l| l.starts_with("nccl_bus_bandwidth_gbs{")) {
+            let gbs: f64 = line.rsplit(' ').next().unwrap().parse().expect("value");
+            assert!(gbs > 0.0 && gbs < 10.0, "loopback sockets: {line}");
+            assert_eq!(inspector::label_of(line, "n_nodes").as_deref(), Some("2"));
+            assert_eq!(inspector::label_of(line, "collective").as_deref(), Some("AllReduce"));
+            let size = inspector::label_of(line, "message_size").unwrap();
+            assert_eq!(inspector::bytes_of(&size), Some(24.5 * 1024.0 * 1024.0), "{line}");
+        }
+    }
+}
+
 /// NCCL Inspector's Prometheus textfile (docs/operations.md, "Running jobs beside the
 /// preflight") beside the fleet, and the oracle the rules are checked against.
 mod inspector {
@@ -868,6 +890,50 @@ mod inspector {
             .iter()
             .map(|f| std::fs::read_to_string(f).expect("read fixture"))
             .collect()
+    }
+
+    /// The committed textfiles' texts: (captured from a job, written by hand).
+    pub fn fixture_files() -> (Vec<String>, Vec<String>) {
+        let dir = common::repo_root().join(FIXTURES);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("inspector fixtures")
+            .map(|e| e.expect("fixture entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "prom"))
+            .collect();
+        files.sort();
+        let (captured, written): (Vec<PathBuf>, Vec<PathBuf>) = files.into_iter().partition(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("captured-"))
+        });
+        let read = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|f| std::fs::read_to_string(f).expect("read fixture"))
+                .collect()
+        };
+        (read(captured), read(written))
+    }
+
+    /// Each series' metric name with its label names in order.
+    pub fn shape(text: &str) -> BTreeSet<(String, Vec<String>)> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let (name, rest) = l.split_once('{').expect("a series with labels");
+                let labels = rest
+                    .split("\",")
+                    .filter_map(|kv| kv.split_once("=\"").map(|(k, _)| k.to_string()))
+                    .collect();
+                (name.to_string(), labels)
+            })
+            .collect()
+    }
+
+    pub fn label_of(line: &str, name: &str) -> Option<String> {
+        label(line, name)
+    }
+
+    pub fn bytes_of(size: &str) -> Option<f64> {
+        message_bytes(size)
     }
 
     /// The `hostname` label of a scrape's `ddpcheck_node_info`.
