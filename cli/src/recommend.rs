@@ -86,6 +86,11 @@ pub struct RecommendArgs {
     /// accurate on slow transports.
     #[arg(long)]
     pub quick: bool,
+    /// Its own 1-GPU launches also time the model without DDP, interleaved in the same launch:
+    /// DDP's own work at one GPU, and the speedups against one GPU without DDP (a warning
+    /// says so). Read from any saved 1-GPU run that carries it (`bench ddp --plain-reference`).
+    #[arg(long)]
+    pub plain_reference: bool,
     #[command(flatten)]
     pub recipe: RecipeArgs,
 }
@@ -134,6 +139,7 @@ impl RecommendArgs {
             budget_s: self.budget,
             recipe: self.recipe.recipe()?,
             device: self.recipe.device()?,
+            plain_reference: self.plain_reference,
         })
     }
 }
@@ -334,6 +340,7 @@ pub fn demo_recommendation(target: &dyn Runner) -> Result<RecommendReport, RunEr
         budget_s: DEFAULT_BUDGET_S,
         recipe: Default::default(),
         device: Default::default(),
+        plain_reference: false,
     };
     let reporter = progress::Reporter::new();
     let built = recommend::build(&req, target, &mut SavedRuns::open(None)?, &mut |p| {

@@ -854,17 +854,30 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
 #[test]
 fn the_hand_written_inspector_fixture_has_the_captured_textfiles_shape() {
     let (captured, written) = inspector::fixture_files();
-    assert!(!captured.is_empty() && !written.is_empty(), "both kinds of fixture");
+    assert!(
+        !captured.is_empty() && !written.is_empty(),
+        "both kinds of fixture"
+    );
     let written_shape = inspector::shape(&written.concat());
     for text in &captured {
         assert_eq!(inspector::shape(text), written_shape, "{text}");
-        for line in text.lines().filter(|l| l.starts_with("nccl_bus_bandwidth_gbs{")) {
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("nccl_bus_bandwidth_gbs{"))
+        {
             let gbs: f64 = line.rsplit(' ').next().unwrap().parse().expect("value");
             assert!(gbs > 0.0 && gbs < 10.0, "loopback sockets: {line}");
             assert_eq!(inspector::label_of(line, "n_nodes").as_deref(), Some("2"));
-            assert_eq!(inspector::label_of(line, "collective").as_deref(), Some("AllReduce"));
+            assert_eq!(
+                inspector::label_of(line, "collective").as_deref(),
+                Some("AllReduce")
+            );
             let size = inspector::label_of(line, "message_size").unwrap();
-            assert_eq!(inspector::bytes_of(&size), Some(24.5 * 1024.0 * 1024.0), "{line}");
+            assert_eq!(
+                inspector::bytes_of(&size),
+                Some(24.5 * 1024.0 * 1024.0),
+                "{line}"
+            );
         }
     }
 }

@@ -674,3 +674,45 @@ fn a_fresh_node_measures_plain_ddp_first_within_its_budget() {
         assert!(stderr(&o).contains("--budget"), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn ddp_own_work_at_one_gpu_is_a_warning_from_its_own_launch_or_a_saved_run() {
+    // Measure-first on a fresh simulated node: its 1-GPU launch times the model without DDP.
+    let o = recommend_h200(&["--model", "gpt2-124m", "--plain-reference", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        warning_codes(&v).contains(&"ddp_own_work".to_string()),
+        "{v}"
+    );
+    let o = recommend_h200(&["--model", "gpt2-124m", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        !warning_codes(&v).contains(&"ddp_own_work".to_string()),
+        "{v}"
+    );
+
+    // From a saved `bench ddp --plain-reference` report.
+    let dir = tempfile::tempdir().unwrap();
+    let saved = save_a6000_gpt2(
+        dir.path(),
+        "ddp.json",
+        "base",
+        "1,4",
+        &["--plain-reference"],
+    );
+    let v = recommend_json(&[&saved], &["--gpus", "4"]);
+    let w = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "ddp_own_work")
+        .unwrap_or_else(|| panic!("no ddp_own_work warning: {v}"));
+    assert!(
+        w["rests_on"]
+            .as_str()
+            .unwrap()
+            .starts_with("1-GPU base run of gpt2-124m and the same model without DDP"),
+        "{w}"
+    );
+}

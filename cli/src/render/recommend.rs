@@ -262,6 +262,7 @@ mod tests {
             baseline: None,
             param_layout: None,
             recipe: Default::default(),
+            ddp_own_work: None,
         }
     }
 

@@ -265,9 +265,25 @@ pub struct RecommendInput {
     /// built by code needs it).
     #[serde(default)]
     pub param_layout: Option<ParamLayout>,
+    /// DDP's own work at one GPU, where a 1-GPU run also timed the model without DDP.
+    #[serde(default)]
+    pub ddp_own_work: Option<DdpOwnWork>,
     /// The recipe the user's training runs (autocast, DDP options), for the snippet.
     #[serde(default)]
     pub recipe: Recipe,
+}
+
+/// A 1-GPU run's step in DDP against the same model without DDP in the same launch
+/// (`core::ddp::PlainReference`): the speedups are against the former, training on one GPU is
+/// the latter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DdpOwnWork {
+    pub ddp_step_s: f64,
+    pub plain_step_s: f64,
+    /// The DDP step over the plain one, the median of the launch's interleaved rounds.
+    pub ratio: f64,
+    /// The run it comes from, for the citation.
+    pub rests_on: String,
 }
 
 impl RecommendInput {

@@ -28,8 +28,8 @@ use crate::model::{ModelError, Overheads, Prediction};
 
 pub use choice::{pick, variant_name, Pick, CHANGE_ORDER};
 pub use input::{
-    estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, MeasuredBaseline,
-    MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
+    estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, DdpOwnWork, EnvAb,
+    MeasuredBaseline, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
 };
 pub use snippet::python_snippet;
 
@@ -49,7 +49,7 @@ pub struct Warning {
     /// Stable identifier: `p2p_forced_across_host_bridge`, `nvlink_transport_disabled`,
     /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
     /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`,
-    /// `side_by_side_unmeasured`, `measured_below_prediction`, `network_moved`.
+    /// `side_by_side_unmeasured`, `measured_below_prediction`, `network_moved`, `ddp_own_work`.
     pub code: String,
     pub text: String,
     pub rests_on: String,

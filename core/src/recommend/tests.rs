@@ -49,6 +49,7 @@ fn a6000_input() -> RecommendInput {
         baseline: None,
         param_layout: None,
         recipe: Default::default(),
+        ddp_own_work: None,
     }
 }
 
@@ -666,4 +667,35 @@ fn pick_takes_the_simplest_change_that_reaches_the_target_else_the_most_efficien
     let p = super::pick(&rows, 0.99).unwrap();
     assert_eq!((rows[p.chosen].0, p.reaches_target), ("accum8", false));
     assert_eq!(super::pick(&[], 0.85), None);
+}
+
+#[test]
+fn ddp_own_work_at_one_gpu_turns_the_chosen_speedup_into_one_against_one_gpu_without_ddp() {
+    let without = recommend(&a6000_input()).unwrap();
+    assert!(!codes(&without).contains(&"ddp_own_work"));
+    let mut input = a6000_input();
+    input.ddp_own_work = Some(DdpOwnWork {
+        ddp_step_s: 0.1508,
+        plain_step_s: 0.130,
+        ratio: 1.16,
+        rests_on: "1-GPU base run of the test".into(),
+    });
+    let r = recommend(&input).unwrap();
+    let w = warning(&r, "ddp_own_work");
+    let row = r.rows.iter().find(|x| x.variant == r.chosen).unwrap();
+    let against_plain = format!(
+        "x{:.2}, not x{:.2}",
+        row.prediction.speedup / 1.16,
+        row.prediction.speedup
+    );
+    assert!(
+        w.text.contains("+16.0% of a step")
+            && w.text.contains("divide them by 1.160")
+            && w.text.contains(&against_plain),
+        "{}",
+        w.text
+    );
+    assert_eq!(w.rests_on, "1-GPU base run of the test");
+    // Nothing else moves: the prediction is against one GPU in DDP, as measured.
+    assert_eq!(r.chosen, without.chosen);
 }

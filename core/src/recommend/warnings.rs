@@ -41,6 +41,7 @@ pub(super) fn warnings(
     warnings.extend(side_by_side_unmeasured(input, basis));
     warnings.extend(network_moved(input, basis));
     warnings.extend(measured_below_prediction(input.gpus, choice));
+    warnings.extend(ddp_own_work(input, choice));
     if let ComputeSource::Estimated { .. } = input.compute {
         warnings.push(Warning {
             code: "compute_estimated".into(),
@@ -166,6 +167,32 @@ fn one_gpu_faster(n: u32, basis: &Basis, choice: &Choice) -> Option<Warning> {
 }
 
 /// Accumulation changes the effective batch, so the learning rate needs retuning.
+/// Where a 1-GPU run timed the model without DDP: the speedups are against one GPU in DDP, which
+/// nobody trains with; against one GPU without DDP each is DDP's own work at one GPU lower (1–19%
+/// on one H200, docs/results/2026-12-02-h200-ddp-own-work.md).
+fn ddp_own_work(input: &RecommendInput, choice: &Choice) -> Option<Warning> {
+    let own = input.ddp_own_work.as_ref()?;
+    if input.gpus < 2 || own.ratio.is_nan() || own.ratio <= 0.0 {
+        return None;
+    }
+    let row = choice.chosen();
+    Some(Warning {
+        code: "ddp_own_work".into(),
+        text: format!(
+            "DDP's own work at one GPU is {:+.1}% of a step ({:.2} ms in DDP, {:.2} ms without, measured in one launch). The speedups here are against one GPU in DDP; against training on one GPU without DDP divide them by {:.3}: {} at {} GPUs is then x{:.2}, not x{:.2}.",
+            (own.ratio - 1.0) * 100.0,
+            own.ddp_step_s * 1e3,
+            own.plain_step_s * 1e3,
+            own.ratio,
+            row.variant,
+            input.gpus,
+            row.prediction.speedup / own.ratio,
+            row.prediction.speedup
+        ),
+        rests_on: own.rests_on.clone(),
+    })
+}
+
 fn accumulation_changes_batch(input: &RecommendInput, choice: &Choice) -> Option<Warning> {
     let accum = choice.chosen().accum;
     let per_gpu = u64::from(input.micro_batch) * u64::from(accum);

@@ -4,7 +4,8 @@
 use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLayout};
 use ddpcheck_core::model::side_by_side;
 use ddpcheck_core::recommend::{
-    variant_name, ComputeSource, MeasuredBaseline, MeasuredSpeedup, ModelInput, SideBySideInput,
+    variant_name, ComputeSource, DdpOwnWork, MeasuredBaseline, MeasuredSpeedup, ModelInput,
+    SideBySideInput,
 };
 use ddpcheck_core::report::Header;
 
@@ -121,6 +122,49 @@ pub(super) fn measured_compute(
         },
         None,
     ))
+}
+
+/// DDP's own work at one GPU: the newest 1-GPU run of the model at this micro-batch, without a
+/// hook, that also timed the model without DDP in its launch.
+pub(super) fn measured_ddp_own_work(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+) -> Option<DdpOwnWork> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    let own = |(r, h): &(DdpResult, Header)| {
+        let plain_ddp = r
+            .variant
+            .parse::<DdpVariant>()
+            .is_ok_and(|v| v.plain_ddp_with(CommHook::None));
+        if r.model != name || r.world_size != 1 || r.micro_batch != micro_batch || !plain_ddp {
+            return None;
+        }
+        let p = r.plain_reference.as_ref()?;
+        Some(DdpOwnWork {
+            ddp_step_s: r.step_time_median_s,
+            plain_step_s: p.step_time_median_s,
+            ratio: p.ddp_over_plain()?,
+            rests_on: format!(
+                "1-GPU {} run of {name} and the same model without DDP, {} interleaved rounds in one launch ({})",
+                r.variant,
+                p.rounds.len(),
+                measured_at(h)
+            ),
+        })
+    };
+    // The newest at accumulation 1 (the step the table's speedups are against), else any.
+    let newest = |accum_one: bool| {
+        m.ddp
+            .iter()
+            .rev()
+            .filter(|(r, _)| !accum_one || r.accum == 1)
+            .find_map(own)
+    };
+    newest(true).or_else(|| newest(false))
 }
 
 /// Where and when a run was measured, and whether on real GPUs: `real, HOST TIME`.

@@ -33,8 +33,8 @@ use crate::runs::{nccl_env_from_process, parse_env_ab};
 use crate::saved_runs::SavedRuns;
 use curve::{choose_curve, has_curve, provenance_of};
 use measured::{
-    measured_baseline, measured_compute, measured_hook_cost, measured_layout,
-    measured_side_by_side, measured_speedups, MeasuredCompute,
+    measured_baseline, measured_compute, measured_ddp_own_work, measured_hook_cost,
+    measured_layout, measured_side_by_side, measured_speedups, MeasuredCompute,
 };
 use measurements::{daemon_history, Measurements};
 
@@ -73,6 +73,8 @@ pub struct RecommendRequest {
     pub recipe: Recipe,
     /// Where recommend's own launches run (CPU ranks: a test of the flow, CPU figures).
     pub device: RunDevice,
+    /// Its own 1-GPU launches also time the model without DDP (`DdpRequest::plain_reference`).
+    pub plain_reference: bool,
 }
 
 impl RecommendRequest {
@@ -99,6 +101,8 @@ impl RecommendRequest {
         sizes: Vec<u32>,
         steps: u32,
     ) -> Result<DdpRequest, RunError> {
+        // One GPU only: that is where DDP's own work sets the speedups' reference.
+        let plain_reference = self.plain_reference && sizes.iter().all(|&n| n == 1);
         Ok(DdpRequest {
             models,
             variants: variants
@@ -120,7 +124,7 @@ impl RecommendRequest {
             repeats: self.repeats,
             recipe: self.recipe.clone(),
             device: self.device,
-            plain_reference: false,
+            plain_reference,
         })
     }
 
@@ -561,6 +565,7 @@ pub fn build(
         other_curve: chosen.other,
         baseline: measured_baseline(m, &model, a.micro_batch, gpus),
         param_layout: measured_layout(m, &model),
+        ddp_own_work: measured_ddp_own_work(m, &model, a.micro_batch),
         recipe: a.recipe.clone(),
         model,
     };
