@@ -179,7 +179,7 @@ fn ddp_own_work(input: &RecommendInput, choice: &Choice) -> Option<Warning> {
     Some(Warning {
         code: "ddp_own_work".into(),
         text: format!(
-            "DDP's own work at one GPU is {:+.1}% of a step ({:.2} ms in DDP, {:.2} ms without, measured in one launch). The speedups here are against one GPU in DDP; against training on one GPU without DDP divide them by {:.3}: {} at {} GPUs is then x{:.2}, not x{:.2}.",
+            "DDP's own work at one GPU is {:+.1}% of a step (the median of its rounds' ratios; medians {:.2} ms in DDP, {:.2} ms without, in one launch). The speedups here are against one GPU in DDP; against training on one GPU without DDP divide them by {:.3}: {} at {} GPUs is then x{:.2}, not x{:.2}.",
             (own.ratio - 1.0) * 100.0,
             own.ddp_step_s * 1e3,
             own.plain_step_s * 1e3,
