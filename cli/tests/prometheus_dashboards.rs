@@ -889,20 +889,15 @@ mod inspector {
 
     const FIXTURES: &str = "cli/tests/fixtures/nccl-inspector";
 
-    /// The committed textfiles (one per GPU, as the Inspector writes them), concatenated.
+    /// The committed textfiles (one per GPU, as the Inspector writes them), concatenated in
+    /// their names' order (the captured ones first).
     pub fn fixture() -> String {
-        let dir = common::repo_root().join(FIXTURES);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .expect("inspector fixtures")
-            .map(|e| e.expect("fixture entry").path())
-            .filter(|p| p.extension().is_some_and(|e| e == "prom"))
-            .collect();
-        files.sort();
-        assert!(!files.is_empty(), "no .prom file in {}", dir.display());
-        files
-            .iter()
-            .map(|f| std::fs::read_to_string(f).expect("read fixture"))
-            .collect()
+        let (captured, written) = fixture_files();
+        assert!(
+            !captured.is_empty() || !written.is_empty(),
+            "no .prom file in {FIXTURES}"
+        );
+        captured.concat() + &written.concat()
     }
 
     /// The committed textfiles' texts: (captured from a job, written by hand).
