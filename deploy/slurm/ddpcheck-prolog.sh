@@ -15,7 +15,7 @@
 #
 # Settings, from the environment or from $DDPCHECK_PROLOG_CONF (slurmd gives prologs a bare
 # environment, so a site sets them in that file):
-#   DDPCHECK_BIN          ddpcheck binary                    [/usr/local/bin/ddpcheck]
+#   DDPCHECK_BIN          ddpcheck binary   [/usr/local/bin/ddpcheck, else the package's /usr/bin/ddpcheck]
 #   DDPCHECK_SOCKET       the daemon's socket                [/run/ddpcheck/ddpcheck.sock]
 #   DDPCHECK_MAX_AGE      reuse the daemon's verdict up to this age, seconds   [300]
 #   DDPCHECK_TIMEOUT      hard limit of one check, seconds; keep it below
@@ -34,6 +34,10 @@ fi
 # slurmd runs prologs without PATH.
 export PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+# A build installed by hand, else the Debian package's.
+if [ -z "${DDPCHECK_BIN:-}" ] && [ ! -x /usr/local/bin/ddpcheck ] && [ -x /usr/bin/ddpcheck ]; then
+    DDPCHECK_BIN=/usr/bin/ddpcheck
+fi
 DDPCHECK_BIN=${DDPCHECK_BIN:-/usr/local/bin/ddpcheck}
 DDPCHECK_SOCKET=${DDPCHECK_SOCKET:-/run/ddpcheck/ddpcheck.sock}
 DDPCHECK_MAX_AGE=${DDPCHECK_MAX_AGE:-300}
