@@ -64,6 +64,16 @@ pub(super) fn measured_hook_cost(
     Some((cost, detail))
 }
 
+/// A 1-GPU run of model `name` at `micro_batch` without a comm hook (any accumulation).
+fn one_gpu_without_hook(r: &DdpResult, name: &str, micro_batch: u32) -> bool {
+    r.model == name
+        && r.world_size == 1
+        && r.micro_batch == micro_batch
+        && r.variant
+            .parse::<DdpVariant>()
+            .is_ok_and(|v| v.plain_ddp_with(CommHook::None))
+}
+
 pub(super) fn measured_compute(
     m: &Measurements,
     model: &ModelInput,
@@ -77,15 +87,7 @@ pub(super) fn measured_compute(
     let plain: Vec<&(DdpResult, Header)> = m
         .ddp
         .iter()
-        .filter(|(r, _)| {
-            r.model == name
-                && r.world_size == 1
-                && r.micro_batch == micro_batch
-                && r.variant
-                    .parse::<DdpVariant>()
-                    .map(|v| v.plain_ddp_with(CommHook::None))
-                    .unwrap_or(false)
-        })
+        .filter(|(r, _)| one_gpu_without_hook(r, &name, micro_batch))
         .collect();
     let (one, h) = plain
         .iter()
@@ -136,11 +138,7 @@ pub(super) fn measured_ddp_own_work(
     };
     let name = spec.name();
     let own = |(r, h): &(DdpResult, Header)| {
-        let plain_ddp = r
-            .variant
-            .parse::<DdpVariant>()
-            .is_ok_and(|v| v.plain_ddp_with(CommHook::None));
-        if r.model != name || r.world_size != 1 || r.micro_batch != micro_batch || !plain_ddp {
+        if !one_gpu_without_hook(r, &name, micro_batch) {
             return None;
         }
         let p = r.plain_reference.as_ref()?;
