@@ -20,6 +20,10 @@ pub struct RecipeArgs {
     /// DDP(gradient_as_bucket_view=False) (ddpcheck's default is True).
     #[arg(long)]
     pub no_gradient_as_bucket_view: bool,
+    /// DDP(broadcast_buffers=False): no copy of rank 0's buffers (BatchNorm's running
+    /// statistics) to every rank in each forward, as your training sets it.
+    #[arg(long)]
+    pub no_broadcast_buffers: bool,
     /// Where the ranks run: cuda (GPUs, torchrun, NCCL), or cpu (processes over gloo: a test of
     /// the benchmark and your factory where there is no GPU; CPU figures, never GPU ones).
     #[arg(long, default_value = "cuda", value_name = "cuda|cpu")]
@@ -33,6 +37,7 @@ impl RecipeArgs {
             find_unused_parameters: self.find_unused_parameters,
             static_graph: self.static_graph,
             gradient_as_bucket_view: !self.no_gradient_as_bucket_view,
+            broadcast_buffers: !self.no_broadcast_buffers,
         })
     }
 

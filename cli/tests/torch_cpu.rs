@@ -153,7 +153,14 @@ fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets()
     let o = bench(
         "factory",
         &model,
-        &["--micro-batch", "8", "--static-graph", "--amp", "none"],
+        &[
+            "--micro-batch",
+            "8",
+            "--static-graph",
+            "--no-broadcast-buffers",
+            "--amp",
+            "none",
+        ],
     );
     let r = report(&o);
     for world in [1, 2] {
@@ -189,6 +196,8 @@ fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets()
         );
         let recipe = x.recipe.as_ref().expect("the recipe that ran");
         assert!(recipe.static_graph, "{recipe:?}");
+        // Read from the DDP wrapper itself.
+        assert!(!recipe.broadcast_buffers, "{recipe:?}");
         assert_eq!(recipe.amp, ddpcheck_core::ddp::Amp::None);
         assert_eq!(x.throughput_unit, "samples/s");
     }

@@ -167,6 +167,7 @@ impl From<&DdpRequest> for v1::BenchDdpRequest {
             find_unused_parameters: r.recipe.find_unused_parameters,
             static_graph: r.recipe.static_graph,
             no_gradient_as_bucket_view: !r.recipe.gradient_as_bucket_view,
+            no_broadcast_buffers: !r.recipe.broadcast_buffers,
             device: match r.device {
                 RunDevice::Cuda => String::new(),
                 RunDevice::Cpu => "cpu".into(),
@@ -213,6 +214,7 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
                 find_unused_parameters: req.find_unused_parameters,
                 static_graph: req.static_graph,
                 gradient_as_bucket_view: !req.no_gradient_as_bucket_view,
+                broadcast_buffers: !req.no_broadcast_buffers,
             },
             device: match req.device.as_str() {
                 "" | "cuda" => RunDevice::Cuda,
@@ -429,6 +431,7 @@ mod tests {
                 find_unused_parameters: true,
                 static_graph: false,
                 gradient_as_bucket_view: false,
+                broadcast_buffers: false,
             },
             device: RunDevice::Cpu,
             plain_reference: false,

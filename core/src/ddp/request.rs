@@ -95,6 +95,10 @@ pub struct Recipe {
     /// DDP(gradient_as_bucket_view=...); a variant's `nobucketview` turns it off for that run.
     #[serde(default = "yes")]
     pub gradient_as_bucket_view: bool,
+    /// DDP(broadcast_buffers=...): every forward sends rank 0's buffers (BatchNorm's running
+    /// statistics) to the other ranks, torch's default.
+    #[serde(default = "yes")]
+    pub broadcast_buffers: bool,
 }
 
 fn yes() -> bool {
@@ -108,6 +112,7 @@ impl Default for Recipe {
             find_unused_parameters: false,
             static_graph: false,
             gradient_as_bucket_view: true,
+            broadcast_buffers: true,
         }
     }
 }
@@ -124,6 +129,9 @@ impl Recipe {
         }
         if !self.gradient_as_bucket_view {
             out.push("gradient_as_bucket_view=False".to_string());
+        }
+        if !self.broadcast_buffers {
+            out.push("broadcast_buffers=False".to_string());
         }
         out
     }

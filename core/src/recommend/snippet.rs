@@ -112,3 +112,36 @@ pub(super) fn env_lines(input: &RecommendInput) -> Vec<String> {
     }
     env
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ddp_line(recipe: &Recipe) -> String {
+        let s = python_snippet_for(CommHook::Bf16, 1, recipe);
+        s.lines()
+            .find(|l| l.starts_with("ddp = DDP("))
+            .unwrap()
+            .to_string()
+    }
+
+    /// The constructor passes the options the run measured, and only those torch does not
+    /// default to.
+    #[test]
+    fn the_ddp_constructor_carries_the_measured_recipe() {
+        let default = ddp_line(&Recipe::default());
+        assert_eq!(
+            default,
+            "ddp = DDP(model, device_ids=[local_rank], gradient_as_bucket_view=True)"
+        );
+        let recipe = Recipe {
+            static_graph: true,
+            broadcast_buffers: false,
+            ..Recipe::default()
+        };
+        assert_eq!(
+            ddp_line(&recipe),
+            "ddp = DDP(model, device_ids=[local_rank], static_graph=True, broadcast_buffers=False, gradient_as_bucket_view=True)"
+        );
+    }
+}

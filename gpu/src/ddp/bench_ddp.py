@@ -369,6 +369,7 @@ def parse_recipe(recipe):
         "find_unused_parameters": bool(recipe.get("find_unused_parameters", False)),
         "static_graph": bool(recipe.get("static_graph", False)),
         "gradient_as_bucket_view": bool(recipe.get("gradient_as_bucket_view", True)),
+        "broadcast_buffers": bool(recipe.get("broadcast_buffers", True)),
     }
 
 
@@ -1147,6 +1148,8 @@ def wrap_ddp(torch, model, var, recipe, cfg, local_rank, on_cuda):
               "find_unused_parameters": recipe["find_unused_parameters"]}
     if recipe["static_graph"]:
         kwargs["static_graph"] = True
+    if not recipe["broadcast_buffers"]:
+        kwargs["broadcast_buffers"] = False
     if on_cuda:
         kwargs["device_ids"] = [local_rank]
     if var["bucket_cap_mb"] is not None:
@@ -1525,7 +1528,8 @@ def main(argv=None):
             "recipe": {"amp": recipe["amp"],
                        "find_unused_parameters": bool(ddp_kwargs.get("find_unused_parameters", False)),
                        "static_graph": bool(ddp_kwargs.get("static_graph", False)),
-                       "gradient_as_bucket_view": bool(ddp_kwargs.get("gradient_as_bucket_view", True))},
+                       "gradient_as_bucket_view": bool(ddp_kwargs.get("gradient_as_bucket_view", True)),
+                       "broadcast_buffers": bool(getattr(wrapped, "broadcast_buffers", True))},
             "param_layout": layout,
             "torch_buckets": buckets,
         }

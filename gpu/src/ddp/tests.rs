@@ -1455,6 +1455,7 @@ fn a_cpu_launch_runs_the_script_itself_with_the_recipe_and_its_rank_count() {
     let mut req = request(DdpVariant::default(), vec![1, 2], 100.0);
     req.device = RunDevice::Cpu;
     req.recipe.static_graph = true;
+    req.recipe.broadcast_buffers = false;
     req.recipe.amp = ddpcheck_core::ddp::Amp::None;
     let v = DdpVariant::default();
     let config = script_config(&req, &[(&factory, &v)], 2, false);
@@ -1465,6 +1466,7 @@ fn a_cpu_launch_runs_the_script_itself_with_the_recipe_and_its_rank_count() {
     assert_eq!(c["model_name"], "py:/abs/f.py:make");
     assert_eq!(c["model"]["source"]["target"], "/abs/f.py");
     assert_eq!(c["recipe"]["static_graph"], true);
+    assert_eq!(c["recipe"]["broadcast_buffers"], false);
     assert_eq!(c["recipe"]["amp"], "none");
     let script = Path::new("/tmp/s.py");
     let (program, args) = launch_argv(
