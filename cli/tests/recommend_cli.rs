@@ -716,3 +716,57 @@ fn ddp_own_work_at_one_gpu_is_a_warning_from_its_own_launch_or_a_saved_run() {
         "{w}"
     );
 }
+
+#[test]
+fn saved_runs_of_another_recipe_are_set_aside_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = save_a6000_gpt2(
+        dir.path(),
+        "ddp.json",
+        "base",
+        "1,4",
+        &["--no-broadcast-buffers"],
+    );
+    let from = |more: &[&str]| {
+        let mut args = vec!["--sim", "a6000x4-phb", "recommend", "--model", "gpt2-124m"];
+        args.extend(["--from", saved.to_str().unwrap(), "--gpus", "4", "--json"]);
+        args.extend_from_slice(more);
+        let o = local(&args);
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    // The same recipe: the saved 1-GPU run is the compute, the snippet passes the option.
+    let same = from(&["--no-broadcast-buffers"]);
+    assert!(!warning_codes(&same).contains(&"other_recipe".to_string()));
+    let detail = same["compute"]["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("1-GPU base run of gpt2-124m"),
+        "{detail}"
+    );
+    assert!(same["python"]
+        .as_str()
+        .unwrap()
+        .contains("broadcast_buffers=False"));
+    // DDP's defaults: the saved runs measured another training, so recommend measures its own
+    // (the simulated node) and says what it set aside.
+    let other = from(&[]);
+    let w = other["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "other_recipe")
+        .unwrap_or_else(|| panic!("no other_recipe warning: {other}"));
+    let text = w["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(
+            "2 saved run(s) of gpt2-124m ran another recipe (amp bf16, broadcast_buffers=False)"
+        ),
+        "{text}"
+    );
+    let detail = other["compute"]["detail"].as_str().unwrap();
+    assert!(!detail.starts_with("1-GPU base run"), "{detail}");
+    assert!(!other["python"]
+        .as_str()
+        .unwrap()
+        .contains("broadcast_buffers"));
+}

@@ -313,6 +313,7 @@ pub fn run(
                         all_reduce_probe: all_reduce_probe(&fabric, world),
                         solo_step_time_median_s: solo,
                         plain_reference: plain,
+                        recipe: Some(req.recipe.clone()),
                         // Speedups and launches: filled in below.
                         ..DdpResult::default()
                     });

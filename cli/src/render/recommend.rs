@@ -263,6 +263,7 @@ mod tests {
             param_layout: None,
             recipe: Default::default(),
             ddp_own_work: None,
+            other_recipe: None,
         }
     }
 

@@ -118,6 +118,13 @@ impl Default for Recipe {
 }
 
 impl Recipe {
+    /// The recipe in one line: its autocast and the DDP options that differ from torch's.
+    pub fn describe(&self) -> String {
+        let mut parts = vec![format!("amp {}", self.amp.as_str())];
+        parts.extend(self.ddp_kwargs());
+        parts.join(", ")
+    }
+
     /// The DDP constructor's keyword arguments that differ from torch's defaults, as Python.
     pub fn ddp_kwargs(&self) -> Vec<String> {
         let mut out = Vec::new();

@@ -271,6 +271,9 @@ pub struct RecommendInput {
     /// The recipe the user's training runs (autocast, DDP options), for the snippet.
     #[serde(default)]
     pub recipe: Recipe,
+    /// Saved runs of this model that ran another recipe and were set aside, said in one line.
+    #[serde(default)]
+    pub other_recipe: Option<String>,
 }
 
 /// A 1-GPU run's step in DDP against the same model without DDP in the same launch

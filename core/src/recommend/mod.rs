@@ -49,7 +49,8 @@ pub struct Warning {
     /// Stable identifier: `p2p_forced_across_host_bridge`, `nvlink_transport_disabled`,
     /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
     /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`,
-    /// `side_by_side_unmeasured`, `measured_below_prediction`, `network_moved`, `ddp_own_work`.
+    /// `side_by_side_unmeasured`, `measured_below_prediction`, `network_moved`, `ddp_own_work`,
+    /// `other_recipe`.
     pub code: String,
     pub text: String,
     pub rests_on: String,

@@ -50,6 +50,7 @@ fn a6000_input() -> RecommendInput {
         param_layout: None,
         recipe: Default::default(),
         ddp_own_work: None,
+        other_recipe: None,
     }
 }
 

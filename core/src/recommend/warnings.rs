@@ -42,6 +42,7 @@ pub(super) fn warnings(
     warnings.extend(network_moved(input, basis));
     warnings.extend(measured_below_prediction(input.gpus, choice));
     warnings.extend(ddp_own_work(input, choice));
+    warnings.extend(other_recipe(input));
     if let ComputeSource::Estimated { .. } = input.compute {
         warnings.push(Warning {
             code: "compute_estimated".into(),
@@ -190,6 +191,20 @@ fn ddp_own_work(input: &RecommendInput, choice: &Choice) -> Option<Warning> {
             row.prediction.speedup
         ),
         rests_on: own.rests_on.clone(),
+    })
+}
+
+/// Saved runs of the model under another recipe measured another training: said, not used.
+fn other_recipe(input: &RecommendInput) -> Option<Warning> {
+    let said = input.other_recipe.as_ref()?;
+    Some(Warning {
+        code: "other_recipe".into(),
+        text: format!(
+            "{said}: not used. The figures rest on runs of this recipe ({}) only.",
+            input.recipe.describe()
+        ),
+        rests_on: "each saved run's `recipe` (a run without one ran bf16 and DDP's defaults)"
+            .into(),
     })
 }
 

@@ -2,7 +2,7 @@
 //! history, and the runs recommend made itself, sorted by what each gives the model.
 
 use ddpcheck_core::collective::Sweep;
-use ddpcheck_core::ddp::{fill_scaling, DdpResult};
+use ddpcheck_core::ddp::{fill_scaling, DdpResult, Recipe};
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
 };
@@ -66,6 +66,31 @@ impl Measurements {
             }
         }
         Ok(())
+    }
+
+    /// Sets aside the runs of model `name` that ran another recipe than `recipe` (a run without
+    /// one ran bf16 and DDP's defaults): they measured another training. Other models' runs
+    /// stay (the network's curve and the calibration rest on them). Says what it set aside.
+    pub(super) fn set_aside_other_recipes(
+        &mut self,
+        name: &str,
+        recipe: &Recipe,
+    ) -> Option<String> {
+        let ran = |r: &DdpResult| r.recipe.clone().unwrap_or_default();
+        let other: Vec<Recipe> = self
+            .ddp
+            .iter()
+            .filter(|(r, _)| r.model == name && ran(r) != *recipe)
+            .map(|(r, _)| ran(r))
+            .collect();
+        let first = other.first()?;
+        self.ddp
+            .retain(|(r, _)| r.model != name || ran(r) == *recipe);
+        Some(format!(
+            "{} saved run(s) of {name} ran another recipe ({})",
+            other.len(),
+            first.describe()
+        ))
     }
 
     /// A `bench ddp` report's runs; those that timed the network before their steps replace

@@ -512,6 +512,19 @@ pub fn build(
         own: None,
     };
     g.read_reports()?;
+    let other_recipe = match &model {
+        ModelInput::Spec { spec } => g.m.set_aside_other_recipes(&spec.name(), &a.recipe),
+        _ => None,
+    };
+    if let Some(said) = &other_recipe {
+        // Before any launch they would otherwise leave unexplained.
+        (g.progress)(Progress {
+            stage: "recommend".into(),
+            done: 0,
+            total: 0,
+            message: format!("{said}: not used (give the same flags to use them)"),
+        });
+    }
     g.measure_first(&model)?;
     // The node's GPUs as its sweep or preflight saw them: the default GPU count, and the price's
     // split. DDP's probes may cover only some of them.
@@ -567,6 +580,7 @@ pub fn build(
         param_layout: measured_layout(m, &model),
         ddp_own_work: measured_ddp_own_work(m, &model, a.micro_batch),
         recipe: a.recipe.clone(),
+        other_recipe,
         model,
     };
     let rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
