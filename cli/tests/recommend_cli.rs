@@ -770,3 +770,39 @@ fn saved_runs_of_another_recipe_are_set_aside_and_said() {
         .unwrap()
         .contains("broadcast_buffers"));
 }
+
+/// Where nothing here can measure the recipe asked for, the error names the saved runs it set
+/// aside, with the launch's own exit code.
+#[test]
+fn a_launch_that_fails_after_setting_runs_aside_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = save_a6000_gpt2(
+        dir.path(),
+        "ddp.json",
+        "base",
+        "1,4",
+        &["--no-broadcast-buffers"],
+    );
+    let o = local_env(
+        &[
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--from",
+            saved.to_str().unwrap(),
+            "--gpus",
+            "4",
+            "--device",
+            "cpu",
+        ],
+        &[("DDPCHECK_PYTHON", "/nonexistent/python3")],
+    );
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("2 saved run(s) of gpt2-124m ran another recipe (amp bf16, broadcast_buffers=False), not used"),
+        "{err}"
+    );
+    assert!(err.contains("/nonexistent/python3 not found"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

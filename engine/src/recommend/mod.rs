@@ -481,6 +481,24 @@ fn calibration(
 
 /// Gathers the measurements (reading, sweeping and running what is missing, each run kept in
 /// `saved`) and makes the recommendation.
+/// A launch that fails after saved runs of another recipe were set aside names them: whoever
+/// gave `--from` expected none. The error keeps its kind and exit code.
+fn after_set_aside(e: RunError, said: Option<&str>) -> RunError {
+    use ddpcheck_core::ProbeError as P;
+    let Some(said) = said else { return e };
+    let why = |m: String| {
+        format!(
+            "{said}, not used (give the same flags to use them); measuring this recipe here: {m}"
+        )
+    };
+    match e {
+        RunError::Usage(m) => RunError::Usage(why(m)),
+        RunError::Probe(P::Unavailable(m)) => RunError::Probe(P::Unavailable(why(m))),
+        RunError::Probe(P::Invalid(m)) => RunError::Probe(P::Invalid(why(m))),
+        other => other,
+    }
+}
+
 pub fn build(
     a: &RecommendRequest,
     target: &dyn Runner,
@@ -516,16 +534,8 @@ pub fn build(
         ModelInput::Spec { spec } => g.m.set_aside_other_recipes(&spec.name(), &a.recipe),
         _ => None,
     };
-    if let Some(said) = &other_recipe {
-        // Before any launch they would otherwise leave unexplained.
-        (g.progress)(Progress {
-            stage: "recommend".into(),
-            done: 0,
-            total: 0,
-            message: format!("{said}: not used (give the same flags to use them)"),
-        });
-    }
-    g.measure_first(&model)?;
+    g.measure_first(&model)
+        .map_err(|e| after_set_aside(e, other_recipe.as_deref()))?;
     // The node's GPUs as its sweep or preflight saw them: the default GPU count, and the price's
     // split. DDP's probes may cover only some of them.
     let node_seen = [
@@ -542,7 +552,9 @@ pub fn build(
     let measured_ranks = choose_curve(&g.m, wanted)?.curve.ranks;
     let gpus = a.gpus.unwrap_or(measured_ranks);
     let node_gpus = node_seen.unwrap_or(0).max(measured_ranks).max(gpus);
-    let (compute, optimizer_s) = g.compute(&model, gpus)?;
+    let (compute, optimizer_s) = g
+        .compute(&model, gpus)
+        .map_err(|e| after_set_aside(e, other_recipe.as_deref()))?;
     let chosen = choose_curve(&g.m, Some(gpus))?;
     let env_ab = g.env_ab()?;
     let calibration = calibration(&g.m, &chosen.curve, &chosen.header);
