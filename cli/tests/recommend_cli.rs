@@ -717,16 +717,15 @@ fn ddp_own_work_at_one_gpu_is_a_warning_from_its_own_launch_or_a_saved_run() {
     );
 }
 
+/// A saved `bench ddp` of gpt2-124m at 1 and 4 GPUs run with `--no-broadcast-buffers`.
+fn saved_without_buffer_broadcast(dir: &std::path::Path) -> std::path::PathBuf {
+    save_a6000_gpt2(dir, "ddp.json", "base", "1,4", &["--no-broadcast-buffers"])
+}
+
 #[test]
 fn saved_runs_of_another_recipe_are_set_aside_and_said() {
     let dir = tempfile::tempdir().unwrap();
-    let saved = save_a6000_gpt2(
-        dir.path(),
-        "ddp.json",
-        "base",
-        "1,4",
-        &["--no-broadcast-buffers"],
-    );
+    let saved = saved_without_buffer_broadcast(dir.path());
     let from = |more: &[&str]| {
         let mut args = vec!["--sim", "a6000x4-phb", "recommend", "--model", "gpt2-124m"];
         args.extend(["--from", saved.to_str().unwrap(), "--gpus", "4", "--json"]);
@@ -776,13 +775,7 @@ fn saved_runs_of_another_recipe_are_set_aside_and_said() {
 #[test]
 fn a_launch_that_fails_after_setting_runs_aside_names_them() {
     let dir = tempfile::tempdir().unwrap();
-    let saved = save_a6000_gpt2(
-        dir.path(),
-        "ddp.json",
-        "base",
-        "1,4",
-        &["--no-broadcast-buffers"],
-    );
+    let saved = saved_without_buffer_broadcast(dir.path());
     let o = local_env(
         &[
             "recommend",
