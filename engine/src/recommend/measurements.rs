@@ -3,6 +3,7 @@
 
 use ddpcheck_core::collective::Sweep;
 use ddpcheck_core::ddp::{fill_scaling, DdpResult, Recipe};
+use ddpcheck_core::recommend::ModelInput;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
 };
@@ -68,28 +69,29 @@ impl Measurements {
         Ok(())
     }
 
-    /// Sets aside the runs of model `name` that ran another recipe than `recipe` (a run without
+    /// Sets aside the runs of the model that ran another recipe than `recipe` (a run without
     /// one ran bf16 and DDP's defaults): they measured another training. Other models' runs
     /// stay (the network's curve and the calibration rest on them). Says what it set aside.
     pub(super) fn set_aside_other_recipes(
         &mut self,
-        name: &str,
+        model: &ModelInput,
         recipe: &Recipe,
     ) -> Option<String> {
-        let ran = |r: &DdpResult| r.recipe.clone().unwrap_or_default();
-        let other: Vec<Recipe> = self
-            .ddp
-            .iter()
-            .filter(|(r, _)| r.model == name && ran(r) != *recipe)
-            .map(|(r, _)| ran(r))
-            .collect();
-        let first = other.first()?;
-        self.ddp
-            .retain(|(r, _)| r.model != name || ran(r) == *recipe);
+        let ModelInput::Spec { spec } = model else {
+            return None;
+        };
+        let name = spec.name();
+        let default = Recipe::default();
+        let ran = |r: &DdpResult| r.recipe.as_ref().unwrap_or(&default).clone();
+        let (kept, other): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ddp)
+            .into_iter()
+            .partition(|(r, _)| r.model != name || ran(r) == *recipe);
+        self.ddp = kept;
+        let (first, _) = other.first()?;
         Some(format!(
             "{} saved run(s) of {name} ran another recipe ({})",
             other.len(),
-            first.describe()
+            ran(first).describe()
         ))
     }
 

@@ -530,10 +530,7 @@ pub fn build(
         own: None,
     };
     g.read_reports()?;
-    let other_recipe = match &model {
-        ModelInput::Spec { spec } => g.m.set_aside_other_recipes(&spec.name(), &a.recipe),
-        _ => None,
-    };
+    let other_recipe = g.m.set_aside_other_recipes(&model, &a.recipe);
     g.measure_first(&model)
         .map_err(|e| after_set_aside(e, other_recipe.as_deref()))?;
     // The node's GPUs as its sweep or preflight saw them: the default GPU count, and the price's
