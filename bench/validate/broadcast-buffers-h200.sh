@@ -26,14 +26,7 @@ bench() { # N default|off
         --warmup-steps 10 --min-timed-seconds 3 --plain-reference "${flag[@]}" --deadline 300 \
         > "$OUT/$tag.json" 2> "$OUT/$tag.stderr"
     echo "$tag: rc $? in $((SECONDS - t0)) s" >> "$OUT/summary.txt"
-    "$PY" - "$OUT/$tag.json" >> "$OUT/summary.txt" 2>&1 <<'PYEOF'
-import json, statistics, sys
-r = json.load(open(sys.argv[1]))["results"][0]
-rs = [d / p for d, p in r["plain_reference"]["rounds"]]
-print("  broadcast_buffers=%s: ddp %.2f ms, plain %.2f ms, x%.4f median of %d rounds (%.3f-%.3f)" %
-      (r["recipe"]["broadcast_buffers"], 1e3 * r["step_time_median_s"],
-       1e3 * r["plain_reference"]["step_time_median_s"], statistics.median(rs), len(rs), min(rs), max(rs)))
-PYEOF
+    "$PY" "$ROOT/bench/validate/summarise-plain-ratio.py" "$OUT/$tag.json" "$tag" >> "$OUT/summary.txt" 2>&1
 }
 bench 1 default; bench 2 off; bench 3 off; bench 4 default
 

@@ -30,14 +30,7 @@ bench() { # NAME MODEL MICRO_BATCH: ddpcheck's own DDP / plain figure
         --warmup-steps 10 --min-timed-seconds 3 --plain-reference --deadline 300 \
         > "$OUT/$1-bench.json" 2> "$OUT/$1-bench.stderr"
     echo "$1 bench ddp --plain-reference: rc $? in $((SECONDS - t0)) s" >> "$OUT/summary.txt"
-    "$PY" - "$OUT/$1-bench.json" >> "$OUT/summary.txt" 2>&1 <<'PYEOF'
-import json, statistics, sys
-r = json.load(open(sys.argv[1]))["results"][0]
-rs = [d / p for d, p in r["plain_reference"]["rounds"]]
-print("  ddpcheck: ddp %.2f ms, plain %.2f ms, x%.4f median of %d rounds (%.3f-%.3f)" %
-      (1e3 * r["step_time_median_s"], 1e3 * r["plain_reference"]["step_time_median_s"],
-       statistics.median(rs), len(rs), min(rs), max(rs)))
-PYEOF
+    "$PY" "$ROOT/bench/validate/summarise-plain-ratio.py" "$OUT/$1-bench.json" ddpcheck >> "$OUT/summary.txt" 2>&1
 }
 
 one() { # NAME MODEL MICRO_BATCH SETTLE
