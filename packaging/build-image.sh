@@ -51,7 +51,9 @@ if [ "$nccl" != none ]; then
         want=$(printf '%s\n' "$nccl" | sed -n 's/^\(nvidia-nccl-[a-z0-9]*\)==\(.*\)$/\1 \2/p')
     fi
     read -r pkg ver <<<"$want"
-    wheel=$(ls "$wheels/${pkg//-/_}-${ver:-}"*.whl 2>/dev/null | head -n 1)
+    found=("$wheels/${pkg//-/_}-${ver:-}"*.whl)
+    wheel=
+    if [ -e "${found[0]}" ]; then wheel=${found[0]}; fi
     [ -n "$wheel" ] || { echo "build-image: no wheel for ${nccl:-packaging/nccl-requirements.txt} in $wheels (give NAME==VERSION)" >&2; exit 1; }
     # Only the library: the wheel's headers and bitcode are not needed at run time.
     python3 - "$wheel" "$ctx/nccl" <<'PY'

@@ -31,6 +31,7 @@ tar -xf "$rootfs" -C "$root"
 cp "$deb" "$root/tmp/ddpcheck.deb"
 in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
 in_root dpkg -i /tmp/ddpcheck.deb
+# shellcheck disable=SC2016  # dpkg-query's own field names, not the shell's
 in_root dpkg-query -W -f='${Package} ${Version} ${Status}\n' ddpcheck | grep -qx "ddpcheck $version install ok installed" ||
     fail "dpkg does not list ddpcheck $version as installed"
 out=$(in_root ddpcheck --version)
@@ -57,7 +58,7 @@ in_root dpkg --purge ddpcheck
 for f in usr/bin/ddpcheck usr/bin/ddpcheckd usr/lib/systemd/system/ddpcheckd.service \
     usr/lib/sysusers.d/ddpcheck.conf usr/lib/tmpfiles.d/ddpcheck.conf etc/ddpcheck \
     etc/systemd/system/multi-user.target.wants/ddpcheckd.service; do
-    [ ! -e "$root/$f" ] && [ ! -L "$root/$f" ] || fail "/$f is still there after dpkg --purge"
+    if [ -e "$root/$f" ] || [ -L "$root/$f" ]; then fail "/$f is still there after dpkg --purge"; fi
 done
 in_root dpkg-query -W ddpcheck 2>/dev/null && fail "dpkg still knows ddpcheck after --purge"
 

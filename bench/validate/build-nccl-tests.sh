@@ -10,11 +10,11 @@
 #
 # Settings (environment, all optional):
 #   NCCL_HOME     a folder with include/nccl.h and lib/libnccl.so.2 (default: the pip package
-#                 nvidia-nccl-cu* found through python3, then in common virtualenv places)
+#                 nvidia-nccl-cu* found through PYTHON, then in common virtualenv places)
 #   CUDA_HOME     default: dirname $(dirname $(which nvcc)), then /usr/local/cuda
 #   NVCC_GENCODE  default: sm_90 only (H100/H200), which builds much faster than nccl-tests' list
 #   BUILDDIR      default: SRC_DIR/build
-#   PYTHON        default: python3
+#   PYTHON        the interpreter (bench/lib.sh)
 #
 # The pip package has lib/libnccl.so.2 but no unversioned libnccl.so for the linker, and its
 # folder may be read-only, so the build links against a private layout in a temp folder:
@@ -22,13 +22,17 @@
 #   $tmp/lib/libnccl.so -> libnccl.so.2
 # The binaries then need the package's lib folder at run time (LD_LIBRARY_PATH, printed below).
 set -euo pipefail
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
 
 log() { printf 'build-nccl-tests: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 [ $# -eq 1 ] || die "usage: $0 NCCL_TESTS_SOURCE_DIR"
 src=$(cd "$1" 2>/dev/null && pwd) || die "source folder $1 does not exist"
-[ -f "$src/Makefile" ] && [ -f "$src/src/common.cu" ] || die "$src does not look like nccl-tests (no Makefile or src/common.cu)"
+if [ ! -f "$src/Makefile" ] || [ ! -f "$src/src/common.cu" ]; then
+  die "$src does not look like nccl-tests (no Makefile or src/common.cu)"
+fi
 
 # --- CUDA -------------------------------------------------------------------------------------
 if [ -z "${CUDA_HOME:-}" ]; then
@@ -45,7 +49,7 @@ log "CUDA_HOME=$CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | grep -o 'release 
 
 # --- NCCL from the pip package ------------------------------------------------------------------
 find_pkg() {
-  local py=${PYTHON:-python3} d
+  local py=$PYTHON d
   if command -v "$py" >/dev/null 2>&1; then
     # nvidia is a namespace package: take the first path of nvidia.nccl.
     d=$("$py" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
@@ -99,6 +103,7 @@ if command -v ldd >/dev/null 2>&1; then
     die "$bin does not find libnccl.so.2 even with $libdir"
   fi
 fi
-log "built: $(ls "$builddir" | grep -c '_perf$') *_perf binaries"
+perfs=("$builddir"/*_perf)
+log "built: ${#perfs[@]} *_perf binaries"
 log "run them with: NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=$libdir $bin -b 8M -e 1G -f 2 -g <GPUs>"
 echo "$bin"

@@ -8,6 +8,9 @@
 # 25; more steps average over the minutes-long shifts of step time seen on shared machines).
 #   ddp-by-hand.sh DDPCHECK NGPU LOGDIR [bench ddp args...]
 set -uo pipefail
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+[ $# -ge 3 ] || die "usage: ddp-by-hand.sh DDPCHECK NGPU LOGDIR [bench ddp args...]"
 DDPCHECK=$1; NGPU=$2; LOGS=$3; shift 3
 ROUNDS=${ROUNDS:-3}
 VARIANTS=${BYHAND_VARIANTS:-base,bf16,accum4,bf16+accum4}
@@ -31,4 +34,4 @@ for r in $(seq 1 "$ROUNDS"); do
     # A run cut at its time limit still brings back the rounds it finished.
     [ -n "${OUT:-}" ] && tar -czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"
 done
-python3 "$(dirname "$0")/compare-byhand.py" "$LOGS" "$ROUNDS"
+"$PYTHON" "$VALIDATE/compare-byhand.py" "$LOGS" "$ROUNDS"

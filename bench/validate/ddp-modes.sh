@@ -7,6 +7,9 @@
 # under no_sync: does compute alone slow down with N processes?).
 #   ddp-modes.sh DDPCHECK NGPU LOGDIR            (MODES_ROUNDS=N rounds, default 5)
 set -uo pipefail
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+[ $# -ge 3 ] || die "usage: ddp-modes.sh DDPCHECK NGPU LOGDIR"
 DDPCHECK=$1; NGPU=$2; LOGS=$3
 ROUNDS=${MODES_ROUNDS:-5}
 D=$LOGS/modes
@@ -30,7 +33,7 @@ launch() {
     t0=$(date +%s.%N)
     (cd "$D/script" && NCCL_DEBUG=INFO bash -c "$cmd") > "$D/$name.out" 2> "$D/$name.err"
     t1=$(date +%s.%N)
-    grep '"event": *"result"' "$D/$name.out" | python3 -c '
+    grep '"event": *"result"' "$D/$name.out" | "$PYTHON" -c '
 import json, sys
 for line in sys.stdin:
     r = json.loads(line); r["launch"] = sys.argv[1]; r["binding"] = sys.argv[2]; r["t0"] = float(sys.argv[3]); r["t1"] = float(sys.argv[4])
@@ -53,7 +56,7 @@ for r in 1 2; do
     for b in none cores; do launch "mlpN-$b-$r" "$b" true "$MLPN"; done
 done
 kill $SMI 2>/dev/null
-python3 - "$D" <<'PY'
+"$PYTHON" - "$D" <<'PY'
 import csv, json, pathlib, statistics, sys
 d = pathlib.Path(sys.argv[1])
 rows = [json.loads(l) for l in (d / "results.jsonl").read_text().splitlines() if l.strip()]

@@ -13,29 +13,28 @@
 #      MLPREP_VARIANTS (default base,fp16,accum8,nocomm: the nocomm runs, which also time one GPU alone in each launch, are the model's side-by-side input);
 #    model, model355, mlprep: NOCOMM_REPEATS=N also runs the `nocomm` inputs, N launches each; 0, the default, skips them)
 #
-# Binaries come from .device/ (release builds copied there; not committed). nccl-tests source is
-# read from .fetched/nccl-tests (fetched, never committed) and built for the run.
+# Binaries come from DDPCHECK_BIN_DIR, the interpreter is PYTHON (bench/lib.sh sets both, and NVLink
+# multicast off). nccl-tests source is read from .fetched/nccl-tests (fetched, never committed)
+# and built for the run. Output goes to $OUT (default /tmp/ddpcheck-validate).
 # The GPU count comes from the machine, so the same script serves 2, 4 and 8 GPUs.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/ddpcheck-validate}
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "" /tmp/ddpcheck-validate
+need_bin ddpcheck
+cd "$ROOT" || die "cannot enter $ROOT"
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
-BIN=${DDPCHECK_BIN_DIR:-$PWD/.device}
-DDPCHECK=$BIN/ddpcheck
-# NVLink multicast must stay off on shared machines: in every program we start.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PHASES=${*:-probe nccl preflight hang ddp mlp manual}
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)  # grep -c prints 0 itself
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
 now() { date +%s.%N; }
-el() { python3 -c "print(f'{$2-$1:.2f}')"; }
+el() { "$PYTHON" -c "print(f'{$2-$1:.2f}')"; }
 
-HN="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
+HN=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
 # pip's NCCL (the one torch and nccl-tests use); images may carry a second one on the loader path.
-PIPNCCL=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0] + "/lib/libnccl.so.2")' 2>/dev/null || true)
+PIPNCCL=$("$PYTHON" -c 'import nvidia.nccl as m; print(list(m.__path__)[0] + "/lib/libnccl.so.2")' 2>/dev/null || true)
 # Builds all_reduce_perf: NT is the binary, NT_LIBDIR the folder of the pip libnccl.so.2 it
 # needs on the loader path (the build log says where).
 build_nccl_tests() {
@@ -79,35 +78,36 @@ side_by_side_reading() {
     shift
     for m in "$@"; do
         "$DDPCHECK" recommend --model "mlp:$m,4" --micro-batch 256 --gpus "$NGPU" --from "$report" --json 2>/dev/null |
-            python3 -c 'import json, sys; r = json.load(sys.stdin); print(sys.argv[1], *[x["text"] + " | " + x["rests_on"] for x in r["reasons"] if "side by side" in x["text"]])' "mlp:${m}x4" | tee -a "$SUMMARY"
+            "$PYTHON" -c 'import json, sys; r = json.load(sys.stdin); print(sys.argv[1], *[x["text"] + " | " + x["rests_on"] for x in r["reasons"] if "side by side" in x["text"]])' "mlp:${m}x4" | tee -a "$SUMMARY"
     done
 }
 # A daemon on this node under $DD (socket, state, runtime dirs), /metrics on 127.0.0.1:$MPORT,
 # its log appended to logs/daemon.log: start_daemon; viad ARGS... runs the CLI through it;
 # scrape NAME saves /metrics to logs/daemon-metrics-NAME.txt.
 start_daemon() {
-    RUST_LOG=info "$BIN/ddpcheckd" --listen "$DD/d.sock" --metrics-listen "127.0.0.1:$MPORT" --state-dir "$DD/state" \
+    RUST_LOG=info "$DDPCHECKD" --listen "$DD/d.sock" --metrics-listen "127.0.0.1:$MPORT" --state-dir "$DD/state" \
         --runtime-dir "$DD/run" --collect-interval "${COLLECT_INTERVAL:-5}" >> "$LOGS/daemon.log" 2>&1 &
     DPID=$!
     for _ in $(seq 100); do [ -S "$DD/d.sock" ] && break; sleep 0.1; done
-    for _ in $(seq 50); do python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "http://127.0.0.1:$MPORT/metrics" 2>/dev/null && break; sleep 0.2; done
+    for _ in $(seq 50); do "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "http://127.0.0.1:$MPORT/metrics" 2>/dev/null && break; sleep 0.2; done
 }
 # DDPCHECK_SIM (a dry run's) would make the CLI refuse --daemon: the daemon answers for itself.
 viad() { env -u DDPCHECK_SIM "$DDPCHECK" --daemon "$DD/d.sock" "$@"; }
-scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "http://127.0.0.1:$MPORT/metrics" > "$LOGS/daemon-metrics-$1.txt" 2>&1; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+scrape() { "$PYTHON" -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "http://127.0.0.1:$MPORT/metrics" > "$LOGS/daemon-metrics-$1.txt" 2>&1; }
+free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 REGIMES=("nvlink::" "shm:NCCL_P2P_DISABLE=1:" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:")
 # One entry of REGIMES into name (nvlink), envs (VAR=VALUE ...) and envargs (--env VAR=VALUE ...).
 regime() {
-    name=${1%%:*}; local rest=${1#*:}; envs=${rest%:}
-    envargs=""; for e in $envs; do envargs="$envargs --env $e"; done
+    name=${1%%:*}; local rest=${1#*:}
+    read -ra envs <<< "${rest%:}"
+    envargs=(); for e in "${envs[@]}"; do envargs+=(--env "$e"); done
 }
 
 say "# ddpcheck GPU validation $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), $NGPU GPUs"
 {
     nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version --format=csv
     nvidia-smi topo -m
-    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
+    "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
     "$DDPCHECK" --version
 } > "$LOGS/env.txt" 2>&1
 cat "$LOGS/env.txt"
@@ -128,14 +128,14 @@ nccl)
     for r in "${REGIMES[@]}"; do
         regime "$r"
         t0=$(now)
-        env $envs "$DDPCHECK" bench collectives --ops all_reduce -b 4K -e 1G -f 2 -n 20 -w 5 --json > "$LOGS/ours-$name.json" 2> "$LOGS/ours-$name.err"
+        env "${envs[@]}" "$DDPCHECK" bench collectives --ops all_reduce -b 4K -e 1G -f 2 -n 20 -w 5 --json > "$LOGS/ours-$name.json" 2> "$LOGS/ours-$name.err"
         say "ours $name rc=$? $(el "$t0" "$(now)") s"
         if [ -n "${NT:-}" ] && [ -x "$NT" ]; then
-            env $envs LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 4K -e 1G -f 2 -g "$NGPU" -n 20 -w 5 -c 1 > "$LOGS/ref-$name.txt" 2>&1
+            env "${envs[@]}" LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 4K -e 1G -f 2 -g "$NGPU" -n 20 -w 5 -c 1 > "$LOGS/ref-$name.txt" 2>&1
             say "nccl-tests $name rc=$?"
         fi
     done
-    python3 bench/validate/compare-busbw.py "$LOGS" | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/compare-busbw.py "$LOGS" | tee -a "$SUMMARY"
     ;;
 preflight)
     say "## preflight: ddpcheck check (wall time with NCCL init), twice"
@@ -163,11 +163,11 @@ ddp)
     for r in "nvlink::" "hostnet:NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo:"; do
         regime "$r"
         t0=$(now)
-        "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" $envargs \
+        "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" "${envargs[@]}" \
             --steps 25 --warmup-steps 5 --plot "$LOGS/ddp-$name.svg" --json > "$LOGS/ddp-$name.json" 2> "$LOGS/ddp-$name.err"
         say "ddp $name rc=$? $(el "$t0" "$(now)") s"
     done
-    python3 bench/validate/summarise-ddp.py "$LOGS"/ddp-*.json | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS"/ddp-*.json | tee -a "$SUMMARY"
     ;;
 mlp)
     say "## mlp: width sweep, host-network regime (crossover)"
@@ -176,7 +176,7 @@ mlp)
         --env NCCL_P2P_DISABLE=1 --env NCCL_SHM_DISABLE=1 --env NCCL_SOCKET_IFNAME=lo \
         --plot "$LOGS/mlp-hostnet.svg" --json > "$LOGS/mlp-hostnet.json" 2> "$LOGS/mlp-hostnet.err"
     say "mlp rc=$? $(el "$t0" "$(now)") s"
-    python3 bench/validate/summarise-ddp.py "$LOGS"/mlp-hostnet.json | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS"/mlp-hostnet.json | tee -a "$SUMMARY"
     ;;
 manual)
     say "## manual: the same embedded script launched by hand with torchrun (reference for overhead)"
@@ -186,7 +186,7 @@ repeat)
     say "## repeat: the NVLink DDP run again (run-to-run agreement)"
     "$DDPCHECK" bench ddp --model gpt2-124m --variants base,bf16,accum4,bf16+accum4 --gpus "1,$NGPU" --steps 25 --warmup-steps 5 --json > "$LOGS/ddp-nvlink-repeat.json" 2> "$LOGS/ddp-nvlink-repeat.err"
     say "repeat rc=$?"
-    python3 bench/validate/summarise-ddp.py "$LOGS/ddp-nvlink.json" "$LOGS/ddp-nvlink-repeat.json" | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS/ddp-nvlink.json" "$LOGS/ddp-nvlink-repeat.json" | tee -a "$SUMMARY"
     ;;
 notorch)
     say "## notorch: a benchmark on a node whose python has no torch must fail fast with one line"
@@ -199,33 +199,33 @@ hostnet3)
     say "## hostnet3: the host-network regime, ddpcheck and nccl-tests alternately, 3 rounds, 64 MiB..1 GiB"
     build_nccl_tests
     for round in 1 2 3; do
-        env $HN "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 1G -f 2 -n 10 -w 2 --json > "$LOGS/ours-hostnet-r$round.json" 2>> "$LOGS/hostnet3.err"
-        env $HN LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 10 -w 2 -c 1 > "$LOGS/ref-hostnet-r$round.txt" 2>&1
+        env "${HN[@]}" "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 1G -f 2 -n 10 -w 2 --json > "$LOGS/ours-hostnet-r$round.json" 2>> "$LOGS/hostnet3.err"
+        env "${HN[@]}" LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 10 -w 2 -c 1 > "$LOGS/ref-hostnet-r$round.txt" 2>&1
     done
-    python3 bench/validate/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
     ;;
 hostnet5)
     say "## hostnet5: host-network regime, ddpcheck and nccl-tests alternately (order swapped every round), 5 rounds, 64 MiB..1 GiB, both on pip's NCCL"
     build_nccl_tests
     say "pip NCCL: ${PIPNCCL:-not found}; all_reduce_perf: ${NT:-BUILD FAILED}"
     rm -f "$LOGS"/ours-hostnet-r*.json "$LOGS"/ref-hostnet-r*.txt
-    ours_hn() { env $HN DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 1G -f 2 -n 10 -w 2 --json > "$LOGS/ours-hostnet-r$1.json" 2>> "$LOGS/hostnet5.err"; }
-    ref_hn() { env $HN LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 10 -w 2 -c 1 > "$LOGS/ref-hostnet-r$1.txt" 2>&1; }
+    ours_hn() { env "${HN[@]}" DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 1G -f 2 -n 10 -w 2 --json > "$LOGS/ours-hostnet-r$1.json" 2>> "$LOGS/hostnet5.err"; }
+    ref_hn() { env "${HN[@]}" LD_LIBRARY_PATH="$NT_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$NT" -b 64M -e 1G -f 2 -g "$NGPU" -n 10 -w 2 -c 1 > "$LOGS/ref-hostnet-r$1.txt" 2>&1; }
     for round in 1 2 3 4 5; do
         if [ $((round % 2)) -eq 1 ]; then ours_hn $round; ref_hn $round; else ref_hn $round; ours_hn $round; fi
     done
     grep -h '"nccl_library"' "$LOGS"/ours-hostnet-r1.json | head -1 | tee -a "$SUMMARY"
     grep -h 'NCCL version' "$LOGS"/ref-hostnet-r1.txt | head -1 | tee -a "$SUMMARY"
-    python3 bench/validate/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/compare-busbw.py "$LOGS" --rounds | tee -a "$SUMMARY"
     ;;
 cluster)
-    say "## cluster: two daemons, one GPU each ($HN), one NCCL communicator across them, against the single-process sweep; 3 alternating rounds"
+    say "## cluster: two daemons, one GPU each (${HN[*]}), one NCCL communicator across them, against the single-process sweep; 3 alternating rounds"
     CD=$(mktemp -d /tmp/ddpcheck-cluster.XXXXXX)
     pids=()
     for i in 0 1; do
         mkdir -p "$CD/state$i" "$CD/run$i"
-        env $HN CUDA_VISIBLE_DEVICES=$i DDPCHECK_CLUSTER_ADDRESS=127.0.0.1 DDPCHECK_NCCL_LIB="$PIPNCCL" RUST_LOG=info \
-            "$BIN/ddpcheckd" --listen "$CD/n$i.sock" --metrics-listen none --state-dir "$CD/state$i" --runtime-dir "$CD/run$i" \
+        env "${HN[@]}" CUDA_VISIBLE_DEVICES="$i" DDPCHECK_CLUSTER_ADDRESS=127.0.0.1 DDPCHECK_NCCL_LIB="$PIPNCCL" RUST_LOG=info \
+            "$DDPCHECKD" --listen "$CD/n$i.sock" --metrics-listen none --state-dir "$CD/state$i" --runtime-dir "$CD/run$i" \
             > "$LOGS/cluster-daemon$i.log" 2>&1 &
         pids+=($!)
     done
@@ -235,13 +235,13 @@ cluster)
         "$DDPCHECK" cluster check --nodes "$CD/n0.sock,$CD/n1.sock" --gpus-per-node 1 --network tcp10 \
             --min-bytes 64M --max-bytes 512M --stage-deadline 120 --json > "$LOGS/cluster-r$round.json" 2> "$LOGS/cluster-r$round.err"
         say "cluster round $round: exit $? in $(el "$t0" "$(now)") s"
-        env $HN DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 512M -f 2 -n 20 -w 5 \
+        env "${HN[@]}" DDPCHECK_NCCL_LIB="$PIPNCCL" "$DDPCHECK" bench collectives --ops all_reduce -b 64M -e 512M -f 2 -n 20 -w 5 \
             --json > "$LOGS/cluster-single-r$round.json" 2>> "$LOGS/cluster-single.err"
     done
     kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
     left=$(pgrep -fa 'ddpcheckd worker' | grep -v pgrep || true)
     say "daemons stopped; workers left: ${left:-none}"
-    python3 - "$LOGS" <<'PY' | tee -a "$SUMMARY"
+    "$PYTHON" - "$LOGS" <<'PY' | tee -a "$SUMMARY"
 import json, pathlib, statistics, sys
 logs = pathlib.Path(sys.argv[1])
 def peak(path):
@@ -270,32 +270,34 @@ PY
     ;;
 model)
     MREP=${MODEL_REPEATS:-1}
-    GPTARGS=""; MG=${MODEL_GPT:-gpt2-124m}; for m in ${MG//,/ }; do GPTARGS="$GPTARGS --model $m"; done
+    GPTARGS=(); MG=${MODEL_GPT:-gpt2-124m}; for m in ${MG//,/ }; do GPTARGS+=(--model "$m"); done
     say "## model: per regime, the all-reduce curve, $MG (4 variants) and the MLP sweep, 1 and $NGPU GPUs, all on pip's NCCL, $MREP launch(es) each"
-    nocomm_inputs model-nocomm-gpt "$MG" $GPTARGS --steps 20
+    nocomm_inputs model-nocomm-gpt "$MG" "${GPTARGS[@]}" --steps 20
     nocomm_inputs model-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
     for r in "${REGIMES[@]}"; do
         regime "$r"
         case ",${MODEL_REGIMES:-nvlink,shm,hostnet}," in *",$name,"*) ;; *) continue ;; esac
-        model_curve model "$name" $envs
-        ddp_runs "model-gpt-$name" "$MG $name" $GPTARGS --variants base,bf16,accum4,bf16+accum4 $envargs --steps 20 --repeats "$MREP"
+        model_curve model "$name" "${envs[@]}"
+        ddp_runs "model-gpt-$name" "$MG $name" "${GPTARGS[@]}" --variants base,bf16,accum4,bf16+accum4 "${envargs[@]}" --steps 20 --repeats "$MREP"
         if [ "${MODEL_MLP:-1}" = 1 ]; then
-            ddp_runs "model-mlp-$name" "mlp $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 $envargs --steps 20 --repeats "$MREP"
+            ddp_runs "model-mlp-$name" "mlp $name" --sweep "$MLP_SWEEP" --variants base,fp16,accum8 "${envargs[@]}" --steps 20 --repeats "$MREP"
         fi
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
-    python3 bench/validate/summarise-ddp.py "$LOGS"/model-gpt-*.json $(ls "$LOGS"/model-mlp-*.json 2>/dev/null) | tee -a "$SUMMARY"
+    mlp_reports=("$LOGS"/model-mlp-*.json)
+    [ -e "${mlp_reports[0]}" ] || mlp_reports=()
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS"/model-gpt-*.json "${mlp_reports[@]}" | tee -a "$SUMMARY"
     ;;
 model355)
     say "## model355: per regime, the all-reduce curve and gpt2-355m (4 variants), 1 and $NGPU GPUs"
     nocomm_inputs model355-nocomm-gpt gpt2-355m --model gpt2-355m --steps 15
     for r in "${REGIMES[@]}"; do
         regime "$r"
-        model_curve model355 "$name" $envs
-        ddp_runs "model355-gpt-$name" "gpt2-355m $name" --model gpt2-355m --variants base,bf16,accum4,bf16+accum4 $envargs --steps 15
+        model_curve model355 "$name" "${envs[@]}"
+        ddp_runs "model355-gpt-$name" "gpt2-355m $name" --model gpt2-355m --variants base,bf16,accum4,bf16+accum4 "${envargs[@]}" --steps 15
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
-    python3 bench/validate/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS"/model355-gpt-*.json | tee -a "$SUMMARY"
     ;;
 mlprep)
     reps=${MLPREP_REPEATS:-3}
@@ -303,27 +305,27 @@ mlprep)
     for r in "${REGIMES[@]}"; do
         regime "$r"
         case ",${MLPREP_REGIMES:-nvlink,shm}," in *",$name,"*) ;; *) continue ;; esac
-        model_curve mlprep "$name" $envs
-        ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants "${MLPREP_VARIANTS:-base,fp16,accum8,nocomm}" $envargs --steps 20 --repeats "$reps"
+        model_curve mlprep "$name" "${envs[@]}"
+        ddp_runs "mlprep-mlp-$name" "mlp x$reps $name" --sweep "$MLP_SWEEP" --variants "${MLPREP_VARIANTS:-base,fp16,accum8,nocomm}" "${envargs[@]}" --steps 20 --repeats "$reps"
         # The sweep again after the DDP runs: how far the network moved while they ran (kept
         # in the logs beside the runs' own all-reduce probes).
-        model_curve mlprep "$name-after" $envs
+        model_curve mlprep "$name-after" "${envs[@]}"
         side_by_side_reading "$LOGS/mlprep-mlp-$name.json" 448 1024 2048 4352
         tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     done
     # The model's inputs last: a call that runs out of time keeps the judged runs.
     nocomm_inputs mlprep-nocomm-mlp mlp --sweep "$MLP_SWEEP" --steps 20
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
-    python3 bench/validate/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS"/mlprep-mlp-*.json | tee -a "$SUMMARY"
     ;;
 hostgap)
     # Does DDP's all-reduce over the host network take longer than the benchmark curve says on
     # this host too? (On 2026-11-30 one 2xH200 host showed 1.23-1.37x, another none.)
     say "## hostgap: the host-network curve and two comm-bound MLPs' base runs, ${HOSTGAP_REPEATS:-3} launches"
     regime "${REGIMES[2]}"
-    model_curve hostgap hostnet $envs
-    ddp_runs hostgap-mlp-hostnet "mlp 2048x4,4352x4 base x${HOSTGAP_REPEATS:-3} hostnet" --sweep mlp:2048,4352 --variants base $envargs --steps 20 --repeats "${HOSTGAP_REPEATS:-3}"
-    python3 bench/validate/summarise-ddp.py "$LOGS/hostgap-mlp-hostnet.json" | tee -a "$SUMMARY"
+    model_curve hostgap hostnet "${envs[@]}"
+    ddp_runs hostgap-mlp-hostnet "mlp 2048x4,4352x4 base x${HOSTGAP_REPEATS:-3} hostnet" --sweep mlp:2048,4352 --variants base "${envargs[@]}" --steps 20 --repeats "${HOSTGAP_REPEATS:-3}"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS/hostgap-mlp-hostnet.json" | tee -a "$SUMMARY"
     ;;
 accumgap)
     # Where does accumulation's extra time at N GPUs come from? Every measured set over-predicted accum8
@@ -333,14 +335,14 @@ accumgap)
     say "## accumgap: accum8 against nocomm+accum8 at 1 and $NGPU GPUs (NVLink), ${ACCUMGAP_REPEATS:-8} launches of ${ACCUMGAP_STEPS:-20} steps"
     regime "${REGIMES[0]}"
     ddp_runs accumgap-mlp-nvlink "mlp 448-4352 base,accum8,nocomm+accum8,nocomm x${ACCUMGAP_REPEATS:-8} nvlink" \
-        --sweep mlp:448,1024,2048,4352 --variants base,accum8,nocomm+accum8,nocomm $envargs --steps "${ACCUMGAP_STEPS:-20}" --repeats "${ACCUMGAP_REPEATS:-8}"
+        --sweep mlp:448,1024,2048,4352 --variants base,accum8,nocomm+accum8,nocomm "${envargs[@]}" --steps "${ACCUMGAP_STEPS:-20}" --repeats "${ACCUMGAP_REPEATS:-8}"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
-    python3 bench/validate/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS/accumgap-mlp-nvlink.json" | tee -a "$SUMMARY"
     side_by_side_reading "$LOGS/accumgap-mlp-nvlink.json" 448 1024 2048 4352
     # The judged view of the same launches, as bench/accuracy reads them (ddpcheck-accuracy, P2):
     # the curve the runs' probes timed (the 2026-11-30 22:43 NVLink sweep report lends only its
     # header).
-    python3 bench/accuracy/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
+    "$PYTHON" bench/accuracy/predict-vs-measured.py --min-params 800000 --probe-curve "$DDPCHECK" \
         "accumgap-nvlink:bench/accuracy/fixtures/2026-11-30-h200x2-2243/mlprep8/mlprep8-curve-nvlink.json:$LOGS/accumgap-mlp-nvlink.json" |
         tee -a "$SUMMARY"
     ;;
@@ -349,12 +351,12 @@ features)
     t0=$(now)
     "$DDPCHECK" bench ddp --model gpt2-124m --variants bf16 --gpus "1,$NGPU" --steps 15 --warmup-steps 5 --json > "$LOGS/features-bf16-reference.json" 2> "$LOGS/features-bf16-reference.err"
     say "bench ddp --variants bf16 rc=$? $(el "$t0" "$(now)") s"
-    python3 bench/validate/summarise-ddp.py "$LOGS/features-bf16-reference.json" | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS/features-bf16-reference.json" | tee -a "$SUMMARY"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     t0=$(now)
     env NCCL_P2P_DISABLE=1 "$DDPCHECK" recommend --model mlp:2048,4 --micro-batch 256 --verify --repeats "${VERIFY_REPEATS:-3}" --save-runs "$LOGS/features-runs" --json > "$LOGS/features-verify.json" 2> "$LOGS/features-verify.err"
     say "recommend --verify --repeats ${VERIFY_REPEATS:-3} (shm) rc=$? $(el "$t0" "$(now)") s"
-    python3 - "$LOGS/features-verify.json" <<'PY' | tee -a "$SUMMARY"
+    "$PYTHON" - "$LOGS/features-verify.json" <<'PY' | tee -a "$SUMMARY"
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("chosen:", r.get("chosen"), "| verify_gain:", json.dumps(r.get("verify_gain")))
@@ -366,26 +368,26 @@ for reason in r.get("reasons") or []:
 for row in r.get("verify") or []:
     print(json.dumps(row)[:400])
 PY
-    ls "$LOGS/features-runs" | tee -a "$SUMMARY"
+    find "$LOGS/features-runs" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tee -a "$SUMMARY"
     ;;
 netcurve)
     # recommend reading its curve from DDP's own runs on the host network (and warning when the
     # sweep parts from it), then --verify with its line on the network during its runs.
     say "## netcurve: recommend from a host-network sweep and gpt2-124m runs (the runs' probes as its curve), then --verify"
     regime "${REGIMES[2]}"
-    model_curve netcurve hostnet $envs
-    ddp_runs netcurve-gpt-hostnet "gpt2-124m base,bf16 hostnet" --model gpt2-124m --variants base,bf16 $envargs --steps 15
+    model_curve netcurve hostnet "${envs[@]}"
+    ddp_runs netcurve-gpt-hostnet "gpt2-124m base,bf16 hostnet" --model gpt2-124m --variants base,bf16 "${envargs[@]}" --steps 15
     t0=$(now)
-    env $envs "$DDPCHECK" recommend --model gpt2-124m --gpus "$NGPU" --from "$LOGS/netcurve-curve-hostnet.json" \
+    env "${envs[@]}" "$DDPCHECK" recommend --model gpt2-124m --gpus "$NGPU" --from "$LOGS/netcurve-curve-hostnet.json" \
         --from "$LOGS/netcurve-gpt-hostnet.json" > "$LOGS/netcurve-recommend.txt" 2> "$LOGS/netcurve-recommend.err"
     say "recommend from the saved reports rc=$? $(el "$t0" "$(now)") s"
     grep -E "^all-reduce:|network_moved|^Recommendation" "$LOGS/netcurve-recommend.txt" | tee -a "$SUMMARY"
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     t0=$(now)
-    env $envs "$DDPCHECK" recommend --model gpt2-124m --gpus "$NGPU" --from "$LOGS/netcurve-curve-hostnet.json" \
+    env "${envs[@]}" "$DDPCHECK" recommend --model gpt2-124m --gpus "$NGPU" --from "$LOGS/netcurve-curve-hostnet.json" \
         --from "$LOGS/netcurve-gpt-hostnet.json" --verify --repeats "${VERIFY_REPEATS:-2}" --json > "$LOGS/netcurve-verify.json" 2> "$LOGS/netcurve-verify.err"
     say "recommend --verify --repeats ${VERIFY_REPEATS:-2} (host network) rc=$? $(el "$t0" "$(now)") s"
-    python3 - "$LOGS/netcurve-verify.json" <<'PY' | tee -a "$SUMMARY"
+    "$PYTHON" - "$LOGS/netcurve-verify.json" <<'PY' | tee -a "$SUMMARY"
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("curve:", r["curve"]["provenance"])
@@ -399,7 +401,7 @@ smoke)
     t0=$(now)
     "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "1,$NGPU" --steps 5 --warmup-steps 2 --repeats 2 --json > "$LOGS/smoke.json" 2> "$LOGS/smoke.err"
     say "smoke ddp rc=$? $(el "$t0" "$(now)") s"
-    python3 bench/validate/summarise-ddp.py "$LOGS/smoke.json" | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS/smoke.json" | tee -a "$SUMMARY"
     t0=$(now)
     "$DDPCHECK" bench ddp --model gpt2-124m --variants base --gpus "$NGPU" --steps 2000 --deadline 12 > "$LOGS/smoke-deadline.txt" 2>&1; rc=$?
     sleep 1
@@ -409,7 +411,7 @@ smoke)
 sidebyside)
     say "## sidebyside: the MLP sweep with no communication, accumulation 1 and 8, 1 and $NGPU GPUs, three launches each"
     ddp_runs sidebyside-mlp "nocomm,nocomm+accum8 x3" --sweep "$MLP_SWEEP" --variants nocomm,nocomm+accum8 --steps 20 --repeats 3
-    python3 bench/validate/summarise-ddp.py "$LOGS/sidebyside-mlp.json" | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS/sidebyside-mlp.json" | tee -a "$SUMMARY"
     ;;
 noise)
     say "## noise: does a longer timed stretch steady a launch? MLP 1024x4, five launches each, 20 steps (the model phases) against about 2 s of steps"
@@ -418,7 +420,7 @@ noise)
     ddp_runs noise-long-base "mlp 1024x4 base 1000 steps x5" --sweep mlp:1024 --variants base --steps 1000 --repeats 5
     tar -czf "$OUT/logs.tgz" -C "$OUT" logs
     ddp_runs noise-long-accum8 "mlp 1024x4 accum8 130 steps x5" --sweep mlp:1024 --variants accum8 --steps 130 --repeats 5
-    python3 - "$LOGS"/noise-*.json <<'PY' | tee -a "$SUMMARY"
+    "$PYTHON" - "$LOGS"/noise-*.json <<'PY' | tee -a "$SUMMARY"
 import json, sys
 print(f"{'report':<18} {'variant':<8} {'n':>2} {'median ms':>9} {'launch medians ms':<40} spread")
 for path in sys.argv[1:]:
@@ -454,7 +456,7 @@ single)
     say "bench ddp (default --gpus: 1,2, or 1 on a node of one GPU): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-ddp-default-gpus.txt" | head -c 240)"
     ddp_runs single-ddp-gpt "bench ddp gpt2-124m base,bf16,accum4 --gpus 1,$NGPU x2" --model gpt2-124m --variants base,bf16,accum4 --steps 15 --repeats 2
     ddp_runs single-ddp-mlp "bench ddp mlp 1024,2048 x4 base,accum8,nocomm --gpus 1,$NGPU x2" --sweep mlp:1024,2048 --variants base,accum8,nocomm --steps 20 --repeats 2
-    python3 bench/validate/summarise-ddp.py "$LOGS"/single-ddp-gpt.json "$LOGS"/single-ddp-mlp.json | tee -a "$SUMMARY"
+    "$PYTHON" bench/validate/summarise-ddp.py "$LOGS"/single-ddp-gpt.json "$LOGS"/single-ddp-mlp.json | tee -a "$SUMMARY"
     t0=$(now)
     "$DDPCHECK" recommend --model gpt2-124m > "$LOGS/single-recommend.txt" 2>&1
     say "recommend --model gpt2-124m (this node's own curve): exit $? after $(el "$t0" "$(now)") s; $(tail -1 "$LOGS/single-recommend.txt" | head -c 300)"
@@ -464,7 +466,7 @@ single)
         t0=$(now)
         "$DDPCHECK" recommend --model gpt2-124m --from "$CURVE" --gpus $g --repeats 2 --json > "$LOGS/single-recommend-from-$g.json" 2> "$LOGS/single-recommend-from-$g.err"
         say "recommend --from (2xH200 curve) --gpus $g --repeats 2: exit $? after $(el "$t0" "$(now)") s"
-        python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("  chosen", r.get("chosen"), "| compute", r["compute"] if isinstance(r.get("compute"), str) else json.dumps(r.get("compute"))[:200])' "$LOGS/single-recommend-from-$g.json" 2>&1 | tee -a "$SUMMARY"
+        "$PYTHON" -c 'import json, sys; r = json.load(open(sys.argv[1])); print("  chosen", r.get("chosen"), "| compute", r["compute"] if isinstance(r.get("compute"), str) else json.dumps(r.get("compute"))[:200])' "$LOGS/single-recommend-from-$g.json" 2>&1 | tee -a "$SUMMARY"
     done
     ;;
 firstlaunch)
@@ -476,7 +478,7 @@ firstlaunch)
         # shellcheck disable=SC2086
         "$DDPCHECK" recommend --model $m --from "$CURVE" --gpus 2 --save-runs "$LOGS/firstlaunch-$name" --json > "$LOGS/firstlaunch-$name.json" 2> "$LOGS/firstlaunch-$name.err"
         say "recommend --model $m --from (2xH200 curve) --gpus 2: exit $? after $(el "$t0" "$(now)") s"
-        python3 - "$LOGS/firstlaunch-$name/ddp-1gpu.json" <<'PY' 2>&1 | tee -a "$SUMMARY"
+        "$PYTHON" - "$LOGS/firstlaunch-$name/ddp-1gpu.json" <<'PY' 2>&1 | tee -a "$SUMMARY"
 import json, sys
 r = json.load(open(sys.argv[1]))
 for x in r["results"]:
@@ -497,7 +499,7 @@ daemon)
     viad check --json > "$LOGS/daemon-check.json" 2> "$LOGS/daemon-check.err"
     say "check via daemon: exit $? after $(el "$t0" "$(now)") s"
     # /metrics answers from the snapshot while a benchmark runs and the collector reads NVML.
-    python3 - "http://127.0.0.1:$MPORT/metrics" "$DD/stop" > "$LOGS/daemon-scrapes.json" <<'PY' &
+    "$PYTHON" - "http://127.0.0.1:$MPORT/metrics" "$DD/stop" > "$LOGS/daemon-scrapes.json" <<'PY' &
 import json, os, sys, time, urllib.request
 url, stop = sys.argv[1], sys.argv[2]
 lat, collector, errors = [], [], 0
@@ -517,7 +519,7 @@ PY
     viad bench ddp --sweep mlp:1024 --variants base --gpus "1,$NGPU" --steps 15 --warmup-steps 3 --json > "$LOGS/daemon-ddp.json" 2> "$LOGS/daemon-ddp.err"
     say "bench ddp via daemon: exit $? after $(el "$t0" "$(now)") s"
     touch "$DD/stop"; wait "$SPID"
-    python3 - "$LOGS/daemon-scrapes.json" <<'PY' | tee -a "$SUMMARY"
+    "$PYTHON" - "$LOGS/daemon-scrapes.json" <<'PY' | tee -a "$SUMMARY"
 import json, sys
 r = json.load(open(sys.argv[1]))
 lat = sorted(r["latencies_s"])
@@ -541,8 +543,8 @@ PY
     kill "$DPID"; wait "$DPID" 2>/dev/null
     sleep 1
     left=$(pgrep -fa 'ddpcheckd|ddpcheck worker|ddpcheck_bench_ddp' | grep -v pgrep || true)
-    say "state dir: $(ls "$DD/state" | tr '\n' ' '); left running: ${left:-none}"
-    python3 - "$LOGS" <<'PY' | tee -a "$SUMMARY"
+    say "state dir: $(find "$DD/state" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ' '); left running: ${left:-none}"
+    "$PYTHON" - "$LOGS" <<'PY' | tee -a "$SUMMARY"
 import pathlib, sys
 from prometheus_client.parser import text_string_to_metric_families
 logs = pathlib.Path(sys.argv[1])
@@ -582,7 +584,7 @@ explaind)
     tee -a "$SUMMARY" < "$LOGS/explaind-history.txt"
     scrape explain
     kill "$DPID"; wait "$DPID" 2>/dev/null
-    python3 - "$LOGS" <<'PY' | tee -a "$SUMMARY"
+    "$PYTHON" - "$LOGS" <<'PY' | tee -a "$SUMMARY"
 import json, pathlib, sys
 logs = pathlib.Path(sys.argv[1])
 def causes(name):
@@ -605,7 +607,7 @@ PY
 faults)
     say "## faults: a foreign CUDA process on GPU 0 (check, prolog, bench ddp, bench collectives, the daemon's gauge), then one DDP rank killed with SIGKILL mid-run"
     apps() { nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | tr -d ' ' | tr '\n' ' '; }
-    python3 -c 'import time, torch; x = torch.ones(1, device="cuda:0"); torch.cuda.synchronize(); print("held", flush=True); time.sleep(600)' > "$LOGS/faults-holder.txt" 2>&1 &
+    "$PYTHON" -c 'import time, torch; x = torch.ones(1, device="cuda:0"); torch.cuda.synchronize(); print("held", flush=True); time.sleep(600)' > "$LOGS/faults-holder.txt" 2>&1 &
     HPID=$!
     for _ in $(seq 120); do grep -q held "$LOGS/faults-holder.txt" && [ -n "$(apps)" ] && break; sleep 0.5; done
     say "holder pid $HPID: $(head -c 100 "$LOGS/faults-holder.txt"); nvidia-smi compute apps: $(apps)"

@@ -3,12 +3,14 @@
 # readers can be tested on the real layout: sysfs PCI devices (attributes, the binary config space,
 # the device hierarchy as links), IOMMU groups and their type, /proc/cpuinfo and /proc/cmdline,
 # plus nvidia-smi's view. Nothing is changed on the machine.
-#   OUT=/tmp/facts bash bench/validate/platform-facts.sh      -> $OUT/platform-facts.tgz
+#   bench/validate/platform-facts.sh OUTDIR      (or OUT=OUTDIR)   -> OUTDIR/platform-facts.tgz
 set -uo pipefail
-OUT=${OUT:?set OUT to a folder}
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}"
 T=$(mktemp -d)/tree
 mkdir -p "$T/proc" "$T/logs"
-python3 - "$T" <<'PY'
+"$PYTHON" - "$T" <<'PY'
 import os, shutil, sys
 root = sys.argv[1]
 ATTRS = ["class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node",
@@ -61,15 +63,15 @@ awk 'BEGIN{RS=""} NR==1' /proc/cpuinfo >"$T/proc/cpuinfo"
 cp /proc/cmdline "$T/proc/cmdline" 2>/dev/null
 L=$T/logs
 t() { timeout 30 "$@"; }
-{ uname -a; cat /etc/os-release 2>/dev/null | head -3; } >"$L/os.txt" 2>&1
+{ uname -a; head -3 /etc/os-release 2>/dev/null; } >"$L/os.txt" 2>&1
 t nvidia-smi >"$L/nvidia-smi.txt" 2>&1
 t nvidia-smi topo -m >"$L/topo-m.txt" 2>&1
 t nvidia-smi -q >"$L/nvidia-smi-q.txt" 2>&1
 t nvidia-smi nvlink -s >"$L/nvlink-s.txt" 2>&1
 { command -v lspci || echo "no lspci"; command -v setpci || echo "no setpci"; } >"$L/tools.txt" 2>&1
 { pgrep -af nv-fabricmanager || echo "no nv-fabricmanager process"; ls /usr/bin/nv-fabricmanager 2>&1; } >"$L/fabricmanager.txt" 2>&1
-{ ls -la /sys/bus/pci/devices/; ls /sys/kernel/iommu_groups/ 2>&1; for g in /sys/kernel/iommu_groups/*/type; do echo "$g: $(cat $g)"; done; ls -la /sys/class/iommu 2>&1; } >"$L/sysfs-listing.txt" 2>&1
-for d in /sys/bus/pci/devices/*; do echo "== $d -> $(readlink -f $d) class=$(cat $d/class)"; od -A x -t x1 -N 64 $d/config; echo "config size: $(stat -c %s $d/config)"; done >"$L/config-heads.txt" 2>&1
-{ python3 -c 'import torch;print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'; } >"$L/versions.txt" 2>&1
+{ ls -la /sys/bus/pci/devices/; ls /sys/kernel/iommu_groups/ 2>&1; for g in /sys/kernel/iommu_groups/*/type; do echo "$g: $(cat "$g")"; done; ls -la /sys/class/iommu 2>&1; } >"$L/sysfs-listing.txt" 2>&1
+for d in /sys/bus/pci/devices/*; do echo "== $d -> $(readlink -f "$d") class=$(cat "$d/class")"; od -A x -t x1 -N 64 "$d/config"; echo "config size: $(stat -c %s "$d/config")"; done >"$L/config-heads.txt" 2>&1
+{ "$PYTHON" -c 'import torch;print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'; } >"$L/versions.txt" 2>&1
 tar -C "$(dirname "$T")" -czf "$OUT/platform-facts.tgz" tree
 echo "wrote $OUT/platform-facts.tgz"; ls -la "$L"; cat "$L/tools.txt" "$L/fabricmanager.txt"; head -5 "$L/config-heads.txt"

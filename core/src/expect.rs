@@ -45,12 +45,12 @@ pub fn expected_allreduce(node: &NodeClass<'_>) -> Option<Expectation> {
         LinkClass::Nv(n) if n >= 18 && node.gpus >= 8 => Some(row(
             "8+ GPUs over NVSwitch (NVLink 4, NV18), NCCL NVLS off",
             365.0,
-            "NVIDIA nccl-tests results for HGX H100/H200 ring all-reduce, ~365 GB/s (DESIGN.md §5); NVLS raises it to ~475",
+            "NVIDIA nccl-tests results for HGX H100/H200 ring all-reduce, ~365 GB/s; NVLS raises it to ~475",
         )),
         LinkClass::Nv(n) if n >= 18 => Some(row(
             "NVLink 4 pair or group (NV18, H100/H200)",
             300.0,
-            "measured 2xH200 NV18, NCCL 2.28.9: 327 GB/s at 1 GiB, ~300 at 256 MiB (DESIGN.md §9, docs/results/)",
+            "measured 2xH200 NV18, NCCL 2.28.9: 327 GB/s at 1 GiB, ~300 at 256 MiB (docs/results/)",
         )),
         LinkClass::Nv(n) if n >= 12 => Some(row(
             "NVLink 3 (NV12, A100 SXM)",
@@ -70,12 +70,12 @@ pub fn expected_allreduce(node: &NodeClass<'_>) -> Option<Expectation> {
         LinkClass::Phb | LinkClass::Node | LinkClass::Sys if model.contains("T4") => Some(row(
             "2x Tesla T4 over PCIe gen3, no NVLink",
             4.05,
-            "field report ddp-crossover (shared/seeds/002): 4.05 GB/s all-reduce busbw",
+            "field report ddp-crossover, 2x Tesla T4 over PCIe gen3: 4.05 GB/s all-reduce busbw",
         )),
         LinkClass::Phb | LinkClass::Node | LinkClass::Sys => Some(row(
             "PCIe through the host bridge, no NVLink",
             pcie_busbw(node.pcie_gen),
-            "field report 4xA6000 PHB gen3 (shared/seeds/000): 4.3 GB/s at 4 GPUs, 3.9 at 2; scaled by PCIe generation",
+            "Runcrate's field report, 4xA6000 PHB gen3: 4.3 GB/s at 4 GPUs, 3.9 at 2; scaled by PCIe generation",
         )),
         LinkClass::X => None,
     }

@@ -764,7 +764,7 @@ pub fn judge_nccl_env(env: &BTreeMap<String, String>, t: &TopologyMatrix) -> Vec
         if pcie_bridge && matches!(lvl.as_str(), "SYS" | "NODE" | "PHB" | "5" | "4" | "3") {
             out.push(
                 Finding::new("nccl_p2p_forced", Severity::Warning, Subject::Node, format!("NCCL_P2P_LEVEL={level} forces P2P across the host bridge; it halved all-reduce bandwidth on a PHB machine (4.3 → 2.3 GB/s): unset it"))
-                    .with(Evidence::new("NCCL_P2P_LEVEL", level.clone()).source("shared/seeds/000 (4xA6000 PHB)")),
+                    .with(Evidence::new("NCCL_P2P_LEVEL", level.clone()).source("Runcrate's field report (4xA6000 PHB)")),
             );
         }
     }

@@ -897,9 +897,9 @@ pub fn become_subreaper() -> io::Result<()> {
     }
 }
 
-/// NVLink multicast stays off in every GPU program we start (shared/DEVICE.md), also when the
-/// child's environment is fresh: set each variable unless the caller (or our environment)
-/// chose a value.
+/// NVLink multicast stays off in every GPU program we start (shared GPU machines require it),
+/// also when the child's environment is fresh: set each variable unless the caller (or our
+/// environment) chose a value.
 pub const MULTICAST_OFF: [(&str, &str); 3] = [
     ("NCCL_NVLS_ENABLE", "0"),
     ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),

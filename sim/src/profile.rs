@@ -1,8 +1,8 @@
 //! Profiles as data: the embedded `data/profiles.json`, its types, and its validation.
 //!
-//! The file is parsed once. Every number in it says where it comes from (a fact from DESIGN.md
-//! §9, the seeds or DEVICE.md, or a sim assumption); this module only checks that the data is
-//! coherent, it adds no numbers of its own.
+//! The file is parsed once. Every number in it says where it comes from (a fact from a published
+//! field report, NVIDIA's published figures or the H200 validation machines, or a sim
+//! assumption); this module only checks that the data is coherent, it adds no numbers of its own.
 
 use std::sync::OnceLock;
 

@@ -1,6 +1,6 @@
 //! The simulated nodes seen from outside: parsing, core's preflight verdicts per profile and
-//! fault, the collective curves against the facts of DESIGN.md §9, and the DDP physics against
-//! seed 000.
+//! fault, the collective curves against the profiles' measured facts, and the DDP physics against
+//! Runcrate's 4xA6000 field report (seed 000 in the tests' names).
 
 // Test helpers outside #[test] functions unwrap too: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]

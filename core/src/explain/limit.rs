@@ -21,7 +21,8 @@ const BETTER_PCIE: &str =
 const BETTER_VM: &str =
     "a bare-metal node, or a VM whose provider passes GPU peer-to-peer through, would do better";
 const NO_P2P: &str = "the driver offers no P2P, so nothing on this machine changes the transport";
-const SEED_000: &str = "on the field report's 4xA6000 PHB machine forcing P2P halved it (4.3 → 2.3 GB/s, shared/seeds/000)";
+const SEED_000: &str =
+    "on the 4xA6000 PHB machine of Runcrate's field report forcing P2P halved it (4.3 → 2.3 GB/s)";
 /// An A/B that moves the figure by less than this is no recovery (the pair's own repeat spread
 /// is a few percent; NCCL's default is then as good as the alternative).
 pub const RECOVERY_RATIO: f64 = 1.10;

@@ -7,23 +7,23 @@
 # every round, so a run cut at a time limit keeps what it measured. With MIN_TIMED=S, a third arm
 # ("sized") asks `bench ddp --min-timed-seconds S` instead of a fixed count.
 #
-#   OUT=/tmp/out ROUNDS=6 bash bench/validate/steps-noise-1gpu.sh
-#   OUT=/tmp/out ROUNDS=8 LONG_STEPS=0 MIN_TIMED=2 bash bench/validate/steps-noise-1gpu.sh
+#   ROUNDS=6 bench/experiments/do-more-steps-steady-one-gpu.sh OUTDIR
+#   ROUNDS=8 LONG_STEPS=0 MIN_TIMED=2 bench/experiments/do-more-steps-steady-one-gpu.sh OUTDIR
 #
-# Binaries come from .device/ (release builds copied there; not committed), or DDPCHECK_BIN_DIR.
+# OUTDIR may come in OUT instead (default /tmp/ddpcheck-steps-noise); binaries come from
+# DDPCHECK_BIN_DIR (bench/lib.sh).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/ddpcheck-steps-noise}
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}" /tmp/ddpcheck-steps-noise
+need_bin ddpcheck
 X=$OUT/steps-noise
 mkdir -p "$X"
-DDPCHECK=${DDPCHECK_BIN_DIR:-$PWD/.device}/ddpcheck
+SUMMARY=$X/summary.txt
 ROUNDS=${ROUNDS:-6}
 LONG_STEPS=${LONG_STEPS:-1000}
 SWEEP=${SWEEP:-mlp:1024,4352}
 VARIANTS=${VARIANTS:-base,fp16}
-# NVLink multicast must stay off on shared machines: in every program we start.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-say() { echo "$*" | tee -a "$X/summary.txt"; }
 MIN_TIMED=${MIN_TIMED:-}
 # launch NAME STEPS [EXTRA ARGS...]
 launch() {
@@ -36,10 +36,10 @@ launch() {
     t1=$(date +%s.%N)
     say "$name steps=$steps $* rc=$rc wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
 }
-say "steps-noise-1gpu $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname) rounds=$ROUNDS long=$LONG_STEPS min_timed=${MIN_TIMED:-none} sweep=$SWEEP variants=$VARIANTS"
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >> "$X/summary.txt" 2>&1
-nvidia-smi --query-gpu=name,driver_version,pci.bus_id,clocks.sm,clocks.max.sm --format=csv,noheader >> "$X/summary.txt" 2>&1
-"$DDPCHECK" --version >> "$X/summary.txt" 2>&1
+say "do-more-steps-steady-one-gpu $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname) rounds=$ROUNDS long=$LONG_STEPS min_timed=${MIN_TIMED:-none} sweep=$SWEEP variants=$VARIANTS"
+{ "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  nvidia-smi --query-gpu=name,driver_version,pci.bus_id,clocks.sm,clocks.max.sm --format=csv,noheader
+  "$DDPCHECK" --version; } >> "$SUMMARY" 2>&1
 for r in $(seq 1 "$ROUNDS"); do
     # Alternate which goes first, so neither always follows the other.
     if [ $((r % 2)) -eq 1 ]; then
@@ -53,7 +53,7 @@ for r in $(seq 1 "$ROUNDS"); do
     fi
     tar -C "$OUT" -czf "$OUT/steps-noise.tgz" steps-noise
 done
-python3 - "$X" <<'PY' | tee -a "$X/summary.txt"
+"$PYTHON" - "$X" <<'PY' | tee -a "$X/summary.txt"
 # Per configuration: the launch-to-launch spread of the median step. Per model: the spread of
 # ln(step) of each variant across launches, and of ln(variant / first variant) inside each
 # launch, the comparison a launch makes side by side.

@@ -8,30 +8,29 @@
 # RSS, the same summed by object, and the thread names, and stops the daemon with SIGTERM.
 # The same again with `--sim h200x2-nvlink` (no NVML, same binary): the difference is what NVML
 # and the real backend cost.
-#   bash bench/validate/daemon-footprint.sh OUTDIR     (about 170 s; as root, as under systemd)
+#   bench/experiments/idle-daemon-footprint.sh OUTDIR     (about 170 s; as root, as under systemd)
 # Writes OUTDIR/summary.txt and OUTDIR/footprint.tgz (samples, smaps and log of each pass).
-# Environment: DDPCHECKD (default .device/ddpcheckd), WINDOW (60), SETTLE (15), SCRAPE (15; 0:
+# Environment: DDPCHECK_BIN_DIR (bench/lib.sh), WINDOW (60), SETTLE (15), SCRAPE (15; 0:
 # none), PORT (19402), PASSES ("real sim").
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${1:?usage: daemon-footprint.sh OUTDIR}
-mkdir -p "$OUT"
-BIN=${DDPCHECKD:-$PWD/.device/ddpcheckd}
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}"
+need_bin ddpcheckd
 WINDOW=${WINDOW:-60} SETTLE=${SETTLE:-15} SCRAPE=${SCRAPE:-15} PORT=${PORT:-19402}
 PASSES=${PASSES:-real sim}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The daemon reads no DDPCHECK_ setting but its config's (bench/lib.sh exports a few).
 for v in $(env | sed -n 's/^\(DDPCHECK_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
-S=$OUT/summary.txt
+SUMMARY=$OUT/summary.txt
 RAW=$(mktemp -d /tmp/ddpcheck-footprint-raw.XXXXXX)
-say() { echo "$*" | tee -a "$S"; }
-: > "$S"
-say "daemon-footprint $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname) cores $(nproc)"
-say "binary $BIN: $("$BIN" --version 2>&1) size $(stat -c %s "$BIN") B"
-nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader 2>&1 | sed 's/^/gpu /' | tee -a "$S"
+: > "$SUMMARY"
+say "idle-daemon-footprint $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname) cores $(nproc)"
+say "binary $DDPCHECKD: $("$DDPCHECKD" --version 2>&1) size $(stat -c %s "$DDPCHECKD") B"
+nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader 2>&1 | sed 's/^/gpu /' | tee -a "$SUMMARY"
 
 scrape() {
     curl -s -o /dev/null -w '%{http_code} %{size_download} B' "http://127.0.0.1:$PORT/metrics" 2> /dev/null ||
-        python3 -c "import urllib.request as u; print(200, len(u.urlopen('http://127.0.0.1:$PORT/metrics').read()), 'B')"
+        "$PYTHON" -c "import urllib.request as u; print(200, len(u.urlopen('http://127.0.0.1:$PORT/metrics').read()), 'B')"
 }
 
 # measure NAME [FLAGS...]: one daemon, sampled as described above; raw files to $RAW/NAME.*.
@@ -40,7 +39,7 @@ measure() {
     shift
     tmp=$(mktemp -d /tmp/ddpcheck-footprint.XXXXXX)
     : > "$tmp/ddpcheck.toml" # an empty file: /etc/ddpcheck/ddpcheck.toml is not read
-    "$BIN" --config "$tmp/ddpcheck.toml" --listen "$tmp/d.sock" --state-dir "$tmp/state" \
+    "$DDPCHECKD" --config "$tmp/ddpcheck.toml" --listen "$tmp/d.sock" --state-dir "$tmp/state" \
         --runtime-dir "$tmp/run" --metrics-listen "127.0.0.1:$PORT" "$@" 2> "$RAW/$name.log" &
     pid=$!
     for _ in $(seq 1 300); do
@@ -72,9 +71,9 @@ measure() {
     awk -F'\t' 'NR > 1 { for (c = 2; c <= 6; c++) { if ($c > mx[c]) mx[c] = $c; sum[c] += $c } n++ }
         END { split("VmRSS RssAnon RssFile RssShmem Threads", h, " ")
               for (c = 2; c <= 5; c++) printf "%s max %.1f MiB mean %.1f MiB\n", h[c - 1], mx[c] / 1024, sum[c] / n / 1024
-              printf "Threads max %d mean %.1f\n", mx[6], sum[6] / n }' "$RAW/$name.samples.tsv" | tee -a "$S"
+              printf "Threads max %d mean %.1f\n", mx[6], sum[6] / n }' "$RAW/$name.samples.tsv" | tee -a "$SUMMARY"
     awk -v a="$c0" -v b="$c1" -v t0="$t0" -v t1="$t1" -v hz="$hz" 'BEGIN {
-        printf "cpu %.4f%% of one core (%d ticks of 1/%d s in %.1f s)\n", (b - a) / hz / (t1 - t0) * 100, b - a, hz, t1 - t0 }' | tee -a "$S"
+        printf "cpu %.4f%% of one core (%d ticks of 1/%d s in %.1f s)\n", (b - a) / hz / (t1 - t0) * 100, b - a, hz, t1 - t0 }' | tee -a "$SUMMARY"
     {
         echo "## /proc/PID/status"; cat "/proc/$pid/status"
         echo; echo "## /proc/PID/smaps_rollup"; cat "/proc/$pid/smaps_rollup"
@@ -91,7 +90,7 @@ measure() {
     say "rollup: $(grep -E '^(Rss|Anonymous|Private_Dirty|Private_Clean|Shared_Clean):' "/proc/$pid/smaps_rollup" | tr -s ' ' | tr '\n' ' ')"
     say "threads: $(cat /proc/"$pid"/task/*/comm | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
     say "largest objects (kB: Rss Anon PrivDirty SharedClean mappings object):"
-    sed -n '/^## RSS by object/,/^$/p' "$RAW/$name.smaps.txt" | sed -n '2,13p' | tee -a "$S"
+    sed -n '/^## RSS by object/,/^$/p' "$RAW/$name.smaps.txt" | sed -n '2,13p' | tee -a "$SUMMARY"
     kill -TERM "$pid"
     wait "$pid"
     say "exit status $? after SIGTERM"

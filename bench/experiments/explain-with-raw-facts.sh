@@ -4,22 +4,18 @@
 # $OUT/logs.tgz. Every step has a timeout, so the script never hangs; it needs no lspci (it reads
 # sysfs and procfs) and works with one GPU (no pairs: node and GPU causes only).
 #
-#   OUT=/tmp/out bench/validate/explain-h200.sh
-#   DDPCHECK_SIM=h200x2-nvlink+vm bench/validate/explain-h200.sh   # try it without GPUs
+#   bench/experiments/explain-with-raw-facts.sh OUTDIR      (or OUT=OUTDIR; default /tmp/ddpcheck-explain)
+#   DDPCHECK_SIM=h200x2-nvlink+vm bench/experiments/explain-with-raw-facts.sh   # try it without GPUs
 #
-# Binaries come from .device/ (release builds copied there; not committed), or DDPCHECK_BIN_DIR.
+# Binaries come from DDPCHECK_BIN_DIR (bench/lib.sh).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/ddpcheck-explain}
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}" /tmp/ddpcheck-explain
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
-BIN=${DDPCHECK_BIN_DIR:-$PWD/.device}
-DDPCHECK=$BIN/ddpcheck
-# NVLink multicast must stay off on shared machines: in every program we start.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
 # run NAME SECONDS CMD...: output to logs/NAME.txt, stderr to logs/NAME.err, rc in the summary.
 run() {
     local name=$1 secs=$2
@@ -37,7 +33,7 @@ fact() {
     echo "rc=$?" >> "$LOGS/fact-$name.txt"
 }
 
-say "explain-h200 $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname) sim=${DDPCHECK_SIM:-none}"
+say "explain-with-raw-facts $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname) sim=${DDPCHECK_SIM:-none}"
 if [ ! -x "$DDPCHECK" ]; then
     say "no ddpcheck binary at $DDPCHECK"
 else
@@ -52,6 +48,7 @@ fi
 # The raw facts the explainer reads, to compare with what it says.
 fact hypervisor 'grep -m1 -o -w hypervisor /proc/cpuinfo; grep -m1 "^flags" /proc/cpuinfo'
 fact cmdline 'cat /proc/cmdline'
+# shellcheck disable=SC2016  # the text is a command for fact's bash -c, which expands it
 fact iommu-groups 'ls /sys/kernel/iommu_groups 2>&1 | head -50; for t in /sys/kernel/iommu_groups/*/type; do [ -e "$t" ] && echo "$t: $(cat "$t")"; done; ls /sys/class/iommu 2>&1'
 fact dmesg-iommu 'dmesg 2>/dev/null | grep -i -E "iommu|dmar|amd-vi" | head -40'
 fact dmi 'cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>&1; cat /sys/hypervisor/type 2>&1'

@@ -2,29 +2,26 @@
 # Host↔device copy bandwidth on the lent H200 (docs/results/2026-12-01-h200-copy-bandwidth.md):
 # `ddpcheck check --json` five times with its host_copies step and five times without it
 # (--no-host-copies: the check as it was before the step; also .device/ddpcheck-before, the
-# previous release, where present), interleaved with a plain CUDA copy loop built here
+# previous release in DDPCHECK_BIN_DIR, where present), interleaved with a plain CUDA copy loop built here
 # (copy-bandwidth-h200.cu: pinned memory, the same sizes and counts, cudaEvent timing), then the
 # summary: copy bandwidth against the gen x width link the guest reports and against the loop
 # (ddpcheck >= 0.97x of it), and check's wall time with and without the step (<= 2 s).
 #
-#   bash bench/validate/copy-bandwidth-h200.sh OUTDIR      (about 60 s; needs nvcc, one GPU or more)
+#   bench/experiments/does-host-copy-reach-the-link.sh OUTDIR      (about 60 s; needs nvcc, one GPU or more)
 #
 # Writes OUTDIR/: summary.txt and summary.json (the figures for the page), check-on-N.json,
 # check-off-N.json [check-before-N.json], copy-loop-N.jsonl, wall.tsv, env.txt, nvcc.log and the
 # stderr of every run (*.err).
 set -uo pipefail
-OUT=${1:?usage: copy-bandwidth-h200.sh OUTDIR}
-cd "$(dirname "$0")/../.."
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-BIN=${DDPCHECK_BIN_DIR:-$PWD/.device}
-DDPCHECK=$BIN/ddpcheck
-BEFORE=$BIN/ddpcheck-before
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}"
+need_bin ddpcheck
+BEFORE=$DDPCHECK_BIN_DIR/ddpcheck-before
 RUNS=${RUNS:-5}
 
 {
-    echo "copy-bandwidth-h200 $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
+    echo "does-host-copy-reach-the-link $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
     "$DDPCHECK" --version 2>&1
     nvidia-smi --query-gpu=name,pci.bus_id,driver_version,persistence_mode,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv 2>&1
     for d in /sys/bus/pci/devices/*; do
@@ -37,7 +34,7 @@ RUNS=${RUNS:-5}
 } > "$OUT/env.txt" 2>&1
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-"$NVCC" -O2 -o "$OUT/copy-loop" bench/validate/copy-bandwidth-h200.cu > "$OUT/nvcc.log" 2>&1
+"$NVCC" -O2 -o "$OUT/copy-loop" "$EXPERIMENTS/copy-bandwidth-h200.cu" > "$OUT/nvcc.log" 2>&1
 echo "nvcc rc=$?" >> "$OUT/nvcc.log"
 
 # wall.tsv: run name, exit code, wall seconds of the whole process.
@@ -64,6 +61,6 @@ for i in $(seq 1 "$RUNS"); do
     fi
 done
 
-python3 bench/validate/summarise-copy-bandwidth.py "$OUT" > "$OUT/summary.txt" 2> "$OUT/summary.err"
+"$PYTHON" "$EXPERIMENTS/summarise-copy-bandwidth.py" "$OUT" > "$OUT/summary.txt" 2> "$OUT/summary.err"
 echo "summarise rc=$?" >> "$OUT/summary.txt"
 cat "$OUT/summary.txt"

@@ -5,40 +5,37 @@
 # embeddings and q_proj frozen (frozen_llama.py), each ROUNDS times; after each, the same model
 # in plain-loop.py (its own launch, as many steps) for the launch-to-launch comparison.
 #
-#   bench/validate/own-models-plain-h200.sh OUTDIR        (ROUNDS=2: about 8 minutes)
+#   bench/experiments/own-models-plain-reference.sh OUTDIR        (ROUNDS=2: about 8 minutes)
 #   MODELS="llama llama_frozen" FIRST_ROUND=2 ROUNDS=2 ...   (some models, rounds 2..2 only)
 #
-# Needs .device/ddpcheck and /opt/torch/.venv/bin/python3 (torch, torchvision, timm,
-# transformers); no network. Writes OUTDIR/NAME-rR.json (bench ddp's report), NAME-rR-loop.json
+# Needs ddpcheck in DDPCHECK_BIN_DIR and torch, torchvision, timm, transformers for PYTHON
+# (bench/lib.sh); no network. Writes OUTDIR/NAME-rR.json (bench ddp's report), NAME-rR-loop.json
 # (plain-loop.py), their stderr, and summary.txt.
 set -uo pipefail
-OUT=${1:?usage: own-models-plain-h200.sh OUTDIR}
-mkdir -p "$OUT"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=${PY:-/opt/torch/.venv/bin/python3}
-BIN=${BIN:-$ROOT/.device/ddpcheck}
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}"
+need_bin ddpcheck
 ROUNDS=${ROUNDS:-2}
 MIN_TIMED=${MIN_TIMED:-3}
-export DDPCHECK_PYTHON=$PY NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export DDPCHECK_VALIDATE_FFN=${FFN:-2304} DDPCHECK_VALIDATE_SEQ=1024
 LLAMA="hf:llama,hidden_size=1024,num_hidden_layers=12,intermediate_size=$DDPCHECK_VALIDATE_FFN,num_attention_heads=16,num_key_value_heads=16"
-FROZEN="py:$ROOT/bench/validate/frozen_llama.py:make"
+FROZEN="py:$EXPERIMENTS/frozen_llama.py:make"
 WARMUP=10
-{ date -u +%FT%TZ; "$BIN" --version; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-  "$PY" -c 'import torch, torchvision, timm, transformers; print("torch", torch.__version__, "torchvision", torchvision.__version__, "timm", timm.__version__, "transformers", transformers.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'; } > "$OUT/summary.txt" 2>&1
+{ date -u +%FT%TZ; "$DDPCHECK" --version; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  "$PYTHON" -c 'import torch, torchvision, timm, transformers; print("torch", torch.__version__, "torchvision", torchvision.__version__, "timm", timm.__version__, "transformers", transformers.__version__, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'; } > "$OUT/summary.txt" 2>&1
 
 one() { # NAME MODEL MICRO_BATCH ROUND
     local name=$1 model=$2 mb=$3 tag=$1-r$4 t0=$SECONDS
-    "$BIN" --json bench ddp --gpus 1 --variants base --model "$model" --micro-batch "$mb" \
+    "$DDPCHECK" --json bench ddp --gpus 1 --variants base --model "$model" --micro-batch "$mb" \
         --warmup-steps $WARMUP --min-timed-seconds "$MIN_TIMED" --plain-reference --deadline 300 \
         > "$OUT/$tag.json" 2> "$OUT/$tag.stderr"
     local rc=$? steps
-    steps=$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r.get("timed_steps") or 40)' "$OUT/$tag.json" 2>/dev/null || echo 40)
-    "$PY" "$ROOT/bench/validate/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
+    steps=$("$PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r.get("timed_steps") or 40)' "$OUT/$tag.json" 2>/dev/null || echo 40)
+    "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
         --warmup $WARMUP > "$OUT/$tag-loop.json" 2> "$OUT/$tag-loop.stderr"
     local prc=$?
-    "$PY" - "$OUT/$tag.json" "$OUT/$tag-loop.json" "$tag" "$rc" "$prc" $((SECONDS - t0)) >> "$OUT/summary.txt" 2>&1 <<'PYEOF'
+    "$PYTHON" - "$OUT/$tag.json" "$OUT/$tag-loop.json" "$tag" "$rc" "$prc" $((SECONDS - t0)) >> "$OUT/summary.txt" 2>&1 <<'PYEOF'
 import json, statistics, sys
 tag, rc, prc, secs = sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 try:
@@ -71,7 +68,7 @@ for round in $(seq "${FIRST_ROUND:-1}" "$ROUNDS"); do
     done
 done
 for f in "$OUT"/*-r*.json; do
-    case $f in *-loop.json) ;; *) "$BIN" bench ddp --from "$f" 2>&1 | grep "without DDP" >> "$OUT/summary.txt" ;; esac
+    case $f in *-loop.json) ;; *) "$DDPCHECK" bench ddp --from "$f" 2>&1 | grep "without DDP" >> "$OUT/summary.txt" ;; esac
 done
 date -u +%FT%TZ >> "$OUT/summary.txt"
 cat "$OUT/summary.txt"

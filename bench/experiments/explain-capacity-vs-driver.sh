@@ -6,24 +6,20 @@
 # GPU there is no pair (explain's node and GPU causes only), with two or more each pair carries
 # `capacity`, and with three or more `node` too.
 #
-#   bench/validate/explain-capacity.sh OUTDIR     # about 1-2 minutes on 2xH200
+#   bench/experiments/explain-capacity-vs-driver.sh OUTDIR     # about 1-2 minutes on 2xH200
 #
-#   DDPCHECK_SIM=a6000x4-phb bench/validate/explain-capacity.sh /tmp/cap   # without GPUs
+#   DDPCHECK_SIM=a6000x4-phb bench/experiments/explain-capacity-vs-driver.sh /tmp/cap   # without GPUs
 #
 # Writes OUTDIR/summary.txt (rc of every step and the extracted capacities), OUTDIR/logs/*.
-# Binaries come from .device/ (or DDPCHECK_BIN_DIR). Every step has a timeout: it never hangs.
+# Binaries come from DDPCHECK_BIN_DIR (bench/lib.sh). Every step has a timeout: it never hangs.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${1:?usage: explain-capacity.sh OUTDIR}
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}"
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
-BIN=${DDPCHECK_BIN_DIR:-$PWD/.device}
-DDPCHECK=$BIN/ddpcheck
-# NVLink multicast stays off on shared machines, in every program we start.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
 run() {
     local name=$1 secs=$2
     shift 2
@@ -37,10 +33,11 @@ fact() {
     echo "rc=$?" >> "$LOGS/fact-$name.txt"
 }
 
-say "explain-capacity $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
+say "explain-capacity-vs-driver $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
 fact smi-pcie 'nvidia-smi --query-gpu=index,name,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv'
 fact smi-nvlink 'nvidia-smi nvlink -s'
 fact smi-topo 'nvidia-smi topo -m'
+# shellcheck disable=SC2016  # the text is a command for fact's bash -c, which expands it
 fact sysfs-links 'for d in /sys/bus/pci/devices/*; do [ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && [ "$(cat $d/class 2>/dev/null | cut -c1-4)" = 0x03 ] && echo "$d $(cat $d/current_link_speed) x$(cat $d/current_link_width) max $(cat $d/max_link_speed) x$(cat $d/max_link_width)"; done'
 if [ ! -x "$DDPCHECK" ]; then
     say "no ddpcheck binary at $DDPCHECK"
@@ -52,8 +49,8 @@ run version 10 "$DDPCHECK" --version
 run explain-ab-json 240 "$DDPCHECK" "${SIM[@]}" explain --ab --json
 run explain-ab-text 240 "$DDPCHECK" "${SIM[@]}" explain --ab
 # The capacities and fractions explain reported, one line each, for the summary.
-if command -v python3 > /dev/null; then
-    timeout 10 python3 - "$LOGS/explain-ab-json.txt" >> "$SUMMARY" 2>&1 <<'PY'
+if command -v "$PYTHON" > /dev/null; then
+    timeout 10 "$PYTHON" - "$LOGS/explain-ab-json.txt" >> "$SUMMARY" 2>&1 <<'PY'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))

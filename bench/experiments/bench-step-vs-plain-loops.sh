@@ -5,29 +5,25 @@
 # and plain-loop.py --ddp (the same loop with the model in DDP on one rank, as bench ddp runs it),
 # each its own launch, the same steps. Writes OUTDIR/NAME-rR-{bench,plain,ddp}.json and summary.txt.
 #
-#   bench/validate/own-models-overhead-h200.sh OUTDIR      (about 7 minutes with ROUNDS=2)
+#   bench/experiments/bench-step-vs-plain-loops.sh OUTDIR      (about 7 minutes with ROUNDS=2)
 set -uo pipefail
-OUT=${1:?usage: own-models-overhead-h200.sh OUTDIR}
-mkdir -p "$OUT"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=${PY:-/opt/torch/.venv/bin/python3}
-BIN=${BIN:-$ROOT/.device/ddpcheck}
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}"
+need_bin ddpcheck
 ROUNDS=${ROUNDS:-2}
-export DDPCHECK_PYTHON=$PY NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 LLAMA="hf:llama,hidden_size=1024,num_hidden_layers=12,intermediate_size=2304,num_attention_heads=16,num_key_value_heads=16"
 date -u +%FT%TZ > "$OUT/summary.txt"
 for r in $(seq 1 "$ROUNDS"); do
     for m in "resnet50 torchvision:resnet50 64 64" "llama $LLAMA 8 40"; do
-        set -- $m
-        name=$1 model=$2 mb=$3 steps=$4
-        "$BIN" --json bench ddp --gpus 1 --variants base --model "$model" --micro-batch "$mb" \
+        read -r name model mb steps <<< "$m"
+        "$DDPCHECK" --json bench ddp --gpus 1 --variants base --model "$model" --micro-batch "$mb" \
             --warmup-steps 10 --steps "$steps" --deadline 300 > "$OUT/$name-r$r-bench.json" 2> "$OUT/$name-r$r-bench.err"
-        "$PY" "$ROOT/bench/validate/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
+        "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
             --warmup 10 > "$OUT/$name-r$r-plain.json" 2> "$OUT/$name-r$r-plain.err"
-        "$PY" "$ROOT/bench/validate/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
+        "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
             --warmup 10 --ddp > "$OUT/$name-r$r-ddp.json" 2> "$OUT/$name-r$r-ddp.err"
-        "$PY" - "$OUT" "$name" "$r" >> "$OUT/summary.txt" 2>&1 <<'PYEOF'
+        "$PYTHON" - "$OUT" "$name" "$r" >> "$OUT/summary.txt" 2>&1 <<'PYEOF'
 import json, sys
 out, name, r = sys.argv[1:]
 f = lambda k: json.load(open("%s/%s-r%s-%s.json" % (out, name, r, k)))

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# On a node of one GPU: `ddpcheck explain` with its raw facts (explain-h200.sh), then what one GPU
+# On a node of one GPU: `ddpcheck explain` with its raw facts (explain-with-raw-facts.sh), then what one GPU
 # shows of recommend's measure-first path and of the model specs: the 1-GPU launch recommend
 # runs first (gpt2-124m: base, accum4, bf16, 15 steps) timed whole against the budget's estimate,
 # a LLaMA-style decoder from a Hugging Face config.json and an MLP with input and output widths
 # through `bench ddp`, and recommend's answer on one GPU. Everything under $OUT; logs tarred to
-# $OUT/extras.tgz (explain-h200.sh writes $OUT/logs.tgz).
-#   OUT=/tmp/out bash bench/validate/single-gpu-extras.sh
+# $OUT/extras.tgz (explain-with-raw-facts.sh writes $OUT/logs.tgz).
+#   bench/experiments/one-gpu-explain-and-recommend.sh OUTDIR    (or OUT=OUTDIR; default /tmp/ddpcheck-extras)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/ddpcheck-extras}
-bash bench/validate/explain-h200.sh
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}" /tmp/ddpcheck-extras
+need_bin ddpcheck
+bash "$EXPERIMENTS/explain-with-raw-facts.sh" "$OUT"
 X=$OUT/extras
 mkdir -p "$X"
-DDPCHECK=${DDPCHECK_BIN_DIR:-$PWD/.device}/ddpcheck
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-say() { echo "$*" | tee -a "$X/summary.txt"; }
+SUMMARY=$X/summary.txt
 timed() {
     local name=$1 secs=$2
     shift 2
@@ -25,8 +25,8 @@ timed() {
     t1=$(date +%s.%N)
     say "$name rc=$rc wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
 }
-say "single-gpu-extras $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' >> "$X/summary.txt" 2>&1
+say "one-gpu-explain-and-recommend $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
+"$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' >> "$X/summary.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader >> "$X/summary.txt" 2>&1
 # recommend's first launch on a fresh node, as the measure-first path asks for it.
 timed quick-1gpu 300 "$DDPCHECK" bench ddp --model gpt2-124m --variants base,accum4,bf16 --gpus 1 --steps 15 --json

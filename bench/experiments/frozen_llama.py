@@ -1,5 +1,5 @@
-"""A factory for `bench ddp --model py:bench/validate/frozen_llama.py:make`: the LLaMA-style model
-of own-models-h200.sh (Hugging Face's LlamaForCausalLM from a config, random weights) with
+"""A factory for `bench ddp --model py:bench/experiments/frozen_llama.py:make`: the LLaMA-style model
+of own-models-vs-plain-loop.sh (Hugging Face's LlamaForCausalLM from a config, random weights) with
 everything frozen but the token embeddings, the output projection and every layer's q_proj, as
 a fine-tune that trains a few tensors would be. The widths come from DDPCHECK_VALIDATE_FFN and
 friends so the script and its plain loop build the same model."""

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Summarises copy-bandwidth-h200.sh's OUTDIR: per GPU and direction, ddpcheck's best-size copy
+"""Summarises does-host-copy-reach-the-link.sh's OUTDIR: per GPU and direction, ddpcheck's best-size copy
 bandwidth (median of its checks) against the link's capacity (the gen x width NVML reports at
 its maximum, after line encoding) and against the plain CUDA copy loop (median of its repeats,
 the same sizes and counts); check's wall time with the step, without it (--no-host-copies) and
 of the previous release where present. Prints a text summary; writes OUTDIR/summary.json.
 
-    python3 bench/validate/summarise-copy-bandwidth.py OUTDIR
+    python3 bench/experiments/summarise-copy-bandwidth.py OUTDIR
 """
 import json
 import statistics
