@@ -213,7 +213,11 @@ fn fake_benchmark_gives_results_with_speedups() {
     assert!(config.get("plain_reference").is_none(), "{config}");
     // The launch ran the package's main file, with the whole package beside it.
     for (name, text) in package_files() {
-        assert_eq!(read(dir.path().join("script_copy").join(name)), *text, "{name}");
+        assert_eq!(
+            read(dir.path().join("script_copy").join(name)),
+            *text,
+            "{name}"
+        );
     }
 
     // The environment every child gets.
@@ -1536,7 +1540,9 @@ fn every_python_file_of_the_package_is_embedded() {
     let dir = tempfile::tempdir().unwrap();
     let main = write_script(dir.path()).unwrap();
     assert_eq!(main, dir.path().join(SCRIPT_DIR_NAME).join(SCRIPT_MAIN));
-    let written = fs::read_dir(dir.path().join(SCRIPT_DIR_NAME)).unwrap().count();
+    let written = fs::read_dir(dir.path().join(SCRIPT_DIR_NAME))
+        .unwrap()
+        .count();
     assert_eq!(written, package_files().len());
 }
 
@@ -1557,9 +1563,18 @@ fn the_counts_the_budget_relies_on_travel_in_the_config() {
     assert_eq!(sent["solo_rounds"], SOLO_ROUNDS);
     assert_eq!(sent["plain_rounds"], PLAIN_ROUNDS);
     let other = json
-        .replace(&format!("\"solo_rounds\":{SOLO_ROUNDS}"), "\"solo_rounds\":5")
-        .replace(&format!("\"plain_rounds\":{PLAIN_ROUNDS}"), "\"plain_rounds\":6")
-        .replace(&format!("\"sizing_steps\":{SIZING_STEPS}"), "\"sizing_steps\":7");
+        .replace(
+            &format!("\"solo_rounds\":{SOLO_ROUNDS}"),
+            "\"solo_rounds\":5",
+        )
+        .replace(
+            &format!("\"plain_rounds\":{PLAIN_ROUNDS}"),
+            "\"plain_rounds\":6",
+        )
+        .replace(
+            &format!("\"sizing_steps\":{SIZING_STEPS}"),
+            "\"sizing_steps\":7",
+        );
     let without: serde_json::Value = serde_json::json!({"model": {"kind": "mlp", "width": 64}});
     let code = "read = lambda text: {k: config.load_config(text)[k] for k in\n\
                 \x20   ('sizing_steps', 'solo_rounds', 'plain_rounds')}\n\
