@@ -51,8 +51,8 @@ def main():
             continue
         call, regime = f[2].split()[0], f[2].split()[-1]
         model, error = f[3], float(f[8].rstrip("%")) / 100
-        key = lambda variant, gpus: steps.get((call, regime, model, variant, gpus))
-        base1, fp16_1, base2 = key("base", 1), key("fp16", 1), key("base", 2)
+        base1, fp16_1, base2 = (steps.get((call, regime, model, variant, gpus))
+                                for variant, gpus in (("base", 1), ("fp16", 1), ("base", 2)))
         if not (base1 and fp16_1 and base2):
             continue
         hook, speedup = deviation(fp16_1, base1), deviation(base2, base1)

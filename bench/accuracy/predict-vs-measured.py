@@ -132,9 +132,9 @@ def uncertainty(rep, r):
     (the formula of ddpcheck's `speedup_uncertainty`); None otherwise."""
     one = one_gpu(rep, r)
     sides = [one.get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
-    if not all(l and len(l) > 1 for l in sides):
+    if not all(xs and len(xs) > 1 for xs in sides):
         return None
-    return math.sqrt(math.pi / 2 * sum(statistics.variance([math.log(x) for x in l]) / len(l) for l in sides))
+    return math.sqrt(math.pi / 2 * sum(statistics.variance([math.log(x) for x in xs]) / len(xs) for xs in sides))
 
 
 def launches(rep, r):
@@ -143,9 +143,9 @@ def launches(rep, r):
     run of one side); None without repeated launches."""
     one = one_gpu(rep, r)
     sides = [one.get("launch_step_medians_s") if one else None, r.get("launch_step_medians_s")]
-    if not all(l and len(l) > 1 for l in sides):
+    if not all(xs and len(xs) > 1 for xs in sides):
         return None
-    return tuple([math.log(x) for x in l] for l in sides)
+    return tuple([math.log(x) for x in xs] for xs in sides)
 
 
 def paired_ratio(a, b):

@@ -29,8 +29,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "gpu", "src", "ddp"))
-import bench_ddp  # noqa: E402  the script's own model builders
 from importlib import import_module  # noqa: E402
+
+from bench_ddp import config, models, ranks, recipe, timing  # noqa: E402  the benchmark's own code
 
 plain_loop = import_module("plain-loop")
 
@@ -48,15 +49,15 @@ def build(a, torch):
     """(module, {form: callable the step runs}, optimizer, loss_of, batch, device)."""
     import torch.distributed as dist
 
-    spec = bench_ddp.parse_external({"kind": "external", "source": plain_loop.source(a.model)}, a.model)
+    spec = config.parse_external({"kind": "external", "source": plain_loop.source(a.model)}, a.model)
     torch.manual_seed(1234)
-    work = bench_ddp.external_workload(torch, spec, 120)
+    work = models.external_workload(torch, spec, 120)
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     model = work["model"].to(device)
-    opt, _ = bench_ddp.make_optimizer(torch, work, model, True)
+    opt, _ = recipe.make_optimizer(torch, work, model, True)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(bench_ddp.free_port()))
+    os.environ.setdefault("MASTER_PORT", str(ranks.free_port()))
     dist.init_process_group("nccl", rank=0, world_size=1)
     ddp = torch.nn.parallel.DistributedDataParallel
 
@@ -68,7 +69,7 @@ def build(a, torch):
     if any(True for _ in model.buffers()):
         forms["ddp_no_buffer_broadcast"] = ddp(model, device_ids=[0], gradient_as_bucket_view=True,
                                                broadcast_buffers=False)
-    return model, forms, opt, work["loss"] or bench_ddp.default_loss, work["batch"], device
+    return model, forms, opt, work["loss"] or models.default_loss, work["batch"], device
 
 
 def stepper(torch, opt, loss_of, make_batch, mb, device):
@@ -105,7 +106,7 @@ def interleaved(forms, timed, rounds, block, settle):
         order = names if r % 2 == 0 else names[::-1]
         for n in order:
             timed(forms[n], settle)
-            per[n].append(bench_ddp.median(timed(forms[n], block)))
+            per[n].append(timing.median(timed(forms[n], block)))
     return per
 
 
@@ -128,8 +129,10 @@ def profiled(torch, step, net, n, device):
     # The operators' self time on the device holds their kernels' again: count kernels only
     # (DDP's forward annotation also lands there; summarise-ddp-own-work.py takes it out).
     kernel_us = sum(dev_us(e) for e in events if str(getattr(e, "device_type", "")).endswith("CUDA"))
-    top = lambda key: [{"name": e.key, "count": e.count, "us_per_step": round(key(e) / n, 1)}
-                       for e in sorted(events, key=key, reverse=True)[:10]]
+    def top(key):
+        return [{"name": e.key, "count": e.count, "us_per_step": round(key(e) / n, 1)}
+                for e in sorted(events, key=key, reverse=True)[:10]]
+
     return {"wall_per_step_s": wall, "device_time_per_step_s": kernel_us / n / 1e6,
             "top_self_cpu": top(lambda e: e.self_cpu_time_total), "top_self_device": top(dev_us)}
 
@@ -160,7 +163,7 @@ def main():
         "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "buffers": sum(1 for _ in model.buffers()), "rounds": a.rounds, "block": a.block, "settle": a.settle,
         "block_medians_s": per,
-        "over_plain_median_of_rounds": {n: bench_ddp.median(r) for n, r in ratios.items()},
+        "over_plain_median_of_rounds": {n: timing.median(r) for n, r in ratios.items()},
         "over_plain_rounds": ratios,
         "profile": {n: profiled(torch, step, forms[n], a.profile_steps, device) for n in ("plain", "ddp")},
     }))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The reference for a 1-GPU `bench ddp` step: the same model, built by the benchmark script's own
-code (gpu/src/ddp/bench_ddp.py, imported), the same micro-batches and loss, bf16 autocast, the
+code (the package gpu/src/ddp/bench_ddp/, imported), the same micro-batches and loss, bf16 autocast, the
 same optimizer (the factory's, else fused AdamW at lr 1e-4), in a plain loop without DDP; each
 step timed CUDA-synchronised, the median over `--steps` after `--warmup`.
 
@@ -19,7 +19,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "gpu", "src", "ddp"))
-import bench_ddp  # noqa: E402  the script's own model builders
+from bench_ddp import config, models, ranks, recipe, timing  # noqa: E402  the benchmark's own code
 
 
 def source(spec):
@@ -53,22 +53,23 @@ def main():
 
     import torch
 
-    spec = bench_ddp.parse_external({"kind": "external", "source": source(a.model)}, a.model)
+    spec = config.parse_external({"kind": "external", "source": source(a.model)}, a.model)
     torch.manual_seed(1234)
-    work = bench_ddp.external_workload(torch, spec, 120)
+    work = models.external_workload(torch, spec, 120)
     device = torch.device("cuda", 0)
     model = work["model"].to(device)
-    opt, opt_name = bench_ddp.make_optimizer(torch, work, model, True)
+    opt, opt_name = recipe.make_optimizer(torch, work, model, True)
     if a.ddp:
         import os
+
         import torch.distributed as dist
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(bench_ddp.free_port()))
+        os.environ.setdefault("MASTER_PORT", str(ranks.free_port()))
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", rank=0, world_size=1)
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[0], gradient_as_bucket_view=True)
-    loss_of = work["loss"] or bench_ddp.default_loss
+    loss_of = work["loss"] or models.default_loss
     gen = torch.Generator(device=device)
     gen.manual_seed(4321)
 
@@ -90,7 +91,7 @@ def main():
         "params": sum(p.numel() for p in model.parameters()),
         "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "micro_batch": a.micro_batch, "warmup": a.warmup, "steps": a.steps,
-        "step_time_median_s": bench_ddp.median(timed), "step_times_s": [round(t, 7) for t in timed],
+        "step_time_median_s": timing.median(timed), "step_times_s": [round(t, 7) for t in timed],
         "final_loss": float(loss.item()),
     }))
 

@@ -55,7 +55,7 @@ def main(out):
     summary = {"gpus": [], "wall": {}, "checks": {}}
     on = [(n, load(out / f"{n}.json")) for n in runs("check-on")]
     gpus = {}
-    for name, r in on:
+    for _name, r in on:
         if not r:
             continue
         for g in r.get("gpus", []):

@@ -3,9 +3,22 @@
 of the medians. Reads byhand-ddpcheck-N.json and byhand-results-N.jsonl (bench/validate/ddp-by-hand.sh).
 
 Usage: compare-byhand.py LOGDIR ROUNDS"""
-import json, pathlib, statistics, sys
+import json
+import pathlib
+import statistics
+import sys
+
 logs, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
-key = lambda r: (r["model"], r["variant"], r["world_size"])
+
+
+def key(r):
+    return (r["model"], r["variant"], r["world_size"])
+
+
+def fmt(v):
+    return " ".join(f"{x:.0f}" for x in v)
+
+
 ours, hand = {}, {}
 for i in range(1, rounds + 1):
     p = logs / f"byhand-ddpcheck-{i}.json"
@@ -20,7 +33,6 @@ print(f"{'run':<28} {'ddpcheck (each round)':>30} {'by hand (each round)':>30} {
 worst = 0.0
 for k in sorted(ours):
     o, h = ours[k], hand.get(k, [])
-    fmt = lambda v: " ".join(f"{x:.0f}" for x in v)
     if h:
         ratio = statistics.median(o) / statistics.median(h)
         worst = max(worst, abs(ratio - 1))

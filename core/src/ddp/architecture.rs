@@ -1,5 +1,5 @@
 //! The parameter tensors a model spec stands for, exactly as the DDP benchmark script builds
-//! them (gpu/src/ddp/bench_ddp.py): their sizes, and the order in which a backward pass
+//! them (gpu/src/ddp/bench_ddp/presets.py): their sizes, and the order in which a backward pass
 //! completes their gradients.
 
 use super::layout::{ParamLayout, ParamTensor};

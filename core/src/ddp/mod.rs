@@ -32,6 +32,7 @@ pub use plain::{speedup_without_ddp, PlainReference};
 pub use request::{
     timed_steps, Amp, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS, MAX_STEPS,
 };
+pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{
     fill_scaling, merge_repeats, one_gpu_partner, probe_curve, DdpResult, SoloSlowdown,
     ALL_REDUCE_PROBE_BYTES,

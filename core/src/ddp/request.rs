@@ -167,11 +167,28 @@ fn one_launch() -> u32 {
 /// The longest stretch of steps a run may be asked to time, seconds.
 pub const MAX_MIN_TIMED_S: f64 = 60.0;
 
-/// The most timed steps a run may take (the script's `MAX_STEPS`, and `steps`' own bound).
+/// The most timed steps a run may take (the benchmark's `MAX_STEPS`, and `steps`' own bound).
 pub const MAX_STEPS: u32 = 10_000;
 
+/// Steps the benchmark times after the warm-up to size a run to `min_timed_s`, before it warms
+/// up again. Sent in its config (`sizing_steps`): the launch budget counts on the same number.
+pub const SIZING_STEPS: u32 = 3;
+
+/// Rounds of a `nocomm` run on N GPUs, each rank 0 alone for a block of the run's steps, then
+/// every rank together for one; sent in the benchmark's config (`solo_rounds`). One pair of
+/// 20-step blocks on 2xH200 put a launch's ln(together/alone) 0.089 from the next; three pairs,
+/// about 0.058 (docs/results/2026-11-30-h200x2-accumulation-gap.md §3); alternating also cancels
+/// a drift in the node's speed along the run.
+pub const SOLO_ROUNDS: u32 = 3;
+
+/// Rounds of the plain reference, each a block of DDP steps and one of the model without DDP in
+/// A B B A order; sent in the benchmark's config (`plain_rounds`). Launches of one GPU spread
+/// ±7-12% and two runs of one launch 3-8% (docs/results/2026-12-01-h200-one-gpu-launch-noise.md),
+/// so only blocks interleaved in one launch compare to a few percent.
+pub const PLAIN_ROUNDS: u32 = 8;
+
 /// Timed steps of a run of `step_s`-second steps: `steps`, or more where that many would time
-/// less than `min_timed_s`, never past [`MAX_STEPS`] (the embedded script's `steps_for`).
+/// less than `min_timed_s`, never past [`MAX_STEPS`] (the embedded benchmark's `steps_for`).
 pub fn timed_steps(min_timed_s: f64, steps: u32, step_s: f64) -> u32 {
     if !(min_timed_s > 0.0 && step_s > 0.0) {
         return steps;

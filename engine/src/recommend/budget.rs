@@ -2,7 +2,7 @@
 //! (plain DDP, the GPUs side by side without communication, then the likeliest changes while
 //! they fit) and the estimate of its length.
 
-use ddpcheck_core::ddp::DdpVariant;
+use ddpcheck_core::ddp::{DdpVariant, SIZING_STEPS, SOLO_ROUNDS};
 use serde::{Deserialize, Serialize};
 
 /// Seconds a `torchrun` launch takes before its first step (torch import, process group and
@@ -18,15 +18,12 @@ pub const STEPS: u32 = 15;
 /// by side in one launch then compare to 3-8% where 20-step runs spread 9-17%
 /// (docs/results/2026-12-01-h200-one-gpu-launch-noise.md).
 pub const MIN_TIMED_S: f64 = 2.0;
-/// Steps the script times after the warm-up to size a run to [`MIN_TIMED_S`], and then warms up
-/// again (`bench_ddp.py`'s `SIZING_STEPS`).
-const SIZING_STEPS: u32 = 3;
 /// An N-GPU step also waits on the network and the other GPUs: its estimate is the 1-GPU
 /// step times this.
 const MARGIN: f64 = 1.5;
-/// A `nocomm` run on N GPUs times one GPU alone and all together, three rounds each
-/// (`bench_ddp.py`'s `SOLO_ROUNDS`): six timed blocks.
-const NOCOMM_RUNS: f64 = 6.0;
+/// A `nocomm` run on N GPUs times one GPU alone and all together, [`SOLO_ROUNDS`] rounds each
+/// (the launch's config sends the benchmark that count): twice as many timed blocks.
+const NOCOMM_BLOCKS: u32 = 2 * SOLO_ROUNDS;
 
 /// The default budget of recommend's own measurements, seconds.
 pub const DEFAULT_BUDGET_S: f64 = 120.0;
@@ -52,7 +49,11 @@ fn run_estimate(variant: &str, step_s: f64) -> f64 {
     // The variants here are this module's own names: one that does not parse counts as plain.
     let v = variant.parse::<DdpVariant>().unwrap_or_default();
     let step = f64::from(v.accum.max(1)) * step_s;
-    let blocks = if v.nocomm { NOCOMM_RUNS } else { 1.0 };
+    let blocks = if v.nocomm {
+        f64::from(NOCOMM_BLOCKS)
+    } else {
+        1.0
+    };
     let untimed = f64::from(2 * WARMUP_STEPS + SIZING_STEPS) * step;
     let timed = (f64::from(STEPS) * step).max(MIN_TIMED_S);
     PROBE_S + (untimed + blocks * timed) * MARGIN
@@ -149,6 +150,6 @@ mod tests {
         assert!((short - run_estimate("base", 0.0005)).abs() < 0.05);
         assert!((short - PROBE_S - MIN_TIMED_S * MARGIN).abs() < 0.05);
         let nocomm = run_estimate("nocomm", 0.001);
-        assert!((nocomm - PROBE_S - NOCOMM_RUNS * MIN_TIMED_S * MARGIN).abs() < 0.05);
+        assert!((nocomm - PROBE_S - 6.0 * MIN_TIMED_S * MARGIN).abs() < 0.05);
     }
 }

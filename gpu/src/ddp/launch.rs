@@ -1,5 +1,5 @@
 //! How a launch is built: the launcher (a Python interpreter or a torchrun), its argv, the
-//! environment on top of ours, the script's `--config` JSON, and the same command as one shell
+//! environment on top of ours, the benchmark's `--config` JSON, and the same command as one shell
 //! line for a run by hand.
 
 use std::collections::BTreeMap;
@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use ddpcheck_core::ddp::{
     CommHook, DdpRequest, DdpVariant, ModelSpec, Recipe, RunDevice, ALL_REDUCE_PROBE_BYTES,
+    PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS,
 };
 use ddpcheck_core::num::floor_u64;
 use ddpcheck_core::ProbeError;
@@ -211,6 +212,12 @@ struct ScriptConfig<'a> {
     /// (at most a minute): a hang there is one line, the launch's deadline the backstop.
     #[serde(skip_serializing_if = "Option::is_none")]
     factory_deadline_s: Option<f64>,
+    /// The counts the launch budget (engine's `recommend::budget`) counts on, so that the
+    /// benchmark runs exactly those: steps that size a run, rounds of one GPU alone and of the
+    /// plain reference.
+    sizing_steps: u32,
+    solo_rounds: u32,
+    plain_rounds: u32,
 }
 
 #[derive(Serialize)]
@@ -273,6 +280,9 @@ pub(super) fn script_config(
             .iter()
             .any(|(m, _)| m.source().is_some())
             .then(|| (req.deadline_s / 4.0).clamp(1.0, 60.0)),
+        sizing_steps: SIZING_STEPS,
+        solo_rounds: SOLO_ROUNDS,
+        plain_rounds: PLAIN_ROUNDS,
     };
     // Strings, integers and finite floats: serialising cannot fail.
     serde_json::to_string(&c).unwrap_or_default()

@@ -2,13 +2,14 @@
 //! process per GPU, supervised in its own process group with a hard deadline (invariant 1).
 //!
 //! [`run_ddp`] validates the request, asks the interpreter about its torch (`python3 -c`, a few
-//! seconds, so a missing or old torch is one clear line), writes [`script_text`] into a private
+//! seconds, so a missing or old torch is one clear line), writes the benchmark package
+//! ([`package_files`], the Python folder `bench_ddp/` embedded file by file) into a private
 //! temporary folder (0700), then for each model × variant × world size (ascending, so the 1-GPU
-//! row of the same recipe exists) runs
+//! row of the same recipe exists) runs the package's main file as the script,
 //! `python3 -m torch.distributed.run --standalone --nproc_per_node N SCRIPT --config JSON`
 //! (or `torchrun …` when the configured launcher is a torchrun), reads its JSON lines and stops
 //! the whole process group at `deadline_s`. [`manual_command`] prints the same command for a run
-//! by hand; [`write_script`] puts the script in a folder of your choice.
+//! by hand; [`write_script`] puts the package in a folder of your choice.
 //!
 //! `RunDevice::Cpu` (a test of the script and of a user's factory where there is no GPU) runs
 //! `python3 SCRIPT --config JSON` once: that process is rank 0 and starts ranks 1..N-1 itself
@@ -81,9 +82,38 @@ use launch::{
 use outcome::{check_result, judge, on_line, Collected, Ended, ResultEvent};
 use probe::{check_probe, probe_torch};
 
-/// The benchmark script's file name wherever it is written.
-pub const SCRIPT_FILE_NAME: &str = "ddpcheck_bench_ddp.py";
-const SCRIPT: &str = include_str!("bench_ddp.py");
+/// The benchmark package's folder name wherever it is written (an importable Python name).
+pub const SCRIPT_DIR_NAME: &str = "ddpcheck_bench_ddp";
+/// The file of the package a launch runs, by path (as torchrun runs a script).
+pub const SCRIPT_MAIN: &str = "__main__.py";
+
+/// `(file name, text)` of each named file of the package folder `bench_ddp/`.
+macro_rules! package_files {
+    ($($name:literal),* $(,)?) => {
+        [$(($name, include_str!(concat!("bench_ddp/", $name)))),*]
+    };
+}
+
+/// The benchmark package, every Python file of `bench_ddp/` (a test holds the list to the folder).
+const PACKAGE: [(&str, &str); 17] = package_files![
+    "__init__.py",
+    "__main__.py",
+    "bench.py",
+    "channel.py",
+    "collectives.py",
+    "config.py",
+    "errors.py",
+    "layout.py",
+    "main.py",
+    "models.py",
+    "presets.py",
+    "ranks.py",
+    "recipe.py",
+    "report.py",
+    "steps.py",
+    "timing.py",
+    "torchenv.py",
+];
 const PROBE: &str = include_str!("probe_torch.py");
 
 /// Oldest torch the script supports (FSDP2, `device_id` in `init_process_group`).
@@ -189,17 +219,23 @@ pub struct DdpRun {
     pub launches: Vec<DdpLaunch>,
 }
 
-/// The embedded benchmark script.
-pub fn script_text() -> &'static str {
-    SCRIPT
+/// The embedded benchmark package: `(file name, text)` of each of its files.
+pub fn package_files() -> &'static [(&'static str, &'static str)] {
+    &PACKAGE
 }
 
-/// Writes the script into `dir` as [`SCRIPT_FILE_NAME`] and returns its path.
+/// Writes the package into `dir` as the folder [`SCRIPT_DIR_NAME`] and returns the path of its
+/// [`SCRIPT_MAIN`], the script a launch runs.
 pub fn write_script(dir: &Path) -> io::Result<PathBuf> {
-    let path = dir.join(SCRIPT_FILE_NAME);
-    fs::write(&path, SCRIPT)?;
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o644))?;
-    Ok(path)
+    let folder = dir.join(SCRIPT_DIR_NAME);
+    fs::create_dir_all(&folder)?;
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o755))?;
+    for (name, text) in PACKAGE {
+        let path = folder.join(name);
+        fs::write(&path, text)?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644))?;
+    }
+    Ok(folder.join(SCRIPT_MAIN))
 }
 
 /// The command a person runs by hand for the same measurement as ddpcheck's launch of `model`,

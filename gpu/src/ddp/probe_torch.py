@@ -1,6 +1,8 @@
 # ddpcheck: a quick look at the interpreter's torch before any torchrun launch (run with -c).
 # Prints one JSON object on stdout; never raises.
-import json, sys
+import json
+import sys
+
 r = {"python": sys.executable, "python_version": sys.version.split()[0]}
 try:
     import torch

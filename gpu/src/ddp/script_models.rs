@@ -1,5 +1,5 @@
-//! The benchmark script builds the model core counts: each spec goes through the launch's
-//! config JSON into the script's parser and `build_model`, run against a stand-in for
+//! The benchmark package builds the model core counts: each spec goes through the launch's
+//! config JSON into its parser and `presets.build_model`, run against a stand-in for
 //! `torch.nn` that only records parameter shapes (CI may have no torch).
 
 use ddpcheck_core::ddp::{DdpVariant, ModelSpec};
@@ -96,8 +96,8 @@ fn script_builds_the_parameters_core_counts() {
     let items: Vec<(&ModelSpec, &DdpVariant)> = specs.iter().map(|s| (s, &base)).collect();
     let body = format!(
         "{STAND_IN_TORCH}\n\
-         cfg = m.load_config(sys.argv[2])\n\
-         print(json.dumps([[spec['name'], sum(p.numel() for p in m.build_model(torch, spec).parameters())]\n\
+         cfg = config.load_config(sys.argv[2])\n\
+         print(json.dumps([[spec['name'], sum(p.numel() for p in presets.build_model(torch, spec).parameters())]\n\
                            for spec, _ in cfg['runs']]))"
     );
     let config = script_config(&req, &items, 1, false);
@@ -119,7 +119,7 @@ fn script_refuses_what_core_refuses() {
         with_script_module(
             py,
             &script,
-            "try:\n    m.load_config(sys.argv[2])\n    print(json.dumps('accepted'))\nexcept m.Fatal as e:\n    print(json.dumps(str(e)))",
+            "try:\n    config.load_config(sys.argv[2])\n    print(json.dumps('accepted'))\nexcept errors.Fatal as e:\n    print(json.dumps(str(e)))",
             &[&config],
             &[],
         )

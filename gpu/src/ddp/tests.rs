@@ -1,5 +1,6 @@
 //! Tests of the DDP runner without torch: fake interpreters (sh scripts) stand in for python3 and
-//! torchrun; the embedded script itself is compiled and its torch-free parts run with python3.
+//! torchrun; the embedded benchmark package itself is compiled and its torch-free parts run with
+//! python3 (its own unit tests are pytest's, in gpu/tests/python).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -82,7 +83,7 @@ fn good_body(dir: &Path) -> String {
 env > "{d}/env_$n"
 pwd > "{d}/pwd_$n"
 stat -c %a . > "{d}/mode_$n"
-cp "$script" "{d}/script_copy.py"
+cp -r "$(dirname "$script")" "{d}/script_copy"
 case "$n" in
   1) step=0.100; tput=81920; nocomm=null; solo=null; probe=null ;;
   2) step=0.125; tput=131072; nocomm=0.105; solo=0.102; probe='[[4096,0.00002],[67108864,0.0002],[1048576,-1]]' ;;
@@ -195,7 +196,8 @@ fn fake_benchmark_gives_results_with_speedups() {
             "2"
         ]
     );
-    assert!(args[5].ends_with(SCRIPT_FILE_NAME), "{args:?}");
+    let main = Path::new(SCRIPT_DIR_NAME).join(SCRIPT_MAIN);
+    assert!(Path::new(&args[5]).ends_with(&main), "{args:?}");
     assert_eq!(args[6], "--config");
     let config: serde_json::Value = serde_json::from_str(&args[7]).unwrap();
     assert_eq!(config["model"]["kind"], "decoder");
@@ -209,7 +211,14 @@ fn fake_benchmark_gives_results_with_speedups() {
     assert_eq!(config1["measure_nocomm"], false);
     // Off, the key is left out: a config an older script reads the same.
     assert!(config.get("plain_reference").is_none(), "{config}");
-    assert_eq!(read(dir.path().join("script_copy.py")), script_text());
+    // The launch ran the package's main file, with the whole package beside it.
+    for (name, text) in package_files() {
+        assert_eq!(
+            read(dir.path().join("script_copy").join(name)),
+            *text,
+            "{name}"
+        );
+    }
 
     // The environment every child gets.
     let env = read(dir.path().join("env_2"));
@@ -493,8 +502,8 @@ fn python3() -> Option<&'static str> {
     ok.then_some("python3")
 }
 
-/// python3 (None: the test has nothing to run on) and the embedded script written to a fresh
-/// directory, which lives as long as the returned handle.
+/// python3 (None: the test has nothing to run on) and the embedded package written to a fresh
+/// directory, which lives as long as the returned handle, with the path of its main file.
 pub(super) fn embedded_script() -> Option<(&'static str, tempfile::TempDir, PathBuf)> {
     let py = python3()?;
     let dir = tempfile::tempdir().unwrap();
@@ -541,10 +550,11 @@ fn embedded_script_compiles() {
     };
     let probe = dir.path().join("probe.py");
     fs::write(&probe, PROBE).unwrap();
+    let folder = script.parent().unwrap();
     let out = Command::new(py)
         .arg("-m")
         .arg("py_compile")
-        .arg(&script)
+        .args(package_files().iter().map(|(name, _)| folder.join(name)))
         .arg(&probe)
         .output()
         .unwrap();
@@ -612,8 +622,9 @@ fn script_reports_missing_torch_and_bad_config_as_json() {
     );
 }
 
-/// Runs `body` under python3 with the embedded script imported as `m` (and json, os, sys), the
-/// script's path as argv[1] and `args` after it; returns what it printed as JSON.
+/// Runs `body` under python3 with the embedded package's modules imported by their names
+/// (`config`, `errors`, `presets`, `ranks`, `timing`, `torchenv`; and json, os, sys), the path of
+/// its main file as argv[1] and `args` after it; returns what it printed as JSON.
 pub(super) fn with_script_module(
     py: &str,
     script: &Path,
@@ -622,9 +633,12 @@ pub(super) fn with_script_module(
     env: &[(&str, &str)],
 ) -> serde_json::Value {
     let code = format!(
-        "import importlib.util, json, os, sys\n\
-         spec = importlib.util.spec_from_file_location('bench', sys.argv[1])\n\
-         m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n{body}"
+        "import importlib, json, os, sys\n\
+         folder = os.path.dirname(os.path.abspath(sys.argv[1]))\n\
+         sys.path.insert(0, os.path.dirname(folder))\n\
+         config, errors, presets, ranks, timing, torchenv = (importlib.import_module(\n\
+         \x20   os.path.basename(folder) + '.' + n) for n in\n\
+         \x20   ('config', 'errors', 'presets', 'ranks', 'timing', 'torchenv'))\n{body}"
     );
     let out = Command::new(py)
         .args(["-c", &code])
@@ -648,11 +662,11 @@ fn script_helpers_compute_what_they_claim() {
     };
     let code = r#"
 xs = [0.5, 0.1, 0.4, 0.2, 0.3]
-cfg = m.load_config('{"model":{"kind":"decoder","layers":2,"width":64,"heads":4},"variant":{"hook":"power_sgd","accum":4}}')
+cfg = config.load_config('{"model":{"kind":"decoder","layers":2,"width":64,"heads":4},"variant":{"hook":"power_sgd","accum":4}}')
 print(json.dumps({
-  "median": m.median(xs), "median_even": m.median([4.0, 1.0, 3.0, 2.0]),
-  "p90": m.percentile(xs, 0.9), "p0": m.percentile(xs, 0.0), "one": m.percentile([7.0], 0.9),
-  "v": list(m.version_tuple("2.11.0+cu130")), "v_old": list(m.version_tuple("2.3.1")),
+  "median": timing.median(xs), "median_even": timing.median([4.0, 1.0, 3.0, 2.0]),
+  "p90": timing.percentile(xs, 0.9), "p0": timing.percentile(xs, 0.0), "one": timing.percentile([7.0], 0.9),
+  "v": list(torchenv.version_tuple("2.11.0+cu130")), "v_old": list(torchenv.version_tuple("2.3.1")),
   "cfg": cfg,
 }))
 "#;
@@ -698,9 +712,9 @@ for rank in (0, 1):
         return [100.0 * (r + 1) + i for i in range(warm + n)][warm:]
     def wait():
         log.append("wait")
-    solo, tog = m.alternate_solo(rank, 3, 2, 4, solo_step, together, wait)
+    solo, tog = timing.alternate_solo(rank, 3, 2, 4, solo_step, together, wait)
     out[str(rank)] = {"log": log, "solo": solo, "together": tog}
-out["rounds"] = m.SOLO_ROUNDS
+out["rounds"] = timing.SOLO_ROUNDS
 print(json.dumps(out))
 "#;
     let v = with_script_module(py, &script, code, &[], &[]);
@@ -754,7 +768,7 @@ fn rust_config_is_what_the_script_reads() {
         with_script_module(
             py,
             &script,
-            "try:\n    print(json.dumps(m.load_config(sys.argv[2])))\nexcept m.Fatal as e:\n    print(json.dumps(str(e)))",
+            "try:\n    print(json.dumps(config.load_config(sys.argv[2])))\nexcept errors.Fatal as e:\n    print(json.dumps(str(e)))",
             &[json],
             &[],
         )
@@ -817,11 +831,11 @@ fn a_minimum_timed_stretch_reaches_the_script_and_sizes_short_runs() {
     assert!(!plain.contains("min_timed_s"), "{plain}");
     req.min_timed_s = 2.0;
     let sized = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
-    let code = "cfg = m.load_config(sys.argv[2])\n\
-                print(json.dumps({'plain': m.load_config(sys.argv[3])['min_timed_s'],\n\
+    let code = "cfg = config.load_config(sys.argv[2])\n\
+                print(json.dumps({'plain': config.load_config(sys.argv[3])['min_timed_s'],\n\
                 'sized': cfg['min_timed_s'], 'steps': cfg['steps'],\n\
-                'short': m.steps_for(2.0, 15, 0.002), 'long': m.steps_for(2.0, 15, 0.2),\n\
-                'tiny': m.steps_for(2.0, 15, 1e-7), 'off': m.steps_for(0.0, 15, 0.002)}))";
+                'short': timing.steps_for(2.0, 15, 0.002), 'long': timing.steps_for(2.0, 15, 0.2),\n\
+                'tiny': timing.steps_for(2.0, 15, 1e-7), 'off': timing.steps_for(0.0, 15, 0.002)}))";
     let v = with_script_module(py, &script, code, &[&sized, &plain], &[]);
     assert_eq!(
         (v["plain"].as_f64(), v["sized"].as_f64()),
@@ -835,7 +849,7 @@ fn a_minimum_timed_stretch_reaches_the_script_and_sizes_short_runs() {
     // Out of range is refused by the script as by core.
     let bad = sized.replace("\"min_timed_s\":2.0", "\"min_timed_s\":-1");
     assert_ne!(bad, sized);
-    let code = "try:\n    m.load_config(sys.argv[2]); print(json.dumps('ok'))\nexcept m.Fatal as e:\n    print(json.dumps(str(e)))";
+    let code = "try:\n    config.load_config(sys.argv[2]); print(json.dumps('ok'))\nexcept errors.Fatal as e:\n    print(json.dumps(str(e)))";
     let v = with_script_module(py, &script, code, &[&bad], &[]);
     assert!(v.as_str().unwrap_or("").contains("min_timed_s"), "{v}");
 }
@@ -856,8 +870,8 @@ fn the_plain_reference_interleaves_blocks_in_abba_order_and_reaches_the_script()
                 def block(plain, n, first):\n\
                 \x20   calls.append(['plain' if plain else 'ddp', n, first])\n\
                 \x20   return [2.0 if plain else 3.0] * n\n\
-                ddp, plain, pairs = m.interleave_plain(3, 7, block)\n\
-                print(json.dumps({'on': m.load_config(sys.argv[2])['plain_reference'],\n\
+                ddp, plain, pairs = timing.interleave_plain(3, 7, block)\n\
+                print(json.dumps({'on': config.load_config(sys.argv[2])['plain_reference'],\n\
                 'calls': calls, 'ddp': len(ddp), 'plain': len(plain), 'pairs': pairs}))";
     let v = with_script_module(py, &script, code, &[&config], &[]);
     assert_eq!(v["on"], true);
@@ -891,7 +905,7 @@ fn manual_command_runs_the_same_launch() {
     let mut variant = bf16_p2p_off();
     variant.name = "it's bf16".into(); // needs quoting
     let req = request(variant.clone(), vec![2], 30.0);
-    let script = Path::new("/tmp/some dir/ddpcheck_bench_ddp.py");
+    let script = Path::new("/tmp/some dir/ddpcheck_bench_ddp/__main__.py");
     let line = manual_command(
         &cfg(&py),
         &req,
@@ -902,7 +916,7 @@ fn manual_command_runs_the_same_launch() {
     );
     assert!(line.contains("NCCL_NVLS_ENABLE=0 "), "{line}");
     assert!(
-        line.contains("-m torch.distributed.run --standalone --nproc_per_node 2 '/tmp/some dir/ddpcheck_bench_ddp.py' --config '"),
+        line.contains("-m torch.distributed.run --standalone --nproc_per_node 2 '/tmp/some dir/ddpcheck_bench_ddp/__main__.py' --config '"),
         "{line}"
     );
     let status = Command::new("sh").arg("-c").arg(&line).status().unwrap();
@@ -1159,7 +1173,7 @@ fn bench_processes() -> Vec<String> {
         };
         if let Ok(cmd) = fs::read(entry.path().join("cmdline")) {
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(SCRIPT_FILE_NAME) && !is_gone(pid) {
+            if cmd.contains(SCRIPT_DIR_NAME) && !is_gone(pid) {
                 found.push(format!("{pid}: {cmd}"));
             }
         }
@@ -1359,9 +1373,9 @@ fn script_pins_local_ranks_to_disjoint_cores() {
     // Each local rank of two pins itself and prints the CPUs it may run on afterwards.
     let code = r#"
 before = sorted(os.sched_getaffinity(0))
-pinned = m.bind_cpus(sys.argv[2])
+pinned = ranks.bind_cpus(sys.argv[2])
 print(json.dumps({"before": before, "pinned": pinned, "after": sorted(os.sched_getaffinity(0)),
-                  "list": m.cpu_list([0, 1, 2, 5, 7, 8])}))
+                  "list": ranks.cpu_list([0, 1, 2, 5, 7, 8])}))
 "#;
     let run = |rank: &str, mode: &str| {
         with_script_module(
@@ -1499,4 +1513,88 @@ fn a_cpu_launch_runs_the_script_itself_with_the_recipe_and_its_rank_count() {
         RunDevice::Cuda,
     );
     assert_eq!(args[..2], ["-m", "torch.distributed.run"]);
+}
+
+/// The binary carries the whole package: every Python file of `bench_ddp/`, as it is there, and
+/// nothing else (a module added to the folder but not to the table would be missing at run time).
+#[test]
+fn every_python_file_of_the_package_is_embedded() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ddp/bench_ddp");
+    let mut on_disk: Vec<String> = fs::read_dir(&folder)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".py"))
+        .collect();
+    on_disk.sort();
+    let mut embedded: Vec<String> = package_files()
+        .iter()
+        .map(|(name, _)| (*name).to_string())
+        .collect();
+    embedded.sort();
+    assert_eq!(embedded, on_disk);
+    for (name, text) in package_files() {
+        assert_eq!(read(folder.join(name)), *text, "{name}");
+    }
+    // Written out, the folder is the package a launch runs.
+    let dir = tempfile::tempdir().unwrap();
+    let main = write_script(dir.path()).unwrap();
+    assert_eq!(main, dir.path().join(SCRIPT_DIR_NAME).join(SCRIPT_MAIN));
+    let written = fs::read_dir(dir.path().join(SCRIPT_DIR_NAME))
+        .unwrap()
+        .count();
+    assert_eq!(written, package_files().len());
+}
+
+/// The counts the launch budget relies on (sizing steps, rounds alone and of the plain reference)
+/// reach the benchmark in its config, which runs what it is sent; its own defaults, for a run by
+/// hand without them, are core's too, and so is its bound on steps.
+#[test]
+fn the_counts_the_budget_relies_on_travel_in_the_config() {
+    use ddpcheck_core::ddp::{MAX_STEPS, PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
+    let req = request(DdpVariant::default(), vec![1], 100.0);
+    let mlp = ModelSpec::square_mlp(256, 3);
+    let json = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
+    let sent: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(sent["sizing_steps"], SIZING_STEPS);
+    assert_eq!(sent["solo_rounds"], SOLO_ROUNDS);
+    assert_eq!(sent["plain_rounds"], PLAIN_ROUNDS);
+    let other = json
+        .replace(
+            &format!("\"solo_rounds\":{SOLO_ROUNDS}"),
+            "\"solo_rounds\":5",
+        )
+        .replace(
+            &format!("\"plain_rounds\":{PLAIN_ROUNDS}"),
+            "\"plain_rounds\":6",
+        )
+        .replace(
+            &format!("\"sizing_steps\":{SIZING_STEPS}"),
+            "\"sizing_steps\":7",
+        );
+    let without: serde_json::Value = serde_json::json!({"model": {"kind": "mlp", "width": 64}});
+    let code = "read = lambda text: {k: config.load_config(text)[k] for k in\n\
+                \x20   ('sizing_steps', 'solo_rounds', 'plain_rounds')}\n\
+                print(json.dumps({'sent': read(sys.argv[2]), 'other': read(sys.argv[3]),\n\
+                'default': read(sys.argv[4]), 'max_steps': timing.MAX_STEPS}))";
+    let v = with_script_module(
+        py,
+        &script,
+        code,
+        &[&json, &other, &without.to_string()],
+        &[],
+    );
+    let counts = serde_json::json!({
+        "sizing_steps": SIZING_STEPS, "solo_rounds": SOLO_ROUNDS, "plain_rounds": PLAIN_ROUNDS
+    });
+    assert_eq!(v["sent"], counts);
+    assert_eq!(
+        v["other"],
+        serde_json::json!({"sizing_steps": 7, "solo_rounds": 5, "plain_rounds": 6})
+    );
+    assert_eq!(v["default"], counts);
+    assert_eq!(v["max_steps"], MAX_STEPS);
 }

@@ -1,0 +1,131 @@
+"""One launch's runs, each in turn: build the model, wrap it as the variant says, time its steps
+in the order the run asks for, and report the result line."""
+
+import gc
+
+from .channel import emit, set_stage
+from .collectives import all_reduce_probe, peak_memory
+from .config import finite_or_none
+from .errors import Fatal
+from .layout import param_layout, torch_buckets
+from .models import check_trainable, external_workload, is_oom, try_micro_batch
+from .presets import preset_workload
+from .ranks import launcher_name
+from .recipe import autocast_for, grad_scaler, make_optimizer, wrap
+from .report import recipe_report, result_event
+from .steps import Trainer
+from .timing import median
+from .torchenv import oom_verdict
+
+
+def run_all(launch):
+    """Every run of the config, freeing each one's memory before the next."""
+    torch, cfg = launch.torch, launch.cfg
+    for spec, var in cfg["runs"]:
+        try:
+            bench_one(launch, spec, var)
+        except Exception as e:
+            if launch.on_cuda and is_oom(torch, e):
+                raise oom_verdict(torch, e, cfg["micro_batch"], launch.local_rank) from None
+            raise
+        # Free this run's model, optimizer and communicator buffers before the next.
+        gc.collect()
+        if launch.on_cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(launch.device)
+        launch.dist.barrier()
+
+
+def build(launch, spec, var, autocast):
+    """The run's workload on the device, checked: (workload, model)."""
+    torch, cfg = launch.torch, launch.cfg
+    set_stage("building the model")
+    torch.manual_seed(1234)  # identical initial weights on every rank
+    if spec["kind"] != "external":
+        work = preset_workload(torch, spec, launch.device, launch.on_cuda)
+        return work, work["model"]
+    if var["fsdp"]:
+        raise Fatal("FSDP variants run on the decoder presets only, not on %s" % spec["name"], "invalid")
+    work = external_workload(torch, spec, cfg["factory_deadline_s"])
+    model = work["model"]
+    check_trainable(model)
+    set_stage("moving the model to %s" % launch.device)
+    model.to(launch.device)
+    set_stage("trying one micro-batch")
+    try_micro_batch(torch, work, model, cfg["micro_batch"], launch.device, autocast)
+    return work, model
+
+
+def bench_one(launch, spec, var):
+    torch, cfg = launch.torch, launch.cfg
+    amp = cfg["recipe"]["amp"]
+    set_stage("checking autocast")
+    autocast = autocast_for(torch, launch.device_type, amp)
+    scaler = grad_scaler(torch, launch.device_type, amp)
+
+    work, model = build(launch, spec, var, autocast)
+    params = sum(p.numel() for p in model.parameters())  # a tied weight counts once
+    layout = param_layout(torch, model)
+
+    set_stage("wrapping the model")
+    wrapped, ddp_kwargs = wrap(torch, model, var, cfg["recipe"], cfg, launch.local_rank, launch.on_cuda)
+    opt, opt_name = make_optimizer(torch, work, wrapped, launch.on_cuda)
+    probing = cfg["all_reduce_probe_bytes"] and launch.world > 1
+    probe = all_reduce_probe(launch) if probing else None
+
+    trainer = Trainer(launch, var, model, wrapped, opt, (autocast, scaler), work)
+    timed, loss, steps = time_run(launch, trainer, var, wrapped, params)
+    buckets = None if var["fsdp"] else torch_buckets(torch, launch.dist, model, wrapped, var["bucket_cap_mb"])
+    timed["nocomm"] = nocomm_reference(launch, trainer, var, steps)
+
+    set_stage("reporting")
+    facts = {
+        "params": params, "tokens_per_sample": work["tokens_per_sample"],
+        "max_memory_bytes": peak_memory(launch),
+        "final_loss": finite_or_none(loss.item()) if loss is not None else None,
+        "optimizer": opt_name, "all_reduce_probe": probe, "launcher": launcher_name(launch.on_cuda),
+        "recipe": recipe_report(amp, ddp_kwargs, wrapped), "param_layout": layout, "torch_buckets": buckets,
+    }
+    emit(result_event(spec, var, cfg, launch.world, timed, facts))
+
+
+def time_run(launch, trainer, var, wrapped, params):
+    """The run's timed steps in the order it asks for: ({timed, solo, solo_rounds, plain,
+    plain_rounds}, the last loss, the steps of each block)."""
+    cfg = launch.cfg
+    warm, steps = cfg["warmup_steps"], cfg["steps"]
+    if cfg["min_timed_s"] > 0:
+        steps = trainer.sized_steps(warm, steps, not var["nocomm"])
+    # Not without the gloo group, nor for a model with buffers: DDP broadcasts those in every
+    # forward, which rank 0 alone would wait on for ever.
+    paired = (var["nocomm"] and launch.world > 1 and launch.solo_wait is not None
+              and not any(True for _ in wrapped.module.buffers()))
+    # The plain reference: not for FSDP (it shards the model itself) nor nocomm (nothing to
+    # compare: its steps send nothing already).
+    with_plain = cfg["plain_reference"] and not var["fsdp"] and not var["nocomm"]
+    total = warm + (cfg["solo_rounds"] if paired else 1) * steps
+    emit({"event": "progress", "phase": "ready", "step": 0,
+          "total": 2 * (warm + steps) if with_plain else total, "warmup": warm, "params": params})
+    out = {"solo": None, "solo_rounds": cfg["solo_rounds"] if paired else None, "plain": None,
+           "plain_rounds": None}
+    if paired:
+        out["solo"], out["timed"], loss = trainer.nocomm_with_solo(warm, steps)
+    elif with_plain:
+        out["timed"], out["plain"], out["plain_rounds"], loss = trainer.with_plain_reference(warm, steps)
+    else:
+        # nocomm: every micro-batch under no_sync, N GPUs side by side with no communication.
+        out["timed"], loss = trainer.timed_steps("timed", warm, steps, not var["nocomm"])
+    return out, loss, steps
+
+
+def nocomm_reference(launch, trainer, var, steps):
+    """With measure_nocomm on N GPUs: the same steps with every micro-batch under no_sync, N GPUs
+    computing side by side with no gradient communication, the reference for exposed
+    communication (median seconds); else None."""
+    cfg = launch.cfg
+    if not (cfg["measure_nocomm"] and launch.world > 1 and not var["fsdp"] and not var["nocomm"]):
+        return None
+    nc_warm, nc_steps = min(cfg["warmup_steps"], 3), max(1, min(steps, 20))
+    nc_timed, _ = trainer.timed_steps("nocomm", nc_warm, nc_steps, False)
+    return median(nc_timed)
+

@@ -1,0 +1,52 @@
+"""Failures as one line: the expected ones (`Fatal`, with their kind) and user code that raised."""
+
+import os
+import traceback
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class Fatal(Exception):
+    """An expected failure with a ready one-line message; kind is unavailable, invalid or error."""
+
+    def __init__(self, message, kind="error"):
+        Exception.__init__(self, message)
+        self.kind = kind
+
+
+def one_line(exc):
+    """`Type: first line of the message`, bounded: what a person needs to see first."""
+    if isinstance(exc, Fatal):
+        text = str(exc)
+    else:
+        first = ""
+        for line in str(exc).strip().splitlines():
+            if line.strip():
+                first = line.strip()
+                break
+        text = type(exc).__name__ + (": " + first if first else "")
+    return " ".join(text.split())[:600]
+
+
+def in_package(filename):
+    """Whether a traceback frame's file is one of this package's modules."""
+    return os.path.dirname(os.path.abspath(filename)) == PACKAGE_DIR
+
+
+def where(exc):
+    """` (at FILE:LINE)` of the innermost frame of exc's traceback outside torch and this package
+    (the user's line rather than torch's), else of the innermost frame; "" without one."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    if not frames:
+        return ""
+    outside = [f for f in frames if not in_package(f.filename)
+               and os.sep + "torch" + os.sep not in f.filename]
+    f = (outside or frames)[-1]
+    return " (at %s:%d)" % (f.filename, f.lineno)
+
+
+def raised(what, exc):
+    """A Fatal for user code that raised: `WHAT raised Type: message (at FILE:LINE)`."""
+    if isinstance(exc, Fatal):
+        return exc
+    return Fatal("%s raised %s%s" % (what, one_line(exc), where(exc)), "invalid")

@@ -1,0 +1,138 @@
+"""One run's optimizer steps, timed: through DDP (or FSDP), through no communication at all
+(`no_sync`), or the model itself without DDP (the plain reference); and the orders that pair them
+in one launch (rank 0 alone against all ranks; DDP against plain)."""
+
+import contextlib
+import time
+
+from .channel import emit, set_stage
+from .collectives import slowest_rank
+from .models import call_batch, default_loss
+from .timing import alternate_solo, interleave_plain, median, steps_for
+
+# Progress lines at most this often (seconds), outside the timed region.
+PROGRESS_EVERY_S = 0.5
+
+
+class Trainer:
+    """The run's training step on this rank: the model, its wrapper, optimizer, autocast, scaler
+    and batches; `launch` is main's Launch."""
+
+    def __init__(self, launch, var, model, wrapped, opt, precision, work):
+        self.launch, self.var, self.model, self.wrapped, self.opt = launch, var, model, wrapped, opt
+        self.autocast, self.scaler = precision
+        self.make_batch, self.loss_of = work["batch"], work["loss"] or default_loss
+        self.mb = launch.cfg["micro_batch"]
+        torch = launch.torch
+        self.gen = torch.Generator(device=launch.device)
+        self.gen.manual_seed(4321 + launch.rank)  # different random data on every rank
+
+    def sync(self):
+        if self.launch.on_cuda:
+            self.launch.torch.cuda.synchronize(self.launch.device)
+
+    def micro_loss(self, net):
+        b = call_batch(self.make_batch, self.mb, self.launch.device, self.gen)
+        with self.autocast():
+            return self.loss_of(net, b)
+
+    def sync_context(self, do_sync, plain):
+        """Whether this micro-batch's gradients are reduced: no_sync before the last one."""
+        if plain:
+            return contextlib.nullcontext()
+        if self.var["fsdp"]:
+            self.wrapped.set_requires_gradient_sync(do_sync)
+            return contextlib.nullcontext()
+        return contextlib.nullcontext() if do_sync else self.wrapped.no_sync()
+
+    def train_step(self, sync_grads, plain=False):
+        """One optimizer step of `accum` micro-batches; gradients are synchronised on the last one
+        only (no_sync before it), or never when sync_grads is False. plain: the model itself,
+        not its DDP wrapper, so DDP neither prepares nor reduces anything (the same parameters,
+        optimizer and batches)."""
+        accum, scaler, opt = self.var["accum"], self.scaler, self.opt
+        loss = None
+        for i in range(accum):
+            with self.sync_context(sync_grads and i == accum - 1, plain):
+                loss = self.micro_loss(self.model if plain else self.wrapped)
+                scaled = loss / accum
+                (scaler.scale(scaled) if scaler else scaled).backward()
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    def timed_step(self, sync_grads, plain=False):
+        """One train_step timed from an idle device to an idle device: (seconds, loss)."""
+        self.sync()
+        t0 = time.perf_counter()
+        loss = self.train_step(sync_grads, plain)
+        self.sync()
+        return time.perf_counter() - t0, loss
+
+    def timed_steps(self, phase, warm, steps, sync_grads, done=0, overall=None, plain=False):
+        """warm + steps steps on every rank; the slowest rank's time of each after the warm-up.
+        Progress counts from `done` of `overall` steps (a block of a longer phase)."""
+        times, last_note, loss = [], 0.0, None
+        total = warm + steps
+        overall = overall or total
+        for s in range(total):
+            set_stage("%s step %d/%d" % (phase, done + s + 1, overall))
+            took, loss = self.timed_step(sync_grads, plain)
+            times.append(took)
+            now = time.perf_counter()
+            if now - last_note >= PROGRESS_EVERY_S or s + 1 == total:
+                last_note = now
+                emit({"event": "progress", "phase": phase, "step": done + s + 1, "total": overall,
+                      "warmup": warm, "last_step_s": round(times[-1], 6)})
+        set_stage("collecting %s step times" % phase)
+        return slowest_rank(self.launch, times)[warm:], loss
+
+    def nocomm_with_solo(self, warm, steps):
+        """A nocomm run on N GPUs that also times one GPU inside this launch, the reference
+        for N side by side: `solo_rounds` times rank 0 alone while the other ranks wait idle
+        (no_sync throughout, so nothing is sent), then all ranks together. Returns (rank 0's
+        median step alone, None on the other ranks; the together step times; the last loss)."""
+        launch, last = self.launch, {}
+        rounds = launch.cfg["solo_rounds"]
+        overall = warm + rounds * steps
+
+        def solo_step():
+            set_stage("one GPU alone (rank 0; the others wait)")
+            return self.timed_step(False)[0]
+
+        def together(r, w, n):
+            times, last["loss"] = self.timed_steps("timed", w, n, False, done=0 if r == 0 else warm + r * n,
+                                                   overall=overall)
+            return times
+
+        alone, timed = alternate_solo(launch.rank, rounds, warm, steps, solo_step, together,
+                                      lambda: launch.dist.barrier(group=launch.solo_wait))
+        return (median(alone) if launch.rank == 0 else None), timed, last["loss"]
+
+    def with_plain_reference(self, warm, steps):
+        """The run's DDP steps interleaved with as many of the model called without DDP
+        (interleave_plain): (DDP step times, plain step times, per-round medians, last loss)."""
+        last, done, overall = {}, [0], 2 * (warm + steps)
+
+        def block(plain, n, first):
+            w = warm if first else 0
+            times, last["loss"] = self.timed_steps("without DDP" if plain else "timed", w, n, True,
+                                                   done=done[0], overall=overall, plain=plain)
+            done[0] += w + n
+            return times
+
+        rounds = min(self.launch.cfg["plain_rounds"], steps)
+        ddp, plain, pairs = interleave_plain(rounds, steps, block)
+        return ddp, plain, pairs, last["loss"]
+
+    def sized_steps(self, warm, steps, sync_grads):
+        """`steps`, or more so that the run times at least min_timed_s: sized on `sizing_steps`
+        steps after the warm-up. timed_steps hands every rank the same step times (each the
+        slowest rank's), so every rank arrives at the same count, as they must step together."""
+        cfg = self.launch.cfg
+        sizing, _ = self.timed_steps("sizing", warm, cfg["sizing_steps"], sync_grads)
+        return steps_for(cfg["min_timed_s"], steps, median(sizing))
