@@ -150,6 +150,15 @@ fn unit_declares_what_the_daemon_relies_on() {
         seconds(one("TimeoutStopSec")) > 10.0,
         "the daemon waits up to 10 s per task on stop"
     );
+    // Descriptors enough that both network listeners' caps are theirs in full.
+    let nofile: u64 = one("LimitNOFILE").parse().expect("LimitNOFILE is a number");
+    let caps = ddpcheckd::limits::METRICS_MAX_CONNECTIONS + ddpcheckd::limits::TCP_MAX_CONNECTIONS;
+    assert_eq!(
+        ddpcheckd::limits::cap(ddpcheckd::limits::METRICS_MAX_CONNECTIONS, nofile)
+            + ddpcheckd::limits::cap(ddpcheckd::limits::TCP_MAX_CONNECTIONS, nofile),
+        caps,
+        "LimitNOFILE={nofile} cuts the connection caps"
+    );
     // The runtime directory's mode is the same in the unit and in tmpfiles.d.
     let tmpfiles = read("systemd/ddpcheck.tmpfiles.conf");
     let run_line = tmpfiles

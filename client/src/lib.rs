@@ -26,6 +26,21 @@ pub use ddpcheck_proto::DEFAULT_SOCKET;
 /// Bound on TCP connect and TLS handshake: a refused or black-holed peer must not hang the CLI.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// HTTP/2 pings on every connection to the daemon, even while a call waits on a long run: a
+/// daemon that answers none within [`KEEPALIVE_TIMEOUT`] is taken for gone and the call fails,
+/// whatever the call's own deadline.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// An endpoint's bounds: connect, and the pings that tell a daemon that stopped answering.
+fn bounded(endpoint: Endpoint) -> Endpoint {
+    endpoint
+        .connect_timeout(CONNECT_TIMEOUT)
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
+}
+
 /// The client side of the daemon's mutual TLS: PEM files of the CA that signed the daemon's
 /// certificate, and of this client's certificate and key (signed by the daemon's client CA).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -287,15 +302,17 @@ pub async fn connect_with(
     }
     // The URI is required by the API but unused: the connector dials the socket.
     let endpoint = Endpoint::try_from("http://[::1]:50051").map_err(|e| err(e.to_string()))?;
-    let channel = endpoint
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move {
-                let s = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(s))
-            }
-        }))
+    let endpoint = bounded(endpoint);
+    let connecting = endpoint.connect_with_connector(tower::service_fn(move |_: Uri| {
+        let path = path.clone();
+        async move {
+            let s = tokio::net::UnixStream::connect(path).await?;
+            Ok::<_, std::io::Error>(TokioIo::new(s))
+        }
+    }));
+    let channel = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
         .await
+        .map_err(|_| err(format!("did not answer within {CONNECT_TIMEOUT:?}")))?
         .map_err(|e| err(format!("{e}")))?;
     Ok(DdpcheckClient::new(channel))
 }
@@ -317,8 +334,8 @@ async fn connect_tls(addr: &str, tls: &ClientTls) -> Result<DdpcheckClient<Chann
     check_access(&host, port, &loaded).await?;
     let endpoint = Endpoint::from(uri)
         .tls_config(loaded.tonic_config(&host))
-        .map_err(|e| usage(format!("TLS settings: {}", chain(&e))))?
-        .connect_timeout(CONNECT_TIMEOUT);
+        .map_err(|e| usage(format!("TLS settings: {}", chain(&e))))?;
+    let endpoint = bounded(endpoint);
     let channel = endpoint
         .connect()
         .await

@@ -500,6 +500,18 @@ impl Effective {
                 Some(text) => {
                     crate::listen::socket_path(text).map_err(|e| self.invalid("listen", text, e))?
                 }
+                None if p
+                    .as_os_str()
+                    .as_encoded_bytes()
+                    .iter()
+                    .any(u8::is_ascii_control) =>
+                {
+                    return Err(self.invalid(
+                        "listen",
+                        p.to_string_lossy(),
+                        "control character in the socket path",
+                    ))
+                }
                 None => p.clone(),
             },
         };

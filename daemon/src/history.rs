@@ -142,6 +142,16 @@ impl History {
         )?)
     }
 
+    /// Records that a run was ended by the daemon's own stop, not judged: `interrupted`, with
+    /// why (the same status a restart gives the runs a crash left `running`).
+    pub fn interrupt(&self, id: i64, why: &str, now_unix: f64) -> Result<(), HistoryError> {
+        self.conn.execute(
+            "UPDATE reports SET status = 'interrupted', error = ?2, finished_unix = ?3 WHERE id = ?1",
+            params![id, why, now_unix],
+        )?;
+        Ok(())
+    }
+
     /// Records that a run failed, and why (one line, as the caller was told).
     pub fn fail(&self, id: i64, error: &str, now_unix: f64) -> Result<(), HistoryError> {
         self.conn.execute(

@@ -2,6 +2,7 @@
 //! optionally behind TLS and basic auth (the exporter-toolkit web configuration, see
 //! [`crate::web_config`]).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,13 +12,15 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
+use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::limits::{self, METRICS_HEADER_TIMEOUT, METRICS_IDLE_TIMEOUT, TLS_HANDSHAKE_TIMEOUT};
 use crate::node::Node;
 use crate::web_config::{Auth, WebConfig};
 
@@ -98,6 +101,10 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, stop: watch::Receiver
 }
 
 /// Serves `/metrics` on `listener` as the web configuration says: TLS and/or basic auth.
+/// Every connection is bounded (see [`crate::limits`]): at most a share of the descriptors are
+/// open at once (one more is closed at once), a request's headers must arrive within
+/// [`METRICS_HEADER_TIMEOUT`], a TLS handshake within [`TLS_HANDSHAKE_TIMEOUT`], and a connection
+/// idle for [`METRICS_IDLE_TIMEOUT`] is closed. axum::serve has none of these bounds.
 pub async fn serve_with(
     listener: TcpListener,
     node: Arc<Node>,
@@ -105,32 +112,10 @@ pub async fn serve_with(
     mut stop: watch::Receiver<bool>,
 ) {
     let app = app(node, web.as_ref());
-    if let Some(tls) = web.as_ref().and_then(|w| w.tls()) {
-        serve_tls(listener, app, TlsAcceptor::from(tls), stop).await;
-        return;
-    }
-    let shutdown = async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-    {
-        tracing::error!("/metrics server: {e}");
-    }
-}
-
-/// A client that opens a connection and sends nothing does not hold a task for long.
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// axum::serve speaks plain TCP only: accept, run the TLS handshake, then serve the connection
-/// with hyper's HTTP/1 + HTTP/2 builder and the router as its service.
-async fn serve_tls(
-    listener: TcpListener,
-    app: Router,
-    acceptor: TlsAcceptor,
-    mut stop: watch::Receiver<bool>,
-) {
+    let tls = web.as_ref().and_then(|w| w.tls()).map(TlsAcceptor::from);
+    let cap = limits::cap_now(limits::METRICS_MAX_CONNECTIONS);
+    let open = Arc::new(Semaphore::new(cap));
+    tracing::debug!("/metrics: at most {cap} connections");
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -145,38 +130,61 @@ async fn serve_tls(
                 continue;
             }
         };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        let mut stop = stop.clone();
+        // Past the cap the connection is closed at once, so that neither it nor the listen
+        // backlog waits on the peers that hold the others.
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            tracing::debug!("/metrics: {cap} connections open; closing the one from {peer}");
+            continue;
+        };
+        let mut io = TimeoutStream::new(tcp);
+        io.set_read_timeout(Some(METRICS_IDLE_TIMEOUT));
+        io.set_write_timeout(Some(METRICS_IDLE_TIMEOUT));
+        let io = Box::pin(io);
+        let (app, tls, stop) = (app.clone(), tls.clone(), stop.clone());
         tokio::spawn(async move {
-            let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-            {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!("/metrics TLS handshake with {peer}: {e}");
-                    return;
-                }
-                Err(_) => return,
-            };
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
-            tokio::pin!(conn);
-            let stopping = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            let stopped = tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!("/metrics connection from {peer}: {e}");
+            let _permit = permit;
+            match tls {
+                None => serve_connection(io, app, peer, stop).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
+                        Ok(Ok(s)) => serve_connection(s, app, peer, stop).await,
+                        Ok(Err(e)) => tracing::debug!("/metrics TLS handshake with {peer}: {e}"),
+                        Err(_) => tracing::debug!("/metrics TLS handshake with {peer} timed out"),
                     }
-                    false
                 }
-                _ = stopping => true,
-            };
-            if stopped {
-                conn.as_mut().graceful_shutdown();
-                let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
             }
         });
+    }
+}
+
+/// Serves one connection with hyper's HTTP/1 + HTTP/2 builder and the router as its service,
+/// until it ends or the daemon stops (then gracefully, for at most 5 s).
+async fn serve_connection<I>(io: I, app: Router, peer: SocketAddr, mut stop: watch::Receiver<bool>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(METRICS_HEADER_TIMEOUT);
+    builder.http2().timer(TokioTimer::new());
+    let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(app));
+    tokio::pin!(conn);
+    let stopping = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let stopped = tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!("/metrics connection from {peer}: {e}");
+            }
+            false
+        }
+        _ = stopping => true,
+    };
+    if stopped {
+        conn.as_mut().graceful_shutdown();
+        let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
     }
 }

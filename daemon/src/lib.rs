@@ -1,10 +1,12 @@
 //! ddpcheckd: the node daemon (gRPC API, collector loop, `/metrics`, history). It runs checks
 //! and benchmarks through `ddpcheck-engine`, the engine the CLI's local mode uses too.
 
+pub mod accept;
 pub mod config;
 pub mod factories;
 pub mod history;
 pub mod http;
+pub mod limits;
 pub mod listen;
 pub mod metrics;
 pub mod node;

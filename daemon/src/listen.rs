@@ -12,6 +12,12 @@ pub fn socket_path(value: &str) -> Result<PathBuf, String> {
     if value.is_empty() {
         return Err("empty socket path".into());
     }
+    // A newline or an escape sequence would be written into log lines as it is.
+    if value.chars().any(char::is_control) {
+        return Err(format!(
+            "control character in the socket path {value:?}; {WANT}"
+        ));
+    }
     if let Some(rest) = value.strip_prefix("unix://") {
         // gRPC: "unix://absolute_path", three slashes in all.
         if !rest.starts_with('/') {
@@ -97,5 +103,19 @@ mod tests {
         }
         assert!(socket_path("vsock:3").unwrap_err().contains("./vsock:3"));
         assert!(socket_path("http://x").unwrap_err().contains("--tcp"));
+    }
+
+    #[test]
+    fn refuses_control_characters_on_one_line() {
+        for v in [
+            "/tmp/a\nb.sock",
+            "unix:/tmp/a\rb",
+            "/tmp/\u{1b}[31mx",
+            "/tmp/a\tb",
+        ] {
+            let e = socket_path(v).unwrap_err();
+            assert!(e.contains("control character"), "{v:?}: {e}");
+            assert!(!e.chars().any(char::is_control), "{v:?}: {e:?}");
+        }
     }
 }

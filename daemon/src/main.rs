@@ -152,6 +152,13 @@ fn main() -> ExitCode {
         // Colours only on a terminal: under systemd stderr is the journal, in tests a pipe.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    match ddpcheckd::limits::raise_nofile() {
+        Ok((before, after)) if after > before => {
+            tracing::info!("open-file limit raised from {before} to the hard limit {after}");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
+    }
     ddpcheckd::runtime::limit_malloc_arenas();
     let rt = match ddpcheckd::runtime::build() {
         Ok(rt) => rt,
@@ -286,7 +293,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let running = run::start_with_options(cfg, opts, backend).await?;
     tracing::info!(
         backend = %label,
-        socket = %running.socket.display(),
+        socket = ?running.socket,
         metrics = ?running.metrics_addr,
         tcp = ?running.tcp_addr,
         "ddpcheckd ready"
@@ -307,6 +314,9 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    // From here a run that ends was ended by this stop; simulated hangs end as a worker would.
+    running.node.begin_stop();
+    ddpcheck_sim::stop::interrupt_hangs();
     // End the children of a run in progress first (their group, grandchildren included), so the
     // run's blocking task returns and nothing is left on the GPUs.
     let ended = tokio::task::spawn_blocking(|| {

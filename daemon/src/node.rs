@@ -50,6 +50,8 @@ pub struct Node {
     pub history_max_runs: Option<u64>,
     /// Folders whose model factories a caller may name ([`crate::factories`]).
     pub factory_dirs: Vec<std::path::PathBuf>,
+    /// Set once the daemon was told to stop: a run that ends after it was ended by the stop.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 /// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
@@ -71,9 +73,22 @@ impl Node {
             work_limiter: WorkLimiter::off(),
             history_max_runs: None,
             factory_dirs: Vec::new(),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         };
         node.restore_metrics();
         node
+    }
+
+    /// Marks the daemon as stopping: no work starts after this, and a run that ends after it is
+    /// the stop's doing, not the node's.
+    pub fn begin_stop(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`Node::begin_stop`] was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Shows the last stored preflight and DDP benchmark of this backend again, so that a

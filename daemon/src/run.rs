@@ -12,7 +12,6 @@ use ddpcheck_proto::v1::ddpcheck_server::DdpcheckServer;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::history::History;
 use crate::node::Node;
@@ -91,6 +90,8 @@ pub struct Running {
     pub tcp_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// Folders made for the socket, the deepest first: removed again on shutdown.
+    made_dirs: Vec<PathBuf>,
 }
 
 impl Running {
@@ -101,14 +102,33 @@ impl Running {
             let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
         }
         let _ = std::fs::remove_file(&self.socket);
+        // remove_dir takes only an empty folder: what someone else put there keeps it.
+        for dir in &self.made_dirs {
+            if let Err(e) = std::fs::remove_dir(dir) {
+                tracing::debug!("keeping {}: {e}", dir.display());
+            }
+        }
     }
 }
 
-/// Binds the Unix socket, refusing to steal one that a live daemon answers on.
-fn bind_unix(path: &Path) -> Result<UnixListener, DaemonError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
-    }
+/// Creates `dir` and its missing parents; returns the folders it made, the deepest first.
+fn create_dirs(dir: &Path) -> Result<Vec<PathBuf>, DaemonError> {
+    let missing: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    Ok(missing)
+}
+
+/// Binds the Unix socket, refusing to steal one that a live daemon answers on. Also returns the
+/// folders made for it, the deepest first.
+fn bind_unix(path: &Path) -> Result<(UnixListener, Vec<PathBuf>), DaemonError> {
+    let made = match path.parent() {
+        Some(dir) => create_dirs(dir)?,
+        None => Vec::new(),
+    };
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(DaemonError::Config(format!(
@@ -122,7 +142,7 @@ fn bind_unix(path: &Path) -> Result<UnixListener, DaemonError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
         .map_err(io(format!("chmod {}", path.display())))?;
     chown_group(path, "ddpcheck");
-    Ok(l)
+    Ok((l, made))
 }
 
 /// Gives the socket to group `ddpcheck` when it exists, so members may use the API.
@@ -240,13 +260,14 @@ pub async fn start_with_options(
         stop_rx.clone(),
     )));
 
-    let unix = bind_unix(&cfg.socket)?;
+    let (unix, made_dirs) = bind_unix(&cfg.socket)?;
     let svc = Service { node: node.clone() };
     {
         let mut rx = stop_rx.clone();
+        let incoming = crate::accept::unix(unix, stop_rx.clone());
         let server = tonic::transport::Server::builder()
             .add_service(DdpcheckServer::new(svc))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(unix), async move {
+            .serve_with_incoming_shutdown(incoming, async move {
                 let _ = rx.wait_for(|s| *s).await;
             });
         tasks.push(tokio::spawn(async move {
@@ -284,6 +305,7 @@ pub async fn start_with_options(
         tcp_addr,
         stop,
         tasks,
+        made_dirs,
     })
 }
 

@@ -107,6 +107,9 @@ impl Service {
     /// only when the work starts) and single flight. Both refusals are RESOURCE_EXHAUSTED, told
     /// apart by the message ("rate limited: ..." or "BUSY: ...") and counted in their own metric.
     fn start_work(&self, call: &'static str) -> Result<WorkGuard, Status> {
+        if self.node.is_stopping() {
+            return Err(Status::unavailable(STOPPING));
+        }
         match self
             .node
             .work_limiter
@@ -170,6 +173,20 @@ impl Service {
             // The node is free again before the caller hears the outcome: a client that starts
             // its next call on the report must not find the previous run still holding the lock.
             drop(guard);
+            if node.is_stopping() {
+                // The daemon's own stop ended the run (its worker signalled, a simulated hang
+                // woken): whatever it returned is not the node's, and the caller is told so
+                // before the server closes, not by a torn connection.
+                if let Ok(id) = id {
+                    let stored =
+                        node.with_history(|h| h.interrupt(id, STOPPED, engine::unix_now()));
+                    if let Err(e) = stored {
+                        tracing::warn!("history: {e}");
+                    }
+                }
+                let _ = tx.blocking_send(Err(Status::unavailable(STOPPED)));
+                return;
+            }
             node.metrics.work_ran(call, outcome.is_ok());
             let now = engine::unix_now();
             match outcome {
@@ -467,6 +484,13 @@ impl Ddpcheck for Service {
         }))
     }
 }
+
+/// A work call refused because the daemon is stopping.
+const STOPPING: &str = "ddpcheckd is stopping: no new run starts";
+
+/// What the caller of a run that the daemon's stop ended is told, and its history row keeps.
+const STOPPED: &str =
+    "ddpcheckd stopped before the run finished: nothing was judged (stored as interrupted)";
 
 /// Slack past a cluster phase's deadline before the daemon answers for a backend that overran.
 const CLUSTER_GRACE: Duration = Duration::from_secs(2);

@@ -1,5 +1,7 @@
 //! The optional TCP listener of the control API, only with mutual TLS (client certificates
-//! must chain to the configured CA).
+//! must chain to the configured CA). Bounded before anyone is authenticated: a capped number of
+//! connections ([`crate::limits::TCP_MAX_CONNECTIONS`]) and a handshake timeout; after it,
+//! HTTP/2 pings close connections whose peer is gone.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,9 +9,9 @@ use std::sync::Arc;
 use ddpcheck_proto::v1::ddpcheck_server::DdpcheckServer;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
+use crate::limits;
 use crate::node::Node;
 use crate::run::{DaemonError, TlsFiles};
 use crate::server::Service;
@@ -30,7 +32,8 @@ pub async fn serve_tcp(
     let config = ServerTlsConfig::new()
         .identity(Identity::from_pem(read(&tls.cert)?, read(&tls.key)?))
         .client_ca_root(Certificate::from_pem(read(&tls.client_ca)?))
-        .client_auth_optional(false);
+        .client_auth_optional(false)
+        .timeout(limits::TLS_HANDSHAKE_TIMEOUT);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| DaemonError::Io {
@@ -41,11 +44,16 @@ pub async fn serve_tcp(
         what: "local address".into(),
         source,
     })?;
+    let cap = limits::cap_now(limits::TCP_MAX_CONNECTIONS);
+    tracing::debug!("TCP: at most {cap} connections");
+    let incoming = crate::accept::tcp_capped(listener, cap, stop.clone());
     let server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(limits::TCP_KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(limits::TCP_KEEPALIVE_TIMEOUT))
         .tls_config(config)
         .map_err(|e| DaemonError::Config(format!("TLS configuration: {e}")))?
         .add_service(DdpcheckServer::new(Service { node }))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+        .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
         });
     let task = tokio::spawn(async move {

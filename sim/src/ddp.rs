@@ -339,10 +339,14 @@ fn all_reduce_probe(fabric: &Fabric<'_>, world: u32) -> Option<Sweep> {
     Sweep::all_reduce_from_times(world, &times)
 }
 
-/// `hang`: the run never finishes; sleep until the caller's deadline and report it.
+/// `hang`: the run never finishes; sleep until the caller's deadline and report it. A hang
+/// ends early, as a real worker's would, when the process is told to stop
+/// ([`crate::stop::interrupt_hangs`]).
 pub fn hang(deadline_s: f64, stage: &str) -> ProbeError {
     let d = Duration::try_from_secs_f64(deadline_s).unwrap_or(Duration::ZERO);
-    std::thread::sleep(d);
+    if crate::stop::sleep_unless_interrupted(d) {
+        return ProbeError::Worker(format!("{stage} was stopped before its deadline"));
+    }
     ProbeError::Timeout {
         stage: stage.into(),
         seconds: d.as_secs_f64(),

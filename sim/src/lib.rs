@@ -16,6 +16,7 @@ pub mod hostcopy;
 pub mod model;
 pub mod platform;
 pub mod profile;
+pub mod stop;
 
 pub use backend::{SimBackend, SimError};
 pub use fault::Fault;

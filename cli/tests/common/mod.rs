@@ -54,6 +54,40 @@ impl Daemon {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Daemon {
+        Self::start_configured(dir, sim, extra, env, |_| {})
+    }
+
+    /// As `start_with`, with the daemon's own file-descriptor limit (soft and hard) set to
+    /// `nofile` in the child before it runs: the test runner keeps its own limit.
+    pub fn start_with_nofile(sim: Option<&str>, extra: &[&str], nofile: u64) -> Daemon {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_configured(dir, sim, extra, &[], move |cmd| {
+            let limit = libc::rlimit {
+                rlim_cur: nofile,
+                rlim_max: nofile,
+            };
+            // SAFETY: setrlimit is async-signal-safe; it only changes the child's own limit.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        })
+    }
+
+    /// As `start_in`, with `configure` applied to the command before it is spawned.
+    pub fn start_configured(
+        dir: tempfile::TempDir,
+        sim: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        configure: impl FnOnce(&mut Command),
+    ) -> Daemon {
         let socket = dir.path().join("d.sock");
         let mut cmd = Command::new(bin("ddpcheckd"));
         without_nccl_env(&mut cmd);
@@ -73,6 +107,7 @@ impl Daemon {
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        configure(&mut cmd);
         let mut child = cmd.spawn().expect("spawn ddpcheckd");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = mpsc::channel();
