@@ -86,7 +86,7 @@ impl Answer {
     }
 
     /// `2 GPUs finish the same work 1.95× sooner than one GPU (measured) and spend 3% more GPU
-    /// time per million tokens (2.94 GPU-seconds against 2.86; $0.0020 against $0.0020 at
+    /// time per million tokens (2.94 against 2.86 GPU-seconds; $0.002045 against $0.001989 at
     /// $2.50 a GPU-hour)`.
     pub(super) fn sentence(&self, w: &Words) -> String {
         let s = self.times_sooner;
@@ -131,11 +131,18 @@ impl Answer {
             ),
             _ => String::new(),
         };
-        format!(
-            "{speed} and spend {more} per million {} ({} against {}{money})",
-            self.unit,
+        let (n_time, one_time) = (
             w.device_time(self.gpu_seconds_per_million),
-            w.device_time(self.one_gpu_seconds_per_million)
+            w.device_time(self.one_gpu_seconds_per_million),
+        );
+        // `4.71 against 2.86 GPU-seconds` where both read in the same unit.
+        let times = match (n_time.split_once(' '), one_time.split_once(' ')) {
+            (Some((a, unit)), Some((b, same))) if unit == same => format!("{a} against {b} {unit}"),
+            _ => format!("{n_time} against {one_time}"),
+        };
+        format!(
+            "{speed} and spend {more} per million {} ({times}{money})",
+            self.unit
         )
     }
 

@@ -181,12 +181,14 @@ fn model_unreliable(input: &RecommendInput, basis: &Basis, choice: &Choice) -> O
         ),
         None => " The recommendation rests on the measured rows.".to_string(),
     };
-    let cites: Vec<&str> = choice
+    let mut cites: Vec<&str> = choice
         .rows
         .iter()
         .filter(|r| check.misses().any(|m| m.variant == r.variant))
         .filter_map(|r| Some(r.measured.as_ref()?.rests_on.as_str()))
         .collect();
+    cites.sort_unstable();
+    cites.dedup();
     Some(Warning {
         code: "model_unreliable".into(),
         text: format!(

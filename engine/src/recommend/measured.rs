@@ -4,7 +4,7 @@
 use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLayout};
 use ddpcheck_core::model::side_by_side;
 use ddpcheck_core::recommend::{
-    variant_name, ComputeSource, DdpOwnWork, MeasuredBaseline, MeasuredSpeedup, ModelInput,
+    variant_name_on, ComputeSource, DdpOwnWork, MeasuredBaseline, MeasuredSpeedup, ModelInput,
     SideBySideInput,
 };
 use ddpcheck_core::report::Header;
@@ -216,7 +216,7 @@ pub(super) fn measured_speedups(
             let launches = r.launch_step_medians_s.len().max(1);
             let scaled = with_speedup(m, r)?;
             Some(MeasuredSpeedup {
-                variant: variant_name(v.hook, v.accum)?.to_string(),
+                variant: variant_name_on(r.device, v.hook, v.accum)?.to_string(),
                 speedup: scaled.speedup.filter(|s| s.is_finite() && *s > 0.0)?,
                 uncertainty: scaled.speedup_uncertainty,
                 noise_bound: scaled.speedup_noise_bound,
