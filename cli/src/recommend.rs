@@ -149,7 +149,15 @@ impl RecommendArgs {
 }
 
 pub fn render(r: &RecommendReport) -> String {
-    let mut s = crate::render::banner(&r.header, "recommend");
+    let mut s = if r.cpu_ranks && r.header.backend == ddpcheck_core::BackendKind::Real {
+        // No driver or CUDA version to name: the ranks ran on the host's CPU.
+        format!(
+            "ddpcheck recommend — host {}, CPU ranks over gloo\n",
+            r.header.provenance.hostname
+        )
+    } else {
+        crate::render::banner(&r.header, "recommend")
+    };
     if r.cpu_ranks {
         s.push_str("CPU RANKS (gloo): DDP measured on CPU processes, a test of the flow and the model, not GPU figures\n");
     }
