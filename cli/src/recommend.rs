@@ -265,10 +265,14 @@ fn own_measurements(own: &OwnMeasurements, cpu_ranks: bool) -> String {
         let one = if cpu_ranks { "CPU rank" } else { "GPU" };
         format!("{n} {one}{}", if n == 1 { "" } else { "s" })
     };
-    let launches = own
-        .launches
-        .iter()
-        .map(|l| format!("{} ({}) {:.0} s", ranks(l.gpus), l.variants.join(", "), l.seconds));
+    let launches = own.launches.iter().map(|l| {
+        format!(
+            "{} ({}) {:.0} s",
+            ranks(l.gpus),
+            l.variants.join(", "),
+            l.seconds
+        )
+    });
     let sweeps = own.sweeps.iter().map(|w| {
         format!(
             "all-reduce sweep on {} ({}) {:.0} s",

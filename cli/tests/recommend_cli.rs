@@ -831,7 +831,13 @@ fn measurements_overrule_a_model_that_misses_them() {
     // A model that does not: GPU 1 computes at 60% of its speed, which neither the 1-GPU launch
     // (GPU 0) nor nocomm shows, so every synchronising 2-GPU step is slower than the model,
     // calibrated on what it can see, predicts.
-    let args = ["--sim", "h200x2-nvlink+slow-gpu", "recommend", "--model", "gpt2-124m"];
+    let args = [
+        "--sim",
+        "h200x2-nvlink+slow-gpu",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+    ];
     let o = local(&[&args[..], &["--json"]].concat());
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -871,12 +877,19 @@ fn measurements_overrule_a_model_that_misses_them() {
     assert!(t.contains("Chosen from the measured rows only"), "{t}");
     // The model's own pick, which nobody measured, is what --verify measures.
     let pick = check["unmeasured_pick"].as_str().unwrap();
-    assert!(warning.contains(pick) && warning.contains("--verify"), "{warning}");
+    assert!(
+        warning.contains(pick) && warning.contains("--verify"),
+        "{warning}"
+    );
     let o = local(&[&args[..], &["--verify", "--json"]].concat());
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(
-        v["verify"].as_array().unwrap().iter().any(|r| r["variant"] == pick),
+        v["verify"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["variant"] == pick),
         "{}",
         v["verify"]
     );
@@ -889,11 +902,14 @@ fn the_budget_bounds_every_launch_and_sweep() {
     let spent = |v: &serde_json::Value| {
         let own = &v["own_measurements"];
         let sum = |key: &str| {
-            own[key]
-                .as_array()
-                .map_or(0.0, |a| a.iter().map(|x| x["seconds"].as_f64().unwrap()).sum())
+            own[key].as_array().map_or(0.0, |a| {
+                a.iter().map(|x| x["seconds"].as_f64().unwrap()).sum()
+            })
         };
-        (sum("launches") + sum("sweeps"), own["budget_s"].as_f64().unwrap())
+        (
+            sum("launches") + sum("sweeps"),
+            own["budget_s"].as_f64().unwrap(),
+        )
     };
     for (args, sweeps) in [
         // Measure first, in the default 120 s: the 1-GPU and the 2-GPU launch.
@@ -911,7 +927,10 @@ fn the_budget_bounds_every_launch_and_sweep() {
         let (sum, budget) = spent(&v);
         assert!(sum <= budget, "{args:?}: {sum} s of {budget}");
         let own = &v["own_measurements"];
-        assert!(!own["launches"].as_array().unwrap().is_empty(), "{args:?}: {own}");
+        assert!(
+            !own["launches"].as_array().unwrap().is_empty(),
+            "{args:?}: {own}"
+        );
         let n = own["sweeps"].as_array().map_or(0, Vec::len);
         assert_eq!(n, sweeps, "{args:?}: {own}");
     }
@@ -928,7 +947,14 @@ fn the_budget_bounds_every_launch_and_sweep() {
         "3",
     ]);
     assert_eq!(code(&o), 5, "TIMEOUT: {}", stderr(&o));
-    assert!(started.elapsed().as_secs_f64() < 60.0, "{:?}", started.elapsed());
+    assert!(
+        started.elapsed().as_secs_f64() < 60.0,
+        "{:?}",
+        started.elapsed()
+    );
     let line = stderr(&o);
-    assert!(line.contains("--budget 3 s") && line.contains("1-GPU launch"), "{line}");
+    assert!(
+        line.contains("--budget 3 s") && line.contains("1-GPU launch"),
+        "{line}"
+    );
 }

@@ -207,7 +207,10 @@ fn cpu_ranks_default_to_the_cores_run_fp16_and_say_what_they_are() {
         .and_then(|x| x.strip_suffix(" CPU ranks"))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{heading}"));
-    assert!((2..=cores.max(2)).contains(&ranks), "{ranks} ranks on {cores} cores");
+    assert!(
+        (2..=cores.max(2)).contains(&ranks),
+        "{ranks} ranks on {cores} cores"
+    );
     let measured = t.lines().find(|l| l.starts_with("measured here:")).unwrap();
     assert!(
         measured.contains("fp16") && !measured.contains("bf16"),

@@ -1,7 +1,7 @@
 //! The answer in the user's terms: how many times sooner N GPUs finish the same work than one
 //! GPU, and how much more (or less) GPU time, and money with a price, they spend per million
 //! tokens or samples. One GPU is nearly always cheaper per token: N GPUs buy wall-clock time
-//! ("rent the 4x machine when wall-clock time matters, not to save money", shared/seeds/000).
+//! ("rent the 4x machine when wall-clock time matters, not to save money": the 4×A6000 seed).
 
 use serde::{Deserialize, Serialize};
 

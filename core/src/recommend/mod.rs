@@ -37,7 +37,8 @@ use crate::model::{ModelError, Overheads, Prediction};
 
 pub use answer::Answer;
 pub use choice::{
-    pick, variant_name, variant_name_on, CheckedRow, ModelCheck, Pick, CHANGE_ORDER, MODEL_TOLERANCE,
+    pick, variant_name, variant_name_on, CheckedRow, ModelCheck, Pick, CHANGE_ORDER,
+    MODEL_TOLERANCE,
 };
 pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, DdpOwnWork, EnvAb,

@@ -178,12 +178,20 @@ mod tests {
     #[test]
     fn the_cpu_snippet_runs_on_gloo_without_cuda() {
         let s = python_snippet_on(CommHook::Fp16, 4, &Recipe::default(), RunDevice::Cpu);
-        assert!(s.contains("dist.init_process_group(backend=\"gloo\")"), "{s}");
-        assert!(s.contains("ddp = DDP(model, gradient_as_bucket_view=True)"), "{s}");
+        assert!(
+            s.contains("dist.init_process_group(backend=\"gloo\")"),
+            "{s}"
+        );
+        assert!(
+            s.contains("ddp = DDP(model, gradient_as_bucket_view=True)"),
+            "{s}"
+        );
         for cuda in ["device_ids", "cuda", "local_rank", "nccl"] {
             assert!(!s.to_lowercase().contains(cuda), "{cuda}: {s}");
         }
-        assert!(python_for(true, CommHook::None, 1, &Recipe::default(), RunDevice::Cpu)
-            .contains("one CPU rank"));
+        assert!(
+            python_for(true, CommHook::None, 1, &Recipe::default(), RunDevice::Cpu)
+                .contains("one CPU rank")
+        );
     }
 }

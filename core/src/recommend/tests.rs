@@ -730,7 +730,10 @@ fn predicted(r: &Recommendation, name: &str) -> f64 {
 #[test]
 fn a_model_that_reproduces_the_measured_rows_keeps_its_choice() {
     let plain = recommend(&a6000_input()).unwrap();
-    assert!(plain.model_check.is_none(), "nothing measured, nothing checked");
+    assert!(
+        plain.model_check.is_none(),
+        "nothing measured, nothing checked"
+    );
     // Each measured row within 10% of its prediction, one either way.
     let (b, h) = (predicted(&plain, "base"), predicted(&plain, "bf16"));
     let r = recommend(&with_measured(&[("base", b * 0.95), ("bf16", h * 1.08)])).unwrap();
@@ -777,7 +780,10 @@ fn a_model_that_misses_a_measured_row_is_overruled_by_the_measurements() {
     }
     // The text says which rows it missed and by how much, and the run that settles the
     // model's own pick, which nobody measured.
-    assert_eq!(check.unmeasured_pick.as_deref(), Some(plain.chosen.as_str()));
+    assert_eq!(
+        check.unmeasured_pick.as_deref(),
+        Some(plain.chosen.as_str())
+    );
     let w = warning(&r, "model_unreliable");
     let base_error = (b - b * 0.7) / (b * 0.7) * 100.0;
     assert!(
@@ -785,15 +791,28 @@ fn a_model_that_misses_a_measured_row_is_overruled_by_the_measurements() {
         "{}",
         w.text
     );
-    assert!(w.text.contains(&plain.chosen) && w.text.contains("--verify"), "{}", w.text);
+    assert!(
+        w.text.contains(&plain.chosen) && w.text.contains("--verify"),
+        "{}",
+        w.text
+    );
     assert!(w.rests_on.contains("launch of bf16"), "{}", w.rests_on);
-    assert!(r.summary.contains("Chosen from the measured rows only"), "{}", r.summary);
+    assert!(
+        r.summary.contains("Chosen from the measured rows only"),
+        "{}",
+        r.summary
+    );
     // The answer speaks of the measured figure.
     let answer = r.answer.as_ref().unwrap();
     assert!(answer.measured && (answer.times_sooner - chosen).abs() < 1e-12);
 
     // Every measured row slower than one GPU: one GPU, whatever the model predicted.
-    let r = recommend(&with_measured(&[("base", 0.6), ("bf16", 0.4), ("accum4", 0.7)])).unwrap();
+    let r = recommend(&with_measured(&[
+        ("base", 0.6),
+        ("bf16", 0.4),
+        ("accum4", 0.7),
+    ]))
+    .unwrap();
     assert!(r.use_one_gpu, "{}", r.summary);
     assert!(r.summary.starts_with("Train on one GPU"), "{}", r.summary);
 }
@@ -816,7 +835,10 @@ fn the_first_line_says_how_much_sooner_and_at_what_gpu_time_and_cost() {
     assert!(a.one_gpu_cheaper());
     let pct = (a.gpu_time_ratio() - 1.0) * 100.0;
     for want in [
-        format!("4 GPUs finish the same work {:.2}× sooner than one GPU (predicted)", a.times_sooner),
+        format!(
+            "4 GPUs finish the same work {:.2}× sooner than one GPU (predicted)",
+            a.times_sooner
+        ),
         format!("{pct:.0}% more GPU time per million tokens"),
         "at $0.6600 a GPU-hour".to_string(),
         "use 4 GPUs when wall-clock time matters, not to save money".to_string(),
@@ -852,7 +874,10 @@ fn cpu_ranks_speak_of_cpu_ranks_and_gloo_never_of_gpus() {
     text.extend(r.warnings.iter().map(|x| x.text.clone()));
     text.extend(r.env.iter().cloned());
     for t in &text {
-        assert!(!t.contains("GPU") && !t.to_lowercase().contains("cuda"), "{t}");
+        assert!(
+            !t.contains("GPU") && !t.to_lowercase().contains("cuda"),
+            "{t}"
+        );
     }
     assert!(r.summary.contains("4 CPU ranks"), "{}", r.summary);
     assert!(r.python.contains("backend=\"gloo\""), "{}", r.python);

@@ -321,9 +321,9 @@ impl Gathering<'_> {
         gpus: u32,
         name: &str,
     ) -> Result<(), RunError> {
-        let mut req = self
-            .req
-            .ddp_request(vec![spec.clone()], variants, vec![gpus], budget::STEPS)?;
+        let mut req =
+            self.req
+                .ddp_request(vec![spec.clone()], variants, vec![gpus], budget::STEPS)?;
         let what = format!(
             "recommend's {gpus}-{} launch",
             if self.req.device == RunDevice::Cpu {
@@ -492,7 +492,9 @@ impl Gathering<'_> {
         purpose: &str,
     ) -> Result<ddpcheck_core::report::BenchCollectivesReport, RunError> {
         let what = format!("recommend's all-reduce sweep ({purpose})");
-        let deadline_s = self.deadline_s(&what, 1)?.min(params.deadline.as_secs_f64());
+        let deadline_s = self
+            .deadline_s(&what, 1)?
+            .min(params.deadline.as_secs_f64());
         params.deadline = Duration::from_secs_f64(deadline_s);
         let t0 = Instant::now();
         let ran = self.target.bench_collectives(&params, self.progress);
