@@ -326,8 +326,17 @@ fn quick_runs_and_verify_on_a_simulated_node() {
         assert!(m > 0.0 && (m / p - 1.0).abs() < 0.02, "{c}");
     }
 
-    // --repeats 3: every DDP run launched three times; verify says how far apart they landed.
-    let o = recommend(&["--model", "gpt2-124m", "--verify", "--repeats", "3"]);
+    // --repeats 3: every DDP run launched three times (in a budget that covers three 2-GPU
+    // launches); verify says how far apart they landed.
+    let o = recommend(&[
+        "--model",
+        "gpt2-124m",
+        "--verify",
+        "--repeats",
+        "3",
+        "--budget",
+        "300",
+    ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
     assert!(t.contains("% apart)"), "{t}");
@@ -341,6 +350,8 @@ fn quick_runs_and_verify_on_a_simulated_node() {
         "--verify",
         "--repeats",
         "3",
+        "--budget",
+        "300",
         "--json",
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -578,6 +589,31 @@ fn bad_input_is_a_usage_error() {
             "gpt2-124m",
             "--from",
             "/nonexistent.json",
+        ],
+        // A price is a positive, finite number, refused before anything is measured.
+        vec![
+            "--sim",
+            "h200x2-nvlink+hang",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--price-per-hour=0",
+        ],
+        vec![
+            "--sim",
+            "h200x2-nvlink+hang",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--price-per-hour=-2",
+        ],
+        vec![
+            "--sim",
+            "h200x2-nvlink+hang",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--price-per-hour=inf",
         ],
     ] {
         let o = local(&args);
@@ -918,6 +954,9 @@ fn the_budget_bounds_every_launch_and_sweep() {
         (vec!["--budget", "10"], 1),
         // --quick: the 1-GPU launch and a sweep.
         (vec!["--quick", "--budget", "30"], 1),
+        // Three launches of each: the 2-GPU launch's estimate three times over does not fit
+        // the default 120 s, so the sweep instead.
+        (vec!["--repeats", "3"], 1),
         // --env-ab's sweep counts too.
         (vec!["--quick", "--env-ab", "NCCL_P2P_DISABLE=1"], 2),
     ] {

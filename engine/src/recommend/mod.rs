@@ -384,7 +384,9 @@ impl Gathering<'_> {
         };
         let step_s = compute.seconds() + optimizer_s.unwrap_or(0.0);
         let left_s = self.left_s();
-        match budget::plan_launch(step_s, left_s) {
+        // With --repeats N the launch runs N times, each within its share of what is left.
+        let launches = self.req.repeats.max(1);
+        match budget::plan_launch(step_s, left_s / f64::from(launches)) {
             Some(plan) => {
                 (self.progress)(Progress {
                     stage: "recommend".into(),
@@ -400,8 +402,13 @@ impl Gathering<'_> {
                 self.quick_run(spec, &plan.variants, gpus, &format!("ddp-{gpus}gpu"))
             }
             None => {
+                let times = if launches > 1 {
+                    format!(" × {launches} launches")
+                } else {
+                    String::new()
+                };
                 let skipped = format!(
-                    "no {gpus}-GPU launch: plain DDP and nocomm need about {:.0} s and {:.0} s of the {:.0} s budget were left; predicted from an all-reduce sweep instead",
+                    "no {gpus}-GPU launch: plain DDP and nocomm need about {:.0} s{times} and {:.0} s of the {:.0} s budget were left; predicted from an all-reduce sweep instead",
                     budget::required_s(step_s),
                     left_s.max(0.0),
                     self.req.budget_s
