@@ -28,8 +28,10 @@ pub struct DdpArgs {
     pub sweep: Option<String>,
     /// Variants, comma-separated: base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, joined with '+';
     /// nocomm: no gradient communication at all (N GPUs side by side; an input of `recommend`).
-    #[arg(long, default_value = "base,bf16,accum4,bf16+accum4")]
-    pub variants: String,
+    /// Default: base,bf16,accum4,bf16+accum4; on CPU ranks (gloo, which has no bf16 hook)
+    /// base,fp16,accum4,fp16+accum4.
+    #[arg(long)]
+    pub variants: Option<String>,
     /// GPU counts to run, comma-separated (1 is added: speedup is against one GPU). Default:
     /// 1,2, or 1 on a node of one GPU.
     #[arg(long)]
@@ -133,8 +135,15 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
     if models.is_empty() {
         models.push(ModelSpec::gpt2_124m());
     }
+    let device = a.recipe.device()?;
+    let default_variants = match device {
+        ddpcheck_core::ddp::RunDevice::Cuda => "base,bf16,accum4,bf16+accum4",
+        ddpcheck_core::ddp::RunDevice::Cpu => "base,fp16,accum4,fp16+accum4",
+    };
     let variants = a
         .variants
+        .as_deref()
+        .unwrap_or(default_variants)
         .split(',')
         .map(str::trim)
         .filter(|v| !v.is_empty())
@@ -183,7 +192,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         deadline_s: a.deadline,
         repeats: a.repeats,
         recipe: a.recipe.recipe()?,
-        device: a.recipe.device()?,
+        device,
         plain_reference: a.plain_reference,
     })
 }
@@ -249,6 +258,25 @@ mod tests {
         Wrap::try_parse_from(std::iter::once("bench-ddp").chain(v.iter().copied()))
             .unwrap()
             .a
+    }
+
+    /// gloo has no bf16 hook (the launch fails with 64): CPU ranks default to fp16.
+    #[test]
+    fn cpu_ranks_default_to_variants_gloo_runs() {
+        let names = |v: &[&str]| -> Vec<String> {
+            build_request(&args(v), None)
+                .unwrap()
+                .variants
+                .iter()
+                .map(|x| x.name.clone())
+                .collect()
+        };
+        assert_eq!(names(&[]), ["base", "bf16", "accum4", "bf16+accum4"]);
+        assert_eq!(
+            names(&["--device", "cpu"]),
+            ["base", "fp16", "accum4", "fp16+accum4"]
+        );
+        assert_eq!(names(&["--device", "cpu", "--variants", "base"]), ["base"]);
     }
 
     #[test]

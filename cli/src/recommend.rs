@@ -39,7 +39,8 @@ pub struct RecommendArgs {
     /// GPUs the job will use (default: those of the measured all-reduce).
     #[arg(long)]
     pub gpus: Option<u32>,
-    /// Price of the whole node per hour, for cost per million tokens.
+    /// Price of the whole node per hour (split over its GPUs: the price of a GPU-hour), for the
+    /// money N GPUs and one GPU spend per million tokens or samples. A positive number.
     #[arg(long)]
     pub price_per_hour: Option<f64>,
     /// Efficiency to reach (speedup over the GPU count): the simplest change that reaches it is
@@ -76,10 +77,13 @@ pub struct RecommendArgs {
     /// the exit code is then 1 (WARNING).
     #[arg(long, value_name = "DIR")]
     pub save_runs: Option<PathBuf>,
-    /// Seconds recommend may spend measuring on a node that has not run DDP for this model: a
-    /// 1-GPU launch, then one N-GPU launch of plain DDP (its step and its all-reduces in DDP's
-    /// own process group), the GPUs side by side without communication, and as many likely
-    /// changes as fit. The model is calibrated on the measured plain DDP and predicts the rest.
+    /// Seconds recommend may spend measuring before it recommends: every launch and sweep it
+    /// runs (the 1-GPU launch; on a node that has not run DDP for this model one N-GPU launch of
+    /// plain DDP, its all-reduces in DDP's own process group, the GPUs side by side without
+    /// communication and as many likely changes as fit; else an all-reduce sweep; --env-ab's
+    /// sweep) runs with the budget's end as its deadline and is stopped there. --verify's runs
+    /// come after the recommendation and are not counted. The model is calibrated on the
+    /// measured plain DDP and predicts the rest.
     #[arg(long, default_value_t = DEFAULT_BUDGET_S, value_name = "SECONDS")]
     pub budget: f64,
     /// Measure only an all-reduce sweep and 1-GPU runs (no N-GPU launch): faster, and less
@@ -145,14 +149,27 @@ impl RecommendArgs {
 }
 
 pub fn render(r: &RecommendReport) -> String {
-    let mut s = crate::render::banner(&r.header, "recommend");
+    let mut s = if r.cpu_ranks && r.header.backend == ddpcheck_core::BackendKind::Real {
+        // No driver or CUDA version to name: the ranks ran on the host's CPU.
+        format!(
+            "ddpcheck recommend — host {}, CPU ranks over gloo\n",
+            r.header.provenance.hostname
+        )
+    } else {
+        crate::render::banner(&r.header, "recommend")
+    };
     if r.cpu_ranks {
-        s.push_str("CPU RANKS (gloo): DDP measured on CPU processes, a test of the flow and the model; \"GPUs\" below are CPU ranks, not GPU figures\n");
+        s.push_str("CPU RANKS (gloo): DDP measured on CPU processes, a test of the flow and the model, not GPU figures\n");
     }
     if let Some(own) = &r.own_measurements {
-        s.push_str(&own_measurements(own));
+        s.push_str(&own_measurements(own, r.cpu_ranks));
     }
     s.push_str(&crate::render::recommendation(&r.recommendation));
+    let (gpus, one_gpu) = if r.cpu_ranks {
+        ("CPU ranks", "one CPU rank")
+    } else {
+        ("GPUs", "one GPU")
+    };
     if !r.verify.is_empty() {
         s.push_str("\n--verify: predicted against measured speedup\n");
         for v in &r.verify {
@@ -178,7 +195,7 @@ pub fn render(r: &RecommendReport) -> String {
                 })
                 .unwrap_or_default();
             s.push_str(&format!(
-                "  {:<14} {} GPUs  predicted {:.2}x  measured {:.2}x  error {:+.1}%{spread}{noise}\n",
+                "  {:<14} {} {gpus}  predicted {:.2}x  measured {:.2}x  error {:+.1}%{spread}{noise}\n",
                 v.variant,
                 v.world_size,
                 v.predicted_speedup,
@@ -190,7 +207,7 @@ pub fn render(r: &RecommendReport) -> String {
     if let Some(n) = &r.verify_network {
         let ratio = n.predicted_busbw_gbps / n.measured_busbw_gbps;
         s.push_str(&format!(
-            "  network during these runs ({} run(s) on {} GPUs, all-reduce alone in DDP's process group): {:.2} GB/s busbw at {}, the predictions read {:.2} GB/s: an all-reduce took {ratio:.2}x the time the model assumed\n",
+            "  network during these runs ({} run(s) on {} {gpus}, all-reduce alone in DDP's process group): {:.2} GB/s busbw at {}, the predictions read {:.2} GB/s: an all-reduce took {ratio:.2}x the time the model assumed\n",
             n.runs,
             n.world_size,
             n.measured_busbw_gbps,
@@ -213,7 +230,7 @@ pub fn render(r: &RecommendReport) -> String {
             })
             .collect();
         s.push_str(&format!(
-            "  one GPU during these runs: {}\n",
+            "  {one_gpu} during these runs: {}\n",
             each.join("; ")
         ));
     }
@@ -234,37 +251,45 @@ pub fn render(r: &RecommendReport) -> String {
             "the recommendation measured slower than the baseline: keep the baseline"
         };
         s.push_str(&format!(
-            "  {} against {} on {} GPUs: predicted {:.2}x the throughput, measured {:.2}x{how}: {verdict}\n",
+            "  {} against {} on {} {gpus}: predicted {:.2}x the throughput, measured {:.2}x{how}: {verdict}\n",
             g.variant, g.baseline, g.world_size, g.predicted_ratio, g.measured_ratio
         ));
     }
     s
 }
 
-/// One line: what recommend measured itself, against its budget.
-fn own_measurements(own: &OwnMeasurements) -> String {
-    let launches: Vec<String> = own
-        .launches
-        .iter()
-        .map(|l| {
-            format!(
-                "{} GPU{} ({}) {:.0} s",
-                l.gpus,
-                if l.gpus == 1 { "" } else { "s" },
-                l.variants.join(", "),
-                l.seconds
-            )
-        })
-        .collect();
-    let spent: f64 = own.launches.iter().map(|l| l.seconds).sum();
+/// One line: what recommend measured itself (each launch's variants as they ran, each sweep),
+/// against its budget.
+fn own_measurements(own: &OwnMeasurements, cpu_ranks: bool) -> String {
+    let ranks = |n: u32| {
+        let one = if cpu_ranks { "CPU rank" } else { "GPU" };
+        format!("{n} {one}{}", if n == 1 { "" } else { "s" })
+    };
+    let launches = own.launches.iter().map(|l| {
+        format!(
+            "{} ({}) {:.0} s",
+            ranks(l.gpus),
+            l.variants.join(", "),
+            l.seconds
+        )
+    });
+    let sweeps = own.sweeps.iter().map(|w| {
+        format!(
+            "all-reduce sweep on {} ({}) {:.0} s",
+            ranks(w.gpus),
+            w.purpose,
+            w.seconds
+        )
+    });
+    let all: Vec<String> = launches.chain(sweeps).collect();
     let mut s = format!(
         "measured here: {}; {:.0} s of the {:.0} s budget\n",
-        if launches.is_empty() {
+        if all.is_empty() {
             "nothing".to_string()
         } else {
-            launches.join("; ")
+            all.join("; ")
         },
-        spent,
+        own.spent_s(),
         own.budget_s
     );
     if let Some(why) = &own.skipped {

@@ -326,8 +326,17 @@ fn quick_runs_and_verify_on_a_simulated_node() {
         assert!(m > 0.0 && (m / p - 1.0).abs() < 0.02, "{c}");
     }
 
-    // --repeats 3: every DDP run launched three times; verify says how far apart they landed.
-    let o = recommend(&["--model", "gpt2-124m", "--verify", "--repeats", "3"]);
+    // --repeats 3: every DDP run launched three times (in a budget that covers three 2-GPU
+    // launches); verify says how far apart they landed.
+    let o = recommend(&[
+        "--model",
+        "gpt2-124m",
+        "--verify",
+        "--repeats",
+        "3",
+        "--budget",
+        "300",
+    ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
     assert!(t.contains("% apart)"), "{t}");
@@ -341,6 +350,8 @@ fn quick_runs_and_verify_on_a_simulated_node() {
         "--verify",
         "--repeats",
         "3",
+        "--budget",
+        "300",
         "--json",
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
@@ -369,7 +380,10 @@ fn quick_runs_and_verify_on_a_simulated_node() {
         "{}",
         provenance(&quick)
     );
-    assert!(quick.get("own_measurements").is_none(), "{quick}");
+    // --quick measures too (a 1-GPU launch and a sweep), against the budget.
+    let own = &quick["own_measurements"];
+    assert_eq!(own["launches"].as_array().unwrap().len(), 1, "{quick}");
+    assert_eq!(own["sweeps"][0]["purpose"], "curve", "{quick}");
     // With repeats the quick runs measure 2 GPUs side by side (nocomm) and cite it.
     assert!(t.contains("nocomm at 2 GPUs"), "{t}");
     assert!(!t.contains("side_by_side_unmeasured"), "{t}");
@@ -575,6 +589,31 @@ fn bad_input_is_a_usage_error() {
             "gpt2-124m",
             "--from",
             "/nonexistent.json",
+        ],
+        // A price is a positive, finite number, refused before anything is measured.
+        vec![
+            "--sim",
+            "h200x2-nvlink+hang",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--price-per-hour=0",
+        ],
+        vec![
+            "--sim",
+            "h200x2-nvlink+hang",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--price-per-hour=-2",
+        ],
+        vec![
+            "--sim",
+            "h200x2-nvlink+hang",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+            "--price-per-hour=inf",
         ],
     ] {
         let o = local(&args);
@@ -798,4 +837,163 @@ fn a_launch_that_fails_after_setting_runs_aside_names_them() {
     );
     assert!(err.contains("/nonexistent/python3 not found"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// The rows a recommend report measured at its GPU count, by name.
+fn measured_rows(v: &serde_json::Value) -> Vec<(String, f64)> {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| {
+            let m = r["measured"]["speedup"].as_f64()?;
+            Some((r["variant"].as_str().unwrap().to_string(), m))
+        })
+        .collect()
+}
+
+#[test]
+fn measurements_overrule_a_model_that_misses_them() {
+    // A model that fits: the simulated 2xH200 measures plain DDP and three changes, and the
+    // calibrated model reproduces each within 10%. Its choice stands.
+    let o = recommend_h200(&["--model", "gpt2-124m", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let check = &v["model_check"];
+    assert_eq!(check["reliable"], true, "{check}");
+    assert_eq!(check["rows"].as_array().unwrap().len(), 4, "{check}");
+    assert!(!warning_codes(&v).contains(&"model_unreliable".to_string()));
+
+    // A model that does not: GPU 1 computes at 60% of its speed, which neither the 1-GPU launch
+    // (GPU 0) nor nocomm shows, so every synchronising 2-GPU step is slower than the model,
+    // calibrated on what it can see, predicts.
+    let args = [
+        "--sim",
+        "h200x2-nvlink+slow-gpu",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+    ];
+    let o = local(&[&args[..], &["--json"]].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let check = &v["model_check"];
+    assert_eq!(check["reliable"], false, "{check}");
+    let missed: Vec<&serde_json::Value> = check["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["missed"] == true)
+        .collect();
+    assert!(!missed.is_empty(), "{check}");
+    // No predicted row over a measured one: the best measured row, by its measurement (none
+    // reaches the target on this node).
+    let measured = measured_rows(&v);
+    let chosen = measured
+        .iter()
+        .find(|(name, _)| *name == v["chosen"])
+        .unwrap_or_else(|| panic!("{} is not a measured row: {measured:?}", v["chosen"]));
+    assert!(measured.iter().all(|(_, s)| *s <= chosen.1), "{measured:?}");
+    assert_eq!(v["answer"]["measured"], true, "{}", v["answer"]);
+    // The text says which measured row the model missed, and by how much.
+    let o = local(&args);
+    let t = stdout(&o);
+    let warning = t
+        .lines()
+        .find(|l| l.contains("[model_unreliable]"))
+        .unwrap_or_else(|| panic!("{t}"));
+    for m in &missed {
+        let said = format!(
+            "{} by {:+.0}%",
+            m["variant"].as_str().unwrap(),
+            m["error"].as_f64().unwrap() * 100.0
+        );
+        assert!(warning.contains(&said), "{said}: {warning}");
+    }
+    assert!(t.contains("Chosen from the measured rows only"), "{t}");
+    // The model's own pick, which nobody measured, is what --verify measures.
+    let pick = check["unmeasured_pick"].as_str().unwrap();
+    assert!(
+        warning.contains(pick) && warning.contains("--verify"),
+        "{warning}"
+    );
+    let o = local(&[&args[..], &["--verify", "--json"]].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["verify"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["variant"] == pick),
+        "{}",
+        v["verify"]
+    );
+}
+
+#[test]
+fn the_budget_bounds_every_launch_and_sweep() {
+    // Each kind of measuring recommend does, reported against its budget: the sum of their
+    // wall times stays within it.
+    let spent = |v: &serde_json::Value| {
+        let own = &v["own_measurements"];
+        let sum = |key: &str| {
+            own[key].as_array().map_or(0.0, |a| {
+                a.iter().map(|x| x["seconds"].as_f64().unwrap()).sum()
+            })
+        };
+        (
+            sum("launches") + sum("sweeps"),
+            own["budget_s"].as_f64().unwrap(),
+        )
+    };
+    for (args, sweeps) in [
+        // Measure first, in the default 120 s: the 1-GPU and the 2-GPU launch.
+        (vec![], 0),
+        // Too little for the 2-GPU launch: the 1-GPU launch and the sweep instead.
+        (vec!["--budget", "10"], 1),
+        // --quick: the 1-GPU launch and a sweep.
+        (vec!["--quick", "--budget", "30"], 1),
+        // Three launches of each: the 2-GPU launch's estimate three times over does not fit
+        // the default 120 s, so the sweep instead.
+        (vec!["--repeats", "3"], 1),
+        // --env-ab's sweep counts too.
+        (vec!["--quick", "--env-ab", "NCCL_P2P_DISABLE=1"], 2),
+    ] {
+        let o = recommend_h200(&[&["--model", "gpt2-124m", "--json"][..], &args].concat());
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let (sum, budget) = spent(&v);
+        assert!(sum <= budget, "{args:?}: {sum} s of {budget}");
+        let own = &v["own_measurements"];
+        assert!(
+            !own["launches"].as_array().unwrap().is_empty(),
+            "{args:?}: {own}"
+        );
+        let n = own["sweeps"].as_array().map_or(0, Vec::len);
+        assert_eq!(n, sweeps, "{args:?}: {own}");
+    }
+    // A launch that would run past the budget is stopped at its end: a hung one ends with the
+    // budget, not with the runner's own deadline of 600 s, and says so.
+    let started = Instant::now();
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink+hang",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--budget",
+        "3",
+    ]);
+    assert_eq!(code(&o), 5, "TIMEOUT: {}", stderr(&o));
+    assert!(
+        started.elapsed().as_secs_f64() < 60.0,
+        "{:?}",
+        started.elapsed()
+    );
+    let line = stderr(&o);
+    assert!(
+        line.contains("--budget 3 s") && line.contains("1-GPU launch"),
+        "{line}"
+    );
 }

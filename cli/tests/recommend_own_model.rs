@@ -172,3 +172,60 @@ fn recommend_from_the_h200_reports_of_library_models() {
         assert_eq!(v["compute"]["kind"], "measured", "{model}");
     }
 }
+
+/// CPU ranks by default: one per core, at least two, so two on a 2-core machine (more would
+/// measure the machine's oversubscription and overrun the budget); fp16 where GPUs would run
+/// bf16 (gloo has no bf16 hook); and text, table and snippet that speak of CPU ranks and gloo,
+/// never of GPUs or CUDA. One bounded launch pair of a small MLP.
+#[test]
+fn cpu_ranks_default_to_the_cores_run_fp16_and_say_what_they_are() {
+    if !torch_here() {
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    let args = [
+        "recommend",
+        "--device",
+        "cpu",
+        "--model",
+        "mlp:256,2",
+        "--micro-batch",
+        "32",
+        "--budget",
+        "150",
+    ];
+    let o = local_env(&args, &[("DDPCHECK_PYTHON", PYTHON)]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let t = stdout(&o);
+    let heading = t
+        .lines()
+        .find(|l| l.starts_with("ddpcheck recommend: "))
+        .unwrap_or_else(|| panic!("{t}"));
+    let ranks: usize = heading
+        .rsplit(", ")
+        .next()
+        .and_then(|x| x.strip_suffix(" CPU ranks"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{heading}"));
+    assert!(
+        (2..=cores.max(2)).contains(&ranks),
+        "{ranks} ranks on {cores} cores"
+    );
+    let measured = t.lines().find(|l| l.starts_with("measured here:")).unwrap();
+    assert!(
+        measured.contains("fp16") && !measured.contains("bf16"),
+        "{measured}"
+    );
+    // DDP over gloo, or one rank where DDP does not pay on this machine.
+    assert!(
+        t.contains("backend=\"gloo\"") || t.contains("# one CPU rank: no DDP needed"),
+        "{t}"
+    );
+    // Every line but the CPU figures' own label.
+    for l in t.lines().filter(|l| !l.starts_with("CPU RANKS (gloo)")) {
+        assert!(
+            !l.contains("GPU") && !l.to_lowercase().contains("cuda"),
+            "{l}"
+        );
+    }
+}

@@ -244,16 +244,21 @@ pub fn run(
                     let fabric = Fabric::new(catalog, profile, faults, &env, &gpus);
                     // A repeated launch lands a little apart from the last, as on real nodes
                     // (sim: a deterministic ±0.4% per launch, so the same request gives the same answer).
-                    let step = step_time(&fabric, spec, variant, work, world)
-                        * if repeats > 1 {
-                            1.0 + jitter(&format!(
-                                "launch{launch}/{}/{}/{world}",
-                                spec.name(),
-                                variant.name
-                            ))
-                        } else {
-                            1.0
-                        };
+                    let step = step_time(
+                        &fabric,
+                        spec,
+                        variant,
+                        straggled(work, faults, variant, world),
+                        world,
+                    ) * if repeats > 1 {
+                        1.0 + jitter(&format!(
+                            "launch{launch}/{}/{}/{world}",
+                            spec.name(),
+                            variant.name
+                        ))
+                    } else {
+                        1.0
+                    };
                     // nocomm on N GPUs also times rank 0 alone inside the launch, as the runner
                     // does: the same compute (simulated GPUs do not slow each other), its own jitter.
                     let solo = (variant.nocomm && world > 1).then(|| {
@@ -324,6 +329,22 @@ pub fn run(
     let mut rows = merge_repeats(rows);
     fill_scaling(&mut rows, req.price_per_gpu_hour);
     Ok(rows)
+}
+
+/// `slow-gpu`: a run of two or more GPUs that synchronises waits for GPU 1, so its every
+/// micro-batch takes GPU 1's time. One GPU alone runs on GPU 0, and `nocomm` reports rank 0's
+/// step, which never waits for another rank.
+fn straggled(work: Work, faults: &[Fault], variant: &DdpVariant, world: u32) -> Work {
+    // GPU 1 takes part in every run of two GPUs or more.
+    let waits = faults.contains(&Fault::SlowGpu) && !variant.nocomm && world >= 2;
+    if waits {
+        Work {
+            micro_s: work.micro_s / crate::fault::SLOW_GPU_SPEED,
+            ..work
+        }
+    } else {
+        work
+    }
 }
 
 /// What the runner's all-reduce probe would time before the steps: the profile's own curve

@@ -22,10 +22,11 @@ pub enum Fault {
     NvlinkDown,
     NoFabricManager,
     IdleDownclock,
+    SlowGpu,
 }
 
 /// The fault table: name and one line of help, in the order help texts list them.
-pub const FAULTS: [(Fault, &str, &str); 17] = [
+pub const FAULTS: [(Fault, &str, &str); 18] = [
     (
         Fault::DegradedPcie,
         "degraded-pcie",
@@ -111,6 +112,11 @@ pub const FAULTS: [(Fault, &str, &str); 17] = [
         "idle-downclock",
         "every GPU's PCIe link idles at gen1 (power saving) and trains to its maximum once a collective runs; bandwidth is unaffected",
     ),
+    (
+        Fault::SlowGpu,
+        "slow-gpu",
+        "GPU 1 computes at 60% of its speed (a power or clock cap): every DDP step that synchronises waits for it; one GPU alone (GPU 0), nocomm and collectives do not show it, so no step-time model fed with them predicts it",
+    ),
 ];
 
 /// acs: share of PCIe P2P bandwidth left when peer traffic turns at the root complex (sim
@@ -123,6 +129,9 @@ pub const MIG_GPU: usize = 0;
 /// nvlink-down: the GPU and the links it keeps.
 pub const NVLINK_DOWN_GPU: usize = 1;
 pub const NVLINKS_LEFT: u32 = 12;
+
+/// slow-gpu: the share of GPU 1's compute speed left.
+pub const SLOW_GPU_SPEED: f64 = 0.6;
 
 /// slow-nic: fraction of the normal NIC bandwidth in cluster runs.
 pub const SLOW_NIC_FACTOR: f64 = 0.25;

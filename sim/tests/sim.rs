@@ -92,7 +92,7 @@ fn every_profile_parses_and_labels_itself() {
             "a6000x2-pxb"
         ]
     );
-    assert_eq!(faults().len(), 17);
+    assert_eq!(faults().len(), 18);
     for p in profiles() {
         let b = sim(p);
         assert_eq!(b.kind(), BackendKind::Sim);
@@ -800,4 +800,23 @@ fn host_copy_failures_skip_or_end_the_preflight() {
     // A bad request is the caller's error, not a verdict.
     let b = CopiesFail(sim("h200x2-nvlink"), ProbeError::Invalid("x".into()));
     assert!(preflight::run(&b, &PreflightOptions::default(), &mut |_| {}).is_err());
+}
+
+/// slow-gpu: DDP of two GPUs waits for GPU 1 at 60% of its speed; one GPU alone and nocomm
+/// (rank 0's step) do not show it.
+#[test]
+fn a_slow_gpu_slows_only_the_runs_that_wait_for_it() {
+    let req = ddp_req(&["gpt2-124m"], &["base", "nocomm"], &[1, 2], &[]);
+    let step = |p: &str, v: &str, n: u32| {
+        row(&sim(p).ddp(&req, &mut |_| {}).unwrap(), v, n).step_time_median_s
+    };
+    let (fine, slow) = ("h200x2-nvlink", "h200x2-nvlink+slow-gpu");
+    assert_eq!(step(fine, "base", 1), step(slow, "base", 1));
+    assert_eq!(step(fine, "nocomm", 2), step(slow, "nocomm", 2));
+    assert!(
+        step(slow, "base", 2) > 1.3 * step(fine, "base", 2),
+        "{} against {}",
+        step(slow, "base", 2),
+        step(fine, "base", 2)
+    );
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use ddpcheck_core::ddp::LayoutSummary;
+use ddpcheck_core::ddp::{LayoutSummary, RunDevice};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::recommend::{Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
@@ -65,15 +65,14 @@ fn inputs(r: &Recommendation) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "ddpcheck recommend: {} ({} parameters{}), micro-batch {}, {} GPU{}",
+        "ddpcheck recommend: {} ({} parameters{}), micro-batch {}, {}",
         r.model,
         fmt_count(r.params.to_f64()),
         r.trainable_params
             .map(|t| format!(", {} trainable", fmt_count(t.to_f64())))
             .unwrap_or_default(),
         r.micro_batch,
-        r.gpus,
-        if r.gpus == 1 { "" } else { "s" }
+        ranks(r.device, r.gpus)
     );
     if let Some(l) = &r.layout {
         let _ = writeln!(
@@ -118,7 +117,7 @@ fn table(r: &Recommendation) -> Vec<Vec<String>> {
         header.push("measured".into());
     }
     let mut one = vec![
-        "1 GPU".to_string(),
+        ranks(r.device, 1),
         fmt_s(r.single_gpu.step_s),
         fmt_count(r.single_gpu.throughput),
         "1.00×".into(),
@@ -174,6 +173,15 @@ fn variant_cells(r: &VariantRow, chosen: &str, cost_col: bool, measured_col: boo
         });
     }
     line
+}
+
+/// `2 GPUs`, `1 CPU rank`: what the ranks run on.
+fn ranks(device: RunDevice, n: u32) -> String {
+    let one = match device {
+        RunDevice::Cuda => "GPU",
+        RunDevice::Cpu => "CPU rank",
+    };
+    format!("{n} {one}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Columns padded to their widest cell: the first left-aligned, the others right-aligned, a
@@ -264,6 +272,7 @@ mod tests {
             recipe: Default::default(),
             ddp_own_work: None,
             other_recipe: None,
+            device: Default::default(),
         }
     }
 

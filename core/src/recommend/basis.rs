@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::words::Words;
 use super::{CalibrationInput, CurveSummary, MeasuredBaseline, ModelInput, RecommendInput};
 use crate::ddp::{LayoutSummary, ModelSpec};
 use crate::model::{
@@ -35,6 +36,8 @@ pub(super) struct Basis {
     pub model_cite: String,
     /// The model's tensors and buckets, where its parameter list is known.
     pub layout_summary: Option<LayoutSummary>,
+    /// GPUs or CPU ranks, as the text names them.
+    pub words: Words,
 }
 
 impl Basis {
@@ -87,6 +90,7 @@ impl Basis {
             compute_cite,
             model_cite,
             layout_summary,
+            words: Words::new(input.device),
         })
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendKind;
-use crate::ddp::{beyond_noise, ModelSpec, ParamLayout, Recipe};
+use crate::ddp::{beyond_noise, ModelSpec, ParamLayout, Recipe, RunDevice};
 use crate::model::{Calibration, CrossCheck, LinkCurve, ModelError};
 use crate::num::ToF64;
 use crate::topology::LinkClass;
@@ -274,6 +274,10 @@ pub struct RecommendInput {
     /// Saved runs of this model that ran another recipe and were set aside, said in one line.
     #[serde(default)]
     pub other_recipe: Option<String>,
+    /// What the ranks run on: GPUs, or CPU ranks over gloo (`--device cpu`), whose variants
+    /// use the fp16 hook where GPUs would use bf16 and whose text never speaks of GPUs.
+    #[serde(default)]
+    pub device: RunDevice,
 }
 
 /// A 1-GPU run's step in DDP against the same model without DDP in the same launch
@@ -343,8 +347,8 @@ pub(super) fn validate(input: &RecommendInput) -> Result<(), ModelError> {
         ));
     }
     if let Some(p) = input.price_per_hour {
-        if !(p.is_finite() && p >= 0.0) {
-            return bad(format!("price per hour {p} must be zero or positive"));
+        if !(p.is_finite() && p > 0.0) {
+            return bad(format!("price per hour {p} must be a positive number"));
         }
     }
     if let ComputeSource::Estimated { flops, tflops } = &input.compute {

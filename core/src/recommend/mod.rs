@@ -9,24 +9,37 @@
 //! is named and the output says the target is out of reach; if even that is slower than one GPU,
 //! the recommendation is one GPU.
 //!
+//! Measurements overrule the model: where the calibrated model misses a speedup the node
+//! measured at the job's GPU count by more than 10%, its predictions for the node are marked
+//! unreliable (`model_check`), the choice is made among the measured rows only, and the
+//! `model_unreliable` warning says which row it missed and by how much.
+//!
 //! Parts: [`input`] (what it reads), `basis` (the step inputs and citations everything rests
-//! on), `choice` (the variants' predictions and the choice), `reasons`, `warnings` and
-//! `snippet` (Python and environment lines). Text layout is the CLI's.
+//! on), `choice` (the variants' predictions, the model's check against the measured rows and
+//! the choice), `answer` (the choice in the user's terms: how much sooner, at what device time
+//! and money per million units), `reasons`, `warnings`, `snippet` (Python and environment
+//! lines) and `words` (GPUs or CPU ranks). Text layout is the CLI's.
 
+mod answer;
 mod basis;
 mod choice;
 mod input;
 mod reasons;
 mod snippet;
 mod warnings;
+mod words;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ddp::CommHook;
 use crate::ddp::LayoutSummary;
+use crate::ddp::{CommHook, RunDevice};
 use crate::model::{ModelError, Overheads, Prediction};
 
-pub use choice::{pick, variant_name, Pick, CHANGE_ORDER};
+pub use answer::Answer;
+pub use choice::{
+    pick, variant_name, variant_name_on, CheckedRow, ModelCheck, Pick, CHANGE_ORDER,
+    MODEL_TOLERANCE,
+};
 pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, DdpOwnWork, EnvAb,
     MeasuredBaseline, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
@@ -50,7 +63,7 @@ pub struct Warning {
     /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
     /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`,
     /// `side_by_side_unmeasured`, `measured_below_prediction`, `network_moved`, `ddp_own_work`,
-    /// `other_recipe`.
+    /// `other_recipe`, `model_unreliable`.
     pub code: String,
     pub text: String,
     pub rests_on: String,
@@ -125,6 +138,16 @@ pub struct Recommendation {
     pub chosen_accum: u32,
     pub reaches_target: bool,
     pub use_one_gpu: bool,
+    /// The choice in the user's terms: how many times sooner N GPUs finish than one, and the
+    /// device time (and money) per million units against one GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Answer>,
+    /// The rows the node measured at the job's GPU count against the calibrated model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_check: Option<ModelCheck>,
+    /// GPUs, or CPU ranks over gloo.
+    #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
+    pub device: RunDevice,
     pub summary: String,
     pub reasons: Vec<Reason>,
     pub warnings: Vec<Warning>,
@@ -164,13 +187,22 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
         overheads: basis.base.overheads,
         backward_fraction: basis.base.backward_fraction,
         overheads_source: basis.overheads_source,
-        python: snippet::python_for(choice.use_one_gpu, chosen_hook, chosen_accum, &input.recipe),
+        python: snippet::python_for(
+            choice.use_one_gpu,
+            chosen_hook,
+            chosen_accum,
+            &input.recipe,
+            input.device,
+        ),
         env: snippet::env_lines(input),
         chosen,
         chosen_hook,
         chosen_accum,
         reaches_target: choice.reaches_target,
         use_one_gpu: choice.use_one_gpu,
+        answer: choice.answer,
+        model_check: choice.model_check,
+        device: input.device,
         single_gpu: choice.single,
         rows: choice.rows,
         summary,

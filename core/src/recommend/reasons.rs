@@ -16,11 +16,13 @@ pub(super) fn reasons(
     basis: &Basis,
     choice: &Choice,
 ) -> Result<Vec<Reason>, ModelError> {
+    let w = &basis.words;
     let mut reasons = vec![Reason {
         text: format!(
-            "One micro-batch of {} takes {} on one GPU ({} {}).",
+            "One micro-batch of {} takes {} on {} ({} {}).",
             input.model.name(),
             fmt_s(basis.compute_s),
+            w.one(),
             fmt_count(basis.units),
             basis.unit_word
         ),
@@ -28,20 +30,23 @@ pub(super) fn reasons(
     }];
     if input.gpus == 1 {
         reasons.push(Reason {
-            text: "One GPU: there are no gradients to communicate.".into(),
+            text: format!(
+                "One {}: there are no gradients to communicate.",
+                w.one_unit()
+            ),
             rests_on: "--gpus 1".into(),
         });
         return Ok(reasons);
     }
     reasons.push(plain_ddp(input.gpus, basis, choice.baseline()));
     if let Some(sbs) = &input.side_by_side {
-        reasons.push(side_by_side(input.gpus, sbs));
+        reasons.push(side_by_side(input.gpus, basis, sbs));
     }
     reasons.push(overheads(basis));
     reasons.extend(hook(input, basis, choice.chosen())?);
     reasons.extend(accumulation(basis, choice));
     reasons.extend(cost(input, basis, choice));
-    reasons.extend(measured(input.gpus, &choice.rows));
+    reasons.extend(measured(input.gpus, basis, &choice.rows));
     reasons.extend(env_ab(input, basis));
     Ok(reasons)
 }
@@ -51,12 +56,13 @@ fn plain_ddp(n: u32, basis: &Basis, baseline: &VariantRow) -> Reason {
     let bp = &baseline.prediction;
     Reason {
         text: format!(
-            "Plain DDP all-reduces {} of fp32 gradients per step in {} buckets: {} of communication on this link, {} of it after the backward pass ends; {:.2}× on {n} GPUs ({:.0}% efficiency).",
+            "Plain DDP all-reduces {} of fp32 gradients per step in {} buckets: {} of communication on this link, {} of it after the backward pass ends; {:.2}× on {} ({:.0}% efficiency).",
             fmt_bytes(bp.wire_bytes),
             bp.buckets,
             fmt_s(bp.comm_s),
             fmt_s(bp.exposed_comm_s),
             bp.speedup,
+            basis.words.n(n),
             bp.efficiency * 100.0
         ),
         rests_on: basis.curve_cite.clone(),
@@ -64,18 +70,19 @@ fn plain_ddp(n: u32, basis: &Basis, baseline: &VariantRow) -> Reason {
 }
 
 /// How much N processes side by side slowed each other, and whether that counts.
-fn side_by_side(n: u32, sbs: &SideBySideInput) -> Reason {
+fn side_by_side(n: u32, basis: &Basis, sbs: &SideBySideInput) -> Reason {
     let pct = (sbs.measured_ratio - 1.0) * 100.0;
+    let (one, ranks) = (basis.words.one(), basis.words.n(n));
     let alone = if sbs.within_launch {
-        "one GPU alone in the same launches"
+        format!("{one} alone in the same launches")
     } else {
-        "one GPU alone"
+        format!("{one} alone")
     };
     let measured = if pct.abs() < 0.5 {
-        format!("{n} GPUs side by side, with no communication, ran a step as fast as {alone}")
+        format!("{ranks} side by side, with no communication, ran a step as fast as {alone}")
     } else {
         format!(
-            "{n} GPUs side by side, with no communication, ran a step {:.0}% {} than {alone}",
+            "{ranks} side by side, with no communication, ran a step {:.0}% {} than {alone}",
             pct.abs(),
             if pct > 0.0 { "slower" } else { "faster" }
         )
@@ -173,10 +180,12 @@ fn hook(
     };
     reasons.push(Reason {
         text: format!(
-            "The hook itself costs {} a step on one GPU (its host work and casts). DDP pays it bucket by bucket as the backward hands them over, so {hidden}: it adds {} to the {}-GPU step.",
+            "The hook itself costs {} a step on {} (its host work and casts). DDP pays it bucket by bucket as the backward hands them over, so {hidden}: it adds {} to the {}-{} step.",
             fmt_s(h),
+            basis.words.one(),
             fmt_s(added),
-            input.gpus
+            input.gpus,
+            basis.words.one_unit()
         ),
         rests_on: input
             .hook_rests_on
@@ -207,9 +216,10 @@ fn cost(input: &RecommendInput, basis: &Basis, choice: &Choice) -> Option<Reason
     let chosen = choice.chosen();
     let (c1, cn) = (choice.single.cost_per_million?, chosen.cost_per_million?);
     let unit_one = basis.unit_one;
+    let (one, ranks) = (basis.words.one(), basis.words.n(n));
     let text = if c1 < cn {
         format!(
-            "Per {unit_one}, one GPU is cheaper: {} against {} per million on {n} GPUs ({:+.0}%). {n} GPUs buy wall-clock time ({:.2}× faster), not savings.",
+            "Per {unit_one}, {one} is cheaper: {} against {} per million on {ranks} ({:+.0}%). {ranks} buy wall-clock time ({:.2}× faster), not savings.",
             fmt_money(c1),
             fmt_money(cn),
             (cn / c1 - 1.0) * 100.0,
@@ -217,7 +227,7 @@ fn cost(input: &RecommendInput, basis: &Basis, choice: &Choice) -> Option<Reason
         )
     } else {
         format!(
-            "Per {unit_one}, {n} GPUs cost no more than one: {} against {} per million.",
+            "Per {unit_one}, {ranks} cost no more than one: {} against {} per million.",
             fmt_money(cn),
             fmt_money(c1)
         )
@@ -225,16 +235,16 @@ fn cost(input: &RecommendInput, basis: &Basis, choice: &Choice) -> Option<Reason
     Some(Reason {
         text,
         rests_on: format!(
-            "price ${:.2}/h for {} GPUs; {}",
+            "price ${:.2}/h for {}; {}",
             input.price_per_hour.unwrap_or(0.0),
-            input.node_gpus,
+            basis.words.n(input.node_gpus),
             basis.model_cite
         ),
     })
 }
 
 /// The speedups the node measured, each against its prediction and the measurement's noise.
-fn measured(n: u32, rows: &[VariantRow]) -> Option<Reason> {
+fn measured(n: u32, basis: &Basis, rows: &[VariantRow]) -> Option<Reason> {
     let measured: Vec<(&VariantRow, &MeasuredSpeedup)> = rows
         .iter()
         .filter_map(|r| Some((r, r.measured.as_ref()?)))
@@ -264,7 +274,11 @@ fn measured(n: u32, rows: &[VariantRow]) -> Option<Reason> {
     let mut cites: Vec<&str> = measured.iter().map(|(_, m)| m.rests_on.as_str()).collect();
     cites.dedup();
     Some(Reason {
-        text: format!("Measured on this node at {n} GPUs: {}.", parts.join("; ")),
+        text: format!(
+            "Measured on this node at {}: {}.",
+            basis.words.n(n),
+            parts.join("; ")
+        ),
         rests_on: cites.join("; "),
     })
 }

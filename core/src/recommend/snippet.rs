@@ -5,14 +5,20 @@ use std::fmt::Write as _;
 
 use super::warnings::{disabled_nvlink_transports, p2p_forced};
 use super::RecommendInput;
-use crate::ddp::{Amp, CommHook, Recipe};
+use crate::ddp::{Amp, CommHook, Recipe, RunDevice};
 
-/// The Python for the recommendation: none on one GPU.
-pub(super) fn python_for(use_one_gpu: bool, hook: CommHook, accum: u32, recipe: &Recipe) -> String {
-    if use_one_gpu {
-        "# one GPU: no DDP needed\n".to_string()
-    } else {
-        python_snippet_for(hook, accum, recipe)
+/// The Python for the recommendation: none on one GPU (or one CPU rank).
+pub(super) fn python_for(
+    use_one_gpu: bool,
+    hook: CommHook,
+    accum: u32,
+    recipe: &Recipe,
+    device: RunDevice,
+) -> String {
+    match (use_one_gpu, device) {
+        (true, RunDevice::Cuda) => "# one GPU: no DDP needed\n".to_string(),
+        (true, RunDevice::Cpu) => "# one CPU rank: no DDP needed\n".to_string(),
+        (false, device) => python_snippet_on(hook, accum, recipe, device),
     }
 }
 
@@ -24,9 +30,18 @@ pub fn python_snippet(hook: CommHook, accum: u32) -> String {
 /// [`python_snippet`] with the user's DDP options (as measured) in the constructor, and fp16
 /// autocast's gradient scaler where the recipe uses it.
 fn python_snippet_for(hook: CommHook, accum: u32, recipe: &Recipe) -> String {
+    python_snippet_on(hook, accum, recipe, RunDevice::Cuda)
+}
+
+/// The snippet for GPUs over NCCL, or for CPU ranks over gloo (no device ids, no CUDA).
+fn python_snippet_on(hook: CommHook, accum: u32, recipe: &Recipe, device: RunDevice) -> String {
     let k = accum.max(1);
+    let cpu = device == RunDevice::Cpu;
     let mut s = String::new();
     s.push_str("import contextlib\n");
+    if cpu {
+        s.push_str("import torch.distributed as dist\n");
+    }
     if matches!(hook, CommHook::Fp16 | CommHook::Bf16) {
         s.push_str("from torch.distributed.algorithms.ddp_comm_hooks import default_hooks\n");
     }
@@ -36,13 +51,24 @@ fn python_snippet_for(hook: CommHook, accum: u32, recipe: &Recipe) -> String {
         );
     }
     s.push_str("from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
-    let mut kwargs = vec!["device_ids=[local_rank]".to_string()];
+    if cpu {
+        s.push_str("dist.init_process_group(backend=\"gloo\")  # CPU ranks: gloo\n");
+    }
+    // CPU ranks take no device ids: the module stays where it is.
+    let mut kwargs = if cpu {
+        Vec::new()
+    } else {
+        vec!["device_ids=[local_rank]".to_string()]
+    };
     kwargs.extend(recipe.ddp_kwargs());
     if recipe.gradient_as_bucket_view {
         kwargs.push("gradient_as_bucket_view=True".into());
     }
-    let _ = writeln!(s, "ddp = DDP(model, {})", kwargs.join(", "));
-    if recipe.amp == Amp::Fp16 {
+    let args = std::iter::once("model".to_string())
+        .chain(kwargs)
+        .collect::<Vec<_>>();
+    let _ = writeln!(s, "ddp = DDP({})", args.join(", "));
+    if recipe.amp == Amp::Fp16 && !cpu {
         s.push_str("# fp16 autocast, as measured: scale the loss (scaler = torch.amp.GradScaler(\"cuda\"); scaler.scale(loss).backward(); scaler.step(opt); scaler.update())\n");
     }
     match hook {
@@ -82,6 +108,9 @@ fn python_snippet_for(hook: CommHook, accum: u32, recipe: &Recipe) -> String {
 /// Shell lines for the NCCL environment: unset what fights the node's links, export what an
 /// environment A/B measured faster; a comment when nothing changes.
 pub(super) fn env_lines(input: &RecommendInput) -> Vec<String> {
+    if input.device == RunDevice::Cpu {
+        return vec!["# CPU ranks over gloo: no NCCL environment to set".into()];
+    }
     let mut env = Vec::new();
     if let Some(link) = input.worst_link {
         if !link.is_nvlink() && link.crosses_host_bridge() && p2p_forced(input, link) {
@@ -142,6 +171,27 @@ mod tests {
         assert_eq!(
             ddp_line(&recipe),
             "ddp = DDP(model, device_ids=[local_rank], static_graph=True, broadcast_buffers=False, gradient_as_bucket_view=True)"
+        );
+    }
+
+    /// CPU ranks: gloo, no device ids, nothing of CUDA.
+    #[test]
+    fn the_cpu_snippet_runs_on_gloo_without_cuda() {
+        let s = python_snippet_on(CommHook::Fp16, 4, &Recipe::default(), RunDevice::Cpu);
+        assert!(
+            s.contains("dist.init_process_group(backend=\"gloo\")"),
+            "{s}"
+        );
+        assert!(
+            s.contains("ddp = DDP(model, gradient_as_bucket_view=True)"),
+            "{s}"
+        );
+        for cuda in ["device_ids", "cuda", "local_rank", "nccl"] {
+            assert!(!s.to_lowercase().contains(cuda), "{cuda}: {s}");
+        }
+        assert!(
+            python_for(true, CommHook::None, 1, &Recipe::default(), RunDevice::Cpu)
+                .contains("one CPU rank")
         );
     }
 }

@@ -51,6 +51,7 @@ fn a6000_input() -> RecommendInput {
         recipe: Default::default(),
         ddp_own_work: None,
         other_recipe: None,
+        device: Default::default(),
     }
 }
 
@@ -699,4 +700,190 @@ fn ddp_own_work_at_one_gpu_turns_the_chosen_speedup_into_one_against_one_gpu_wit
     assert_eq!(w.rests_on, "1-GPU base run of the test");
     // Nothing else moves: the prediction is against one GPU in DDP, as measured.
     assert_eq!(r.chosen, without.chosen);
+}
+
+/// The a6000 input with these speedups measured at its 4 GPUs, one launch each.
+fn with_measured(speedups: &[(&str, f64)]) -> RecommendInput {
+    let mut input = a6000_input();
+    input.measured = speedups
+        .iter()
+        .map(|&(variant, speedup)| MeasuredSpeedup {
+            variant: variant.into(),
+            speedup,
+            uncertainty: None,
+            noise_bound: None,
+            rests_on: format!("launch of {variant}"),
+        })
+        .collect();
+    input
+}
+
+fn predicted(r: &Recommendation, name: &str) -> f64 {
+    r.rows
+        .iter()
+        .find(|x| x.variant == name)
+        .unwrap()
+        .prediction
+        .speedup
+}
+
+#[test]
+fn a_model_that_reproduces_the_measured_rows_keeps_its_choice() {
+    let plain = recommend(&a6000_input()).unwrap();
+    assert!(
+        plain.model_check.is_none(),
+        "nothing measured, nothing checked"
+    );
+    // Each measured row within 10% of its prediction, one either way.
+    let (b, h) = (predicted(&plain, "base"), predicted(&plain, "bf16"));
+    let r = recommend(&with_measured(&[("base", b * 0.95), ("bf16", h * 1.08)])).unwrap();
+    let check = r.model_check.as_ref().unwrap();
+    assert!(check.reliable, "{check:?}");
+    assert_eq!(check.rows.len(), 2);
+    assert!(check.unmeasured_pick.is_none());
+    assert_eq!(r.chosen, plain.chosen, "the model's choice stands");
+    assert!(!codes(&r).contains(&"model_unreliable"));
+}
+
+#[test]
+fn a_model_that_misses_a_measured_row_is_overruled_by_the_measurements() {
+    let plain = recommend(&a6000_input()).unwrap();
+    // The model predicts a predicted row (bf16 with accumulation); the node measured three
+    // rows far below their predictions (as CPU ranks did against their calibrated model).
+    assert!(plain.chosen.contains("accum"), "{}", plain.chosen);
+    let (b, h, a) = (
+        predicted(&plain, "base"),
+        predicted(&plain, "bf16"),
+        predicted(&plain, "accum4"),
+    );
+    let r = recommend(&with_measured(&[
+        ("base", b * 0.7),
+        ("bf16", h * 0.5),
+        ("accum4", a * 0.6),
+    ]))
+    .unwrap();
+    let check = r.model_check.as_ref().unwrap();
+    assert!(!check.reliable);
+    let missed: Vec<&str> = check.misses().map(|m| m.variant.as_str()).collect();
+    assert_eq!(missed, ["base", "bf16", "accum4"]);
+    // No predicted row over a measured one: the best measured row, by its measurement.
+    let measured = |v: &str| {
+        r.rows
+            .iter()
+            .find(|x| x.variant == v)
+            .and_then(|x| x.measured.as_ref())
+            .map(|m| m.speedup)
+    };
+    let chosen = measured(&r.chosen).expect("the chosen row is a measured one");
+    for v in ["base", "bf16", "accum4"] {
+        assert!(chosen >= measured(v).unwrap(), "{v}");
+    }
+    // The text says which rows it missed and by how much, and the run that settles the
+    // model's own pick, which nobody measured.
+    assert_eq!(
+        check.unmeasured_pick.as_deref(),
+        Some(plain.chosen.as_str())
+    );
+    let w = warning(&r, "model_unreliable");
+    let base_error = (b - b * 0.7) / (b * 0.7) * 100.0;
+    assert!(
+        w.text.contains(&format!("base by {base_error:+.0}%")),
+        "{}",
+        w.text
+    );
+    assert!(
+        w.text.contains(&plain.chosen) && w.text.contains("--verify"),
+        "{}",
+        w.text
+    );
+    assert!(w.rests_on.contains("launch of bf16"), "{}", w.rests_on);
+    assert!(
+        r.summary.contains("Chosen from the measured rows only"),
+        "{}",
+        r.summary
+    );
+    // The answer speaks of the measured figure.
+    let answer = r.answer.as_ref().unwrap();
+    assert!(answer.measured && (answer.times_sooner - chosen).abs() < 1e-12);
+
+    // Every measured row slower than one GPU: one GPU, whatever the model predicted.
+    let r = recommend(&with_measured(&[
+        ("base", 0.6),
+        ("bf16", 0.4),
+        ("accum4", 0.7),
+    ]))
+    .unwrap();
+    assert!(r.use_one_gpu, "{}", r.summary);
+    assert!(r.summary.starts_with("Train on one GPU"), "{}", r.summary);
+}
+
+#[test]
+fn the_first_line_says_how_much_sooner_and_at_what_gpu_time_and_cost() {
+    let r = recommend(&a6000_input()).unwrap();
+    let a = r.answer.as_ref().unwrap();
+    let row = r.rows.iter().find(|x| x.variant == r.chosen).unwrap();
+    assert!(!a.measured);
+    assert_eq!(a.times_sooner, row.prediction.speedup);
+    // N GPUs spend N / speedup times one GPU's device time on the same tokens.
+    assert!((a.gpu_time_ratio() - 4.0 / a.times_sooner).abs() < 1e-9);
+    // The node's $2.64/h is split over its 4 GPUs; money follows GPU time.
+    assert_eq!(a.price_per_gpu_hour, Some(0.66));
+    let cost = a.cost_per_million.unwrap();
+    assert!((cost - 0.66 * a.gpu_seconds_per_million / 3600.0).abs() < 1e-12);
+    assert!((cost - row.cost_per_million.unwrap()).abs() / cost < 1e-9);
+    // Below 100% efficiency one GPU is cheaper per token: said, with when N GPUs pay.
+    assert!(a.one_gpu_cheaper());
+    let pct = (a.gpu_time_ratio() - 1.0) * 100.0;
+    for want in [
+        format!(
+            "4 GPUs finish the same work {:.2}× sooner than one GPU (predicted)",
+            a.times_sooner
+        ),
+        format!("{pct:.0}% more GPU time per million tokens"),
+        "at $0.6600 a GPU-hour".to_string(),
+        "use 4 GPUs when wall-clock time matters, not to save money".to_string(),
+    ] {
+        assert!(r.summary.contains(&want), "{want}: {}", r.summary);
+    }
+    // Without a price, GPU time alone; the JSON keeps the answer.
+    let mut input = a6000_input();
+    input.price_per_hour = None;
+    let r = recommend(&input).unwrap();
+    assert!(!r.summary.contains('$'), "{}", r.summary);
+    let back: Recommendation = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(back.answer.unwrap().gpus, 4);
+    // A price that is no positive number is refused.
+    for bad in [0.0, -1.0, f64::INFINITY, f64::NAN] {
+        input.price_per_hour = Some(bad);
+        assert!(recommend(&input).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn cpu_ranks_speak_of_cpu_ranks_and_gloo_never_of_gpus() {
+    let mut input = a6000_input();
+    input.device = crate::ddp::RunDevice::Cpu;
+    input.worst_link = None;
+    let r = recommend(&input).unwrap();
+    let names: Vec<&str> = r.rows.iter().map(|x| x.variant.as_str()).collect();
+    assert!(names.iter().all(|n| !n.contains("bf16")), "{names:?}");
+    assert!(names.contains(&"fp16+accum4"), "{names:?}");
+    assert_ne!(r.chosen_hook, CommHook::Bf16);
+    let mut text = vec![r.summary.clone(), r.python.clone()];
+    text.extend(r.reasons.iter().map(|x| x.text.clone()));
+    text.extend(r.warnings.iter().map(|x| x.text.clone()));
+    text.extend(r.env.iter().cloned());
+    for t in &text {
+        assert!(
+            !t.contains("GPU") && !t.to_lowercase().contains("cuda"),
+            "{t}"
+        );
+    }
+    assert!(r.summary.contains("4 CPU ranks"), "{}", r.summary);
+    assert!(r.python.contains("backend=\"gloo\""), "{}", r.python);
+    // A measured fp16 + accumulation row of CPU ranks has its row there.
+    assert_eq!(
+        variant_name_on(crate::ddp::RunDevice::Cpu, CommHook::Fp16, 4),
+        Some("fp16+accum4")
+    );
 }

@@ -27,21 +27,26 @@ pub(super) fn warnings(
     choice: &Choice,
 ) -> Result<Vec<Warning>, ModelError> {
     let mut warnings = Vec::new();
-    if let Some(link) = input.worst_link {
+    warnings.extend(model_unreliable(input, basis, choice));
+    // CPU ranks have no GPU links, NCCL transports or GPU memory to warn about.
+    let gpus = !basis.words.is_cpu();
+    if let Some(link) = input.worst_link.filter(|_| gpus) {
         warnings.extend(p2p_forced_across_host_bridge(input, basis, link));
         warnings.extend(nvlink_transport_disabled(input, basis, link));
     }
     if input.gpus > 1 {
         warnings.extend(one_gpu_faster(input.gpus, basis, choice));
-        warnings.extend(accumulation_changes_batch(input, choice));
+        warnings.extend(accumulation_changes_batch(input, basis, choice));
         warnings.push(bucket_cap_mb(input, basis, choice)?);
-        warnings.push(fsdp(input));
+        if gpus {
+            warnings.push(fsdp(input));
+        }
         warnings.extend(curve_other_world_size(input, basis));
     }
     warnings.extend(side_by_side_unmeasured(input, basis));
     warnings.extend(network_moved(input, basis));
     warnings.extend(measured_below_prediction(input.gpus, choice));
-    warnings.extend(ddp_own_work(input, choice));
+    warnings.extend(ddp_own_work(input, basis, choice));
     warnings.extend(other_recipe(input));
     if let ComputeSource::Estimated { .. } = input.compute {
         warnings.push(Warning {
@@ -152,6 +157,49 @@ fn nvlink_transport_disabled(
     })
 }
 
+/// The calibrated model missed a row the node measured: its predictions for this node are
+/// unreliable, the choice rests on the measured rows, and a `--verify` run settles the row the
+/// model would have chosen where nobody measured it.
+fn model_unreliable(input: &RecommendInput, basis: &Basis, choice: &Choice) -> Option<Warning> {
+    let check = choice.model_check.as_ref().filter(|c| !c.reliable)?;
+    let n = basis.words.n(input.gpus);
+    let missed: Vec<String> = check
+        .misses()
+        .map(|m| {
+            format!(
+                "{} by {:+.0}% (predicted {:.2}×, measured {:.2}×)",
+                m.variant,
+                m.error * 100.0,
+                m.predicted_speedup,
+                m.measured_speedup
+            )
+        })
+        .collect();
+    let then = match &check.unmeasured_pick {
+        Some(v) => format!(
+            " The model's own pick, {v}, was not measured here: `ddpcheck recommend --verify` (same flags) measures it beside the measured choice."
+        ),
+        None => " The recommendation rests on the measured rows.".to_string(),
+    };
+    let mut cites: Vec<&str> = choice
+        .rows
+        .iter()
+        .filter(|r| check.misses().any(|m| m.variant == r.variant))
+        .filter_map(|r| Some(r.measured.as_ref()?.rests_on.as_str()))
+        .collect();
+    cites.sort_unstable();
+    cites.dedup();
+    Some(Warning {
+        code: "model_unreliable".into(),
+        text: format!(
+            "The step-time model, calibrated on this node, misses what it measured at {n}: {}. Beyond {:.0}%, its predictions here are unreliable: no predicted row is recommended over a measured one.{then}",
+            missed.join("; "),
+            check.tolerance * 100.0
+        ),
+        rests_on: format!("{}; {}", cites.join("; "), basis.overheads_source),
+    })
+}
+
 /// The variants slower on N GPUs than on one.
 fn one_gpu_faster(n: u32, basis: &Basis, choice: &Choice) -> Option<Warning> {
     let slower: Vec<String> = choice
@@ -162,7 +210,11 @@ fn one_gpu_faster(n: u32, basis: &Basis, choice: &Choice) -> Option<Warning> {
         .collect();
     (!slower.is_empty()).then(|| Warning {
         code: "one_gpu_faster".into(),
-        text: format!("One GPU is faster than {n} with {}.", slower.join(", ")),
+        text: format!(
+            "One {} is faster than {n} with {}.",
+            basis.words.one_unit(),
+            slower.join(", ")
+        ),
         rests_on: format!("{}; {}", basis.model_cite, basis.curve_cite),
     })
 }
@@ -171,22 +223,22 @@ fn one_gpu_faster(n: u32, basis: &Basis, choice: &Choice) -> Option<Warning> {
 /// Where a 1-GPU run timed the model without DDP: the speedups are against one GPU in DDP, which
 /// nobody trains with; against one GPU without DDP each is DDP's own work at one GPU lower (1–19%
 /// on one H200, docs/results/2026-12-02-h200-ddp-own-work.md).
-fn ddp_own_work(input: &RecommendInput, choice: &Choice) -> Option<Warning> {
+fn ddp_own_work(input: &RecommendInput, basis: &Basis, choice: &Choice) -> Option<Warning> {
     let own = input.ddp_own_work.as_ref()?;
     if input.gpus < 2 || own.ratio.is_nan() || own.ratio <= 0.0 {
         return None;
     }
-    let row = choice.chosen();
+    let (row, one) = (choice.chosen(), basis.words.one());
     Some(Warning {
         code: "ddp_own_work".into(),
         text: format!(
-            "DDP's own work at one GPU is {:+.1}% of a step (the median of its rounds' ratios; medians {:.2} ms in DDP, {:.2} ms without, in one launch). The speedups here are against one GPU in DDP; against training on one GPU without DDP divide them by {:.3}: {} at {} GPUs is then x{:.2}, not x{:.2}.",
+            "DDP's own work at {one} is {:+.1}% of a step (the median of its rounds' ratios; medians {:.2} ms in DDP, {:.2} ms without, in one launch). The speedups here are against {one} in DDP; against training on {one} without DDP divide them by {:.3}: {} at {} is then x{:.2}, not x{:.2}.",
             (own.ratio - 1.0) * 100.0,
             own.ddp_step_s * 1e3,
             own.plain_step_s * 1e3,
             own.ratio,
             row.variant,
-            input.gpus,
+            basis.words.n(input.gpus),
             row.prediction.speedup / own.ratio,
             row.prediction.speedup
         ),
@@ -208,15 +260,20 @@ fn other_recipe(input: &RecommendInput) -> Option<Warning> {
     })
 }
 
-fn accumulation_changes_batch(input: &RecommendInput, choice: &Choice) -> Option<Warning> {
+fn accumulation_changes_batch(
+    input: &RecommendInput,
+    basis: &Basis,
+    choice: &Choice,
+) -> Option<Warning> {
     let accum = choice.chosen().accum;
     let per_gpu = u64::from(input.micro_batch) * u64::from(accum);
     (accum > 1).then(|| Warning {
         code: "accumulation_changes_batch".into(),
         text: format!(
-            "Accumulation {accum} makes the effective batch {per_gpu} per GPU ({} over {} GPUs): retune the learning rate (and warm-up) before comparing runs.",
+            "Accumulation {accum} makes the effective batch {per_gpu} per {} ({} over {}): retune the learning rate (and warm-up) before comparing runs.",
+            basis.words.one_unit(),
             per_gpu * u64::from(input.gpus),
-            input.gpus
+            basis.words.n(input.gpus)
         ),
         rests_on: format!("micro-batch {} × accumulation {accum}", input.micro_batch),
     })
@@ -313,7 +370,9 @@ fn curve_other_world_size(input: &RecommendInput, basis: &Basis) -> Option<Warni
     (ranks != n).then(|| Warning {
         code: "curve_other_world_size".into(),
         text: format!(
-            "The all-reduce curve was measured on {ranks} ranks; for {n} GPUs its bandwidth part was rescaled by the ring factor. Measure on {n} GPUs for a firmer number."
+            "The all-reduce curve was measured on {ranks} ranks; for {} its bandwidth part was rescaled by the ring factor. Measure on {} for a firmer number.",
+            basis.words.n(n),
+            basis.words.n(n)
         ),
         rests_on: basis.curve_cite.clone(),
     })
@@ -326,10 +385,13 @@ fn side_by_side_unmeasured(input: &RecommendInput, basis: &Basis) -> Option<Warn
     // for gpt2-355m and 1.05 for gpt2-124m against up to 1.21 for small MLPs on 2xH200).
     let short = basis.compute_s < crate::caveats::HOST_BOUND_STEP_S;
     let measured = matches!(input.compute, ComputeSource::Measured { .. });
+    let (w, ranks) = (&basis.words, basis.words.n(n));
     (n > 1 && short && input.side_by_side.is_none() && measured).then(|| Warning {
         code: "side_by_side_unmeasured".into(),
         text: format!(
-            "Not measured: how much {n} processes side by side slow each other's compute; the model assumes not at all, which over-predicts short, host-bound steps where they do. `--repeats N` measures it (`nocomm` runs at 1 and {n} GPUs, the {n}-GPU ones timing one GPU alone in the same launches too); a slowdown of 10% needs about five launches to stand out of launch noise."
+            "Not measured: how much {n} processes side by side slow each other's compute; the model assumes not at all, which over-predicts short, host-bound steps where they do. `--repeats N` measures it (`nocomm` runs at 1 and {ranks}, the {n}-{} ones timing {} alone in the same launches too); a slowdown of 10% needs about five launches to stand out of launch noise.",
+            w.one_unit(),
+            w.one()
         ),
         rests_on: basis.compute_cite.clone(),
     })

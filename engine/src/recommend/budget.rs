@@ -1,6 +1,8 @@
-//! How much a fresh node's `recommend` measures in its budget: the one N-GPU launch it plans
+//! How much `recommend` measures in its budget: the one N-GPU launch it plans on a fresh node
 //! (plain DDP, the GPUs side by side without communication, then the likeliest changes while
-//! they fit) and the estimate of its length.
+//! they fit) and the estimate of its length; and what it measured against the budget. Every
+//! launch and sweep of its own runs with the budget's end as its deadline, so the sum of their
+//! wall times stays within it (`--verify`'s runs come after the recommendation, on top).
 
 use ddpcheck_core::ddp::{DdpVariant, SIZING_STEPS, SOLO_ROUNDS};
 use serde::{Deserialize, Serialize};
@@ -90,16 +92,54 @@ pub fn plan_launch(one_gpu_step_s: f64, left_s: f64) -> Option<LaunchPlan> {
     })
 }
 
-/// What recommend measured itself on a fresh node, for the report: the budget, the launches it
-/// ran, and the one it left out when the budget did not allow it.
+/// The least budget left a launch or sweep is started with: with less, the budget is spent.
+pub const MIN_LEFT_S: f64 = 1.0;
+
+/// The runner's own deadline of a launch (`bench ddp --deadline`'s default): the budget's
+/// deadline is never longer.
+pub const LAUNCH_DEADLINE_S: f64 = 600.0;
+
+/// Each of `launches` launches' deadline with `left_s` of the budget left: their share of it,
+/// never more than the runner's own deadline; `None` when the budget is spent.
+pub fn launch_deadline_s(left_s: f64, launches: u32) -> Option<f64> {
+    (left_s >= MIN_LEFT_S).then(|| (left_s / f64::from(launches.max(1))).min(LAUNCH_DEADLINE_S))
+}
+
+/// What recommend measured itself, for the report: the budget, the launches and sweeps it ran,
+/// and the N-GPU launch it left out when the budget did not allow it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OwnMeasurements {
     pub budget_s: f64,
-    /// Each launch: GPU count, its variants, seconds it took.
+    /// Each launch: GPU count, its variants as they ran, seconds it took.
     pub launches: Vec<OwnLaunch>,
+    /// Each all-reduce sweep (the curve where no N-GPU launch timed one, `--env-ab`'s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweeps: Vec<OwnSweep>,
     /// Why the N-GPU launch did not run (the budget), when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+}
+
+impl OwnMeasurements {
+    /// Wall seconds of every launch and sweep: what the budget bounds.
+    pub fn spent_s(&self) -> f64 {
+        self.launches.iter().map(|l| l.seconds).sum::<f64>()
+            + self.sweeps.iter().map(|s| s.seconds).sum::<f64>()
+    }
+
+    /// Nothing measured and nothing left out.
+    pub fn is_empty(&self) -> bool {
+        self.launches.is_empty() && self.sweeps.is_empty() && self.skipped.is_none()
+    }
+}
+
+/// One all-reduce sweep recommend ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnSweep {
+    pub gpus: u32,
+    /// `curve` (the model's all-reduce curve) or `env_ab` (`--env-ab`'s candidates).
+    pub purpose: String,
+    pub seconds: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -137,6 +177,15 @@ mod tests {
         let plan = plan_launch(0.100, 60.0).unwrap();
         assert_eq!(plan.variants, ["base", "nocomm", "bf16"]);
         assert_eq!(plan_launch(0.100, 40.0), None);
+    }
+
+    #[test]
+    fn a_launch_gets_its_share_of_what_is_left_and_none_once_it_is_spent() {
+        assert_eq!(launch_deadline_s(90.0, 1), Some(90.0));
+        assert_eq!(launch_deadline_s(90.0, 3), Some(30.0));
+        assert_eq!(launch_deadline_s(5000.0, 1), Some(LAUNCH_DEADLINE_S));
+        assert_eq!(launch_deadline_s(0.5, 1), None);
+        assert_eq!(launch_deadline_s(-3.0, 1), None);
     }
 
     #[test]

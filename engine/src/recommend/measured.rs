@@ -1,10 +1,10 @@
 //! What the gathered DDP runs say of this model: its compute per micro-batch, a hook's cost,
 //! the speedups measured, and how much N GPUs side by side slow each other.
 
-use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLayout};
+use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLayout, RunDevice};
 use ddpcheck_core::model::side_by_side;
 use ddpcheck_core::recommend::{
-    variant_name, ComputeSource, DdpOwnWork, MeasuredBaseline, MeasuredSpeedup, ModelInput,
+    variant_name_on, ComputeSource, DdpOwnWork, MeasuredBaseline, MeasuredSpeedup, ModelInput,
     SideBySideInput,
 };
 use ddpcheck_core::report::Header;
@@ -56,7 +56,8 @@ pub(super) fn measured_hook_cost(
     let hooked = one_gpu(CommHook::Bf16).or_else(|| one_gpu(CommHook::Fp16))?;
     let cost = (hooked.0.step_time_median_s - plain.0.step_time_median_s).max(0.0);
     let detail = format!(
-        "1-GPU {} run of {name} over its {} run ({})",
+        "{} {} run of {name} over its {} run ({})",
+        one_on(&hooked.0),
         hooked.0.variant,
         plain.0.variant,
         measured_at(&hooked.1)
@@ -107,7 +108,8 @@ pub(super) fn measured_compute(
                     ComputeSource::Measured {
                         seconds: c,
                         detail: format!(
-                            "1-GPU runs of {name} at accumulation 1 and {} ({at}); optimizer step {:.1} ms",
+                            "{} runs of {name} at accumulation 1 and {} ({at}); optimizer step {:.1} ms",
+                            one_on(one),
                             many.accum,
                             o * 1e3
                         ),
@@ -120,7 +122,7 @@ pub(super) fn measured_compute(
     Some((
         ComputeSource::Measured {
             seconds: one.step_time_median_s / f64::from(one.accum.max(1)),
-            detail: format!("1-GPU {} run of {name} ({at})", one.variant),
+            detail: format!("{} {} run of {name} ({at})", one_on(one), one.variant),
         },
         None,
     ))
@@ -147,7 +149,8 @@ pub(super) fn measured_ddp_own_work(
             plain_step_s: p.step_time_median_s,
             ratio: p.ddp_over_plain()?,
             rests_on: format!(
-                "1-GPU {} run of {name} and the same model without DDP, {} interleaved rounds in one launch ({})",
+                "{} {} run of {name} and the same model without DDP, {} interleaved rounds in one launch ({})",
+                one_on(r),
                 r.variant,
                 p.rounds.len(),
                 measured_at(h)
@@ -163,6 +166,25 @@ pub(super) fn measured_ddp_own_work(
             .find_map(own)
     };
     newest(true).or_else(|| newest(false))
+}
+
+/// `2 GPUs` or `2 CPU ranks`: what a run's ranks ran on.
+fn ranks_on(r: &DdpResult, n: u32) -> String {
+    let one = if r.device == RunDevice::Cpu {
+        "CPU rank"
+    } else {
+        "GPU"
+    };
+    format!("{n} {one}{}", if n == 1 { "" } else { "s" })
+}
+
+/// `1-GPU` or `1-rank`: a run of one rank.
+fn one_on(r: &DdpResult) -> &'static str {
+    if r.device == RunDevice::Cpu {
+        "1-rank"
+    } else {
+        "1-GPU"
+    }
 }
 
 /// Where and when a run was measured, and whether on real GPUs: `real, HOST TIME`.
@@ -216,12 +238,13 @@ pub(super) fn measured_speedups(
             let launches = r.launch_step_medians_s.len().max(1);
             let scaled = with_speedup(m, r)?;
             Some(MeasuredSpeedup {
-                variant: variant_name(v.hook, v.accum)?.to_string(),
+                variant: variant_name_on(r.device, v.hook, v.accum)?.to_string(),
                 speedup: scaled.speedup.filter(|s| s.is_finite() && *s > 0.0)?,
                 uncertainty: scaled.speedup_uncertainty,
                 noise_bound: scaled.speedup_noise_bound,
                 rests_on: format!(
-                    "bench ddp at {gpus} GPUs, {launches} launch{} ({})",
+                    "bench ddp at {}, {launches} launch{} ({})",
+                    ranks_on(r, gpus),
                     if launches == 1 { "" } else { "es" },
                     measured_at(h)
                 ),
@@ -259,22 +282,29 @@ pub(super) fn measured_side_by_side(
         None => "1 launch".to_string(),
     };
     let nocomm = format!(
-        "{} at {gpus} GPUs: {:.2} ms per step, {} ({})",
+        "{} at {}: {:.2} ms per step, {} ({})",
         sbs.nocomm.variant,
+        ranks_on(sbs.nocomm, gpus),
         sbs.nocomm.step_time_median_s * 1e3,
         launches(sbs.nocomm),
         at(sbs.nocomm)
     );
     let rests_on = match sbs.one_gpu {
         Some(one) => format!(
-            "{nocomm}; 1-GPU {}: {:.2} ms, {} ({})",
+            "{nocomm}; {} {}: {:.2} ms, {} ({})",
+            one_on(one),
             one.variant,
             one.step_time_median_s * 1e3,
             launches(one),
             at(one)
         ),
         None => format!(
-            "{nocomm}; one GPU alone in the same launches: {:.2} ms",
+            "{nocomm}; one {} alone in the same launches: {:.2} ms",
+            if sbs.nocomm.device == RunDevice::Cpu {
+                "CPU rank"
+            } else {
+                "GPU"
+            },
             sbs.nocomm.solo_step_time_median_s.unwrap_or(f64::NAN) * 1e3
         ),
     };
@@ -310,7 +340,8 @@ pub(super) fn measured_baseline(
     Some(MeasuredBaseline {
         step_s: r.step_time_median_s,
         rests_on: format!(
-            "base at {gpus} GPUs, {} launch{} ({})",
+            "base at {}, {} launch{} ({})",
+            ranks_on(r, gpus),
             r.launch_step_medians_s.len().max(1),
             if r.launch_step_medians_s.len() > 1 {
                 "es"

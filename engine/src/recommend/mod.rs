@@ -10,8 +10,9 @@ mod report;
 mod verify;
 
 use ddpcheck_core::num::len_u32;
+use ddpcheck_core::ProbeError;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
@@ -38,7 +39,7 @@ use measured::{
 };
 use measurements::{daemon_history, Measurements};
 
-pub use budget::{OwnLaunch, OwnMeasurements, DEFAULT_BUDGET_S};
+pub use budget::{OwnLaunch, OwnMeasurements, OwnSweep, DEFAULT_BUDGET_S};
 pub use report::{RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyRow};
 pub use verify::verify;
 
@@ -67,7 +68,8 @@ pub struct RecommendRequest {
     /// Today's sweep-only path on a fresh node: an all-reduce sweep and 1-GPU runs, no N-GPU
     /// launch.
     pub quick: bool,
-    /// Seconds recommend's own measurements may take on a fresh node.
+    /// Seconds recommend's own measurements (every launch and sweep before the recommendation)
+    /// may take.
     pub budget_s: f64,
     /// The user's recipe (autocast, DDP options): every launch runs it, the snippet says it.
     pub recipe: Recipe,
@@ -120,7 +122,7 @@ impl RecommendRequest {
             min_timed_s: budget::MIN_TIMED_S,
             price_per_gpu_hour: None,
             env: Vec::new(),
-            deadline_s: 600.0,
+            deadline_s: budget::LAUNCH_DEADLINE_S,
             repeats: self.repeats,
             recipe: self.recipe.clone(),
             device: self.device,
@@ -145,6 +147,13 @@ impl RecommendRequest {
             RunDevice::Cpu => &["base", "accum4"],
         }
     }
+}
+
+/// CPU ranks recommend runs by default: one per core, at least the two DDP needs, at most
+/// [`MAX_CPU_RANKS`] (two on a 2-core machine).
+fn default_cpu_ranks() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    cores.clamp(2, MAX_CPU_RANKS as usize)
 }
 
 /// What recommend says on a node of fewer than two GPUs, where it has no curve to read.
@@ -173,8 +182,8 @@ struct Gathering<'a> {
     /// be another node's).
     gpus_here: Option<usize>,
     started: Instant,
-    /// What the measure-first path ran, when it ran.
-    own: Option<OwnMeasurements>,
+    /// What recommend measured itself against its budget.
+    own: OwnMeasurements,
 }
 
 impl Gathering<'_> {
@@ -197,8 +206,10 @@ impl Gathering<'_> {
         }
         let n = match self.req.device {
             RunDevice::Cuda => self.target.topo("")?.gpus.len(),
-            // CPU ranks: as many as a request may start, whatever GPUs there are.
-            RunDevice::Cpu => MAX_CPU_RANKS as usize,
+            // CPU ranks: whatever GPUs there are, one per core (no more than a request may start,
+            // no fewer than the two DDP needs): more ranks than cores measure the machine's
+            // oversubscription, not DDP, and overrun the budget.
+            RunDevice::Cpu => default_cpu_ranks(),
         };
         self.gpus_here = Some(n);
         Ok(n)
@@ -233,7 +244,7 @@ impl Gathering<'_> {
             in_place: false,
             ..CollectiveParams::default()
         };
-        let r = self.target.bench_collectives(&params, self.progress)?;
+        let r = self.budgeted_sweep(params, wanted.unwrap_or(0), "curve")?;
         self.saved.save("sweep", &r);
         if let Some(s) = r.all_reduce() {
             self.m.sweep = Some((s.clone(), r.header.clone()));
@@ -310,18 +321,27 @@ impl Gathering<'_> {
         gpus: u32,
         name: &str,
     ) -> Result<(), RunError> {
-        let req = self
-            .req
-            .ddp_request(vec![spec.clone()], variants, vec![gpus], budget::STEPS)?;
+        let mut req =
+            self.req
+                .ddp_request(vec![spec.clone()], variants, vec![gpus], budget::STEPS)?;
+        let what = format!(
+            "recommend's {gpus}-{} launch",
+            if self.req.device == RunDevice::Cpu {
+                "rank"
+            } else {
+                "GPU"
+            }
+        );
+        req.deadline_s = self.deadline_s(&what, req.repeats)?;
         let t0 = Instant::now();
-        let r = self.target.bench_ddp(&req, self.progress)?;
-        if let Some(own) = &mut self.own {
-            own.launches.push(OwnLaunch {
-                gpus,
-                variants: variants.iter().map(ToString::to_string).collect(),
-                seconds: t0.elapsed().as_secs_f64(),
-            });
-        }
+        let ran = self.target.bench_ddp(&req, self.progress);
+        // What ran, as it ran (CPU ranks run fp16 for bf16), and for how long, failed or not.
+        self.own.launches.push(OwnLaunch {
+            gpus,
+            variants: req.variants.iter().map(|v| v.name.clone()).collect(),
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+        let r = ran.map_err(|e| self.over_budget(e, &what, req.deadline_s))?;
         self.saved.save(name, &r);
         self.m.add_ddp(r);
         Ok(())
@@ -355,10 +375,6 @@ impl Gathering<'_> {
         if gpus < 2 || gpus > here || measured.is_some() {
             return Ok(());
         }
-        self.own = Some(OwnMeasurements {
-            budget_s: self.req.budget_s,
-            ..OwnMeasurements::default()
-        });
         if measured_compute(&self.m, model, self.req.micro_batch).is_none() {
             self.quick_run(spec, self.req.one_gpu_variants(), 1, "ddp-1gpu")?;
         }
@@ -367,8 +383,10 @@ impl Gathering<'_> {
             return Ok(());
         };
         let step_s = compute.seconds() + optimizer_s.unwrap_or(0.0);
-        let left_s = self.req.budget_s - self.started.elapsed().as_secs_f64();
-        match budget::plan_launch(step_s, left_s) {
+        let left_s = self.left_s();
+        // With --repeats N the launch runs N times, each within its share of what is left.
+        let launches = self.req.repeats.max(1);
+        match budget::plan_launch(step_s, left_s / f64::from(launches)) {
             Some(plan) => {
                 (self.progress)(Progress {
                     stage: "recommend".into(),
@@ -384,15 +402,18 @@ impl Gathering<'_> {
                 self.quick_run(spec, &plan.variants, gpus, &format!("ddp-{gpus}gpu"))
             }
             None => {
+                let times = if launches > 1 {
+                    format!(" × {launches} launches")
+                } else {
+                    String::new()
+                };
                 let skipped = format!(
-                    "no {gpus}-GPU launch: plain DDP and nocomm need about {:.0} s and {:.0} s of the {:.0} s budget were left; predicted from an all-reduce sweep instead",
+                    "no {gpus}-GPU launch: plain DDP and nocomm need about {:.0} s{times} and {:.0} s of the {:.0} s budget were left; predicted from an all-reduce sweep instead",
                     budget::required_s(step_s),
                     left_s.max(0.0),
                     self.req.budget_s
                 );
-                if let Some(own) = &mut self.own {
-                    own.skipped = Some(skipped);
-                }
+                self.own.skipped = Some(skipped);
                 Ok(())
             }
         }
@@ -414,7 +435,7 @@ impl Gathering<'_> {
             env_ab: parse_env_ab(spec)?,
             ..CollectiveParams::default()
         };
-        let r = self.target.bench_collectives(&params, self.progress)?;
+        let r = self.budgeted_sweep(params, 0, "env_ab")?;
         let base = r.all_reduce().and_then(busbw_large);
         let mut out = Vec::new();
         for run in r.runs.iter().skip(1) {
@@ -434,6 +455,68 @@ impl Gathering<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// Seconds of the budget left.
+    fn left_s(&self) -> f64 {
+        self.req.budget_s - self.started.elapsed().as_secs_f64()
+    }
+
+    /// The deadline of each of `launches` launches of `what`: their share of the budget left.
+    /// With nothing left, it does not start, and the error says so.
+    fn deadline_s(&self, what: &str, launches: u32) -> Result<f64, RunError> {
+        budget::launch_deadline_s(self.left_s(), launches).ok_or_else(|| {
+            RunError::Usage(format!(
+                "--budget {:.0} s was spent before {what}: raise --budget",
+                self.req.budget_s
+            ))
+        })
+    }
+
+    /// A launch or sweep stopped at its budget's deadline says so, with the same exit code.
+    fn over_budget(&self, e: RunError, what: &str, deadline_s: f64) -> RunError {
+        match e {
+            RunError::Probe(ProbeError::Timeout { stage, seconds })
+                if deadline_s < budget::LAUNCH_DEADLINE_S =>
+            {
+                RunError::Probe(ProbeError::Timeout {
+                    stage: format!(
+                        "{what} ({stage}), given the {deadline_s:.0} s left of --budget {:.0} s,",
+                        self.req.budget_s
+                    ),
+                    seconds,
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// An all-reduce sweep within the budget left, recorded against it.
+    fn budgeted_sweep(
+        &mut self,
+        mut params: CollectiveParams,
+        gpus: u32,
+        purpose: &str,
+    ) -> Result<ddpcheck_core::report::BenchCollectivesReport, RunError> {
+        let what = format!("recommend's all-reduce sweep ({purpose})");
+        let deadline_s = self
+            .deadline_s(&what, 1)?
+            .min(params.deadline.as_secs_f64());
+        params.deadline = Duration::from_secs_f64(deadline_s);
+        let t0 = Instant::now();
+        let ran = self.target.bench_collectives(&params, self.progress);
+        let r = ran.map_err(|e| self.over_budget(e, &what, deadline_s));
+        let ranks = r
+            .as_ref()
+            .ok()
+            .and_then(|r| r.all_reduce())
+            .map_or(gpus, |s| s.ranks);
+        self.own.sweeps.push(OwnSweep {
+            gpus: ranks,
+            purpose: purpose.to_string(),
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+        r
     }
 
     /// The worst GPU link and GPU memory: from a saved preflight or topology, else asked of
@@ -513,6 +596,11 @@ pub fn build(
         )));
     }
     let model = a.model_input()?;
+    if let Some(p) = a.price_per_hour.filter(|p| !(p.is_finite() && *p > 0.0)) {
+        return Err(RunError::Usage(format!(
+            "--price-per-hour {p} is not a positive price"
+        )));
+    }
     if !(a.budget_s.is_finite() && a.budget_s > 0.0) {
         return Err(RunError::Usage(format!(
             "--budget {} is not a positive number of seconds",
@@ -527,7 +615,10 @@ pub fn build(
         m: Measurements::default(),
         gpus_here: None,
         started,
-        own: None,
+        own: OwnMeasurements {
+            budget_s: a.budget_s,
+            ..OwnMeasurements::default()
+        },
     };
     g.read_reports()?;
     let other_recipe = g.m.set_aside_other_recipes(&model, &a.recipe);
@@ -556,7 +647,7 @@ pub fn build(
     let env_ab = g.env_ab()?;
     let calibration = calibration(&g.m, &chosen.curve, &chosen.header);
     let (worst_link, gpu_memory_bytes) = g.links();
-    let own = g.own.take();
+    let own = std::mem::take(&mut g.own);
     let m = &g.m;
     let cpu_ranks = m.ddp.iter().any(|(r, _)| r.device == RunDevice::Cpu);
     let (hook_compute_s, hook_rests_on) = measured_hook_cost(m, &model, a.micro_batch).unzip();
@@ -590,6 +681,7 @@ pub fn build(
         ddp_own_work: measured_ddp_own_work(m, &model, a.micro_batch),
         recipe: a.recipe.clone(),
         other_recipe,
+        device: if cpu_ranks { RunDevice::Cpu } else { a.device },
         model,
     };
     let rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
@@ -607,7 +699,7 @@ pub fn build(
         verify_gain: None,
         verify_network: None,
         verify_compute: Vec::new(),
-        own_measurements: own,
+        own_measurements: (!own.is_empty()).then_some(own),
         seconds: started.elapsed().as_secs_f64(),
         cpu_ranks,
     })

@@ -1,5 +1,6 @@
 //! `recommend --verify`: runs the DDP benchmark for the baseline and the recommended variant
-//! and sets what they measured beside what was predicted.
+//! (and, where the model missed this node's measurements, the model's own unmeasured pick) and
+//! sets what they measured beside what was predicted.
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::ddp::{one_gpu_partner, probe_curve, throughput_ratio, DdpResult};
@@ -32,6 +33,16 @@ pub fn verify(
     let mut variants = vec!["base"];
     if rec.chosen != "base" && rec.chosen != "1 GPU" {
         variants.push(rec.chosen.as_str());
+    }
+    // Where the model missed this node's measurements, its own pick that nobody measured: the
+    // run that settles whether it would have been the better choice.
+    if let Some(pick) = rec
+        .model_check
+        .as_ref()
+        .and_then(|c| c.unmeasured_pick.as_deref())
+        .filter(|p| !variants.contains(p))
+    {
+        variants.push(pick);
     }
     let req = a.ddp_request(vec![spec], &variants, vec![1, rec.gpus], 30)?;
     let r = target.bench_ddp(&req, progress)?;
