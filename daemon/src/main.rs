@@ -79,6 +79,10 @@ struct Args {
     /// such as torchvision:NAME are always allowed].
     #[arg(long, env = "DDPCHECK_FACTORY_DIRS")]
     factory_dirs: Option<String>,
+    /// NCCL_*/CUDA_* variables (','-separated names) a caller may set through the daemon beyond
+    /// the transport and algorithm settings, such as NCCL_TOPO_FILE [default: none].
+    #[arg(long, env = "DDPCHECK_ALLOW_ENV", value_name = "NAMES")]
+    allow_env: Option<String>,
 }
 
 impl Args {
@@ -101,6 +105,7 @@ impl Args {
             work_burst: self.work_burst,
             history_max_runs: self.history_max_runs,
             factory_dirs: self.factory_dirs,
+            allow_env: self.allow_env,
         };
         let flags = env.split_off(|id| {
             matches!(
@@ -282,6 +287,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         work_rate: settings.work_rate,
         history_max_runs: settings.history_max_runs,
         factory_dirs: settings.factory_dirs,
+        allow_env: settings.allow_env,
     };
     let running = run::start_with_options(cfg, opts, backend).await?;
     tracing::info!(

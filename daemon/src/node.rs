@@ -50,6 +50,9 @@ pub struct Node {
     pub history_max_runs: Option<u64>,
     /// Folders whose model factories a caller may name ([`crate::factories`]).
     pub factory_dirs: Vec<std::path::PathBuf>,
+    /// Variables a caller may set beyond the transport and algorithm settings
+    /// (`core::caller_env`).
+    pub allow_env: Vec<String>,
 }
 
 /// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
@@ -71,6 +74,7 @@ impl Node {
             work_limiter: WorkLimiter::off(),
             history_max_runs: None,
             factory_dirs: Vec::new(),
+            allow_env: Vec::new(),
         };
         node.restore_metrics();
         node
