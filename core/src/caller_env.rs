@@ -19,22 +19,52 @@ const fn t(name: &'static str, tunes: &'static str) -> Tunable {
 /// chooses among the node's own transports, devices and sizes. Names and meanings follow NCCL's
 /// and CUDA's documentation of their environment variables.
 pub const TUNABLE: &[Tunable] = &[
-    t("NCCL_P2P_DISABLE", "turns the P2P transport (NVLink, PCIe) off"),
+    t(
+        "NCCL_P2P_DISABLE",
+        "turns the P2P transport (NVLink, PCIe) off",
+    ),
     t("NCCL_P2P_LEVEL", "the longest path P2P is used across"),
-    t("NCCL_P2P_DIRECT_DISABLE", "P2P through one process's own address space off"),
-    t("NCCL_P2P_NET_CHUNKSIZE", "chunk size of P2P over the network"),
+    t(
+        "NCCL_P2P_DIRECT_DISABLE",
+        "P2P through one process's own address space off",
+    ),
+    t(
+        "NCCL_P2P_NET_CHUNKSIZE",
+        "chunk size of P2P over the network",
+    ),
     t("NCCL_SHM_DISABLE", "turns the shared-memory transport off"),
-    t("NCCL_SHM_USE_CUDA_MEMCPY", "shared-memory copies by the copy engine"),
-    t("NCCL_IB_DISABLE", "turns InfiniBand/RoCE off (sockets instead)"),
+    t(
+        "NCCL_SHM_USE_CUDA_MEMCPY",
+        "shared-memory copies by the copy engine",
+    ),
+    t(
+        "NCCL_IB_DISABLE",
+        "turns InfiniBand/RoCE off (sockets instead)",
+    ),
     t("NCCL_IB_HCA", "which of the node's HCAs and ports IB uses"),
-    t("NCCL_NET_GDR_LEVEL", "the longest path GPU Direct RDMA is used across"),
+    t(
+        "NCCL_NET_GDR_LEVEL",
+        "the longest path GPU Direct RDMA is used across",
+    ),
     t("NCCL_NET_GDR_READ", "GPU Direct RDMA for sends"),
     t("NCCL_CROSS_NIC", "whether rings and trees may cross NICs"),
-    t("NCCL_SOCKET_IFNAME", "which of the node's interfaces sockets use"),
+    t(
+        "NCCL_SOCKET_IFNAME",
+        "which of the node's interfaces sockets use",
+    ),
     t("NCCL_SOCKET_NTHREADS", "threads of the socket transport"),
-    t("NCCL_NSOCKS_PERTHREAD", "sockets per thread of the socket transport"),
-    t("NCCL_ALGO", "the algorithms collectives may use (Ring, Tree, ...)"),
-    t("NCCL_PROTO", "the protocols collectives may use (LL, LL128, Simple)"),
+    t(
+        "NCCL_NSOCKS_PERTHREAD",
+        "sockets per thread of the socket transport",
+    ),
+    t(
+        "NCCL_ALGO",
+        "the algorithms collectives may use (Ring, Tree, ...)",
+    ),
+    t(
+        "NCCL_PROTO",
+        "the protocols collectives may use (LL, LL128, Simple)",
+    ),
     t("NCCL_MIN_NCHANNELS", "the fewest channels"),
     t("NCCL_MAX_NCHANNELS", "the most channels"),
     t("NCCL_MIN_CTAS", "the fewest CTAs (channels, NCCL 2.17 on)"),
@@ -46,10 +76,19 @@ pub const TUNABLE: &[Tunable] = &[
     t("NCCL_PXN_DISABLE", "sends through another GPU's NIC off"),
     t("NCCL_CUMEM_ENABLE", "cuMem* allocations for NCCL's buffers"),
     t("NCCL_DMABUF_ENABLE", "DMA-BUF for GPU Direct RDMA"),
-    t("NCCL_IGNORE_CPU_AFFINITY", "the job's CPU affinity ignored for the GPU's"),
-    t("NCCL_DEBUG", "the log level (to the worker's standard error)"),
+    t(
+        "NCCL_IGNORE_CPU_AFFINITY",
+        "the job's CPU affinity ignored for the GPU's",
+    ),
+    t(
+        "NCCL_DEBUG",
+        "the log level (to the worker's standard error)",
+    ),
     t("NCCL_DEBUG_SUBSYS", "which subsystems log"),
-    t("CUDA_DEVICE_MAX_CONNECTIONS", "hardware work queues per device"),
+    t(
+        "CUDA_DEVICE_MAX_CONNECTIONS",
+        "hardware work queues per device",
+    ),
     t("CUDA_LAUNCH_BLOCKING", "synchronous kernel launches"),
     t("CUDA_MODULE_LOADING", "lazy or eager loading of kernels"),
 ];
@@ -133,16 +172,27 @@ mod tests {
         ] {
             let e = check(&vars(&[(name, "/dev/shm/x.so")]), &[]).unwrap_err();
             assert!(e.starts_with(name), "{e}");
-            assert!(e.contains("names a library, a plugin, a file or a path"), "{e}");
+            assert!(
+                e.contains("names a library, a plugin, a file or a path"),
+                "{e}"
+            );
             assert!(!e.contains('\n'), "{e}");
         }
     }
 
     #[test]
     fn what_is_not_listed_is_refused_too() {
-        for name in ["NCCL_COMM_ID", "CUDA_VISIBLE_DEVICES", "NCCL_NET", "NCCL_SOMETHING_NEW"] {
+        for name in [
+            "NCCL_COMM_ID",
+            "CUDA_VISIBLE_DEVICES",
+            "NCCL_NET",
+            "NCCL_SOMETHING_NEW",
+        ] {
             let e = check(&vars(&[(name, "x")]), &[]).unwrap_err();
-            assert!(e.contains("not one of the transport and algorithm settings"), "{e}");
+            assert!(
+                e.contains("not one of the transport and algorithm settings"),
+                "{e}"
+            );
         }
     }
 

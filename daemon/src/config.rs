@@ -484,7 +484,8 @@ impl Effective {
         self.sources.get(key).cloned().unwrap_or(Source::Default)
     }
 
-    fn invalid(
+    /// A refusal of `key`'s value, naming where it came from.
+    pub fn invalid(
         &self,
         key: &'static str,
         value: impl Into<String>,
@@ -608,7 +609,9 @@ impl Effective {
         })
     }
 
-    /// Absolute folders, `:`-separated; each must exist (a typo would refuse every factory).
+    /// Absolute folders, `:`-separated; each must exist (a typo would refuse every factory) and
+    /// pass sshd's StrictModes (`factories::strict_dir`): whoever can write there runs code as
+    /// the daemon.
     fn factory_dirs(&self) -> Result<Vec<PathBuf>, ConfigError> {
         let Some(text) = self.values.factory_dirs.as_deref() else {
             return Ok(Vec::new());
@@ -616,13 +619,8 @@ impl Effective {
         let mut dirs = Vec::new();
         for part in text.split(':').map(str::trim).filter(|p| !p.is_empty()) {
             let dir = Path::new(part);
-            if !dir.is_absolute() || !dir.is_dir() {
-                return Err(self.invalid(
-                    "factory_dirs",
-                    text.to_string(),
-                    format!("{part:?} is not an absolute path of a folder"),
-                ));
-            }
+            crate::factories::strict_dir(dir)
+                .map_err(|e| self.invalid("factory_dirs", text.to_string(), e))?;
             dirs.push(dir.to_path_buf());
         }
         Ok(dirs)
@@ -1165,5 +1163,31 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn allow_env_takes_nccl_and_cuda_names_only() {
+        let s = merge(
+            Layer::default(),
+            env(&[("DDPCHECK_ALLOW_ENV", "NCCL_TOPO_FILE, NCCL_GRAPH_FILE")]),
+            file(""),
+        )
+        .settings()
+        .unwrap();
+        assert_eq!(s.allow_env, ["NCCL_TOPO_FILE", "NCCL_GRAPH_FILE"]);
+        let unset = merge(Layer::default(), Layer::default(), file(""));
+        assert!(unset.settings().unwrap().allow_env.is_empty());
+        let e = merge(
+            Layer::default(),
+            Layer::default(),
+            file("allow_env = \"NCCL_TOPO_FILE,LD_PRELOAD\"\n"),
+        )
+        .settings()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("allow_env = ") && e.contains("\"LD_PRELOAD\" is not the name"),
+            "{e}"
+        );
     }
 }

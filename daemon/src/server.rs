@@ -387,9 +387,14 @@ impl Ddpcheck for Service {
         req: Request<BenchDdpRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let ddp = DdpRequest::try_from(req.into_inner()).map_err(invalid)?;
-        self.caller_env(ddp.env.iter().chain(ddp.variants.iter().flat_map(|v| &v.env)))?;
-        // Before any work: a caller never has the daemon import code it did not allow.
-        crate::factories::check(&ddp, &self.node.factory_dirs)
+        self.caller_env(
+            ddp.env
+                .iter()
+                .chain(ddp.variants.iter().flat_map(|v| &v.env)),
+        )?;
+        // Before any work: a caller never has the daemon import code it did not allow, and
+        // the run imports each factory by the canonical path that was checked.
+        let ddp = crate::factories::admit(ddp, &self.node.factory_dirs)
             .map_err(Status::permission_denied)?;
         let stream = self.spawn_work("bench_ddp", move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
