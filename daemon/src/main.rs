@@ -172,7 +172,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ddpcheckd: {e:#}");
+            eprintln!("ddpcheckd: {}", one_line(&e));
             ExitCode::from(if e.downcast_ref::<engine::UsageError>().is_some() {
                 64
             } else {
@@ -180,6 +180,20 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// The error and its causes on one line, each said once: an error whose message already ends
+/// with its cause (`creating DIR: No such file or directory`) is not followed by it again.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+    }
+    text.replace('\n', " ")
 }
 
 /// `ddpcheckd check-config`: validates the configuration file and the DDPCHECK_* environment
@@ -239,7 +253,8 @@ fn effective_config(
     let file = config::read_file(file)?;
     let env = config::Layer::from_env(|k| std::env::var(k).ok())?;
     let effective = config::merge(config::Layer::default(), env, file);
-    effective.settings()?;
+    let settings = effective.settings()?;
+    ddpcheckd::usable::check(&effective, &settings)?;
     Ok(effective)
 }
 
