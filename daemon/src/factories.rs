@@ -62,7 +62,9 @@ fn admit_source(source: &ModelSource, allowed: &[PathBuf]) -> Result<Option<Mode
     }
     let resolved = std::fs::canonicalize(named)
         .map_err(|e| format!("{source}: factory file {target}: {e}"))?;
-    let Some(dir) = allowed.iter().find(|dir| inside(&resolved, dir)) else {
+    // Canonical too, so that the strict rules start at the folder itself whoever configured it.
+    let mut canonical_dirs = allowed.iter().filter_map(|d| std::fs::canonicalize(d).ok());
+    let Some(dir) = canonical_dirs.find(|dir| resolved.starts_with(dir)) else {
         return Err(format!(
             "{source}: {} is outside the daemon's factory_dirs ({})",
             resolved.display(),
@@ -73,7 +75,7 @@ fn admit_source(source: &ModelSource, allowed: &[PathBuf]) -> Result<Option<Mode
                 .join(":")
         ));
     };
-    strict_path(&resolved, dir).map_err(|e| format!("{source}: {e}"))?;
+    strict_path(&resolved, &dir).map_err(|e| format!("{source}: {e}"))?;
     let canonical = resolved
         .to_str()
         .ok_or_else(|| format!("{source}: {} is not UTF-8", resolved.display()))?;
@@ -81,10 +83,6 @@ fn admit_source(source: &ModelSource, allowed: &[PathBuf]) -> Result<Option<Mode
         target: canonical.to_string(),
         function: function.clone(),
     }))
-}
-
-fn inside(file: &Path, dir: &Path) -> bool {
-    std::fs::canonicalize(dir).is_ok_and(|d| file.starts_with(d))
 }
 
 /// sshd's StrictModes for a folder the daemon may import code from: an absolute path in its
@@ -255,6 +253,25 @@ mod tests {
         let run = admit(req(&[&spelled]), &dirs).unwrap();
         let canonical = std::fs::canonicalize(allowed.join("f.py")).unwrap();
         assert_eq!(target_of(&run), canonical.to_str().unwrap());
+    }
+
+    #[test]
+    fn the_strict_rules_start_at_the_folder_however_it_was_configured() {
+        let root = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("factories");
+        std::fs::create_dir(&allowed).unwrap();
+        let file = allowed.join("f.py");
+        std::fs::write(&file, "def make():\n    pass\n").unwrap();
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&allowed, &link).unwrap();
+        // A sticky folder anyone may add to is no factory folder, named through a link or not.
+        chmod(&allowed, 0o1777);
+        let r = req(&[&format!("py:{}:make", file.display())]);
+        let e = check(&r, &[link]).unwrap_err();
+        assert!(
+            e.contains(&format!("{} is writable", allowed.display())),
+            "{e}"
+        );
     }
 
     #[test]
