@@ -1,11 +1,14 @@
 //! Hostile probes against a real `ddpcheckd`: what anyone who can reach it may try, each bounded
-//! in count and time, on loopback and Unix sockets only. One module per kind of probe.
+//! in count and time, on loopback and Unix sockets only, and each of which must be refused or
+//! outlived without harm. One module per kind of probe.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;
 
 #[path = "hostile/connections.rs"]
 mod connections;
+#[path = "hostile/env_injection.rs"]
+mod env_injection;
 #[path = "hostile/silent_daemon.rs"]
 mod silent_daemon;
 #[path = "hostile/stop.rs"]

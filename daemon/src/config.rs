@@ -52,7 +52,7 @@ impl Key {
 }
 
 /// Every key, in the order `ddpcheck config check` prints them.
-pub const KEYS: [Key; 16] = [
+pub const KEYS: [Key; 17] = [
     Key {
         name: "sim",
         env: "DDPCHECK_SIM",
@@ -133,6 +133,11 @@ pub const KEYS: [Key; 16] = [
         env: "DDPCHECK_FACTORY_DIRS",
         help: "folders (':'-separated, absolute) whose Python model factories (bench ddp --model py:FILE:FUNCTION) the daemon may run, as its own user; unset: none (library models only)",
     },
+    Key {
+        name: "allow_env",
+        env: "DDPCHECK_ALLOW_ENV",
+        help: "NCCL_*/CUDA_* variables (','-separated names) a caller may set beyond the transport and algorithm settings (docs/operations.md, \"What a caller may set\"); unset: those only",
+    },
 ];
 
 /// Looks a key up by its file name.
@@ -178,6 +183,8 @@ pub struct Layer {
     pub history_max_runs: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub factory_dirs: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_env: Option<String>,
 }
 
 /// A key's value as text, for messages and `config check`; `None` when unset.
@@ -209,6 +216,7 @@ impl Layer {
             "work_burst" => self.work_burst.map(Val::Integer),
             "history_max_runs" => self.history_max_runs.map(Val::Integer),
             "factory_dirs" => s(&self.factory_dirs),
+            "allow_env" => s(&self.allow_env),
             _ => None,
         }
     }
@@ -232,6 +240,7 @@ impl Layer {
             "work_burst" => self.work_burst = other.work_burst.take(),
             "history_max_runs" => self.history_max_runs = other.history_max_runs.take(),
             "factory_dirs" => self.factory_dirs = other.factory_dirs.take(),
+            "allow_env" => self.allow_env = other.allow_env.take(),
             _ => {}
         }
     }
@@ -269,6 +278,7 @@ impl Layer {
                 "state_dir" => l.state_dir = Some(v.into()),
                 "cluster_address" => l.cluster_address = Some(v),
                 "factory_dirs" => l.factory_dirs = Some(v),
+                "allow_env" => l.allow_env = Some(v),
                 "collect_interval" => {
                     let n = v.trim().parse::<f64>().map_err(|_| ConfigError::Invalid {
                         key: k.name,
@@ -465,6 +475,8 @@ pub struct Settings {
     pub history_max_runs: Option<u64>,
     /// Folders whose model factories the daemon may run (empty: none).
     pub factory_dirs: Vec<PathBuf>,
+    /// Variables a caller may set beyond `core::caller_env::TUNABLE` (empty: none).
+    pub allow_env: Vec<String>,
 }
 
 impl Effective {
@@ -472,7 +484,8 @@ impl Effective {
         self.sources.get(key).cloned().unwrap_or(Source::Default)
     }
 
-    fn invalid(
+    /// A refusal of `key`'s value, naming where it came from.
+    pub fn invalid(
         &self,
         key: &'static str,
         value: impl Into<String>,
@@ -604,10 +617,13 @@ impl Effective {
             cluster_address: self.cluster_address()?,
             history_max_runs: self.history_max_runs()?,
             factory_dirs: self.factory_dirs()?,
+            allow_env: self.allow_env()?,
         })
     }
 
-    /// Absolute folders, `:`-separated; each must exist (a typo would refuse every factory).
+    /// Absolute folders, `:`-separated; each must exist (a typo would refuse every factory) and
+    /// pass sshd's StrictModes (`factories::strict_dir`): whoever can write there runs code as
+    /// the daemon.
     fn factory_dirs(&self) -> Result<Vec<PathBuf>, ConfigError> {
         let Some(text) = self.values.factory_dirs.as_deref() else {
             return Ok(Vec::new());
@@ -615,16 +631,31 @@ impl Effective {
         let mut dirs = Vec::new();
         for part in text.split(':').map(str::trim).filter(|p| !p.is_empty()) {
             let dir = Path::new(part);
-            if !dir.is_absolute() || !dir.is_dir() {
-                return Err(self.invalid(
-                    "factory_dirs",
-                    text.to_string(),
-                    format!("{part:?} is not an absolute path of a folder"),
-                ));
-            }
+            crate::factories::strict_dir(dir)
+                .map_err(|e| self.invalid("factory_dirs", text.to_string(), e))?;
             dirs.push(dir.to_path_buf());
         }
         Ok(dirs)
+    }
+
+    /// NCCL_*/CUDA_* names, ','-separated: the only variables a caller may set beyond the
+    /// transport and algorithm settings, by the operator's choice, one by one.
+    fn allow_env(&self) -> Result<Vec<String>, ConfigError> {
+        let Some(text) = self.values.allow_env.as_deref() else {
+            return Ok(Vec::new());
+        };
+        let mut names = Vec::new();
+        for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if !ddpcheck_core::caller_env::is_variable_name(name) {
+                return Err(self.invalid(
+                    "allow_env",
+                    text.to_string(),
+                    format!("{name:?} is not the name of an NCCL_* or CUDA_* variable"),
+                ));
+            }
+            names.push(name.to_string());
+        }
+        Ok(names)
     }
 
     /// A host name, IPv4 or IPv6 address (NCCL_COMM_ID takes `HOST:PORT`); no port of its own.
@@ -1144,5 +1175,31 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn allow_env_takes_nccl_and_cuda_names_only() {
+        let s = merge(
+            Layer::default(),
+            env(&[("DDPCHECK_ALLOW_ENV", "NCCL_TOPO_FILE, NCCL_GRAPH_FILE")]),
+            file(""),
+        )
+        .settings()
+        .unwrap();
+        assert_eq!(s.allow_env, ["NCCL_TOPO_FILE", "NCCL_GRAPH_FILE"]);
+        let unset = merge(Layer::default(), Layer::default(), file(""));
+        assert!(unset.settings().unwrap().allow_env.is_empty());
+        let e = merge(
+            Layer::default(),
+            Layer::default(),
+            file("allow_env = \"NCCL_TOPO_FILE,LD_PRELOAD\"\n"),
+        )
+        .settings()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("allow_env = ") && e.contains("\"LD_PRELOAD\" is not the name"),
+            "{e}"
+        );
     }
 }

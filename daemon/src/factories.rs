@@ -3,53 +3,162 @@
 //! allows (`factory_dirs`, none by default). Library models (torchvision, timm, Hugging Face
 //! configurations) run library code only and are always allowed; a module name is never run,
 //! since the interpreter's search path, not the configuration, would say which file it is.
+//!
+//! The folders are held to sshd's StrictModes ([`strict_dir`]), and so is every folder from `/`
+//! down to a factory's file when a call names it. The path checked is the path imported: the
+//! request the daemon runs names the file by its canonical path, resolved once here. Nothing
+//! needs checking again in the child, because no component of that path can change after the
+//! check except by root or the daemon's own user, who are trusted anyway: each is owned by one
+//! of them and writable by nobody else (an ancestor above the folder may be a sticky folder such
+//! as /tmp, where only an entry's owner may rename or remove it).
 
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
 
-use ddpcheck_core::ddp::{DdpRequest, ModelSource};
+use ddpcheck_core::ddp::{DdpRequest, ModelSource, ModelSpec};
 
 /// `Ok` when every factory the request names is a file inside one of `allowed` (symbolic links
 /// and `..` resolved first); else the one line that says why not.
 pub fn check(req: &DdpRequest, allowed: &[PathBuf]) -> Result<(), String> {
-    for source in req.models.iter().filter_map(|m| m.source()) {
-        let ModelSource::Python { target, .. } = source else {
+    admit(req.clone(), allowed).map(|_| ())
+}
+
+/// The request the daemon runs: [`check`]'s verdict, with each factory named by the canonical
+/// path that was checked (a caller could swap a link in its own spelling of the path between the
+/// check and the import; the canonical path, under [`strict_dir`]'s rules, cannot change).
+pub fn admit(mut req: DdpRequest, allowed: &[PathBuf]) -> Result<DdpRequest, String> {
+    for model in &mut req.models {
+        let ModelSpec::External { source } = model else {
             continue;
         };
-        let Some(file) = source.factory_file() else {
+        if let Some(checked) = admit_source(source, allowed)? {
+            *source = checked;
+        }
+    }
+    Ok(req)
+}
+
+/// A factory's source as the daemon may run it (`None`: not user code, nothing to check).
+fn admit_source(source: &ModelSource, allowed: &[PathBuf]) -> Result<Option<ModelSource>, String> {
+    let ModelSource::Python { target, function } = source else {
+        return Ok(None);
+    };
+    let Some(file) = source.factory_file() else {
+        return Err(format!(
+            "{source}: this daemon runs no module factories; name a .py file inside its factory_dirs, or run the factory locally (ddpcheck bench ddp without --daemon)"
+        ));
+    };
+    if allowed.is_empty() {
+        return Err(format!(
+            "{source}: this daemon runs no model factories (factory_dirs is unset in its configuration); run it locally, or ask the operator to allow its folder"
+        ));
+    }
+    let named = Path::new(file);
+    // The file itself, not a link to it (a link's target is named by its own path).
+    if std::fs::symlink_metadata(named).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(format!(
+            "{source}: factory file {target} is a symbolic link; name the file itself"
+        ));
+    }
+    let resolved = std::fs::canonicalize(named)
+        .map_err(|e| format!("{source}: factory file {target}: {e}"))?;
+    // Canonical too, so that the strict rules start at the folder itself whoever configured it.
+    let mut canonical_dirs = allowed.iter().filter_map(|d| std::fs::canonicalize(d).ok());
+    let Some(dir) = canonical_dirs.find(|dir| resolved.starts_with(dir)) else {
+        return Err(format!(
+            "{source}: {} is outside the daemon's factory_dirs ({})",
+            resolved.display(),
+            allowed
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(":")
+        ));
+    };
+    strict_path(&resolved, &dir).map_err(|e| format!("{source}: {e}"))?;
+    let canonical = resolved
+        .to_str()
+        .ok_or_else(|| format!("{source}: {} is not UTF-8", resolved.display()))?;
+    Ok(Some(ModelSource::Python {
+        target: canonical.to_string(),
+        function: function.clone(),
+    }))
+}
+
+/// sshd's StrictModes for a folder the daemon may import code from: an absolute path in its
+/// canonical form (no symbolic link, no `.` or `..`), not `/` itself, a folder, and every
+/// component from `/` down owned by root or the daemon's user and not writable by group or
+/// others. Unlike sshd, an ancestor above the folder may be a sticky folder such as /tmp: there
+/// nobody but an entry's owner may rename or remove it, and the entry below is checked in turn.
+/// The folder itself may not be: anyone could add a file to it.
+pub fn strict_dir(dir: &Path) -> Result<(), String> {
+    if !dir.is_absolute() || dir.components().any(|c| !is_plain(c)) {
+        return Err(format!(
+            "{} is not an absolute path without . or ..",
+            dir.display()
+        ));
+    }
+    if dir.parent().is_none() {
+        return Err("/ holds the whole file system: name the folder of the factories".into());
+    }
+    let canonical = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if canonical != dir {
+        return Err(format!(
+            "{} goes through a symbolic link (it is {}): name the folder itself",
+            dir.display(),
+            canonical.display()
+        ));
+    }
+    if !dir.is_dir() {
+        return Err(format!("{} is not a folder", dir.display()));
+    }
+    strict_path(dir, dir)
+}
+
+fn is_plain(c: Component<'_>) -> bool {
+    matches!(c, Component::RootDir | Component::Normal(_))
+}
+
+/// Checks each component of `path` (canonical) from `/` down, without following links: owned by
+/// root or the daemon's user, and writable by nobody else, except sticky ancestors of `strict`.
+fn strict_path(path: &Path, strict: &Path) -> Result<(), String> {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    let me = unsafe { libc::geteuid() };
+    let mut parts: Vec<&Path> = path.ancestors().collect();
+    parts.reverse();
+    for p in parts {
+        let m = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let kind = m.file_type();
+        if kind.is_symlink() {
+            return Err(format!("{} is a symbolic link", p.display()));
+        }
+        if !(kind.is_dir() || kind.is_file()) {
+            return Err(format!("{} is neither a folder nor a file", p.display()));
+        }
+        if m.uid() != 0 && m.uid() != me {
             return Err(format!(
-                "{source}: this daemon runs no module factories; name a .py file inside its factory_dirs, or run the factory locally (ddpcheck bench ddp without --daemon)"
-            ));
-        };
-        if allowed.is_empty() {
-            return Err(format!(
-                "{source}: this daemon runs no model factories (factory_dirs is unset in its configuration); run it locally, or ask the operator to allow its folder"
+                "{} is owned by uid {}, not by root or the daemon's user (uid {me})",
+                p.display(),
+                m.uid()
             ));
         }
-        let resolved = std::fs::canonicalize(file)
-            .map_err(|e| format!("{source}: factory file {target}: {e}"))?;
-        if !allowed.iter().any(|dir| inside(&resolved, dir)) {
+        let others_write = m.mode() & 0o022 != 0;
+        let sticky = m.mode() & 0o1000 != 0;
+        if others_write && (p.starts_with(strict) || !sticky) {
             return Err(format!(
-                "{source}: {} is outside the daemon's factory_dirs ({})",
-                resolved.display(),
-                allowed
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(":")
+                "{} is writable by group or others (mode {:o}): whoever can write there could run code as the daemon",
+                p.display(),
+                m.mode() & 0o7777
             ));
         }
     }
     Ok(())
 }
 
-fn inside(file: &Path, dir: &Path) -> bool {
-    std::fs::canonicalize(dir).is_ok_and(|d| file.starts_with(d))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ddpcheck_core::ddp::ModelSpec;
+    use std::os::unix::fs::PermissionsExt;
 
     fn req(models: &[&str]) -> DdpRequest {
         DdpRequest {
@@ -68,6 +177,10 @@ mod tests {
             device: Default::default(),
             plain_reference: false,
         }
+    }
+
+    fn chmod(p: &Path, mode: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
     #[test]
@@ -115,5 +228,137 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = check(&req(&["py:mypkg.models:make"]), &[dir.path().to_path_buf()]).unwrap_err();
         assert!(e.contains("runs no module factories"), "{e}");
+    }
+
+    /// The file's path as the request the daemon runs names it.
+    fn target_of(r: &DdpRequest) -> String {
+        match r.models[0].source() {
+            Some(ModelSource::Python { target, .. }) => target.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_request_run_names_the_canonical_path_that_was_checked() {
+        let root = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("factories");
+        std::fs::create_dir(&allowed).unwrap();
+        std::fs::write(allowed.join("f.py"), "def make():\n    pass\n").unwrap();
+        // The caller's spelling goes through a link to the folder and a `..`.
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&allowed, &link).unwrap();
+        std::fs::create_dir(allowed.join("sub")).unwrap();
+        let spelled = format!("py:{}/sub/../f.py:make", link.display());
+        let dirs = vec![allowed.clone()];
+        let run = admit(req(&[&spelled]), &dirs).unwrap();
+        let canonical = std::fs::canonicalize(allowed.join("f.py")).unwrap();
+        assert_eq!(target_of(&run), canonical.to_str().unwrap());
+    }
+
+    #[test]
+    fn the_strict_rules_start_at_the_folder_however_it_was_configured() {
+        let root = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("factories");
+        std::fs::create_dir(&allowed).unwrap();
+        let file = allowed.join("f.py");
+        std::fs::write(&file, "def make():\n    pass\n").unwrap();
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&allowed, &link).unwrap();
+        // A sticky folder anyone may add to is no factory folder, named through a link or not.
+        chmod(&allowed, 0o1777);
+        let r = req(&[&format!("py:{}:make", file.display())]);
+        let e = check(&r, &[link]).unwrap_err();
+        assert!(
+            e.contains(&format!("{} is writable", allowed.display())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_factory_file_that_is_a_link_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("real.py"), "def make():\n    pass\n").unwrap();
+        let link = root.path().join("f.py");
+        std::os::unix::fs::symlink(root.path().join("real.py"), &link).unwrap();
+        let r = req(&[&format!("py:{}:make", link.display())]);
+        let e = check(&r, &[root.path().to_path_buf()]).unwrap_err();
+        assert!(
+            e.contains("is a symbolic link; name the file itself"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_factory_anyone_could_have_changed_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let sub = root.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let file = sub.join("f.py");
+        std::fs::write(&file, "def make():\n    pass\n").unwrap();
+        let r = req(&[&format!("py:{}:make", file.display())]);
+        let dirs = vec![root.path().to_path_buf()];
+        assert_eq!(check(&r, &dirs), Ok(()));
+        chmod(&file, 0o666);
+        let e = check(&r, &dirs).unwrap_err();
+        assert!(e.contains("writable by group or others"), "{e}");
+        chmod(&file, 0o644);
+        // A sticky folder below the allowed one is no excuse: anyone could add a module there.
+        chmod(&sub, 0o1777);
+        let e = check(&r, &dirs).unwrap_err();
+        assert!(e.contains(&format!("{} is writable", sub.display())), "{e}");
+    }
+
+    #[test]
+    fn factory_dirs_are_held_to_strict_modes() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("factories");
+        std::fs::create_dir(&dir).unwrap();
+        chmod(&dir, 0o755);
+        assert_eq!(strict_dir(&dir), Ok(()));
+        for (bad, why) in [
+            (PathBuf::from("/"), "whole file system"),
+            (PathBuf::from("relative/dir"), "not an absolute path"),
+            (dir.join("..").join("factories"), "without . or .."),
+            (PathBuf::from("/tmp"), "writable by group or others"),
+        ] {
+            let e = strict_dir(&bad).unwrap_err();
+            assert!(e.contains(why), "{}: {e}", bad.display());
+        }
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let e = strict_dir(&link).unwrap_err();
+        assert!(e.contains("goes through a symbolic link"), "{e}");
+        for mode in [0o775, 0o757, 0o1777] {
+            chmod(&dir, mode);
+            let e = strict_dir(&dir).unwrap_err();
+            assert!(e.contains("writable by group or others"), "{mode:o}: {e}");
+        }
+        chmod(&dir, 0o755);
+        // An ancestor anyone may write to, without the sticky bit, could swap the folder.
+        chmod(root.path(), 0o777);
+        let e = strict_dir(&dir).unwrap_err();
+        assert!(
+            e.contains(&format!("{} is writable", root.path().display())),
+            "{e}"
+        );
+        // With the sticky bit (as /tmp) only the owner may rename or remove what it holds.
+        chmod(root.path(), 0o1777);
+        assert_eq!(strict_dir(&dir), Ok(()));
+        chmod(root.path(), 0o700);
+    }
+
+    #[test]
+    fn factory_dirs_owned_by_another_user_are_refused() {
+        // SAFETY: geteuid(2) cannot fail and touches no memory.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: only root can give a folder to another user");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("factories");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+        let e = strict_dir(&dir).unwrap_err();
+        assert!(e.contains("owned by uid 65534"), "{e}");
     }
 }

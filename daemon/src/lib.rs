@@ -15,4 +15,5 @@ pub mod run;
 pub mod runtime;
 pub mod server;
 pub mod tls;
+pub mod usable;
 pub mod web_config;

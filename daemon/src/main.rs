@@ -79,6 +79,10 @@ struct Args {
     /// such as torchvision:NAME are always allowed].
     #[arg(long, env = "DDPCHECK_FACTORY_DIRS")]
     factory_dirs: Option<String>,
+    /// NCCL_*/CUDA_* variables (','-separated names) a caller may set through the daemon beyond
+    /// the transport and algorithm settings, such as NCCL_TOPO_FILE [default: none].
+    #[arg(long, env = "DDPCHECK_ALLOW_ENV", value_name = "NAMES")]
+    allow_env: Option<String>,
 }
 
 impl Args {
@@ -101,6 +105,7 @@ impl Args {
             work_burst: self.work_burst,
             history_max_runs: self.history_max_runs,
             factory_dirs: self.factory_dirs,
+            allow_env: self.allow_env,
         };
         let flags = env.split_off(|id| {
             matches!(
@@ -174,7 +179,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ddpcheckd: {e:#}");
+            eprintln!("ddpcheckd: {}", one_line(&e));
             ExitCode::from(if e.downcast_ref::<engine::UsageError>().is_some() {
                 64
             } else {
@@ -182,6 +187,20 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// The error and its causes on one line, each said once: an error whose message already ends
+/// with its cause (`creating DIR: No such file or directory`) is not followed by it again.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+    }
+    text.replace('\n', " ")
 }
 
 /// `ddpcheckd check-config`: validates the configuration file and the DDPCHECK_* environment
@@ -241,7 +260,8 @@ fn effective_config(
     let file = config::read_file(file)?;
     let env = config::Layer::from_env(|k| std::env::var(k).ok())?;
     let effective = config::merge(config::Layer::default(), env, file);
-    effective.settings()?;
+    let settings = effective.settings()?;
+    ddpcheckd::usable::check(&effective, &settings)?;
     Ok(effective)
 }
 
@@ -289,6 +309,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         work_rate: settings.work_rate,
         history_max_runs: settings.history_max_runs,
         factory_dirs: settings.factory_dirs,
+        allow_env: settings.allow_env,
     };
     let running = run::start_with_options(cfg, opts, backend).await?;
     tracing::info!(

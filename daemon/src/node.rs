@@ -52,6 +52,9 @@ pub struct Node {
     pub factory_dirs: Vec<std::path::PathBuf>,
     /// Set once the daemon was told to stop: a run that ends after it was ended by the stop.
     stopping: std::sync::atomic::AtomicBool,
+    /// Variables a caller may set beyond the transport and algorithm settings
+    /// (`core::caller_env`).
+    pub allow_env: Vec<String>,
 }
 
 /// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
@@ -74,6 +77,7 @@ impl Node {
             history_max_runs: None,
             factory_dirs: Vec::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            allow_env: Vec::new(),
         };
         node.restore_metrics();
         node

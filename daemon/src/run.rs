@@ -202,6 +202,8 @@ pub struct Options {
     pub history_max_runs: Option<u64>,
     /// Folders whose model factories a `BenchDdp` call may name (empty: none).
     pub factory_dirs: Vec<std::path::PathBuf>,
+    /// Variables a caller may set beyond the transport and algorithm settings (empty: none).
+    pub allow_env: Vec<String>,
 }
 
 impl Default for Options {
@@ -211,6 +213,7 @@ impl Default for Options {
             work_rate: WorkRate::OFF,
             history_max_runs: None,
             factory_dirs: Vec::new(),
+            allow_env: Vec::new(),
         }
     }
 }
@@ -226,6 +229,7 @@ pub async fn start_with_options(
         work_rate,
         history_max_runs,
         factory_dirs,
+        allow_env,
     } = opts;
     if cfg.tcp.is_some() && cfg.tls.is_none() {
         return Err(DaemonError::Config(
@@ -243,6 +247,7 @@ pub async fn start_with_options(
     node.work_limiter = WorkLimiter::new(work_rate);
     node.history_max_runs = history_max_runs;
     node.factory_dirs = factory_dirs;
+    node.allow_env = allow_env;
     node.prune_history();
     let node = Arc::new(node);
     let (stop, stop_rx) = watch::channel(false);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ddpcheck_core::backend::Progress as CoreProgress;
+use ddpcheck_core::caller_env;
 use ddpcheck_core::cluster::{Phase, PhaseCall};
 use ddpcheck_core::ddp::DdpRequest;
 use ddpcheck_core::preflight::LARGE_MESSAGE;
@@ -103,6 +104,15 @@ impl Finished {
 }
 
 impl Service {
+    /// Before any work: a caller sets only the variables that tune transports and algorithms,
+    /// and those the configuration allows by name; never one that names code or a file.
+    fn caller_env<'a>(
+        &self,
+        vars: impl IntoIterator<Item = &'a (String, String)>,
+    ) -> Result<(), Status> {
+        caller_env::check(vars, &self.node.allow_env).map_err(Status::permission_denied)
+    }
+
     /// Takes the node for a preflight or benchmark: within the rate limit (a token is taken
     /// only when the work starts) and single flight. Both refusals are RESOURCE_EXHAUSTED, told
     /// apart by the message ("rate limited: ..." or "BUSY: ...") and counted in their own metric.
@@ -379,6 +389,7 @@ impl Ddpcheck for Service {
         req: Request<BenchCollectivesRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let params = CollectiveParams::try_from(req.into_inner()).map_err(invalid)?;
+        self.caller_env(params.env_ab.iter().flatten())?;
         let stream = self.spawn_work("bench_collectives", move |node, progress| {
             let r = engine::run_bench_collectives(node.backend.as_ref(), &params, progress)?;
             Finished::plain("bench_collectives", r.header.backend, &r)
@@ -393,8 +404,14 @@ impl Ddpcheck for Service {
         req: Request<BenchDdpRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let ddp = DdpRequest::try_from(req.into_inner()).map_err(invalid)?;
-        // Before any work: a caller never has the daemon import code it did not allow.
-        crate::factories::check(&ddp, &self.node.factory_dirs)
+        self.caller_env(
+            ddp.env
+                .iter()
+                .chain(ddp.variants.iter().flat_map(|v| &v.env)),
+        )?;
+        // Before any work: a caller never has the daemon import code it did not allow, and
+        // the run imports each factory by the canonical path that was checked.
+        let ddp = crate::factories::admit(ddp, &self.node.factory_dirs)
             .map_err(Status::permission_denied)?;
         let stream = self.spawn_work("bench_ddp", move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
