@@ -22,10 +22,12 @@ pub enum Fault {
     NvlinkDown,
     NoFabricManager,
     IdleDownclock,
+    P2pHang,
+    P2pPatched,
 }
 
 /// The fault table: name and one line of help, in the order help texts list them.
-pub const FAULTS: [(Fault, &str, &str); 17] = [
+pub const FAULTS: [(Fault, &str, &str); 19] = [
     (
         Fault::DegradedPcie,
         "degraded-pcie",
@@ -110,6 +112,16 @@ pub const FAULTS: [(Fault, &str, &str); 17] = [
         Fault::IdleDownclock,
         "idle-downclock",
         "every GPU's PCIe link idles at gen1 (power saving) and trains to its maximum once a collective runs; bandwidth is unaffected",
+    ),
+    (
+        Fault::P2pHang,
+        "p2p-hang",
+        "P2P forced on a card that does not support it: a collective whose pairs go P2P over PCIe (NCCL_P2P_LEVEL reaching their path) never finishes; staged through host memory (NCCL_P2P_DISABLE=1, or NCCL's default across a host bridge) it runs",
+    ),
+    (
+        Fault::P2pPatched,
+        "p2p-patched",
+        "a patched driver: NVML reports P2P OK for read, write and atomics on every pair, and all-reduces whose pairs go P2P over PCIe return wrong elements",
     ),
 ];
 

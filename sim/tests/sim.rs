@@ -89,10 +89,13 @@ fn every_profile_parses_and_labels_itself() {
             "t4x2-pcie",
             "h200x2-nvlink",
             "h200x8-nvswitch",
-            "a6000x2-pxb"
+            "a6000x2-pxb",
+            "rtx4090x4-phb",
+            "rtx3090x2-nvlink",
+            "rtx5090x2-pcie"
         ]
     );
-    assert_eq!(faults().len(), 17);
+    assert_eq!(faults().len(), 19);
     for p in profiles() {
         let b = sim(p);
         assert_eq!(b.kind(), BackendKind::Sim);

@@ -1,7 +1,7 @@
 //! Pure conversions from raw NVML readings to core's vocabulary (no NVML calls, unit-tested).
 
 use ddpcheck_core::num::len_u32;
-use ddpcheck_core::topology::{LinkClass, P2pStatus};
+use ddpcheck_core::topology::{LinkClass, P2pReason, P2pStatus};
 use nvml_wrapper::enum_wrappers::device::{ComputeMode, P2pStatus as NvmlP2p, TopologyLevel};
 use nvml_wrapper::error::NvmlError;
 
@@ -99,14 +99,19 @@ pub fn topology_level_class(level: TopologyLevel) -> LinkClass {
 
 /// NVML's P2P read status as core's three-way status.
 pub fn p2p_status(s: NvmlP2p) -> P2pStatus {
+    p2p_reason(s).summary()
+}
+
+/// NVML's P2P status of one capability, with its reason.
+pub fn p2p_reason(s: NvmlP2p) -> P2pReason {
     match s {
-        NvmlP2p::Ok => P2pStatus::Ok,
-        NvmlP2p::ChipsetNotSupported
-        | NvmlP2p::GpuNotSupported
-        | NvmlP2p::IohTopologyNotSupported
-        | NvmlP2p::DisabledByRegkey
-        | NvmlP2p::NotSupported => P2pStatus::NotSupported,
-        NvmlP2p::Unknown => P2pStatus::Unknown,
+        NvmlP2p::Ok => P2pReason::Ok,
+        NvmlP2p::ChipsetNotSupported => P2pReason::ChipsetNotSupported,
+        NvmlP2p::GpuNotSupported => P2pReason::GpuNotSupported,
+        NvmlP2p::IohTopologyNotSupported => P2pReason::IohTopologyNotSupported,
+        NvmlP2p::DisabledByRegkey => P2pReason::DisabledByRegkey,
+        NvmlP2p::NotSupported => P2pReason::NotSupported,
+        NvmlP2p::Unknown => P2pReason::Unknown,
     }
 }
 
@@ -291,6 +296,14 @@ mod tests {
             P2pStatus::NotSupported
         );
         assert_eq!(p2p_status(NvmlP2p::Unknown), P2pStatus::Unknown);
+        assert_eq!(
+            p2p_reason(NvmlP2p::GpuNotSupported),
+            P2pReason::GpuNotSupported
+        );
+        assert_eq!(
+            p2p_reason(NvmlP2p::ChipsetNotSupported),
+            P2pReason::ChipsetNotSupported
+        );
         assert_eq!(compute_mode_name(ComputeMode::Default), "default");
         assert_eq!(
             compute_mode_name(ComputeMode::ExclusiveProcess),
