@@ -652,4 +652,5 @@ fn action_and_cause_words_are_unique() {
     }
 }
 
+mod consumer;
 mod limits;
