@@ -853,16 +853,23 @@ fn forced_p2p(deadline_ms: u64) -> PreflightOptions {
 fn p2p_hang_times_out_naming_forced_p2p_and_the_fix() {
     let r = preflight_with("rtx4090x4-phb+p2p-hang", &forced_p2p(200));
     assert_eq!(r.verdict, Verdict::Timeout, "{}", r.reason);
-    assert!(r.reason.contains("likely cause: peer-to-peer over PCIe"), "{}", r.reason);
+    assert!(
+        r.reason.contains("likely cause: peer-to-peer over PCIe"),
+        "{}",
+        r.reason
+    );
     assert!(r.reason.contains("NCCL_P2P_LEVEL=SYS"), "{}", r.reason);
     assert!(r.reason.contains("GPU_NOT_SUPPORTED"), "{}", r.reason);
     assert!(r.reason.contains("try NCCL_P2P_DISABLE=1"), "{}", r.reason);
     assert_eq!(preflight("rtx4090x4-phb+p2p-hang").verdict, Verdict::Ok);
     // A hang with P2P out of the picture names no P2P cause.
-    let r = preflight_with("rtx4090x4-phb+hang", &PreflightOptions {
-        deadline: Duration::from_millis(200),
-        ..PreflightOptions::default()
-    });
+    let r = preflight_with(
+        "rtx4090x4-phb+hang",
+        &PreflightOptions {
+            deadline: Duration::from_millis(200),
+            ..PreflightOptions::default()
+        },
+    );
     assert_eq!(r.verdict, Verdict::Timeout);
     assert!(!r.reason.contains("likely cause"), "{}", r.reason);
 }

@@ -34,9 +34,12 @@ fn refused(r: P2pReason) -> P2pCaps {
 
 #[test]
 fn geforce_policy_is_a_platform_limit_staged_through_host_memory() {
-    let e = pair("NVIDIA GeForce RTX 4090", refused(P2pReason::GpuNotSupported))
-        .measure(7.8, Some("SHM/direct"))
-        .explain();
+    let e = pair(
+        "NVIDIA GeForce RTX 4090",
+        refused(P2pReason::GpuNotSupported),
+    )
+    .measure(7.8, Some("SHM/direct"))
+    .explain();
     let c = find(&e, CauseKind::P2pNotSupported);
     assert_eq!(c.action, Action::PlatformLimit);
     assert_eq!(c.severity, Severity::Info);
@@ -71,12 +74,23 @@ fn each_nvml_reason_gets_its_own_cause_and_action() {
     let chipset = cause(P2pReason::ChipsetNotSupported);
     assert_eq!(chipset.action, Action::PlatformLimit);
     assert!(chipset.message.contains("chipset"), "{}", chipset.message);
-    assert!(chipset.message.contains("share a PCIe switch"), "{}", chipset.message);
+    assert!(
+        chipset.message.contains("share a PCIe switch"),
+        "{}",
+        chipset.message
+    );
     let topo = cause(P2pReason::IohTopologyNotSupported);
-    assert!(topo.message.contains("host bridge topology"), "{}", topo.message);
+    assert!(
+        topo.message.contains("host bridge topology"),
+        "{}",
+        topo.message
+    );
     // In a VM the VM's own limit speaks (ask the provider), not the NVML reason.
-    let mut vm = pair("NVIDIA GeForce RTX 4090", refused(P2pReason::GpuNotSupported))
-        .measure(7.8, Some("SHM/direct"));
+    let mut vm = pair(
+        "NVIDIA GeForce RTX 4090",
+        refused(P2pReason::GpuNotSupported),
+    )
+    .measure(7.8, Some("SHM/direct"));
     vm.platform.hypervisor = Some(true);
     let e = vm.explain();
     assert!(kinds(&e).contains(&CauseKind::VmNoP2p), "{:?}", kinds(&e));
@@ -98,14 +112,25 @@ fn failed(mut n: Node, timed_out: bool, wrong: Option<u64>) -> Node {
 
 #[test]
 fn a_hang_over_forced_p2p_names_it_and_tries_p2p_disable() {
-    let n = pair("NVIDIA GeForce RTX 4090", refused(P2pReason::GpuNotSupported))
-        .env("NCCL_P2P_LEVEL", "SYS");
+    let n = pair(
+        "NVIDIA GeForce RTX 4090",
+        refused(P2pReason::GpuNotSupported),
+    )
+    .env("NCCL_P2P_LEVEL", "SYS");
     let e = failed(n, true, None).explain();
     let c = find(&e, CauseKind::P2pBroken);
     assert_eq!(c.severity, Severity::Critical);
     assert!(c.message.contains("did not finish"), "{}", c.message);
-    assert!(c.message.contains("NCCL_P2P_LEVEL=SYS forces P2P"), "{}", c.message);
-    assert!(c.message.contains("try NCCL_P2P_DISABLE=1"), "{}", c.message);
+    assert!(
+        c.message.contains("NCCL_P2P_LEVEL=SYS forces P2P"),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.message.contains("try NCCL_P2P_DISABLE=1"),
+        "{}",
+        c.message
+    );
     let chain = &e.pairs[0];
     assert_eq!(chain.env_fix, vec![("NCCL_P2P_DISABLE".into(), "1".into())]);
     // The A/B runs although the pair's own run has no figure.
@@ -126,7 +151,9 @@ fn a_hang_over_forced_p2p_names_it_and_tries_p2p_disable() {
     );
     let c = find(&e, CauseKind::P2pBroken);
     assert!(
-        c.message.contains("with NCCL_P2P_DISABLE=1 the pair's all-reduce ran: 7.80 GB/s over SHM/direct"),
+        c.message.contains(
+            "with NCCL_P2P_DISABLE=1 the pair's all-reduce ran: 7.80 GB/s over SHM/direct"
+        ),
         "{}",
         c.message
     );
@@ -134,15 +161,26 @@ fn a_hang_over_forced_p2p_names_it_and_tries_p2p_disable() {
 
 #[test]
 fn wrong_values_over_patched_p2p_name_the_patched_driver() {
-    let n = pair("NVIDIA GeForce RTX 5090", P2pCaps::all(P2pReason::Ok))
-        .env("NCCL_P2P_LEVEL", "SYS");
+    let n =
+        pair("NVIDIA GeForce RTX 5090", P2pCaps::all(P2pReason::Ok)).env("NCCL_P2P_LEVEL", "SYS");
     let e = failed(n, false, Some(4)).explain();
     let c = find(&e, CauseKind::P2pBroken);
-    assert!(c.message.contains("returned 4 wrong elements"), "{}", c.message);
+    assert!(
+        c.message.contains("returned 4 wrong elements"),
+        "{}",
+        c.message
+    );
     assert!(c.message.contains("a patched driver"), "{}", c.message);
     // The same failure on a data-centre card over NCCL's own P2P is no P2P suspicion.
     let mut dc = pair("NVIDIA H100 PCIe", P2pCaps::all(P2pReason::Ok));
-    dc.topo.links = vec![vec![LinkClass::X, LinkClass::Pxb], vec![LinkClass::Pxb, LinkClass::X]];
+    dc.topo.links = vec![
+        vec![LinkClass::X, LinkClass::Pxb],
+        vec![LinkClass::Pxb, LinkClass::X],
+    ];
     let e = failed(dc, false, Some(4)).explain();
-    assert!(!kinds(&e).contains(&CauseKind::P2pBroken), "{:?}", kinds(&e));
+    assert!(
+        !kinds(&e).contains(&CauseKind::P2pBroken),
+        "{:?}",
+        kinds(&e)
+    );
 }
