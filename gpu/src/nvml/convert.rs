@@ -1,7 +1,7 @@
 //! Pure conversions from raw NVML readings to core's vocabulary (no NVML calls, unit-tested).
 
 use ddpcheck_core::num::len_u32;
-use ddpcheck_core::topology::{LinkClass, P2pReason, P2pStatus};
+use ddpcheck_core::topology::{LinkClass, P2pReason};
 use nvml_wrapper::enum_wrappers::device::{ComputeMode, P2pStatus as NvmlP2p, TopologyLevel};
 use nvml_wrapper::error::NvmlError;
 
@@ -95,11 +95,6 @@ pub fn topology_level_class(level: TopologyLevel) -> LinkClass {
         TopologyLevel::Node => LinkClass::Node,
         TopologyLevel::System => LinkClass::Sys,
     }
-}
-
-/// NVML's P2P read status as core's three-way status.
-pub fn p2p_status(s: NvmlP2p) -> P2pStatus {
-    p2p_reason(s).summary()
 }
 
 /// NVML's P2P status of one capability, with its reason.
@@ -196,6 +191,7 @@ pub fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ddpcheck_core::topology::P2pStatus;
 
     #[test]
     fn throttle_bits_map_to_names_in_bit_order() {
@@ -286,6 +282,7 @@ mod tests {
 
     #[test]
     fn p2p_and_compute_mode_names() {
+        let p2p_status = |s| p2p_reason(s).summary();
         assert_eq!(p2p_status(NvmlP2p::Ok), P2pStatus::Ok);
         assert_eq!(
             p2p_status(NvmlP2p::IohTopologyNotSupported),
