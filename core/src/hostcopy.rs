@@ -203,8 +203,8 @@ pub fn reference(g: &GpuInfo) -> Option<CopyReference> {
 }
 
 /// A published measurement of a class's host copies: the range over the GPUs measured, per
-/// direction, with its source. Told beside the figures, not a floor: each comes from one
-/// machine.
+/// direction, with its source: a reference to read figures by, not a floor (each comes from one
+/// machine).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PublishedCopies {
     pub class: &'static str,
