@@ -345,3 +345,37 @@ fn field_report_t4x2_against_its_pcie_link() {
     );
     assert!(text.contains("measured ×0.53"), "{text}");
 }
+
+/// A consumer node: the driver's reason for no P2P is a cause with its action; P2P forced over
+/// PCIe where it hangs (p2p-hang) gives each pair `p2p_broken`, and `--ab` measures
+/// NCCL_P2P_DISABLE=1 in runs of their own, with their own deadline: every A/B has a figure
+/// although every pair's own run hung. The JSON matches the schema.
+#[test]
+fn consumer_p2p_causes_and_the_ab_after_a_hang() {
+    let (rc, v, text) = explain("rtx5090x2-pcie", &[], &[]);
+    assert_eq!(rc, 0, "{text}");
+    has(&v, "p2p_not_supported", "platform_limit", "info");
+    assert_eq!(
+        v["topology"]["p2p_status"][0][1]["read"],
+        "gpu_not_supported"
+    );
+    assert!(text.contains("GPU_NOT_SUPPORTED"), "{text}");
+
+    let forced = [("NCCL_P2P_LEVEL", "SYS")];
+    let (rc, v, text) = explain(
+        "rtx5090x2-pcie+p2p-hang",
+        &forced,
+        &["--ab", "--deadline", "1"],
+    );
+    assert_eq!(rc, 2, "{text}");
+    has(&v, "p2p_broken", "set_env", "critical");
+    let pair = &v["pairs"][0];
+    assert!(pair["busbw_gbps"].is_null(), "{pair}");
+    assert_eq!(pair["ab"]["overrides"][0][0], "NCCL_P2P_DISABLE");
+    assert!(pair["ab"]["after_gbps"].as_f64().unwrap() > 10.0, "{pair}");
+    assert!(pair["ab"]["before_error"]
+        .as_str()
+        .unwrap()
+        .contains("did not finish"));
+    assert!(text.contains("try NCCL_P2P_DISABLE=1"), "{text}");
+}

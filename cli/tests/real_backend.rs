@@ -430,3 +430,78 @@ fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_laun
     assert_eq!(interrupt(&mut child).code(), Some(130));
     assert_all_end(&[sleeper], "the launch's sleep");
 }
+
+/// NVML's P2P status per capability and pair on the real backend (the fake NVML answers what
+/// FAKE_P2P_* say), and a hang injected into the fake NCCL where P2P is forced across its host
+/// bridge: `check` gives TIMEOUT with forced P2P as the likely cause and NCCL_P2P_DISABLE=1 to
+/// try; `explain --ab` measures that fix in a worker of its own, with its own deadline, after
+/// the pair's own run hung.
+#[test]
+fn forced_p2p_hang_on_the_fake_nccl_names_its_cause_and_the_ab_measures_the_fix() {
+    let Some(libs) = FakeGpuLibs::build() else {
+        return;
+    };
+    let rt = tempfile::tempdir().unwrap();
+    let env = [
+        ("FAKE_NCCL_P2P_HANG", "1"),
+        ("NCCL_P2P_LEVEL", "SYS"),
+        ("FAKE_P2P_R", "2,1-0=1"),
+        ("FAKE_P2P_W", "2"),
+        ("FAKE_P2P_A", "2"),
+        ("FAKE_P2P_N", "5"),
+    ];
+    let sweep = ["--min-bytes", "8M", "--max-bytes", "16M", "--deadline", "3"];
+    let args = |cmd: &[&'static str]| [cmd, &sweep[..]].concat();
+    let o = output_within(
+        &mut ddpcheck(&libs, rt.path(), &env, &args(&["check", "--json"])),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code(&o), 5, "{}\n{}", stdout(&o), stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.starts_with("ddpcheck: TIMEOUT: "), "{reason}");
+    assert!(reason.contains("NCCL_P2P_LEVEL=SYS forces P2P"), "{reason}");
+    assert!(
+        reason.contains("NVML reports P2P read GPU_NOT_SUPPORTED"),
+        "{reason}"
+    );
+    assert!(reason.contains("try NCCL_P2P_DISABLE=1"), "{reason}");
+    let st = &r["topology"]["p2p_status"];
+    assert_eq!(st[0][1]["read"], "gpu_not_supported", "{st}");
+    assert_eq!(st[0][1]["write"], "gpu_not_supported", "{st}");
+    assert_eq!(st[0][1]["nvlink"], "not_supported", "{st}");
+    assert_eq!(st[1][0]["read"], "chipset_not_supported", "{st}");
+    assert_eq!(st[0][0]["read"], "ok", "{st}");
+    assert_eq!(r["topology"]["p2p"][0][1], "not_supported");
+
+    let o = output_within(
+        &mut ddpcheck(
+            &libs,
+            rt.path(),
+            &env,
+            &[
+                "explain",
+                "--json",
+                "--ab",
+                "--max-bytes",
+                "16M",
+                "--deadline",
+                "3",
+            ],
+        ),
+        Duration::from_secs(120),
+    );
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+    let pair = &r["pairs"][0];
+    let kinds: Vec<&str> = pair["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"p2p_broken"), "{kinds:?}");
+    assert!(pair["busbw_gbps"].is_null(), "{pair}");
+    assert_eq!(pair["ab"]["overrides"][0][0], "NCCL_P2P_DISABLE", "{pair}");
+    assert!(pair["ab"]["after_gbps"].as_f64().unwrap() > 0.0, "{pair}");
+}

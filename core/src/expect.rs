@@ -67,6 +67,24 @@ pub fn expected_allreduce(node: &NodeClass<'_>) -> Option<Expectation> {
             pcie_busbw(node.pcie_gen) * 2.0,
             "PCIe P2P below a switch avoids the host bridge; ~2x the host-bridge figure (estimate, unmeasured here)",
         )),
+        LinkClass::Phb | LinkClass::Node | LinkClass::Sys
+            if model.contains("RTX 5090") && node.gpus >= 8 =>
+        {
+            Some(row(
+                "8+ GeForce RTX 5090 over PCIe, staged through host memory",
+                28.0,
+                "https://github.com/NVIDIA/nccl/issues/1639: 8x RTX 5090 on dual Xeon 8480+, ACS off, NCCL_MIN_NCHANNELS=8: 28 GB/s at 8 GPUs",
+            ))
+        }
+        LinkClass::Phb | LinkClass::Node | LinkClass::Sys
+            if model.contains("RTX 5090") && node.gpus >= 4 =>
+        {
+            Some(row(
+                "4-7 GeForce RTX 5090 over PCIe, staged through host memory",
+                35.0,
+                "https://github.com/NVIDIA/nccl/issues/1639: 4x RTX 5090 on dual Xeon 8480+, ACS off, NCCL_MIN_NCHANNELS=8: 35 GB/s at 4 GPUs",
+            ))
+        }
         LinkClass::Phb | LinkClass::Node | LinkClass::Sys if model.contains("T4") => Some(row(
             "2x Tesla T4 over PCIe gen3, no NVLink",
             4.05,
@@ -186,6 +204,24 @@ mod tests {
             model: "x"
         })
         .is_none());
+    }
+
+    #[test]
+    fn rtx_5090_nodes_take_the_published_host_memory_figure() {
+        let at = |gpus| {
+            expected_allreduce(&NodeClass {
+                worst_link: LinkClass::Phb,
+                pcie_gen: Some(5),
+                gpus,
+                model: "NVIDIA GeForce RTX 5090",
+            })
+            .unwrap()
+        };
+        assert_eq!(at(8).busbw_gbps, 28.0);
+        assert_eq!(at(4).busbw_gbps, 35.0);
+        assert!(at(4).source.contains("nccl/issues/1639"));
+        // Two GPUs: no published figure, the generation-scaled host-bridge row.
+        assert_eq!(at(2).busbw_gbps, 16.0);
     }
 
     #[test]

@@ -202,6 +202,53 @@ pub fn reference(g: &GpuInfo) -> Option<CopyReference> {
     }
 }
 
+/// A published measurement of a class's host copies: the range over the GPUs measured, per
+/// direction, with its source: a reference to read figures by, not a floor (each comes from one
+/// machine).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PublishedCopies {
+    pub class: &'static str,
+    /// Host-to-device, lowest and highest GB/s.
+    pub h2d_gbps: (f64, f64),
+    /// Device-to-host, lowest and highest GB/s.
+    pub d2h_gbps: (f64, f64),
+    pub source: &'static str,
+}
+
+/// Consumer cards' published copy-engine figures (nvbandwidth's memcpy_ce tests).
+pub const PUBLISHED_COPIES: [(&str, u32, PublishedCopies); 2] = [
+    (
+        "RTX 4090",
+        4,
+        PublishedCopies {
+            class: "GeForce RTX 4090 on PCIe gen4 x16",
+            h2d_gbps: (23.90, 26.38),
+            d2h_gbps: (26.25, 27.11),
+            source: "https://github.com/NVIDIA/nvbandwidth/issues/15: eight RTX 4090s, nvbandwidth host_to_device_memcpy_ce and device_to_host_memcpy_ce, driver 545.29.06",
+        },
+    ),
+    (
+        "RTX 5090",
+        5,
+        PublishedCopies {
+            class: "GeForce RTX 5090 on PCIe gen5 x16",
+            h2d_gbps: (56.30, 56.41),
+            d2h_gbps: (57.29, 57.35),
+            source: "https://github.com/tinygrad/open-gpu-kernel-modules/issues/29: eight RTX 5090s on Xeon 8458P, nvbandwidth host_to_device_memcpy_ce and device_to_host_memcpy_ce, driver 570.148.08",
+        },
+    ),
+];
+
+/// The published copy figures for a GPU of this name at its maximum PCIe generation.
+pub fn published(g: &GpuInfo) -> Option<&'static PublishedCopies> {
+    let p = g.pcie?;
+    let name = g.name.to_ascii_uppercase();
+    PUBLISHED_COPIES
+        .iter()
+        .find(|(card, gen, _)| name.contains(card) && p.gen_max == *gen && p.width_max >= 16)
+        .map(|(_, _, r)| r)
+}
+
 /// What the GPU's link can carry in one direction at its maximum generation and width,
 /// bytes/s; `None` without a link reading.
 pub fn link_capacity(g: &GpuInfo) -> Option<(f64, PcieLink)> {
@@ -477,6 +524,17 @@ mod tests {
         assert!(reference(&gpu("NVIDIA RTX A6000", 3, 16)).is_none());
         let r = capacity_ratio(&gpu("x", 5, 16), 63.0).unwrap();
         assert!((r - 63.0 / 63.015).abs() < 1e-3, "{r}");
+    }
+
+    #[test]
+    fn consumer_cards_have_their_published_copies_at_their_generation() {
+        let r = published(&gpu("NVIDIA GeForce RTX 4090", 4, 16)).unwrap();
+        assert_eq!(r.h2d_gbps, (23.90, 26.38));
+        assert!(r.source.contains("nvbandwidth/issues/15"));
+        assert!(published(&gpu("NVIDIA GeForce RTX 5090", 5, 16)).is_some());
+        // A 4090 in a gen3 slot is not the class measured; datacenter cards have floors instead.
+        assert!(published(&gpu("NVIDIA GeForce RTX 4090", 3, 16)).is_none());
+        assert!(published(&gpu("NVIDIA H200", 5, 16)).is_none());
     }
 
     #[test]

@@ -476,6 +476,15 @@ fn sweep_all_reduce(
                 detail: e.to_string(),
             });
             let v = e.verdict().ok_or_else(|| e.clone())?;
+            if matches!(e, ProbeError::Timeout { .. }) {
+                // A warning, so the verdict stays TIMEOUT; the last of the worst names the line.
+                g.findings.extend(p2p_suspect(
+                    g,
+                    &opts.nccl_env,
+                    Severity::Warning,
+                    &e.to_string(),
+                ));
+            }
             let v = v.worse(Verdict::from_findings(&g.findings));
             return Ok(Some((v, e.to_string())));
         }
@@ -527,6 +536,45 @@ fn judge_sweep(opts: &PreflightOptions, g: &mut Gathered) {
         g.findings
             .extend(judge_allreduce(s, g.expected.as_ref(), &opts.history_busbw));
     }
+    if let Some(w) = g
+        .sweep
+        .as_ref()
+        .and_then(Sweep::wrong_total)
+        .filter(|w| *w > 0)
+    {
+        let what = format!("all-reduce returned {w} wrong elements");
+        g.findings
+            .extend(p2p_suspect(g, &opts.nccl_env, Severity::Critical, &what));
+    }
+}
+
+/// Where the all-reduce hung or returned wrong values and a pair's transport is P2P over PCIe
+/// that is forced or on a GeForce card, the finding that names it as the likely cause and
+/// NCCL_P2P_DISABLE=1 as the thing to try (pushed last, so it gives the one line).
+fn p2p_suspect(
+    g: &Gathered,
+    env: &BTreeMap<String, String>,
+    severity: Severity,
+    what: &str,
+) -> Option<Finding> {
+    let t = g.topology.as_ref()?;
+    let model = g.gpus.first().map_or("", |x| x.name.as_str());
+    let (pair, why) = crate::explain::consumer::first_suspect(&t.pairs(), model, env)?;
+    Some(
+        Finding::new(
+            "p2p_pcie_suspect",
+            severity,
+            Subject::Node,
+            format!(
+                "{what}; {}",
+                crate::explain::consumer::likely_cause_words(&pair, &why)
+            ),
+        )
+        .with(
+            Evidence::new("peer-to-peer over PCIe", format!("{pair}: {why}"))
+                .source(crate::explain::consumer::HANG_SOURCE),
+        ),
+    )
 }
 
 fn gpu_subject(g: &GpuInfo) -> Subject {

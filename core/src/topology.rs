@@ -142,6 +142,127 @@ pub enum P2pStatus {
     Unknown,
 }
 
+/// NVML's answer for one peer-to-peer capability between two GPUs (`nvmlGpuP2PStatus_t`), with
+/// the reason where it is not OK; [`P2pReason::summary`] folds it into [`P2pStatus`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum P2pReason {
+    Ok,
+    /// The chipset (root complex) does not support P2P between the two GPUs.
+    ChipsetNotSupported,
+    /// The GPU's product does not support P2P (GeForce policy).
+    GpuNotSupported,
+    /// The host bridge topology between the two GPUs does not support P2P.
+    IohTopologyNotSupported,
+    /// A driver registry key turns P2P off.
+    DisabledByRegkey,
+    NotSupported,
+    Unknown,
+}
+
+impl P2pReason {
+    /// Every status, in NVML's numbering.
+    pub const ALL: [P2pReason; 7] = [
+        P2pReason::Ok,
+        P2pReason::ChipsetNotSupported,
+        P2pReason::GpuNotSupported,
+        P2pReason::IohTopologyNotSupported,
+        P2pReason::DisabledByRegkey,
+        P2pReason::NotSupported,
+        P2pReason::Unknown,
+    ];
+
+    /// The three-way status the transport judgement needs.
+    pub fn summary(self) -> P2pStatus {
+        match self {
+            P2pReason::Ok => P2pStatus::Ok,
+            P2pReason::Unknown => P2pStatus::Unknown,
+            _ => P2pStatus::NotSupported,
+        }
+    }
+
+    /// The word of `nvidia-smi topo -p2p`'s legend (OK, CNS, GNS, TNS, DR, NS, U).
+    pub fn code(self) -> &'static str {
+        match self {
+            P2pReason::Ok => "OK",
+            P2pReason::ChipsetNotSupported => "CNS",
+            P2pReason::GpuNotSupported => "GNS",
+            P2pReason::IohTopologyNotSupported => "TNS",
+            P2pReason::DisabledByRegkey => "DR",
+            P2pReason::NotSupported => "NS",
+            P2pReason::Unknown => "U",
+        }
+    }
+
+    /// NVML's name (`NVML_P2P_STATUS_GPU_NOT_SUPPORTED` without its prefix).
+    pub fn nvml_name(self) -> &'static str {
+        match self {
+            P2pReason::Ok => "OK",
+            P2pReason::ChipsetNotSupported => "CHIPSET_NOT_SUPPORTED",
+            P2pReason::GpuNotSupported => "GPU_NOT_SUPPORTED",
+            P2pReason::IohTopologyNotSupported => "IOH_TOPOLOGY_NOT_SUPPORTED",
+            P2pReason::DisabledByRegkey => "DISABLED_BY_REGKEY",
+            P2pReason::NotSupported => "NOT_SUPPORTED",
+            P2pReason::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+/// NVML's peer-to-peer status of one ordered pair for each capability `nvidia-smi topo -p2p`
+/// names: read, write, atomics and NVLink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct P2pCaps {
+    pub read: P2pReason,
+    pub write: P2pReason,
+    pub atomics: P2pReason,
+    pub nvlink: P2pReason,
+}
+
+impl P2pCaps {
+    /// Every capability with the same status (a GPU with itself: all OK).
+    pub fn all(r: P2pReason) -> P2pCaps {
+        P2pCaps {
+            read: r,
+            write: r,
+            atomics: r,
+            nvlink: r,
+        }
+    }
+
+    /// The capabilities by name, in `nvidia-smi topo -p2p`'s order (r, w, n, a).
+    pub fn named(&self) -> [(&'static str, P2pReason); 4] {
+        [
+            ("read", self.read),
+            ("write", self.write),
+            ("nvlink", self.nvlink),
+            ("atomics", self.atomics),
+        ]
+    }
+
+    /// The first PCIe capability (read, write, atomics) that is not OK, with its name: the
+    /// reason a pair has no P2P over PCIe.
+    pub fn pcie_refusal(&self) -> Option<(&'static str, P2pReason)> {
+        [
+            ("read", self.read),
+            ("write", self.write),
+            ("atomics", self.atomics),
+        ]
+        .into_iter()
+        .find(|(_, r)| !matches!(r, P2pReason::Ok | P2pReason::Unknown))
+    }
+
+    /// `r=OK w=OK a=GNS n=NS`, as a line of evidence.
+    pub fn words(&self) -> String {
+        format!(
+            "read {}, write {}, atomics {}, nvlink {}",
+            self.read.code(),
+            self.write.code(),
+            self.atomics.code(),
+            self.nvlink.code()
+        )
+    }
+}
+
 /// A GPU as the topology names it: by UUID and PCI bus id, the index only for display.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuRef {
@@ -158,6 +279,10 @@ pub struct TopologyMatrix {
     /// `p2p[i][j]`: NVML's P2P read status; empty when unknown.
     #[serde(default)]
     pub p2p: Vec<Vec<P2pStatus>>,
+    /// `p2p_status[i][j]`: NVML's status for each capability (read, write, atomics, NVLink),
+    /// with its reason; empty where it was not read (reports before it, a backend without it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub p2p_status: Vec<Vec<P2pCaps>>,
     /// CPU list each GPU is close to (`0-31`), when known.
     #[serde(default)]
     pub cpu_affinity: Vec<Option<String>>,
@@ -173,6 +298,8 @@ pub struct Pair<'a> {
     pub b: &'a GpuRef,
     pub link: LinkClass,
     pub p2p: Option<P2pStatus>,
+    /// NVML's status of each capability from `a` to `b`, where read.
+    pub p2p_status: Option<P2pCaps>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -219,6 +346,7 @@ impl TopologyMatrix {
                     b: &self.gpus[j],
                     link: self.links[i][j],
                     p2p: self.p2p.get(i).and_then(|r| r.get(j)).copied(),
+                    p2p_status: self.p2p_status.get(i).and_then(|r| r.get(j)).copied(),
                 });
             }
         }
@@ -255,6 +383,7 @@ mod tests {
             gpus: vec![g(0), g(1)],
             links: vec![vec![LinkClass::X, link], vec![link, LinkClass::X]],
             p2p: vec![],
+            p2p_status: vec![],
             cpu_affinity: vec![],
             numa_affinity: vec![],
         }
@@ -274,6 +403,27 @@ mod tests {
         let mut t = two(LinkClass::Phb);
         t.links[0][1] = LinkClass::Sys;
         assert_eq!(t.validate(), Err(TopologyError::Asymmetric(1, 0)));
+    }
+
+    #[test]
+    fn p2p_reasons_fold_to_the_read_status_and_name_the_refusal() {
+        assert_eq!(P2pReason::Ok.summary(), P2pStatus::Ok);
+        assert_eq!(P2pReason::Unknown.summary(), P2pStatus::Unknown);
+        for r in &P2pReason::ALL[1..6] {
+            assert_eq!(r.summary(), P2pStatus::NotSupported, "{r:?}");
+        }
+        let mut caps = P2pCaps::all(P2pReason::Ok);
+        caps.nvlink = P2pReason::NotSupported;
+        // No NVLink is no refusal of P2P over PCIe.
+        assert_eq!(caps.pcie_refusal(), None);
+        caps.write = P2pReason::GpuNotSupported;
+        assert_eq!(
+            caps.pcie_refusal(),
+            Some(("write", P2pReason::GpuNotSupported))
+        );
+        let json = serde_json::to_string(&caps).unwrap();
+        assert!(json.contains(r#""write":"gpu_not_supported""#), "{json}");
+        assert_eq!(caps.words(), "read OK, write GNS, atomics OK, nvlink NS");
     }
 
     #[test]

@@ -200,6 +200,7 @@ pub fn causes_after_preflight(
             bytes: judged_peak(sweep).map(|(bytes, _)| bytes),
             transport: None,
             error: None,
+            ..PairMeasurement::default()
         }],
         _ => Vec::new(),
     };
@@ -310,6 +311,7 @@ fn measure_pairs(
         let r = read_run(run, links, platform, &mut failures)?;
         (m.busbw_gbps, m.bytes, m.transport, m.error) =
             (r.busbw_gbps, r.bytes, r.transport, r.error);
+        (m.wrong, m.timed_out) = (r.wrong, r.timed_out);
         out.push(m);
     }
     Ok((out, failures))
@@ -322,6 +324,8 @@ struct RunReading {
     bytes: Option<u64>,
     transport: Option<String>,
     error: Option<String>,
+    wrong: Option<u64>,
+    timed_out: bool,
 }
 
 /// A run's large-message figure and transport, its links kept as read under load (only a run
@@ -344,9 +348,11 @@ fn read_run(
                 r.bytes = Some(bytes);
             }
             r.transport = run.transport;
+            r.wrong = sweep.and_then(|s| s.wrong_total()).filter(|w| *w > 0);
         }
         Err(ProbeError::Invalid(e)) => return Err(ProbeError::Invalid(e)),
         Err(e) => {
+            r.timed_out = matches!(e, ProbeError::Timeout { .. });
             failures
                 .verdicts
                 .push(e.verdict().unwrap_or(Verdict::Unknown));
@@ -459,13 +465,18 @@ fn run_ab(
     let todo: Vec<explain::PairChain> = e
         .pairs
         .iter()
-        .filter(|c| !explain::ab_overrides(c).is_empty() && c.busbw_gbps.is_some())
+        .filter(|c| explain::ab_wanted(c))
         .cloned()
         .collect();
     for chain in todo {
         let (a, b) = (chain.a.index, chain.b.index);
         let fix = explain::ab_overrides(&chain).to_vec();
         let before = chain.busbw_gbps.unwrap_or_default();
+        let before_error = chain
+            .busbw_gbps
+            .is_none()
+            .then(|| chain.measure_error.clone())
+            .flatten();
         let (Some(ga), Some(gb)) = (
             gpus.iter().find(|g| g.index == a),
             gpus.iter().find(|g| g.index == b),
@@ -483,6 +494,7 @@ fn run_ab(
         let mut ab = AbFigure {
             overrides: fix,
             before_gbps: before,
+            before_error,
             after_gbps: None,
             after_transport: None,
             error: None,

@@ -12,7 +12,7 @@ use ddpcheck_core::ddp::{DdpRequest, DdpResult};
 use ddpcheck_core::explain::Transport;
 use ddpcheck_core::gpu::{ComputeProcess, GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
 use ddpcheck_core::num::len_u32;
-use ddpcheck_core::topology::{GpuRef, LinkClass, P2pStatus, TopologyMatrix};
+use ddpcheck_core::topology::{GpuRef, LinkClass, P2pCaps, P2pReason, P2pStatus, TopologyMatrix};
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
 
 use crate::fault::{self, Fault, FAULTS};
@@ -227,6 +227,39 @@ impl SimBackend {
         }
     }
 
+    /// NVML's status of each capability between two GPUs of the node: the profile's, or what a
+    /// patched driver reports (p2p-patched: P2P OK over PCIe); `None` where the profile gives
+    /// only the read status.
+    fn p2p_caps(&self) -> Option<P2pCaps> {
+        let mut caps = self.profile.p2p_status.as_ref().map(|s| s.caps())?;
+        if self.has(Fault::P2pPatched) {
+            (caps.read, caps.write, caps.atomics) = (P2pReason::Ok, P2pReason::Ok, P2pReason::Ok);
+        }
+        Some(caps)
+    }
+
+    /// NVML's P2P read status between two GPUs of the node.
+    fn p2p_read(&self) -> P2pStatus {
+        match self.p2p_caps() {
+            Some(c) => c.read.summary(),
+            None if self.has(Fault::P2pPatched) || self.profile.p2p == P2p::Ok => P2pStatus::Ok,
+            None => P2pStatus::NotSupported,
+        }
+    }
+
+    /// Whether any pair of `gpus` goes P2P over PCIe under `env`, as NCCL picks it.
+    fn p2p_over_pcie(&self, gpus: &[usize], env: &[(String, String)]) -> bool {
+        let env: std::collections::BTreeMap<String, String> = env.iter().cloned().collect();
+        gpus.iter()
+            .flat_map(|&i| gpus.iter().filter(move |&&j| j > i).map(move |&j| (i, j)))
+            .map(|(i, j)| self.pair_link(i, j))
+            .filter(|l| !l.is_nvlink())
+            .any(|l| {
+                ddpcheck_core::explain::transport::predicted(l, Some(self.p2p_read()), &env)
+                    == Transport::P2p
+            })
+    }
+
     /// The transport a real worker would read from NCCL's log, from the environment and the
     /// pair class (NCCL's own choice, as core predicts it).
     fn transport(&self, gpus: &[usize], env: &[(String, String)]) -> Option<String> {
@@ -235,7 +268,7 @@ impl SimBackend {
             .iter()
             .flat_map(|&i| gpus.iter().filter(move |&&j| j > i).map(move |&j| (i, j)))
             .map(|(i, j)| {
-                let p2p = (self.profile.p2p == P2p::Ok).then_some(P2pStatus::Ok);
+                let p2p = (self.p2p_read() == P2pStatus::Ok).then_some(P2pStatus::Ok);
                 ddpcheck_core::explain::transport::predicted(self.pair_link(i, j), p2p, &env)
             })
             .max()?;
@@ -310,11 +343,12 @@ impl SimBackend {
         fabric: &Fabric<'_>,
         op: Collective,
         req: &CollectiveRequest,
+        corrupt: bool,
         progress: &mut dyn FnMut(Progress),
     ) -> Sweep {
         let sizes = size_ladder(req.min_bytes, req.max_bytes, req.step_factor);
         let ranks = fabric.ranks;
-        let wrong_fault = self.has(Fault::WrongResult) && op == Collective::AllReduce;
+        let wrong_fault = (self.has(Fault::WrongResult) || corrupt) && op == Collective::AllReduce;
         let mut samples = Vec::with_capacity(sizes.len());
         for (n, &bytes) in sizes.iter().enumerate() {
             let count = bytes / 4;
@@ -404,25 +438,36 @@ impl NodeBackend for SimBackend {
         let mut links: Vec<Vec<LinkClass>> = (0..n)
             .map(|i| (0..n).map(|j| self.pair_link(idx[i], idx[j])).collect())
             .collect();
+        let caps = self.p2p_caps();
         let mut p2p = vec![vec![P2pStatus::Ok; n]; n];
+        let mut p2p_status = vec![vec![P2pCaps::all(P2pReason::Ok); n]; n];
         for i in 0..n {
             links[i][i] = LinkClass::X;
             for j in 0..n {
                 let lost = self.gpu_state(idx[i]) == ProbeState::Lost
                     || self.gpu_state(idx[j]) == ProbeState::Lost;
+                p2p_status[i][j] = match caps {
+                    _ if lost => P2pCaps::all(P2pReason::Unknown),
+                    Some(c) if i != j => c,
+                    _ => P2pCaps::all(P2pReason::Ok),
+                };
                 p2p[i][j] = if lost {
                     P2pStatus::Unknown
-                } else if i == j || self.profile.p2p == P2p::Ok {
+                } else if i == j {
                     P2pStatus::Ok
                 } else {
-                    P2pStatus::NotSupported
+                    self.p2p_read()
                 };
             }
+        }
+        if caps.is_none() {
+            p2p_status.clear();
         }
         Ok(TopologyMatrix {
             gpus: refs,
             links,
             p2p,
+            p2p_status,
             cpu_affinity: idx
                 .iter()
                 .map(|&i| Some(self.profile.gpus[i].cpus.clone()))
@@ -453,8 +498,16 @@ impl NodeBackend for SimBackend {
                 "CUDA error 802 (system not yet initialized): the NVSwitch fabric is not ready; is nvidia-fabricmanager running?".into(),
             ));
         }
-        self.loaded.store(true, Ordering::SeqCst);
         let env = effective_env(&req.env);
+        let over_p2p = self.p2p_over_pcie(&gpus, &env);
+        if self.has(Fault::P2pHang) && over_p2p {
+            return Err(crate::ddp::hang(
+                req.deadline.min(Duration::from_secs(3600)).as_secs_f64(),
+                "collective sweep",
+            ));
+        }
+        let corrupt = self.has(Fault::P2pPatched) && over_p2p;
+        self.loaded.store(true, Ordering::SeqCst);
         let fabric = Fabric::new(self.catalog, self.profile, &self.faults, &env, &gpus);
         progress(Progress {
             stage: "nccl_init".into(),
@@ -468,7 +521,7 @@ impl NodeBackend for SimBackend {
         let sweeps = req
             .ops
             .iter()
-            .map(|&op| self.sweep(&fabric, op, req, progress))
+            .map(|&op| self.sweep(&fabric, op, req, corrupt, progress))
             .collect();
         Ok(CollectiveRun {
             sweeps,

@@ -23,10 +23,12 @@ pub enum Fault {
     NoFabricManager,
     IdleDownclock,
     SlowGpu,
+    P2pHang,
+    P2pPatched,
 }
 
 /// The fault table: name and one line of help, in the order help texts list them.
-pub const FAULTS: [(Fault, &str, &str); 18] = [
+pub const FAULTS: [(Fault, &str, &str); 20] = [
     (
         Fault::DegradedPcie,
         "degraded-pcie",
@@ -116,6 +118,16 @@ pub const FAULTS: [(Fault, &str, &str); 18] = [
         Fault::SlowGpu,
         "slow-gpu",
         "GPU 1 computes at 60% of its speed (a power or clock cap): every DDP step that synchronises waits for it; one GPU alone (GPU 0), nocomm and collectives do not show it, so no step-time model fed with them predicts it",
+    ),
+    (
+        Fault::P2pHang,
+        "p2p-hang",
+        "P2P forced on a card that does not support it: a collective whose pairs go P2P over PCIe (NCCL_P2P_LEVEL reaching their path) never finishes; staged through host memory (NCCL_P2P_DISABLE=1, or NCCL's default across a host bridge) it runs",
+    ),
+    (
+        Fault::P2pPatched,
+        "p2p-patched",
+        "a patched driver: NVML reports P2P OK for read, write and atomics on every pair, and all-reduces whose pairs go P2P over PCIe return wrong elements",
     ),
 ];
 

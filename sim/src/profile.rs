@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::ModelSpec;
 use ddpcheck_core::num::ToF64;
-use ddpcheck_core::topology::LinkClass;
+use ddpcheck_core::topology::{LinkClass, P2pCaps, P2pReason, P2pStatus};
 use serde::Deserialize;
 
 const PROFILES_JSON: &str = include_str!("../data/profiles.json");
@@ -71,6 +71,28 @@ pub struct GpuSlot {
 pub enum P2p {
     Ok,
     NotSupported,
+}
+
+/// NVML's peer-to-peer status of every pair for each capability, with where it comes from.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P2pStatusSpec {
+    pub read: P2pReason,
+    pub write: P2pReason,
+    pub atomics: P2pReason,
+    pub nvlink: P2pReason,
+    pub source: String,
+}
+
+impl P2pStatusSpec {
+    pub fn caps(&self) -> P2pCaps {
+        P2pCaps {
+            read: self.read,
+            write: self.write,
+            atomics: self.atomics,
+            nvlink: self.nvlink,
+        }
+    }
 }
 
 /// Which fabric a regime's traffic crosses: a degraded PCIe link slows only `pcie` regimes.
@@ -191,6 +213,9 @@ pub struct Profile {
     /// Class of every GPU pair, `nvidia-smi topo -m` vocabulary.
     pub pair_link: String,
     pub p2p: P2p,
+    /// Every capability's status with its reason, where the profile's source gives them.
+    #[serde(default)]
+    pub p2p_status: Option<P2pStatusSpec>,
     pub nvlinks_active: u32,
     /// NVSwitch chips of the node (0: none), and where the count comes from.
     #[serde(default)]
@@ -288,6 +313,12 @@ impl Catalog {
                 }
                 Ok(_) => {}
             }
+            if let Some(st) = &p.p2p_status {
+                let read_ok = st.read.summary() == P2pStatus::Ok;
+                if read_ok != (p.p2p == P2p::Ok) || st.source.is_empty() {
+                    return at("p2p_status disagrees with p2p or has no source".into());
+                }
+            }
             if !pos(p.nccl_init_seconds) {
                 return at("nccl_init_seconds must be > 0".into());
             }
@@ -381,7 +412,7 @@ mod tests {
     #[test]
     fn embedded_data_parses_and_validates() {
         let c = catalog().unwrap();
-        assert_eq!(c.profiles.len(), 5);
+        assert_eq!(c.profiles.len(), 8);
         assert!(!c.note.is_empty());
         for p in &c.profiles {
             assert!(p.driver_version.ends_with("(sim)"), "{}", p.name);

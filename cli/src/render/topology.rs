@@ -61,6 +61,7 @@ mod tests {
             gpus: vec![g(0), g(1)],
             links: vec![vec![LinkClass::X, link], vec![link, LinkClass::X]],
             p2p: vec![],
+            p2p_status: vec![],
             cpu_affinity: vec![],
             numa_affinity: vec![],
         }

@@ -33,10 +33,12 @@ pub enum Action {
     /// Nothing on this machine recovers the gap: it is the platform's nature; the cause says
     /// what kind of machine would do better (and cites the A/B where one ran).
     PlatformLimit,
+    /// Change the driver setting the cause names (a registry key that turns P2P off).
+    DriverSetting,
 }
 
 impl Action {
-    pub const ALL: [Action; 13] = [
+    pub const ALL: [Action; 14] = [
         Action::None,
         Action::UnsetEnv,
         Action::SetEnv,
@@ -50,6 +52,7 @@ impl Action {
         Action::PickGpus,
         Action::AskProvider,
         Action::PlatformLimit,
+        Action::DriverSetting,
     ];
 
     /// The vocabulary's word (as JSON and the metric label carry it).
@@ -68,6 +71,7 @@ impl Action {
             Action::PickGpus => "pick_gpus",
             Action::AskProvider => "ask_provider",
             Action::PlatformLimit => "platform_limit",
+            Action::DriverSetting => "driver_setting",
         }
     }
 }

@@ -4,12 +4,13 @@
 //! (the A/B's figure where one ran), and what kind of machine would do better.
 
 use super::capacity::{best_ring_bottleneck, with_fractions, PathCapacity};
+use super::consumer::{self, Refusal};
 use super::node::is_vm;
 use super::transport::Transport;
 use super::{AbFigure, Action, Cause, CauseKind, ExplainInput, NodeChain, PairChain};
 use crate::expect::{self, NodeClass};
 use crate::finding::{Evidence, Severity};
-use crate::topology::{GpuRef, LinkClass, P2pStatus, Pair};
+use crate::topology::{GpuRef, LinkClass, P2pReason, P2pStatus, Pair};
 
 /// What the A/B tries where SHM is the platform's transport: P2P across the host bridge.
 const FORCE_P2P: (&str, &str) = ("NCCL_P2P_LEVEL", "SYS");
@@ -102,6 +103,11 @@ pub(super) fn pair_limit(input: &ExplainInput<'_>, f: &PairFacts<'_>) -> Option<
     let vm = is_vm(input);
     let no_p2p = f.p.p2p == Some(P2pStatus::NotSupported);
     let staged = shm_arithmetic(f.busbw, 2);
+    if let Some(refused) = consumer::refusal_of(f.p.p2p_status)
+        .filter(|_| !vm && f.chosen == Transport::Shm && f.allowed == Transport::Shm)
+    {
+        return Some(p2p_not_supported(f, refused, &staged));
+    }
     let (kind, mechanism, short, alternative, better) = match f.chosen {
         Transport::Shm if f.allowed == Transport::Shm && vm => (
             CauseKind::VmNoP2p,
@@ -162,6 +168,66 @@ pub(super) fn pair_limit(input: &ExplainInput<'_>, f: &PairFacts<'_>) -> Option<
         f.capacity.map_or("PCI-SIG", |c| c.source.as_str())
     );
     Some(c)
+}
+
+/// NVML refuses P2P over PCIe between the pair, for a reason it names: what that is, where the
+/// traffic goes instead (with the staging arithmetic), whether anything on this node changes
+/// it, and what kind of machine would do better.
+fn p2p_not_supported(
+    f: &PairFacts<'_>,
+    (cap, reason, refusal): (&'static str, P2pReason, Refusal),
+    staged: &str,
+) -> Cause {
+    let (severity, action) = match refusal {
+        Refusal::RegistryKey => (Severity::Warning, Action::DriverSetting),
+        _ => (Severity::Info, Action::PlatformLimit),
+    };
+    let mut c = Cause::new(
+        CauseKind::P2pNotSupported,
+        severity,
+        action,
+        f.gpus.to_vec(),
+    );
+    c.message = format!(
+        "{}: {}; NVML reports P2P {cap} {} ({}), so NCCL uses SHM: {staged}; {}; {}",
+        pair_name(f.p),
+        against_capacity(f.busbw, f.capacity),
+        reason.nvml_name(),
+        refusal.meaning(reason),
+        refusal.on_this_node(),
+        refusal.better()
+    );
+    c.short = format!(
+        "no P2P ({} {}): staged through host memory",
+        reason.code(),
+        match refusal {
+            Refusal::ProductPolicy => "product policy",
+            Refusal::RegistryKey => "registry key",
+            Refusal::Platform => "chipset or host bridge topology",
+            Refusal::Unexplained => "no reason given",
+        }
+    );
+    c.fix = match refusal {
+        Refusal::RegistryKey => {
+            "remove the driver setting that turns P2P off (a registry key)".to_string()
+        }
+        _ => format!("nothing on this machine: {}", refusal.better()),
+    };
+    c.evidence = vec![
+        Evidence::new("NVML P2P status", consumer::status_words(f.p))
+            .expected("OK")
+            .source("nvmlDeviceGetP2PStatus"),
+    ];
+    c.evidence.extend(evidence(f.busbw, f.capacity, f.chosen));
+    let why = match refusal {
+        Refusal::ProductPolicy => consumer::GEFORCE_POLICY_SOURCE,
+        _ => "NVML API reference: nvmlDeviceGetP2PStatus, nvmlGpuP2PStatus_t",
+    };
+    c.source = format!(
+        "{why}; {}; NCCL documentation: transports P2P and SHM",
+        f.capacity.map_or("PCI-SIG", |c| c.source.as_str())
+    );
+    c
 }
 
 /// The alternative's overrides: forcing P2P also lifts an `NCCL_P2P_DISABLE=1` in force (it
@@ -443,10 +509,12 @@ fn ring_slowest_hop(node: &NodeChain, slow: &PairChain, pairs: &[PairChain]) -> 
 /// The node's all-reduce staged through host memory on its slowest hop: the same mechanism as
 /// the pair's, with the node's arithmetic (every GPU's traffic through host memory at once).
 fn node_staging(node: &NodeChain, slow: &PairChain) -> Option<Cause> {
-    let pair = slow
-        .causes
-        .iter()
-        .find(|c| matches!(c.kind, CauseKind::ShmStaging | CauseKind::VmNoP2p))?;
+    let pair = slow.causes.iter().find(|c| {
+        matches!(
+            c.kind,
+            CauseKind::ShmStaging | CauseKind::VmNoP2p | CauseKind::P2pNotSupported
+        )
+    })?;
     let mut c = pair.clone();
     c.gpus = node.gpus.clone();
     let mechanism = shm_arithmetic(node.busbw_gbps, node.gpus.len());
@@ -455,10 +523,10 @@ fn node_staging(node: &NodeChain, slow: &PairChain) -> Option<Cause> {
     } else {
         format!("`explain --ab` measures forcing P2P pair by pair; {SEED_000}")
     };
-    let better = if pair.kind == CauseKind::VmNoP2p {
-        BETTER_VM
-    } else {
-        BETTER_PCIE
+    let better = match pair.kind {
+        CauseKind::VmNoP2p => BETTER_VM,
+        CauseKind::P2pNotSupported => pair.fix.trim_start_matches("nothing on this machine: "),
+        _ => BETTER_PCIE,
     };
     c.message = format!(
         "all {} GPUs: {}; the ring runs over SHM on every hop: {mechanism}; {better}; {recovery}",

@@ -6,6 +6,7 @@
 
 pub mod action;
 mod capacity;
+pub mod consumer;
 mod gpu;
 mod limit;
 mod node;
@@ -81,10 +82,16 @@ pub enum CauseKind {
     /// A platform limit: the node's ring all-reduce is bounded by its slowest hop, slower than
     /// its fastest pairs.
     RingSlowestHop,
+    /// NVML reports no P2P over PCIe between the pair, with its reason (product policy,
+    /// registry key, chipset or host bridge topology): every byte stages through host memory.
+    P2pNotSupported,
+    /// The pair's all-reduce hung or returned wrong values over P2P on PCIe that is forced, or
+    /// on a card whose product has none (a patched driver).
+    P2pBroken,
 }
 
 impl CauseKind {
-    pub const ALL: [CauseKind; 21] = [
+    pub const ALL: [CauseKind; 23] = [
         CauseKind::TransportDowngraded,
         CauseKind::P2pDisabled,
         CauseKind::P2pLevelTooLow,
@@ -106,6 +113,8 @@ impl CauseKind {
         CauseKind::P2pHostBridge,
         CauseKind::VmNoP2p,
         CauseKind::RingSlowestHop,
+        CauseKind::P2pNotSupported,
+        CauseKind::P2pBroken,
     ];
 
     /// The causes that are the platform's nature, not faults (action `platform_limit`).
@@ -116,6 +125,7 @@ impl CauseKind {
                 | CauseKind::P2pHostBridge
                 | CauseKind::VmNoP2p
                 | CauseKind::RingSlowestHop
+                | CauseKind::P2pNotSupported
         )
     }
 
@@ -143,6 +153,8 @@ impl CauseKind {
             CauseKind::P2pHostBridge => "p2p_host_bridge",
             CauseKind::VmNoP2p => "vm_no_p2p",
             CauseKind::RingSlowestHop => "ring_slowest_hop",
+            CauseKind::P2pNotSupported => "p2p_not_supported",
+            CauseKind::P2pBroken => "p2p_broken",
         }
     }
 }
@@ -201,6 +213,12 @@ pub struct PairMeasurement {
     pub transport: Option<String>,
     /// Why there is no figure (a timeout, a worker error).
     pub error: Option<String>,
+    /// Wrong elements the correctness check found, where it found any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrong: Option<u64>,
+    /// The run timed out (its error says after how long).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
 }
 
 /// What was measured on all the GPUs together: the node's all-reduce.
@@ -240,7 +258,10 @@ pub struct NodeChain {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AbFigure {
     pub overrides: Vec<(String, String)>,
+    /// The pair's own figure; 0 where its own run failed (`before_error` says why).
     pub before_gbps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_error: Option<String>,
     pub after_gbps: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_transport: Option<String>,
@@ -355,10 +376,19 @@ pub fn attach_ab(explanation: &mut Explanation, a: u32, b: u32, ab: AbFigure) {
     {
         chain.ab = Some(ab);
         limit::after_ab(chain);
+        consumer::after_ab(chain);
     }
     if let Some(node) = explanation.node.as_mut() {
         limit::node_after_ab(node, &explanation.pairs);
     }
+}
+
+/// Whether an A/B runs on a chain: it has overrides to try, and a figure to set them against,
+/// or a run that hung or corrupted over P2P (a hang in the pair's own run never stops its A/B).
+pub fn ab_wanted(chain: &PairChain) -> bool {
+    !ab_overrides(chain).is_empty()
+        && (chain.busbw_gbps.is_some()
+            || chain.causes.iter().any(|c| c.kind == CauseKind::P2pBroken))
 }
 
 /// The overrides an A/B runs on a chain: its fix's, else the platform limit's alternative.

@@ -2,6 +2,7 @@
 //! environment, ACS and NUMA causes, the reference and history, and the fix.
 
 use super::capacity::{pair_capacity, with_fractions};
+use super::consumer;
 use super::limit::{pair_limit, PairFacts};
 use super::platform::{bridges_between, AcsState};
 use super::transport::{self, Transport};
@@ -39,7 +40,11 @@ pub(super) fn chain(input: &ExplainInput<'_>, p: &Pair<'_>, node_causes: &[Cause
         .and_then(|m| m.transport.as_deref())
         .and_then(Transport::worst_of);
     let chosen = measured.unwrap_or_else(|| transport::predicted(p.link, p.p2p, input.nccl_env));
-    let mut causes = env_causes(input, p, &gpus);
+    let mut causes: Vec<Cause> = m
+        .and_then(|m| p2p_broken(input, p, &gpus, m))
+        .into_iter()
+        .collect();
+    causes.extend(env_causes(input, p, &gpus));
     causes.extend(acs(input, p, &gpus));
     causes.extend(cross_numa(p, &gpus));
     let related = related(node_causes, p);
@@ -49,7 +54,12 @@ pub(super) fn chain(input: &ExplainInput<'_>, p: &Pair<'_>, node_causes: &[Cause
         .filter(|c| c.severity >= Severity::Warning && !is_effect(c.kind))
         .collect();
     let explaining_action = explaining.first().map(|c| c.action);
-    let env_fix = union_env_fix(&explaining);
+    // Where P2P over PCIe hung or corrupted, staging through host memory is the one thing to
+    // try: the A/B measures it alone.
+    let env_fix = match causes.iter().find(|c| c.kind == CauseKind::P2pBroken) {
+        Some(broken) => broken.env_fix.clone(),
+        None => union_env_fix(&explaining),
+    };
     if chosen > allowed {
         causes.push(downgraded(
             p,
@@ -126,6 +136,61 @@ fn new_cause(kind: CauseKind, severity: Severity, action: Action, gpus: &[GpuRef
 
 fn pair_name(p: &Pair<'_>) -> String {
     format!("GPU{}–GPU{} ({})", p.a.index, p.b.index, p.link)
+}
+
+/// The pair's all-reduce hung or returned wrong values while its transport was P2P over PCIe
+/// that is forced, or on a GeForce card: the likely cause, with NCCL_P2P_DISABLE=1 to try.
+fn p2p_broken(
+    input: &ExplainInput<'_>,
+    p: &Pair<'_>,
+    gpus: &[GpuRef],
+    m: &PairMeasurement,
+) -> Option<Cause> {
+    let wrong = m.wrong.filter(|w| *w > 0);
+    if !m.timed_out && wrong.is_none() {
+        return None;
+    }
+    let model = input
+        .gpus
+        .iter()
+        .find(|g| g.uuid == p.a.uuid)
+        .map_or("", |g| g.name.as_str());
+    let why = consumer::p2p_over_pcie_suspect(p, model, input.nccl_env)?;
+    let what = match wrong {
+        Some(w) => format!("the all-reduce returned {w} wrong elements"),
+        None => format!(
+            "the all-reduce did not finish ({})",
+            m.error.as_deref().unwrap_or("timed out")
+        ),
+    };
+    let mut c = new_cause(
+        CauseKind::P2pBroken,
+        Severity::Critical,
+        Action::SetEnv,
+        gpus,
+    );
+    c.message = format!(
+        "{}: {what}; {}",
+        pair_name(p),
+        consumer::likely_cause_words(&pair_name(p), &why)
+    );
+    c.short = if wrong.is_some() {
+        "P2P over PCIe returned wrong values".into()
+    } else {
+        "P2P over PCIe hung".into()
+    };
+    c.fix = "set NCCL_P2P_DISABLE=1 (stage through host memory)".into();
+    c.env_fix = vec![(
+        consumer::P2P_OFF.0.to_string(),
+        consumer::P2P_OFF.1.to_string(),
+    )];
+    c.evidence = vec![
+        Evidence::new("all-reduce", what).expected("finishes with 0 wrong elements"),
+        Evidence::new("NVML P2P status", consumer::status_words(p)),
+        Evidence::new("transport", "P2P over PCIe").source("predicted from NCCL_* variables"),
+    ];
+    c.source = consumer::HANG_SOURCE.into();
+    Some(c)
 }
 
 /// NCCL variables that turn the pair's best transport off, or force one it should not use.

@@ -46,6 +46,7 @@ fn topo(gpus: &[GpuInfo], link: LinkClass) -> TopologyMatrix {
         gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
         links,
         p2p: vec![vec![P2pStatus::Ok; n]; n],
+        p2p_status: vec![],
         cpu_affinity: vec![],
         numa_affinity: vec![],
     }
@@ -116,6 +117,7 @@ impl Node {
             bytes: Some(256 << 20),
             transport: transport.map(str::to_string),
             error: None,
+            ..PairMeasurement::default()
         });
         self
     }
@@ -650,4 +652,5 @@ fn action_and_cause_words_are_unique() {
     }
 }
 
+mod consumer;
 mod limits;

@@ -1,7 +1,7 @@
 //! Pure conversions from raw NVML readings to core's vocabulary (no NVML calls, unit-tested).
 
 use ddpcheck_core::num::len_u32;
-use ddpcheck_core::topology::{LinkClass, P2pStatus};
+use ddpcheck_core::topology::{LinkClass, P2pReason};
 use nvml_wrapper::enum_wrappers::device::{ComputeMode, P2pStatus as NvmlP2p, TopologyLevel};
 use nvml_wrapper::error::NvmlError;
 
@@ -97,16 +97,16 @@ pub fn topology_level_class(level: TopologyLevel) -> LinkClass {
     }
 }
 
-/// NVML's P2P read status as core's three-way status.
-pub fn p2p_status(s: NvmlP2p) -> P2pStatus {
+/// NVML's P2P status of one capability, with its reason.
+pub fn p2p_reason(s: NvmlP2p) -> P2pReason {
     match s {
-        NvmlP2p::Ok => P2pStatus::Ok,
-        NvmlP2p::ChipsetNotSupported
-        | NvmlP2p::GpuNotSupported
-        | NvmlP2p::IohTopologyNotSupported
-        | NvmlP2p::DisabledByRegkey
-        | NvmlP2p::NotSupported => P2pStatus::NotSupported,
-        NvmlP2p::Unknown => P2pStatus::Unknown,
+        NvmlP2p::Ok => P2pReason::Ok,
+        NvmlP2p::ChipsetNotSupported => P2pReason::ChipsetNotSupported,
+        NvmlP2p::GpuNotSupported => P2pReason::GpuNotSupported,
+        NvmlP2p::IohTopologyNotSupported => P2pReason::IohTopologyNotSupported,
+        NvmlP2p::DisabledByRegkey => P2pReason::DisabledByRegkey,
+        NvmlP2p::NotSupported => P2pReason::NotSupported,
+        NvmlP2p::Unknown => P2pReason::Unknown,
     }
 }
 
@@ -191,6 +191,7 @@ pub fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ddpcheck_core::topology::P2pStatus;
 
     #[test]
     fn throttle_bits_map_to_names_in_bit_order() {
@@ -281,6 +282,7 @@ mod tests {
 
     #[test]
     fn p2p_and_compute_mode_names() {
+        let p2p_status = |s| p2p_reason(s).summary();
         assert_eq!(p2p_status(NvmlP2p::Ok), P2pStatus::Ok);
         assert_eq!(
             p2p_status(NvmlP2p::IohTopologyNotSupported),
@@ -291,6 +293,14 @@ mod tests {
             P2pStatus::NotSupported
         );
         assert_eq!(p2p_status(NvmlP2p::Unknown), P2pStatus::Unknown);
+        assert_eq!(
+            p2p_reason(NvmlP2p::GpuNotSupported),
+            P2pReason::GpuNotSupported
+        );
+        assert_eq!(
+            p2p_reason(NvmlP2p::ChipsetNotSupported),
+            P2pReason::ChipsetNotSupported
+        );
         assert_eq!(compute_mode_name(ComputeMode::Default), "default");
         assert_eq!(
             compute_mode_name(ComputeMode::ExclusiveProcess),

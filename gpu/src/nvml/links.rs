@@ -125,6 +125,7 @@ mod tests {
             gpus,
             links,
             p2p: vec![],
+            p2p_status: vec![],
             cpu_affinity: vec![],
             numa_affinity: vec![],
         }

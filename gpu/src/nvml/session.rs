@@ -5,7 +5,7 @@ use std::path::Path;
 
 use ddpcheck_core::gpu::{GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
 use ddpcheck_core::num::len_u32;
-use ddpcheck_core::topology::{GpuRef, LinkClass, P2pStatus, TopologyMatrix};
+use ddpcheck_core::topology::{GpuRef, LinkClass, P2pCaps, P2pReason, P2pStatus, TopologyMatrix};
 use ddpcheck_core::ProbeError;
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
@@ -333,11 +333,11 @@ impl Reader for Session<'_> {
         let nv = links::nvlink_counts(&buses, &ends);
 
         let mut pcie = vec![vec![None; n]; n];
-        let mut p2p = vec![vec![P2pStatus::Unknown; n]; n];
+        let mut p2p_status = vec![vec![P2pCaps::all(P2pReason::Unknown); n]; n];
         let mut ancestor_error = None;
         for i in 0..n {
             // A GPU reads its own memory; `nvidia-smi topo -p2p r` shows X there.
-            p2p[i][i] = P2pStatus::Ok;
+            p2p_status[i][i] = P2pCaps::all(P2pReason::Ok);
             for j in (i + 1)..n {
                 t.step(Involved::Gpus(vec![gpus[i].index, gpus[j].index]));
                 match self.nvml.topology_common_ancestor(&devices[i], &devices[j]) {
@@ -348,15 +348,14 @@ impl Reader for Session<'_> {
                     }
                     Err(e) => ancestor_error = Some(e.to_string()),
                 }
-                let read = |a: &Device<'_>, b: &Device<'_>| {
-                    a.p2p_status(b, P2pCapabilitiesIndex::Read)
-                        .map(convert::p2p_status)
-                        .unwrap_or(P2pStatus::Unknown)
-                };
-                p2p[i][j] = read(&devices[i], &devices[j]);
-                p2p[j][i] = read(&devices[j], &devices[i]);
+                p2p_status[i][j] = p2p_caps(&devices[i], &devices[j]);
+                p2p_status[j][i] = p2p_caps(&devices[j], &devices[i]);
             }
         }
+        let p2p: Vec<Vec<P2pStatus>> = p2p_status
+            .iter()
+            .map(|row| row.iter().map(|c| c.read.summary()).collect())
+            .collect();
         let links = links::assemble_matrix(&nv, &pcie).map_err(|(i, j)| {
             ProbeError::Unavailable(convert::one_line(&format!(
                 "NVML cannot tell the PCIe path between GPU {} and GPU {}: {}",
@@ -396,6 +395,7 @@ impl Reader for Session<'_> {
                 gpus: gpus.iter().map(GpuInfo::gpu_ref).collect::<Vec<GpuRef>>(),
                 links,
                 p2p,
+                p2p_status,
                 cpu_affinity,
                 numa_affinity,
             },
@@ -412,5 +412,21 @@ impl Reader for Session<'_> {
             nvlinks_active,
             nvlinks_to_switch,
         })
+    }
+}
+
+/// NVML's P2P status from `a` to `b` for read, write, atomics and NVLink; a capability NVML
+/// cannot answer is unknown.
+fn p2p_caps(a: &Device<'_>, b: &Device<'_>) -> P2pCaps {
+    let cap = |index| {
+        a.p2p_status(b, index)
+            .map(convert::p2p_reason)
+            .unwrap_or(P2pReason::Unknown)
+    };
+    P2pCaps {
+        read: cap(P2pCapabilitiesIndex::Read),
+        write: cap(P2pCapabilitiesIndex::Write),
+        atomics: cap(P2pCapabilitiesIndex::Atomics),
+        nvlink: cap(P2pCapabilitiesIndex::NvLink),
     }
 }

@@ -87,6 +87,7 @@ impl Reader for Fake {
                 gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
                 links,
                 p2p: vec![],
+                p2p_status: vec![],
                 cpu_affinity: vec![],
                 numa_affinity: vec![],
             },

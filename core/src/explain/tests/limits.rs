@@ -23,6 +23,7 @@ fn ab(before: f64, after: f64, overrides: &[(String, String)]) -> AbFigure {
     AbFigure {
         overrides: overrides.to_vec(),
         before_gbps: before,
+        before_error: None,
         after_gbps: Some(after),
         after_transport: None,
         error: None,

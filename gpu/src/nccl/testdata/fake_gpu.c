@@ -5,7 +5,9 @@
  *
  * Environment: FAKE_GPUS (default 2) devices with bus ids 0000:10:00.0, 0000:11:00.0, ...;
  * FAKE_CUINIT_ERR=<code> makes cuInit fail; FAKE_NCCL_WRONG=1 corrupts one element of every
- * all-reduce result. Timing is modelled, not measured: each collective advances its stream's
+ * all-reduce result; FAKE_NCCL_P2P_HANG=1 makes every all-reduce sleep forever where NCCL would
+ * go P2P between the fake NVML's pairs, which meet at a host bridge (PHB): NCCL_P2P_LEVEL at
+ * PHB or beyond (PHB, SYS, 3 and up) and NCCL_P2P_DISABLE not 1, as P2P forced on a GeForce card. Timing is modelled, not measured: each collective advances its stream's
  * clock by FAKE_NCCL_LATENCY_US (default 10) plus its bus bytes (nccl-tests' busbw factor times
  * its size) over FAKE_NCCL_BUSBW_GBPS (default 10), and events read that clock, so the busbw the
  * worker computes is the model's whatever the CPU does (a busy machine slows the test, never
@@ -215,9 +217,19 @@ static void sync_all(void) { pthread_barrier_wait(&bar); }
 static float *scratch(size_t n) { return malloc((n ? n : 1) * sizeof(float)); }
 static void finish(float *dst, float *tmp, size_t n) { sync_all(); memcpy(dst, tmp, n * sizeof(float)); free(tmp); sync_all(); }
 static int wrong(void) { const char *s = getenv("FAKE_NCCL_WRONG"); return s && *s == '1'; }
+static int p2p_forced_across_host_bridge(void) {
+  const char *off = getenv("NCCL_P2P_DISABLE"), *lvl = getenv("NCCL_P2P_LEVEL");
+  if ((off && *off == '1') || !lvl) return 0;
+  return !strcmp(lvl, "PHB") || !strcmp(lvl, "SYS") || !strcmp(lvl, "phb") || !strcmp(lvl, "sys") || atoi(lvl) >= 3;
+}
+static void p2p_hang(void) {
+  const char *h = getenv("FAKE_NCCL_P2P_HANG");
+  if (h && *h == '1' && p2p_forced_across_host_bridge()) for (;;) sleep(3600);
+}
 
 int ncclAllReduce(const float *s, float *d, size_t cnt, int dt, int op, comm_t *c, void *st) {
   (void)dt; (void)op;
+  p2p_hang();
   if (c->shm) {
     if (cnt > SLOT_ELEMS) return 5;
     memcpy(shm_slot(c, c->rank), s, cnt * sizeof(float));

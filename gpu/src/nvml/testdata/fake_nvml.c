@@ -3,7 +3,11 @@
  * without GPUs. Healthy PCIe GPUs under one host bridge (PHB), no NVLink.
  *
  * Environment: FAKE_GPUS (default 2) devices, bus ids 00000000:10:00.0, 00000000:11:00.0, ...
- * (the ones fake_gpu.c's CUDA reports). Functions not written here are missing symbols, which
+ * (the ones fake_gpu.c's CUDA reports). FAKE_P2P_R, FAKE_P2P_W, FAKE_P2P_N, FAKE_P2P_A (read,
+ * write, NVLink, atomics) set nvmlDeviceGetP2PStatus's answer for that capability: a bare status
+ * (nvmlGpuP2PStatus_t: 0 OK, 1 chipset, 2 GPU, 3 IOH topology not supported, 4 regkey, 5 not
+ * supported, 6 unknown) for every pair, then `I-J=S` entries for one ordered pair, comma-separated
+ * ("2,0-1=0"). With none of them set the call is NOT_SUPPORTED, as on a driver without it. Functions not written here are missing symbols, which
  * nvml-wrapper reports as an error for that one field. Built by the tests with:
  * cc -shared -fPIC -o libnvidia-ml.so.1 fake_nvml.c */
 #include <stdint.h>
@@ -106,3 +110,34 @@ int nvmlDeviceGetPersistenceMode(void *dev, int *on) { DEVICE(dev, i); *on = 1; 
 int nvmlDeviceGetComputeMode(void *dev, int *mode) { DEVICE(dev, i); *mode = 0; return OK; }
 int nvmlDeviceGetMigMode(void *dev, unsigned *current, unsigned *pending) { DEVICE(dev, i); (void)current; (void)pending; return NOT_SUPPORTED; }
 int nvmlDeviceGetComputeRunningProcesses_v3(void *dev, unsigned *count, void *infos) { DEVICE(dev, i); (void)infos; *count = 0; return OK; }
+
+/* The status FAKE_P2P_<cap> gives the ordered pair (a, b); -1 when the variable is unset. */
+static int p2p_from_env(const char *var, unsigned a, unsigned b) {
+  const char *s = getenv(var);
+  if (!s) return -1;
+  int status = 0;
+  while (*s) {
+    unsigned i, j; int v, n = 0;
+    if (sscanf(s, "%u-%u=%d%n", &i, &j, &v, &n) == 3 && n > 0) {
+      if (i == a && j == b) status = v;
+    } else if (sscanf(s, "%d%n", &v, &n) == 1 && n > 0) {
+      status = v;
+    } else {
+      return 6;
+    }
+    s += n;
+    if (*s == ',') s++;
+  }
+  return status;
+}
+int nvmlDeviceGetP2PStatus(void *a, void *b, int cap, int *status) {
+  DEVICE(a, i); DEVICE(b, j);
+  static const char *vars[] = { "FAKE_P2P_R", "FAKE_P2P_W", "FAKE_P2P_N", "FAKE_P2P_A" };
+  if (cap < 0 || cap > 3) return NOT_SUPPORTED;
+  int any = 0;
+  for (int k = 0; k < 4; k++) any |= getenv(vars[k]) != NULL;
+  if (!any) return NOT_SUPPORTED;
+  int s = p2p_from_env(vars[cap], i, j);
+  *status = s < 0 ? 5 : s;
+  return OK;
+}
