@@ -11,6 +11,10 @@ use ddpcheck_proto::v1 as pb;
 use tonic::Code;
 
 fn status_error(s: tonic::Status) -> RunError {
+    // A failed run's own error: the same words and exit code as the run gives locally.
+    if let Some(e) = ddpcheck_proto::status::probe_error_of(&s) {
+        return RunError::from(e);
+    }
     match s.code() {
         Code::ResourceExhausted => RunError::Busy(s.message().to_string()),
         // Refused by the daemon's policy (a factory outside its factory_dirs): the caller's

@@ -307,6 +307,9 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    // First: a run that ends from here on was ended by this stop, not judged (stored
+    // `interrupted`, no verdict, no gauge).
+    running.node.begin_stop();
     // End the children of a run in progress first (their group, grandchildren included), so the
     // run's blocking task returns and nothing is left on the GPUs.
     let ended = tokio::task::spawn_blocking(|| {

@@ -1,6 +1,7 @@
 //! The daemon's shared state: backend, snapshot, metrics, history and the single-flight guard.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ pub struct Node {
     pub history_max_runs: Option<u64>,
     /// Folders whose model factories a caller may name ([`crate::factories`]).
     pub factory_dirs: Vec<std::path::PathBuf>,
+    /// Set once the daemon is told to stop: a run that ends after it is `interrupted`.
+    stopping: AtomicBool,
 }
 
 /// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
@@ -71,6 +74,7 @@ impl Node {
             work_limiter: WorkLimiter::off(),
             history_max_runs: None,
             factory_dirs: Vec::new(),
+            stopping: AtomicBool::new(false),
         };
         node.restore_metrics();
         node
@@ -130,6 +134,18 @@ impl Node {
     pub fn show_causes(&self, r: &PreflightReport, history: &[f64]) {
         let e = engine::explain::causes_after_preflight(self.backend.as_ref(), r, history);
         self.metrics.set_causes(&r.header.provenance.hostname, &e);
+    }
+
+    /// The daemon is stopping: from now on a run that ends, ends because its children were
+    /// stopped by us, and is stored `interrupted` (no verdict of the node). Call it before
+    /// ending the children.
+    pub fn begin_stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Node::begin_stop`] was called.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
     }
 
     /// Single flight: succeeds only if no other test runs on this node (daemon or local CLI).

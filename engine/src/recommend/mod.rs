@@ -315,6 +315,10 @@ impl Gathering<'_> {
             .ddp_request(vec![spec.clone()], variants, vec![gpus], budget::STEPS)?;
         let t0 = Instant::now();
         let r = self.target.bench_ddp(&req, self.progress)?;
+        // A launch its deadline stopped is TIMEOUT, as everywhere; no model rests on half of it.
+        if let Some(stopped) = &r.stopped {
+            return Err(stopped.error().into());
+        }
         if let Some(own) = &mut self.own {
             own.launches.push(OwnLaunch {
                 gpus,
