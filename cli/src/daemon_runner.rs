@@ -105,6 +105,10 @@ where
 }
 
 fn status_error(s: tonic::Status) -> RunError {
+    // A failed run's own error: the same words and exit code as the run gives locally.
+    if let Some(e) = ddpcheck_proto::status::probe_error_of(&s) {
+        return RunError::from(e);
+    }
     match s.code() {
         Code::ResourceExhausted => RunError::Busy(s.message().to_string()),
         // Refused by the daemon's policy (a factory outside its factory_dirs): the caller's

@@ -233,12 +233,18 @@ fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<
     if let Some(path) = &a.plot {
         crate::plot::ddp_svg(r, path)
             .map_err(|e| RunError::Usage(format!("--plot {}: {e}", path.display())))?;
-        eprintln!("ddpcheck: wrote {}", path.display());
+        errln!("ddpcheck: wrote {}", path.display());
     }
     if cli.json {
         print_json(r)?;
     } else {
         out!("{}", render::bench_ddp(r));
+    }
+    // What finished is shown above; the deadline that stopped the rest is the exit code.
+    if let Some(stopped) = &r.stopped {
+        let e = stopped.error();
+        errln!("ddpcheck: {e} (the runs that finished before it are reported)");
+        return Ok(e.exit_code());
     }
     Ok(0)
 }

@@ -46,7 +46,7 @@ pub fn run(cli: &crate::Cli) -> Result<i32, RunError> {
             );
             // stdout stays one JSON document with --json.
             if cli.json {
-                eprintln!("{note}");
+                errln!("{note}");
             } else {
                 outln!("{note}\n");
             }

@@ -9,6 +9,14 @@ macro_rules! out {
     };
 }
 
+/// `eprintln!` that never panics: a closed stderr (a reader that went away) loses the line,
+/// never the exit code or the exit itself.
+macro_rules! errln {
+    ($($t:tt)*) => {
+        $crate::say(format_args!($($t)*))
+    };
+}
+
 /// `println!` for command output, as [`out!`].
 macro_rules! outln {
     () => {
@@ -35,8 +43,9 @@ mod recommend;
 mod render;
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use args::{BenchCommand, CheckArgs, Cli, CollectivesArgs, Command, TopoArgs};
 use clap::Parser;
@@ -61,7 +70,7 @@ fn main() -> ExitCode {
             // Bad flags: one clear line and exit 64 (scripts read the first line of stderr).
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!(
+            errln!(
                 "ddpcheck: {} (see --help)",
                 first.trim_start_matches("error: ")
             );
@@ -77,14 +86,12 @@ fn main() -> ExitCode {
     if INTERRUPTED.load(Ordering::SeqCst) {
         // The run ended because Ctrl-C stopped its children (a killed worker reads as UNKNOWN):
         // the signal thread is ending them and exits 130; its outcome, not this one, is the answer.
-        loop {
-            std::thread::park();
-        }
+        await_signal_exit();
     }
     let code = match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ddpcheck: {e}");
+            errln!("ddpcheck: {e}");
             e.exit_code()
         }
     };
@@ -93,9 +100,19 @@ fn main() -> ExitCode {
 
 /// Set by the signal thread before it stops our children.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The signal that interrupted us (SIGINT until one is received).
+static SIGNAL: AtomicI32 = AtomicI32::new(2);
+/// Taken around each write of command output; the signal thread takes it to hold back the
+/// report of the run it stops.
+static OUTPUT: Mutex<()> = Mutex::new(());
+
+/// How long the signal thread may take to end our children (3 s of SIGTERM grace, then
+/// SIGKILL) and exit; past it another thread exits in its place.
+const SIGNAL_EXIT_BOUND: Duration = Duration::from_secs(10);
 
 /// Ctrl-C or SIGTERM during a local run: end our children's process groups (NCCL worker,
-/// torchrun and its ranks) before exiting, so nothing keeps running on the GPUs.
+/// torchrun and its ranks) before exiting, so nothing keeps running on the GPUs. Nothing on
+/// this way out may panic or block on a stream (a closed stderr, a stalled stdout).
 fn stop_children_on_signals() {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
@@ -103,15 +120,48 @@ fn stop_children_on_signals() {
     };
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
+            SIGNAL.store(sig, Ordering::SeqCst);
             INTERRUPTED.store(true, Ordering::SeqCst);
-            // Held until we exit: the report of the run being stopped (its killed worker reads as
-            // UNKNOWN) must not reach stdout; the main thread blocks on its first print instead.
-            let _quiet = std::io::stdout().lock();
+            // Held until we exit, where it can be taken soon: the report of the run being
+            // stopped (its killed worker reads as UNKNOWN) must not reach stdout.
+            let _quiet = take_output_within(Duration::from_secs(1));
             ddpcheck_gpu::children::terminate_all(Duration::from_secs(3));
-            eprintln!("ddpcheck: interrupted");
+            errln!("ddpcheck: interrupted");
             std::process::exit(128 + sig);
         }
     });
+}
+
+/// The output gate, waiting for it at most `bound` (a write blocked on a stalled reader
+/// holds it).
+fn take_output_within(bound: Duration) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let until = Instant::now() + bound;
+    loop {
+        match OUTPUT.try_lock() {
+            Ok(g) => return Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
+/// Once a signal came: wait for the signal thread's exit, and exit in its place (128 + the
+/// signal) if it has not within [`SIGNAL_EXIT_BOUND`].
+fn await_signal_exit() -> ! {
+    let until = Instant::now() + SIGNAL_EXIT_BOUND;
+    while Instant::now() < until {
+        std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+    }
+    std::process::exit(128 + SIGNAL.load(Ordering::SeqCst))
+}
+
+/// Writes one line to stderr, ignoring a stderr that cannot be written (see `errln!`).
+pub fn say(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{args}");
 }
 
 /// The daemon `--daemon` names, if any (never with `--sim`: the daemon's own backend answers).
@@ -228,9 +278,9 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
             match r {
                 Ok(r) => r,
                 Err(e) if a.prolog => {
-                    // The prolog must always answer with a verdict line.
+                    // The prolog must always answer with one verdict line.
                     let v = Verdict::from_exit_code(e.exit_code()).unwrap_or(Verdict::Unknown);
-                    outln!("ddpcheck: {v}: {e}");
+                    outln!("{}", v.line(&e.to_string()));
                     return Ok(policy.prolog_exit(v));
                 }
                 Err(e) => return Err(e),
@@ -238,7 +288,8 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
         }
     };
     if a.prolog {
-        outln!("{}", report.reason);
+        // One line even from a report that a daemon of an older version stored.
+        outln!("{}", report.verdict.line(verdict_message(&report.reason)));
         return Ok(policy.prolog_exit(report.verdict));
     }
     if cli.json {
@@ -247,6 +298,14 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
         out!("{}", render::preflight(&report));
     }
     Ok(report.exit_code)
+}
+
+/// A reason line without its `ddpcheck: VERDICT: ` head.
+fn verdict_message(reason: &str) -> &str {
+    reason
+        .strip_prefix("ddpcheck: ")
+        .and_then(|r| r.split_once(": "))
+        .map_or(reason, |(_, m)| m)
 }
 
 /// Whether a cached preflight checked exactly the GPUs this job asks for (every GPU of the node,
@@ -320,14 +379,19 @@ fn collectives(cli: &Cli, a: &CollectivesArgs) -> Result<i32, RunError> {
 /// Writes command output to stdout. Where the reader has gone (a closed pipe) the process ends
 /// with 141, as a shell reports a tool that SIGPIPE ended (Rust ignores SIGPIPE, and `print!`
 /// would panic); any other write error is said on stderr and ends it with 74 (EX_IOERR).
+/// After a signal nothing more is written: the signal thread is ending the run and exits.
 pub fn write_out(args: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
+    let _gate = OUTPUT.lock().unwrap_or_else(|p| p.into_inner());
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        await_signal_exit();
+    }
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(141);
         }
-        eprintln!("ddpcheck: writing the output: {e}");
+        errln!("ddpcheck: writing the output: {e}");
         std::process::exit(74);
     }
 }

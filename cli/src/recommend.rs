@@ -318,7 +318,7 @@ pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, RunError> {
         verified?;
     }
     if a.save_runs.is_some() && saved.written().is_empty() && saved.failed() == 0 {
-        eprintln!("ddpcheck: --save-runs: nothing was measured here (all from --from or history), nothing kept");
+        errln!("ddpcheck: --save-runs: nothing was measured here (all from --from or history), nothing kept");
     }
     if !saved.written().is_empty() {
         let files: Vec<String> = saved
@@ -326,7 +326,7 @@ pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, RunError> {
             .iter()
             .map(|p| p.display().to_string())
             .collect();
-        eprintln!(
+        errln!(
             "ddpcheck: kept this run's measurements: {}",
             files.join(", ")
         );

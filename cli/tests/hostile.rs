@@ -1,6 +1,6 @@
 //! Hostile probes against a real `ddpcheckd`: what anyone who can reach it may try, each bounded
-//! in count and time, on loopback and Unix sockets only, and each of which must be refused or
-//! outlived without harm. One module per kind of probe.
+//! in count and time, on loopback and Unix sockets only; each fails if what it tries gets
+//! through. One module per kind of probe.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 mod common;
@@ -9,6 +9,8 @@ mod common;
 mod connections;
 #[path = "hostile/env_injection.rs"]
 mod env_injection;
+#[path = "hostile/shutdown_verdict.rs"]
+mod shutdown_verdict;
 #[path = "hostile/silent_daemon.rs"]
 mod silent_daemon;
 #[path = "hostile/stop.rs"]

@@ -407,3 +407,58 @@ fn a_missing_library_is_one_line_naming_it_and_the_interpreter() {
         &["timm is not installed for /usr/bin/python3 (needed by timm:resnet18)"],
     );
 }
+
+/// A launch of two runs that its deadline stops after the first finished: TIMEOUT (exit 5)
+/// with one line that names the run it stopped, the finished run in the report, and nothing of
+/// the launch left running. Before, the finished run was dropped and the exit was 3.
+#[test]
+fn a_deadline_after_the_first_run_keeps_it_and_exits_5() {
+    if !torch_here("a_deadline_after_the_first_run_keeps_it_and_exits_5") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let model = format!("py:{}:second_stalls", fixture("stalls.py").display());
+    let mark = format!("stalls-{}", std::process::id());
+    let o = local_env(
+        &[
+            "--json",
+            "bench",
+            "ddp",
+            "--device",
+            "cpu",
+            "--gpus",
+            "1",
+            "--steps",
+            "3",
+            "--warmup-steps",
+            "1",
+            "--model",
+            &model,
+            "--variants",
+            "base,fp16",
+            "--deadline",
+            "30",
+        ],
+        &[
+            ("DDPCHECK_PYTHON", PYTHON),
+            ("DDPCHECK_TORCH_CPU_MARK", &mark),
+        ],
+    );
+    assert_eq!(code(&o), 5, "{}\n{}", stdout(&o), stderr(&o));
+    let line = error_line(&o);
+    assert!(
+        line.contains("fp16 on 1 CPU rank did not finish within 30.0 s"),
+        "{line}"
+    );
+    let r: DdpReport = serde_json::from_str(&stdout(&o)).unwrap();
+    let ran: Vec<(&str, u32)> = r
+        .results
+        .iter()
+        .map(|x| (x.variant.as_str(), x.world_size))
+        .collect();
+    assert_eq!(ran, [("base", 1)]);
+    assert!(r.results[0].step_time_median_s > 0.0);
+    let stopped = r.stopped.expect("the deadline in the report");
+    assert!(stopped.stage.ends_with("fp16 on 1 CPU rank"), "{stopped:?}");
+    assert!(left_behind("stalls").is_empty());
+}

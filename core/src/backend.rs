@@ -47,19 +47,47 @@ pub enum ProbeError {
     /// The request itself is invalid (a usage error, exit 64).
     #[error("{0}")]
     Invalid(String),
+    /// The run was stopped by us, not by anything on the node: the daemon's shutdown, a
+    /// caller's cancel, our own signal to its worker. It judged nothing: it is no verdict, is
+    /// stored `interrupted`, and the caller is told it could not tell (exit 3).
+    #[error("interrupted: {0}")]
+    Interrupted(String),
 }
 
 impl ProbeError {
-    /// The verdict this error stands for; `None` for invalid input (a usage error).
+    /// The verdict this error stands for; `None` for invalid input (a usage error) and for a
+    /// run we stopped ourselves (no judgement of the node: a preflight step that returns it
+    /// ends the preflight with this error, not with a verdict).
     pub fn verdict(&self) -> Option<Verdict> {
         match self {
             ProbeError::Unavailable(_) | ProbeError::Worker(_) => Some(Verdict::Unknown),
             ProbeError::Busy(_) => Some(Verdict::Busy),
             ProbeError::Timeout { .. } => Some(Verdict::Timeout),
             ProbeError::GpuFailed(_) => Some(Verdict::Critical),
-            ProbeError::Invalid(_) => None,
+            ProbeError::Invalid(_) | ProbeError::Interrupted(_) => None,
         }
     }
+
+    /// The exit code a caller gets for this error: its verdict's, 64 for invalid input, and
+    /// UNKNOWN's for an interrupted run (the caller could not tell).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ProbeError::Invalid(_) => crate::verdict::EXIT_USAGE,
+            ProbeError::Interrupted(_) => Verdict::Unknown.exit_code(),
+            other => other
+                .verdict()
+                .map_or(crate::verdict::EXIT_USAGE, Verdict::exit_code),
+        }
+    }
+}
+
+/// What a DDP benchmark gave: its results, and, where a deadline stopped it after some of
+/// them, that timeout (a TIMEOUT verdict that keeps what finished before it).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DdpOutcome {
+    pub results: Vec<DdpResult>,
+    /// Always a [`ProbeError::Timeout`] where set.
+    pub stopped: Option<ProbeError>,
 }
 
 /// A progress note for long work; shown on a TTY and streamed by the daemon.
@@ -256,6 +284,20 @@ pub trait NodeBackend: Send + Sync {
         req: &DdpRequest,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<DdpResult>, ProbeError>;
+
+    /// [`NodeBackend::ddp`], keeping what finished before a deadline struck: the results of
+    /// the runs that finished, and the timeout that stopped the rest. Default: `ddp`, which
+    /// stops nothing midway or keeps nothing of what it stopped.
+    fn ddp_outcome(
+        &self,
+        req: &DdpRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<DdpOutcome, ProbeError> {
+        self.ddp(req, progress).map(|results| DdpOutcome {
+            results,
+            stopped: None,
+        })
+    }
 
     /// Times host→device and device→host copies over each GPU's own link, one GPU at a time
     /// (pinned host memory, the copy engines). Default: not measured by this backend.

@@ -177,5 +177,38 @@ pub struct ExplainReport {
 pub struct DdpReport {
     #[serde(flatten)]
     pub header: Header,
+    /// What finished; where `stopped` is set, what finished before the deadline.
     pub results: Vec<DdpResult>,
+    /// The deadline stopped the benchmark after `results`: TIMEOUT (exit 5), with what
+    /// finished before it kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<DdpStopped>,
+}
+
+/// Where a deadline stopped a DDP benchmark: the run it stopped and the deadline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DdpStopped {
+    pub stage: String,
+    pub seconds: f64,
+}
+
+impl DdpStopped {
+    /// From the backend's timeout; `None` for any other error (only a deadline keeps results).
+    pub fn from_error(e: &crate::backend::ProbeError) -> Option<DdpStopped> {
+        match e {
+            crate::backend::ProbeError::Timeout { stage, seconds } => Some(DdpStopped {
+                stage: stage.clone(),
+                seconds: *seconds,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The timeout as the error it is (exit 5).
+    pub fn error(&self) -> crate::backend::ProbeError {
+        crate::backend::ProbeError::Timeout {
+            stage: self.stage.clone(),
+            seconds: self.seconds,
+        }
+    }
 }

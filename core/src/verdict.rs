@@ -96,9 +96,23 @@ impl Verdict {
             .filter(|f| f.severity > Severity::Info)
             .max_by_key(|f| f.severity);
         match worst {
-            Some(f) => format!("ddpcheck: {}: {}", self.as_str(), f.message),
-            None => format!("ddpcheck: {}: {}", self.as_str(), fallback),
+            Some(f) => self.line(&f.message),
+            None => self.line(fallback),
         }
+    }
+
+    /// `ddpcheck: VERDICT: message` on one line, always (Slurm and NHC read one): the
+    /// message's line breaks and whitespace runs (a worker's stderr tail) become single
+    /// spaces, and a message that already starts with the verdict's word (`BUSY: …`) does not
+    /// say it twice.
+    pub fn line(self, message: &str) -> String {
+        let message = one_line(message);
+        let word = self.as_str();
+        let message = message
+            .strip_prefix(word)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .map_or(message.as_str(), str::trim_start);
+        format!("ddpcheck: {word}: {message}")
     }
 }
 
@@ -106,6 +120,11 @@ impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// `text` as one line: whitespace runs, line breaks included, become single spaces.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// How a Slurm prolog treats each verdict: non-zero drains the node and requeues the job.
@@ -182,6 +201,36 @@ mod tests {
         assert_eq!(v, Verdict::Warning);
         assert_eq!(v.reason_line(&f, "x"), "ddpcheck: WARNING: slow link");
         assert_eq!(Verdict::from_findings(&[]), Verdict::Ok);
+    }
+
+    #[test]
+    fn the_verdict_line_is_one_line_and_says_its_word_once() {
+        let tail = "worker was killed by signal 9; stderr ends with: a\n  b\r\n\tc\n";
+        let l = Verdict::Unknown.line(tail);
+        assert_eq!(
+            l,
+            "ddpcheck: UNKNOWN: worker was killed by signal 9; stderr ends with: a b c"
+        );
+        assert_eq!(
+            Verdict::Busy.line("BUSY: another test is already running"),
+            "ddpcheck: BUSY: another test is already running"
+        );
+        // Only the verdict's own word at the start is dropped.
+        assert_eq!(
+            Verdict::Busy.line("rate limited: BUSY: x"),
+            "ddpcheck: BUSY: rate limited: BUSY: x"
+        );
+        assert_eq!(Verdict::Busy.line("BUSYNESS"), "ddpcheck: BUSY: BUSYNESS");
+        let f = vec![Finding::new(
+            "w",
+            Severity::Critical,
+            Subject::Node,
+            "two\nlines",
+        )];
+        assert_eq!(
+            Verdict::Critical.reason_line(&f, "x"),
+            "ddpcheck: CRITICAL: two lines"
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The node's history: every report in a SQLite file (WAL) under the state directory.
 //! A run is inserted as `running` before it starts and completed after; a daemon that starts and
 //! finds `running` rows marks them `interrupted`, so a crash mid-run is visible, never silent.
+//! A run the daemon stopped itself (its shutdown, [`History::interrupt`]) is `interrupted` too:
+//! no verdict of the node, so never the latest report, the busbw baseline or a gauge.
 
 use std::path::Path;
 
@@ -142,21 +144,22 @@ impl History {
         )?)
     }
 
-    /// Records that a run was ended by the daemon's own stop, not judged: `interrupted`, with
-    /// why (the same status a restart gives the runs a crash left `running`).
-    pub fn interrupt(&self, id: i64, why: &str, now_unix: f64) -> Result<(), HistoryError> {
-        self.conn.execute(
-            "UPDATE reports SET status = 'interrupted', error = ?2, finished_unix = ?3 WHERE id = ?1",
-            params![id, why, now_unix],
-        )?;
-        Ok(())
-    }
-
     /// Records that a run failed, and why (one line, as the caller was told).
     pub fn fail(&self, id: i64, error: &str, now_unix: f64) -> Result<(), HistoryError> {
         self.conn.execute(
             "UPDATE reports SET status = 'failed', error = ?2, finished_unix = ?3 WHERE id = ?1",
             params![id, error, now_unix],
+        )?;
+        Ok(())
+    }
+
+    /// Records that we stopped a run before it judged anything (the daemon's shutdown, a
+    /// caller's cancel, our own signal to its worker), and why. What it returned then is not
+    /// kept: it describes our stop, not the node.
+    pub fn interrupt(&self, id: i64, why: &str, now_unix: f64) -> Result<(), HistoryError> {
+        self.conn.execute(
+            "UPDATE reports SET status = 'interrupted', error = ?2, finished_unix = ?3 WHERE id = ?1",
+            params![id, why, now_unix],
         )?;
         Ok(())
     }
@@ -318,6 +321,38 @@ mod tests {
         assert_eq!(rows[0].error.as_deref(), Some("torch is not installed"));
         assert_eq!(rows[1].verdict.as_deref(), Some("OK"));
         assert_eq!(rows[1].error, None);
+    }
+
+    /// A run the daemon stopped itself keeps why, and is never taken for the node's verdict:
+    /// the complete one before it stays the latest and the only busbw of the baseline.
+    #[test]
+    fn an_interrupted_run_is_no_verdict() {
+        let h = History::open_in_memory().unwrap();
+        let a = h.begin("preflight", "real", "real", 1.0).unwrap();
+        h.complete(
+            a,
+            "complete",
+            Some("OK"),
+            Some(0),
+            Some(300.0),
+            Some("{}"),
+            2.0,
+        )
+        .unwrap();
+        let b = h.begin("preflight", "real", "real", 3.0).unwrap();
+        h.interrupt(b, "ddpcheckd was stopped during the run", 4.0)
+            .unwrap();
+        let rows = h.recent("preflight", Some("real"), 10).unwrap();
+        assert_eq!(rows[0].status, "interrupted");
+        assert_eq!(
+            rows[0].error.as_deref(),
+            Some("ddpcheckd was stopped during the run")
+        );
+        assert_eq!(rows[0].verdict, None);
+        assert_eq!(h.latest("preflight", "real").unwrap().unwrap().id, a);
+        assert_eq!(h.recent_busbw("real", 5).unwrap(), vec![300.0]);
+        // Not running any more: a restart has nothing to mark.
+        assert_eq!(h.mark_interrupted().unwrap(), 0);
     }
 
     #[test]

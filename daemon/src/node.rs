@@ -1,6 +1,7 @@
 //! The daemon's shared state: backend, snapshot, metrics, history and the single-flight guard.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -51,7 +52,7 @@ pub struct Node {
     /// Folders whose model factories a caller may name ([`crate::factories`]).
     pub factory_dirs: Vec<std::path::PathBuf>,
     /// Set once the daemon was told to stop: a run that ends after it was ended by the stop.
-    stopping: std::sync::atomic::AtomicBool,
+    stopping: AtomicBool,
     /// Variables a caller may set beyond the transport and algorithm settings
     /// (`core::caller_env`).
     pub allow_env: Vec<String>,
@@ -76,23 +77,11 @@ impl Node {
             work_limiter: WorkLimiter::off(),
             history_max_runs: None,
             factory_dirs: Vec::new(),
-            stopping: std::sync::atomic::AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             allow_env: Vec::new(),
         };
         node.restore_metrics();
         node
-    }
-
-    /// Marks the daemon as stopping: no work starts after this, and a run that ends after it is
-    /// the stop's doing, not the node's.
-    pub fn begin_stop(&self) {
-        self.stopping
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// Whether [`Node::begin_stop`] was called.
-    pub fn is_stopping(&self) -> bool {
-        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Shows the last stored preflight and DDP benchmark of this backend again, so that a
@@ -149,6 +138,18 @@ impl Node {
     pub fn show_causes(&self, r: &PreflightReport, history: &[f64]) {
         let e = engine::explain::causes_after_preflight(self.backend.as_ref(), r, history);
         self.metrics.set_causes(&r.header.provenance.hostname, &e);
+    }
+
+    /// The daemon is stopping: from now on a run that ends, ends because its children were
+    /// stopped by us, and is stored `interrupted` (no verdict of the node). Call it before
+    /// ending the children.
+    pub fn begin_stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Node::begin_stop`] was called.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
     }
 
     /// Single flight: succeeds only if no other test runs on this node (daemon or local CLI).

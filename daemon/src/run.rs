@@ -95,8 +95,10 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops the listeners and the collector and waits for them (bounded).
+    /// Stops the listeners and the collector and waits for them (bounded). A run still going
+    /// is stored `interrupted` when it ends.
     pub async fn shutdown(self) {
+        self.node.begin_stop();
         let _ = self.stop.send(true);
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(10), t).await;

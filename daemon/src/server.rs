@@ -52,19 +52,21 @@ fn stored_to_proto(r: StoredReport) -> Report {
     }
 }
 
+/// A failed run's status, the error itself beside it: the client gives the same exit code as a
+/// local run (BUSY 4 as a second test on the node, TIMEOUT 5, a failed GPU 2).
 fn probe_status(e: &ProbeError) -> Status {
-    match e {
-        ProbeError::Invalid(m) => Status::invalid_argument(m.clone()),
-        // As a second test on the node: the client says BUSY (exit 4), not UNKNOWN.
-        ProbeError::Busy(m) => Status::resource_exhausted(m.clone()),
-        other => Status::internal(other.to_string()),
-    }
+    ddpcheck_proto::status::status_of(e)
 }
+
+/// What a finished run shows on `/metrics`, once it is known to be the node's verdict.
+type Publish = Box<dyn FnOnce(&Node) + Send>;
 
 /// Outcome of a finished work call, ready for the history, the metrics and the stream.
 struct Finished {
     report: Report,
     busbw_large: Option<f64>,
+    /// Its gauges; never shown for a run the daemon's own stop interrupted.
+    publish: Option<Publish>,
 }
 
 impl Finished {
@@ -99,9 +101,30 @@ impl Finished {
                 ..Report::default()
             },
             busbw_large: None,
+            publish: None,
         })
     }
+
+    fn publishing(mut self, publish: impl FnOnce(&Node) + Send + 'static) -> Finished {
+        self.publish = Some(Box::new(publish));
+        self
+    }
 }
+
+/// Why a run is no verdict of the node: we stopped it. A run still going when the daemon is
+/// told to stop (its children were ended by that stop, whatever they returned then), or one
+/// that says so itself.
+fn interrupted_by_us(node: &Node, outcome: &Result<Finished, ProbeError>) -> Option<String> {
+    match outcome {
+        Err(ProbeError::Interrupted(why)) => Some(why.clone()),
+        _ if node.stopping() => Some(STOPPING.into()),
+        _ => None,
+    }
+}
+
+/// The reason stored for a run the daemon's stop interrupted.
+const STOPPING: &str =
+    "ddpcheckd stopped during the run: nothing was judged (stored as interrupted)";
 
 impl Service {
     /// Before any work: a caller sets only the variables that tune transports and algorithms,
@@ -117,8 +140,8 @@ impl Service {
     /// only when the work starts) and single flight. Both refusals are RESOURCE_EXHAUSTED, told
     /// apart by the message ("rate limited: ..." or "BUSY: ...") and counted in their own metric.
     fn start_work(&self, call: &'static str) -> Result<WorkGuard, Status> {
-        if self.node.is_stopping() {
-            return Err(Status::unavailable(STOPPING));
+        if self.node.stopping() {
+            return Err(Status::unavailable(NO_NEW_RUN));
         }
         match self
             .node
@@ -183,24 +206,25 @@ impl Service {
             // The node is free again before the caller hears the outcome: a client that starts
             // its next call on the report must not find the previous run still holding the lock.
             drop(guard);
-            if node.is_stopping() {
-                // The daemon's own stop ended the run (its worker signalled, a simulated hang
-                // woken): whatever it returned is not the node's, and the caller is told so
-                // before the server closes, not by a torn connection.
+            let interrupted = interrupted_by_us(&node, &outcome);
+            node.metrics
+                .work_ran(call, outcome.is_ok() && interrupted.is_none());
+            let now = engine::unix_now();
+            if let Some(why) = interrupted {
+                // Not the node's verdict: stored `interrupted`, never the last verdict, no gauge.
                 if let Ok(id) = id {
-                    let stored =
-                        node.with_history(|h| h.interrupt(id, STOPPED, engine::unix_now()));
-                    if let Err(e) = stored {
+                    if let Err(e) = node.with_history(|h| h.interrupt(id, &why, now)) {
                         tracing::warn!("history: {e}");
                     }
                 }
-                let _ = tx.blocking_send(Err(Status::unavailable(STOPPED)));
+                let _ = tx.blocking_send(Err(probe_status(&ProbeError::Interrupted(why))));
                 return;
             }
-            node.metrics.work_ran(call, outcome.is_ok());
-            let now = engine::unix_now();
             match outcome {
-                Ok(f) => {
+                Ok(mut f) => {
+                    if let Some(publish) = f.publish.take() {
+                        publish(&node);
+                    }
                     if let Ok(id) = id {
                         let verdict =
                             (!f.report.verdict.is_empty()).then_some(f.report.verdict.as_str());
@@ -368,8 +392,6 @@ impl Ddpcheck for Service {
             let history = node.recent_busbw(RECENT_BUSBW);
             let r =
                 engine::run_preflight(node.backend.as_ref(), &params, history.clone(), progress)?;
-            node.metrics.set_preflight(&r, engine::unix_now());
-            node.show_causes(&r, &history);
             let mut f =
                 Finished::judged("preflight", r.header.backend, r.verdict, r.exit_code, &r)?;
             f.busbw_large = r
@@ -377,7 +399,10 @@ impl Ddpcheck for Service {
                 .as_ref()
                 .and_then(|s| s.peak_busbw(LARGE_MESSAGE))
                 .map(|(_, b)| b);
-            Ok(f)
+            Ok(f.publishing(move |node| {
+                node.metrics.set_preflight(&r, engine::unix_now());
+                node.show_causes(&r, &history);
+            }))
         })?;
         Ok(Response::new(stream))
     }
@@ -415,8 +440,8 @@ impl Ddpcheck for Service {
             .map_err(Status::permission_denied)?;
         let stream = self.spawn_work("bench_ddp", move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
-            node.metrics.set_ddp(&r.results);
-            Finished::plain("bench_ddp", r.header.backend, &r)
+            let f = Finished::plain("bench_ddp", r.header.backend, &r)?;
+            Ok(f.publishing(move |node| node.metrics.set_ddp(&r.results)))
         })?;
         Ok(Response::new(stream))
     }
@@ -430,11 +455,13 @@ impl Ddpcheck for Service {
             let history = node.recent_busbw(RECENT_BUSBW);
             let r =
                 engine::explain::run_explain(node.backend.as_ref(), &params, &history, progress)?;
+            let f = Finished::judged("explain", r.header.backend, r.verdict, r.exit_code, &r)?;
             // The newest judgement of the node's links, measured pair by pair: it replaces the
             // causes the last preflight left in the metric.
-            node.metrics
-                .set_causes(&r.header.provenance.hostname, &r.explanation);
-            Finished::judged("explain", r.header.backend, r.verdict, r.exit_code, &r)
+            Ok(f.publishing(move |node| {
+                node.metrics
+                    .set_causes(&r.header.provenance.hostname, &r.explanation);
+            }))
         })?;
         Ok(Response::new(stream))
     }
@@ -503,11 +530,7 @@ impl Ddpcheck for Service {
 }
 
 /// A work call refused because the daemon is stopping.
-const STOPPING: &str = "ddpcheckd is stopping: no new run starts";
-
-/// What the caller of a run that the daemon's stop ended is told, and its history row keeps.
-const STOPPED: &str =
-    "ddpcheckd stopped before the run finished: nothing was judged (stored as interrupted)";
+const NO_NEW_RUN: &str = "ddpcheckd is stopping: no new run starts";
 
 /// Slack past a cluster phase's deadline before the daemon answers for a backend that overran.
 const CLUSTER_GRACE: Duration = Duration::from_secs(2);

@@ -39,7 +39,7 @@ impl RunError {
     pub fn exit_code(&self) -> i32 {
         match self {
             RunError::Usage(_) => EXIT_USAGE,
-            RunError::Probe(e) => e.verdict().map(Verdict::exit_code).unwrap_or(EXIT_USAGE),
+            RunError::Probe(e) => e.exit_code(),
             RunError::Busy(_) => Verdict::Busy.exit_code(),
             RunError::Daemon(_) => Verdict::Unknown.exit_code(),
         }

@@ -12,8 +12,8 @@ use ddpcheck_core::gpu::{busy_among, busy_gpus, busy_reason, select_gpus, GpuInf
 use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
 use ddpcheck_core::preflight::{self, PreflightOptions};
 use ddpcheck_core::report::{
-    BenchCollectivesReport, DdpReport, EnvRun, Header, PreflightReport, Provenance, ReportKind,
-    TopoReport,
+    BenchCollectivesReport, DdpReport, DdpStopped, EnvRun, Header, PreflightReport, Provenance,
+    ReportKind, TopoReport,
 };
 use ddpcheck_core::{NodeBackend, ProbeError};
 use ddpcheck_gpu::{RealBackend, RealConfig};
@@ -266,9 +266,11 @@ pub fn run_bench_ddp(
     }
     // A hooked variant's speedup is taken against one GPU without the hook: run that too.
     let req = req.clone().with_one_gpu_references();
-    let results = backend.ddp(&req, progress)?;
+    // A deadline that struck after some runs finished keeps them, and says where it struck.
+    let outcome = backend.ddp_outcome(&req, progress)?;
     Ok(DdpReport {
         header: Header::new(ReportKind::BenchDdp, backend.kind(), backend.label(), prov),
-        results,
+        results: outcome.results,
+        stopped: outcome.stopped.as_ref().and_then(DdpStopped::from_error),
     })
 }

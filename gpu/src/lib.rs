@@ -102,6 +102,14 @@ impl NodeBackend for RealBackend {
         ddp::run_ddp(&self.config, req, progress)
     }
 
+    fn ddp_outcome(
+        &self,
+        req: &DdpRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ddpcheck_core::backend::DdpOutcome, ProbeError> {
+        ddp::run_ddp_outcome(&self.config, req, progress)
+    }
+
     fn host_copies(
         &self,
         req: &ddpcheck_core::hostcopy::CopyRequest,

@@ -2,6 +2,7 @@
 //! conversions between its requests and the engine's parameters (`convert`).
 
 pub mod convert;
+pub mod status;
 
 /// The daemon's default control socket: where it listens and where clients look.
 pub const DEFAULT_SOCKET: &str = "/run/ddpcheck/ddpcheck.sock";

@@ -342,6 +342,10 @@ impl Gathering<'_> {
             seconds: t0.elapsed().as_secs_f64(),
         });
         let r = ran.map_err(|e| self.over_budget(e, &what, req.deadline_s))?;
+        // A launch its deadline stopped is TIMEOUT, as everywhere; no model rests on half of it.
+        if let Some(stopped) = &r.stopped {
+            return Err(self.over_budget(stopped.error().into(), &what, req.deadline_s));
+        }
         self.saved.save(name, &r);
         self.m.add_ddp(r);
         Ok(())

@@ -46,6 +46,9 @@ pub fn verify(
     }
     let req = a.ddp_request(vec![spec], &variants, vec![1, rec.gpus], 30)?;
     let r = target.bench_ddp(&req, progress)?;
+    if let Some(stopped) = &r.stopped {
+        return Err(stopped.error().into());
+    }
     saved.save("verify", &r);
     for row in rec
         .rows

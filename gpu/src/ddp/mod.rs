@@ -64,6 +64,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ddpcheck_core::backend::DdpOutcome;
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::Sweep;
 use ddpcheck_core::ddp::{
@@ -215,8 +216,11 @@ pub struct DdpLaunch {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DdpRun {
     pub probe: Option<TorchProbe>,
+    /// What finished; with `stopped`, what finished before the deadline.
     pub results: Vec<DdpResult>,
     pub launches: Vec<DdpLaunch>,
+    /// The timeout that stopped the run after `results` (no launch ran after it).
+    pub stopped: Option<ProbeError>,
 }
 
 /// The embedded benchmark package: `(file name, text)` of each of its files.
@@ -297,13 +301,30 @@ pub fn launch_groups<'a>(
     groups.into_iter().map(|(w, _, items)| (w, items)).collect()
 }
 
-/// Runs every model × variant × world size of `req` (see the module comment).
+/// Runs every model × variant × world size of `req` (see the module comment); a deadline
+/// that struck midway is its timeout (what finished before it is [`run_ddp_outcome`]'s).
 pub fn run_ddp(
     cfg: &RealConfig,
     req: &DdpRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<DdpResult>, ProbeError> {
-    run_ddp_report(cfg, req, &DdpOptions::default(), progress).map(|r| r.results)
+    let r = run_ddp_outcome(cfg, req, progress)?;
+    match r.stopped {
+        Some(e) => Err(e),
+        None => Ok(r.results),
+    }
+}
+
+/// [`run_ddp`], keeping the results that finished before a deadline beside its timeout.
+pub fn run_ddp_outcome(
+    cfg: &RealConfig,
+    req: &DdpRequest,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<DdpOutcome, ProbeError> {
+    run_ddp_report(cfg, req, &DdpOptions::default(), progress).map(|r| DdpOutcome {
+        results: r.results,
+        stopped: r.stopped,
+    })
 }
 
 /// [`run_ddp`] with options and the per-launch details (versions, GPUs, command, extras).
@@ -363,6 +384,7 @@ pub fn run_ddp_report(
     let mut results = Vec::new();
     let mut launches = Vec::new();
     let mut first_error = None;
+    let mut stopped = None;
     let groups = launch_groups(req, &plan);
     // Repeats run the whole sequence again, so that drift of the machine over the run touches
     // every configuration alike; `merge_repeats` folds them.
@@ -370,6 +392,9 @@ pub fn run_ddp_report(
     let total = len_u32(groups.len() * repeats);
     let sequence = (0..repeats).flat_map(|_| groups.iter());
     for (i, (world, items)) in sequence.enumerate() {
+        if stopped.is_some() {
+            break;
+        }
         let ctx = LaunchCtx {
             launcher: &launcher,
             req,
@@ -382,6 +407,11 @@ pub fn run_ddp_report(
         for (mut launch, outcome) in run_group(&ctx, items, *world, progress) {
             match outcome {
                 Ok(r) => results.push(r),
+                // A deadline ends the run where it struck; what finished before it stays.
+                Err(e @ ProbeError::Timeout { .. }) if !opts.keep_going => {
+                    stopped.get_or_insert_with(|| e.clone());
+                    launch.error = Some(e);
+                }
                 Err(e) => {
                     let fatal = matches!(e, ProbeError::Unavailable(_) | ProbeError::Invalid(_));
                     if !opts.keep_going || fatal {
@@ -396,7 +426,7 @@ pub fn run_ddp_report(
         }
     }
     if results.is_empty() {
-        if let Some(e) = first_error {
+        if let Some(e) = stopped.clone().or(first_error) {
             return Err(e);
         }
     }
@@ -412,6 +442,7 @@ pub fn run_ddp_report(
         probe,
         results,
         launches,
+        stopped,
     })
 }
 
@@ -644,6 +675,8 @@ fn run_group(
         Err(e) => return all_fail(&template, e),
     };
     let single = items.len() == 1;
+    // Fewer results than runs from a launch stopped at its deadline: the deadline took the rest.
+    let cut_short = finished.stopped && events.len() < items.len();
     items
         .iter()
         .map(|(model, variant)| {
@@ -655,11 +688,16 @@ fn run_group(
                         && ev.variant.as_deref() == Some(variant.name.as_str()))
             });
             let Some(mut ev) = pos.map(|i| events.remove(i)) else {
-                let e = ProbeError::Worker(format!(
-                    "{} {} on {world} {gpus}: the launch reported no result for this run",
-                    model.name(),
-                    variant.name
-                ));
+                let run = format!("{} {} on {world} {gpus}", model.name(), variant.name);
+                // Stopped at its deadline before this run reported: the deadline is the cause.
+                let e = if cut_short {
+                    ProbeError::Timeout {
+                        stage: format!("DDP benchmark {run}"),
+                        seconds: deadline_s,
+                    }
+                } else {
+                    ProbeError::Worker(format!("{run}: the launch reported no result for this run"))
+                };
                 return (launch, Err(e));
             };
             let outcome = check_result(&ev, world).map(|()| {

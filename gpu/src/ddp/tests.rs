@@ -979,6 +979,49 @@ fn torchrun_launcher_is_called_directly() {
     assert_eq!(shebang_python(&sb), None);
 }
 
+/// A grouped launch that its deadline stops after its first run reported: the deadline is the
+/// outcome (TIMEOUT), naming the run it stopped, and every run that finished before it stays,
+/// those of earlier launches and the first of this one.
+#[test]
+fn a_deadline_after_some_runs_keeps_them_and_is_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = ModelSpec::gpt2_124m().params();
+    let body = format!(
+        r#"res() {{ echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"params\":{params},\"variant\":\"$1\",\"world_size\":$n,\"step_time_median_s\":0.1,\"step_time_p90_s\":0.1,\"throughput\":1000,\"throughput_unit\":\"tokens/s\"}}"; }}
+res base
+if [ "$n" = 2 ]; then sleep 300; fi
+res bf16
+exit 0
+"#
+    );
+    let py = fake(dir.path(), "python3", &body);
+    let mut req = request("base".parse().unwrap(), vec![1, 2], 2.0);
+    req.variants.push("bf16".parse().unwrap());
+    let out = run_ddp_outcome(&cfg(&py), &req, &mut |_| {}).unwrap();
+    let mut ran: Vec<(String, u32)> = out
+        .results
+        .iter()
+        .map(|r| (r.variant.clone(), r.world_size))
+        .collect();
+    ran.sort();
+    assert_eq!(
+        ran,
+        [("base".into(), 1), ("base".into(), 2), ("bf16".into(), 1)]
+    );
+    match &out.stopped {
+        Some(ProbeError::Timeout { stage, seconds }) => {
+            assert_eq!(stage, "DDP benchmark gpt2-124m bf16 on 2 GPUs");
+            assert_eq!(*seconds, 2.0);
+        }
+        other => panic!("expected the deadline, got {other:?}"),
+    }
+    // Where only results count, the deadline is the error, not a missing result.
+    assert!(matches!(
+        run_ddp(&cfg(&py), &req, &mut |_| {}),
+        Err(ProbeError::Timeout { .. })
+    ));
+}
+
 #[test]
 fn keep_going_records_a_failed_launch() {
     let dir = tempfile::tempdir().unwrap();
