@@ -1,6 +1,6 @@
 //! ddpcheck-engine: what the CLI's local mode and the daemon share. It runs checks and
 //! benchmarks on a backend (`runs`), explains low bandwidth (`explain`), takes the node lock
-//! (`lock`), defines the runner a command goes through (`runner`: local here, over gRPC in the
+//! (`lock`, in a checked folder: `runtime_dir`), defines the runner a command goes through (`runner`: local here, over gRPC in the
 //! CLI), gathers what `recommend` rests on (`recommend`, `saved_runs`) and reads
 //! `--model-config` files (`model_config`).
 
@@ -11,6 +11,7 @@ pub mod model_config;
 pub mod recommend;
 pub mod runner;
 pub mod runs;
+pub mod runtime_dir;
 pub mod saved_runs;
 
 pub use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
