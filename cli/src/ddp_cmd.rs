@@ -1,8 +1,10 @@
 //! `ddpcheck bench ddp`: the DDP benchmark command, its table and its SVG plot.
 
 use clap::Args;
+use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
 use ddpcheck_core::num::ToF64;
+use ddpcheck_engine::read_file;
 
 use crate::args::parse_u32_list;
 use crate::recipe_args::{parse_model, RecipeArgs};
@@ -193,7 +195,7 @@ pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, RunError> {
         return print_manual(&build_request(a, None)?, dir);
     }
     if let Some(file) = &a.from {
-        let text = std::fs::read_to_string(file)
+        let text = read_file(file, FileKind::Report)
             .map_err(|e| RunError::Usage(format!("--from {}: {e}", file.display())))?;
         let r: ddpcheck_core::report::DdpReport = serde_json::from_str(&text).map_err(|e| {
             RunError::Usage(format!(

@@ -4,6 +4,7 @@
 //! these types; the functions here judge them into findings and a verdict.
 
 pub mod backend;
+pub mod bounded;
 pub mod capacity;
 pub mod caveats;
 pub mod cluster;

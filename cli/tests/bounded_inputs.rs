@@ -1,0 +1,90 @@
+//! Inputs are bounded and versioned: every file a caller names is read up to a size limit (an
+//! endless /dev/zero is refused with one line, exit 64, instead of filling memory).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{bin, code, output_within, stderr, stdout};
+
+/// `ddpcheck ARGS` locally, bounded in time: a read without a limit would not end by itself.
+fn ddpcheck(args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(bin("ddpcheck"));
+    cmd.args(args)
+        .env_remove("DDPCHECK_SIM")
+        .env_remove("DDPCHECK_DAEMON");
+    output_within(&mut cmd, Duration::from_secs(60))
+}
+
+/// Each command that reads a file the caller names, given /dev/zero: refused at the file's
+/// limit, one line naming the flag, the file and the limit.
+#[test]
+fn endless_files_are_refused_at_their_limit() {
+    // The CA and certificate are only looked at for a PEM header before the key is read.
+    let d = tempfile::tempdir().unwrap();
+    let pem = d.path().join("any.pem");
+    std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let pem = pem.to_str().unwrap();
+    let tls_key = [
+        "--daemon",
+        "https://127.0.0.1:1",
+        "--tls-ca",
+        pem,
+        "--tls-cert",
+        pem,
+        "--tls-key",
+        "/dev/zero",
+        "topo",
+    ];
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["recommend", "--model", "gpt2-124m", "--from", "/dev/zero"],
+            "--from /dev/zero: larger than 64.0 MiB, the limit for a saved report",
+        ),
+        (
+            &["bench", "ddp", "--from", "/dev/zero"],
+            "--from /dev/zero: larger than 64.0 MiB, the limit for a saved report",
+        ),
+        (
+            &[
+                "--sim",
+                "h200x2-nvlink",
+                "recommend",
+                "--model-config",
+                "/dev/zero",
+            ],
+            "--model-config /dev/zero: larger than 1.0 MiB, the limit for a configuration file",
+        ),
+        (
+            &[
+                "--daemon",
+                "https://127.0.0.1:1",
+                "--tls-ca",
+                "/dev/zero",
+                "topo",
+            ],
+            "--tls-ca /dev/zero: larger than 1.0 MiB, the limit for a PEM file",
+        ),
+        (
+            &tls_key,
+            "--tls-key /dev/zero: larger than 1.0 MiB, the limit for a PEM file",
+        ),
+        (
+            &["config", "check", "--config", "/dev/zero"],
+            "config file /dev/zero: larger than 1.0 MiB, the limit for a configuration file",
+        ),
+        (
+            &["cluster", "check", "--nodefile", "/dev/zero"],
+            "--nodefile /dev/zero: larger than 4.0 MiB, the limit for a node list",
+        ),
+    ];
+    for (args, said) in cases {
+        let o = ddpcheck(args);
+        let err = stderr(&o);
+        assert_eq!(code(&o), 64, "{args:?}: {}{err}", stdout(&o));
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+}
