@@ -88,3 +88,91 @@ fn endless_files_are_refused_at_their_limit() {
         assert!(err.contains(said), "{args:?}: {err}");
     }
 }
+
+/// A saved `bench ddp --json` of the simulated H200 pair, as JSON to edit.
+fn saved_ddp_report() -> serde_json::Value {
+    let o = common::local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "base",
+        "--gpus",
+        "1,2",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// An edited saved report: an unknown schema version, or a figure no run gives, is refused by
+/// both readers of saved reports (`bench ddp --from`, `recommend --from`) with one line that
+/// names the version or the field; the versions this build reads are read.
+#[test]
+fn saved_reports_of_unknown_versions_or_impossible_figures_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let good = saved_ddp_report();
+    let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = good.clone();
+        edit(&mut v);
+        let p = d.path().join(name);
+        std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let readers = |file: &str| {
+        [
+            ddpcheck(&["bench", "ddp", "--from", file]),
+            ddpcheck(&[
+                "recommend",
+                "--model",
+                "gpt2-124m",
+                "--gpus",
+                "2",
+                "--from",
+                file,
+            ]),
+        ]
+    };
+    let refused: [(&str, &dyn Fn(&mut serde_json::Value), &str); 4] = [
+        (
+            "v0.json",
+            &|v| v["schema_version"] = 0.into(),
+            "schema_version 0 is not a version ddpcheck wrote (it reads versions 1 to 2)",
+        ),
+        (
+            "v99.json",
+            &|v| v["schema_version"] = 99.into(),
+            "schema_version 99 is newer than this ddpcheck (it reads versions 1 to 2)",
+        ),
+        (
+            "negative-p90.json",
+            &|v| v["results"][1]["step_time_p90_s"] = (-0.5).into(),
+            "results[1].step_time_p90_s = -0.5: must be above 0",
+        ),
+        (
+            "no-gpus.json",
+            &|v| v["results"][0]["world_size"] = 0.into(),
+            "results[0].world_size = 0: must be at least 1",
+        ),
+    ];
+    for (name, edit, said) in refused {
+        let file = edited(name, edit);
+        for o in readers(&file) {
+            let err = stderr(&o);
+            assert_eq!(code(&o), 64, "{name}: {}{err}", stdout(&o));
+            assert_eq!(err.trim().lines().count(), 1, "{name}: {err}");
+            assert!(err.contains(&format!("{file}: {said}")), "{name}: {err}");
+        }
+    }
+    for version in [1, 2] {
+        let file = edited(&format!("v{version}.json"), &|v| {
+            v["schema_version"] = version.into();
+        });
+        for o in readers(&file) {
+            assert_eq!(code(&o), 0, "v{version}: {}", stderr(&o));
+        }
+    }
+}

@@ -21,6 +21,7 @@ pub mod params;
 pub mod preflight;
 pub mod recommend;
 pub mod report;
+pub mod saved;
 pub mod topology;
 pub mod units;
 pub mod verdict;
