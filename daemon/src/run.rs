@@ -104,18 +104,15 @@ impl Running {
     }
 }
 
-/// Binds the Unix socket, refusing to steal one that a live daemon answers on.
+/// Binds the Unix socket, refusing to steal one that a live daemon answers on or to replace
+/// anything that is not a socket.
 fn bind_unix(path: &Path) -> Result<UnixListener, DaemonError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     }
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(DaemonError::Config(format!(
-                "{} is in use by a running daemon",
-                path.display()
-            )));
-        }
+    if crate::listen::before_bind(path).map_err(DaemonError::Config)?
+        == crate::listen::AtSocketPath::StaleSocket
+    {
         std::fs::remove_file(path).map_err(io(format!("removing stale {}", path.display())))?;
     }
     let l = UnixListener::bind(path).map_err(io(format!("binding {}", path.display())))?;
