@@ -176,3 +176,61 @@ fn saved_reports_of_unknown_versions_or_impossible_figures_are_refused() {
         }
     }
 }
+
+/// Absurd numbers are refused at the flag with one line and exit 64, before anything runs;
+/// `--max-age` without a daemon (a local run keeps no verdict to reuse) is a usage error.
+#[test]
+fn absurd_numbers_are_refused_at_the_flag() {
+    let sim = ["--sim", "h200x2-nvlink"];
+    let recommend = ["recommend", "--model", "gpt2-124m"];
+    let cases: [(Vec<&str>, &str); 10] = [
+        (
+            [&sim[..], &["check", "--max-bytes", "0"]].concat(),
+            "--max-bytes",
+        ),
+        (
+            [&sim[..], &["check", "--min-bytes", "0"]].concat(),
+            "--min-bytes",
+        ),
+        (
+            [&sim[..], &["check", "--max-bytes", "1T"]].concat(),
+            "--max-bytes",
+        ),
+        (
+            [&sim[..], &["check", "--max-age", "60"]].concat(),
+            "--max-age",
+        ),
+        (
+            [&sim[..], &recommend[..], &["--seq", "0"]].concat(),
+            "--seq",
+        ),
+        (
+            [&sim[..], &recommend[..], &["--seq", "4000000000"]].concat(),
+            "--seq",
+        ),
+        (
+            [&sim[..], &recommend[..], &["--budget", "1e30"]].concat(),
+            "--budget",
+        ),
+        (
+            [&sim[..], &recommend[..], &["--repeats", "0"]].concat(),
+            "--repeats",
+        ),
+        (
+            [&sim[..], &recommend[..], &["--repeats", "1000"]].concat(),
+            "--repeats",
+        ),
+        (
+            [&sim[..], &["bench", "collectives", "--min-bytes", "0"]].concat(),
+            "--min-bytes",
+        ),
+    ];
+    for (args, flag) in cases {
+        let o = ddpcheck(&args);
+        let err = stderr(&o);
+        assert_eq!(code(&o), 64, "{args:?}: {}{err}", stdout(&o));
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
+}
