@@ -108,6 +108,9 @@ fn saved_ddp_report() -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// A change made to a saved report.
+type Edit<'a> = dyn Fn(&mut serde_json::Value) + 'a;
+
 /// An edited saved report: an unknown schema version, or a figure no run gives, is refused by
 /// both readers of saved reports (`bench ddp --from`, `recommend --from`) with one line that
 /// names the version or the field; the versions this build reads are read.
@@ -115,7 +118,7 @@ fn saved_ddp_report() -> serde_json::Value {
 fn saved_reports_of_unknown_versions_or_impossible_figures_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let good = saved_ddp_report();
-    let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+    let edited = |name: &str, edit: &Edit<'_>| {
         let mut v = good.clone();
         edit(&mut v);
         let p = d.path().join(name);
@@ -136,7 +139,7 @@ fn saved_reports_of_unknown_versions_or_impossible_figures_are_refused() {
             ]),
         ]
     };
-    let refused: [(&str, &dyn Fn(&mut serde_json::Value), &str); 4] = [
+    let refused: [(&str, &Edit<'static>, &str); 4] = [
         (
             "v0.json",
             &|v| v["schema_version"] = 0.into(),
