@@ -163,7 +163,7 @@ mod tests {
         NodeLock::try_acquire(&p, "bench").unwrap();
     }
 
-    /// The scenario inside a folder of our own: a link planted at the lock's name to a
+    /// A link planted at the lock's name, in a folder of our own, to a
     /// file of ours. The lock is refused (one line, UNKNOWN) and the file keeps its content.
     #[test]
     fn a_link_at_the_lock_path_is_refused_and_its_target_untouched() {

@@ -194,7 +194,7 @@ mod tests {
         assert!(msg.contains("symbolic link"), "{msg}");
     }
 
-    /// The planted folder: another user's folder at the predictable name. Only root
+    /// A planted folder: another user's folder at the predictable name. Only root
     /// can make a folder of another owner, so this runs where the tests run as root.
     #[test]
     fn another_users_folder_in_a_shared_parent_is_refused() {
