@@ -91,10 +91,10 @@ pub struct CheckArgs {
     #[arg(long)]
     pub gpus: Option<String>,
     /// Largest all-reduce message (e.g. 256M, 1G).
-    #[arg(long, value_parser = parse_size, default_value = "256M")]
+    #[arg(long, value_parser = parse_message_size, default_value = "256M")]
     pub max_bytes: u64,
     /// Smallest all-reduce message.
-    #[arg(long, value_parser = parse_size, default_value = "8M")]
+    #[arg(long, value_parser = parse_message_size, default_value = "8M")]
     pub min_bytes: u64,
     /// Hard deadline of the NCCL step, seconds.
     #[arg(long, default_value_t = 30.0)]
@@ -102,7 +102,8 @@ pub struct CheckArgs {
     /// Slurm prolog mode: one line prefixed `ddpcheck:`, exit 0 to run the job, 1 to drain the node.
     #[arg(long)]
     pub prolog: bool,
-    /// With --daemon: reuse the daemon's last preflight if it is at most this many seconds old.
+    /// With --daemon: reuse the daemon's last preflight if it is at most this many seconds old
+    /// (a local run keeps no verdicts: without --daemon this is a usage error).
     #[arg(long, value_name = "SECONDS")]
     pub max_age: Option<f64>,
     /// In prolog mode, drain on WARNING too.
@@ -131,9 +132,9 @@ pub struct CollectivesArgs {
     pub ops: String,
     #[arg(long, default_value = "")]
     pub gpus: String,
-    #[arg(long, short = 'b', value_parser = parse_size, default_value = "4K")]
+    #[arg(long, short = 'b', value_parser = parse_message_size, default_value = "4K")]
     pub min_bytes: u64,
-    #[arg(long, short = 'e', value_parser = parse_size, default_value = "1G")]
+    #[arg(long, short = 'e', value_parser = parse_message_size, default_value = "1G")]
     pub max_bytes: u64,
     #[arg(long, short = 'f', default_value_t = 2)]
     pub step_factor: u64,
@@ -172,6 +173,30 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
+/// A message size of a sweep, as [`parse_size`]: at least 1 byte (0 would read as "the default"
+/// once in a request) and at most the 16 GiB a sweep may ask for.
+pub fn parse_message_size(s: &str) -> Result<u64, String> {
+    let max = ddpcheck_core::backend::CollectiveRequest::MAX_BYTES;
+    match parse_size(s)? {
+        0 => Err(format!("{s:?}: a message is at least 1 byte")),
+        n if n > max => Err(format!("{s:?} is above the 16 GiB a sweep may ask for")),
+        n => Ok(n),
+    }
+}
+
+/// Seconds of a budget or limit: above 0, at most a day.
+pub fn parse_seconds_up_to_a_day(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s} outside (0, 86400] seconds"))
+    }
+}
+
 /// `1,2,4` → [1, 2, 4].
 pub fn parse_u32_list(s: &str) -> Result<Vec<u32>, String> {
     s.split(',')
@@ -195,5 +220,19 @@ mod tests {
         assert_eq!(parse_size("123"), Ok(123));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("99999999999999G").is_err());
+    }
+
+    #[test]
+    fn message_sizes_and_seconds_are_bounded() {
+        assert_eq!(parse_message_size("8M"), Ok(8 << 20));
+        assert_eq!(parse_message_size("16G"), Ok(16 << 30));
+        assert!(parse_message_size("0")
+            .unwrap_err()
+            .contains("at least 1 byte"));
+        assert!(parse_message_size("17G").unwrap_err().contains("16 GiB"));
+        assert_eq!(parse_seconds_up_to_a_day("120"), Ok(120.0));
+        for bad in ["0", "-1", "1e30", "inf", "NaN", "x"] {
+            assert!(parse_seconds_up_to_a_day(bad).is_err(), "{bad}");
+        }
     }
 }

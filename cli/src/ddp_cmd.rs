@@ -1,8 +1,11 @@
 //! `ddpcheck bench ddp`: the DDP benchmark command, its table and its SVG plot.
 
 use clap::Args;
+use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
 use ddpcheck_core::num::ToF64;
+use ddpcheck_core::saved;
+use ddpcheck_engine::read_file;
 
 use crate::args::parse_u32_list;
 use crate::recipe_args::{parse_model, RecipeArgs};
@@ -197,20 +200,28 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
     })
 }
 
+/// A saved `bench ddp --json` report of a version this build reads, its figures in range.
+fn saved_ddp_report(
+    text: &str,
+    file: &std::path::Path,
+) -> Result<ddpcheck_core::report::DdpReport, RunError> {
+    let usage = |e: String| RunError::Usage(format!("--from {}: {e}", file.display()));
+    let not_ddp = |e: serde_json::Error| usage(format!("not a bench ddp report: {e}"));
+    let v: serde_json::Value = serde_json::from_str(text).map_err(not_ddp)?;
+    saved::check_schema_version(&v).map_err(usage)?;
+    let r = serde_json::from_value(v).map_err(not_ddp)?;
+    saved::check_ddp(&r).map_err(usage)?;
+    Ok(r)
+}
+
 pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, RunError> {
     if let Some(dir) = &a.print_manual {
         return print_manual(&build_request(a, None)?, dir);
     }
     if let Some(file) = &a.from {
-        let text = std::fs::read_to_string(file)
+        let text = read_file(file, FileKind::Report)
             .map_err(|e| RunError::Usage(format!("--from {}: {e}", file.display())))?;
-        let r: ddpcheck_core::report::DdpReport = serde_json::from_str(&text).map_err(|e| {
-            RunError::Usage(format!(
-                "--from {}: not a bench ddp report: {e}",
-                file.display()
-            ))
-        })?;
-        return show(cli, a, &r);
+        return show(cli, a, &saved_ddp_report(&text, file)?);
     }
     let target = make_target(cli)?;
     // The price's split, and the default GPU counts.

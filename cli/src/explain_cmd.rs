@@ -4,7 +4,7 @@
 use clap::Args;
 use ddpcheck_engine::{job_gpus_from_env, ExplainParams, RunError};
 
-use crate::args::parse_size;
+use crate::args::parse_message_size;
 use crate::{make_target, print_json, progress, render, secs, Cli};
 
 #[derive(Args, Debug)]
@@ -16,7 +16,7 @@ pub struct ExplainArgs {
     #[arg(long)]
     pub ab: bool,
     /// Largest all-reduce message of each pair's sweep (it starts at a quarter of it).
-    #[arg(long, value_parser = parse_size, default_value = "256M")]
+    #[arg(long, value_parser = parse_message_size, default_value = "256M")]
     pub max_bytes: u64,
     /// Hard deadline of each pair's sweep, seconds.
     #[arg(long, default_value_t = 60.0)]

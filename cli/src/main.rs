@@ -228,6 +228,11 @@ pub(crate) fn secs(v: f64, what: &str) -> Result<Duration, RunError> {
 }
 
 fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
+    if a.max_age.is_some() && cli.daemon.is_none() {
+        return Err(RunError::Usage(
+            "--max-age reuses the daemon's last verdict: it needs --daemon (a local run keeps no verdicts)".into(),
+        ));
+    }
     let target = make_target(cli)?;
     let policy = PrologPolicy {
         fail_on_warning: a.fail_on_warning,

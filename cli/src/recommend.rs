@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ddpcheck_core::ddp::beyond_noise;
+use ddpcheck_core::ddp::{beyond_noise, MAX_REPEATS};
 use ddpcheck_core::recommend::DEFAULT_TARGET_EFFICIENCY;
 use ddpcheck_core::verdict::Verdict;
 use ddpcheck_engine::recommend::{
@@ -14,6 +14,7 @@ use ddpcheck_engine::recommend::{
 use ddpcheck_engine::saved_runs::SavedRuns;
 use ddpcheck_engine::{RunError, Runner};
 
+use crate::args::parse_seconds_up_to_a_day;
 use crate::recipe_args::{parse_model, RecipeArgs};
 use crate::{make_target, print_json, progress, Cli};
 
@@ -32,12 +33,13 @@ pub struct RecommendArgs {
     /// Or only a parameter count: 124M, 1.3B, 350000000.
     #[arg(long, value_parser = parse_count)]
     pub params: Option<u64>,
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub micro_batch: u32,
-    #[arg(long, default_value_t = 1024)]
+    /// Tokens a sequence (decoders; 1 to 1,048,576).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub seq: u32,
     /// GPUs the job will use (default: those of the measured all-reduce).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub gpus: Option<u32>,
     /// Price of the whole node per hour (split over its GPUs: the price of a GPU-hour), for the
     /// money N GPUs and one GPU spend per million tokens or samples. A positive number.
@@ -68,7 +70,7 @@ pub struct RecommendArgs {
     /// Launch each DDP run (the 1-GPU compute measurement and --verify's runs) N times and use
     /// the median: short steps moved 10-57% between launches of the same command on 2xH200.
     /// With N > 1 it also measures how much the GPUs slow each other side by side (`nocomm`).
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_REPEATS)))]
     pub repeats: u32,
     /// Keep what this run measures itself in DIR (created), each as the JSON report its own
     /// command writes: sweep.json, the quick runs (ddp-1gpu.json, ddp-nocomm-Ngpu.json),
@@ -77,14 +79,14 @@ pub struct RecommendArgs {
     /// the exit code is then 1 (WARNING).
     #[arg(long, value_name = "DIR")]
     pub save_runs: Option<PathBuf>,
-    /// Seconds recommend may spend measuring before it recommends: every launch and sweep it
+    /// Seconds (at most 86400) recommend may spend measuring before it recommends: every launch and sweep it
     /// runs (the 1-GPU launch; on a node that has not run DDP for this model one N-GPU launch of
     /// plain DDP, its all-reduces in DDP's own process group, the GPUs side by side without
     /// communication and as many likely changes as fit; else an all-reduce sweep; --env-ab's
     /// sweep) runs with the budget's end as its deadline and is stopped there. --verify's runs
     /// come after the recommendation and are not counted. The model is calibrated on the
     /// measured plain DDP and predicts the rest.
-    #[arg(long, default_value_t = DEFAULT_BUDGET_S, value_name = "SECONDS")]
+    #[arg(long, default_value_t = DEFAULT_BUDGET_S, value_name = "SECONDS", value_parser = parse_seconds_up_to_a_day)]
     pub budget: f64,
     /// Measure only an all-reduce sweep and 1-GPU runs (no N-GPU launch): faster, and less
     /// accurate on slow transports.

@@ -15,3 +15,5 @@ mod shutdown_verdict;
 mod silent_daemon;
 #[path = "hostile/stop.rs"]
 mod stop;
+#[path = "hostile/symlinked_lock.rs"]
+mod symlinked_lock;

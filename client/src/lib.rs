@@ -209,7 +209,11 @@ async fn check_access(host: &str, port: u16, tls: &LoadedTls) -> Result<(), Refu
 }
 
 fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    use ddpcheck_core::bounded::{read_bytes, FileKind};
+    let bytes = std::fs::File::open(path)
+        .map_err(Into::into)
+        .and_then(|f| read_bytes(f, FileKind::Pem))
+        .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
     if !String::from_utf8_lossy(&bytes).contains("-----BEGIN ") {
         return Err(format!("{flag} {}: not a PEM file", path.display()));
     }

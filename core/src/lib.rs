@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod caller_env;
+pub mod bounded;
 pub mod capacity;
 pub mod caveats;
 pub mod cluster;
@@ -21,6 +22,7 @@ pub mod params;
 pub mod preflight;
 pub mod recommend;
 pub mod report;
+pub mod saved;
 pub mod topology;
 pub mod units;
 pub mod verdict;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ddpcheck_core::bounded::{BoundedReadError, FileKind};
 use serde::{Deserialize, Serialize};
 
 use crate::ratelimit::{WorkRate, MAX_WORK_BURST, MAX_WORK_RATE_PER_MINUTE};
@@ -383,7 +384,7 @@ pub struct FileLayer {
 /// file, which may be absent.
 pub fn read_file(explicit: Option<&Path>) -> Result<FileLayer, ConfigError> {
     let path = explicit.map_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE), Path::to_path_buf);
-    match std::fs::read_to_string(&path) {
+    match ddpcheck_engine::read_file(&path, FileKind::Config) {
         Ok(text) => {
             let layer = Layer::from_toml(&text, &path)?;
             Ok(FileLayer {
@@ -392,7 +393,7 @@ pub fn read_file(explicit: Option<&Path>) -> Result<FileLayer, ConfigError> {
                 layer,
             })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(BoundedReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             if explicit.is_some() {
                 Err(ConfigError::Missing { path })
             } else {
@@ -403,7 +404,11 @@ pub fn read_file(explicit: Option<&Path>) -> Result<FileLayer, ConfigError> {
                 })
             }
         }
-        Err(source) => Err(ConfigError::Read { path, source }),
+        Err(BoundedReadError::Io(source)) => Err(ConfigError::Read { path, source }),
+        Err(e) => Err(ConfigError::Parse {
+            path,
+            message: e.to_string(),
+        }),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The control socket's address (`listen`): a plain path or gRPC's `unix:` notation; anything
-//! else is refused, never taken for a file name.
+//! else is refused, never taken for a file name. What lies at the path already is replaced only
+//! where it is a socket nobody answers on (`before_bind`).
 
-use std::path::PathBuf;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 
 /// The socket path `listen` names: `unix:PATH` (absolute or relative), `unix:///ABS` (gRPC's
 /// other form) or a plain path. Another scheme (`http://`, `dns:`, `tcp:`, `unix-abstract:`)
@@ -47,6 +49,48 @@ pub fn socket_path(value: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// What lies at the socket path before the daemon binds there.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AtSocketPath {
+    Nothing,
+    /// A socket nobody answers on, left by a daemon that died: removed before binding.
+    StaleSocket,
+}
+
+/// Decides what may be done with `path` before binding: nothing there, or a stale socket, is
+/// fine; a socket a daemon answers on, or anything that is not a socket (a regular file, such
+/// as the history database, a folder, a link), is refused and never removed.
+pub fn before_bind(path: &Path) -> Result<AtSocketPath, String> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AtSocketPath::Nothing),
+        Err(e) => return Err(format!("--listen {}: {e}", path.display())),
+    };
+    let kind = meta.file_type();
+    if !kind.is_socket() {
+        let what = if kind.is_file() {
+            "a regular file"
+        } else if kind.is_dir() {
+            "a folder"
+        } else if kind.is_symlink() {
+            "a symbolic link"
+        } else {
+            "not a socket"
+        };
+        return Err(format!(
+            "--listen {} is {what}, not a socket: refusing to replace it (name a path of its own)",
+            path.display()
+        ));
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Err(format!("{} is in use by a running daemon", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Ok(AtSocketPath::StaleSocket)
+        }
+        Err(e) => Err(format!("--listen {}: {e}", path.display())),
+    }
+}
+
 /// The URI scheme `value` starts with (RFC 3986: a letter, then letters, digits, `+`, `-`, `.`,
 /// then `:`), if any. A path with a `/` before its first `:` has none.
 fn scheme(value: &str) -> Option<&str> {
@@ -79,6 +123,28 @@ mod tests {
         // A colon after a slash is part of a file name, not a scheme.
         assert_eq!(ok("./a:b.sock"), "./a:b.sock");
         assert_eq!(ok("/tmp/a:b.sock"), "/tmp/a:b.sock");
+    }
+
+    #[test]
+    fn only_a_socket_nobody_answers_on_may_be_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |name: &str| before_bind(&d.path().join(name));
+        assert_eq!(at("absent.sock"), Ok(AtSocketPath::Nothing));
+        std::fs::write(d.path().join("history.db"), "SQLite format 3").unwrap();
+        let e = at("history.db").unwrap_err();
+        assert!(e.contains("is a regular file, not a socket"), "{e}");
+        std::fs::create_dir(d.path().join("dir")).unwrap();
+        assert!(at("dir").unwrap_err().contains("is a folder"));
+        let live = std::os::unix::net::UnixListener::bind(d.path().join("live.sock")).unwrap();
+        assert!(at("live.sock")
+            .unwrap_err()
+            .contains("in use by a running daemon"));
+        drop(live);
+        drop(std::os::unix::net::UnixListener::bind(d.path().join("stale.sock")).unwrap());
+        assert_eq!(at("stale.sock"), Ok(AtSocketPath::StaleSocket));
+        std::os::unix::fs::symlink(d.path().join("stale.sock"), d.path().join("link.sock"))
+            .unwrap();
+        assert!(at("link.sock").unwrap_err().contains("symbolic link"));
     }
 
     #[test]

@@ -124,20 +124,16 @@ fn create_dirs(dir: &Path) -> Result<Vec<PathBuf>, DaemonError> {
     Ok(missing)
 }
 
-/// Binds the Unix socket, refusing to steal one that a live daemon answers on. Also returns the
-/// folders made for it, the deepest first.
+/// Binds the Unix socket, refusing to steal one that a live daemon answers on or to replace
+/// anything that is not a socket. Also returns the folders made for it, the deepest first.
 fn bind_unix(path: &Path) -> Result<(UnixListener, Vec<PathBuf>), DaemonError> {
     let made = match path.parent() {
         Some(dir) => create_dirs(dir)?,
         None => Vec::new(),
     };
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(DaemonError::Config(format!(
-                "{} is in use by a running daemon",
-                path.display()
-            )));
-        }
+    if crate::listen::before_bind(path).map_err(DaemonError::Config)?
+        == crate::listen::AtSocketPath::StaleSocket
+    {
         std::fs::remove_file(path).map_err(io(format!("removing stale {}", path.display())))?;
     }
     let l = UnixListener::bind(path).map_err(io(format!("binding {}", path.display())))?;

@@ -17,9 +17,13 @@ use crate::run::{DaemonError, TlsFiles};
 use crate::server::Service;
 
 fn read(path: &std::path::Path) -> Result<Vec<u8>, DaemonError> {
-    std::fs::read(path).map_err(|source| DaemonError::Io {
+    use ddpcheck_core::bounded::{BoundedReadError, FileKind};
+    ddpcheck_engine::read_file_bytes(path, FileKind::Pem).map_err(|e| DaemonError::Io {
         what: format!("reading {}", path.display()),
-        source,
+        source: match e {
+            BoundedReadError::Io(source) => source,
+            other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+        },
     })
 }
 

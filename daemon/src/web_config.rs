@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use ddpcheck_core::bounded::FileKind;
+use ddpcheck_engine::{read_file, read_file_bytes};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio_rustls::rustls;
@@ -120,7 +122,7 @@ impl WebConfig {
             path: path.to_path_buf(),
             message,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let text = read_file(path, FileKind::Config).map_err(|e| err(e.to_string()))?;
         Self::parse(&text, path).map_err(err)
     }
 
@@ -249,7 +251,7 @@ fn read_pem(
         (Some(_), Some(_)) => Err(format!("{what}_file and {what} are exclusive")),
         (Some(f), None) => {
             let p = resolve(dir, f);
-            std::fs::read(&p)
+            read_file_bytes(&p, FileKind::Pem)
                 .map(Some)
                 .map_err(|e| format!("{what}_file {}: {e}", p.display()))
         }
@@ -334,8 +336,8 @@ fn build_tls(t: TlsFormat, dir: &Path) -> Result<Option<Arc<rustls::ServerConfig
         }
         (Some(optional), Some(ca)) => {
             let p = resolve(dir, ca);
-            let pem =
-                std::fs::read(&p).map_err(|e| format!("client_ca_file {}: {e}", p.display()))?;
+            let pem = read_file_bytes(&p, FileKind::Pem)
+                .map_err(|e| format!("client_ca_file {}: {e}", p.display()))?;
             let mut roots = rustls::RootCertStore::empty();
             for c in CertificateDer::pem_slice_iter(&pem) {
                 let c = c.map_err(|e| format!("client_ca_file {}: {e}", p.display()))?;

@@ -116,10 +116,7 @@ pub fn join_local(
     // Real GPUs: one active test per node, shared with the daemon and other local runs.
     let _lock = if real {
         let path = lock_path(&default_runtime_dir());
-        Some(
-            NodeLock::try_acquire(&path, "cluster srun")
-                .map_err(|e| ProbeError::Busy(e.to_string()))?,
-        )
+        Some(NodeLock::try_acquire(&path, "cluster srun").map_err(ProbeError::from)?)
     } else {
         None
     };

@@ -3,12 +3,13 @@
 
 use std::path::Path;
 
+use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::ddp::{from_hf_config, ModelSpec};
 
 use crate::RunError;
 
 pub fn read_model_config(path: &Path) -> Result<ModelSpec, RunError> {
     let failed = |e: String| RunError::Usage(format!("--model-config {}: {e}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
+    let text = crate::read_file(path, FileKind::Config).map_err(|e| failed(e.to_string()))?;
     from_hf_config(&text).map_err(failed)
 }

@@ -123,7 +123,7 @@ impl LocalRunner {
         match &self.lock {
             Some(p) => NodeLock::try_acquire(p, purpose)
                 .map(Some)
-                .map_err(|e| RunError::Busy(e.to_string())),
+                .map_err(|e| RunError::from(ProbeError::from(e))),
             None => Ok(None),
         }
     }

@@ -41,7 +41,7 @@ pub struct ClusterCheckArgs {
 
 fn node_list(a: &ClusterCheckArgs) -> Result<Vec<String>, RunError> {
     let nodes: Vec<String> = match &a.nodefile {
-        Some(f) => std::fs::read_to_string(f)
+        Some(f) => ddpcheck_engine::read_file(f, ddpcheck_core::bounded::FileKind::NodeList)
             .map_err(|e| RunError::Usage(format!("--nodefile {}: {e}", f.display())))?
             .lines()
             .map(|l| l.split('#').next().unwrap_or("").trim().to_string())

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use ddpcheck_core::cluster::{ClusterJob, Network};
 
-use crate::args::{parse_size, Cli};
+use crate::args::{parse_message_size, Cli};
 use ddpcheck_engine::RunError;
 
 pub use check::ClusterCheckArgs;
@@ -36,9 +36,9 @@ pub struct ClusterRunArgs {
     /// NICs (rails) per node: the expectation scales with them.
     #[arg(long, default_value_t = 1)]
     pub nics_per_node: u32,
-    #[arg(long, value_parser = parse_size, default_value = "8M")]
+    #[arg(long, value_parser = parse_message_size, default_value = "8M")]
     pub min_bytes: u64,
-    #[arg(long, value_parser = parse_size, default_value = "256M")]
+    #[arg(long, value_parser = parse_message_size, default_value = "256M")]
     pub max_bytes: u64,
     #[arg(long, default_value_t = 20)]
     pub iters: u32,

@@ -7,6 +7,7 @@ use ddpcheck_core::recommend::ModelInput;
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, Header, PreflightReport, TopoReport,
 };
+use ddpcheck_core::saved;
 
 use crate::runner::{RunError, Runner};
 
@@ -27,6 +28,8 @@ impl Measurements {
     pub(super) fn add_json(&mut self, text: &str, origin: &str) -> Result<(), RunError> {
         let v: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| RunError::Usage(format!("{origin}: not a ddpcheck JSON report: {e}")))?;
+        let out_of_range = |e: String| RunError::Usage(format!("{origin}: {e}"));
+        saved::check_schema_version(&v).map_err(out_of_range)?;
         let kind = v
             .get("kind")
             .and_then(|k| k.as_str())
@@ -38,6 +41,7 @@ impl Measurements {
         match kind.as_str() {
             "preflight" => {
                 let r: PreflightReport = serde_json::from_value(v).map_err(bad)?;
+                saved::check_preflight(&r).map_err(out_of_range)?;
                 if self.sweep.is_none() {
                     if let Some(s) = &r.all_reduce {
                         self.sweep = Some((s.clone(), r.header.clone()));
@@ -48,6 +52,7 @@ impl Measurements {
             "topo" => self.topo = Some(serde_json::from_value(v).map_err(bad)?),
             "bench_collectives" => {
                 let r: BenchCollectivesReport = serde_json::from_value(v).map_err(bad)?;
+                saved::check_collectives(&r).map_err(out_of_range)?;
                 // A full sweep (from small messages) beats the preflight's large-message one.
                 if let Some(s) = r.all_reduce() {
                     self.sweep = Some((s.clone(), r.header.clone()));
@@ -55,6 +60,7 @@ impl Measurements {
             }
             "bench_ddp" => {
                 let mut r: DdpReport = serde_json::from_value(v).map_err(bad)?;
+                saved::check_ddp(&r).map_err(out_of_range)?;
                 // The report's own pairing again (same speedups, no price: costs stay as
                 // written), so reports written before `speedup_uncertainty` existed carry it too.
                 fill_scaling(&mut r.results, None);

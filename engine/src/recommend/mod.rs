@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::Progress;
+use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
     DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
@@ -190,7 +191,7 @@ impl Gathering<'_> {
     /// Saved reports (`--from`), else the daemon's history.
     fn read_reports(&mut self) -> Result<(), RunError> {
         for f in &self.req.from {
-            let text = std::fs::read_to_string(f)
+            let text = crate::read_file(f, FileKind::Report)
                 .map_err(|e| RunError::Usage(format!("--from {}: {e}", f.display())))?;
             self.m.add_json(&text, &f.display().to_string())?;
         }
