@@ -4,8 +4,8 @@
 //! these types; the functions here judge them into findings and a verdict.
 
 pub mod backend;
-pub mod caller_env;
 pub mod bounded;
+pub mod caller_env;
 pub mod capacity;
 pub mod caveats;
 pub mod cluster;
