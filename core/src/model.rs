@@ -970,8 +970,7 @@ pub mod powersgd;
 pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
 pub use grad_layout::{
-    assign_bucket_members, assign_buckets, assign_buckets_powersgd, Bucket, GradLayout,
-    GradTensor,
+    assign_bucket_members, assign_buckets, assign_buckets_powersgd, Bucket, GradLayout, GradTensor,
 };
 
 #[cfg(test)]

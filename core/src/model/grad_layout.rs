@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ddp::{bucket_groups, dtype_bytes, ModelSpec, ParamLayout};
 use super::powersgd;
+use crate::ddp::{bucket_groups, dtype_bytes, ModelSpec, ParamLayout};
 use crate::num::{floor_u64, ToF64};
 
 /// One parameter tensor's gradient: its size and when it becomes ready, as a fraction (0..=1) of

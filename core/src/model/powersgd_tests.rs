@@ -61,11 +61,18 @@ fn rank_4_sends_p_and_q_of_the_matrices_worth_compressing_and_the_rest_whole() {
     )
     .unwrap();
     assert_eq!(p.buckets, 1);
-    assert!((p.wire_bytes - 4.0 * 7056.0).abs() < 1e-9, "{}", p.wire_bytes);
+    assert!(
+        (p.wire_bytes - 4.0 * 7056.0).abs() < 1e-9,
+        "{}",
+        p.wire_bytes
+    );
     // Rank 1: fc1 P 512 Q 256, conv P 64 Q 288; small 8×8 now compresses (16·2 < 64): P 8 Q 8;
     // thin 1000×2 at rank 1: 1002·2 ≥ 2000, whole.
     let r1 = powersgd::split(&small_layout().tensors, 1);
-    assert_eq!((r1.uncompressed, r1.p, r1.q), (512 + 2000, 512 + 64 + 8, 256 + 288 + 8));
+    assert_eq!(
+        (r1.uncompressed, r1.p, r1.q),
+        (512 + 2000, 512 + 64 + 8, 256 + 288 + 8)
+    );
 }
 
 #[test]
@@ -122,7 +129,10 @@ fn each_of_powersgds_all_reduces_pays_a_calls_own_cost() {
 fn a_powersgd_variant_carries_its_rank_into_the_model() {
     let v: DdpVariant = "powersgd8+accum2".parse().unwrap();
     let i = StepInputs::new(small_layout(), 0.010, 2, 1).with_variant(&v);
-    assert_eq!((i.hook, i.powersgd_rank, i.accum), (CommHook::PowerSgd, 8, 2));
+    assert_eq!(
+        (i.hook, i.powersgd_rank, i.accum),
+        (CommHook::PowerSgd, 8, 2)
+    );
     let plain: DdpVariant = "powersgd".parse().unwrap();
     assert_eq!(plain.powersgd_rank(), crate::ddp::POWERSGD_DEFAULT_RANK);
     assert!("powersgd0".parse::<DdpVariant>().is_err());

@@ -133,7 +133,10 @@ mod tests {
         assert!((o.error_feedback_bytes - 4.0 * gpt2().params().to_f64()).abs() < 1.0);
         assert_eq!(o.start_iter, 1_000);
         let snippet = o.snippet.unwrap();
-        assert!(snippet.contains("matrix_approximation_rank=1,"), "{snippet}");
+        assert!(
+            snippet.contains("matrix_approximation_rank=1,"),
+            "{snippet}"
+        );
         assert!(snippet.contains("start_powerSGD_iter=1000"), "{snippet}");
     }
 
@@ -149,14 +152,14 @@ mod tests {
     fn a_rank_whose_compute_nobody_measured_is_never_offered() {
         let o = assess(&gpt2(), &slow_link(), CommHook::Bf16, 0.001, &[]).unwrap();
         assert_eq!(o.rank, None);
-        assert!(o.rows.iter().all(|r| r.step_s.is_none() && r.compute_s.is_none()));
+        assert!(o
+            .rows
+            .iter()
+            .all(|r| r.step_s.is_none() && r.compute_s.is_none()));
         // Only rank 4 measured: rank 4 is the one named, its snippet says so.
         let o = assess(&gpt2(), &slow_link(), CommHook::Bf16, 0.001, &[(4, 0.015)]).unwrap();
         assert_eq!(o.rank, Some(4));
-        assert!(o
-            .snippet
-            .unwrap()
-            .contains("matrix_approximation_rank=4,"));
+        assert!(o.snippet.unwrap().contains("matrix_approximation_rank=4,"));
     }
 
     #[test]
