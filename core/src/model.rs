@@ -18,7 +18,10 @@
 //!   so a comm hook halves the bytes on the wire but not the number of buckets);
 //! * bucket all-reduces run one after another on one NCCL stream: bucket `j` starts when it is
 //!   ready and bucket `j−1` has finished, and takes `per_bucket_s` (+ `hook_per_bucket_s` with a
-//!   comm hook) plus the all-reduce time of its wire bytes read from the [`LinkCurve`];
+//!   comm hook) plus the all-reduce time of its wire bytes read from the [`LinkCurve`]. PowerSGD
+//!   runs three all-reduces per bucket in series (the gradients it leaves uncompressed, then
+//!   `P`, then `Q`, sized from the gradients' shapes and its rank: [`powersgd`]), each read
+//!   from the curve, so each pays its latency, and each after the first `per_bucket_s` more;
 //! * a comm hook's own cost ([`StepInputs::hook_compute_s`], measured on one GPU) is paid in
 //!   equal shares as each bucket becomes ready: a share delays that bucket's all-reduce and the
 //!   rest of the backward, so the backward ends `hook` later, and a share paid while earlier
@@ -70,7 +73,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::collective::{Collective, Sweep};
-use crate::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec};
+use crate::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec, POWERSGD_DEFAULT_RANK};
 use crate::num::{floor_u64, len_u32, ToF64};
 
 /// One MiB, the unit of DDP's `bucket_cap_mb`.
@@ -352,7 +355,8 @@ pub struct StepInputs {
     pub backward_fraction: f64,
     /// Bytes per gradient element in the buckets (the parameters' dtype; 4 for fp32).
     pub grad_bytes_per_param: f64,
-    /// Comm hook; fp16/bf16 send 2 bytes per element.
+    /// Comm hook; fp16/bf16 send 2 bytes per element, PowerSGD what [`powersgd`] counts from
+    /// the gradients' shapes at [`StepInputs::powersgd_rank`].
     pub hook: CommHook,
     pub bucket_cap_mb: f64,
     pub first_bucket_mb: f64,
@@ -391,6 +395,13 @@ pub struct StepInputs {
     /// slowdown was counted, seconds; `None`: [`mechanisms::NO_SYNC_HOST_S`].
     #[serde(default)]
     pub no_sync_host_s: Option<f64>,
+    /// PowerSGD's rank, where the hook is PowerSGD ([`powersgd`]).
+    #[serde(default = "default_powersgd_rank")]
+    pub powersgd_rank: u32,
+}
+
+fn default_powersgd_rank() -> u32 {
+    POWERSGD_DEFAULT_RANK
 }
 
 fn one() -> f64 {
@@ -418,6 +429,7 @@ impl StepInputs {
             comm_scale: 1.0,
             realised_overlap: None,
             no_sync_host_s: None,
+            powersgd_rank: POWERSGD_DEFAULT_RANK,
         }
     }
 
@@ -452,6 +464,7 @@ impl StepInputs {
     /// Hook, accumulation and bucket size of a DDP variant (FSDP is not modelled).
     pub fn with_variant(mut self, v: &DdpVariant) -> Self {
         self.hook = v.hook;
+        self.powersgd_rank = v.powersgd_rank();
         self.accum = v.accum.max(1);
         if let Some(mb) = v.bucket_cap_mb {
             self.bucket_cap_mb = mb;
@@ -463,12 +476,19 @@ impl StepInputs {
         self.layout.params()
     }
 
-    /// Bytes per gradient element on the wire.
-    pub fn wire_bytes_per_param(&self) -> f64 {
-        match self.hook {
-            CommHook::None => self.grad_bytes_per_param,
-            h => h.wire_bytes_per_param().min(self.grad_bytes_per_param),
-        }
+    /// PowerSGD at this rank (the hook set to PowerSGD).
+    pub fn with_powersgd(mut self, rank: u32) -> Self {
+        self.hook = CommHook::PowerSgd;
+        self.powersgd_rank = rank;
+        self
+    }
+
+    /// Bytes each rank all-reduces per synchronising step, over every bucket's all-reduces.
+    pub fn wire_bytes(&self) -> f64 {
+        self.buckets()
+            .iter()
+            .flat_map(|b| bucket_all_reduces(self.hook, b))
+            .sum()
     }
 
     pub fn validate(&self) -> Result<(), ModelError> {
@@ -523,6 +543,13 @@ impl StepInputs {
                 "side-by-side slowdown {s} must be within 0.1..=100"
             ));
         }
+        if !(1..=crate::ddp::POWERSGD_MAX_RANK).contains(&self.powersgd_rank) {
+            return bad(format!(
+                "PowerSGD rank {} must be 1..={}",
+                self.powersgd_rank,
+                crate::ddp::POWERSGD_MAX_RANK
+            ));
+        }
         if self.layout.tensors.iter().any(|t| !t.ready.is_finite()) {
             return bad("gradient ready times must be finite".into());
         }
@@ -539,12 +566,18 @@ impl StepInputs {
     }
 
     fn buckets(&self) -> Vec<Bucket> {
-        assign_buckets(
-            &self.layout,
-            self.grad_bytes_per_param,
-            self.bucket_cap_mb * MIB,
-            self.first_bucket_mb * MIB,
-        )
+        let (cap, first) = (self.bucket_cap_mb * MIB, self.first_bucket_mb * MIB);
+        if self.hook == CommHook::PowerSgd {
+            assign_buckets_powersgd(
+                &self.layout,
+                self.grad_bytes_per_param,
+                cap,
+                first,
+                self.powersgd_rank,
+            )
+        } else {
+            assign_buckets(&self.layout, self.grad_bytes_per_param, cap, first)
+        }
     }
 }
 
@@ -582,16 +615,37 @@ pub struct Prediction {
     pub throughput: f64,
 }
 
-/// Per-bucket all-reduce durations on the NCCL stream for the given inputs.
+/// The bytes of each all-reduce one bucket runs, in the order they run one after another: one
+/// all-reduce of its gradients (cast to 2 bytes by the fp16 and bf16 hooks), or PowerSGD's
+/// three (uncompressed, `P`, `Q`; [`powersgd`]), each in the bucket's dtype. An empty one (no
+/// uncompressed gradient) is left out: it sends nothing and waits on nothing.
+fn bucket_all_reduces(hook: CommHook, b: &Bucket) -> Vec<f64> {
+    match (b.powersgd, hook.cast_bytes_per_param()) {
+        (Some(split), _) => split
+            .all_reduces()
+            .iter()
+            .filter(|&&e| e > 0)
+            .map(|&e| e.to_f64() * b.bytes_per_param)
+            .collect(),
+        (None, Some(cast)) => vec![b.params.to_f64() * cast.min(b.bytes_per_param)],
+        (None, None) => vec![b.params.to_f64() * b.bytes_per_param],
+    }
+}
+
+/// Per-bucket durations on the NCCL stream for the given inputs: its all-reduces in series,
+/// each read from the curve (so each pays the curve's latency), and each beyond the first
+/// paying a call's own cost (the first one's is the timeline's per-bucket cost).
 fn bucket_costs(inputs: &StepInputs, buckets: &[Bucket], curve: &LinkCurve) -> Vec<f64> {
     buckets
         .iter()
         .map(|b| {
-            let wire = match inputs.hook {
-                CommHook::None => b.bytes_per_param,
-                h => h.wire_bytes_per_param().min(b.bytes_per_param),
-            };
-            inputs.comm_scale * curve.allreduce_s(b.params.to_f64() * wire, inputs.world)
+            let calls = bucket_all_reduces(inputs.hook, b);
+            let wire: f64 = calls
+                .iter()
+                .map(|&bytes| curve.allreduce_s(bytes, inputs.world))
+                .sum();
+            let extra_calls = calls.len().saturating_sub(1).to_f64();
+            inputs.comm_scale * wire + extra_calls * inputs.overheads.per_bucket_s
         })
         .collect()
 }
@@ -659,7 +713,10 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
         side_by_side_s: crowd,
         buckets: if n > 1 { len_u32(buckets.len()) } else { 0 },
         wire_bytes: if n > 1 {
-            inputs.params().to_f64() * inputs.wire_bytes_per_param()
+            buckets
+                .iter()
+                .flat_map(|b| bucket_all_reduces(inputs.hook, b))
+                .sum()
         } else {
             0.0
         },
@@ -909,9 +966,14 @@ mod baseline;
 mod calibrate;
 mod grad_layout;
 pub mod mechanisms;
+pub mod powersgd;
 pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
-pub use grad_layout::{assign_buckets, Bucket, GradLayout, GradTensor};
+pub use grad_layout::{
+    assign_bucket_members, assign_buckets, assign_buckets_powersgd, Bucket, GradLayout, GradTensor,
+};
 
+#[cfg(test)]
+mod powersgd_tests;
 #[cfg(test)]
 mod tests;

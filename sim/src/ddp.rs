@@ -10,7 +10,10 @@
 //!   over the backward pass after the LM head's share of it; the tied token embedding (and the
 //!   position embedding) are ready only when the backward pass ends. MLP layers appear evenly.
 //! - Each bucket is one all-reduce of its wire bytes (4 per parameter, 2 with an fp16/bf16
-//!   hook, 0.5 with PowerSGD), timed by the profile's own curve for this regime. Buckets run
+//!   hook), timed by the profile's own curve for this regime. With PowerSGD a bucket is three
+//!   all-reduces one after another (uncompressed, `P`, `Q`), each its share of the bucket's
+//!   parameters in the shares core's `model::powersgd` counts for the whole model from its
+//!   parameter shapes at the variant's rank (the sim's buckets carry no shapes). Buckets run
 //!   one after another; while the backward pass runs they progress at the regime's
 //!   `overlap_rate` (compute and communication share the GPU and its PCIe/host path), after it
 //!   at full speed. What finishes after the backward pass is exposed.
@@ -30,9 +33,10 @@ use std::time::Duration;
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
-    fill_scaling, merge_repeats, timed_steps, DdpRequest, DdpResult, DdpVariant, ModelSpec,
-    PlainReference, ALL_REDUCE_PROBE_BYTES,
+    fill_scaling, merge_repeats, timed_steps, CommHook, DdpRequest, DdpResult, DdpVariant,
+    ModelSpec, PlainReference, ALL_REDUCE_PROBE_BYTES,
 };
+use ddpcheck_core::model::{powersgd, GradLayout};
 use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
 use ddpcheck_core::ProbeError;
 
@@ -179,19 +183,39 @@ pub fn step_time(
             k * hide(gather, fwd) + (k - 1.0) * hide(gather, bwd) + hide(gather + scatter, bwd);
         return compute + exposed;
     }
-    let wire = variant.hook.wire_bytes_per_param();
+    let shares = wire_shares(spec, variant);
     let cap = variant.bucket_cap_mb.unwrap_or(DEFAULT_BUCKET_CAP_MB);
     let transfers: Vec<(f64, f64)> = buckets(spec, cap, bwd)
         .iter()
         .map(|b| {
-            let bytes = floor_u64((b.params * wire).round().max(1.0));
-            (
-                b.ready_s,
-                fabric.time_us(Collective::AllReduce, bytes) * 1e-6,
-            )
+            let time: f64 = shares
+                .iter()
+                .map(|share| {
+                    let bytes = floor_u64((b.params * share).round().max(1.0));
+                    fabric.time_us(Collective::AllReduce, bytes) * 1e-6
+                })
+                .sum();
+            (b.ready_s, time)
         })
         .collect();
     compute + exposed_after(bwd, rate, &transfers)
+}
+
+/// Bytes per parameter of each all-reduce a bucket runs, in order: one (4, or 2 with a casting
+/// hook), or PowerSGD's non-empty three.
+fn wire_shares(spec: &ModelSpec, variant: &DdpVariant) -> Vec<f64> {
+    if variant.hook != CommHook::PowerSgd {
+        return vec![variant.hook.cast_bytes_per_param().unwrap_or(GRAD_BYTES)];
+    }
+    let layout = GradLayout::for_model(spec);
+    let split = powersgd::split(&layout.tensors, variant.powersgd_rank());
+    let total = split.original.max(1).to_f64();
+    split
+        .all_reduces()
+        .iter()
+        .filter(|&&e| e > 0)
+        .map(|&e| GRAD_BYTES * e.to_f64() / total)
+        .collect()
 }
 
 /// FSDP's flat-parameter units: one per layer, plus the embeddings for a decoder.

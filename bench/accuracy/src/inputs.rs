@@ -5,7 +5,7 @@
 
 use ddpcheck_core::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec};
 use ddpcheck_core::model::{self, GradLayout, LinkCurve, StepInputs, DEFAULT_BUCKET_CAP_MB, MIB};
-use ddpcheck_core::num::{floor_u64, ToF64};
+use ddpcheck_core::num::floor_u64;
 
 /// The model a run names (`gpt2-124m`, `mlp:1024x4`).
 pub fn spec_of(name: &str) -> Option<ModelSpec> {
@@ -158,7 +158,7 @@ impl Reading {
     pub fn naive(&self, v: &DdpVariant, curve: &LinkCurve) -> f64 {
         let inputs = self.step_inputs(v);
         let single = f64::from(inputs.accum) * self.compute_s + self.optimizer_s;
-        let bytes = inputs.params().to_f64() * inputs.wire_bytes_per_param();
+        let bytes = inputs.wire_bytes();
         let busbw = curve.busbw_at(floor_u64(DEFAULT_BUCKET_CAP_MB * MIB)) * 1e9;
         let ring = 2.0 * f64::from(self.world - 1) / f64::from(self.world);
         let comm = bytes * ring / busbw;

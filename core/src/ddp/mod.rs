@@ -38,7 +38,10 @@ pub use result::{
     ALL_REDUCE_PROBE_BYTES,
 };
 pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
-pub use spec::{one_gpu_reference, CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB};
+pub use spec::{
+    one_gpu_reference, CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB,
+    POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK,
+};
 
 #[cfg(test)]
 mod layout_tests;

@@ -251,19 +251,25 @@ pub enum CommHook {
 }
 
 impl CommHook {
-    /// Bytes per gradient element on the wire.
-    pub fn wire_bytes_per_param(self) -> f64 {
+    /// Bytes per gradient element a casting hook sends (fp16 and bf16: 2); `None` for no hook
+    /// (the gradients' own dtype) and for PowerSGD, whose bytes follow from the gradients'
+    /// shapes and its rank (`crate::model::powersgd`).
+    pub fn cast_bytes_per_param(self) -> Option<f64> {
         match self {
-            CommHook::None => 4.0,
-            CommHook::Fp16 | CommHook::Bf16 => 2.0,
-            // Rank-1 PowerSGD sends far less; treat as an estimate, it is never measured by the model.
-            CommHook::PowerSgd => 0.5,
+            CommHook::Fp16 | CommHook::Bf16 => Some(2.0),
+            CommHook::None | CommHook::PowerSgd => None,
         }
     }
 }
 
-/// One way of running DDP: `base`, `bf16`, `fp16`, `powersgd`, `accum4`, `bucket50`, `fsdp`,
-/// combined with `+` (`bf16+accum4`), and `nocomm`: DDP with every micro-batch under `no_sync`,
+/// PowerSGD's rank when a variant names none (`powersgd`): `PowerSGDState`'s default
+/// `matrix_approximation_rank`.
+pub const POWERSGD_DEFAULT_RANK: u32 = 1;
+/// The largest PowerSGD rank a variant may name (`powersgdN`).
+pub const POWERSGD_MAX_RANK: u32 = 256;
+
+/// One way of running DDP: `base`, `bf16`, `fp16`, `powersgd` (PowerSGD at rank
+/// [`POWERSGD_DEFAULT_RANK`]; `powersgd4` at rank 4), `accum4`, `bucket50`, `fsdp`, combined with `+` (`bf16+accum4`), and `nocomm`: DDP with every micro-batch under `no_sync`,
 /// so N GPUs compute side by side with no gradient communication (the ceiling communication
 /// cannot beat; the step-time model reads from it how much N processes slow each other).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -279,6 +285,10 @@ pub struct DdpVariant {
     pub nocomm: bool,
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// PowerSGD's `matrix_approximation_rank` where the name gives one (`powersgd4`);
+    /// see [`DdpVariant::powersgd_rank`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub powersgd_rank: Option<u32>,
 }
 
 impl Default for DdpVariant {
@@ -292,6 +302,7 @@ impl Default for DdpVariant {
             fsdp: false,
             nocomm: false,
             env: Vec::new(),
+            powersgd_rank: None,
         }
     }
 }
@@ -322,6 +333,17 @@ impl FromStr for DdpVariant {
                             return Err(format!("{part:?}: accumulation must be 1..=1024"));
                         }
                         v.accum = k;
+                    } else if let Some(r) = p.strip_prefix("powersgd") {
+                        let r: u32 = r.parse().map_err(|_| {
+                            format!("{part:?}: PowerSGD's rank needs a number, e.g. powersgd4")
+                        })?;
+                        if !(1..=POWERSGD_MAX_RANK).contains(&r) {
+                            return Err(format!(
+                                "{part:?}: PowerSGD's rank must be 1..={POWERSGD_MAX_RANK}"
+                            ));
+                        }
+                        v.hook = CommHook::PowerSgd;
+                        v.powersgd_rank = Some(r);
                     } else if let Some(mb) = p.strip_prefix("bucket") {
                         let mb: f64 = mb.parse().map_err(|_| {
                             format!("{part:?}: bucket size needs MB, e.g. bucket50")
@@ -332,7 +354,7 @@ impl FromStr for DdpVariant {
                         v.bucket_cap_mb = Some(mb);
                     } else {
                         return Err(format!(
-                            "unknown variant part {part:?}: expected base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, nocomm, nobucketview, joined with +"
+                            "unknown variant part {part:?}: expected base, bf16, fp16, powersgd, powersgdN, accumN, bucketMB, fsdp, nocomm, nobucketview, joined with +"
                         ));
                     }
                 }
@@ -351,6 +373,11 @@ impl FromStr for DdpVariant {
 }
 
 impl DdpVariant {
+    /// PowerSGD's rank: the one the name gives, else [`POWERSGD_DEFAULT_RANK`].
+    pub fn powersgd_rank(&self) -> u32 {
+        self.powersgd_rank.unwrap_or(POWERSGD_DEFAULT_RANK)
+    }
+
     /// DDP as the step-time model models it, with this comm hook: gradients all-reduced in
     /// DDP's default buckets (not FSDP, not `nocomm`).
     pub fn plain_ddp_with(&self, hook: CommHook) -> bool {

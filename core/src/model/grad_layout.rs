@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::powersgd;
 use crate::ddp::{bucket_groups, dtype_bytes, ModelSpec, ParamLayout};
 use crate::num::{floor_u64, ToF64};
 
@@ -16,6 +17,11 @@ pub struct GradTensor {
     /// torch's dtype name; `None`: the step's `grad_bytes_per_param` (fp32 unless told).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
+    /// The tensor as the matrix PowerSGD's hook views it, `[shape[0], numel / shape[0]]`
+    /// (`[n, 1]` for a vector); `None` where the shape is unknown (then it counts as sent
+    /// uncompressed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<[u64; 2]>,
 }
 
 impl GradTensor {
@@ -24,6 +30,7 @@ impl GradTensor {
             params,
             ready,
             dtype: None,
+            matrix: None,
         }
     }
 }
@@ -84,6 +91,7 @@ impl GradLayout {
                     params: t.numel(),
                     ready: done.to_f64() / total.to_f64(),
                     dtype: Some(t.dtype.clone()).filter(|d| d != "float32"),
+                    matrix: matrix_view(&t.shape),
                 });
             }
         }
@@ -95,6 +103,12 @@ impl GradLayout {
     }
 }
 
+/// A shape as `tensor.view(shape[0], -1)` sees it; `None` for a scalar.
+fn matrix_view(shape: &[u64]) -> Option<[u64; 2]> {
+    let (&rows, rest) = shape.split_first()?;
+    (rows > 0).then(|| [rows, rest.iter().product()])
+}
+
 /// One DDP bucket: parameters it holds, their bytes per element, and when its last gradient is
 /// ready (fraction of backward).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -104,6 +118,9 @@ pub struct Bucket {
     /// Bytes per gradient element in this bucket (a bucket holds one dtype).
     #[serde(default = "four")]
     pub bytes_per_param: f64,
+    /// What PowerSGD sends of it, where the step runs PowerSGD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub powersgd: Option<powersgd::Split>,
 }
 
 fn four() -> f64 {
@@ -119,6 +136,53 @@ pub fn assign_buckets(
     cap_bytes: f64,
     first_cap_bytes: f64,
 ) -> Vec<Bucket> {
+    assign_bucket_members(layout, bytes_per_param, cap_bytes, first_cap_bytes)
+        .iter()
+        .map(|ids| bucket_of(layout, ids, bytes_per_param))
+        .collect()
+}
+
+/// [`assign_buckets`] with what PowerSGD at `rank` sends of each bucket.
+pub fn assign_buckets_powersgd(
+    layout: &GradLayout,
+    bytes_per_param: f64,
+    cap_bytes: f64,
+    first_cap_bytes: f64,
+    rank: u32,
+) -> Vec<Bucket> {
+    assign_bucket_members(layout, bytes_per_param, cap_bytes, first_cap_bytes)
+        .iter()
+        .map(|ids| Bucket {
+            powersgd: Some(powersgd::split(
+                ids.iter().map(|&i| &layout.tensors[i]),
+                rank,
+            )),
+            ..bucket_of(layout, ids, bytes_per_param)
+        })
+        .collect()
+}
+
+fn bucket_of(layout: &GradLayout, ids: &[usize], bytes_per_param: f64) -> Bucket {
+    let members = ids.iter().map(|&i| &layout.tensors[i]);
+    Bucket {
+        params: members.clone().map(|t| t.params).sum(),
+        ready: members.clone().map(|t| t.ready).fold(0.0, f64::max),
+        bytes_per_param: layout.tensors[ids[0]]
+            .dtype
+            .as_deref()
+            .and_then(dtype_bytes)
+            .map_or(bytes_per_param, f64::from),
+        powersgd: None,
+    }
+}
+
+/// [`assign_buckets`]' buckets as the positions of their tensors in `layout`.
+pub fn assign_bucket_members(
+    layout: &GradLayout,
+    bytes_per_param: f64,
+    cap_bytes: f64,
+    first_cap_bytes: f64,
+) -> Vec<Vec<usize>> {
     let elem = |t: &GradTensor| {
         t.dtype
             .as_deref()
@@ -135,18 +199,4 @@ pub fn assign_buckets(
     let cap = floor_u64(cap_bytes.ceil());
     let first = floor_u64(first_cap_bytes.ceil());
     bucket_groups(items, cap, first)
-        .into_iter()
-        .map(|ids| {
-            let members = ids.iter().map(|&i| &layout.tensors[i]);
-            Bucket {
-                params: members.clone().map(|t| t.params).sum(),
-                ready: members.clone().map(|t| t.ready).fold(0.0, f64::max),
-                bytes_per_param: layout.tensors[ids[0]]
-                    .dtype
-                    .as_deref()
-                    .and_then(dtype_bytes)
-                    .map_or(bytes_per_param, f64::from),
-            }
-        })
-        .collect()
 }

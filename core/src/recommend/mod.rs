@@ -24,6 +24,7 @@ mod answer;
 mod basis;
 mod choice;
 mod input;
+mod powersgd;
 mod reasons;
 mod snippet;
 mod warnings;
@@ -44,7 +45,8 @@ pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, DdpOwnWork, EnvAb,
     MeasuredBaseline, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
 };
-pub use snippet::python_snippet;
+pub use powersgd::{assess as assess_powersgd, PowerSgdOffer, PowerSgdRow};
+pub use snippet::{powersgd_registration, python_snippet};
 
 /// The efficiency (speedup over N GPUs) recommend aims at unless told otherwise: the simplest
 /// change that reaches it is chosen.

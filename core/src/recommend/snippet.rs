@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use super::warnings::{disabled_nvlink_transports, p2p_forced};
 use super::RecommendInput;
-use crate::ddp::{Amp, CommHook, Recipe, RunDevice};
+use crate::ddp::{Amp, CommHook, Recipe, RunDevice, POWERSGD_DEFAULT_RANK};
+use crate::model::powersgd::TORCH_DEFAULT_START_ITER;
 
 /// The Python for the recommendation: none on one GPU (or one CPU rank).
 pub(super) fn python_for(
@@ -25,6 +26,16 @@ pub(super) fn python_for(
 /// Copy-paste Python: DDP with the comm hook and the `no_sync` accumulation loop.
 pub fn python_snippet(hook: CommHook, accum: u32) -> String {
     python_snippet_for(hook, accum, &Recipe::default())
+}
+
+/// The lines that register PowerSGD at `rank` on a DDP model `ddp`: plain all-reduce for the
+/// first [`TORCH_DEFAULT_START_ITER`] steps (torch's default warm-up), error feedback on.
+pub fn powersgd_registration(rank: u32) -> String {
+    format!(
+        "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank={rank}, \
+         start_powerSGD_iter={TORCH_DEFAULT_START_ITER})  # plain all-reduce until then\n\
+         ddp.register_comm_hook(state, powerSGD.powerSGD_hook)\n"
+    )
 }
 
 /// [`python_snippet`] with the user's DDP options (as measured) in the constructor, and fp16
@@ -78,9 +89,7 @@ fn python_snippet_on(hook: CommHook, accum: u32, recipe: &Recipe, device: RunDev
         CommHook::Fp16 => s.push_str(
             "ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)  # gradients travel as fp16\n",
         ),
-        CommHook::PowerSgd => s.push_str(
-            "state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=1)\nddp.register_comm_hook(state, powerSGD.powerSGD_hook)\n",
-        ),
+        CommHook::PowerSgd => s.push_str(&powersgd_registration(POWERSGD_DEFAULT_RANK)),
         CommHook::None => {}
     }
     if k > 1 {

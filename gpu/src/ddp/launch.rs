@@ -229,6 +229,9 @@ struct ScriptVariant<'a> {
     gradient_as_bucket_view: bool,
     fsdp: bool,
     nocomm: bool,
+    /// PowerSGD's rank, with the PowerSGD hook only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    powersgd_rank: Option<u32>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -255,6 +258,8 @@ pub(super) fn script_config(
                 gradient_as_bucket_view: variant.gradient_as_bucket_view,
                 fsdp: variant.fsdp,
                 nocomm: variant.nocomm,
+                powersgd_rank: (variant.hook == CommHook::PowerSgd)
+                    .then(|| variant.powersgd_rank()),
             },
         })
         .collect();

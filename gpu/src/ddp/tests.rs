@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::ddp::{
     CommHook, DdpRequest, DdpVariant, ModelSpec, RunDevice, ALL_REDUCE_PROBE_BYTES,
+    POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK,
 };
 use ddpcheck_core::ProbeError;
 
@@ -797,6 +798,21 @@ fn rust_config_is_what_the_script_reads() {
             serde_json::json!(ALL_REDUCE_PROBE_BYTES)
         );
     }
+    // PowerSGD's rank reaches the script: the one the variant names, else torch's default.
+    for (name, rank) in [("powersgd4", 4), ("powersgd", POWERSGD_DEFAULT_RANK)] {
+        let v: DdpVariant = name.parse().unwrap();
+        let c = read(&script_config(&req, &[(&mlp, &v)], 1, false));
+        assert_eq!(c["runs"][0][1]["powersgd_rank"], rank, "{name}");
+    }
+    // The script refuses a rank core would refuse.
+    let v: DdpVariant = "powersgd4".parse().unwrap();
+    let json = script_config(&req, &[(&mlp, &v)], 1, false);
+    let over = json.replace(
+        "\"powersgd_rank\":4",
+        &format!("\"powersgd_rank\":{}", POWERSGD_MAX_RANK + 1),
+    );
+    assert_ne!(over, json);
+    assert!(read(&over).as_str().unwrap_or("").contains("powersgd_rank"));
     // Probe sizes the script cannot all-reduce as whole float32 buffers are refused.
     let json = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
     let odd = json.replace("[4096,", "[4097,");

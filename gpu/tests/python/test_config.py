@@ -63,6 +63,22 @@ def test_power_sgd_as_rust_spells_it_is_understood():
     assert variant["hook"] == "powersgd"
 
 
+def test_power_sgd_without_a_rank_runs_at_torchs_default_rank_1():
+    (_, variant), = load(model={"kind": "mlp"}, variant={"hook": "power_sgd"})["runs"]
+    assert variant["powersgd_rank"] == 1
+
+
+def test_power_sgd_takes_the_rank_core_sends():
+    (_, variant), = load(model={"kind": "mlp"}, variant={"hook": "power_sgd", "powersgd_rank": 4})["runs"]
+    assert variant["powersgd_rank"] == 4
+
+
+@pytest.mark.parametrize("rank", [0, 257, 2.5, True, "4"])
+def test_a_power_sgd_rank_out_of_bounds_is_refused(rank):
+    says = refused(model={"kind": "mlp"}, variant={"hook": "power_sgd", "powersgd_rank": rank})
+    assert "powersgd_rank must be an integer in 1..=256" in says
+
+
 @pytest.mark.parametrize("source, name", [
     ({"kind": "python", "target": "/abs/f.py", "function": "make"}, "py:/abs/f.py:make"),
     ({"kind": "torchvision", "name": "resnet50"}, "torchvision:resnet50"),

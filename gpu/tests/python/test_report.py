@@ -29,6 +29,7 @@ def test_throughput_counts_every_rank_micro_batch_and_token():
     assert r["throughput"] == 2 * 4 * 2 * 128 / 0.2
     assert (r["throughput_unit"], r["steps"], r["warmup_steps"]) == ("tokens/s", 3, 2)
     assert r["powersgd_start_iter"] == 2
+    assert r["powersgd_rank"] is None
     assert r["step_times_s"] == [0.2, 0.1, 0.3]
 
 
@@ -39,6 +40,11 @@ def test_samples_without_tokens_and_the_plain_reference_median():
     assert (r["throughput_unit"], r["throughput"]) == ("samples/s", 1 * 4 * 2 / 0.2)
     assert (r["plain_step_time_median_s"], r["plain_rounds"]) == (0.2, [[0.2, 0.1]])
     assert r["powersgd_start_iter"] is None
+
+
+def test_a_power_sgd_run_reports_its_rank():
+    r = report.result_event(SPEC, dict(VAR, powersgd_rank=4), CFG, 2, timed(), facts())
+    assert r["powersgd_rank"] == 4
 
 
 def test_long_runs_leave_their_step_times_out():

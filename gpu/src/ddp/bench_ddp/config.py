@@ -5,6 +5,7 @@ import json
 import math
 
 from .errors import Fatal
+from .recipe import POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK
 from .timing import MAX_STEPS, PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS
 
 CONFIG_VERSION = 1
@@ -123,7 +124,7 @@ def parse_variant(variant):
     nocomm = bool(variant.get("nocomm", False))
     if nocomm and (fsdp or hook != "none"):
         raise Fatal("config: nocomm sends no gradients: no comm hook, no FSDP", "invalid")
-    return {
+    parsed = {
         "name": str(variant.get("name") or "base"),
         "hook": hook,
         "accum": _int(variant, "accum", 1, 1, 1024),
@@ -132,6 +133,9 @@ def parse_variant(variant):
         "fsdp": fsdp,
         "nocomm": nocomm,
     }
+    if hook == "powersgd":
+        parsed["powersgd_rank"] = _int(variant, "powersgd_rank", POWERSGD_DEFAULT_RANK, 1, POWERSGD_MAX_RANK)
+    return parsed
 
 
 def parse_decoder(model):

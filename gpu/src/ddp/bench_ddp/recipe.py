@@ -9,6 +9,11 @@ from .errors import Fatal, raised
 # PowerSGD runs plain all-reduce for its first iterations; 2 is the smallest value its error
 # feedback accepts, so the compression is in force from the third optimizer step on.
 POWERSGD_START_ITER = 2
+# PowerSGD's rank where the variant names none (`powersgd`): PowerSGDState's default
+# matrix_approximation_rank; `powersgd4` names 4. Core's POWERSGD_DEFAULT_RANK and
+# POWERSGD_MAX_RANK hold the same numbers.
+POWERSGD_DEFAULT_RANK = 1
+POWERSGD_MAX_RANK = 256
 
 
 def autocast_for(torch, device_type, amp):
@@ -111,12 +116,13 @@ def wrap_ddp(torch, model, var, recipe, cfg, local_rank, on_cuda):
         raise Fatal("the bf16 compression hook needs NCCL (gloo cannot all-reduce bfloat16): not on CPU; "
                     "fp16 and power_sgd work there", "invalid")
     wrapped = DDP(model, **kwargs)
-    register_hook(wrapped, var["hook"], cfg["warmup_steps"])
+    register_hook(wrapped, var["hook"], cfg["warmup_steps"], var.get("powersgd_rank", POWERSGD_DEFAULT_RANK))
     return wrapped, kwargs
 
 
-def register_hook(wrapped, hook, warmup_steps):
-    """The variant's comm hook on the DDP model: fp16 or bf16 compression, or PowerSGD."""
+def register_hook(wrapped, hook, warmup_steps, powersgd_rank=POWERSGD_DEFAULT_RANK):
+    """The variant's comm hook on the DDP model: fp16 or bf16 compression, or PowerSGD at
+    `powersgd_rank`."""
     if hook in ("fp16", "bf16"):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
@@ -126,7 +132,9 @@ def register_hook(wrapped, hook, warmup_steps):
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 
         state = powersgd.PowerSGDState(
-            process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=POWERSGD_START_ITER
+            process_group=None,
+            matrix_approximation_rank=powersgd_rank,
+            start_powerSGD_iter=POWERSGD_START_ITER,
         )
         wrapped.register_comm_hook(state, powersgd.powerSGD_hook)
         if warmup_steps < POWERSGD_START_ITER:

@@ -42,6 +42,7 @@ def result_event(spec, var, cfg, world, timed, facts):
         "max_memory_bytes": facts["max_memory_bytes"], "final_loss": facts["final_loss"],
         "optimizer": facts["optimizer"], "autocast": cfg["recipe"]["amp"],
         "powersgd_start_iter": POWERSGD_START_ITER if var["hook"] == "powersgd" else None,
+        "powersgd_rank": var.get("powersgd_rank") if var["hook"] == "powersgd" else None,
         "launcher": facts["launcher"],
         "all_reduce_probe": facts["all_reduce_probe"],
         "device": cfg["device"],

@@ -1,0 +1,171 @@
+//! Whether PowerSGD is worth offering for this model on this node, and at which rank: the
+//! smallest of [`RANKS`] whose predicted step beats the casting hook (bf16, or fp16 on CPU
+//! ranks), each rank priced with its compression compute as the 1-GPU launch measured it
+//! (the hook runs at world size one, with no bytes to save). A rank whose compute nobody
+//! measured is not offered: it is named as unmeasured, with the launch that would measure it.
+//! What it costs besides time is said with it: error-feedback memory (one gradient-sized
+//! buffer in the gradients' dtype, `PowerSGDState`'s `error_dict`), torch's warm-up of plain
+//! all-reduce (`start_powerSGD_iter`) and the published accuracy losses (docs/recommend.md).
+
+use serde::{Deserialize, Serialize};
+
+use super::snippet::powersgd_registration;
+use crate::ddp::CommHook;
+use crate::model::powersgd::{RANKS, TORCH_DEFAULT_START_ITER};
+use crate::model::{assign_buckets, predict, LinkCurve, ModelError, StepInputs, MIB};
+use crate::num::ToF64;
+
+/// One rank as the model predicts it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PowerSgdRow {
+    pub rank: u32,
+    /// Bytes each rank all-reduces per step at this rank.
+    pub wire_bytes: f64,
+    /// Predicted step, seconds; `None` where its compression compute was not measured.
+    pub step_s: Option<f64>,
+    /// The compression compute the prediction used (1-GPU PowerSGD step minus plain DDP's).
+    pub compute_s: Option<f64>,
+}
+
+/// PowerSGD against the casting hook on this model and node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PowerSgdOffer {
+    /// The smallest rank whose predicted step beats the casting hook's; `None`: none does (or
+    /// none was measured).
+    pub rank: Option<u32>,
+    /// The casting hook it is compared with (bf16, or fp16 on CPU ranks).
+    pub against: CommHook,
+    /// The casting hook's predicted step, seconds.
+    pub against_step_s: f64,
+    pub rows: Vec<PowerSgdRow>,
+    /// Error feedback's buffer: the gradients' bytes, held for the whole training.
+    pub error_feedback_bytes: f64,
+    /// Steps of plain all-reduce before compression starts (torch's default).
+    pub start_iter: u32,
+    /// The registration lines at the offered rank.
+    pub snippet: Option<String>,
+}
+
+/// Predicts each rank of [`RANKS`] against `against` (the casting hook) from `base` (the model's
+/// calibrated inputs at N GPUs, no hook). `measured` gives the compression compute per rank, as
+/// measured at one GPU; ranks without one are listed unpriced and never offered.
+pub fn assess(
+    base: &StepInputs,
+    curve: &LinkCurve,
+    against: CommHook,
+    cast_compute_s: f64,
+    measured: &[(u32, f64)],
+) -> Result<PowerSgdOffer, ModelError> {
+    let mut cast = base.clone().with_hook(against);
+    cast.hook_compute_s = cast_compute_s;
+    let against_step_s = predict(&cast, curve)?.step_s;
+    let mut rows = Vec::new();
+    for rank in RANKS {
+        let compute_s = measured.iter().find(|(r, _)| *r == rank).map(|m| m.1);
+        let mut inputs = base.clone().with_powersgd(rank);
+        inputs.hook_compute_s = compute_s.unwrap_or(0.0);
+        let p = predict(&inputs, curve)?;
+        rows.push(PowerSgdRow {
+            rank,
+            wire_bytes: p.wire_bytes,
+            step_s: compute_s.map(|_| p.step_s),
+            compute_s,
+        });
+    }
+    let rank = rows
+        .iter()
+        .find(|r| r.step_s.is_some_and(|s| s < against_step_s))
+        .map(|r| r.rank);
+    Ok(PowerSgdOffer {
+        rank,
+        against,
+        against_step_s,
+        rows,
+        error_feedback_bytes: gradient_bytes(base),
+        start_iter: TORCH_DEFAULT_START_ITER,
+        snippet: rank.map(powersgd_registration),
+    })
+}
+
+/// The gradients' bytes in their buckets' dtypes: the size of PowerSGD's error-feedback buffer.
+fn gradient_bytes(base: &StepInputs) -> f64 {
+    assign_buckets(
+        &base.layout,
+        base.grad_bytes_per_param,
+        base.bucket_cap_mb * MIB,
+        base.first_bucket_mb * MIB,
+    )
+    .iter()
+    .map(|b| b.params.to_f64() * b.bytes_per_param)
+    .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ddp::ModelSpec;
+
+    /// GPT-2 124M on 2 GPUs, 130 ms a micro-batch (the seeds' A6000 figure), fp32 gradients.
+    fn gpt2() -> StepInputs {
+        StepInputs::for_model(&ModelSpec::gpt2_124m(), 8, 0.130, 2, 1)
+    }
+
+    fn slow_link() -> LinkCurve {
+        LinkCurve::flat(2, 1.0, 50e-6).unwrap()
+    }
+
+    fn fast_link() -> LinkCurve {
+        LinkCurve::flat(2, 400.0, 20e-6).unwrap()
+    }
+
+    /// Compression compute per rank as a 1-GPU launch would report it (inputs of the test).
+    const MEASURED: [(u32, f64); 4] = [(1, 0.010), (2, 0.012), (4, 0.015), (8, 0.020)];
+
+    #[test]
+    fn offered_at_the_smallest_rank_on_a_slow_link() {
+        let o = assess(&gpt2(), &slow_link(), CommHook::Bf16, 0.001, &MEASURED).unwrap();
+        assert_eq!(o.rank, Some(1), "{o:?}");
+        let r1 = &o.rows[0];
+        assert!(r1.step_s.unwrap() < o.against_step_s);
+        // Far fewer bytes than bf16's 2 per parameter.
+        assert!(r1.wire_bytes * 20.0 < 2.0 * gpt2().params().to_f64());
+        // Its cost besides time: fp32 error feedback the size of the gradients, torch's warm-up.
+        assert!((o.error_feedback_bytes - 4.0 * gpt2().params().to_f64()).abs() < 1.0);
+        assert_eq!(o.start_iter, 1_000);
+        let snippet = o.snippet.unwrap();
+        assert!(
+            snippet.contains("matrix_approximation_rank=1,"),
+            "{snippet}"
+        );
+        assert!(snippet.contains("start_powerSGD_iter=1000"), "{snippet}");
+    }
+
+    #[test]
+    fn not_offered_where_bf16_is_faster_on_a_fast_link() {
+        let o = assess(&gpt2(), &fast_link(), CommHook::Bf16, 0.001, &MEASURED).unwrap();
+        assert_eq!(o.rank, None, "{o:?}");
+        assert!(o.snippet.is_none());
+        assert!(o.rows.iter().all(|r| r.step_s.unwrap() > o.against_step_s));
+    }
+
+    #[test]
+    fn a_rank_whose_compute_nobody_measured_is_never_offered() {
+        let o = assess(&gpt2(), &slow_link(), CommHook::Bf16, 0.001, &[]).unwrap();
+        assert_eq!(o.rank, None);
+        assert!(o
+            .rows
+            .iter()
+            .all(|r| r.step_s.is_none() && r.compute_s.is_none()));
+        // Only rank 4 measured: rank 4 is the one named, its snippet says so.
+        let o = assess(&gpt2(), &slow_link(), CommHook::Bf16, 0.001, &[(4, 0.015)]).unwrap();
+        assert_eq!(o.rank, Some(4));
+        assert!(o.snippet.unwrap().contains("matrix_approximation_rank=4,"));
+    }
+
+    #[test]
+    fn higher_ranks_send_more() {
+        let o = assess(&gpt2(), &slow_link(), CommHook::Bf16, 0.001, &MEASURED).unwrap();
+        let bytes: Vec<f64> = o.rows.iter().map(|r| r.wire_bytes).collect();
+        assert!(bytes.windows(2).all(|w| w[0] < w[1]), "{bytes:?}");
+    }
+}
