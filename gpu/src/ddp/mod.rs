@@ -95,7 +95,7 @@ macro_rules! package_files {
 }
 
 /// The benchmark package, every Python file of `bench_ddp/` (a test holds the list to the folder).
-const PACKAGE: [(&str, &str); 17] = package_files![
+const PACKAGE: [(&str, &str); 18] = package_files![
     "__init__.py",
     "__main__.py",
     "bench.py",
@@ -103,6 +103,7 @@ const PACKAGE: [(&str, &str); 17] = package_files![
     "collectives.py",
     "config.py",
     "errors.py",
+    "host.py",
     "layout.py",
     "main.py",
     "models.py",
