@@ -70,7 +70,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::collective::{Collective, Sweep};
-use crate::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec};
+use crate::ddp::{BucketOrder, CommHook, DdpResult, DdpVariant, ModelSpec};
 use crate::num::{floor_u64, len_u32, ToF64};
 
 /// One MiB, the unit of DDP's `bucket_cap_mb`.
@@ -391,6 +391,10 @@ pub struct StepInputs {
     /// slowdown was counted, seconds; `None`: [`mechanisms::NO_SYNC_HOST_S`].
     #[serde(default)]
     pub no_sync_host_s: Option<f64>,
+    /// DDP's bucket assignment under the recipe (the constructor's under
+    /// `find_unused_parameters` without `static_graph`).
+    #[serde(default)]
+    pub bucket_order: BucketOrder,
 }
 
 fn one() -> f64 {
@@ -418,6 +422,7 @@ impl StepInputs {
             comm_scale: 1.0,
             realised_overlap: None,
             no_sync_host_s: None,
+            bucket_order: BucketOrder::Rebuilt,
         }
     }
 
@@ -539,8 +544,9 @@ impl StepInputs {
     }
 
     fn buckets(&self) -> Vec<Bucket> {
-        assign_buckets(
+        assign_buckets_in(
             &self.layout,
+            self.bucket_order,
             self.grad_bytes_per_param,
             self.bucket_cap_mb * MIB,
             self.first_bucket_mb * MIB,
@@ -911,7 +917,7 @@ mod grad_layout;
 pub mod mechanisms;
 pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
-pub use grad_layout::{assign_buckets, Bucket, GradLayout, GradTensor};
+pub use grad_layout::{assign_buckets, assign_buckets_in, Bucket, GradLayout, GradTensor};
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ddp::{bucket_groups, dtype_bytes, ModelSpec, ParamLayout};
+use crate::ddp::{
+    bucket_groups, constructor_groups, dtype_bytes, BucketOrder, ModelSpec, ParamLayout,
+};
 use crate::num::{floor_u64, ToF64};
 
 /// One parameter tensor's gradient: its size and when it becomes ready, as a fraction (0..=1) of
@@ -119,6 +121,24 @@ pub fn assign_buckets(
     cap_bytes: f64,
     first_cap_bytes: f64,
 ) -> Vec<Bucket> {
+    assign_buckets_in(
+        layout,
+        BucketOrder::Rebuilt,
+        bytes_per_param,
+        cap_bytes,
+        first_cap_bytes,
+    )
+}
+
+/// [`assign_buckets`] in the assignment `order` a recipe trains with: the constructor's runs
+/// over registration order, the reverse of `layout`'s ready order ([`constructor_groups`]).
+pub fn assign_buckets_in(
+    layout: &GradLayout,
+    order: BucketOrder,
+    bytes_per_param: f64,
+    cap_bytes: f64,
+    first_cap_bytes: f64,
+) -> Vec<Bucket> {
     let elem = |t: &GradTensor| {
         t.dtype
             .as_deref()
@@ -134,7 +154,20 @@ pub fn assign_buckets(
         .map(|(i, t)| (i, t.dtype.as_deref().unwrap_or(""), bytes(t)));
     let cap = floor_u64(cap_bytes.ceil());
     let first = floor_u64(first_cap_bytes.ceil());
-    bucket_groups(items, cap, first)
+    let groups = match order {
+        BucketOrder::Rebuilt => bucket_groups(items, cap, first),
+        // Registration order is the ready order reversed: position n-1-i, mapped back after.
+        BucketOrder::Constructor => {
+            let n = layout.tensors.len();
+            let registered: Vec<(usize, &str, u64)> =
+                items.map(|(i, d, b)| (n - 1 - i, d, b)).collect();
+            constructor_groups(registered.into_iter().rev(), cap, first)
+                .into_iter()
+                .map(|ids| ids.into_iter().map(|j| n - 1 - j).collect())
+                .collect()
+        }
+    };
+    groups
         .into_iter()
         .map(|ids| {
             let members = ids.iter().map(|&i| &layout.tensors[i]);

@@ -725,6 +725,7 @@ fn result_of(
         param_layout: ev.param_layout,
         torch_buckets: ev.torch_buckets,
         recipe: ev.recipe,
+        host: ev.host,
         device: ev.device.unwrap_or(device),
         ..DdpResult::default()
     }
