@@ -140,7 +140,10 @@ fn static_graph(
     words: &Words,
 ) -> Option<Warning> {
     let share = own.ratio - 1.0;
-    if input.recipe.static_graph || !no_grad.same_each_micro_batch || !(share >= STATIC_GRAPH_SHARE)
+    if input.recipe.static_graph
+        || !no_grad.same_each_micro_batch
+        || share.is_nan()
+        || share < STATIC_GRAPH_SHARE
     {
         return None;
     }

@@ -288,7 +288,7 @@ pub(super) fn on_line(
 
 /// DDP's own stop over parameters without a gradient names torch's keyword, not ddpcheck's
 /// flag (an older script's line, or a rank's stderr where no error line came): the flag to pass.
-fn unused_parameters_hint(message: &str) -> Option<&'static str> {
+pub(super) fn unused_parameters_hint(message: &str) -> Option<&'static str> {
     (message.contains("find_unused_parameters") && !message.contains("--find-unused-parameters"))
         .then_some(
             " (some trainable parameters got no gradient in a step: pass --find-unused-parameters, or remove them from the model)",
