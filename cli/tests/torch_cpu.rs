@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::sync::Mutex;
 
 use common::{code, local_env, repo_root, services_must_run, stderr, stdout};
-use ddpcheck_core::ddp::DdpResult;
+use ddpcheck_core::ddp::{BucketOrder, DdpResult};
 use ddpcheck_core::report::DdpReport;
 
 /// Debian's interpreter with python3-torch (the `python3` first on PATH may have none).
@@ -133,7 +133,16 @@ fn a_preset_runs_on_two_cpu_ranks_and_reports_its_layout() {
         assert_eq!(layout.tensors.len(), 4, "{layout:?}");
         assert_eq!(layout.total_params(), x.params);
         let buckets = x.torch_buckets.as_ref().expect("torch's buckets");
-        assert!(buckets.agrees_with(layout), "{buckets:?}");
+        assert!(
+            buckets.agrees_with(
+                layout,
+                x.recipe
+                    .as_ref()
+                    .map(|r| r.bucket_order())
+                    .unwrap_or_default()
+            ),
+            "{buckets:?}"
+        );
     }
     // The fp16 hook works on gloo.
     assert!(r
@@ -191,7 +200,7 @@ fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets()
             assert_eq!(buckets.source, "rebuilt", "{buckets:?}");
         }
         assert!(
-            buckets.agrees_with(layout),
+            buckets.agrees_with(layout, BucketOrder::Rebuilt),
             "{buckets:?} against {layout:?}"
         );
         let recipe = x.recipe.as_ref().expect("the recipe that ran");
@@ -202,6 +211,59 @@ fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets()
         assert_eq!(x.throughput_unit, "samples/s");
     }
     assert!(left_behind("factory").is_empty());
+}
+
+/// A factory with an unused layer: without --find-unused-parameters one line naming the
+/// parameters and the flag; with it, the constructor's buckets as torch sized them, the unused
+/// layer named in the report, and the buffers counted with their broadcast timed.
+#[test]
+fn unused_parameters_name_the_flag_and_keep_the_constructors_buckets() {
+    if !torch_here("unused_parameters_name_the_flag_and_keep_the_constructors_buckets") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let model = format!("py:{}:unused", fixture("factories.py").display());
+    let flags = ["--micro-batch", "8", "--amp", "none"];
+    let o = bench("unused", &model, &flags);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    let line = error_line(&o);
+    assert!(
+        line.contains("(unused.weight, unused.bias)")
+            && line.contains("pass --find-unused-parameters"),
+        "{line}"
+    );
+    assert!(left_behind("unused").is_empty());
+
+    let with: Vec<&str> = flags
+        .iter()
+        .copied()
+        .chain(["--find-unused-parameters"])
+        .collect();
+    let r = report(&bench("unused", &model, &with));
+    for world in [1, 2] {
+        let x = at(&r, world);
+        let layout = x.param_layout.as_ref().expect("a layout");
+        let buckets = x.torch_buckets.as_ref().expect("torch's buckets");
+        assert_eq!(buckets.source, "constructor", "{buckets:?}");
+        assert_eq!(buckets.sizes_agree(layout), Some(true), "{buckets:?}");
+        assert!(
+            buckets.agrees_with(layout, BucketOrder::Constructor),
+            "{buckets:?}"
+        );
+        assert!(
+            buckets.moved(layout, BucketOrder::Rebuilt) > 0,
+            "the orders differ on this model: {buckets:?}"
+        );
+        let host = x.host.as_ref().expect("host facts");
+        let no_grad = host.no_grad.as_ref().expect("the gradient check");
+        assert_eq!(no_grad.names, ["unused.weight", "unused.bias"]);
+        assert!(no_grad.same_each_micro_batch);
+        let buffers = host.buffers.as_ref().expect("buffers");
+        // BatchNorm1d(1024): running mean and var, and its int64 step count.
+        assert_eq!((buffers.count, buffers.bytes), (3, 2 * 1024 * 4 + 8));
+        assert!(buffers.broadcast_s.is_some_and(|t| t > 0.0), "{buffers:?}");
+    }
+    assert!(left_behind("unused").is_empty());
 }
 
 #[test]

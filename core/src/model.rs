@@ -73,7 +73,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::collective::{Collective, Sweep};
-use crate::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec, POWERSGD_DEFAULT_RANK};
+use crate::ddp::{BucketOrder, CommHook, DdpResult, DdpVariant, ModelSpec, POWERSGD_DEFAULT_RANK};
 use crate::num::{floor_u64, len_u32, ToF64};
 
 /// One MiB, the unit of DDP's `bucket_cap_mb`.
@@ -398,6 +398,10 @@ pub struct StepInputs {
     /// PowerSGD's rank, where the hook is PowerSGD ([`powersgd`]).
     #[serde(default = "default_powersgd_rank")]
     pub powersgd_rank: u32,
+    /// DDP's bucket assignment under the recipe (the constructor's under
+    /// `find_unused_parameters` without `static_graph`).
+    #[serde(default)]
+    pub bucket_order: BucketOrder,
 }
 
 fn default_powersgd_rank() -> u32 {
@@ -430,6 +434,7 @@ impl StepInputs {
             realised_overlap: None,
             no_sync_host_s: None,
             powersgd_rank: POWERSGD_DEFAULT_RANK,
+            bucket_order: BucketOrder::Rebuilt,
         }
     }
 
@@ -570,13 +575,20 @@ impl StepInputs {
         if self.hook == CommHook::PowerSgd {
             assign_buckets_powersgd(
                 &self.layout,
+                self.bucket_order,
                 self.grad_bytes_per_param,
                 cap,
                 first,
                 self.powersgd_rank,
             )
         } else {
-            assign_buckets(&self.layout, self.grad_bytes_per_param, cap, first)
+            assign_buckets_in(
+                &self.layout,
+                self.bucket_order,
+                self.grad_bytes_per_param,
+                cap,
+                first,
+            )
         }
     }
 }
@@ -970,7 +982,8 @@ pub mod powersgd;
 pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
 pub use grad_layout::{
-    assign_bucket_members, assign_buckets, assign_buckets_powersgd, Bucket, GradLayout, GradTensor,
+    assign_bucket_members, assign_buckets, assign_buckets_in, assign_buckets_powersgd, Bucket,
+    GradLayout, GradTensor,
 };
 
 #[cfg(test)]

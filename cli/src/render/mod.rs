@@ -291,6 +291,46 @@ fn probe_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
         .collect()
 }
 
+/// Whether torch's own buckets are ddpcheck's in the recipe's assignment `order`: "the same
+/// buckets" only where every tensor is in the same bucket and torch's logged bucket sizes (where
+/// it logged them) are the lists'.
+pub(crate) fn bucket_agreement(
+    tb: &ddpcheck_core::ddp::TorchBuckets,
+    layout: &ddpcheck_core::ddp::ParamLayout,
+    order: ddpcheck_core::ddp::BucketOrder,
+    trainable_tensors: u32,
+) -> String {
+    let moved = tb.moved(layout, order);
+    let ours = layout
+        .ddp_buckets_in(order, tb.cap_bytes, tb.first_cap_bytes)
+        .len();
+    let kept = match order {
+        ddpcheck_core::ddp::BucketOrder::Constructor => {
+            "; DDP keeps its constructor's buckets under find_unused_parameters"
+        }
+        ddpcheck_core::ddp::BucketOrder::Rebuilt => "",
+    };
+    if moved > 0 {
+        return format!(
+            "{ours} buckets, torch's own ({}) {}; {moved} of {trainable_tensors} tensors in another bucket than torch's: their gradients are ready in another order than registration's{kept}",
+            tb.source,
+            tb.buckets.len(),
+        );
+    }
+    match tb.sizes_agree(layout) {
+        Some(false) => format!(
+            "{ours} buckets with the same tensors as torch's own ({}), but torch logged bucket sizes {:?} bytes that are not theirs",
+            tb.source,
+            tb.sizes_bytes.as_deref().unwrap_or_default()
+        ),
+        _ => format!(
+            "the same {} buckets as torch's own ({}){kept}",
+            tb.buckets.len(),
+            tb.source
+        ),
+    }
+}
+
 /// Per model: its tensors and DDP's buckets from the parameters torch reported, and whether
 /// torch's own bucket assignment agrees with ddpcheck's.
 fn layout_lines(results: &[DdpResult]) -> Vec<String> {
@@ -304,25 +344,15 @@ fn layout_lines(results: &[DdpResult]) -> Vec<String> {
             continue;
         }
         let frozen = layout.trainable_params() != layout.total_params();
+        let order = x
+            .recipe
+            .as_ref()
+            .map(|r| r.bucket_order())
+            .unwrap_or_default();
         let line = match &x.torch_buckets {
             Some(tb) => {
-                let summary = layout.summary(tb.cap_bytes, tb.first_cap_bytes);
-                let moved = tb.moved(layout);
-                let agree = if moved == 0 {
-                    format!(
-                        "the same {} buckets as torch's own ({})",
-                        tb.buckets.len(),
-                        tb.source
-                    )
-                } else {
-                    format!(
-                        "{} buckets, torch's own ({}) {}; {moved} of {} tensors in another bucket than torch's: their gradients are ready in another order than registration's",
-                        summary.buckets,
-                        tb.source,
-                        tb.buckets.len(),
-                        summary.trainable_tensors
-                    )
-                };
+                let summary = layout.summary(order, tb.cap_bytes, tb.first_cap_bytes);
+                let agree = bucket_agreement(tb, layout, order, summary.trainable_tensors);
                 format!(
                     "{}: {}; {agree}",
                     x.model,
@@ -330,7 +360,7 @@ fn layout_lines(results: &[DdpResult]) -> Vec<String> {
                 )
             }
             None => {
-                let summary = layout.summary(25 << 20, 1 << 20);
+                let summary = layout.summary(order, 25 << 20, 1 << 20);
                 format!("{}: {}", x.model, recommend::layout_line(&summary, frozen))
             }
         };

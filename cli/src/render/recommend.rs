@@ -271,6 +271,7 @@ mod tests {
             param_layout: None,
             recipe: Default::default(),
             ddp_own_work: None,
+            host: None,
             other_recipe: None,
             device: Default::default(),
         }

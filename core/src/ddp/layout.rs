@@ -3,7 +3,10 @@
 //! trainable ones to buckets, as `torch.distributed._compute_bucket_assignment_by_size` makes it:
 //! gradients in reverse registration order, one open bucket per dtype, a bucket closed once it
 //! holds at least its cap (the first bucket's cap, then `bucket_cap_mb`), so a tensor larger
-//! than a bucket closes the bucket it lands in; frozen parameters are in no bucket.
+//! than a bucket closes the bucket it lands in; frozen parameters are in no bucket. Under
+//! `find_unused_parameters` without `static_graph` DDP never rebuilds its buckets
+//! (`should_rebuild_buckets` in torch's reducer) and keeps its constructor's: the same function
+//! over registration order, the buckets then reversed ([`BucketOrder`]).
 
 use std::collections::BTreeMap;
 
@@ -69,6 +72,20 @@ pub fn dtype_bytes(dtype: &str) -> Option<u32> {
     }
 }
 
+/// Which of DDP's two assignments a recipe trains with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BucketOrder {
+    /// Rebuilt after the first iteration, over the gradients in reverse registration order: the
+    /// first (small) bucket holds the last registered tensors.
+    #[default]
+    Rebuilt,
+    /// The constructor's, kept for good under `find_unused_parameters` without `static_graph`:
+    /// assigned over registration order, the small first bucket holding the first registered
+    /// tensors, the list of buckets then reversed (DDP's `__init__`), so it is reduced last.
+    Constructor,
+}
+
 /// A model's parameters in registration order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParamLayout {
@@ -100,13 +117,30 @@ impl ParamLayout {
     /// DDP's buckets over the trainable tensors, first bucket first; each bucket lists positions
     /// in [`Self::trainable`], in the order their gradients are expected (reverse registration).
     pub fn ddp_buckets(&self, cap_bytes: u64, first_cap_bytes: u64) -> Vec<Vec<usize>> {
-        let trainable: Vec<&ParamTensor> = self.trainable().collect();
-        let reversed = trainable
-            .iter()
+        self.ddp_buckets_in(BucketOrder::Rebuilt, cap_bytes, first_cap_bytes)
+    }
+
+    /// DDP's buckets in the assignment `order` a recipe trains with, first bucket first; each
+    /// lists positions in [`Self::trainable`].
+    pub fn ddp_buckets_in(
+        &self,
+        order: BucketOrder,
+        cap_bytes: u64,
+        first_cap_bytes: u64,
+    ) -> Vec<Vec<usize>> {
+        let items: Vec<(usize, &str, u64)> = self
+            .trainable()
             .enumerate()
-            .rev()
-            .map(|(i, t)| (i, t.dtype.as_str(), t.bytes()));
-        bucket_groups(reversed, cap_bytes, first_cap_bytes)
+            .map(|(i, t)| (i, t.dtype.as_str(), t.bytes()))
+            .collect();
+        match order {
+            BucketOrder::Rebuilt => {
+                bucket_groups(items.into_iter().rev(), cap_bytes, first_cap_bytes)
+            }
+            BucketOrder::Constructor => {
+                constructor_groups(items.into_iter(), cap_bytes, first_cap_bytes)
+            }
+        }
     }
 
     /// Checks what a launch reported: at least one tensor, shapes of positive sizes.
@@ -163,6 +197,20 @@ pub fn bucket_groups<'a>(
     out
 }
 
+/// DDP's constructor assignment over `items` in registration order: [`bucket_groups`], the
+/// buckets sorted by their first tensor (as torch's assignment does without an explicit order),
+/// then reversed.
+pub fn constructor_groups<'a>(
+    items: impl Iterator<Item = (usize, &'a str, u64)>,
+    cap: u64,
+    first_cap: u64,
+) -> Vec<Vec<usize>> {
+    let mut buckets = bucket_groups(items, cap, first_cap);
+    buckets.sort_by_key(|ids| ids.iter().min().copied());
+    buckets.reverse();
+    buckets
+}
+
 /// DDP's buckets as torch itself reported them for a launch (the script asks torch, it does not
 /// compute them): positions in [`ParamLayout::trainable`], first bucket first.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,23 +218,48 @@ pub struct TorchBuckets {
     /// `rebuilt`: DDP's buckets after its first iteration, in the gradients' real ready order
     /// (`rebuilt_per_bucket_param_indices` of DDP's logging data; more than one rank);
     /// `assignment`: `_compute_bucket_assignment_by_size` over the parameters in reverse order,
-    /// the function DDP rebuilds them with (one rank, where DDP does not rebuild).
+    /// the function DDP rebuilds them with (one rank, where DDP does not rebuild);
+    /// `constructor`: the constructor's assignment (registration order, buckets reversed), which
+    /// DDP keeps under `find_unused_parameters` without `static_graph`.
     pub source: String,
     pub buckets: Vec<Vec<usize>>,
     pub cap_bytes: u64,
     pub first_cap_bytes: u64,
+    /// Each bucket's bytes as DDP's own logging data has them (`rebuilt_bucket_sizes`, else
+    /// `bucket_sizes`), in the reducer's order: torch's own figure to hold `buckets` to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes_bytes: Option<Vec<u64>>,
 }
 
 impl TorchBuckets {
-    /// Whether ddpcheck's own assignment over `layout` puts the same tensors in the same
-    /// buckets (order within a bucket aside: the real ready order may swap neighbours).
-    pub fn agrees_with(&self, layout: &ParamLayout) -> bool {
-        self.moved(layout) == 0
+    /// Whether ddpcheck's own assignment in `order` over `layout` puts the same tensors in
+    /// the same buckets (order within a bucket aside: the real ready order may swap
+    /// neighbours), and torch's own bucket sizes, where it logged them, are those of the lists.
+    pub fn agrees_with(&self, layout: &ParamLayout, order: BucketOrder) -> bool {
+        self.moved(layout, order) == 0 && self.sizes_agree(layout) != Some(false)
     }
 
-    /// Tensors that ddpcheck's own assignment over `layout` puts in another bucket (by
-    /// position) than torch did, or that only one of the two assigns.
-    pub fn moved(&self, layout: &ParamLayout) -> usize {
+    /// Whether the bytes of each listed bucket over `layout` are torch's own logged sizes, bucket
+    /// by bucket; `None` where torch logged none.
+    pub fn sizes_agree(&self, layout: &ParamLayout) -> Option<bool> {
+        let logged = self.sizes_bytes.as_ref()?;
+        let trainable: Vec<&ParamTensor> = layout.trainable().collect();
+        let listed: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|&i| trainable.get(i))
+                    .map(|t| t.bytes())
+                    .sum()
+            })
+            .collect();
+        Some(&listed == logged)
+    }
+
+    /// Tensors that ddpcheck's own assignment in `order` over `layout` puts in another bucket
+    /// (by position) than torch did, or that only one of the two assigns.
+    pub fn moved(&self, layout: &ParamLayout, order: BucketOrder) -> usize {
         let place = |buckets: &[Vec<usize>]| -> BTreeMap<usize, usize> {
             buckets
                 .iter()
@@ -194,7 +267,7 @@ impl TorchBuckets {
                 .flat_map(|(j, ids)| ids.iter().map(move |&i| (i, j)))
                 .collect()
         };
-        let ours = place(&layout.ddp_buckets(self.cap_bytes, self.first_cap_bytes));
+        let ours = place(&layout.ddp_buckets_in(order, self.cap_bytes, self.first_cap_bytes));
         let torch = place(&self.buckets);
         ours.iter().filter(|(i, j)| torch.get(i) != Some(j)).count()
             + torch.keys().filter(|i| !ours.contains_key(i)).count()
@@ -214,14 +287,19 @@ pub struct LayoutSummary {
 }
 
 impl ParamLayout {
-    pub fn summary(&self, cap_bytes: u64, first_cap_bytes: u64) -> LayoutSummary {
+    pub fn summary(
+        &self,
+        order: BucketOrder,
+        cap_bytes: u64,
+        first_cap_bytes: u64,
+    ) -> LayoutSummary {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         LayoutSummary {
             tensors: count(self.tensors.len()),
             trainable_tensors: count(self.trainable().count()),
             trainable_params: self.trainable_params(),
             gradient_bytes: self.trainable_bytes(),
-            buckets: count(self.ddp_buckets(cap_bytes, first_cap_bytes).len()),
+            buckets: count(self.ddp_buckets_in(order, cap_bytes, first_cap_bytes).len()),
             cap_bytes,
         }
     }

@@ -175,3 +175,92 @@ fn large_tensors_and_dtypes_bucket_as_ddp_does() {
     // b and a share the bf16 bucket; big its own fp32 one.
     assert_eq!(l.ddp_buckets(25 << 20, 1 << 20), vec![vec![1], vec![2, 0]]);
 }
+
+/// Three 512×512 layers registered a, b, c and an unused 8×8 one, under
+/// `find_unused_parameters` with a 1 MiB cap: torch 1.13's own logging data gave the bucket
+/// sizes 2336, 1050624, 1050624, 1048576 bytes (the constructor's buckets, never rebuilt;
+/// gpu/tests/python/test_host.py holds the script's lists to torch's sizes on every run).
+fn constructor_case() -> ParamLayout {
+    let mut tensors = Vec::new();
+    for (layer, width) in [("a", 512), ("b", 512), ("c", 512), ("unused", 8)] {
+        tensors.push(super::ParamTensor::new(
+            format!("{layer}.weight"),
+            &[width, width],
+        ));
+        tensors.push(super::ParamTensor::new(format!("{layer}.bias"), &[width]));
+    }
+    ParamLayout { tensors }
+}
+
+fn bucket_bytes(l: &ParamLayout, buckets: &[Vec<usize>]) -> Vec<u64> {
+    let t: Vec<&super::ParamTensor> = l.trainable().collect();
+    buckets
+        .iter()
+        .map(|b| b.iter().map(|&i| t[i].bytes()).sum())
+        .collect()
+}
+
+#[test]
+fn under_find_unused_parameters_the_buckets_are_the_constructors_as_torch_sized_them() {
+    use super::BucketOrder;
+    let l = constructor_case();
+    let torch_sizes = vec![2336, 1_050_624, 1_050_624, 1_048_576];
+    let ours = l.ddp_buckets_in(BucketOrder::Constructor, 1 << 20, 1 << 20);
+    assert_eq!(bucket_bytes(&l, &ours), torch_sizes);
+    assert_eq!(ours, vec![vec![5, 6, 7], vec![3, 4], vec![1, 2], vec![0]]);
+    // The rebuilt packing, reverse order from the last tensor, is another one here.
+    let rebuilt = l.ddp_buckets(1 << 20, 1 << 20);
+    assert_ne!(bucket_bytes(&l, &rebuilt), torch_sizes);
+
+    let tb = TorchBuckets {
+        source: "constructor".into(),
+        buckets: ours.clone(),
+        cap_bytes: 1 << 20,
+        first_cap_bytes: 1 << 20,
+        sizes_bytes: Some(torch_sizes),
+    };
+    assert!(tb.agrees_with(&l, BucketOrder::Constructor));
+    assert!(
+        tb.moved(&l, BucketOrder::Rebuilt) > 0,
+        "the rebuilt packing is not torch's here, and says so"
+    );
+    assert!(!tb.agrees_with(&l, BucketOrder::Rebuilt));
+    // Same lists, but torch logged other sizes: not "the same buckets".
+    let off = TorchBuckets {
+        sizes_bytes: Some(vec![1, 2, 3, 4]),
+        ..tb
+    };
+    assert_eq!(off.sizes_agree(&l), Some(false));
+    assert!(!off.agrees_with(&l, BucketOrder::Constructor));
+}
+
+/// The step-time model packs the gradients in the recipe's order: under the constructor's
+/// buckets, the same tensors as the layout's own assignment, the small bucket reduced last.
+#[test]
+fn the_models_packing_follows_the_constructors_buckets() {
+    use super::BucketOrder;
+    use crate::model::assign_buckets_in;
+    let l = constructor_case();
+    let grads = GradLayout::from_params(&l);
+    let params = |order| -> Vec<u64> {
+        assign_buckets_in(&grads, order, 4.0, MIB, MIB)
+            .iter()
+            .map(|b| b.params)
+            .collect()
+    };
+    let expect = |order| -> Vec<u64> {
+        bucket_bytes(&l, &l.ddp_buckets_in(order, 1 << 20, 1 << 20))
+            .iter()
+            .map(|b| b / 4)
+            .collect()
+    };
+    assert_eq!(
+        params(BucketOrder::Constructor),
+        expect(BucketOrder::Constructor)
+    );
+    assert_eq!(params(BucketOrder::Rebuilt), expect(BucketOrder::Rebuilt));
+    assert_ne!(
+        params(BucketOrder::Constructor),
+        params(BucketOrder::Rebuilt)
+    );
+}

@@ -9,6 +9,7 @@
 
 mod architecture;
 mod hf_config;
+mod host;
 mod layout;
 mod model_arg;
 mod noise;
@@ -20,8 +21,10 @@ mod spec;
 
 pub use architecture::DecoderTensors;
 pub use hf_config::from_hf_config;
+pub use host::{Buffers, HostFacts, NoGrad};
 pub use layout::{
-    bucket_groups, dtype_bytes, LayoutSummary, ParamLayout, ParamTensor, TorchBuckets,
+    bucket_groups, constructor_groups, dtype_bytes, BucketOrder, LayoutSummary, ParamLayout,
+    ParamTensor, TorchBuckets,
 };
 pub use model_arg::MODEL_FORMS;
 pub use noise::{

@@ -118,6 +118,16 @@ impl Default for Recipe {
 }
 
 impl Recipe {
+    /// DDP's bucket assignment under this recipe: the constructor's where it never rebuilds
+    /// (`find_unused_parameters` without `static_graph`), else the rebuilt one.
+    pub fn bucket_order(&self) -> super::BucketOrder {
+        if self.find_unused_parameters && !self.static_graph {
+            super::BucketOrder::Constructor
+        } else {
+            super::BucketOrder::Rebuilt
+        }
+    }
+
     /// The recipe in one line: its autocast and the DDP options that differ from torch's.
     pub fn describe(&self) -> String {
         let mut parts = vec![format!("amp {}", self.amp.as_str())];

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::noise::{paired_log_ratio, sample_sd};
 use super::{one_gpu_reference, speedup_noise_bound, speedup_uncertainty};
-use super::{ParamLayout, PlainReference, Recipe, RunDevice, TorchBuckets};
+use super::{HostFacts, ParamLayout, PlainReference, Recipe, RunDevice, TorchBuckets};
 use crate::collective::Sweep;
 
 /// One measured (or simulated) configuration. `Default` leaves what is derived from several runs
@@ -86,6 +86,10 @@ pub struct DdpResult {
     /// (`DdpRequest::plain_reference`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plain_reference: Option<PlainReference>,
+    /// The parameters that got no gradient and the buffers DDP broadcasts, with the broadcast
+    /// timed ([`HostFacts`]); absent from older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostFacts>,
 }
 
 impl DdpResult {

@@ -220,6 +220,11 @@ fn cases(measured: &[DdpResult], curve: &LinkCurve) -> Vec<CalCase> {
         let mut inputs = StepInputs::new(layout_for_result(r), compute_s, r.world_size, 1)
             .with_variant(&variant);
         inputs.accum = r.accum.max(1);
+        inputs.bucket_order = r
+            .recipe
+            .as_ref()
+            .map(|x| x.bucket_order())
+            .unwrap_or_default();
         if inputs.validate().is_err() {
             continue;
         }

@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::powersgd;
-use crate::ddp::{bucket_groups, dtype_bytes, ModelSpec, ParamLayout};
+use crate::ddp::{
+    bucket_groups, constructor_groups, dtype_bytes, BucketOrder, ModelSpec, ParamLayout,
+};
 use crate::num::{floor_u64, ToF64};
 
 /// One parameter tensor's gradient: its size and when it becomes ready, as a fraction (0..=1) of
@@ -136,21 +138,40 @@ pub fn assign_buckets(
     cap_bytes: f64,
     first_cap_bytes: f64,
 ) -> Vec<Bucket> {
-    assign_bucket_members(layout, bytes_per_param, cap_bytes, first_cap_bytes)
+    assign_buckets_in(
+        layout,
+        BucketOrder::Rebuilt,
+        bytes_per_param,
+        cap_bytes,
+        first_cap_bytes,
+    )
+}
+
+/// [`assign_buckets`] in the assignment `order` a recipe trains with: the constructor's runs
+/// over registration order, the reverse of `layout`'s ready order ([`constructor_groups`]).
+pub fn assign_buckets_in(
+    layout: &GradLayout,
+    order: BucketOrder,
+    bytes_per_param: f64,
+    cap_bytes: f64,
+    first_cap_bytes: f64,
+) -> Vec<Bucket> {
+    assign_bucket_members(layout, order, bytes_per_param, cap_bytes, first_cap_bytes)
         .iter()
         .map(|ids| bucket_of(layout, ids, bytes_per_param))
         .collect()
 }
 
-/// [`assign_buckets`] with what PowerSGD at `rank` sends of each bucket.
+/// [`assign_buckets_in`] with what PowerSGD at `rank` sends of each bucket.
 pub fn assign_buckets_powersgd(
     layout: &GradLayout,
+    order: BucketOrder,
     bytes_per_param: f64,
     cap_bytes: f64,
     first_cap_bytes: f64,
     rank: u32,
 ) -> Vec<Bucket> {
-    assign_bucket_members(layout, bytes_per_param, cap_bytes, first_cap_bytes)
+    assign_bucket_members(layout, order, bytes_per_param, cap_bytes, first_cap_bytes)
         .iter()
         .map(|ids| Bucket {
             powersgd: Some(powersgd::split(
@@ -176,9 +197,10 @@ fn bucket_of(layout: &GradLayout, ids: &[usize], bytes_per_param: f64) -> Bucket
     }
 }
 
-/// [`assign_buckets`]' buckets as the positions of their tensors in `layout`.
+/// [`assign_buckets_in`]' buckets as the positions of their tensors in `layout`.
 pub fn assign_bucket_members(
     layout: &GradLayout,
+    order: BucketOrder,
     bytes_per_param: f64,
     cap_bytes: f64,
     first_cap_bytes: f64,
@@ -198,5 +220,17 @@ pub fn assign_bucket_members(
         .map(|(i, t)| (i, t.dtype.as_deref().unwrap_or(""), bytes(t)));
     let cap = floor_u64(cap_bytes.ceil());
     let first = floor_u64(first_cap_bytes.ceil());
-    bucket_groups(items, cap, first)
+    match order {
+        BucketOrder::Rebuilt => bucket_groups(items, cap, first),
+        // Registration order is the ready order reversed: position n-1-i, mapped back after.
+        BucketOrder::Constructor => {
+            let n = layout.tensors.len();
+            let registered: Vec<(usize, &str, u64)> =
+                items.map(|(i, d, b)| (n - 1 - i, d, b)).collect();
+            constructor_groups(registered.into_iter().rev(), cap, first)
+                .into_iter()
+                .map(|ids| ids.into_iter().map(|j| n - 1 - j).collect())
+                .collect()
+        }
+    }
 }

@@ -49,6 +49,7 @@ impl Basis {
         base.units_per_micro_batch = units;
         base.optimizer_s = input.optimizer_s.unwrap_or(0.0);
         base.hook_compute_s = input.hook_compute_s.unwrap_or(0.0);
+        base.bucket_order = input.recipe.bucket_order();
         if let Some(mb) = input.bucket_cap_mb {
             base.bucket_cap_mb = mb;
         }
@@ -104,7 +105,11 @@ fn layout_summary(input: &RecommendInput) -> Option<LayoutSummary> {
     };
     let layout = input.param_layout.clone().or(own)?;
     let cap = input.bucket_cap_mb.unwrap_or(DEFAULT_BUCKET_CAP_MB) * MIB;
-    Some(layout.summary(floor_u64(cap), floor_u64(DEFAULT_FIRST_BUCKET_MB * MIB)))
+    Some(layout.summary(
+        input.recipe.bucket_order(),
+        floor_u64(cap),
+        floor_u64(DEFAULT_FIRST_BUCKET_MB * MIB),
+    ))
 }
 
 /// The gradients' layout, the units of work in one micro-batch and their rate's name: samples

@@ -268,6 +268,10 @@ pub struct RecommendInput {
     /// DDP's own work at one GPU, where a 1-GPU run also timed the model without DDP.
     #[serde(default)]
     pub ddp_own_work: Option<DdpOwnWork>,
+    /// The parameters without a gradient and the buffer broadcast a launch measured, for the
+    /// host-side levers.
+    #[serde(default)]
+    pub host: Option<super::HostMeasured>,
     /// The recipe the user's training runs (autocast, DDP options), for the snippet.
     #[serde(default)]
     pub recipe: Recipe,

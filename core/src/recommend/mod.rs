@@ -24,6 +24,7 @@ mod answer;
 mod basis;
 mod choice;
 mod input;
+mod levers;
 mod powersgd;
 mod reasons;
 mod snippet;
@@ -45,6 +46,7 @@ pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, DdpOwnWork, EnvAb,
     MeasuredBaseline, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
 };
+pub use levers::{HostMeasured, BROADCAST_SHARE, STATIC_GRAPH_SHARE};
 pub use powersgd::{assess as assess_powersgd, PowerSgdOffer, PowerSgdRow};
 pub use snippet::{powersgd_registration, python_snippet};
 
@@ -65,7 +67,8 @@ pub struct Warning {
     /// `one_gpu_faster`, `accumulation_changes_batch`, `bucket_cap_mb`, `fsdp`,
     /// `compute_estimated`, `curve_simulated`, `curve_other_world_size`,
     /// `side_by_side_unmeasured`, `measured_below_prediction`, `network_moved`, `ddp_own_work`,
-    /// `other_recipe`, `model_unreliable`.
+    /// `other_recipe`, `model_unreliable`; the host-side levers `unused_parameters`,
+    /// `find_unused_parameters_unneeded`, `broadcast_buffers`, `static_graph`.
     pub code: String,
     pub text: String,
     pub rests_on: String,
@@ -225,5 +228,7 @@ impl Recommendation {
     }
 }
 
+#[cfg(test)]
+mod levers_tests;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use crate::topology::LinkClass;
 use crate::units::fmt_s;
 
 /// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
-fn a6000_input() -> RecommendInput {
+pub(super) fn a6000_input() -> RecommendInput {
     RecommendInput {
         model: ModelInput::Spec {
             spec: ModelSpec::gpt2_124m(),
@@ -50,6 +50,7 @@ fn a6000_input() -> RecommendInput {
         param_layout: None,
         recipe: Default::default(),
         ddp_own_work: None,
+        host: None,
         other_recipe: None,
         device: Default::default(),
     }
@@ -120,12 +121,12 @@ fn a_chosen_hooks_own_cost_is_cited_with_what_it_adds_to_the_step() {
         .any(|x| x.text.starts_with("The hook itself costs")));
 }
 
-fn codes(r: &Recommendation) -> Vec<&str> {
+pub(super) fn codes(r: &Recommendation) -> Vec<&str> {
     r.warnings.iter().map(|w| w.code.as_str()).collect()
 }
 
 /// The recommendation's warning of this code (the test fails without one).
-fn warning<'a>(r: &'a Recommendation, code: &str) -> &'a Warning {
+pub(super) fn warning<'a>(r: &'a Recommendation, code: &str) -> &'a Warning {
     r.warnings
         .iter()
         .find(|w| w.code == code)

@@ -47,6 +47,9 @@ pub(super) fn warnings(
     warnings.extend(network_moved(input, basis));
     warnings.extend(measured_below_prediction(input.gpus, choice));
     warnings.extend(ddp_own_work(input, basis, choice));
+    if input.gpus > 1 {
+        warnings.extend(super::levers::levers(input, &basis.words));
+    }
     warnings.extend(other_recipe(input));
     if let ComputeSource::Estimated { .. } = input.compute {
         warnings.push(Warning {

@@ -4,8 +4,8 @@
 use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLayout, RunDevice};
 use ddpcheck_core::model::side_by_side;
 use ddpcheck_core::recommend::{
-    variant_name_on, ComputeSource, DdpOwnWork, MeasuredBaseline, MeasuredSpeedup, ModelInput,
-    SideBySideInput,
+    variant_name_on, ComputeSource, DdpOwnWork, HostMeasured, MeasuredBaseline, MeasuredSpeedup,
+    ModelInput, SideBySideInput,
 };
 use ddpcheck_core::report::Header;
 
@@ -351,4 +351,40 @@ pub(super) fn measured_baseline(
             measured_at(h)
         ),
     })
+}
+
+/// The host-side facts for the levers: the newest run of the model at this micro-batch, without
+/// a hook, at `gpus` (where the buffer broadcast costs what the job would pay), else at one GPU.
+pub(super) fn measured_host(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+    gpus: u32,
+) -> Option<HostMeasured> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    let at = |world: u32| {
+        m.ddp.iter().rev().find_map(|(r, h)| {
+            let plain = r
+                .variant
+                .parse::<DdpVariant>()
+                .is_ok_and(|v| v.plain_ddp_with(CommHook::None));
+            let fits = r.model == name && r.micro_batch == micro_batch && r.world_size == world;
+            let facts = r.host.clone().filter(|_| plain && fits)?;
+            Some(HostMeasured {
+                facts,
+                step_s: r.step_time_median_s,
+                world,
+                rests_on: format!(
+                    "the {} run of {name} on {}: its gradient check before DDP and its buffer broadcast timed alone ({})",
+                    r.variant,
+                    ranks_on(r, world),
+                    measured_at(h)
+                ),
+            })
+        })
+    };
+    at(gpus).or_else(|| at(1))
 }

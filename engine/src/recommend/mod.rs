@@ -35,7 +35,7 @@ use crate::runs::{nccl_env_from_process, parse_env_ab};
 use crate::saved_runs::SavedRuns;
 use curve::{choose_curve, has_curve, provenance_of};
 use measured::{
-    measured_baseline, measured_compute, measured_ddp_own_work, measured_hook_cost,
+    measured_baseline, measured_compute, measured_ddp_own_work, measured_hook_cost, measured_host,
     measured_layout, measured_side_by_side, measured_speedups, MeasuredCompute,
 };
 use measurements::{daemon_history, Measurements};
@@ -684,6 +684,7 @@ pub fn build(
         baseline: measured_baseline(m, &model, a.micro_batch, gpus),
         param_layout: measured_layout(m, &model),
         ddp_own_work: measured_ddp_own_work(m, &model, a.micro_batch),
+        host: measured_host(m, &model, a.micro_batch, gpus),
         recipe: a.recipe.clone(),
         other_recipe,
         device: if cpu_ranks { RunDevice::Cpu } else { a.device },

@@ -96,7 +96,7 @@ macro_rules! package_files {
 }
 
 /// The benchmark package, every Python file of `bench_ddp/` (a test holds the list to the folder).
-const PACKAGE: [(&str, &str); 17] = package_files![
+const PACKAGE: [(&str, &str); 18] = package_files![
     "__init__.py",
     "__main__.py",
     "bench.py",
@@ -104,6 +104,7 @@ const PACKAGE: [(&str, &str); 17] = package_files![
     "collectives.py",
     "config.py",
     "errors.py",
+    "host.py",
     "layout.py",
     "main.py",
     "models.py",
@@ -762,6 +763,7 @@ fn result_of(
         param_layout: ev.param_layout,
         torch_buckets: ev.torch_buckets,
         recipe: ev.recipe,
+        host: ev.host,
         device: ev.device.unwrap_or(device),
         ..DdpResult::default()
     }

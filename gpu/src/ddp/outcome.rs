@@ -5,7 +5,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use ddpcheck_core::ddp::{ParamLayout, Recipe, RunDevice, TorchBuckets};
+use ddpcheck_core::ddp::{HostFacts, ParamLayout, Recipe, RunDevice, TorchBuckets};
 use ddpcheck_core::ProbeError;
 use serde::Deserialize;
 
@@ -152,6 +152,9 @@ pub(super) struct ResultEvent {
     pub(super) recipe: Option<Recipe>,
     #[serde(default)]
     pub(super) device: Option<RunDevice>,
+    /// The parameters without a gradient and the buffers (absent from an older script).
+    #[serde(default)]
+    pub(super) host: Option<HostFacts>,
 }
 
 impl ResultEvent {
@@ -283,6 +286,15 @@ pub(super) fn on_line(
     Next::More
 }
 
+/// DDP's own stop over parameters without a gradient names torch's keyword, not ddpcheck's
+/// flag (an older script's line, or a rank's stderr where no error line came): the flag to pass.
+pub(super) fn unused_parameters_hint(message: &str) -> Option<&'static str> {
+    (message.contains("find_unused_parameters") && !message.contains("--find-unused-parameters"))
+        .then_some(
+            " (some trainable parameters got no gradient in a step: pass --find-unused-parameters, or remove them from the model)",
+        )
+}
+
 /// A rank's error message without its `rank N, ` prefix.
 fn without_rank(message: &str) -> &str {
     message
@@ -305,6 +317,10 @@ pub(super) fn judge(
         let mut msg = format!("{label}: {}", first.message);
         if others > 0 {
             msg.push_str(&format!(" (and {others} more rank error(s))"));
+        }
+        if let Some(hint) = unused_parameters_hint(&first.message) {
+            msg.push_str(hint);
+            return Err(ProbeError::Invalid(msg));
         }
         return Err(match first.kind.as_str() {
             "unavailable" => ProbeError::Unavailable(msg),
@@ -356,6 +372,10 @@ pub(super) fn judge(
         if let Some(k) = key_line(&f.stderr_tail) {
             msg.push_str(": ");
             msg.push_str(k);
+            if let Some(hint) = unused_parameters_hint(k) {
+                msg.push_str(hint);
+                return Err(ProbeError::Invalid(clip(&msg, 2000)));
+            }
         }
     }
     if let Some(m) = got.malformed.first() {

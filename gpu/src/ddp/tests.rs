@@ -16,7 +16,7 @@ use ddpcheck_core::ddp::{
 use ddpcheck_core::ProbeError;
 
 use super::launch::{sh_quote, shebang_python};
-use super::outcome::key_line;
+use super::outcome::{key_line, unused_parameters_hint};
 use super::probe::torch_version;
 use super::*;
 use crate::supervise::{Line, Next};
@@ -1656,4 +1656,21 @@ fn the_counts_the_budget_relies_on_travel_in_the_config() {
     );
     assert_eq!(v["default"], counts);
     assert_eq!(v["max_steps"], MAX_STEPS);
+}
+
+/// DDP's own stop over unused parameters names torch's keyword only: the line adds the flag;
+/// a line that names the flag already, and other errors, get nothing.
+#[test]
+fn ddps_unused_parameter_stop_gets_the_flag_to_pass() {
+    let ddp = "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This error indicates that your module has parameters that were not used in producing loss. You can enable unused parameter detection by passing the keyword argument `find_unused_parameters=True` to";
+    let hint = unused_parameters_hint(ddp).expect("a hint");
+    assert!(hint.contains("pass --find-unused-parameters"), "{hint}");
+    assert_eq!(
+        unused_parameters_hint("2 tensors got no gradient: pass --find-unused-parameters, or remove them (find_unused_parameters=True)"),
+        None
+    );
+    assert_eq!(
+        unused_parameters_hint("RuntimeError: mat1 and mat2 shapes"),
+        None
+    );
 }

@@ -7,6 +7,7 @@ from .channel import emit, set_stage
 from .collectives import all_reduce_probe, peak_memory
 from .config import finite_or_none
 from .errors import Fatal
+from .host import buffer_facts, grad_check, params_without_grad, refuse_without_find_unused
 from .layout import param_layout, torch_buckets
 from .models import check_trainable, external_workload, is_oom, try_micro_batch
 from .presets import preset_workload
@@ -66,6 +67,11 @@ def bench_one(launch, spec, var):
     work, model = build(launch, spec, var, autocast)
     params = sum(p.numel() for p in model.parameters())  # a tied weight counts once
     layout = param_layout(torch, model)
+    no_grad = None
+    if not var["fsdp"]:
+        unused = params_without_grad(torch, work, model, cfg["micro_batch"], launch.device, autocast)
+        no_grad = grad_check(unused, [(n, p.numel()) for n, p in model.named_parameters()])
+        refuse_without_find_unused(no_grad, cfg["recipe"])
 
     set_stage("wrapping the model")
     wrapped, ddp_kwargs = wrap(torch, model, var, cfg["recipe"], cfg, launch.local_rank, launch.on_cuda)
@@ -77,6 +83,7 @@ def bench_one(launch, spec, var):
     timed, loss, steps = time_run(launch, trainer, var, wrapped, params)
     buckets = None if var["fsdp"] else torch_buckets(torch, launch.dist, model, wrapped, var["bucket_cap_mb"])
     timed["nocomm"] = nocomm_reference(launch, trainer, var, steps)
+    host = None if var["fsdp"] else {"no_grad": no_grad, "buffers": buffer_facts(launch, wrapped, model)}
 
     set_stage("reporting")
     facts = {
@@ -85,6 +92,7 @@ def bench_one(launch, spec, var):
         "final_loss": finite_or_none(loss.item()) if loss is not None else None,
         "optimizer": opt_name, "all_reduce_probe": probe, "launcher": launcher_name(launch.on_cuda),
         "recipe": recipe_report(amp, ddp_kwargs, wrapped), "param_layout": layout, "torch_buckets": buckets,
+        "host": host,
     }
     emit(result_event(spec, var, cfg, launch.world, timed, facts))
 

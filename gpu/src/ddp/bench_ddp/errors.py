@@ -1,6 +1,7 @@
 """Failures as one line: the expected ones (`Fatal`, with their kind) and user code that raised."""
 
 import os
+import re
 import traceback
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -50,3 +51,17 @@ def raised(what, exc):
     if isinstance(exc, Fatal):
         return exc
     return Fatal("%s raised %s%s" % (what, one_line(exc), where(exc)), "invalid")
+
+
+def unused_parameters_hint(exc):
+    """DDP's stop mid-run over parameters without a gradient (its message is a paragraph that
+    names torch's keyword) as one whole line naming ddpcheck's flag; other errors unchanged."""
+    text = str(exc)
+    if isinstance(exc, Fatal) or "find_unused_parameters" not in text:
+        return exc
+    indices = ""
+    m = re.search(r"did not receive grad for rank \d+:\s*([\d ]+)", text)
+    if m:
+        indices = " (DDP's parameter positions %s)" % ", ".join(m.group(1).split())
+    return Fatal("DDP stopped: some trainable parameters got no gradient in a step%s; pass "
+                 "--find-unused-parameters, or remove those parameters from the model" % indices, "invalid")

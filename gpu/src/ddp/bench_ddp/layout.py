@@ -60,21 +60,57 @@ def rebuilt_buckets(wrapped):
     return [[int(i) for i in b.split()] for b in rebuilt.split(",") if b.strip()]
 
 
+def never_rebuilt(wrapped):
+    """Whether DDP keeps its constructor's buckets for good: with find_unused_parameters and no
+    static_graph its reducer never rebuilds them (`should_rebuild_buckets` in torch's reducer)."""
+    return bool(getattr(wrapped, "find_unused_parameters", False)) and not getattr(wrapped, "static_graph", False)
+
+
+def torch_bucket_sizes(wrapped):
+    """Each bucket's bytes as DDP's own logging data has them (the rebuilt ones once rebuilt),
+    in the reducer's bucket order; None where this torch does not say."""
+    data = {}
+    with contextlib.suppress(Exception):
+        data = wrapped._get_ddp_logging_data()
+    sizes = str(data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or "") if data else ""
+    try:
+        return [int(s) for s in sizes.split(",") if s.strip()] or None
+    except ValueError:
+        return None
+
+
+def assigned_buckets(dist, trainable, first, cap, constructor):
+    """torch's own assignment: the constructor's (registration order, buckets then reversed, as
+    DDP's __init__ hands them to its reducer), else the rebuild's (reverse order, the order the
+    backward pass reaches them). Positions in `trainable`."""
+    n = len(trainable)
+    if constructor:
+        limits = [first, cap] if first != cap else [cap]
+        assigned = dist._compute_bucket_assignment_by_size(trainable, limits, [False] * n)
+        buckets = assigned[0] if isinstance(assigned, tuple) else assigned
+        return [list(b) for b in reversed(buckets)]
+    assigned = dist._compute_bucket_assignment_by_size(
+        list(reversed(trainable)), [first, cap], [False] * n, list(reversed(range(n))))
+    buckets = assigned[0] if isinstance(assigned, tuple) else assigned
+    return [list(b) for b in buckets]
+
+
 def torch_buckets(torch, dist, model, wrapped, bucket_cap_mb):
     """DDP's buckets as torch made them: the rebuilt ones, else torch's assignment over the
-    trainable parameters in reverse order (one rank, or find_unused_parameters, where DDP does not
-    rebuild). Indices are positions in the trainable parameters in registration order."""
+    trainable parameters: the constructor's where DDP never rebuilds (find_unused_parameters
+    without static_graph), else the rebuild's in reverse order (one rank where the logging data
+    has none). Indices are positions in the trainable parameters in registration order; `sizes`
+    are torch's own bucket bytes from its logging data, to check the lists against."""
     cap, first = bucket_caps(dist, wrapped, bucket_cap_mb)
-    buckets = rebuilt_buckets(wrapped)
+    out = {"cap_bytes": cap, "first_cap_bytes": first, "sizes_bytes": torch_bucket_sizes(wrapped)}
+    constructor = never_rebuilt(wrapped)
+    buckets = [] if constructor else rebuilt_buckets(wrapped)
     if buckets:
-        return {"source": "rebuilt", "buckets": buckets, "cap_bytes": cap, "first_cap_bytes": first}
+        return dict(out, source="rebuilt", buckets=buckets)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    n = len(trainable)
     try:
-        assigned = dist._compute_bucket_assignment_by_size(
-            list(reversed(trainable)), [first, cap], [False] * n, list(reversed(range(n))))
+        buckets = assigned_buckets(dist, trainable, first, cap, constructor)
     except Exception as e:
         note("torch's bucket assignment is not available: %s" % one_line(e))
         return None
-    buckets = assigned[0] if isinstance(assigned, tuple) else assigned
-    return {"source": "assignment", "buckets": [list(b) for b in buckets], "cap_bytes": cap, "first_cap_bytes": first}
+    return dict(out, source="constructor" if constructor else "assignment", buckets=buckets)

@@ -11,7 +11,7 @@ from .bench import run_all
 from .channel import emit, json_channel, rank, set_stage, stage
 from .collectives import solo_wait_group
 from .config import load_config
-from .errors import Fatal, one_line
+from .errors import Fatal, one_line, unused_parameters_hint
 from .ranks import bind_cpus, cpu_list, join_ranks, setup_process_group, stop_cpu_ranks, wait_cpu_ranks
 from .torchenv import gpu_identity, import_torch, nccl_version
 
@@ -78,6 +78,7 @@ def run():
         stop_cpu_ranks()
         raise
     except BaseException as e:  # every failure becomes one JSON line
+        e = unused_parameters_hint(e)
         kind = e.kind if isinstance(e, Fatal) else "error"
         r = rank()
         message = "rank %d, %s: %s" % (r, stage(), one_line(e))

@@ -22,7 +22,7 @@ def result_event(spec, var, cfg, world, timed, facts):
     or None, `solo_rounds` or None, `plain` step times or None, `plain_rounds` medians or None,
     `nocomm` median or None); facts: what else the run knows (params, tokens_per_sample,
     max_memory_bytes, final_loss, optimizer, all_reduce_probe, launcher, recipe, param_layout,
-    torch_buckets)."""
+    torch_buckets, host: parameters without a gradient and buffers, host.py)."""
     steps = timed["timed"]
     mb, accum = cfg["micro_batch"], var["accum"]
     tokens = facts["tokens_per_sample"]
@@ -49,6 +49,7 @@ def result_event(spec, var, cfg, world, timed, facts):
         "recipe": facts["recipe"],
         "param_layout": facts["param_layout"],
         "torch_buckets": facts["torch_buckets"],
+        "host": facts.get("host"),
     }
     if len(steps) <= MAX_LISTED_STEPS:
         result["step_times_s"] = [round(t, 7) for t in steps]
