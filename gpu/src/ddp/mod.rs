@@ -725,6 +725,7 @@ fn result_of(
         torch_buckets: ev.torch_buckets,
         recipe: ev.recipe,
         device: ev.device.unwrap_or(device),
+        compile: ev.compile,
         ..DdpResult::default()
     }
 }

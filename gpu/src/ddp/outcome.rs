@@ -5,7 +5,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use ddpcheck_core::ddp::{ParamLayout, Recipe, RunDevice, TorchBuckets};
+use ddpcheck_core::ddp::{CompileOutcome, ParamLayout, Recipe, RunDevice, TorchBuckets};
 use ddpcheck_core::ProbeError;
 use serde::Deserialize;
 
@@ -152,6 +152,9 @@ pub(super) struct ResultEvent {
     pub(super) recipe: Option<Recipe>,
     #[serde(default)]
     pub(super) device: Option<RunDevice>,
+    /// A compiled run: its compile time outside the timed steps, or the compiler's first line.
+    #[serde(default)]
+    pub(super) compile: Option<CompileOutcome>,
 }
 
 impl ResultEvent {
