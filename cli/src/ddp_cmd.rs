@@ -240,6 +240,11 @@ fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<
     } else {
         out!("{}", render::bench_ddp(r));
     }
+    // A model that failed to compile: its eager figures stand, with one line and a warning.
+    if let Some(line) = ddpcheck_core::ddp::compile_failure(&r.results) {
+        eprintln!("ddpcheck: {line}");
+        return Ok(ddpcheck_core::Verdict::Warning.exit_code());
+    }
     Ok(0)
 }
 

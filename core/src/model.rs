@@ -538,7 +538,9 @@ impl StepInputs {
         }
     }
 
-    fn buckets(&self) -> Vec<Bucket> {
+    /// DDP's buckets at `bucket_cap_mb`: under torch.compile also DDPOptimizer's compiled graph
+    /// pieces, one per bucket (pytorch issue 108966).
+    pub fn buckets(&self) -> Vec<Bucket> {
         assign_buckets(
             &self.layout,
             self.grad_bytes_per_param,

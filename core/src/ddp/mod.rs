@@ -35,7 +35,8 @@ pub use request::{
 };
 pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{
-    fill_scaling, merge_repeats, one_gpu_partner, probe_curve, CompileOutcome, DdpResult,
+    compile_failure, fill_scaling, merge_repeats, one_gpu_partner, probe_curve, CompileOutcome,
+    DdpResult,
     SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
 };
 pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};

@@ -126,6 +126,18 @@ impl CompileOutcome {
     }
 }
 
+/// The first run whose model failed to compile, as one line: the model, the run and the
+/// compiler's first line (that run's figures are eager); `None` where every compile went.
+pub fn compile_failure(results: &[DdpResult]) -> Option<String> {
+    results.iter().find_map(|r| {
+        let error = r.compile.as_ref()?.error.as_ref()?;
+        Some(format!(
+            "torch.compile failed on {} ({} at {} GPU(s)): {error}; that run's figures are eager",
+            r.model, r.variant, r.world_size
+        ))
+    })
+}
+
 impl DdpResult {
     /// Gradient-carrying parameters: the launch's trainable ones where it reported them, else
     /// every parameter.

@@ -343,6 +343,13 @@ impl Gathering<'_> {
         });
         let r = ran.map_err(|e| self.over_budget(e, &what, req.deadline_s))?;
         self.saved.save(name, &r);
+        // --compile that did not compile: nothing compiled to recommend on. The eager figures
+        // are kept (--save-runs) and the answer is one line.
+        if let Some(line) = ddpcheck_core::ddp::compile_failure(&r.results) {
+            return Err(RunError::Probe(ProbeError::Unavailable(format!(
+                "{line}; recommend without --compile, or fix what the compiler names"
+            ))));
+        }
         self.m.add_ddp(r);
         Ok(())
     }
@@ -386,7 +393,8 @@ impl Gathering<'_> {
         let left_s = self.left_s();
         // With --repeats N the launch runs N times, each within its share of what is left.
         let launches = self.req.repeats.max(1);
-        match budget::plan_launch(step_s, left_s / f64::from(launches)) {
+        let compile_s = self.compile_allowance_s(spec);
+        match budget::plan_launch(step_s, left_s / f64::from(launches), compile_s) {
             Some(plan) => {
                 (self.progress)(Progress {
                     stage: "recommend".into(),
@@ -409,7 +417,7 @@ impl Gathering<'_> {
                 };
                 let skipped = format!(
                     "no {gpus}-GPU launch: plain DDP and nocomm need about {:.0} s{times} and {:.0} s of the {:.0} s budget were left; predicted from an all-reduce sweep instead",
-                    budget::required_s(step_s),
+                    budget::required_s(step_s, compile_s),
                     left_s.max(0.0),
                     self.req.budget_s
                 );
@@ -417,6 +425,23 @@ impl Gathering<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Under `--compile`, what compiling one run of `spec` takes: the longest compile this node
+    /// measured for it (its 1-GPU launch, under the same recipe), else [`budget::COMPILE_S`];
+    /// `None` for eager.
+    fn compile_allowance_s(&self, spec: &ModelSpec) -> Option<f64> {
+        self.req.recipe.compile?;
+        let name = spec.name();
+        let measured = self
+            .m
+            .ddp
+            .iter()
+            .filter(|(r, _)| r.model == name)
+            .filter_map(|(r, _)| r.compile.as_ref()?.compile_s)
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .fold(None, |acc: Option<f64>, s| Some(acc.map_or(s, |a| a.max(s))));
+        Some(measured.unwrap_or(budget::COMPILE_S))
     }
 
     /// Candidate NCCL settings (`--env-ab`), measured on the node: each one's large-message
