@@ -284,6 +284,22 @@ mod tests {
         assert_eq!(names(&["--device", "cpu", "--variants", "base"]), ["base"]);
     }
 
+    /// --compile and --compile-mode reach the request's recipe; an unknown mode is a usage error.
+    #[test]
+    fn compile_flags_set_the_recipes_mode() {
+        use ddpcheck_core::ddp::CompileMode;
+        let mode = |v: &[&str]| build_request(&args(v), None).map(|r| r.recipe.compile);
+        assert_eq!(mode(&[]).unwrap(), None);
+        assert_eq!(mode(&["--compile"]).unwrap(), Some(CompileMode::Default));
+        assert_eq!(
+            mode(&["--compile-mode", "reduce-overhead"]).unwrap(),
+            Some(CompileMode::ReduceOverhead)
+        );
+        let bad = mode(&["--compile-mode", "fast"]).unwrap_err();
+        assert_eq!(bad.exit_code(), 64);
+        assert!(bad.to_string().contains("max-autotune"), "{bad}");
+    }
+
     #[test]
     fn default_gpu_counts_follow_the_node() {
         let worlds = |v: &[&str], node| build_request(&args(v), node).unwrap().world_sizes;
