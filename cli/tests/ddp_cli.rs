@@ -412,7 +412,9 @@ fn compile_reaches_the_daemon_and_a_failed_compile_is_one_line_with_exit_1() {
     let text = d.cli(&args);
     assert_eq!(code(&text), 0, "{}", stderr(&text));
     assert!(
-        stdout(&text).contains("gpt2-124m base at 2 GPU(s): compiled (torch.compile, mode max-autotune): compile "),
+        stdout(&text).contains(
+            "gpt2-124m base at 2 GPU(s): compiled (torch.compile, mode max-autotune): compile "
+        ),
         "{}",
         stdout(&text)
     );
@@ -438,6 +440,10 @@ fn compile_reaches_the_daemon_and_a_failed_compile_is_one_line_with_exit_1() {
         lines,
         ["ddpcheck: torch.compile failed on gpt2-124m (base at 1 GPU(s)): BackendCompilerFailed: backend='inductor' raised:; that run's figures are eager"]
     );
-    assert!(stdout(&o).contains("failed: BackendCompilerFailed"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("failed: BackendCompilerFailed"),
+        "{}",
+        stdout(&o)
+    );
     d.stop();
 }

@@ -418,7 +418,10 @@ fn compile_on_a_torch_without_torch_compile_is_one_line() {
         return;
     }
     let probe = Command::new(PYTHON)
-        .args(["-c", "import torch, sys; sys.exit(0 if hasattr(torch, 'compile') else 1)"])
+        .args([
+            "-c",
+            "import torch, sys; sys.exit(0 if hasattr(torch, 'compile') else 1)",
+        ])
         .output();
     if probe.is_ok_and(|o| o.status.success()) {
         eprintln!("skipping compile_on_a_torch_without_torch_compile_is_one_line: this torch has torch.compile");

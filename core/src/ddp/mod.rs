@@ -36,8 +36,7 @@ pub use request::{
 pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{
     compile_failure, fill_scaling, merge_repeats, one_gpu_partner, probe_curve, CompileOutcome,
-    DdpResult,
-    SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
+    DdpResult, SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
 };
 pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{one_gpu_reference, CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB};

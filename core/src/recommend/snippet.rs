@@ -201,7 +201,10 @@ mod tests {
         let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle}: {s}"));
         assert!(at("ddp = DDP(model") < at("net = torch.compile(ddp, mode=\"max-autotune\")"));
         assert!(at("register_comm_hook") < at("net = torch.compile"));
-        assert!(s.contains("loss = loss_fn(net, next_batch()) / ACCUM"), "{s}");
+        assert!(
+            s.contains("loss = loss_fn(net, next_batch()) / ACCUM"),
+            "{s}"
+        );
         assert!(s.contains("ddp.no_sync()"), "{s}");
         let eager = python_snippet_for(CommHook::Bf16, 4, &Recipe::default());
         assert!(!eager.contains("torch.compile"), "{eager}");

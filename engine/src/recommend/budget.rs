@@ -208,7 +208,10 @@ mod tests {
         // 1 s steps: every block is STEPS steps, so accumulation 4 is four times the work.
         let one = run_estimate("base", 1.0, None);
         assert!((run_estimate("accum4", 1.0, None) - PROBE_S - 4.0 * (one - PROBE_S)).abs() < 1e-9);
-        assert!((run_estimate("bf16+accum4", 1.0, None) - run_estimate("accum4", 1.0, None)).abs() < 1e-9);
+        assert!(
+            (run_estimate("bf16+accum4", 1.0, None) - run_estimate("accum4", 1.0, None)).abs()
+                < 1e-9
+        );
         // 1 ms steps: a block times MIN_TIMED_S whatever the step, nocomm six of them.
         let short = run_estimate("base", 0.001, None);
         assert!((short - run_estimate("base", 0.0005, None)).abs() < 0.05);

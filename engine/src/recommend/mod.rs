@@ -440,7 +440,9 @@ impl Gathering<'_> {
             .filter(|(r, _)| r.model == name)
             .filter_map(|(r, _)| r.compile.as_ref()?.compile_s)
             .filter(|s| s.is_finite() && *s >= 0.0)
-            .fold(None, |acc: Option<f64>, s| Some(acc.map_or(s, |a| a.max(s))));
+            .fold(None, |acc: Option<f64>, s| {
+                Some(acc.map_or(s, |a| a.max(s)))
+            });
         Some(measured.unwrap_or(budget::COMPILE_S))
     }
 

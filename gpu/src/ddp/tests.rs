@@ -1614,7 +1614,8 @@ fn the_config_carries_compile_and_its_mode() {
     assert!(!eager.contains("compile"), "{eager}");
     req.recipe.compile = Some(CompileMode::ReduceOverhead);
     let compiled = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
-    let code = "print(json.dumps([config.load_config(a)['recipe'].get('compile') for a in sys.argv[2:]]))";
+    let code =
+        "print(json.dumps([config.load_config(a)['recipe'].get('compile') for a in sys.argv[2:]]))";
     let v = with_script_module(py, &script, code, &[&compiled, &eager], &[]);
     assert_eq!(v, serde_json::json!(["reduce-overhead", null]));
 }
@@ -1651,10 +1652,7 @@ fn a_compiled_launch_keeps_its_cache_in_ddpchecks_cache_folder() {
             ),
         ]
     );
-    let user = env(&[
-        ("HOME", "/home/u"),
-        ("TRITON_CACHE_DIR", "/scratch/triton"),
-    ]);
+    let user = env(&[("HOME", "/home/u"), ("TRITON_CACHE_DIR", "/scratch/triton")]);
     assert_eq!(
         compile_cache_env(&user),
         [(
