@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
-    DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
+    CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
 };
 use ddpcheck_core::model::{calibrate, cross_check, LinkCurve};
 use ddpcheck_core::params::CollectiveParams;
@@ -678,6 +678,7 @@ pub fn build(
     let m = &g.m;
     let cpu_ranks = m.ddp.iter().any(|(r, _)| r.device == RunDevice::Cpu);
     let (hook_compute_s, hook_rests_on) = measured_hook_cost(m, &model, a.micro_batch).unzip();
+    let compile = a.recipe.compile.and_then(|_| measured_compile(m, &model));
     let input = RecommendInput {
         micro_batch: a.micro_batch,
         seq: a.seq,
@@ -729,5 +730,25 @@ pub fn build(
         own_measurements: (!own.is_empty()).then_some(own),
         seconds: started.elapsed().as_secs_f64(),
         cpu_ranks,
+        compile,
     })
+}
+
+/// The longest compile among this model's compiled runs (the runs set aside for another recipe
+/// are gone by now).
+fn measured_compile(m: &Measurements, model: &ModelInput) -> Option<CompileOutcome> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    m.ddp
+        .iter()
+        .filter(|(r, _)| r.model == name)
+        .filter_map(|(r, _)| r.compile.clone())
+        .filter(CompileOutcome::ran_compiled)
+        .max_by(|a, b| {
+            a.compile_s
+                .unwrap_or(0.0)
+                .total_cmp(&b.compile_s.unwrap_or(0.0))
+        })
 }
