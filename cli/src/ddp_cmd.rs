@@ -257,6 +257,11 @@ fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<
         errln!("ddpcheck: {e} (the runs that finished before it are reported)");
         return Ok(e.exit_code());
     }
+    // A model that failed to compile: its eager figures stand, with one line and a warning.
+    if let Some(line) = ddpcheck_core::ddp::compile_failure(&r.results) {
+        errln!("ddpcheck: {line}");
+        return Ok(ddpcheck_core::Verdict::Warning.exit_code());
+    }
     Ok(0)
 }
 
@@ -294,6 +299,22 @@ mod tests {
             ["base", "fp16", "accum4", "fp16+accum4"]
         );
         assert_eq!(names(&["--device", "cpu", "--variants", "base"]), ["base"]);
+    }
+
+    /// --compile and --compile-mode reach the request's recipe; an unknown mode is a usage error.
+    #[test]
+    fn compile_flags_set_the_recipes_mode() {
+        use ddpcheck_core::ddp::CompileMode;
+        let mode = |v: &[&str]| build_request(&args(v), None).map(|r| r.recipe.compile);
+        assert_eq!(mode(&[]).unwrap(), None);
+        assert_eq!(mode(&["--compile"]).unwrap(), Some(CompileMode::Default));
+        assert_eq!(
+            mode(&["--compile-mode", "reduce-overhead"]).unwrap(),
+            Some(CompileMode::ReduceOverhead)
+        );
+        let bad = mode(&["--compile-mode", "fast"]).unwrap_err();
+        assert_eq!(bad.exit_code(), 64);
+        assert!(bad.to_string().contains("max-autotune"), "{bad}");
     }
 
     #[test]

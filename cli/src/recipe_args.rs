@@ -2,7 +2,7 @@
 //! `--device`), and the resolution of a factory's file against the caller's working folder.
 
 use clap::Args;
-use ddpcheck_core::ddp::{is_file_target, ModelSource, ModelSpec, Recipe, RunDevice};
+use ddpcheck_core::ddp::{is_file_target, CompileMode, ModelSource, ModelSpec, Recipe, RunDevice};
 use ddpcheck_engine::RunError;
 
 #[derive(Args, Debug, Clone)]
@@ -24,6 +24,14 @@ pub struct RecipeArgs {
     /// statistics) to every rank in each forward, as your training sets it.
     #[arg(long)]
     pub no_broadcast_buffers: bool,
+    /// Compile as your training does: DDP first, then torch.compile(ddp_model), so that
+    /// DDPOptimizer splits the graph at DDP's buckets. Compile time is reported on its own,
+    /// outside every timed step; the compile cache is kept across launches.
+    #[arg(long)]
+    pub compile: bool,
+    /// torch.compile's mode (implies --compile).
+    #[arg(long, value_name = "default|reduce-overhead|max-autotune")]
+    pub compile_mode: Option<String>,
     /// Where the ranks run: cuda (GPUs, torchrun, NCCL), or cpu (processes over gloo: a test of
     /// the benchmark and your factory where there is no GPU; CPU figures, never GPU ones).
     #[arg(long, default_value = "cuda", value_name = "cuda|cpu")]
@@ -38,7 +46,16 @@ impl RecipeArgs {
             static_graph: self.static_graph,
             gradient_as_bucket_view: !self.no_gradient_as_bucket_view,
             broadcast_buffers: !self.no_broadcast_buffers,
+            compile: self.compile_mode()?,
         })
+    }
+
+    /// `--compile` and `--compile-mode`: torch.compile's mode, or `None` for eager.
+    pub fn compile_mode(&self) -> Result<Option<CompileMode>, RunError> {
+        match &self.compile_mode {
+            Some(mode) => Ok(Some(mode.parse().map_err(RunError::Usage)?)),
+            None => Ok(self.compile.then_some(CompileMode::Default)),
+        }
     }
 
     pub fn device(&self) -> Result<RunDevice, RunError> {

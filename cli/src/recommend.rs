@@ -166,6 +166,9 @@ pub fn render(r: &RecommendReport) -> String {
     if let Some(own) = &r.own_measurements {
         s.push_str(&own_measurements(own, r.cpu_ranks));
     }
+    if let Some(c) = &r.compile {
+        s.push_str(&compile_line(c));
+    }
     s.push_str(&crate::render::recommendation(&r.recommendation));
     let (gpus, one_gpu) = if r.cpu_ranks {
         ("CPU ranks", "one CPU rank")
@@ -262,6 +265,22 @@ pub fn render(r: &RecommendReport) -> String {
 
 /// One line: what recommend measured itself (each launch's variants as they ran, each sweep),
 /// against its budget.
+/// The compiled recipe in one line: the mode, the compile time on its own, and that the compute
+/// figures below are compiled ones.
+fn compile_line(c: &ddpcheck_core::ddp::CompileOutcome) -> String {
+    let took = c
+        .compile_s
+        .map_or_else(|| "?".to_string(), |s| format!("{s:.1} s"));
+    let split = match c.ddp_optimizer {
+        Some(false) => ", DDPOptimizer off",
+        _ => ", DDPOptimizer: one graph piece per bucket",
+    };
+    format!(
+        "compiled: torch.compile (mode {}) after DDP{split}; compile up to {took} a run, outside the timed steps; the compute below is compiled\n",
+        c.mode.as_str()
+    )
+}
+
 fn own_measurements(own: &OwnMeasurements, cpu_ranks: bool) -> String {
     let ranks = |n: u32| {
         let one = if cpu_ranks { "CPU rank" } else { "GPU" };

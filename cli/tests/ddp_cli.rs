@@ -390,3 +390,60 @@ fn the_plain_reference_is_reported_beside_each_ddp_run_and_folded_over_launches(
     // nocomm sends nothing: no line.
     assert!(!text.contains("gpt2-124m nocomm at 2 GPU(s)"), "{text}");
 }
+
+/// --compile through a daemon: the mode reaches the (simulated) launch and each run reports its
+/// compile time on its own line. A saved report whose model failed to compile shows its eager
+/// figures with one line naming the compiler's error, and exits 1 (WARNING).
+#[test]
+fn compile_reaches_the_daemon_and_a_failed_compile_is_one_line_with_exit_1() {
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let args = [
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--gpus",
+        "1,2",
+        "--variants",
+        "base",
+        "--compile-mode",
+        "max-autotune",
+    ];
+    let text = d.cli(&args);
+    assert_eq!(code(&text), 0, "{}", stderr(&text));
+    assert!(
+        stdout(&text).contains(
+            "gpt2-124m base at 2 GPU(s): compiled (torch.compile, mode max-autotune): compile "
+        ),
+        "{}",
+        stdout(&text)
+    );
+    let o = d.cli(&[&args[..], &["--json"]].concat());
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let mut report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let first = &mut report["results"][0];
+    assert_eq!(first["compile"]["mode"], "max-autotune");
+    assert_eq!(first["recipe"]["compile"], "max-autotune");
+    first["compile"]["error"] = "BackendCompilerFailed: backend='inductor' raised:".into();
+    first["compile"]["compile_s"] = serde_json::Value::Null;
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("failed.json");
+    std::fs::write(&saved, serde_json::to_vec(&report).unwrap()).unwrap();
+    let o = local(&["bench", "ddp", "--from", saved.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let lines: Vec<String> = stderr(&o)
+        .lines()
+        .filter(|l| l.starts_with("ddpcheck: "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        lines,
+        ["ddpcheck: torch.compile failed on gpt2-124m (base at 1 GPU(s)): BackendCompilerFailed: backend='inductor' raised:; that run's figures are eager"]
+    );
+    assert!(
+        stdout(&o).contains("failed: BackendCompilerFailed"),
+        "{}",
+        stdout(&o)
+    );
+    d.stop();
+}

@@ -997,3 +997,38 @@ fn the_budget_bounds_every_launch_and_sweep() {
         "{line}"
     );
 }
+
+/// recommend --compile on a simulated node: its own launches compile, the text says so on a line
+/// of its own with the compile time, the snippet compiles the DDP model after wrapping it, and
+/// the bucket advice names DDPOptimizer's graph pieces.
+#[test]
+fn recommend_with_compile_says_so_and_compiles_in_the_snippet() {
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--compile",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("compiled: torch.compile (mode default) after DDP, DDPOptimizer: one graph piece per bucket; compile up to 35.0 s a run"),
+        "{text}"
+    );
+    assert!(text.contains("net = torch.compile(ddp)"), "{text}");
+    assert!(text.contains("loss = loss_fn(net, next_batch())"), "{text}");
+    assert!(
+        text.contains("bucket_cap_mb also sets how many graph pieces torch.compile makes"),
+        "{text}"
+    );
+    let eager = stdout(&local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+    ]));
+    assert!(!eager.contains("torch.compile"), "{eager}");
+}

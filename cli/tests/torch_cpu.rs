@@ -524,3 +524,32 @@ fn a_deadline_after_the_first_run_keeps_it_and_exits_5() {
     assert!(stopped.stage.ends_with("fp16 on 1 CPU rank"), "{stopped:?}");
     assert!(left_behind("stalls").is_empty());
 }
+
+/// `--compile` on a torch without torch.compile (Debian's 1.13): one line saying so, the
+/// UNKNOWN verdict's exit code, nothing left behind. The compile path itself is tested with a
+/// stand-in for torch.compile (gpu/tests/python/test_compile.py) and runs for real on the GPU
+/// (bench/experiments/eager-vs-compiled-one-gpu.sh).
+#[test]
+fn compile_on_a_torch_without_torch_compile_is_one_line() {
+    if !torch_here("compile_on_a_torch_without_torch_compile_is_one_line") {
+        return;
+    }
+    let probe = Command::new(PYTHON)
+        .args([
+            "-c",
+            "import torch, sys; sys.exit(0 if hasattr(torch, 'compile') else 1)",
+        ])
+        .output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipping compile_on_a_torch_without_torch_compile_is_one_line: this torch has torch.compile");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    refused(
+        "nocompile",
+        "mlp:64x2",
+        &["--compile-mode", "max-autotune"],
+        3,
+        &["has no torch.compile (torch >= 2.0): run without --compile"],
+    );
+}

@@ -570,7 +570,9 @@ impl StepInputs {
         }
     }
 
-    fn buckets(&self) -> Vec<Bucket> {
+    /// DDP's buckets at `bucket_cap_mb`: under torch.compile also DDPOptimizer's compiled graph
+    /// pieces, one per bucket (pytorch issue 108966).
+    pub fn buckets(&self) -> Vec<Bucket> {
         let (cap, first) = (self.bucket_cap_mb * MIB, self.first_bucket_mb * MIB);
         if self.hook == CommHook::PowerSgd {
             assign_buckets_powersgd(

@@ -168,6 +168,11 @@ impl From<&DdpRequest> for v1::BenchDdpRequest {
             static_graph: r.recipe.static_graph,
             no_gradient_as_bucket_view: !r.recipe.gradient_as_bucket_view,
             no_broadcast_buffers: !r.recipe.broadcast_buffers,
+            compile: r
+                .recipe
+                .compile
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_default(),
             device: match r.device {
                 RunDevice::Cuda => String::new(),
                 RunDevice::Cpu => "cpu".into(),
@@ -215,6 +220,11 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
                 static_graph: req.static_graph,
                 gradient_as_bucket_view: !req.no_gradient_as_bucket_view,
                 broadcast_buffers: !req.no_broadcast_buffers,
+                compile: if req.compile.is_empty() {
+                    None
+                } else {
+                    Some(req.compile.parse().map_err(Invalid)?)
+                },
             },
             device: match req.device.as_str() {
                 "" | "cuda" => RunDevice::Cuda,
@@ -322,6 +332,7 @@ impl TryFrom<v1::ClusterCollectiveRequest> for PhaseCall {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use ddpcheck_core::ddp::CompileMode;
 
     #[test]
     fn preflight_parameters_survive_the_round_trip() {
@@ -432,6 +443,7 @@ mod tests {
                 static_graph: false,
                 gradient_as_bucket_view: false,
                 broadcast_buffers: false,
+                compile: Some(CompileMode::MaxAutotune),
             },
             device: RunDevice::Cpu,
             plain_reference: false,

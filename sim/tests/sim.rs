@@ -905,3 +905,27 @@ fn p2p_patched_returns_wrong_values_naming_the_patched_driver() {
     // NCCL's default across the host bridge stages through host memory: correct results.
     assert_eq!(preflight("rtx5090x2-pcie+p2p-patched").verdict, Verdict::Ok);
 }
+
+/// --compile on a simulated node: each run reports its compile time outside its steps, and the
+/// compiled compute is shorter than eager's (so communication is a larger share of the step).
+#[test]
+fn a_compiled_recipe_reports_its_compile_time_and_shorter_compute() {
+    let b = sim("a6000x4-phb");
+    let eager_req = ddp_req(&["gpt2-124m"], &["base"], &[1, 4], &[]);
+    let mut compiled_req = eager_req.clone();
+    compiled_req.recipe.compile = Some(ddpcheck_core::ddp::CompileMode::Default);
+    let eager = b.ddp(&eager_req, &mut |_| {}).unwrap();
+    let compiled = b.ddp(&compiled_req, &mut |_| {}).unwrap();
+    let (e1, c1) = (row(&eager, "base", 1), row(&compiled, "base", 1));
+    assert!(e1.compile.is_none());
+    let outcome = c1.compile.as_ref().unwrap();
+    assert!(outcome.ran_compiled() && outcome.compile_s.is_some_and(|s| s > 0.0));
+    assert_eq!(
+        c1.recipe.as_ref().and_then(|r| r.compile),
+        compiled_req.recipe.compile
+    );
+    assert!(c1.step_time_median_s < e1.step_time_median_s);
+    // The same link, a shorter compute: the exposed share of a 4-GPU step grows.
+    let (e4, c4) = (row(&eager, "base", 4), row(&compiled, "base", 4));
+    assert!(c4.exposed_comm_fraction.unwrap() > e4.exposed_comm_fraction.unwrap());
+}

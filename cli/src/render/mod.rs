@@ -254,6 +254,45 @@ fn plain_lines(results: &[DdpResult]) -> Vec<String> {
         .collect()
 }
 
+/// One line per compiled run: its compile time, on its own (never inside a step), and whether
+/// DDPOptimizer split the graph at the buckets; or the compiler's first line where it failed and
+/// the run ran eager.
+pub fn compile_lines(results: &[DdpResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|x| {
+            let c = x.compile.as_ref()?;
+            let run = format!("{} {} at {} GPU(s)", x.model, x.variant, x.world_size);
+            if let Some(error) = &c.error {
+                return Some(format!(
+                    "{run}: torch.compile (mode {}) failed: {error}; its figures are eager",
+                    c.mode.as_str()
+                ));
+            }
+            let secs = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |s| format!("{s:.1} s"));
+            let plain = c
+                .plain_compile_s
+                .map_or_else(String::new, |p| format!(", {} without DDP", secs(Some(p))));
+            let split = match c.ddp_optimizer {
+                Some(true) => "; DDPOptimizer: one compiled graph piece per DDP bucket",
+                Some(false) => "; DDPOptimizer off (torch._dynamo.config.optimize_ddp): no overlap of the all-reduces with the backward pass",
+                None => "",
+            };
+            let settled = if c.steady {
+                "until steady"
+            } else {
+                "without settling"
+            };
+            Some(format!(
+                "{run}: compiled (torch.compile, mode {}): compile {}{plain}, outside the timed steps ({} warm-up steps {settled}){split}",
+                c.mode.as_str(),
+                secs(c.compile_s),
+                c.warmup_steps
+            ))
+        })
+        .collect()
+}
+
 /// How many steps the runs timed, where they did not all time the same count (a minimum timed
 /// stretch lengthened the short ones); nothing for reports that do not say.
 fn timed_steps_line(results: &[ddpcheck_core::ddp::DdpResult]) -> Option<String> {
@@ -452,6 +491,10 @@ pub fn bench_ddp(r: &DdpReport) -> String {
         s.push('\n');
     }
     for line in plain_lines(&r.results) {
+        s.push_str(&line);
+        s.push('\n');
+    }
+    for line in compile_lines(&r.results) {
         s.push_str(&line);
         s.push('\n');
     }

@@ -33,12 +33,13 @@ pub use noise::{
 };
 pub use plain::{speedup_without_ddp, PlainReference};
 pub use request::{
-    timed_steps, Amp, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS, MAX_STEPS,
+    timed_steps, Amp, CompileMode, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS,
+    MAX_STEPS,
 };
 pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{
-    fill_scaling, merge_repeats, one_gpu_partner, probe_curve, DdpResult, SoloSlowdown,
-    ALL_REDUCE_PROBE_BYTES,
+    compile_failure, fill_scaling, merge_repeats, one_gpu_partner, probe_curve, CompileOutcome,
+    DdpResult, SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
 };
 pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{

@@ -99,6 +99,52 @@ pub struct Recipe {
     /// statistics) to the other ranks, torch's default.
     #[serde(default = "yes")]
     pub broadcast_buffers: bool,
+    /// `torch.compile(ddp_model, mode=...)` after DDP, as PyTorch documents for DDP
+    /// (DDPOptimizer splits the graph at the buckets); `None`: eager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<CompileMode>,
+}
+
+/// torch.compile's `mode` (`--compile-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompileMode {
+    #[default]
+    Default,
+    ReduceOverhead,
+    MaxAutotune,
+}
+
+impl std::str::FromStr for CompileMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "default" => Ok(CompileMode::Default),
+            "reduce-overhead" => Ok(CompileMode::ReduceOverhead),
+            "max-autotune" => Ok(CompileMode::MaxAutotune),
+            other => Err(format!(
+                "--compile-mode {other:?}: expected default, reduce-overhead or max-autotune"
+            )),
+        }
+    }
+}
+
+impl CompileMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompileMode::Default => "default",
+            CompileMode::ReduceOverhead => "reduce-overhead",
+            CompileMode::MaxAutotune => "max-autotune",
+        }
+    }
+
+    /// The call as Python: `torch.compile(NAME)` or with its mode.
+    pub fn call(self, name: &str) -> String {
+        match self {
+            CompileMode::Default => format!("torch.compile({name})"),
+            other => format!("torch.compile({name}, mode=\"{}\")", other.as_str()),
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -113,6 +159,7 @@ impl Default for Recipe {
             static_graph: false,
             gradient_as_bucket_view: true,
             broadcast_buffers: true,
+            compile: None,
         }
     }
 }
@@ -131,6 +178,9 @@ impl Recipe {
     /// The recipe in one line: its autocast and the DDP options that differ from torch's.
     pub fn describe(&self) -> String {
         let mut parts = vec![format!("amp {}", self.amp.as_str())];
+        if let Some(mode) = self.compile {
+            parts.push(format!("torch.compile {}", mode.as_str()));
+        }
         parts.extend(self.ddp_kwargs());
         parts.join(", ")
     }
@@ -270,6 +320,12 @@ impl DdpRequest {
             }
             if v.fsdp && v.hook != CommHook::None {
                 return bad(format!("variant {}: FSDP takes no DDP comm hook", v.name));
+            }
+            if v.fsdp && self.recipe.compile.is_some() {
+                return bad(format!(
+                    "variant {}: --compile is DDP's (DDPOptimizer); FSDP variants run without it",
+                    v.name
+                ));
             }
         }
         if self.device == RunDevice::Cpu {

@@ -90,6 +90,56 @@ pub struct DdpResult {
     /// timed ([`HostFacts`]); absent from older reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostFacts>,
+    /// A run asked to compile (`Recipe::compile`): what compiling took, outside every timed
+    /// step, or the compiler's first line where it failed (the run's figures are then eager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<CompileOutcome>,
+}
+
+/// How a run's `torch.compile` went: its warm-up ran until steps were steady, and the time it
+/// took beyond as many steady steps is the compile time; no timed step holds any of it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompileOutcome {
+    pub mode: super::CompileMode,
+    /// Seconds the DDP model's warm-up took beyond as many steady steps: compiling, autotuning
+    /// and recompiling. `None` where compiling failed.
+    #[serde(default)]
+    pub compile_s: Option<f64>,
+    /// The same for the model without DDP, with the plain reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain_compile_s: Option<f64>,
+    /// Steps the warm-up until steady took (both sides).
+    #[serde(default)]
+    pub warmup_steps: u32,
+    /// Whether two successive blocks of warm-up steps agreed before the warm-up's bound.
+    #[serde(default)]
+    pub steady: bool,
+    /// Whether dynamo split the DDP model's graph at its buckets (DDPOptimizer,
+    /// `torch._dynamo.config.optimize_ddp`); `None` where torch did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddp_optimizer: Option<bool>,
+    /// The compiler's first line where compiling failed; the run then ran eager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl CompileOutcome {
+    /// Whether the run's steps ran compiled.
+    pub fn ran_compiled(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+/// The first run whose model failed to compile, as one line: the model, the run and the
+/// compiler's first line (that run's figures are eager); `None` where every compile went.
+pub fn compile_failure(results: &[DdpResult]) -> Option<String> {
+    results.iter().find_map(|r| {
+        let error = r.compile.as_ref()?.error.as_ref()?;
+        Some(format!(
+            "torch.compile failed on {} ({} at {} GPU(s)): {error}; that run's figures are eager",
+            r.model, r.variant, r.world_size
+        ))
+    })
 }
 
 impl DdpResult {

@@ -50,6 +50,9 @@ fn python_snippet_on(hook: CommHook, accum: u32, recipe: &Recipe, device: RunDev
     let cpu = device == RunDevice::Cpu;
     let mut s = String::new();
     s.push_str("import contextlib\n");
+    if recipe.compile.is_some() {
+        s.push_str("import torch\n");
+    }
     if cpu {
         s.push_str("import torch.distributed as dist\n");
     }
@@ -92,6 +95,18 @@ fn python_snippet_on(hook: CommHook, accum: u32, recipe: &Recipe, device: RunDev
         CommHook::PowerSgd => s.push_str(&powersgd_registration(POWERSGD_DEFAULT_RANK)),
         CommHook::None => {}
     }
+    // What the loop calls: the DDP model, or its compiled form (no_sync stays DDP's).
+    let net = match recipe.compile {
+        Some(mode) => {
+            let _ = writeln!(
+                s,
+                "net = {}  # after DDP, as measured: DDPOptimizer makes one graph piece per bucket (bucket_cap_mb sets both)",
+                mode.call("ddp")
+            );
+            "net"
+        }
+        None => "ddp",
+    };
     if k > 1 {
         let _ = write!(
             s,
@@ -102,11 +117,11 @@ fn python_snippet_on(hook: CommHook, accum: u32, recipe: &Recipe, device: RunDev
         s.push_str("        # all-reduce only on the last micro-batch\n");
         s.push_str("        ctx = ddp.no_sync() if k < ACCUM - 1 else contextlib.nullcontext()\n");
         s.push_str("        with ctx:\n");
-        s.push_str("            loss = loss_fn(ddp, next_batch()) / ACCUM\n");
+        let _ = writeln!(s, "            loss = loss_fn({net}, next_batch()) / ACCUM");
         s.push_str("            loss.backward()\n");
     } else {
         s.push_str("\nfor step in range(num_steps):\n");
-        s.push_str("    loss = loss_fn(ddp, next_batch())\n");
+        let _ = writeln!(s, "    loss = loss_fn({net}, next_batch())");
         s.push_str("    loss.backward()\n");
     }
     s.push_str("    opt.step()\n");
@@ -181,6 +196,27 @@ mod tests {
             ddp_line(&recipe),
             "ddp = DDP(model, device_ids=[local_rank], static_graph=True, broadcast_buffers=False, gradient_as_bucket_view=True)"
         );
+    }
+
+    /// A compiled recipe: DDP first, then torch.compile of the DDP model at the measured mode,
+    /// and the loop calls the compiled model while no_sync stays DDP's.
+    #[test]
+    fn a_compiled_recipe_compiles_the_ddp_model_after_wrapping() {
+        let recipe = Recipe {
+            compile: Some(crate::ddp::CompileMode::MaxAutotune),
+            ..Recipe::default()
+        };
+        let s = python_snippet_for(CommHook::Bf16, 4, &recipe);
+        let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle}: {s}"));
+        assert!(at("ddp = DDP(model") < at("net = torch.compile(ddp, mode=\"max-autotune\")"));
+        assert!(at("register_comm_hook") < at("net = torch.compile"));
+        assert!(
+            s.contains("loss = loss_fn(net, next_batch()) / ACCUM"),
+            "{s}"
+        );
+        assert!(s.contains("ddp.no_sync()"), "{s}");
+        let eager = python_snippet_for(CommHook::Bf16, 4, &Recipe::default());
+        assert!(!eager.contains("torch.compile"), "{eager}");
     }
 
     /// CPU ranks: gloo, no device ids, nothing of CUDA.

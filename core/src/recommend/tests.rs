@@ -888,3 +888,27 @@ fn cpu_ranks_speak_of_cpu_ranks_and_gloo_never_of_gpus() {
         Some("fp16+accum4")
     );
 }
+
+/// Under --compile the bucket advice names the graph breaks DDPOptimizer makes (one compiled
+/// piece per bucket, pytorch issue 108966); eager advice does not speak of them.
+#[test]
+fn bucket_advice_under_compile_names_the_graph_pieces() {
+    let eager = recommend(&a6000_input()).unwrap();
+    assert!(!warning(&eager, "bucket_cap_mb").text.contains("graph"));
+    let mut input = a6000_input();
+    input.recipe.compile = Some(crate::ddp::CompileMode::Default);
+    let r = recommend(&input).unwrap();
+    let text = &warning(&r, "bucket_cap_mb").text;
+    assert!(
+        text.contains("bucket_cap_mb also sets how many graph pieces torch.compile makes"),
+        "{text}"
+    );
+    assert!(text.contains("issue 108966"), "{text}");
+    // The pieces at the size in use are the buckets the model packs there.
+    let base = &super::basis::Basis::new(&input).unwrap().base;
+    let n = base.buckets().len();
+    assert!(
+        text.contains(&format!("{n} at 25 MB ({} graph breaks)", n - 1)),
+        "{n}: {text}"
+    );
+}

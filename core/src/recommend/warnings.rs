@@ -290,10 +290,12 @@ fn bucket_cap_mb(
 ) -> Result<Warning, ModelError> {
     let (base, chosen) = (&basis.base, choice.chosen());
     let mut steps = Vec::new();
+    let mut pieces = Vec::new();
     for mb in [5.0, 10.0, 25.0, 50.0, 100.0, 200.0, base.bucket_cap_mb] {
         let mut i = base.clone().with_hook(chosen.hook).with_accum(chosen.accum);
         i.bucket_cap_mb = mb;
         steps.push((mb, predict(&i, &input.curve)?.step_s));
+        pieces.push((mb, i.buckets().len()));
     }
     let current = steps.last().map(|s| s.1).unwrap_or(0.0);
     let (best_mb, best_step) = steps
@@ -306,15 +308,46 @@ fn bucket_cap_mb(
     } else {
         0.0
     };
+    let mut text = format!(
+        "bucket_cap_mb is not worth tuning unless measured: the model's best size in 5–200 MB ({best_mb:.0} MB) would gain {:.1}% over {:.0} MB (the 2×T4 seed measured 0.3% across a hundredfold sweep); check with `ddpcheck bench ddp --variants base,bucket10,bucket100` before changing it.",
+        gain * 100.0,
+        base.bucket_cap_mb
+    );
+    if input.recipe.compile.is_some() {
+        text.push_str(&graph_pieces(&pieces, base.bucket_cap_mb, best_mb));
+    }
     Ok(Warning {
         code: "bucket_cap_mb".into(),
-        text: format!(
-            "bucket_cap_mb is not worth tuning unless measured: the model's best size in 5–200 MB ({best_mb:.0} MB) would gain {:.1}% over {:.0} MB (the 2×T4 seed measured 0.3% across a hundredfold sweep); check with `ddpcheck bench ddp --variants base,bucket10,bucket100` before changing it.",
-            gain * 100.0,
-            base.bucket_cap_mb
-        ),
+        text,
         rests_on: basis.model_cite.clone(),
     })
+}
+
+/// Under torch.compile: DDPOptimizer compiles one graph piece per DDP bucket, so the bucket size
+/// also sets the graph breaks: smaller buckets overlap more and compile into more, smaller
+/// pieces (pytorch issue 108966). `pieces`: (bucket_cap_mb, buckets) as tried.
+fn graph_pieces(pieces: &[(f64, usize)], current_mb: f64, best_mb: f64) -> String {
+    let at = |mb: f64| {
+        pieces
+            .iter()
+            .find(|(m, _)| (m - mb).abs() < 1e-9)
+            .map_or(0, |p| p.1)
+    };
+    let (now, best) = (at(current_mb), at(best_mb));
+    let breaks = |n: usize| n.saturating_sub(1);
+    let mut s = format!(
+        " Under torch.compile, bucket_cap_mb also sets how many graph pieces torch.compile makes: DDPOptimizer compiles one per bucket, {now} at {current_mb:.0} MB ({} graph breaks)",
+        breaks(now)
+    );
+    if (best_mb - current_mb).abs() > 1e-9 {
+        let _ = write!(
+            s,
+            ", {best} at {best_mb:.0} MB ({} graph breaks)",
+            breaks(best)
+        );
+    }
+    s.push_str("; more pieces overlap more all-reduce with the backward pass but may compile into slower code, so measure both with --compile (pytorch issue 108966).");
+    s
 }
 
 /// FSDP against DDP, from whether the training state fits on one GPU.

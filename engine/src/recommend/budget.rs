@@ -27,6 +27,16 @@ const MARGIN: f64 = 1.5;
 /// (the launch's config sends the benchmark that count): twice as many timed blocks.
 const NOCOMM_BLOCKS: u32 = 2 * SOLO_ROUNDS;
 
+/// What compiling one run takes before its first steady step, seconds, where this node has not
+/// measured it yet (`--compile`): the first compiled step of resnet50 and of a LLaMA-style 200M
+/// model took 39 s and 31 s on one H200 with a cold cache (issue 38's timing, torch 2.11). A
+/// warm compile cache (kept in ddpcheck's cache folder across launches) makes it far shorter;
+/// the 1-GPU launch's own compile time replaces this figure once measured.
+pub const COMPILE_S: f64 = 40.0;
+/// Steps a compiled run's warm-up until steady may take beyond its first (the benchmark's
+/// blocks of 5 until two agree: most settle within four blocks).
+const COMPILE_WARMUP_STEPS: u32 = 20;
+
 /// The default budget of recommend's own measurements, seconds.
 pub const DEFAULT_BUDGET_S: f64 = 120.0;
 
@@ -46,8 +56,9 @@ pub struct LaunchPlan {
 
 /// Estimated seconds of one variant's run at N GPUs, `step_s` being one 1-GPU micro-batch plus
 /// the optimizer step: the sizing steps and two warm-ups, then each timed block of at least
-/// [`MIN_TIMED_S`].
-fn run_estimate(variant: &str, step_s: f64) -> f64 {
+/// [`MIN_TIMED_S`]; with `compile_s` (a compiled recipe), that compile and its warm-up until
+/// steady first.
+fn run_estimate(variant: &str, step_s: f64, compile_s: Option<f64>) -> f64 {
     // The variants here are this module's own names: one that does not parse counts as plain.
     let v = variant.parse::<DdpVariant>().unwrap_or_default();
     let step = f64::from(v.accum.max(1)) * step_s;
@@ -58,28 +69,32 @@ fn run_estimate(variant: &str, step_s: f64) -> f64 {
     };
     let untimed = f64::from(2 * WARMUP_STEPS + SIZING_STEPS) * step;
     let timed = (f64::from(STEPS) * step).max(MIN_TIMED_S);
-    PROBE_S + (untimed + blocks * timed) * MARGIN
+    let compile = compile_s.map_or(0.0, |c| c + f64::from(COMPILE_WARMUP_STEPS) * step);
+    PROBE_S + compile + (untimed + blocks * timed) * MARGIN
 }
 
-/// Estimated seconds of the launch with only the required runs.
-pub fn required_s(one_gpu_step_s: f64) -> f64 {
+/// Estimated seconds of the launch with only the required runs (`compile_s`: each run's
+/// compile allowance under `--compile`).
+pub fn required_s(one_gpu_step_s: f64, compile_s: Option<f64>) -> f64 {
     LAUNCH_S
         + REQUIRED
             .iter()
-            .map(|v| run_estimate(v, one_gpu_step_s))
+            .map(|v| run_estimate(v, one_gpu_step_s, compile_s))
             .sum::<f64>()
 }
 
 /// The N-GPU launch to run with `left_s` seconds of budget: the required runs and then each
 /// candidate in order while the estimate fits; `None` when even the required runs do not.
-pub fn plan_launch(one_gpu_step_s: f64, left_s: f64) -> Option<LaunchPlan> {
-    let mut estimate_s = required_s(one_gpu_step_s);
+/// `compile_s`: what compiling each run takes under `--compile` (each run compiles its own
+/// DDP model), `None` for eager.
+pub fn plan_launch(one_gpu_step_s: f64, left_s: f64, compile_s: Option<f64>) -> Option<LaunchPlan> {
+    let mut estimate_s = required_s(one_gpu_step_s, compile_s);
     if estimate_s > left_s {
         return None;
     }
     let mut variants = REQUIRED.to_vec();
     for c in CANDIDATES {
-        let more = run_estimate(c, one_gpu_step_s);
+        let more = run_estimate(c, one_gpu_step_s, compile_s);
         if estimate_s + more > left_s {
             break;
         }
@@ -157,7 +172,7 @@ mod tests {
     fn gpt2_124m_on_two_gpus_fits_every_candidate_in_the_default_budget() {
         // gpt2-124m: 40 ms a micro-batch on one H200 (docs/results/2026-11-30-h200x2-gpt2-probes.md),
         // after a 1-GPU launch of about 25 s.
-        let plan = plan_launch(0.040, DEFAULT_BUDGET_S - 25.0).unwrap();
+        let plan = plan_launch(0.040, DEFAULT_BUDGET_S - 25.0, None).unwrap();
         assert_eq!(
             plan.variants,
             ["base", "nocomm", "bf16", "accum4", "bf16+accum4"]
@@ -174,9 +189,9 @@ mod tests {
         // A 355M-sized step of 100 ms: base and nocomm take 20 s of launch, 3 + 3 s of probes
         // and (2 × 13 untimed steps + 7 timed blocks of 2 s) × 1.5: 51 s; bf16 adds 8 s, accum4
         // 20 s.
-        let plan = plan_launch(0.100, 60.0).unwrap();
+        let plan = plan_launch(0.100, 60.0, None).unwrap();
         assert_eq!(plan.variants, ["base", "nocomm", "bf16"]);
-        assert_eq!(plan_launch(0.100, 40.0), None);
+        assert_eq!(plan_launch(0.100, 40.0, None), None);
     }
 
     #[test]
@@ -191,14 +206,36 @@ mod tests {
     #[test]
     fn long_steps_count_their_accumulation_and_short_ones_the_minimum_timed_stretch() {
         // 1 s steps: every block is STEPS steps, so accumulation 4 is four times the work.
-        let one = run_estimate("base", 1.0);
-        assert!((run_estimate("accum4", 1.0) - PROBE_S - 4.0 * (one - PROBE_S)).abs() < 1e-9);
-        assert!((run_estimate("bf16+accum4", 1.0) - run_estimate("accum4", 1.0)).abs() < 1e-9);
+        let one = run_estimate("base", 1.0, None);
+        assert!((run_estimate("accum4", 1.0, None) - PROBE_S - 4.0 * (one - PROBE_S)).abs() < 1e-9);
+        assert!(
+            (run_estimate("bf16+accum4", 1.0, None) - run_estimate("accum4", 1.0, None)).abs()
+                < 1e-9
+        );
         // 1 ms steps: a block times MIN_TIMED_S whatever the step, nocomm six of them.
-        let short = run_estimate("base", 0.001);
-        assert!((short - run_estimate("base", 0.0005)).abs() < 0.05);
+        let short = run_estimate("base", 0.001, None);
+        assert!((short - run_estimate("base", 0.0005, None)).abs() < 0.05);
         assert!((short - PROBE_S - MIN_TIMED_S * MARGIN).abs() < 0.05);
-        let nocomm = run_estimate("nocomm", 0.001);
+        let nocomm = run_estimate("nocomm", 0.001, None);
         assert!((nocomm - PROBE_S - 6.0 * MIN_TIMED_S * MARGIN).abs() < 0.05);
+    }
+
+    #[test]
+    fn a_compiled_recipe_counts_each_runs_compile_against_the_budget() {
+        // gpt2-124m's 40 ms step: every candidate fits eager (above); compiling each run with a
+        // cold cache does not fit the required runs in the default budget, with a warm one it does.
+        let left = DEFAULT_BUDGET_S - 25.0;
+        assert_eq!(plan_launch(0.040, left, Some(COMPILE_S)), None);
+        let warm = plan_launch(0.040, left, Some(2.0)).unwrap();
+        let eager = plan_launch(0.040, left, None).unwrap();
+        assert!(warm.variants.len() >= 2 && warm.variants.len() <= eager.variants.len());
+        // Each run pays its compile and its warm-up until steady.
+        let with = run_estimate("base", 0.040, Some(10.0));
+        let without = run_estimate("base", 0.040, None);
+        assert!((with - without - 10.0 - 20.0 * 0.040).abs() < 1e-9);
+        assert!(
+            (required_s(0.040, Some(10.0)) - required_s(0.040, None) - 2.0 * (10.0 + 0.8)).abs()
+                < 1e-9
+        );
     }
 }

@@ -18,7 +18,7 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
-    DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
+    CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
 };
 use ddpcheck_core::model::{calibrate, cross_check, LinkCurve};
 use ddpcheck_core::params::CollectiveParams;
@@ -348,6 +348,13 @@ impl Gathering<'_> {
             return Err(self.over_budget(stopped.error().into(), &what, req.deadline_s));
         }
         self.saved.save(name, &r);
+        // --compile that did not compile: nothing compiled to recommend on. The eager figures
+        // are kept (--save-runs) and the answer is one line.
+        if let Some(line) = ddpcheck_core::ddp::compile_failure(&r.results) {
+            return Err(RunError::Probe(ProbeError::Unavailable(format!(
+                "{line}; recommend without --compile, or fix what the compiler names"
+            ))));
+        }
         self.m.add_ddp(r);
         Ok(())
     }
@@ -391,7 +398,8 @@ impl Gathering<'_> {
         let left_s = self.left_s();
         // With --repeats N the launch runs N times, each within its share of what is left.
         let launches = self.req.repeats.max(1);
-        match budget::plan_launch(step_s, left_s / f64::from(launches)) {
+        let compile_s = self.compile_allowance_s(spec);
+        match budget::plan_launch(step_s, left_s / f64::from(launches), compile_s) {
             Some(plan) => {
                 (self.progress)(Progress {
                     stage: "recommend".into(),
@@ -414,7 +422,7 @@ impl Gathering<'_> {
                 };
                 let skipped = format!(
                     "no {gpus}-GPU launch: plain DDP and nocomm need about {:.0} s{times} and {:.0} s of the {:.0} s budget were left; predicted from an all-reduce sweep instead",
-                    budget::required_s(step_s),
+                    budget::required_s(step_s, compile_s),
                     left_s.max(0.0),
                     self.req.budget_s
                 );
@@ -422,6 +430,25 @@ impl Gathering<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Under `--compile`, what compiling one run of `spec` takes: the longest compile this node
+    /// measured for it (its 1-GPU launch, under the same recipe), else [`budget::COMPILE_S`];
+    /// `None` for eager.
+    fn compile_allowance_s(&self, spec: &ModelSpec) -> Option<f64> {
+        self.req.recipe.compile?;
+        let name = spec.name();
+        let measured = self
+            .m
+            .ddp
+            .iter()
+            .filter(|(r, _)| r.model == name)
+            .filter_map(|(r, _)| r.compile.as_ref()?.compile_s)
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .fold(None, |acc: Option<f64>, s| {
+                Some(acc.map_or(s, |a| a.max(s)))
+            });
+        Some(measured.unwrap_or(budget::COMPILE_S))
     }
 
     /// Candidate NCCL settings (`--env-ab`), measured on the node: each one's large-message
@@ -656,6 +683,7 @@ pub fn build(
     let m = &g.m;
     let cpu_ranks = m.ddp.iter().any(|(r, _)| r.device == RunDevice::Cpu);
     let (hook_compute_s, hook_rests_on) = measured_hook_cost(m, &model, a.micro_batch).unzip();
+    let compile = a.recipe.compile.and_then(|_| measured_compile(m, &model));
     let input = RecommendInput {
         micro_batch: a.micro_batch,
         seq: a.seq,
@@ -708,5 +736,25 @@ pub fn build(
         own_measurements: (!own.is_empty()).then_some(own),
         seconds: started.elapsed().as_secs_f64(),
         cpu_ranks,
+        compile,
     })
+}
+
+/// The longest compile among this model's compiled runs (the runs set aside for another recipe
+/// are gone by now).
+fn measured_compile(m: &Measurements, model: &ModelInput) -> Option<CompileOutcome> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    m.ddp
+        .iter()
+        .filter(|(r, _)| r.model == name)
+        .filter_map(|(r, _)| r.compile.clone())
+        .filter(CompileOutcome::ran_compiled)
+        .max_by(|a, b| {
+            a.compile_s
+                .unwrap_or(0.0)
+                .total_cmp(&b.compile_s.unwrap_or(0.0))
+        })
 }

@@ -100,4 +100,8 @@ pub struct RecommendReport {
     /// Some DDP runs it rests on ran on CPU ranks (gloo): a test of the flow, not GPU figures.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cpu_ranks: bool,
+    /// Under `--compile`: the longest compile a run of this model took among the runs it rests
+    /// on (outside their timed steps); their compute is the compiled one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<ddpcheck_core::ddp::CompileOutcome>,
 }

@@ -150,6 +150,11 @@ pub(super) fn env_overrides(req: &DdpRequest, variant: &DdpVariant) -> Vec<(Stri
         set(&mut out, "OMP_NUM_THREADS", "1");
     }
     set(&mut out, "PYTHONUNBUFFERED", "1");
+    if req.recipe.compile.is_some() {
+        for (k, v) in compile_cache_env(&|k| std::env::var_os(k)) {
+            set(&mut out, &k, &v);
+        }
+    }
     for (k, v) in req.env.iter().chain(&variant.env) {
         set(&mut out, k, v);
     }
@@ -157,6 +162,33 @@ pub(super) fn env_overrides(req: &DdpRequest, variant: &DdpVariant) -> Vec<(Stri
         set(&mut out, k, v);
     }
     out
+}
+
+/// The compile cache of a compiled launch, kept across launches: `TORCHINDUCTOR_CACHE_DIR` (the
+/// FX graph and kernel caches) and `TRITON_CACHE_DIR` under ddpcheck's cache folder, the one
+/// `CUDA_CACHE_PATH` sits in under the daemon's unit (its parent), else `$XDG_CACHE_HOME/ddpcheck`,
+/// else `$HOME/.cache/ddpcheck`. torch's own default is a folder under /tmp, which the unit's
+/// PrivateTmp empties at each restart. A variable the caller set stays theirs.
+pub(super) fn compile_cache_env(
+    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<(String, String)> {
+    let set = |k: &str| var(k).filter(|v| !v.is_empty());
+    let root = set("CUDA_CACHE_PATH")
+        .and_then(|p| Path::new(&p).parent().map(Path::to_path_buf))
+        .filter(|p| !p.as_os_str().is_empty())
+        .or_else(|| set("XDG_CACHE_HOME").map(|x| Path::new(&x).join("ddpcheck")))
+        .or_else(|| set("HOME").map(|h| Path::new(&h).join(".cache").join("ddpcheck")));
+    let Some(root) = root else {
+        return Vec::new();
+    };
+    [
+        ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+        ("TRITON_CACHE_DIR", "triton"),
+    ]
+    .into_iter()
+    .filter(|(k, _)| set(k).is_none())
+    .filter_map(|(k, sub)| Some((k.to_string(), root.join(sub).to_str()?.to_string())))
+    .collect()
 }
 
 pub(super) fn effective_nccl_env(overrides: &[(String, String)]) -> BTreeMap<String, String> {

@@ -765,6 +765,7 @@ fn result_of(
         recipe: ev.recipe,
         host: ev.host,
         device: ev.device.unwrap_or(device),
+        compile: ev.compile,
         ..DdpResult::default()
     }
 }

@@ -5,7 +5,9 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use ddpcheck_core::ddp::{HostFacts, ParamLayout, Recipe, RunDevice, TorchBuckets};
+use ddpcheck_core::ddp::{
+    CompileOutcome, HostFacts, ParamLayout, Recipe, RunDevice, TorchBuckets,
+};
 use ddpcheck_core::ProbeError;
 use serde::Deserialize;
 
@@ -155,6 +157,9 @@ pub(super) struct ResultEvent {
     /// The parameters without a gradient and the buffers (absent from an older script).
     #[serde(default)]
     pub(super) host: Option<HostFacts>,
+    /// A compiled run: its compile time outside the timed steps, or the compiler's first line.
+    #[serde(default)]
+    pub(super) compile: Option<CompileOutcome>,
 }
 
 impl ResultEvent {

@@ -1674,3 +1674,80 @@ fn ddps_unused_parameter_stop_gets_the_flag_to_pass() {
         None
     );
 }
+
+/// --compile reaches the script: the recipe carries torch.compile's mode as the script reads it
+/// (the Python side's stand-in tests, gpu/tests/python/test_compile.py, take it from there: this
+/// machine's torch has no torch.compile); an eager config leaves the key out.
+#[test]
+fn the_config_carries_compile_and_its_mode() {
+    use ddpcheck_core::ddp::CompileMode;
+    let Some((py, _dir, script)) = embedded_script() else {
+        return;
+    };
+    let mlp = ModelSpec::square_mlp(256, 3);
+    let mut req = request(DdpVariant::default(), vec![1], 100.0);
+    let eager = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
+    assert!(!eager.contains("compile"), "{eager}");
+    req.recipe.compile = Some(CompileMode::ReduceOverhead);
+    let compiled = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
+    let code =
+        "print(json.dumps([config.load_config(a)['recipe'].get('compile') for a in sys.argv[2:]]))";
+    let v = with_script_module(py, &script, code, &[&compiled, &eager], &[]);
+    assert_eq!(v, serde_json::json!(["reduce-overhead", null]));
+}
+
+/// A compiled launch keeps its compile cache in ddpcheck's cache folder (beside CUDA's under
+/// the daemon's unit), and a cache folder the caller chose stays theirs; eager sets none.
+#[test]
+fn a_compiled_launch_keeps_its_cache_in_ddpchecks_cache_folder() {
+    use super::launch::compile_cache_env;
+    use std::ffi::OsString;
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    };
+    let unit = env(&[
+        ("CUDA_CACHE_PATH", "/var/cache/ddpcheck/nv"),
+        ("XDG_CACHE_HOME", "/var/cache/ddpcheck"),
+        ("HOME", "/var/lib/ddpcheck"),
+    ]);
+    assert_eq!(
+        compile_cache_env(&unit),
+        [
+            (
+                "TORCHINDUCTOR_CACHE_DIR".to_string(),
+                "/var/cache/ddpcheck/inductor".to_string()
+            ),
+            (
+                "TRITON_CACHE_DIR".to_string(),
+                "/var/cache/ddpcheck/triton".to_string()
+            ),
+        ]
+    );
+    let user = env(&[("HOME", "/home/u"), ("TRITON_CACHE_DIR", "/scratch/triton")]);
+    assert_eq!(
+        compile_cache_env(&user),
+        [(
+            "TORCHINDUCTOR_CACHE_DIR".to_string(),
+            "/home/u/.cache/ddpcheck/inductor".to_string()
+        )]
+    );
+    assert!(compile_cache_env(&env(&[])).is_empty());
+    // Only a compiled request sets them.
+    let mut req = request(DdpVariant::default(), vec![1], 100.0);
+    let has = |req: &DdpRequest| {
+        env_overrides(req, &DdpVariant::default())
+            .iter()
+            .any(|(k, _)| k == "TORCHINDUCTOR_CACHE_DIR")
+    };
+    let here = compile_cache_env(&|k| std::env::var_os(k))
+        .iter()
+        .any(|(k, _)| k == "TORCHINDUCTOR_CACHE_DIR");
+    assert!(!has(&req));
+    req.recipe.compile = Some(ddpcheck_core::ddp::CompileMode::Default);
+    assert_eq!(has(&req), here);
+}

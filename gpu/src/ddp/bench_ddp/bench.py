@@ -12,7 +12,7 @@ from .layout import param_layout, torch_buckets
 from .models import check_trainable, external_workload, is_oom, try_micro_batch
 from .presets import preset_workload
 from .ranks import launcher_name
-from .recipe import autocast_for, grad_scaler, make_optimizer, wrap
+from .recipe import autocast_for, compiled_nets, ddp_optimizer_on, grad_scaler, make_optimizer, wrap
 from .report import recipe_report, result_event
 from .steps import Trainer
 from .timing import median
@@ -79,7 +79,10 @@ def bench_one(launch, spec, var):
     probing = cfg["all_reduce_probe_bytes"] and launch.world > 1
     probe = all_reduce_probe(launch) if probing else None
 
-    trainer = Trainer(launch, var, model, wrapped, opt, (autocast, scaler), work)
+    mode = cfg["recipe"].get("compile")
+    nets = compiled_nets(torch, model, wrapped, mode, var["fsdp"])
+    trainer = Trainer(launch, var, model, wrapped, opt, (autocast, scaler), work, nets)
+    compiled = compile_warmup(launch, trainer, var, mode)
     timed, loss, steps = time_run(launch, trainer, var, wrapped, params)
     buckets = None if var["fsdp"] else torch_buckets(torch, launch.dist, model, wrapped, var["bucket_cap_mb"])
     timed["nocomm"] = nocomm_reference(launch, trainer, var, steps)
@@ -91,10 +94,30 @@ def bench_one(launch, spec, var):
         "max_memory_bytes": peak_memory(launch),
         "final_loss": finite_or_none(loss.item()) if loss is not None else None,
         "optimizer": opt_name, "all_reduce_probe": probe, "launcher": launcher_name(launch.on_cuda),
-        "recipe": recipe_report(amp, ddp_kwargs, wrapped), "param_layout": layout, "torch_buckets": buckets,
-        "host": host,
+        "recipe": recipe_report(amp, ddp_kwargs, wrapped, compiled), "param_layout": layout,
+        "torch_buckets": buckets, "host": host, "compile": compiled,
     }
     emit(result_event(spec, var, cfg, launch.world, timed, facts))
+
+
+def plain_reference_on(cfg, var):
+    """The plain reference: not for FSDP (it shards the model itself) nor nocomm (nothing to
+    compare: its steps send nothing already)."""
+    return cfg["plain_reference"] and not var["fsdp"] and not var["nocomm"]
+
+
+def compile_warmup(launch, trainer, var, mode):
+    """A compiled run's warm-up until steady, before any timed step (Trainer.compile_warmup),
+    with the compile mode and whether DDPOptimizer split the graph; None for eager."""
+    if mode is None or var["fsdp"]:
+        return None
+    torch = launch.torch
+    set_stage("compiling (torch.compile, mode %s)" % mode)
+    out = trainer.compile_warmup(not var["nocomm"], plain_reference_on(launch.cfg, var),
+                                 lambda e: not isinstance(e, Fatal) and not is_oom(torch, e))
+    out["mode"] = mode
+    out["ddp_optimizer"] = ddp_optimizer_on(torch)
+    return out
 
 
 def time_run(launch, trainer, var, wrapped, params):
@@ -108,9 +131,7 @@ def time_run(launch, trainer, var, wrapped, params):
     # forward, which rank 0 alone would wait on for ever.
     paired = (var["nocomm"] and launch.world > 1 and launch.solo_wait is not None
               and not any(True for _ in wrapped.module.buffers()))
-    # The plain reference: not for FSDP (it shards the model itself) nor nocomm (nothing to
-    # compare: its steps send nothing already).
-    with_plain = cfg["plain_reference"] and not var["fsdp"] and not var["nocomm"]
+    with_plain = plain_reference_on(cfg, var)
     total = warm + (cfg["solo_rounds"] if paired else 1) * steps
     emit({"event": "progress", "phase": "ready", "step": 0,
           "total": 2 * (warm + steps) if with_plain else total, "warmup": warm, "params": params})

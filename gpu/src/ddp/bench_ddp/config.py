@@ -10,6 +10,9 @@ from .timing import MAX_STEPS, PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS
 
 CONFIG_VERSION = 1
 
+# torch.compile's modes (its `mode` argument), as --compile-mode names them.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
 
 def finite_or_none(x):
     try:
@@ -50,11 +53,14 @@ def load_config(text):
         raise Fatal("config must be a JSON object", "invalid")
     runs = parse_runs(cfg)
     device = _choice(cfg, "device", ("cuda", "cpu"))
+    recipe = parse_recipe(cfg.get("recipe"))
+    if recipe.get("compile") and any(var["fsdp"] for _, var in runs):
+        raise Fatal("config: compile is DDP's (DDPOptimizer): FSDP variants run without it", "invalid")
     return {
         "runs": runs,
         "device": device,
         "world_size": _int(cfg, "world_size", 1, 1, 8) if device == "cpu" else None,
-        "recipe": parse_recipe(cfg.get("recipe")),
+        "recipe": recipe,
         "factory_deadline_s": _float(cfg, "factory_deadline_s", 60.0, 1.0, 3600.0),
         "micro_batch": _int(cfg, "micro_batch", 8, 1, 4096),
         "warmup_steps": _int(cfg, "warmup_steps", 10, 0, 10000),
@@ -229,13 +235,26 @@ def parse_recipe(recipe):
     recipe = {} if recipe is None else recipe
     if not isinstance(recipe, dict):
         raise Fatal("config: recipe must be an object", "invalid")
-    return {
+    out = {
         "amp": _choice(recipe, "amp", ("bf16", "fp16", "none")),
         "find_unused_parameters": bool(recipe.get("find_unused_parameters", False)),
         "static_graph": bool(recipe.get("static_graph", False)),
         "gradient_as_bucket_view": bool(recipe.get("gradient_as_bucket_view", True)),
         "broadcast_buffers": bool(recipe.get("broadcast_buffers", True)),
     }
+    mode = parse_compile(recipe.get("compile"))
+    if mode is not None:  # eager: the key left out, as an eager config sends it
+        out["compile"] = mode
+    return out
+
+
+def parse_compile(mode):
+    """torch.compile's mode for the recipe (--compile-mode), or None: eager."""
+    if mode is None:
+        return None
+    if mode not in COMPILE_MODES:
+        raise Fatal("config: compile must be one of %s, not %r" % (", ".join(COMPILE_MODES), mode), "invalid")
+    return mode
 
 
 def probe_sizes(cfg):

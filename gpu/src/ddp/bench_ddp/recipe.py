@@ -140,3 +140,37 @@ def register_hook(wrapped, hook, warmup_steps, powersgd_rank=POWERSGD_DEFAULT_RA
         if warmup_steps < POWERSGD_START_ITER:
             note("PowerSGD compresses from step %d on; the first timed steps are plain all-reduce"
                  % (POWERSGD_START_ITER + 1))
+
+
+def compiler(torch, mode):
+    """torch.compile at the recipe's mode, as a function of a module; None for eager. One line
+    where this torch has no torch.compile (before 2.0, e.g. Debian's 1.13)."""
+    if mode is None:
+        return None
+    compile_fn = getattr(torch, "compile", None)
+    if compile_fn is None:
+        raise Fatal("this torch %s has no torch.compile (torch >= 2.0): run without --compile"
+                    % torch.__version__, "unavailable")
+    return lambda module: compile_fn(module, mode=mode)
+
+
+def ddp_optimizer_on(torch):
+    """Whether dynamo splits a compiled DDP model at its buckets (DDPOptimizer):
+    torch._dynamo.config.optimize_ddp, True by default (newer torch also names it
+    "ddp_optimizer"); None where this torch does not say."""
+    try:
+        value = torch._dynamo.config.optimize_ddp
+    except AttributeError:
+        return None
+    return value is True or value == "ddp_optimizer"
+
+
+def compiled_nets(torch, model, wrapped, mode, fsdp):
+    """The callables the steps run: {False: the DDP model, True: the model without DDP}, each
+    through torch.compile when the recipe compiles. As PyTorch documents for DDP, the DDP model
+    itself is compiled (DDP first, then torch.compile), so that DDPOptimizer splits its graph at
+    the bucket boundaries and the all-reduces overlap the backward pass."""
+    compile_module = None if fsdp else compiler(torch, mode)
+    if compile_module is None:
+        return {False: wrapped, True: model}
+    return {False: compile_module(wrapped), True: compile_module(model)}

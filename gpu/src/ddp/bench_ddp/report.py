@@ -8,13 +8,18 @@ from .timing import median, percentile
 MAX_LISTED_STEPS = 2000
 
 
-def recipe_report(amp, ddp_kwargs, wrapped):
-    """The recipe as it ran: autocast and DDP's options (FSDP's run has no DDP kwargs)."""
-    return {"amp": amp,
+def recipe_report(amp, ddp_kwargs, wrapped, compiled=None):
+    """The recipe as it ran: autocast, DDP's options (FSDP's run has no DDP kwargs) and
+    torch.compile's mode where the run ran compiled (not where compiling failed: then it ran
+    eager)."""
+    out = {"amp": amp,
             "find_unused_parameters": bool(ddp_kwargs.get("find_unused_parameters", False)),
             "static_graph": bool(ddp_kwargs.get("static_graph", False)),
             "gradient_as_bucket_view": bool(ddp_kwargs.get("gradient_as_bucket_view", True)),
             "broadcast_buffers": bool(getattr(wrapped, "broadcast_buffers", True))}
+    if compiled is not None and compiled.get("error") is None:
+        out["compile"] = compiled["mode"]
+    return out
 
 
 def result_event(spec, var, cfg, world, timed, facts):
@@ -22,7 +27,9 @@ def result_event(spec, var, cfg, world, timed, facts):
     or None, `solo_rounds` or None, `plain` step times or None, `plain_rounds` medians or None,
     `nocomm` median or None); facts: what else the run knows (params, tokens_per_sample,
     max_memory_bytes, final_loss, optimizer, all_reduce_probe, launcher, recipe, param_layout,
-    torch_buckets, host: parameters without a gradient and buffers, host.py)."""
+    torch_buckets, host: parameters without a gradient and buffers, host.py, and compile: {mode,
+    compile_s, plain_compile_s, warmup_steps, steady, ddp_optimizer, error} of a compiled run, else
+    None)."""
     steps = timed["timed"]
     mb, accum = cfg["micro_batch"], var["accum"]
     tokens = facts["tokens_per_sample"]
@@ -50,6 +57,7 @@ def result_event(spec, var, cfg, world, timed, facts):
         "param_layout": facts["param_layout"],
         "torch_buckets": facts["torch_buckets"],
         "host": facts.get("host"),
+        "compile": facts.get("compile"),
     }
     if len(steps) <= MAX_LISTED_STEPS:
         result["step_times_s"] = [round(t, 7) for t in steps]

@@ -5,10 +5,11 @@ in one launch (rank 0 alone against all ranks; DDP against plain)."""
 import contextlib
 import time
 
-from .channel import emit, set_stage
+from .channel import emit, note, set_stage
 from .collectives import slowest_rank
+from .errors import one_line
 from .models import call_batch, default_loss
-from .timing import alternate_solo, interleave_plain, median, steps_for
+from .timing import alternate_solo, compile_seconds, interleave_plain, median, steps_for, warm_until_steady
 
 # Progress lines at most this often (seconds), outside the timed region.
 PROGRESS_EVERY_S = 0.5
@@ -18,8 +19,11 @@ class Trainer:
     """The run's training step on this rank: the model, its wrapper, optimizer, autocast, scaler
     and batches; `launch` is main's Launch."""
 
-    def __init__(self, launch, var, model, wrapped, opt, precision, work):
+    def __init__(self, launch, var, model, wrapped, opt, precision, work, nets=None):
         self.launch, self.var, self.model, self.wrapped, self.opt = launch, var, model, wrapped, opt
+        # What a step calls: {False: the DDP model, True: the model without DDP}, compiled where
+        # the recipe compiles (recipe.compiled_nets).
+        self.nets = nets or {False: wrapped, True: model}
         self.autocast, self.scaler = precision
         self.make_batch, self.loss_of = work["batch"], work["loss"] or default_loss
         self.mb = launch.cfg["micro_batch"]
@@ -54,7 +58,7 @@ class Trainer:
         loss = None
         for i in range(accum):
             with self.sync_context(sync_grads and i == accum - 1, plain):
-                loss = self.micro_loss(self.model if plain else self.wrapped)
+                loss = self.micro_loss(self.nets[plain])
                 scaled = loss / accum
                 (scaler.scale(scaled) if scaler else scaled).backward()
         if scaler:
@@ -136,3 +140,33 @@ class Trainer:
         cfg = self.launch.cfg
         sizing, _ = self.timed_steps("sizing", warm, cfg["sizing_steps"], sync_grads)
         return steps_for(cfg["min_timed_s"], steps, median(sizing))
+
+    def compile_warmup(self, sync_grads, with_plain, is_compile_error):
+        """A compiled run's first steps, before any timed one: the DDP model's (and the plain
+        model's, with the plain reference) until their steps are steady (warm_until_steady).
+        Returns {compile_s, plain_compile_s, warmup_steps, steady, error}: compile_s is the
+        warm-up's time beyond as many steady steps. A first step that raises what
+        is_compile_error(e) accepts as the compiler's failure turns both sides back to eager:
+        error is its first line, and the run's figures are eager ones."""
+        out = {"compile_s": None, "plain_compile_s": None, "warmup_steps": 0, "steady": True, "error": None}
+        for plain in ((False, True) if with_plain else (False,)):
+            phase = "compiling without DDP" if plain else "compiling"
+
+            def block(n, plain=plain, phase=phase):
+                return self.timed_steps(phase, 0, n, sync_grads, plain=plain)[0]
+
+            try:
+                first = block(1)
+            except Exception as e:
+                if not is_compile_error(e):
+                    raise
+                self.opt.zero_grad(set_to_none=True)
+                self.nets = {False: self.wrapped, True: self.model}
+                out["error"] = one_line(e)
+                note("torch.compile failed (%s); this run's figures are eager" % out["error"])
+                return out
+            times, steady_s, settled = warm_until_steady(block, first)
+            out["plain_compile_s" if plain else "compile_s"] = compile_seconds(times, steady_s)
+            out["warmup_steps"] += len(times)
+            out["steady"] = out["steady"] and settled
+        return out

@@ -21,6 +21,12 @@ PLAIN_ROUNDS = 8
 SIZING_STEPS = 3
 # The most timed steps a run may take (as the config's own bound on "steps").
 MAX_STEPS = 10000
+# A compiled run warms up in blocks of this many steps until two successive blocks' medians agree
+# within STEADY_TOLERANCE, at most MAX_STEADY_BLOCKS blocks: compiling (and autotuning, and
+# recompiling for no_sync or the optimizer's state) happens in the first steps, never in a timed one.
+STEADY_BLOCK = 5
+STEADY_TOLERANCE = 0.03
+MAX_STEADY_BLOCKS = 20
 
 
 def median(xs):
@@ -88,3 +94,24 @@ def interleave_plain(rounds, steps, block):
         plain += got[True]
         pairs.append([median(got[False]), median(got[True])])
     return ddp, plain, pairs
+
+
+def warm_until_steady(block, first, size=STEADY_BLOCK, tolerance=STEADY_TOLERANCE, max_blocks=MAX_STEADY_BLOCKS):
+    """After the `first` step times, blocks of `size` steps (block(n) runs n and returns their
+    times) until two successive blocks' medians agree within `tolerance`, at most `max_blocks`.
+    Returns (every warm-up step time, the steady step: the last block's median, whether it
+    settled)."""
+    times, previous = list(first), None
+    for _ in range(max_blocks):
+        got = block(size)
+        times += got
+        current = median(got)
+        if previous is not None and abs(current - previous) <= tolerance * max(current, previous):
+            return times, current, True
+        previous = current
+    return times, previous, False
+
+
+def compile_seconds(warm_times, steady_s):
+    """What compiling took: the warm-up's time beyond as many steady steps (never below 0)."""
+    return max(0.0, sum(warm_times) - len(warm_times) * steady_s)
