@@ -5,9 +5,7 @@ use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use ddpcheck_core::ddp::{
-    CompileOutcome, HostFacts, ParamLayout, Recipe, RunDevice, TorchBuckets,
-};
+use ddpcheck_core::ddp::{CompileOutcome, HostFacts, ParamLayout, Recipe, RunDevice, TorchBuckets};
 use ddpcheck_core::ProbeError;
 use serde::Deserialize;
 
