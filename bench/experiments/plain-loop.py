@@ -4,7 +4,7 @@ code (the package gpu/src/ddp/bench_ddp/, imported), the same micro-batches and 
 same optimizer (the factory's, else fused AdamW at lr 1e-4), in a plain loop without DDP; each
 step timed CUDA-synchronised, the median over `--steps` after `--warmup`.
 
-    plain-loop.py --model MODEL --micro-batch N --steps N [--warmup N]
+    plain-loop.py --model MODEL --micro-batch N --steps N [--warmup N] [--ddp] [--compile]
 
 MODEL: torchvision:NAME, timm:NAME, hf:MODEL_TYPE[,KEY=VALUE...][,seq=N] or py:FILE.py:FUNCTION.
 Prints one JSON object: model, params, trainable_params, micro_batch, steps, warmup,
@@ -49,6 +49,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--ddp", action="store_true",
                     help="wrap the model in DDP on one rank (NCCL), as bench ddp's 1-GPU runs do")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (after DDP with --ddp, as PyTorch documents); "
+                         "the warm-up steps then hold the compile")
     a = ap.parse_args()
 
     import torch
@@ -69,6 +72,8 @@ def main():
         dist.init_process_group("nccl", rank=0, world_size=1)
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[0], gradient_as_bucket_view=True)
+    if a.compile:
+        model = torch.compile(model)
     loss_of = work["loss"] or models.default_loss
     gen = torch.Generator(device=device)
     gen.manual_seed(4321)
@@ -88,6 +93,7 @@ def main():
     timed = times[a.warmup:]
     print(json.dumps({
         "model": a.model, "torch": torch.__version__, "optimizer": opt_name, "ddp": a.ddp,
+        "compile": a.compile, "warmup_s": round(sum(times[:a.warmup]), 3),
         "params": sum(p.numel() for p in model.parameters()),
         "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "micro_batch": a.micro_batch, "warmup": a.warmup, "steps": a.steps,
