@@ -412,5 +412,8 @@ fn consumer_host_copies_print_their_published_reference_and_source() {
         text.contains("host copies published for GeForce RTX 4090 on PCIe gen4 x16: host-to-device 23.90–26.38 GB/s, device-to-host 26.25–27.11 GB/s"),
         "{text}"
     );
-    assert!(text.contains("https://github.com/NVIDIA/nvbandwidth/issues/15"), "{text}");
+    assert!(
+        text.contains("https://github.com/NVIDIA/nvbandwidth/issues/15"),
+        "{text}"
+    );
 }
