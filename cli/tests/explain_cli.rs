@@ -379,3 +379,41 @@ fn consumer_p2p_causes_and_the_ab_after_a_hang() {
         .contains("did not finish"));
     assert!(text.contains("try NCCL_P2P_DISABLE=1"), "{text}");
 }
+
+/// A consumer node: each GPU's host copies are read against its class's published figures, and
+/// both the text and the JSON say where each number comes from (the host copies' and the
+/// all-reduce reference's sources).
+#[test]
+fn consumer_host_copies_print_their_published_reference_and_source() {
+    let (rc, v, text) = explain("rtx4090x4-phb", &[], &[]);
+    assert_eq!(rc, 0, "{text}");
+    let findings = v["host_copy_findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 4, "{findings:?}");
+    for f in findings {
+        let ev = f["evidence"].as_array().unwrap();
+        let published: Vec<&Value> = ev
+            .iter()
+            .filter(|e| e["what"].as_str().unwrap().starts_with("published"))
+            .collect();
+        assert_eq!(published.len(), 2, "{f}");
+        assert_eq!(published[0]["measured"], "23.90–26.38 GB/s", "{f}");
+        assert_eq!(published[1]["measured"], "26.25–27.11 GB/s", "{f}");
+        assert!(published[0]["source"]
+            .as_str()
+            .unwrap()
+            .contains("nvbandwidth/issues/15"));
+    }
+    assert!(v["pairs"][0]["expected"]["source"].as_str().is_some());
+    assert!(
+        text.contains("published 23.9–26.4 GB/s (GeForce RTX 4090 on PCIe gen4 x16)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("host copies published for GeForce RTX 4090 on PCIe gen4 x16: host-to-device 23.90–26.38 GB/s, device-to-host 26.25–27.11 GB/s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("https://github.com/NVIDIA/nvbandwidth/issues/15"),
+        "{text}"
+    );
+}

@@ -283,6 +283,9 @@ pub fn judge(gpus: &[GpuInfo], run: &HostCopyRun) -> Vec<Finding> {
         if figures.is_empty() {
             continue;
         }
+        // A consumer card's published figures go with every finding of its GPU: the
+        // reference its copies are read by, with where each number comes from.
+        let start = out.len();
         if bad.is_empty() {
             let link = link_capacity(g)
                 .map(|(cap, p)| {
@@ -302,8 +305,31 @@ pub fn judge(gpus: &[GpuInfo], run: &HostCopyRun) -> Vec<Finding> {
             ));
         }
         out.extend(bad);
+        for f in &mut out[start..] {
+            f.evidence.extend(published_evidence(g));
+        }
     }
     out
+}
+
+/// The published figures of the GPU's class, one evidence per direction, with their source.
+pub fn published_evidence(g: &GpuInfo) -> Vec<Evidence> {
+    let Some(r) = published(g) else {
+        return Vec::new();
+    };
+    [
+        (CopyDirection::HostToDevice, r.h2d_gbps),
+        (CopyDirection::DeviceToHost, r.d2h_gbps),
+    ]
+    .into_iter()
+    .map(|(d, (lo, hi))| {
+        Evidence::new(
+            format!("published {} copies, {}", d.describe(), r.class),
+            format!("{lo:.2}–{hi:.2} GB/s"),
+        )
+        .source(r.source)
+    })
+    .collect()
 }
 
 /// `; NVML reads gen4 x8 now` where the link runs below its maximum, else nothing.

@@ -257,6 +257,9 @@ pub fn explain(r: &ExplainReport) -> String {
     caps.sort();
     caps.dedup();
     refs.extend(caps);
+    if r.host_copies.is_some() {
+        refs.extend(super::copy_reference_lines(&r.gpus));
+    }
     for line in refs {
         s.push_str(&line);
         s.push('\n');

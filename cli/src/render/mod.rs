@@ -121,8 +121,7 @@ pub fn host_copies(gpus: &[ddpcheck_core::gpu::GpuInfo], run: &HostCopyRun) -> S
             });
             let (link, share) = link.unwrap_or_else(|| ("?".into(), "?".into()));
             let reference = g
-                .and_then(hostcopy::reference)
-                .map(|r| format!("≥ {:.0} GB/s ({})", r.min_gbps, r.class))
+                .and_then(|g| copy_reference_cell(g, d))
                 .unwrap_or_else(|| "none for this class".into());
             t.add_row(vec![
                 Cell::new(c.gpu.index),
@@ -139,6 +138,42 @@ pub fn host_copies(gpus: &[ddpcheck_core::gpu::GpuInfo], run: &HostCopyRun) -> S
         "\n# host↔device copies, pinned memory, best size of each direction (warning below {:.0}% of the link or below the reference)\n{t}\n",
         hostcopy::CAPACITY_WARN_RATIO * 100.0
     )
+}
+
+/// A GPU's reference for one copy direction: its class's floor, else a consumer card's
+/// published range (a figure to read by, not a floor).
+fn copy_reference_cell(g: &ddpcheck_core::gpu::GpuInfo, d: CopyDirection) -> Option<String> {
+    if let Some(r) = hostcopy::reference(g) {
+        return Some(format!("≥ {:.0} GB/s ({})", r.min_gbps, r.class));
+    }
+    let p = hostcopy::published(g)?;
+    let (lo, hi) = match d {
+        CopyDirection::HostToDevice => p.h2d_gbps,
+        CopyDirection::DeviceToHost => p.d2h_gbps,
+    };
+    Some(format!("published {lo:.1}–{hi:.1} GB/s ({})", p.class))
+}
+
+/// The host-copy references of the GPUs, one line per class, with where each number comes from.
+pub fn copy_reference_lines(gpus: &[ddpcheck_core::gpu::GpuInfo]) -> Vec<String> {
+    let mut out: Vec<String> = gpus
+        .iter()
+        .filter_map(|g| {
+            if let Some(r) = hostcopy::reference(g) {
+                return Some(format!(
+                    "  host copies ≥ {:.0} GB/s each way for {} ({})",
+                    r.min_gbps, r.class, r.source
+                ));
+            }
+            let p = hostcopy::published(g)?;
+            Some(format!(
+                "  host copies published for {}: host-to-device {:.2}–{:.2} GB/s, device-to-host {:.2}–{:.2} GB/s, a reference to read by, not a floor ({})",
+                p.class, p.h2d_gbps.0, p.h2d_gbps.1, p.d2h_gbps.0, p.d2h_gbps.1, p.source
+            ))
+        })
+        .collect();
+    out.dedup();
+    out
 }
 
 pub fn bench_collectives(r: &BenchCollectivesReport) -> String {

@@ -254,6 +254,7 @@ mod tests {
             worst_link: Some(LinkClass::Phb),
             nccl_env: Default::default(),
             env_ab: Vec::new(),
+            p2p: None,
             compute: ComputeSource::Given {
                 seconds: 0.130,
                 detail: "seed 000".into(),

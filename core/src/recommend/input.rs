@@ -225,6 +225,10 @@ pub struct RecommendInput {
     pub nccl_env: BTreeMap<String, String>,
     #[serde(default)]
     pub env_ab: Vec<EnvAb>,
+    /// P2P over PCIe on consumer cards (NVML's refusal, a transport that hangs there), for the
+    /// snippet's environment section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p2p: Option<super::P2pRisk>,
     pub compute: ComputeSource,
     /// Fitted DDP overheads; the model's defaults when absent.
     #[serde(default)]

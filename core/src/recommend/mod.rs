@@ -25,6 +25,7 @@ mod basis;
 mod choice;
 mod input;
 mod levers;
+mod p2p;
 mod powersgd;
 mod reasons;
 mod snippet;
@@ -47,6 +48,7 @@ pub use input::{
     MeasuredBaseline, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
 };
 pub use levers::{HostMeasured, BROADCAST_SHARE, STATIC_GRAPH_SHARE};
+pub use p2p::P2pRisk;
 pub use powersgd::{assess as assess_powersgd, PowerSgdOffer, PowerSgdRow};
 pub use snippet::{powersgd_registration, python_snippet};
 

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use super::p2p;
 use super::warnings::{disabled_nvlink_transports, p2p_forced};
 use super::RecommendInput;
 use crate::ddp::{Amp, CommHook, Recipe, RunDevice, POWERSGD_DEFAULT_RANK};
@@ -136,32 +137,53 @@ pub(super) fn env_lines(input: &RecommendInput) -> Vec<String> {
         return vec!["# CPU ranks over gloo: no NCCL environment to set".into()];
     }
     let mut env = Vec::new();
+    let risk = input.p2p.as_ref();
+    let mut unset_level = false;
     if let Some(link) = input.worst_link {
         if !link.is_nvlink() && link.crosses_host_bridge() && p2p_forced(input, link) {
-            env.push(
-                "unset NCCL_P2P_LEVEL   # NCCL's own choice is faster across the host bridge"
-                    .to_string(),
-            );
+            unset_level = true;
+            let why = p2p::unset_level_comment(risk)
+                .unwrap_or_else(|| "NCCL's own choice is faster across the host bridge".into());
+            env.push(format!("unset NCCL_P2P_LEVEL   # {why}"));
         }
         let disabled = disabled_nvlink_transports(input);
         if link.is_nvlink() && !disabled.is_empty() {
             env.push(format!("unset {}   # keep NVLink", disabled.join(" ")));
         }
     }
+    let p2p_off = input
+        .nccl_env
+        .get("NCCL_P2P_DISABLE")
+        .is_some_and(|v| v.trim() == "1");
+    let p2p_lines = p2p::env_lines(risk, &input.env_ab, unset_level, p2p_off);
+    let exports_disable = p2p_lines.iter().any(|l| l.starts_with("export"));
+    env.extend(p2p_lines);
     for ab in input.env_ab.iter().filter(|ab| ab.busbw_ratio >= 1.05) {
         for (k, v) in ab.label.split(',').filter_map(|kv| kv.split_once('=')) {
-            if k.trim().starts_with("NCCL_") {
+            let k = k.trim();
+            if p2p::refused_candidate(risk, k) {
+                env.push(format!(
+                    "# not {k}={}: ×{:.2} in the env A/B, but NVML's policy is off here and forced P2P hangs or returns wrong values on these cards",
+                    v.trim(),
+                    ab.busbw_ratio
+                ));
+            } else if k == "NCCL_P2P_DISABLE" && exports_disable {
+                // Already exported above, with its measurement.
+            } else if k.starts_with("NCCL_") {
                 env.push(format!(
                     "export {}={}   # all-reduce busbw ×{:.2} in the env A/B",
-                    k.trim(),
+                    k,
                     v.trim(),
                     ab.busbw_ratio
                 ));
             }
         }
     }
-    if env.is_empty() {
-        env.push("# no NCCL environment change: keep the environment that was measured".into());
+    if !env.iter().any(|l| !l.starts_with('#')) {
+        env.insert(
+            0,
+            "# no NCCL environment change: keep the environment that was measured".into(),
+        );
     }
     env
 }

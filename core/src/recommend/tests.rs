@@ -33,6 +33,7 @@ pub(super) fn a6000_input() -> RecommendInput {
         worst_link: Some(LinkClass::Phb),
         nccl_env: BTreeMap::new(),
         env_ab: Vec::new(),
+        p2p: None,
         compute: ComputeSource::Given {
             seconds: 0.130,
             detail: "seed 000".into(),

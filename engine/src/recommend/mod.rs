@@ -11,6 +11,7 @@ mod verify;
 
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::ProbeError;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,7 @@ use ddpcheck_core::params::CollectiveParams;
 use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::recommend::{
     estimate_flops, recommend, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, ModelInput,
-    RecommendInput,
+    P2pRisk, RecommendInput,
 };
 use ddpcheck_core::report::{Header, ReportKind};
 use ddpcheck_core::topology::LinkClass;
@@ -572,6 +573,17 @@ impl Gathering<'_> {
             (None, None) => (None, None),
         }
     }
+
+    /// P2P over PCIe on the node's pairs under `env`, from the topology `links` read.
+    fn p2p_risk(&self, env: &BTreeMap<String, String>) -> Option<P2pRisk> {
+        let (topology, gpus) = match (&self.m.preflight, &self.m.topo) {
+            (Some(p), _) => (p.topology.as_ref()?, &p.gpus),
+            (None, Some(t)) => (&t.topology, &t.gpus),
+            (None, None) => return None,
+        };
+        let model = gpus.first().map_or("", |g| g.name.as_str());
+        P2pRisk::of(topology, model, env)
+    }
 }
 
 /// The node's own DDP runs tune the model's overheads.
@@ -679,6 +691,8 @@ pub fn build(
     let env_ab = g.env_ab()?;
     let calibration = calibration(&g.m, &chosen.curve, &chosen.header);
     let (worst_link, gpu_memory_bytes) = g.links();
+    let nccl_env = nccl_env_from_process();
+    let p2p = g.p2p_risk(&nccl_env);
     let own = std::mem::take(&mut g.own);
     let m = &g.m;
     let cpu_ranks = m.ddp.iter().any(|(r, _)| r.device == RunDevice::Cpu);
@@ -697,8 +711,9 @@ pub fn build(
             ..provenance_of(&chosen.header)
         },
         worst_link,
-        nccl_env: nccl_env_from_process(),
+        nccl_env,
         env_ab,
+        p2p,
         compute,
         calibration,
         bucket_cap_mb: None,

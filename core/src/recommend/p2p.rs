@@ -1,0 +1,173 @@
+//! Peer-to-peer over PCIe on consumer cards, for the snippet's environment section: never force
+//! P2P where NVML's policy refuses it, and `NCCL_P2P_DISABLE=1` where P2P over PCIe is the
+//! transport on cards where it hangs or returns wrong values (the seeds' lessons; sources in
+//! docs/explain.md, "Consumer GPUs"), each resting on this node's env A/B or marked unmeasured.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::EnvAb;
+use crate::explain::consumer;
+use crate::topology::{LinkClass, TopologyMatrix};
+
+/// What the node's topology says about P2P over PCIe, in words.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct P2pRisk {
+    /// NVML's refusal on the first PCIe pair that has one (`GPU0–GPU1 (PHB): NVML reports P2P
+    /// read GPU_NOT_SUPPORTED on …, the GPU's product policy …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// Why P2P over PCIe is a pair's transport under the measured environment on a card where it
+    /// hangs or returns wrong values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
+}
+
+impl P2pRisk {
+    /// The risk on this topology of `model` GPUs under `env`; `None` where there is none.
+    pub fn of(t: &TopologyMatrix, model: &str, env: &BTreeMap<String, String>) -> Option<P2pRisk> {
+        let pairs = t.pairs();
+        let refused = pairs
+            .iter()
+            .filter(|p| !p.link.is_nvlink() && p.link != LinkClass::X)
+            .find_map(|p| {
+                let (cap, r, k) = consumer::refusal_of(p.p2p_status)?;
+                Some(format!(
+                    "{}: NVML reports P2P {cap} {} on {model}, {}",
+                    consumer::pair_name(p),
+                    r.nvml_name(),
+                    k.meaning(r)
+                ))
+            });
+        let suspect =
+            consumer::first_suspect(&pairs, model, env).map(|(pair, why)| format!("{pair}: {why}"));
+        (refused.is_some() || suspect.is_some()).then_some(P2pRisk { refused, suspect })
+    }
+}
+
+/// What the env A/B measured for `NAME=VALUE`, in words for a comment; unmeasured otherwise.
+fn basis(env_ab: &[EnvAb], name: &str, value: &str) -> String {
+    let wanted = format!("{name}={value}");
+    match env_ab
+        .iter()
+        .find(|ab| ab.label.split(',').any(|kv| kv.trim() == wanted))
+    {
+        Some(ab) => format!(
+            "measured on this node: all-reduce busbw ×{:.2} in the env A/B",
+            ab.busbw_ratio
+        ),
+        None => format!(
+            "unmeasured on this node: `ddpcheck explain --ab` or `ddpcheck recommend --env-ab {wanted}` measures it"
+        ),
+    }
+}
+
+/// The comment of the line that unsets a forcing `NCCL_P2P_LEVEL`, where the risk explains it.
+pub(super) fn unset_level_comment(risk: Option<&P2pRisk>) -> Option<String> {
+    let risk = risk?;
+    match (&risk.refused, &risk.suspect) {
+        (Some(r), _) => Some(format!(
+            "never force P2P where NVML's policy is off ({r}); forced P2P over PCIe hangs or returns wrong values on these cards"
+        )),
+        (None, Some(s)) => Some(format!(
+            "forced P2P over PCIe hangs or returns wrong values on these cards ({s})"
+        )),
+        (None, None) => None,
+    }
+}
+
+/// The P2P lines of the environment section: `NCCL_P2P_DISABLE=1` where P2P over PCIe is the
+/// transport on these cards, a note where NVML's policy is off and nothing forces P2P.
+pub(super) fn env_lines(
+    risk: Option<&P2pRisk>,
+    env_ab: &[EnvAb],
+    forced: bool,
+    disabled: bool,
+) -> Vec<String> {
+    let Some(risk) = risk else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(s) = risk.suspect.as_ref().filter(|_| !disabled) {
+        out.push(format!(
+            "export NCCL_P2P_DISABLE=1   # P2P over PCIe hangs or returns wrong values on these cards ({s}); {}",
+            basis(env_ab, "NCCL_P2P_DISABLE", "1")
+        ));
+    }
+    if let Some(r) = risk.refused.as_ref().filter(|_| !forced) {
+        out.push(format!(
+            "# leave NCCL_P2P_LEVEL unset: never force P2P where NVML's policy is off ({r})"
+        ));
+    }
+    out
+}
+
+/// Whether an env A/B candidate forces P2P where NVML's policy is off: never exported.
+pub(super) fn refused_candidate(risk: Option<&P2pRisk>, name: &str) -> bool {
+    risk.is_some_and(|r| r.refused.is_some()) && name == "NCCL_P2P_LEVEL"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recommend::snippet::env_lines;
+    use crate::recommend::tests::a6000_input;
+
+    fn refused_node() -> crate::recommend::RecommendInput {
+        let mut input = a6000_input();
+        input.worst_link = Some(LinkClass::Phb);
+        input.p2p = Some(P2pRisk {
+            refused: Some("GPU0–GPU1 (PHB): NVML reports P2P read GPU_NOT_SUPPORTED".into()),
+            suspect: Some("GPU0–GPU1 (PHB): NCCL_P2P_LEVEL=SYS forces P2P".into()),
+        });
+        input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
+        input
+    }
+
+    #[test]
+    fn the_disable_line_rests_on_the_nodes_own_ab_where_it_ran() {
+        let mut input = refused_node();
+        input.env_ab.push(EnvAb {
+            label: "NCCL_P2P_DISABLE=1".into(),
+            busbw_ratio: 1.5,
+        });
+        let env = env_lines(&input);
+        let disable: Vec<&String> = env
+            .iter()
+            .filter(|l| l.contains("NCCL_P2P_DISABLE=1"))
+            .collect();
+        assert_eq!(disable.len(), 1, "{env:?}");
+        assert!(
+            disable[0].contains("measured on this node: all-reduce busbw ×1.50 in the env A/B"),
+            "{env:?}"
+        );
+    }
+
+    #[test]
+    fn a_faster_forced_p2p_in_the_ab_is_not_exported_where_the_policy_is_off() {
+        let mut input = refused_node();
+        input.env_ab.push(EnvAb {
+            label: "NCCL_P2P_LEVEL=SYS".into(),
+            busbw_ratio: 1.2,
+        });
+        let env = env_lines(&input);
+        assert!(
+            !env.iter().any(|l| l.starts_with("export NCCL_P2P_LEVEL")),
+            "{env:?}"
+        );
+        assert!(
+            env.iter()
+                .any(|l| l.starts_with("# not NCCL_P2P_LEVEL=SYS: ×1.20 in the env A/B")),
+            "{env:?}"
+        );
+        // Without NVML's refusal, the measured gain is exported as before.
+        input.p2p = None;
+        let env = env_lines(&input);
+        assert!(
+            env.iter()
+                .any(|l| l.starts_with("export NCCL_P2P_LEVEL=SYS")),
+            "{env:?}"
+        );
+    }
+}
