@@ -85,7 +85,8 @@ pub fn prepare(dir: &Path) -> Result<(), FolderError> {
     let me = euid();
     if let Some(parent) = shared_parent {
         // In /tmp and the like anyone could have made it first: it must be ours, and nobody
-        // else may write in it (0755, as earlier versions made it, is still accepted).
+        // else may write in it. One of ours that others may read or enter (0755, as earlier
+        // versions made it) is made private: nobody else could have changed what is in it.
         if meta.uid() != me {
             return Err(refuse(format!(
                 "it is owned by uid {}, not by this user (uid {me})",
@@ -97,6 +98,14 @@ pub fn prepare(dir: &Path) -> Result<(), FolderError> {
                 "it lies in {}, which every user can write, and its group can write in it (mode {mode:04o}; make it 0700)",
                 parent.display()
             )));
+        }
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+                |source| FolderError::Io {
+                    path: dir.to_path_buf(),
+                    source,
+                },
+            )?;
         }
         return Ok(());
     }
@@ -172,6 +181,8 @@ mod tests {
         assert_eq!(msg.lines().count(), 1, "{msg}");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         prepare(&dir).unwrap();
+        let m = std::fs::metadata(&dir).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o700, "made private");
     }
 
     #[test]
