@@ -264,6 +264,7 @@ mod tests {
             optimizer_s: None,
             hook_compute_s: None,
             hook_rests_on: None,
+            powersgd_compute: Vec::new(),
             side_by_side: None,
             measured: Vec::new(),
             other_curve: None,

@@ -36,7 +36,8 @@ use crate::saved_runs::SavedRuns;
 use curve::{choose_curve, has_curve, provenance_of};
 use measured::{
     measured_baseline, measured_compute, measured_ddp_own_work, measured_hook_cost, measured_host,
-    measured_layout, measured_side_by_side, measured_speedups, MeasuredCompute,
+    measured_layout, measured_powersgd_cost, measured_side_by_side, measured_speedups,
+    MeasuredCompute,
 };
 use measurements::{daemon_history, Measurements};
 
@@ -706,6 +707,7 @@ pub fn build(
         optimizer_s,
         hook_compute_s,
         hook_rests_on,
+        powersgd_compute: measured_powersgd_cost(m, &model, a.micro_batch),
         side_by_side: measured_side_by_side(m, &model, a.micro_batch, gpus),
         measured: measured_speedups(m, &model, a.micro_batch, gpus),
         other_curve: chosen.other,
