@@ -21,6 +21,10 @@ use crate::num::ToF64;
 /// The published accuracy cost the offer states with its source (docs/recommend.md, "PowerSGD").
 pub const NUMERICS: &str = "PowerSGD is a biased compressor: ResNet-50 on ImageNet at rank 4 fell from 76% to 72.5% top-1 in a published run (github.com/epfml/powersgd issue 1); raise the rank until the accuracy holds";
 
+/// The import the registration lines need.
+const POWERSGD_IMPORT: &str =
+    "from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD\n";
+
 /// The 1-GPU launch that measures the compression compute where none was measured.
 pub const MEASURE_HINT: &str = "bench ddp --gpus 1 --variants base,powersgd4";
 
@@ -172,7 +176,7 @@ pub fn assess(
         rows,
         error_feedback_bytes: gradient_bytes(base),
         start_iter: TORCH_DEFAULT_START_ITER,
-        snippet: rank.map(powersgd_registration),
+        snippet: rank.map(|r| format!("{POWERSGD_IMPORT}{}", powersgd_registration(r))),
         numerics: NUMERICS.to_string(),
         why_not: None,
         rests_on: None,
