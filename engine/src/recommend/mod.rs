@@ -42,7 +42,9 @@ use measured::{
 use measurements::{daemon_history, Measurements};
 
 pub use budget::{OwnLaunch, OwnMeasurements, OwnSweep, DEFAULT_BUDGET_S};
-pub use report::{RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyRow};
+pub use report::{
+    RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyPowerSgd, VerifyRow,
+};
 pub use verify::verify;
 
 /// What a recommendation is asked for (the CLI's `recommend` flags).
@@ -735,6 +737,7 @@ pub fn build(
         verify_gain: None,
         verify_network: None,
         verify_compute: Vec::new(),
+        verify_powersgd: None,
         own_measurements: (!own.is_empty()).then_some(own),
         seconds: started.elapsed().as_secs_f64(),
         cpu_ranks,
