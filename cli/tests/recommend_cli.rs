@@ -1032,3 +1032,55 @@ fn recommend_with_compile_says_so_and_compiles_in_the_snippet() {
     ]));
     assert!(!eager.contains("torch.compile"), "{eager}");
 }
+
+/// PowerSGD's compression compute from the simulated node's 1-GPU launch (the simulator pays it
+/// at world size one): priced, the slow PHB box offers a rank against bf16; without a 1-GPU
+/// PowerSGD run, no rank is offered and the answer names the launch that would measure it.
+#[test]
+fn powersgd_is_offered_from_a_measured_1_gpu_compression_compute() {
+    let d = tempfile::tempdir().unwrap();
+    let with = save_a6000_gpt2(d.path(), "psgd.json", "base,bf16,powersgd4", "1,4", &[]);
+    let w = recommend_json(&[&with], &[]);
+    let o = &w["powersgd"];
+    assert_eq!(o["against"], "bf16", "{o}");
+    let row4 = o["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rank"] == 4)
+        .unwrap();
+    let compute = row4["compute_s"].as_f64().unwrap();
+    assert!(compute > 0.0, "{o}");
+    let step = row4["step_s"].as_f64().unwrap();
+    let against = o["against_step_s"].as_f64().unwrap();
+    assert!(step < against, "{o}");
+    assert_eq!(o["rank"], 4, "{o}");
+    assert!(o["snippet"]
+        .as_str()
+        .unwrap()
+        .contains("matrix_approximation_rank=4,"));
+    assert!(o["rests_on"].as_str().unwrap().contains("powersgd4"), "{o}");
+    // The text says it, with its costs.
+    let text = local(&[
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--from",
+        with.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&text), 0, "{}", stderr(&text));
+    let text = stdout(&text);
+    assert!(text.contains("rank 4 beats bf16:"), "{text}");
+    assert!(
+        text.contains("numerics: PowerSGD is a biased compressor"),
+        "{text}"
+    );
+    // No 1-GPU PowerSGD run: unmeasured, not offered, and what to run.
+    let without = save_a6000_gpt2(d.path(), "plain.json", "base,bf16", "1,4", &[]);
+    let w = recommend_json(&[&without], &[]);
+    assert!(w["powersgd"]["rank"].is_null(), "{}", w["powersgd"]);
+    assert_eq!(
+        w["powersgd"]["why_not"],
+        "compression compute unmeasured: run bench ddp --gpus 1 --variants base,powersgd4"
+    );
+}
