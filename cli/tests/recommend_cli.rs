@@ -1084,3 +1084,48 @@ fn powersgd_is_offered_from_a_measured_1_gpu_compression_compute() {
         "compression compute unmeasured: run bench ddp --gpus 1 --variants base,powersgd4"
     );
 }
+
+/// On a fresh node without NVLink (the simulated 4xA6000 box over the host bridge) the 1-GPU
+/// launch also runs powersgd4, so the offer is priced with measured compute, and `--verify` runs
+/// the offered rank beside bf16; on NVLink (2xH200) it does not.
+#[test]
+fn a_fresh_node_without_nvlink_measures_powersgd_and_verify_runs_the_offered_rank() {
+    let one_gpu_variants = |v: &serde_json::Value| -> Vec<String> {
+        v["own_measurements"]["launches"][0]["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect()
+    };
+    let o = local(&[
+        "--sim",
+        "a6000x4-phb",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+        "--verify",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        one_gpu_variants(&v).contains(&"powersgd4".to_string()),
+        "{v}"
+    );
+    assert_eq!(v["powersgd"]["rank"], 4, "{}", v["powersgd"]);
+    let verified = &v["verify_powersgd"];
+    assert_eq!(verified["variant"], "powersgd4", "{v}");
+    assert_eq!(verified["against"], "bf16");
+    assert!(verified["measured_step_s"].as_f64().unwrap() > 0.0);
+    assert!(verified["against_measured_step_s"].as_f64().unwrap() > 0.0);
+
+    let o = recommend_h200(&["--model", "gpt2-124m", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        !one_gpu_variants(&v).contains(&"powersgd4".to_string()),
+        "{v}"
+    );
+    assert!(v["powersgd"]["rank"].is_null());
+}

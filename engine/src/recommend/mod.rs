@@ -153,6 +153,10 @@ impl RecommendRequest {
     }
 }
 
+/// The PowerSGD rank the 1-GPU launch measures on a node without NVLink (`powersgd4`): the
+/// middle of the ranks PyTorch's documentation suggests (1 to 4, more for some NLP tasks).
+const POWERSGD_PROBE: &str = "powersgd4";
+
 /// CPU ranks recommend runs by default: one per core, at least the two DDP needs, at most
 /// [`MAX_CPU_RANKS`] (two on a 2-core machine).
 fn default_cpu_ranks() -> usize {
@@ -307,7 +311,7 @@ impl Gathering<'_> {
     fn quick_runs(&mut self, spec: &ModelSpec, gpus: u32) -> Result<(), RunError> {
         let side_by_side =
             self.req.repeats > 1 && gpus > 1 && gpus as usize <= self.node_gpus_here()?;
-        let mut variants = self.req.one_gpu_variants().to_vec();
+        let mut variants = self.one_gpu_launch();
         if side_by_side {
             variants.push("nocomm");
         }
@@ -391,7 +395,8 @@ impl Gathering<'_> {
             return Ok(());
         }
         if measured_compute(&self.m, model, self.req.micro_batch).is_none() {
-            self.quick_run(spec, self.req.one_gpu_variants(), 1, "ddp-1gpu")?;
+            let variants = self.one_gpu_launch();
+            self.quick_run(spec, &variants, 1, "ddp-1gpu")?;
         }
         let Some((compute, optimizer_s)) = measured_compute(&self.m, model, self.req.micro_batch)
         else {
@@ -556,6 +561,26 @@ impl Gathering<'_> {
 
     /// The worst GPU link and GPU memory: from a saved preflight or topology, else asked of
     /// the node (cheap).
+    /// The 1-GPU launch's variants, and PowerSGD at rank 4 ([`POWERSGD_PROBE`]) where the
+    /// node's GPUs talk over PCIe or the host (no NVLink between some pair): there bf16 is
+    /// likeliest to leave communication exposed, and PowerSGD's offer needs its compression
+    /// compute, which only a 1-GPU run measures. The link's curve is not known yet when this
+    /// launch runs (its compute comes first), so the topology decides; one more run in a launch
+    /// already paid for costs its steps, not another start-up, and the N-GPU launch's plan is
+    /// made from what is left of the budget after it.
+    fn one_gpu_launch(&mut self) -> Vec<&'static str> {
+        let mut variants = self.req.one_gpu_variants().to_vec();
+        let slow_link = self.req.device == RunDevice::Cuda
+            && self
+                .links()
+                .0
+                .is_some_and(|l| l != LinkClass::X && !l.is_nvlink());
+        if slow_link {
+            variants.push(POWERSGD_PROBE);
+        }
+        variants
+    }
+
     fn links(&mut self) -> (Option<LinkClass>, Option<u64>) {
         if self.m.preflight.is_none() && self.m.topo.is_none() && self.req.from.is_empty() {
             if let Ok(t) = self.target.topo("") {
