@@ -105,7 +105,7 @@ pub(super) fn offer(
         cast_compute_s,
         &measured,
     )?;
-    o.why_not = why_not(&o);
+    o.why_not = why_not(&o, input.device);
     let cites: Vec<&str> = input
         .powersgd_compute
         .iter()
@@ -116,11 +116,15 @@ pub(super) fn offer(
 }
 
 /// Why no rank is offered, in one line; `None` where one is.
-fn why_not(o: &PowerSgdOffer) -> Option<String> {
+fn why_not(o: &PowerSgdOffer, device: RunDevice) -> Option<String> {
     if o.rank.is_some() {
         return None;
     }
     let cast = hook_name(o.against);
+    let run = match device {
+        RunDevice::Cuda => MEASURE_HINT.to_string(),
+        RunDevice::Cpu => format!("{MEASURE_HINT} --device cpu"),
+    };
     let priced: Vec<String> = o
         .rows
         .iter()
@@ -128,12 +132,12 @@ fn why_not(o: &PowerSgdOffer) -> Option<String> {
         .map(|r| r.rank.to_string())
         .collect();
     Some(if priced.is_empty() {
-        format!("compression compute unmeasured: run {MEASURE_HINT}")
+        format!("compression compute unmeasured: run {run}")
     } else if priced.len() == o.rows.len() {
         format!("{cast} beats every rank")
     } else {
         format!(
-            "{cast} beats every measured rank ({}); the others' compression compute is unmeasured: run {MEASURE_HINT}",
+            "{cast} beats every measured rank ({}); the others' compression compute is unmeasured: run {run}",
             priced.join(", ")
         )
     })

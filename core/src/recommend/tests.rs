@@ -987,4 +987,11 @@ fn powersgd_on_cpu_ranks_is_judged_against_fp16() {
     let o = recommend(&input).unwrap().powersgd.unwrap();
     assert_eq!(o.against, CommHook::Fp16);
     assert_eq!(o.rank, Some(1), "{o:?}");
+    // Unmeasured there, the launch named runs on CPU ranks.
+    input.powersgd_compute.clear();
+    let o = recommend(&input).unwrap().powersgd.unwrap();
+    assert!(o
+        .why_not
+        .unwrap()
+        .ends_with("--variants base,powersgd4 --device cpu"),);
 }
