@@ -29,7 +29,8 @@ pub struct DdpArgs {
     /// depth 4) or 'mlp:IN->W1,W2,...xDEPTH->OUT'.
     #[arg(long, value_name = "mlp:WIDTHS")]
     pub sweep: Option<String>,
-    /// Variants, comma-separated: base, bf16, fp16, powersgd, accumN, bucketMB, fsdp, joined with '+';
+    /// Variants, comma-separated: base, bf16, fp16, powersgd (rank 1) or powersgdN (rank N,
+    /// 1..=256), accumN, bucketMB, fsdp, joined with '+';
     /// nocomm: no gradient communication at all (N GPUs side by side; an input of `recommend`).
     /// Default: base,bf16,accum4,bf16+accum4; on CPU ranks (gloo, which has no bf16 hook)
     /// base,fp16,accum4,fp16+accum4.

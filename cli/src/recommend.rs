@@ -260,6 +260,20 @@ pub fn render(r: &RecommendReport) -> String {
             g.variant, g.baseline, g.world_size, g.predicted_ratio, g.measured_ratio
         ));
     }
+    if let Some(p) = &r.verify_powersgd {
+        let against = p.against_measured_step_s.map_or_else(
+            || format!("{} did not run", p.against),
+            |m| format!("{} measured {:.2} ms", p.against, m * 1e3),
+        );
+        s.push_str(&format!(
+            "  {} on {} {gpus}: predicted {:.2} ms a step, measured {:.2} ms; {against} (predicted {:.2} ms)\n",
+            p.variant,
+            p.world_size,
+            p.predicted_step_s * 1e3,
+            p.measured_step_s * 1e3,
+            p.against_predicted_step_s * 1e3
+        ));
+    }
     s
 }
 

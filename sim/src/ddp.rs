@@ -17,8 +17,16 @@
 //!   one after another; while the backward pass runs they progress at the regime's
 //!   `overlap_rate` (compute and communication share the GPU and its PCIe/host path), after it
 //!   at full speed. What finishes after the backward pass is exposed.
+//! - PowerSGD's compression is compute the step pays at every world size, one GPU included
+//!   (torch runs the hook at world size one too; its 1-GPU step minus plain DDP's is what
+//!   `recommend` reads as the compression compute): [`SIM_POWERSGD_PASSES`] passes over the
+//!   compressed gradients' fp32 bytes at [`SIM_POWERSGD_GBPS`] (the thin products `M·Q`,
+//!   `Mᵀ·P` and the error feedback are memory-bound), plus [`SIM_POWERSGD_COLUMN_S`] per
+//!   compressed matrix and rank (orthogonalising `P` column by column). It is paid after the
+//!   backward, none of it hidden. Sim assumptions, not measurements.
 //! - With accumulation k only the last micro-batch synchronises (`no_sync`):
-//!   step = k·c + exposed + o. One GPU has nothing to synchronise, nor has `nocomm`. Simulated
+//!   step = k·c + exposed + o (+ PowerSGD's compression). One GPU has nothing to synchronise,
+//!   nor has `nocomm`. Simulated
 //!   GPUs do not slow each other: N processes side by side compute as fast as one.
 //! - FSDP (estimate): per layer unit, an all-gather in the forward and one in the backward, and
 //!   a reduce-scatter of the gradients on the synchronising micro-batch, each overlapping its
@@ -51,6 +59,13 @@ pub const FIRST_BUCKET_BYTES: f64 = 1024.0 * 1024.0;
 pub const DEFAULT_BUCKET_CAP_MB: f64 = 25.0;
 /// Gradients are held in the parameters' dtype (fp32) inside DDP buckets.
 const GRAD_BYTES: f64 = 4.0;
+/// Passes over the compressed gradients' bytes PowerSGD's compression makes on a simulated node
+/// (`M·Q`, `Mᵀ·P`, the error feedback's read, add and write).
+pub const SIM_POWERSGD_PASSES: f64 = 5.0;
+/// The memory bandwidth those passes run at on a simulated node, GB/s.
+pub const SIM_POWERSGD_GBPS: f64 = 1000.0;
+/// Orthogonalising one column of one compressed matrix's `P` on a simulated node, seconds.
+pub const SIM_POWERSGD_COLUMN_S: f64 = 10e-6;
 /// p90 over median for simulated step times.
 pub const P90_SPREAD: f64 = 0.02;
 
@@ -161,7 +176,7 @@ pub fn step_time(
     world: u32,
 ) -> f64 {
     let k = f64::from(variant.accum.max(1));
-    let compute = k * work.micro_s + work.overhead_s;
+    let compute = k * work.micro_s + work.overhead_s + powersgd_compute_s(spec, variant);
     if world < 2 || variant.nocomm {
         return compute;
     }
@@ -216,6 +231,27 @@ fn wire_shares(spec: &ModelSpec, variant: &DdpVariant) -> Vec<f64> {
         .filter(|&&e| e > 0)
         .map(|&e| GRAD_BYTES * e.to_f64() / total)
         .collect()
+}
+
+/// PowerSGD's compression compute a step on a simulated node (see the module's physics); zero
+/// for every other hook.
+pub fn powersgd_compute_s(spec: &ModelSpec, variant: &DdpVariant) -> f64 {
+    if variant.hook != CommHook::PowerSgd || variant.nocomm || variant.fsdp {
+        return 0.0;
+    }
+    let rank = variant.powersgd_rank();
+    let layout = GradLayout::for_model(spec);
+    let (elements, columns) = layout
+        .tensors
+        .iter()
+        .map(|t| (t, powersgd::tensor_split(t, rank)))
+        .filter(|(_, s)| s.p > 0)
+        .fold((0u64, 0u64), |(e, c), (t, s)| {
+            let n = t.matrix.map_or(1, |[n, _]| n).max(1);
+            (e + s.original, c + s.p / n)
+        });
+    SIM_POWERSGD_PASSES * GRAD_BYTES * elements.to_f64() / (SIM_POWERSGD_GBPS * 1e9)
+        + columns.to_f64() * SIM_POWERSGD_COLUMN_S
 }
 
 /// FSDP's flat-parameter units: one per layer, plus the embeddings for a decoder.
@@ -338,7 +374,8 @@ pub fn run(
                     // models no per-step work of DDP's own beyond communication).
                     let plain =
                         (req.plain_reference && !variant.nocomm && !variant.fsdp).then(|| {
-                            let alone = step_time(&fabric, spec, variant, work, 1);
+                            let alone = step_time(&fabric, spec, variant, work, 1)
+                                - powersgd_compute_s(spec, variant);
                             PlainReference {
                                 step_time_median_s: alone,
                                 rounds: vec![[step, alone]],
@@ -465,5 +502,24 @@ mod tests {
         assert_eq!(b.last().unwrap().ready_s, 1.0);
         // The LM head's share of the backward pass passes before any layer gradient is ready.
         assert!(b[0].ready_s > 0.2, "{}", b[0].ready_s);
+    }
+
+    #[test]
+    fn powersgds_compression_is_paid_on_one_gpu_and_grows_with_the_rank() {
+        let spec = ModelSpec::gpt2_124m();
+        let v = |name: &str| name.parse::<DdpVariant>().unwrap();
+        assert_eq!(powersgd_compute_s(&spec, &v("base")), 0.0);
+        assert_eq!(powersgd_compute_s(&spec, &v("bf16")), 0.0);
+        let r1 = powersgd_compute_s(&spec, &v("powersgd1"));
+        let r4 = powersgd_compute_s(&spec, &v("powersgd4"));
+        assert!(r1 > 0.0 && r4 > r1, "{r1} {r4}");
+        // Rank 4 adds three more columns per compressed matrix than rank 1, nothing else.
+        let layout = GradLayout::for_model(&spec);
+        let matrices = layout
+            .tensors
+            .iter()
+            .filter(|t| powersgd::tensor_split(t, 4).p > 0)
+            .count();
+        assert!(((r4 - r1) - 3.0 * matrices.to_f64() * SIM_POWERSGD_COLUMN_S).abs() < 1e-12);
     }
 }

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use ddpcheck_core::ddp::{LayoutSummary, RunDevice};
+use ddpcheck_core::ddp::{CommHook, LayoutSummary, RunDevice};
 use ddpcheck_core::num::ToF64;
-use ddpcheck_core::recommend::{Recommendation, VariantRow};
+use ddpcheck_core::recommend::{PowerSgdOffer, Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
 
 /// Plain-text report: the table, the recommendation, reasons, warnings, Python, environment.
@@ -30,12 +30,62 @@ pub fn recommendation(r: &Recommendation) -> String {
             );
         }
     }
+    if let Some(o) = &r.powersgd {
+        s.push_str(&powersgd(o));
+    }
     s.push_str("\nPython:\n");
     for l in r.python.lines() {
         let _ = writeln!(s, "    {l}");
     }
     s.push_str("\nEnvironment:\n");
     for l in &r.env {
+        let _ = writeln!(s, "    {l}");
+    }
+    s
+}
+
+/// PowerSGD against the casting hook: the rank offered with its predicted step and its costs
+/// (numerics, error-feedback memory, warm-up) and registration lines, or why none is offered.
+fn powersgd(o: &PowerSgdOffer) -> String {
+    let cast = match o.against {
+        CommHook::Fp16 => "fp16",
+        _ => "bf16",
+    };
+    let mut s = String::from("\nPowerSGD:\n");
+    let Some(rank) = o.rank else {
+        let why = o
+            .why_not
+            .as_deref()
+            .unwrap_or("no rank beats the casting hook");
+        let _ = writeln!(s, "  not offered: {why}");
+        return s;
+    };
+    let row = o.rows.iter().find(|x| x.rank == rank);
+    let step = row.and_then(|x| x.step_s).unwrap_or(f64::NAN);
+    let compute = row.and_then(|x| x.compute_s).unwrap_or(f64::NAN);
+    let _ = writeln!(
+        s,
+        "  rank {rank} beats {cast}: {} a step predicted against {}, {} on the wire, its compression {} a step as measured on one rank",
+        fmt_s(step),
+        fmt_s(o.against_step_s),
+        fmt_bytes(row.map_or(f64::NAN, |x| x.wire_bytes)),
+        fmt_s(compute)
+    );
+    let _ = writeln!(s, "  numerics: {}", o.numerics);
+    let _ = writeln!(
+        s,
+        "  memory: error feedback keeps {} (the gradients' size) for the whole training",
+        fmt_bytes(o.error_feedback_bytes)
+    );
+    let _ = writeln!(
+        s,
+        "  warm-up: plain all-reduce for the first {} steps (start_powerSGD_iter)",
+        o.start_iter
+    );
+    if let Some(cite) = &o.rests_on {
+        let _ = writeln!(s, "      rests on: {cite}");
+    }
+    for l in o.snippet.iter().flat_map(|x| x.lines()) {
         let _ = writeln!(s, "    {l}");
     }
     s
@@ -227,7 +277,7 @@ mod tests {
     use ddpcheck_core::model::LinkCurve;
     use ddpcheck_core::recommend::{
         recommend, ComputeSource, CurveProvenance, EnvAb, MeasuredSpeedup, ModelInput,
-        RecommendInput,
+        PowerSgdMeasured, RecommendInput,
     };
     use ddpcheck_core::topology::LinkClass;
 
@@ -265,6 +315,7 @@ mod tests {
             optimizer_s: None,
             hook_compute_s: None,
             hook_rests_on: None,
+            powersgd_compute: Vec::new(),
             side_by_side: None,
             measured: Vec::new(),
             other_curve: None,
@@ -324,5 +375,34 @@ mod tests {
         let back: Recommendation = serde_json::from_str(&json).unwrap();
         // serde_json may change the last bit of a float: compare the text.
         assert_eq!(recommendation(&back), text);
+    }
+
+    #[test]
+    fn the_powersgd_offer_is_said_with_its_costs_and_its_rank_in_the_snippet() {
+        let mut input = a6000_input();
+        input.curve = LinkCurve::flat(4, 1.0, 50e-6).unwrap();
+        let text = recommendation(&recommend(&input).unwrap());
+        assert!(
+            text.contains("PowerSGD:\n  not offered: compression compute unmeasured: run bench ddp --gpus 1 --variants base,powersgd4"),
+            "{text}"
+        );
+        input.powersgd_compute = vec![PowerSgdMeasured {
+            rank: 2,
+            compute_s: 0.012,
+            rests_on: "1-GPU powersgd2 run over base (test)".into(),
+        }];
+        let text = recommendation(&recommend(&input).unwrap());
+        for want in [
+            "rank 2 beats bf16:",
+            "numerics: PowerSGD is a biased compressor",
+            "72.5%",
+            "memory: error feedback keeps",
+            "warm-up: plain all-reduce for the first 1000 steps",
+            "rests on: 1-GPU powersgd2 run over base (test)",
+            "matrix_approximation_rank=2,",
+            "import powerSGD_hook as powerSGD",
+        ] {
+            assert!(text.contains(want), "{want} missing:\n{text}");
+        }
     }
 }

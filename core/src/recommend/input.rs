@@ -249,6 +249,10 @@ pub struct RecommendInput {
     /// The runs `hook_compute_s` comes from, for the reason that cites it.
     #[serde(default)]
     pub hook_rests_on: Option<String>,
+    /// PowerSGD's compression compute per rank, where 1-GPU launches measured it; the ranks
+    /// without one are never offered.
+    #[serde(default)]
+    pub powersgd_compute: Vec<super::PowerSgdMeasured>,
     /// How much N GPUs side by side slow each other's compute, when measured at `gpus`.
     #[serde(default)]
     pub side_by_side: Option<SideBySideInput>,

@@ -49,7 +49,10 @@ pub use input::{
 };
 pub use levers::{HostMeasured, BROADCAST_SHARE, STATIC_GRAPH_SHARE};
 pub use p2p::P2pRisk;
-pub use powersgd::{assess as assess_powersgd, PowerSgdOffer, PowerSgdRow};
+pub use powersgd::{
+    assess as assess_powersgd, PowerSgdMeasured, PowerSgdOffer, PowerSgdRow, MEASURE_HINT,
+    NUMERICS as POWERSGD_NUMERICS,
+};
 pub use snippet::{powersgd_registration, python_snippet};
 
 /// The efficiency (speedup over N GPUs) recommend aims at unless told otherwise: the simplest
@@ -149,6 +152,9 @@ pub struct Recommendation {
     /// device time (and money) per million units against one GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Answer>,
+    /// PowerSGD against bf16 (fp16 on CPU ranks): the rank offered, or why none is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub powersgd: Option<PowerSgdOffer>,
     /// The rows the node measured at the job's GPU count against the calibrated model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_check: Option<ModelCheck>,
@@ -172,6 +178,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     let reasons = reasons::reasons(input, &basis, &choice)?;
     let summary = choice::summary(input, &basis, &choice);
     let warnings = warnings::warnings(input, &basis, &choice)?;
+    let powersgd = powersgd::offer(input, &basis)?;
     let row = choice.chosen();
     let (chosen, chosen_hook, chosen_accum) = if choice.use_one_gpu {
         ("1 GPU".to_string(), CommHook::None, 1)
@@ -208,6 +215,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
         reaches_target: choice.reaches_target,
         use_one_gpu: choice.use_one_gpu,
         answer: choice.answer,
+        powersgd,
         model_check: choice.model_check,
         device: input.device,
         single_gpu: choice.single,

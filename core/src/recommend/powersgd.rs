@@ -9,11 +9,34 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::basis::Basis;
+use super::choice::hook_name;
 use super::snippet::powersgd_registration;
-use crate::ddp::CommHook;
+use super::RecommendInput;
+use crate::ddp::{CommHook, RunDevice};
 use crate::model::powersgd::{RANKS, TORCH_DEFAULT_START_ITER};
 use crate::model::{assign_buckets, predict, LinkCurve, ModelError, StepInputs, MIB};
 use crate::num::ToF64;
+
+/// The published accuracy cost the offer states with its source (docs/recommend.md, "PowerSGD").
+pub const NUMERICS: &str = "PowerSGD is a biased compressor: ResNet-50 on ImageNet at rank 4 fell from 76% to 72.5% top-1 in a published run (github.com/epfml/powersgd issue 1); raise the rank until the accuracy holds";
+
+/// The import the registration lines need.
+const POWERSGD_IMPORT: &str =
+    "from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD\n";
+
+/// The 1-GPU launch that measures the compression compute where none was measured.
+pub const MEASURE_HINT: &str = "bench ddp --gpus 1 --variants base,powersgd4";
+
+/// A PowerSGD rank's compression compute, as a 1-GPU launch measured it: its PowerSGD step
+/// minus plain DDP's (the hook runs at world size one, with no bytes to save).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PowerSgdMeasured {
+    pub rank: u32,
+    pub compute_s: f64,
+    /// The runs it comes from, for the citation.
+    pub rests_on: String,
+}
 
 /// One rank as the model predicts it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,6 +67,80 @@ pub struct PowerSgdOffer {
     pub start_iter: u32,
     /// The registration lines at the offered rank.
     pub snippet: Option<String>,
+    /// The published accuracy cost, with its source.
+    #[serde(default)]
+    pub numerics: String,
+    /// Where no rank is offered: why (the casting hook beats every rank, or the compression
+    /// compute is unmeasured and which launch measures it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
+    /// The runs the compression compute comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rests_on: Option<String>,
+}
+
+/// PowerSGD on this request: ranks priced with the compression compute the 1-GPU launches
+/// measured, against bf16 (fp16 on CPU ranks, where gloo has no bf16 hook). `None` on one GPU.
+pub(super) fn offer(
+    input: &RecommendInput,
+    basis: &Basis,
+) -> Result<Option<PowerSgdOffer>, ModelError> {
+    if input.gpus < 2 {
+        return Ok(None);
+    }
+    let against = match input.device {
+        RunDevice::Cpu => CommHook::Fp16,
+        RunDevice::Cuda => CommHook::Bf16,
+    };
+    let measured: Vec<(u32, f64)> = input
+        .powersgd_compute
+        .iter()
+        .map(|m| (m.rank, m.compute_s))
+        .collect();
+    let cast_compute_s = input.hook_compute_s.unwrap_or(0.0);
+    let mut o = assess(
+        &basis.base,
+        &input.curve,
+        against,
+        cast_compute_s,
+        &measured,
+    )?;
+    o.why_not = why_not(&o, input.device);
+    let cites: Vec<&str> = input
+        .powersgd_compute
+        .iter()
+        .map(|m| m.rests_on.as_str())
+        .collect();
+    o.rests_on = (!cites.is_empty()).then(|| cites.join("; "));
+    Ok(Some(o))
+}
+
+/// Why no rank is offered, in one line; `None` where one is.
+fn why_not(o: &PowerSgdOffer, device: RunDevice) -> Option<String> {
+    if o.rank.is_some() {
+        return None;
+    }
+    let cast = hook_name(o.against);
+    let run = match device {
+        RunDevice::Cuda => MEASURE_HINT.to_string(),
+        RunDevice::Cpu => format!("{MEASURE_HINT} --device cpu"),
+    };
+    let priced: Vec<String> = o
+        .rows
+        .iter()
+        .filter(|r| r.step_s.is_some())
+        .map(|r| r.rank.to_string())
+        .collect();
+    Some(if priced.is_empty() {
+        format!("compression compute unmeasured: run {run}")
+    } else if priced.len() == o.rows.len() {
+        format!("{cast} beats every rank")
+    } else {
+        format!(
+            "{cast} beats every measured rank ({}); the others' compression compute is unmeasured: run {run}",
+            priced.join(", ")
+        )
+    })
 }
 
 /// Predicts each rank of [`RANKS`] against `against` (the casting hook) from `base` (the model's
@@ -83,7 +180,10 @@ pub fn assess(
         rows,
         error_feedback_bytes: gradient_bytes(base),
         start_iter: TORCH_DEFAULT_START_ITER,
-        snippet: rank.map(powersgd_registration),
+        snippet: rank.map(|r| format!("{POWERSGD_IMPORT}{}", powersgd_registration(r))),
+        numerics: NUMERICS.to_string(),
+        why_not: None,
+        rests_on: None,
     })
 }
 

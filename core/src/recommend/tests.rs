@@ -44,6 +44,7 @@ pub(super) fn a6000_input() -> RecommendInput {
         optimizer_s: None,
         hook_compute_s: None,
         hook_rests_on: None,
+        powersgd_compute: Vec::new(),
         side_by_side: None,
         measured: Vec::new(),
         other_curve: None,
@@ -912,4 +913,86 @@ fn bucket_advice_under_compile_names_the_graph_pieces() {
         text.contains(&format!("{n} at 25 MB ({} graph breaks)", n - 1)),
         "{n}: {text}"
     );
+}
+
+/// PowerSGD's compression compute at `rank` as a 1-GPU launch would report it (test input).
+fn powersgd_measured(rank: u32, compute_s: f64) -> PowerSgdMeasured {
+    PowerSgdMeasured {
+        rank,
+        compute_s,
+        rests_on: format!("1-GPU powersgd{rank} run over base (test)"),
+    }
+}
+
+#[test]
+fn powersgd_is_offered_on_a_slow_link_with_its_compute_measured() {
+    let mut input = a6000_input();
+    input.curve = LinkCurve::flat(4, 1.0, 50e-6).unwrap();
+    input.powersgd_compute = vec![powersgd_measured(4, 0.015)];
+    let r = recommend(&input).unwrap();
+    let o = r.powersgd.expect("an assessment on 4 GPUs");
+    assert_eq!(o.rank, Some(4), "{o:?}");
+    assert_eq!(o.against, CommHook::Bf16);
+    assert!(o.why_not.is_none());
+    let row = o.rows.iter().find(|x| x.rank == 4).unwrap();
+    assert!(row.step_s.unwrap() < o.against_step_s);
+    assert_eq!(row.compute_s, Some(0.015));
+    // The ranks nobody measured stay unpriced.
+    assert!(o
+        .rows
+        .iter()
+        .filter(|x| x.rank != 4)
+        .all(|x| x.step_s.is_none()));
+    assert!(o.snippet.unwrap().contains("matrix_approximation_rank=4,"));
+    assert!(o.numerics.contains("72.5%") && o.numerics.contains("epfml/powersgd"));
+    assert_eq!(o.start_iter, 1_000);
+    assert!(o.error_feedback_bytes > 0.0);
+    assert!(o.rests_on.unwrap().contains("powersgd4"));
+}
+
+#[test]
+fn powersgd_is_not_offered_where_bf16_is_faster() {
+    let mut input = a6000_input();
+    input.curve = LinkCurve::flat(4, 400.0, 20e-6).unwrap();
+    input.powersgd_compute = [1, 2, 4, 8]
+        .into_iter()
+        .map(|r| powersgd_measured(r, 0.015))
+        .collect();
+    let o = recommend(&input).unwrap().powersgd.unwrap();
+    assert_eq!(o.rank, None, "{o:?}");
+    assert!(o.snippet.is_none());
+    assert_eq!(o.why_not.as_deref(), Some("bf16 beats every rank"));
+}
+
+#[test]
+fn powersgd_with_its_compute_unmeasured_is_not_offered_and_says_what_to_run() {
+    let mut input = a6000_input();
+    input.curve = LinkCurve::flat(4, 1.0, 50e-6).unwrap();
+    let o = recommend(&input).unwrap().powersgd.unwrap();
+    assert_eq!(o.rank, None, "{o:?}");
+    assert_eq!(
+        o.why_not.as_deref(),
+        Some("compression compute unmeasured: run bench ddp --gpus 1 --variants base,powersgd4")
+    );
+    // One GPU has nothing to compress: no assessment.
+    input.gpus = 1;
+    assert!(recommend(&input).unwrap().powersgd.is_none());
+}
+
+#[test]
+fn powersgd_on_cpu_ranks_is_judged_against_fp16() {
+    let mut input = a6000_input();
+    input.device = RunDevice::Cpu;
+    input.curve = LinkCurve::flat(4, 1.0, 50e-6).unwrap();
+    input.powersgd_compute = vec![powersgd_measured(1, 0.015)];
+    let o = recommend(&input).unwrap().powersgd.unwrap();
+    assert_eq!(o.against, CommHook::Fp16);
+    assert_eq!(o.rank, Some(1), "{o:?}");
+    // Unmeasured there, the launch named runs on CPU ranks.
+    input.powersgd_compute.clear();
+    let o = recommend(&input).unwrap().powersgd.unwrap();
+    assert!(o
+        .why_not
+        .unwrap()
+        .ends_with("--variants base,powersgd4 --device cpu"),);
 }

@@ -5,7 +5,7 @@ use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLay
 use ddpcheck_core::model::side_by_side;
 use ddpcheck_core::recommend::{
     variant_name_on, ComputeSource, DdpOwnWork, HostMeasured, MeasuredBaseline, MeasuredSpeedup,
-    ModelInput, SideBySideInput,
+    ModelInput, PowerSgdMeasured, SideBySideInput,
 };
 use ddpcheck_core::report::Header;
 
@@ -63,6 +63,60 @@ pub(super) fn measured_hook_cost(
         measured_at(&hooked.1)
     );
     Some((cost, detail))
+}
+
+/// PowerSGD's compression compute per rank: each rank's newest 1-GPU PowerSGD run minus the
+/// newest plain 1-GPU run, both at accumulation 1 (the hook runs at world size one, where it
+/// compresses and all-reduces with nothing to save, so the difference is its compute).
+pub(super) fn measured_powersgd_cost(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+) -> Vec<PowerSgdMeasured> {
+    let ModelInput::Spec { spec } = model else {
+        return Vec::new();
+    };
+    let name = spec.name();
+    let one_gpu = |r: &DdpResult| {
+        r.model == name && r.world_size == 1 && r.micro_batch == micro_batch && r.accum == 1
+    };
+    let with_hook = |r: &DdpResult, hook: CommHook| {
+        r.variant
+            .parse::<DdpVariant>()
+            .ok()
+            .filter(|v| v.plain_ddp_with(hook))
+    };
+    let Some((plain, _)) = m
+        .ddp
+        .iter()
+        .rev()
+        .find(|(r, _)| one_gpu(r) && with_hook(r, CommHook::None).is_some())
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<PowerSgdMeasured> = Vec::new();
+    for (r, h) in m.ddp.iter().rev().filter(|(r, _)| one_gpu(r)) {
+        let Some(v) = with_hook(r, CommHook::PowerSgd) else {
+            continue;
+        };
+        let rank = v.powersgd_rank();
+        if out.iter().any(|o| o.rank == rank) {
+            continue;
+        }
+        out.push(PowerSgdMeasured {
+            rank,
+            compute_s: (r.step_time_median_s - plain.step_time_median_s).max(0.0),
+            rests_on: format!(
+                "{} {} run of {name} over its {} run ({})",
+                one_on(r),
+                r.variant,
+                plain.variant,
+                measured_at(h)
+            ),
+        });
+    }
+    out.sort_by_key(|o| o.rank);
+    out
 }
 
 /// A 1-GPU run of model `name` at `micro_batch` without a comm hook (any accumulation).

@@ -37,12 +37,15 @@ use crate::saved_runs::SavedRuns;
 use curve::{choose_curve, has_curve, provenance_of};
 use measured::{
     measured_baseline, measured_compute, measured_ddp_own_work, measured_hook_cost, measured_host,
-    measured_layout, measured_side_by_side, measured_speedups, MeasuredCompute,
+    measured_layout, measured_powersgd_cost, measured_side_by_side, measured_speedups,
+    MeasuredCompute,
 };
 use measurements::{daemon_history, Measurements};
 
 pub use budget::{OwnLaunch, OwnMeasurements, OwnSweep, DEFAULT_BUDGET_S};
-pub use report::{RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyRow};
+pub use report::{
+    RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyPowerSgd, VerifyRow,
+};
 pub use verify::verify;
 
 /// What a recommendation is asked for (the CLI's `recommend` flags).
@@ -150,6 +153,10 @@ impl RecommendRequest {
         }
     }
 }
+
+/// The PowerSGD rank the 1-GPU launch measures on a node without NVLink (`powersgd4`): the
+/// middle of the ranks PyTorch's documentation suggests (1 to 4, more for some NLP tasks).
+const POWERSGD_PROBE: &str = "powersgd4";
 
 /// CPU ranks recommend runs by default: one per core, at least the two DDP needs, at most
 /// [`MAX_CPU_RANKS`] (two on a 2-core machine).
@@ -305,7 +312,7 @@ impl Gathering<'_> {
     fn quick_runs(&mut self, spec: &ModelSpec, gpus: u32) -> Result<(), RunError> {
         let side_by_side =
             self.req.repeats > 1 && gpus > 1 && gpus as usize <= self.node_gpus_here()?;
-        let mut variants = self.req.one_gpu_variants().to_vec();
+        let mut variants = self.one_gpu_launch();
         if side_by_side {
             variants.push("nocomm");
         }
@@ -389,7 +396,8 @@ impl Gathering<'_> {
             return Ok(());
         }
         if measured_compute(&self.m, model, self.req.micro_batch).is_none() {
-            self.quick_run(spec, self.req.one_gpu_variants(), 1, "ddp-1gpu")?;
+            let variants = self.one_gpu_launch();
+            self.quick_run(spec, &variants, 1, "ddp-1gpu")?;
         }
         let Some((compute, optimizer_s)) = measured_compute(&self.m, model, self.req.micro_batch)
         else {
@@ -550,6 +558,26 @@ impl Gathering<'_> {
             seconds: t0.elapsed().as_secs_f64(),
         });
         r
+    }
+
+    /// The 1-GPU launch's variants, and PowerSGD at rank 4 ([`POWERSGD_PROBE`]) where the
+    /// node's GPUs talk over PCIe or the host (no NVLink between some pair): there bf16 is
+    /// likeliest to leave communication exposed, and PowerSGD's offer needs its compression
+    /// compute, which only a 1-GPU run measures. The link's curve is not known yet when this
+    /// launch runs (its compute comes first), so the topology decides; one more run in a launch
+    /// already paid for costs its steps, not another start-up, and the N-GPU launch's plan is
+    /// made from what is left of the budget after it.
+    fn one_gpu_launch(&mut self) -> Vec<&'static str> {
+        let mut variants = self.req.one_gpu_variants().to_vec();
+        let slow_link = self.req.device == RunDevice::Cuda
+            && self
+                .links()
+                .0
+                .is_some_and(|l| l != LinkClass::X && !l.is_nvlink());
+        if slow_link {
+            variants.push(POWERSGD_PROBE);
+        }
+        variants
     }
 
     /// The worst GPU link and GPU memory: from a saved preflight or topology, else asked of
@@ -721,6 +749,7 @@ pub fn build(
         optimizer_s,
         hook_compute_s,
         hook_rests_on,
+        powersgd_compute: measured_powersgd_cost(m, &model, a.micro_batch),
         side_by_side: measured_side_by_side(m, &model, a.micro_batch, gpus),
         measured: measured_speedups(m, &model, a.micro_batch, gpus),
         other_curve: chosen.other,
@@ -748,6 +777,7 @@ pub fn build(
         verify_gain: None,
         verify_network: None,
         verify_compute: Vec::new(),
+        verify_powersgd: None,
         own_measurements: (!own.is_empty()).then_some(own),
         seconds: started.elapsed().as_secs_f64(),
         cpu_ranks,

@@ -76,6 +76,24 @@ pub struct VerifyCompute {
     pub measured_step_s: f64,
 }
 
+/// What `--verify` measured of the offered PowerSGD rank at the recommendation's GPU count,
+/// beside the casting hook it was offered against (the benchmark compresses from its third
+/// step, so its timed steps compress).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VerifyPowerSgd {
+    /// The variant run, `powersgdN`.
+    pub variant: String,
+    pub rank: u32,
+    pub world_size: u32,
+    pub predicted_step_s: f64,
+    pub measured_step_s: f64,
+    /// The casting hook's variant (`bf16`, `fp16` on CPU ranks) and its steps.
+    pub against: String,
+    pub against_predicted_step_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against_measured_step_s: Option<f64>,
+}
+
 /// The `--json` document: the report head, the recommendation, and `--verify` rows.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RecommendReport {
@@ -91,6 +109,9 @@ pub struct RecommendReport {
     pub verify_network: Option<VerifyNetwork>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify_compute: Vec<VerifyCompute>,
+    /// `--verify`'s run of the offered PowerSGD rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_powersgd: Option<VerifyPowerSgd>,
     /// What recommend measured itself on a fresh node (the measure-first path), against its
     /// budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,13 +1,17 @@
 //! `recommend --verify`: runs the DDP benchmark for the baseline and the recommended variant
 //! (and, where the model missed this node's measurements, the model's own unmeasured pick) and
-//! sets what they measured beside what was predicted.
+//! sets what they measured beside what was predicted; where PowerSGD is offered, its rank and
+//! the casting hook it was offered against run too.
 
 use ddpcheck_core::backend::Progress;
+use ddpcheck_core::ddp::CommHook;
 use ddpcheck_core::ddp::{one_gpu_partner, probe_curve, throughput_ratio, DdpResult};
 use ddpcheck_core::model::LinkCurve;
-use ddpcheck_core::recommend::{ModelInput, Recommendation};
+use ddpcheck_core::recommend::{ModelInput, PowerSgdOffer, Recommendation};
 
-use super::report::{RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyRow};
+use super::report::{
+    RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyPowerSgd, VerifyRow,
+};
 use super::RecommendRequest;
 use crate::runner::{RunError, Runner};
 use crate::saved_runs::SavedRuns;
@@ -43,6 +47,19 @@ pub fn verify(
         .filter(|p| !variants.contains(p))
     {
         variants.push(pick);
+    }
+    // The offered PowerSGD rank, and the casting hook it beat in the model.
+    let offer = rec.powersgd.as_ref().and_then(|o| Some((o, o.rank?)));
+    let powersgd_runs: Vec<String> = offer.map_or_else(Vec::new, |(o, rank)| {
+        vec![
+            format!("powersgd{rank}"),
+            cast_variant(o.against).to_string(),
+        ]
+    });
+    for v in &powersgd_runs {
+        if !variants.contains(&v.as_str()) {
+            variants.push(v.as_str());
+        }
     }
     let req = a.ddp_request(vec![spec], &variants, vec![1, rec.gpus], 30)?;
     let r = target.bench_ddp(&req, progress)?;
@@ -95,6 +112,8 @@ pub fn verify(
             });
         }
     }
+    report.verify_powersgd =
+        offer.and_then(|(o, rank)| verify_powersgd(&r.results, o, rank, rec.gpus));
     report.verify_network = verify_network(&r.results, rec);
     let at_n = |name: &str| {
         let row = rec.rows.iter().find(|x| x.variant == name)?;
@@ -122,6 +141,41 @@ pub fn verify(
         }
     }
     Ok(())
+}
+
+/// The bench variant of a casting hook.
+fn cast_variant(h: CommHook) -> &'static str {
+    match h {
+        CommHook::Fp16 => "fp16",
+        _ => "bf16",
+    }
+}
+
+/// The offered PowerSGD rank's step at `gpus`, measured against predicted, beside the casting
+/// hook's; `None` where its run did not come back.
+fn verify_powersgd(
+    runs: &[DdpResult],
+    o: &PowerSgdOffer,
+    rank: u32,
+    gpus: u32,
+) -> Option<VerifyPowerSgd> {
+    let variant = format!("powersgd{rank}");
+    let against = cast_variant(o.against).to_string();
+    let step_at = |v: &str| {
+        runs.iter()
+            .find(|x| x.variant == v && x.world_size == gpus)
+            .map(|x| x.step_time_median_s)
+    };
+    Some(VerifyPowerSgd {
+        measured_step_s: step_at(&variant)?,
+        predicted_step_s: o.rows.iter().find(|x| x.rank == rank)?.step_s?,
+        against_measured_step_s: step_at(&against),
+        against_predicted_step_s: o.against_step_s,
+        variant,
+        rank,
+        world_size: gpus,
+        against,
+    })
 }
 
 /// The verify runs' all-reduce probes at the recommendation's GPU count, read as the model reads
