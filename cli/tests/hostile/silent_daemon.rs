@@ -25,34 +25,46 @@ fn silent_listener(dir: &std::path::Path) -> (std::path::PathBuf, Arc<Mutex<Vec<
     (path, held)
 }
 
+/// One command against the silent socket: its exit code, its one line and how long it took.
+fn run_against(socket: &std::path::Path, args: &[&str]) -> (i32, String, Duration) {
+    let start = Instant::now();
+    let mut cmd = Command::new(bin("ddpcheck"));
+    cmd.arg("--daemon")
+        .arg(socket)
+        .args(args)
+        .env_remove("DDPCHECK_SIM")
+        .env_remove("DDPCHECK_DAEMON");
+    let o = output_within(&mut cmd, LIMIT);
+    // The one line is the prolog's stdout, else stderr.
+    let line = if args.contains(&"--prolog") {
+        crate::common::stdout(&o)
+    } else {
+        stderr(&o)
+    };
+    (code(&o), line, start.elapsed())
+}
+
 #[test]
 fn a_daemon_that_never_answers_gives_unknown_not_a_hang() {
     let dir = tempfile::tempdir().unwrap();
     let (socket, held) = silent_listener(dir.path());
-    // UNKNOWN is 3, and 1 under --prolog (docs/exit-codes.md); the one line is the prolog's
-    // stdout, else stderr.
-    for (args, want) in [
-        (&["topo"][..], 3),
+    // UNKNOWN is 3, and 1 under --prolog (docs/exit-codes.md). The commands run at once: each
+    // waits out its own bound, and one after another they would take four times as long.
+    let cases: [(&[&str], i32); 4] = [
+        (&["topo"], 3),
         (&["check"], 3),
         (&["check", "--prolog"], 1),
         (&["history"], 3),
-    ] {
-        let start = Instant::now();
-        let mut cmd = Command::new(bin("ddpcheck"));
-        cmd.arg("--daemon")
-            .arg(&socket)
-            .args(args)
-            .env_remove("DDPCHECK_SIM")
-            .env_remove("DDPCHECK_DAEMON");
-        let o = output_within(&mut cmd, LIMIT);
-        let err = stderr(&o);
-        let out = crate::common::stdout(&o);
-        let line = if args.contains(&"--prolog") {
-            &out
-        } else {
-            &err
-        };
-        assert_eq!(code(&o), want, "{args:?}: {out}{err}");
+    ];
+    let results: Vec<_> = std::thread::scope(|s| {
+        let running: Vec<_> = cases
+            .iter()
+            .map(|(args, _)| s.spawn(|| run_against(&socket, args)))
+            .collect();
+        running.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for ((args, want), (got, line, took)) in cases.iter().zip(results) {
+        assert_eq!(got, *want, "{args:?}: {line}");
         assert_eq!(
             line.trim_end().lines().count(),
             1,
@@ -61,7 +73,7 @@ fn a_daemon_that_never_answers_gives_unknown_not_a_hang() {
         assert!(line.contains("did not answer"), "{args:?}: {line}");
         eprintln!(
             "{args:?}: exit {want} after {:.1} s: {}",
-            start.elapsed().as_secs_f64(),
+            took.as_secs_f64(),
             line.trim_end()
         );
     }
