@@ -9,25 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::fake_gpu::FakeGpuLibs;
-use common::{bin, code, stderr, stdout, Daemon};
-
-/// Processes whose parent is `pid`, from /proc.
-fn children_of(pid: u32) -> Vec<u32> {
-    let parent_of = |stat: &str| {
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok())
-    };
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .is_ok_and(|s| parent_of(&s) == Some(pid))
-        })
-        .collect()
-}
+use common::{bin, children_of, code, stderr, stdout, Daemon};
 
 /// `child`'s output once it exits (its pipes hold a few lines at most), killing it past `limit`.
 fn wait_within(mut child: std::process::Child, limit: Duration) -> std::process::Output {

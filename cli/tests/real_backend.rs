@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::fake_gpu::FakeGpuLibs;
-use common::{bin, code, output_within, stderr, stdout};
+use common::{bin, children_of, code, output_within, stderr, stdout};
 
 /// `ddpcheck ARGS` on the fake GPUs, with its own runtime dir (the node lock) and env extras.
 fn ddpcheck(libs: &FakeGpuLibs, runtime: &Path, extra: &[(&str, &str)], args: &[&str]) -> Command {
@@ -217,28 +217,6 @@ fn explain_reads_the_platform_of_the_lent_h200_guest() {
             .starts_with("none visible in the guest"),
         "{iommu}"
     );
-}
-
-/// The processes whose parent is `pid`, from /proc.
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            out.push(child);
-        }
-    }
-    out
 }
 
 /// Gone, or a zombie nobody reaped yet: either way it runs nothing.

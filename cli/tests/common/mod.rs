@@ -314,6 +314,25 @@ pub fn services_must_run() -> bool {
 }
 
 /// Runs `cmd` with its output captured and kills it past `limit` (then panics): a refused
+/// The processes whose parent is `pid`, from /proc.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    // pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+    let parent_of = |stat: &str| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok())
+    };
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .is_ok_and(|s| parent_of(&s) == Some(pid))
+        })
+        .collect()
+}
+
 /// connection must end by itself, not hang.
 pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
     use std::io::Read;

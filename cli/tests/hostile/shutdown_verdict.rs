@@ -7,29 +7,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::fake_gpu::FakeGpuLibs;
-use crate::common::{bin, code, stderr, stdout, Daemon};
+use crate::common::{bin, children_of, code, stderr, stdout, Daemon};
 
 /// Sizes that keep the fake all-reduce to a second or two on two busy cores.
 const SWEEP: [&str; 4] = ["--min-bytes", "8M", "--max-bytes", "16M"];
-
-/// Processes whose parent is `pid`, from /proc.
-fn children_of(pid: u32) -> Vec<u32> {
-    let parent_of = |stat: &str| {
-        // pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok())
-    };
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .is_ok_and(|s| parent_of(&s) == Some(pid))
-        })
-        .collect()
-}
 
 /// Lines of `/metrics` that set a preflight verdict.
 fn verdicts_set(metrics: &str) -> Vec<&str> {
