@@ -109,22 +109,7 @@ impl Daemon {
             .stderr(Stdio::piped());
         configure(&mut cmd);
         let mut child = cmd.spawn().expect("spawn ddpcheckd");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.starts_with("ddpcheckd: ready") {
-                    let _ = tx.send(line.clone());
-                }
-            }
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("ddpcheckd did not become ready within 30 s");
-            }
-        };
+        let line = ready_line(&mut child, Duration::from_secs(30));
         let metrics = line
             .split_whitespace()
             .find_map(|w| w.strip_prefix("metrics="))
@@ -314,6 +299,28 @@ pub fn services_must_run() -> bool {
 }
 
 /// Runs `cmd` with its output captured and kills it past `limit` (then panics): a refused
+/// The ready line of a `ddpcheckd` started with its stderr piped, waited for up to `limit`
+/// (killed and a panic past it); stderr is drained after it, so the daemon never blocks on the
+/// pipe.
+pub fn ready_line(child: &mut Child, limit: Duration) -> String {
+    let stderr = child.stderr.take().expect("ddpcheckd's stderr piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.starts_with("ddpcheckd: ready") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    rx.recv_timeout(limit).unwrap_or_else(|_| {
+        let _ = child.kill();
+        panic!(
+            "ddpcheckd did not become ready within {} s",
+            limit.as_secs()
+        );
+    })
+}
+
 /// The processes whose parent is `pid`, from /proc.
 pub fn children_of(pid: u32) -> Vec<u32> {
     // pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.

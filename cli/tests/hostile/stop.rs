@@ -2,12 +2,11 @@
 //! no history row `running`, and tells the client why; a control socket path with a control
 //! character is refused; folders the daemon made for its socket go when it stops.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, code, output_within, stderr, Daemon};
+use crate::common::{bin, code, output_within, ready_line, stderr, Daemon};
 
 /// Well under systemd's stop timeout (the unit's TimeoutStopSec is 30 s).
 const STOP_BOUND: Duration = Duration::from_secs(5);
@@ -105,19 +104,7 @@ fn start_raw(dir: &Path, args: &[&std::ffi::OsStr]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with("ddpcheckd: ready") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    if rx.recv_timeout(Duration::from_secs(30)).is_err() {
-        let _ = child.kill();
-        panic!("ddpcheckd did not become ready");
-    }
+    ready_line(&mut child, Duration::from_secs(30));
     child
 }
 
