@@ -75,7 +75,7 @@ fn explain_bound(p: &ExplainParams, gpus: usize) -> Duration {
 async fn daemon_gpus(c: &mut Client) -> usize {
     let read = c.get_node(pb::GetNodeRequest {});
     match tokio::time::timeout(READ_TIMEOUT, read).await {
-        Ok(Ok(r)) => serde_json::from_str::<ddpcheck_core::gpu::NodeInventory>(
+        Ok(Ok(r)) => serde_json::from_str::<ddpcheck_core::node_gpus::NodeInventory>(
             &r.into_inner().inventory_json,
         )
         .map(|inv| inv.gpus.len())

@@ -55,7 +55,7 @@ pub fn run(cli: &crate::Cli) -> Result<i32, RunError> {
     };
     let topo = runner.topo("")?;
     let pre = runner.preflight(&PreflightParams::default(), &mut |_| {})?;
-    let rec = crate::recommend::demo_recommendation(runner.as_ref())?;
+    let rec = crate::recommend_cmd::demo_recommendation(runner.as_ref())?;
     if cli.json {
         print_json(&serde_json::json!({ "topo": topo, "preflight": pre, "recommend": rec }))?;
     } else {
@@ -63,7 +63,7 @@ pub fn run(cli: &crate::Cli) -> Result<i32, RunError> {
         outln!();
         out!("{}", render::preflight(&pre));
         outln!();
-        out!("{}", crate::recommend::render(&rec));
+        out!("{}", crate::recommend_cmd::render(&rec));
         outln!(
             "\n(demo finished in {:.2} s; every number above is SIMULATED)",
             started.elapsed().as_secs_f64()

@@ -28,7 +28,7 @@ macro_rules! outln {
 }
 
 mod args;
-mod cluster;
+mod cluster_cmd;
 mod config_cmd;
 mod daemon_bin;
 mod daemon_runner;
@@ -39,7 +39,7 @@ mod history_cmd;
 mod plot;
 mod progress;
 mod recipe_args;
-mod recommend;
+mod recommend_cmd;
 mod render;
 
 use std::process::ExitCode;
@@ -193,10 +193,10 @@ fn run(cli: &Cli) -> Result<i32, RunError> {
         Command::Bench(BenchCommand::Collectives(a)) => collectives(cli, a),
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(cli, a),
         Command::Explain(a) => explain_cmd::run(cli, a),
-        Command::Recommend(a) => recommend::run(cli, a),
+        Command::Recommend(a) => recommend_cmd::run(cli, a),
         Command::History(a) => history_cmd::run(cli, a),
         Command::Config(c) => config_cmd::run(cli, c),
-        Command::Cluster(c) => cluster::run(cli, c),
+        Command::Cluster(c) => cluster_cmd::run(cli, c),
     }
 }
 
@@ -324,7 +324,7 @@ fn covers_same_gpus(
     let mut want: Vec<String> = if job_gpus.trim().is_empty() {
         node_gpus.to_vec()
     } else {
-        match ddpcheck_core::gpu::select_gpus(&r.gpus, job_gpus) {
+        match ddpcheck_core::node_gpus::select_gpus(&r.gpus, job_gpus) {
             Ok(sel) => sel.into_iter().map(|g| g.uuid).collect(),
             Err(_) => return false,
         }

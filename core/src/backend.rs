@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::collective::{Collective, Sweep};
 use crate::ddp::{DdpRequest, DdpResult};
-use crate::gpu::{GpuInfo, NodeInventory};
+use crate::node_gpus::{GpuInfo, NodeInventory};
 use crate::topology::{GpuRef, TopologyMatrix};
 use crate::verdict::Verdict;
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::ProbeError;
 use crate::capacity::pcie_bytes_per_s;
 use crate::finding::{Evidence, Finding, Severity, Subject};
-use crate::gpu::{GpuInfo, PcieLink};
+use crate::node_gpus::{GpuInfo, PcieLink};
 use crate::topology::GpuRef;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -410,7 +410,7 @@ fn below_reference(g: &GpuInfo, s: &CopySample) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::{GpuHealth, ProbeState};
+    use crate::node_gpus::{GpuHealth, ProbeState};
 
     fn gpu(name: &str, gen: u32, width: u32) -> GpuInfo {
         GpuInfo {

@@ -10,7 +10,7 @@ use crate::collective::Sweep;
 use crate::ddp::DdpResult;
 use crate::expect::Expectation;
 use crate::finding::Finding;
-use crate::gpu::GpuInfo;
+use crate::node_gpus::GpuInfo;
 use crate::topology::{GpuRef, TopologyMatrix};
 use crate::verdict::Verdict;
 

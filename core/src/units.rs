@@ -2,7 +2,7 @@
 //! reasons and warnings carry numbers in their text, and the CLI's tables show the same
 //! quantities: both format them here, so the two agree.
 
-use crate::model::MIB;
+use crate::step_time::MIB;
 
 /// Money per million units: more decimals as it gets smaller.
 pub fn fmt_money(c: f64) -> String {

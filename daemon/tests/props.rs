@@ -11,7 +11,7 @@ use std::time::Duration;
 use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB};
-use ddpcheck_core::gpu::{select_gpus, GpuHealth, GpuInfo, ProbeState};
+use ddpcheck_core::node_gpus::{select_gpus, GpuHealth, GpuInfo, ProbeState};
 use ddpcheck_core::params::ExplainParams;
 use ddpcheck_core::topology::{GpuRef, LinkClass};
 use ddpcheck_proto::v1::{

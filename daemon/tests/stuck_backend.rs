@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
-use ddpcheck_core::gpu::{GpuInfo, NodeInventory};
+use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
 use ddpcheck_proto::v1::GetNodeRequest;

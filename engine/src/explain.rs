@@ -12,8 +12,8 @@ use ddpcheck_core::explain::platform::{normalise_bdf, LinkReading};
 use ddpcheck_core::explain::{
     self, AbFigure, ExplainInput, NodeMeasurement, PairMeasurement, PlatformFacts,
 };
-use ddpcheck_core::gpu::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
 use ddpcheck_core::hostcopy::{self, CopyRequest, HostCopyRun};
+use ddpcheck_core::node_gpus::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
 use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::{ExplainReport, Header, PreflightReport, ReportKind};
 use ddpcheck_core::topology::TopologyMatrix;

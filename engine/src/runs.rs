@@ -8,7 +8,9 @@ use std::time::SystemTime;
 
 use ddpcheck_core::backend::{CollectiveRequest, Progress};
 use ddpcheck_core::ddp::{DdpRequest, RunDevice};
-use ddpcheck_core::gpu::{busy_among, busy_gpus, busy_reason, select_gpus, GpuInfo, NodeInventory};
+use ddpcheck_core::node_gpus::{
+    busy_among, busy_gpus, busy_reason, select_gpus, GpuInfo, NodeInventory,
+};
 use ddpcheck_core::params::{or_default, CollectiveParams, PreflightParams};
 use ddpcheck_core::preflight::{self, PreflightOptions};
 use ddpcheck_core::report::{

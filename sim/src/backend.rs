@@ -10,14 +10,16 @@ use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
 use ddpcheck_core::explain::Transport;
-use ddpcheck_core::gpu::{ComputeProcess, GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
+use ddpcheck_core::node_gpus::{
+    ComputeProcess, GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState,
+};
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{GpuRef, LinkClass, P2pCaps, P2pReason, P2pStatus, TopologyMatrix};
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
 
 use crate::fault::{self, Fault, FAULTS};
-use crate::model::{degraded_gen, jitter, Fabric};
 use crate::profile::{catalog, Catalog, P2p, Profile};
+use crate::timing::{degraded_gen, jitter, Fabric};
 
 /// Why a `--sim` spec was refused. The CLI turns it into a usage error (exit 64).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

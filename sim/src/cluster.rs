@@ -13,8 +13,8 @@ use ddpcheck_core::num::ToF64;
 use ddpcheck_core::NodeBackend;
 
 use crate::fault::{Fault, SLOW_NIC_FACTOR};
-use crate::model::jitter;
 use crate::profile::Profile;
+use crate::timing::jitter;
 use crate::SimBackend;
 
 /// The network of every simulated node.

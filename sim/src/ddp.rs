@@ -12,7 +12,7 @@
 //! - Each bucket is one all-reduce of its wire bytes (4 per parameter, 2 with an fp16/bf16
 //!   hook), timed by the profile's own curve for this regime. With PowerSGD a bucket is three
 //!   all-reduces one after another (uncompressed, `P`, `Q`), each its share of the bucket's
-//!   parameters in the shares core's `model::powersgd` counts for the whole model from its
+//!   parameters in the shares core's `step_time::powersgd` counts for the whole model from its
 //!   parameter shapes at the variant's rank (the sim's buckets carry no shapes). Buckets run
 //!   one after another; while the backward pass runs they progress at the regime's
 //!   `overlap_rate` (compute and communication share the GPU and its PCIe/host path), after it
@@ -44,13 +44,13 @@ use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, timed_steps, CommHook, DdpRequest, DdpResult, DdpVariant,
     ModelSpec, PlainReference, ALL_REDUCE_PROBE_BYTES,
 };
-use ddpcheck_core::model::{powersgd, GradLayout};
 use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
+use ddpcheck_core::step_time::{powersgd, GradLayout};
 use ddpcheck_core::ProbeError;
 
 use crate::fault::Fault;
-use crate::model::{jitter, Fabric};
 use crate::profile::{Catalog, Profile};
+use crate::timing::{jitter, Fabric};
 
 /// Share of a micro-batch's compute that is the backward pass.
 pub const BWD_FRACTION: f64 = 2.0 / 3.0;

@@ -6,7 +6,7 @@ use ddpcheck_core::hostcopy::{CopyDirection, CopyRequest, CopySample, GpuCopies}
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::topology::GpuRef;
 
-use crate::model::jitter;
+use crate::timing::jitter;
 
 /// Share of the link's after-encoding rate a copy engine reaches (sim assumption: 0.87, about
 /// 55 GB/s on gen5 x16, where Azure's H100/H200 floor is 48).

@@ -13,10 +13,10 @@ pub mod cluster;
 pub mod ddp;
 pub mod fault;
 pub mod hostcopy;
-pub mod model;
 pub mod platform;
 pub mod profile;
 pub mod stop;
+pub mod timing;
 
 pub use backend::{SimBackend, SimError};
 pub use fault::Fault;

@@ -5,7 +5,7 @@ use ddpcheck_core::explain::platform::{
     normalise_bdf, AcsState, Bridge, FabricFacts, GpuPlatform, IommuFacts, IommuMode,
     PlatformFacts, SysfsLink,
 };
-use ddpcheck_core::gpu::GpuInfo;
+use ddpcheck_core::node_gpus::GpuInfo;
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::LinkClass;
 

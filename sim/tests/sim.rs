@@ -730,12 +730,12 @@ impl NodeBackend for CopiesFail {
     fn label(&self) -> String {
         self.0.label()
     }
-    fn inventory(&self) -> Result<ddpcheck_core::gpu::NodeInventory, ProbeError> {
+    fn inventory(&self) -> Result<ddpcheck_core::node_gpus::NodeInventory, ProbeError> {
         self.0.inventory()
     }
     fn topology(
         &self,
-        gpus: &[ddpcheck_core::gpu::GpuInfo],
+        gpus: &[ddpcheck_core::node_gpus::GpuInfo],
     ) -> Result<ddpcheck_core::topology::TopologyMatrix, ProbeError> {
         self.0.topology(gpus)
     }

@@ -9,7 +9,7 @@
 
 use ddpcheck_core::ddp::{DdpResult, DdpVariant};
 use ddpcheck_core::expect::median;
-use ddpcheck_core::model::{self, LinkCurve};
+use ddpcheck_core::step_time::{self, LinkCurve};
 
 use crate::fixtures::Dataset;
 use crate::inputs::{Knobs, Reading};
@@ -133,12 +133,12 @@ fn model_cases(ds: &Dataset, model: &str, knobs: Knobs, split: LaunchSplit) -> V
     out
 }
 
-/// The model calibrated on the measured baseline (see `model::BaselineFit`).
-pub(crate) struct Fitted(Option<model::BaselineFit>);
+/// The model calibrated on the measured baseline (see `step_time::BaselineFit`).
+pub(crate) struct Fitted(Option<step_time::BaselineFit>);
 
 pub(crate) fn fit_on_baseline(reading: &Reading, base_step_s: f64, curve: &LinkCurve) -> Fitted {
     let base = reading.inputs_on(&DdpVariant::default(), curve);
-    Fitted(model::BaselineFit::fit(&base, curve, base_step_s).ok())
+    Fitted(step_time::BaselineFit::fit(&base, curve, base_step_s).ok())
 }
 
 impl Fitted {
@@ -152,7 +152,7 @@ impl Fitted {
         if let Some(fit) = &self.0 {
             fit.apply(&mut inputs);
         }
-        model::predict(&inputs, curve).ok().map(|p| p.speedup)
+        step_time::predict(&inputs, curve).ok().map(|p| p.speedup)
     }
 }
 

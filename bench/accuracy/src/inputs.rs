@@ -4,8 +4,10 @@
 //! formula the model is compared with.
 
 use ddpcheck_core::ddp::{CommHook, DdpResult, DdpVariant, ModelSpec};
-use ddpcheck_core::model::{self, GradLayout, LinkCurve, StepInputs, DEFAULT_BUCKET_CAP_MB, MIB};
 use ddpcheck_core::num::floor_u64;
+use ddpcheck_core::step_time::{
+    self, GradLayout, LinkCurve, StepInputs, DEFAULT_BUCKET_CAP_MB, MIB,
+};
 
 /// The model a run names (`gpt2-124m`, `mlp:1024x4`).
 pub fn spec_of(name: &str) -> Option<ModelSpec> {
@@ -105,7 +107,7 @@ impl Reading {
         let (compute_s, optimizer_s) = compute(inputs, model)?;
         let rows: Vec<&DdpResult> = inputs.iter().collect();
         let side_by_side =
-            model::side_by_side(&rows, model, micro_batch, world).map_or(1.0, |s| s.counted());
+            step_time::side_by_side(&rows, model, micro_batch, world).map_or(1.0, |s| s.counted());
         Some(Reading {
             spec,
             world,
@@ -137,9 +139,9 @@ impl Reading {
     pub fn inputs_on(&self, v: &DdpVariant, curve: &LinkCurve) -> StepInputs {
         let mut s = self.step_inputs(v);
         if let Some(o) = self.knobs.slow_link_overlap {
-            let slow = model::mechanisms::realised_overlap(curve, self.world) < 1.0
+            let slow = step_time::mechanisms::realised_overlap(curve, self.world) < 1.0
                 || curve.busbw_at(floor_u64(DEFAULT_BUCKET_CAP_MB * MIB))
-                    < model::mechanisms::SLOW_LINK_GBPS;
+                    < step_time::mechanisms::SLOW_LINK_GBPS;
             s.realised_overlap = Some(if slow { o } else { 1.0 });
         }
         s.no_sync_host_s = self.knobs.no_sync_host_s;
@@ -148,7 +150,7 @@ impl Reading {
 
     /// The model's predicted speedup of a variant.
     pub fn predict(&self, v: &DdpVariant, curve: &LinkCurve) -> Option<f64> {
-        model::predict(&self.inputs_on(v, curve), curve)
+        step_time::predict(&self.inputs_on(v, curve), curve)
             .ok()
             .map(|p| p.speedup)
     }

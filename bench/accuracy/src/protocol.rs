@@ -12,8 +12,8 @@
 //!   model is calibrated on as `recommend` is; judged on every other multi-GPU run.
 
 use ddpcheck_core::ddp::{one_gpu_reference, probe_curve, DdpResult, DdpVariant};
-use ddpcheck_core::model::LinkCurve;
 use ddpcheck_core::recommend::variant_name;
+use ddpcheck_core::step_time::LinkCurve;
 
 use crate::fixtures::{Dataset, Regime};
 use crate::fresh::fit_on_baseline;

@@ -98,7 +98,7 @@ pub fn preflight(r: &PreflightReport) -> String {
 }
 
 /// Each GPU's best copy size per direction against its link's capacity and class reference.
-pub fn host_copies(gpus: &[ddpcheck_core::gpu::GpuInfo], run: &HostCopyRun) -> String {
+pub fn host_copies(gpus: &[ddpcheck_core::node_gpus::GpuInfo], run: &HostCopyRun) -> String {
     let mut t = table();
     t.set_header(vec![
         "GPU",
@@ -142,7 +142,7 @@ pub fn host_copies(gpus: &[ddpcheck_core::gpu::GpuInfo], run: &HostCopyRun) -> S
 
 /// A GPU's reference for one copy direction: its class's floor, else a consumer card's
 /// published range (a figure to read by, not a floor).
-fn copy_reference_cell(g: &ddpcheck_core::gpu::GpuInfo, d: CopyDirection) -> Option<String> {
+fn copy_reference_cell(g: &ddpcheck_core::node_gpus::GpuInfo, d: CopyDirection) -> Option<String> {
     if let Some(r) = hostcopy::reference(g) {
         return Some(format!("≥ {:.0} GB/s ({})", r.min_gbps, r.class));
     }
@@ -155,7 +155,7 @@ fn copy_reference_cell(g: &ddpcheck_core::gpu::GpuInfo, d: CopyDirection) -> Opt
 }
 
 /// The host-copy references of the GPUs, one line per class, with where each number comes from.
-pub fn copy_reference_lines(gpus: &[ddpcheck_core::gpu::GpuInfo]) -> Vec<String> {
+pub fn copy_reference_lines(gpus: &[ddpcheck_core::node_gpus::GpuInfo]) -> Vec<String> {
     let mut out: Vec<String> = gpus
         .iter()
         .filter_map(|g| {

@@ -274,11 +274,11 @@ fn layout(table: &[Vec<String>]) -> String {
 mod tests {
     use super::*;
     use ddpcheck_core::ddp::ModelSpec;
-    use ddpcheck_core::model::LinkCurve;
     use ddpcheck_core::recommend::{
         recommend, ComputeSource, CurveProvenance, EnvAb, MeasuredSpeedup, ModelInput,
         PowerSgdMeasured, RecommendInput,
     };
+    use ddpcheck_core::step_time::LinkCurve;
     use ddpcheck_core::topology::LinkClass;
 
     /// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.

@@ -3,8 +3,8 @@
 //! by [`ParamLayout::ddp_buckets`], and the presets' own tensors against the same torch model.
 
 use super::{ModelSpec, ParamLayout, TorchBuckets};
-use crate::model::{assign_buckets, GradLayout, MIB};
 use crate::num::ToF64;
+use crate::step_time::{assign_buckets, GradLayout, MIB};
 
 #[derive(serde::Deserialize)]
 struct Fixture {
@@ -239,7 +239,7 @@ fn under_find_unused_parameters_the_buckets_are_the_constructors_as_torch_sized_
 #[test]
 fn the_models_packing_follows_the_constructors_buckets() {
     use super::BucketOrder;
-    use crate::model::assign_buckets_in;
+    use crate::step_time::assign_buckets_in;
     let l = constructor_case();
     let grads = GradLayout::from_params(&l);
     let params = |order| -> Vec<u64> {

@@ -2,8 +2,8 @@
 //! configs, and reports written before the newer fields.
 
 use super::*;
-use crate::model::GradLayout;
 use crate::num::ToF64;
+use crate::step_time::GradLayout;
 
 /// A 2-layer LLaMA-style config small enough to count by hand (see `small_llama_counts`).
 const SMALL_LLAMA: &str = r#"{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,

@@ -253,7 +253,7 @@ pub enum CommHook {
 impl CommHook {
     /// Bytes per gradient element a casting hook sends (fp16 and bf16: 2); `None` for no hook
     /// (the gradients' own dtype) and for PowerSGD, whose bytes follow from the gradients'
-    /// shapes and its rank (`crate::model::powersgd`).
+    /// shapes and its rank (`crate::step_time::powersgd`).
     pub fn cast_bytes_per_param(self) -> Option<f64> {
         match self {
             CommHook::Fp16 | CommHook::Bf16 => Some(2.0),

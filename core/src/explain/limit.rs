@@ -3,9 +3,9 @@
 //! ring's slowest hop), each with its arithmetic, whether anything on this machine recovers it
 //! (the A/B's figure where one ran), and what kind of machine would do better.
 
-use super::capacity::{best_ring_bottleneck, with_fractions, PathCapacity};
 use super::consumer::{self, Refusal};
 use super::node::is_vm;
+use super::path_capacity::{best_ring_bottleneck, with_fractions, PathCapacity};
 use super::transport::Transport;
 use super::{AbFigure, Action, Cause, CauseKind, ExplainInput, NodeChain, PairChain};
 use crate::expect::{self, NodeClass};

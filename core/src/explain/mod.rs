@@ -5,12 +5,12 @@
 //! Pure judgement over what backends read and measured: no I/O, no text layout.
 
 pub mod action;
-mod capacity;
 pub mod consumer;
-mod gpu;
 mod limit;
 mod node;
 mod pair;
+mod path_capacity;
+mod per_gpu;
 pub mod platform;
 #[cfg(test)]
 mod tests;
@@ -21,14 +21,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use action::Action;
-pub use capacity::{best_ring_bottleneck, PathCapacity};
 pub use limit::RECOVERY_RATIO;
+pub use path_capacity::{best_ring_bottleneck, PathCapacity};
 pub use platform::PlatformFacts;
 pub use transport::Transport;
 
 use crate::expect::Expectation;
 use crate::finding::{Evidence, Severity};
-use crate::gpu::GpuInfo;
+use crate::node_gpus::GpuInfo;
 use crate::topology::{GpuRef, LinkClass, TopologyMatrix};
 use crate::verdict::Verdict;
 
@@ -348,7 +348,7 @@ pub struct ExplainInput<'a> {
 /// Judges the node: node and GPU causes, then one chain per pair of the topology.
 pub fn explain(input: &ExplainInput<'_>) -> Explanation {
     let mut causes = node::causes(input);
-    causes.extend(gpu::causes(input));
+    causes.extend(per_gpu::causes(input));
     let pairs: Vec<PairChain> = match input.topology {
         Some(t) => t
             .pairs()

@@ -1,9 +1,9 @@
 //! One pair's chain: its measurement, the transport against what the topology allows, the
 //! environment, ACS and NUMA causes, the reference and history, and the fix.
 
-use super::capacity::{pair_capacity, with_fractions};
 use super::consumer;
 use super::limit::{pair_limit, PairFacts};
+use super::path_capacity::{pair_capacity, with_fractions};
 use super::platform::{bridges_between, AcsState};
 use super::transport::{self, Transport};
 use super::{Action, Cause, CauseKind, ExplainInput, PairChain, PairMeasurement};

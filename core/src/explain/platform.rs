@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::PcieLink;
+use crate::node_gpus::PcieLink;
 
 /// ACS control of one PCIe bridge, read from its config space (ACS extended capability 0x000D,
 /// control register at capability + 6).

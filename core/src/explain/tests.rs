@@ -7,7 +7,7 @@ use super::platform::{
     AcsState, Bridge, FabricFacts, GpuPlatform, IommuFacts, IommuMode, SysfsLink,
 };
 use super::*;
-use crate::gpu::{GpuHealth, PcieLink, ProbeState};
+use crate::node_gpus::{GpuHealth, PcieLink, ProbeState};
 use crate::topology::P2pStatus;
 
 fn gpu(i: u32, name: &str) -> GpuInfo {

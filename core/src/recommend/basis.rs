@@ -7,11 +7,11 @@ use std::fmt::Write as _;
 use super::words::Words;
 use super::{CalibrationInput, CurveSummary, MeasuredBaseline, ModelInput, RecommendInput};
 use crate::ddp::{LayoutSummary, ModelSpec};
-use crate::model::{
+use crate::num::{floor_u64, ToF64};
+use crate::step_time::{
     predict, BaselineFit, GradLayout, LinkCurve, ModelError, StepInputs, DEFAULT_BUCKET_CAP_MB,
     DEFAULT_FIRST_BUCKET_MB, MIB,
 };
-use crate::num::{floor_u64, ToF64};
 use crate::units::{fmt_bytes, fmt_s};
 
 /// The step inputs of plain DDP at the job's GPU count, and what they rest on.

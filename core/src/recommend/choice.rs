@@ -9,7 +9,7 @@ use super::answer::Answer;
 use super::basis::Basis;
 use super::{RecommendInput, SingleGpu, VariantRow};
 use crate::ddp::{CommHook, RunDevice};
-use crate::model::{cost_per_million, predict, ModelError};
+use crate::step_time::{cost_per_million, predict, ModelError};
 use crate::units::{fmt_count, fmt_s};
 
 /// Rows in display order: (name, hook, accumulation).

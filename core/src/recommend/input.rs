@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendKind;
 use crate::ddp::{beyond_noise, ModelSpec, ParamLayout, Recipe, RunDevice};
-use crate::model::{Calibration, CrossCheck, LinkCurve, ModelError};
 use crate::num::ToF64;
+use crate::step_time::{Calibration, CrossCheck, LinkCurve, ModelError};
 use crate::topology::LinkClass;
 use crate::units::{fmt_count, fmt_s};
 
@@ -145,14 +145,14 @@ pub struct CalibrationInput {
     pub calibration: Calibration,
     /// e.g. `6 DDP runs on gpu-node-3 2026-11-30T10:00Z (real)`.
     pub source: String,
-    /// The fit checked on models it did not see ([`crate::model::cross_check`]): where it
+    /// The fit checked on models it did not see ([`crate::step_time::cross_check`]): where it
     /// predicted them worse than the defaults did, the defaults are used. `None` with runs of
     /// one model (nothing to hold out): the fit is used.
     pub cross_check: Option<CrossCheck>,
 }
 
 /// N processes side by side, as the node measured it (see `StepInputs::side_by_side_slowdown`
-/// and `model::SideBySide`).
+/// and `step_time::SideBySide`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SideBySideInput {
     /// The N-GPU `nocomm` step over the 1-GPU step, as measured.
@@ -164,7 +164,7 @@ pub struct SideBySideInput {
     #[serde(default)]
     pub within_launch: bool,
     /// The slowdown lies beyond its launches' noise: Student's t times its standard error, at
-    /// least twice it ([`crate::model::SideBySide::distinct`]). Only then is it counted:
+    /// least twice it ([`crate::step_time::SideBySide::distinct`]). Only then is it counted:
     /// anything less is within the launch-to-launch noise.
     pub distinct: bool,
     /// How far ln(measured_ratio) may move by its launches' noise alone, the bound `distinct`

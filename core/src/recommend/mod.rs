@@ -1,5 +1,5 @@
 //! `ddpcheck recommend`: predicts every common DDP variant with the step-time model
-//! ([`crate::model`]) on the node's measured all-reduce curve, picks the cheapest change that
+//! ([`crate::step_time`]) on the node's measured all-reduce curve, picks the cheapest change that
 //! reaches a target efficiency, and explains why, each reason citing the measurement it rests on.
 //!
 //! The choice: variants are tried from the cheapest change to the most invasive — as is, a
@@ -26,7 +26,7 @@ mod choice;
 mod input;
 mod levers;
 mod p2p;
-mod powersgd;
+mod powersgd_offer;
 mod reasons;
 mod snippet;
 mod warnings;
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ddp::LayoutSummary;
 use crate::ddp::{CommHook, RunDevice};
-use crate::model::{ModelError, Overheads, Prediction};
+use crate::step_time::{ModelError, Overheads, Prediction};
 
 pub use answer::Answer;
 pub use choice::{
@@ -49,7 +49,7 @@ pub use input::{
 };
 pub use levers::{HostMeasured, BROADCAST_SHARE, STATIC_GRAPH_SHARE};
 pub use p2p::P2pRisk;
-pub use powersgd::{
+pub use powersgd_offer::{
     assess as assess_powersgd, PowerSgdMeasured, PowerSgdOffer, PowerSgdRow, MEASURE_HINT,
     NUMERICS as POWERSGD_NUMERICS,
 };
@@ -178,7 +178,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     let reasons = reasons::reasons(input, &basis, &choice)?;
     let summary = choice::summary(input, &basis, &choice);
     let warnings = warnings::warnings(input, &basis, &choice)?;
-    let powersgd = powersgd::offer(input, &basis)?;
+    let powersgd = powersgd_offer::offer(input, &basis)?;
     let row = choice.chosen();
     let (chosen, chosen_hook, chosen_accum) = if choice.use_one_gpu {
         ("1 GPU".to_string(), CommHook::None, 1)

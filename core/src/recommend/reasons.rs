@@ -7,7 +7,7 @@ use super::basis::Basis;
 use super::choice::{hook_name, Choice};
 use super::{MeasuredSpeedup, Reason, RecommendInput, SideBySideInput, VariantRow};
 use crate::ddp::CommHook;
-use crate::model::{predict, ModelError};
+use crate::step_time::{predict, ModelError};
 use crate::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
 
 /// Every reason, in the order a reader follows them.

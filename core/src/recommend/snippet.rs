@@ -7,7 +7,7 @@ use super::p2p;
 use super::warnings::{disabled_nvlink_transports, p2p_forced};
 use super::RecommendInput;
 use crate::ddp::{Amp, CommHook, Recipe, RunDevice, POWERSGD_DEFAULT_RANK};
-use crate::model::powersgd::TORCH_DEFAULT_START_ITER;
+use crate::step_time::powersgd::TORCH_DEFAULT_START_ITER;
 
 /// The Python for the recommendation: none on one GPU (or one CPU rank).
 pub(super) fn python_for(

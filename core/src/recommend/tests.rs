@@ -6,7 +6,7 @@ use super::choice::CHANGE_ORDER;
 use super::*;
 use crate::backend::BackendKind;
 use crate::ddp::ModelSpec;
-use crate::model::{Calibration, CrossCheck, LinkCurve};
+use crate::step_time::{Calibration, CrossCheck, LinkCurve};
 use crate::topology::LinkClass;
 use crate::units::fmt_s;
 

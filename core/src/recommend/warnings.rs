@@ -9,8 +9,8 @@ use super::basis::Basis;
 use super::choice::Choice;
 use super::{ComputeSource, RecommendInput, Warning};
 use crate::backend::BackendKind;
-use crate::model::{predict, ModelError};
 use crate::num::ToF64;
+use crate::step_time::{predict, ModelError};
 use crate::topology::LinkClass;
 use crate::units::{fmt_bytes, fmt_count};
 

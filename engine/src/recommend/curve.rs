@@ -3,9 +3,9 @@
 
 use ddpcheck_core::collective::Sweep;
 use ddpcheck_core::ddp::probe_curve;
-use ddpcheck_core::model::LinkCurve;
 use ddpcheck_core::recommend::{CurveProvenance, OtherCurve};
 use ddpcheck_core::report::Header;
+use ddpcheck_core::step_time::LinkCurve;
 
 use super::measurements::Measurements;
 use crate::runner::RunError;

@@ -2,12 +2,12 @@
 //! the speedups measured, and how much N GPUs side by side slow each other.
 
 use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLayout, RunDevice};
-use ddpcheck_core::model::side_by_side;
 use ddpcheck_core::recommend::{
     variant_name_on, ComputeSource, DdpOwnWork, HostMeasured, MeasuredBaseline, MeasuredSpeedup,
     ModelInput, PowerSgdMeasured, SideBySideInput,
 };
 use ddpcheck_core::report::Header;
+use ddpcheck_core::step_time::side_by_side;
 
 use super::measurements::Measurements;
 

@@ -21,7 +21,6 @@ use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
     CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
 };
-use ddpcheck_core::model::{calibrate, cross_check, LinkCurve};
 use ddpcheck_core::params::CollectiveParams;
 use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::recommend::{
@@ -29,6 +28,7 @@ use ddpcheck_core::recommend::{
     P2pRisk, RecommendInput,
 };
 use ddpcheck_core::report::{Header, ReportKind};
+use ddpcheck_core::step_time::{calibrate, cross_check, LinkCurve};
 use ddpcheck_core::topology::LinkClass;
 
 use crate::runner::{RunError, Runner};

@@ -6,8 +6,8 @@
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::ddp::CommHook;
 use ddpcheck_core::ddp::{one_gpu_partner, probe_curve, throughput_ratio, DdpResult};
-use ddpcheck_core::model::LinkCurve;
 use ddpcheck_core::recommend::{ModelInput, PowerSgdOffer, Recommendation};
+use ddpcheck_core::step_time::LinkCurve;
 
 use super::report::{
     RecommendReport, VerifyCompute, VerifyGain, VerifyNetwork, VerifyPowerSgd, VerifyRow,

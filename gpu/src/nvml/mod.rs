@@ -35,7 +35,7 @@ mod worker;
 
 use std::time::Duration;
 
-use ddpcheck_core::gpu::{GpuInfo, NodeInventory, ProbeState};
+use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory, ProbeState};
 use ddpcheck_core::topology::{LinkClass, TopologyMatrix};
 use ddpcheck_core::ProbeError;
 use serde::Serialize;

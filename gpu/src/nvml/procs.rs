@@ -1,6 +1,6 @@
 //! Compute processes on a GPU: names from /proc, and leaving out our own process and its descendants.
 
-use ddpcheck_core::gpu::ComputeProcess;
+use ddpcheck_core::node_gpus::ComputeProcess;
 
 /// How far up the parent chain we look for our own pid (process trees are shallow; the bound
 /// only guards against a cycle in a changing /proc).

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ddpcheck_core::gpu::{GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
+use ddpcheck_core::node_gpus::{GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{GpuRef, LinkClass, P2pCaps, P2pReason, P2pStatus, TopologyMatrix};
 use ddpcheck_core::ProbeError;
@@ -232,7 +232,7 @@ impl<'n> Session<'n> {
         &self,
         dev: &Device<'_>,
         lost: &mut bool,
-    ) -> Vec<ddpcheck_core::gpu::ComputeProcess> {
+    ) -> Vec<ddpcheck_core::node_gpus::ComputeProcess> {
         // nvmlDeviceGetComputeRunningProcesses_v3 (drivers 510 and newer); nvml-wrapper keeps
         // the v2 fallback behind a feature we do not enable, so older drivers list nothing.
         let raw: Vec<(u32, Option<u64>)> =

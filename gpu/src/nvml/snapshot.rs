@@ -1,6 +1,6 @@
 //! What a caller sees while the NVML thread is stuck: the last readings with the hung GPUs marked (pure).
 
-use ddpcheck_core::gpu::{GpuHealth, GpuInfo, NodeInventory, ProbeState};
+use ddpcheck_core::node_gpus::{GpuHealth, GpuInfo, NodeInventory, ProbeState};
 
 /// The GPUs an NVML step touches: all of them (driver-wide calls) or these indices.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use ddpcheck_core::gpu::{GpuHealth, GpuInfo, NodeInventory, ProbeState};
+use ddpcheck_core::node_gpus::{GpuHealth, GpuInfo, NodeInventory, ProbeState};
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{LinkClass, TopologyMatrix};
 use ddpcheck_core::ProbeError;

@@ -14,7 +14,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use ddpcheck_core::gpu::{GpuInfo, NodeInventory};
+use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory};
 use ddpcheck_core::ProbeError;
 
 use super::snapshot::{Involved, Partial};

@@ -4,7 +4,7 @@ use super::platform::SysfsLink;
 use super::{gpu_ref, Action, Cause, CauseKind, ExplainInput};
 use crate::expect;
 use crate::finding::{Evidence, Severity};
-use crate::gpu::{GpuInfo, PcieLink};
+use crate::node_gpus::{GpuInfo, PcieLink};
 
 pub(super) fn causes(input: &ExplainInput<'_>) -> Vec<Cause> {
     let multi = input.gpus.len() >= 2;

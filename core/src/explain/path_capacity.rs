@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::gpu::link_readings;
+use super::per_gpu::link_readings;
 use super::ExplainInput;
 use crate::capacity::{self as cap, NvlinkGen, GB};
-use crate::gpu::GpuInfo;
+use crate::node_gpus::GpuInfo;
 use crate::topology::{LinkClass, Pair};
 
 const PCIE_SOURCE: &str = "PCI-SIG base specifications: 2.5/5/8/16/32/64 GT/s per lane for gen1-6, 8b/10b (gen1-2), 128b/130b (gen3-5), FLIT (gen6)";

@@ -14,9 +14,9 @@ use super::choice::hook_name;
 use super::snippet::powersgd_registration;
 use super::RecommendInput;
 use crate::ddp::{CommHook, RunDevice};
-use crate::model::powersgd::{RANKS, TORCH_DEFAULT_START_ITER};
-use crate::model::{assign_buckets, predict, LinkCurve, ModelError, StepInputs, MIB};
 use crate::num::ToF64;
+use crate::step_time::powersgd::{RANKS, TORCH_DEFAULT_START_ITER};
+use crate::step_time::{assign_buckets, predict, LinkCurve, ModelError, StepInputs, MIB};
 
 /// The published accuracy cost the offer states with its source (docs/recommend.md, "PowerSGD").
 pub const NUMERICS: &str = "PowerSGD is a biased compressor: ResNet-50 on ImageNet at rank 4 fell from 76% to 72.5% top-1 in a published run (github.com/epfml/powersgd issue 1); raise the rank until the accuracy holds";
