@@ -178,7 +178,8 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     let reasons = reasons::reasons(input, &basis, &choice)?;
     let summary = choice::summary(input, &basis, &choice);
     let warnings = warnings::warnings(input, &basis, &choice)?;
-    let powersgd = powersgd_offer::offer(input, &basis)?;
+    let powersgd =
+        powersgd_offer::offer(input, &basis)?.map(|o| o.checked(choice.model_check.as_ref()));
     let row = choice.chosen();
     let (chosen, chosen_hook, chosen_accum) = if choice.use_one_gpu {
         ("1 GPU".to_string(), CommHook::None, 1)

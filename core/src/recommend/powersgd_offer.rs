@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::basis::Basis;
-use super::choice::hook_name;
+use super::choice::{hook_name, ModelCheck};
 use super::snippet::powersgd_registration;
 use super::RecommendInput;
 use crate::ddp::{CommHook, RunDevice};
@@ -77,6 +77,35 @@ pub struct PowerSgdOffer {
     /// The runs the compression compute comes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rests_on: Option<String>,
+    /// The rank the model would offer where it missed this node's measured rows (warning
+    /// `model_unreliable`): not offered, since no prediction outranks a measurement; `--verify`
+    /// measures it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld_rank: Option<u32>,
+}
+
+impl PowerSgdOffer {
+    /// The offer under the model check: where the model missed a row this node measured, its
+    /// predicted rank is withheld and named with the `--verify` run that would measure it.
+    pub(super) fn checked(mut self, check: Option<&ModelCheck>) -> Self {
+        let Some(miss) = check
+            .filter(|c| !c.reliable)
+            .and_then(|c| c.misses().next())
+        else {
+            return self;
+        };
+        let Some(rank) = self.rank.take() else {
+            return self;
+        };
+        self.snippet = None;
+        self.withheld_rank = Some(rank);
+        self.why_not = Some(format!(
+            "the step-time model missed the measured {} by {:+.0}% on this node (warning model_unreliable), so its prediction for rank {rank} is not offered; --verify measures powersgd{rank}",
+            miss.variant,
+            miss.error * 100.0
+        ));
+        self
+    }
 }
 
 /// PowerSGD on this request: ranks priced with the compression compute the 1-GPU launches
@@ -184,6 +213,7 @@ pub fn assess(
         numerics: NUMERICS.to_string(),
         why_not: None,
         rests_on: None,
+        withheld_rank: None,
     })
 }
 

@@ -951,6 +951,37 @@ fn powersgd_is_offered_on_a_slow_link_with_its_compute_measured() {
 }
 
 #[test]
+fn powersgd_is_withheld_where_the_model_missed_the_measured_rows() {
+    let mut input = a6000_input();
+    input.curve = LinkCurve::flat(4, 1.0, 50e-6).unwrap();
+    input.powersgd_compute = vec![powersgd_measured(4, 0.015)];
+    let offered = recommend(&input).unwrap();
+    assert_eq!(offered.powersgd.as_ref().unwrap().rank, Some(4));
+    // The node measured plain DDP far below the model's prediction: PowerSGD's rank is a
+    // prediction too, so it is not offered over what was measured; --verify measures it.
+    let b = predicted(&offered, "base");
+    input.measured = vec![MeasuredSpeedup {
+        variant: "base".into(),
+        speedup: b * 0.6,
+        uncertainty: None,
+        noise_bound: None,
+        rests_on: "launch of base".into(),
+    }];
+    let r = recommend(&input).unwrap();
+    assert!(!r.model_check.as_ref().unwrap().reliable);
+    let o = r.powersgd.unwrap();
+    assert_eq!(o.rank, None, "{o:?}");
+    assert_eq!(o.withheld_rank, Some(4));
+    assert!(o.snippet.is_none());
+    let why = o.why_not.unwrap();
+    assert!(
+        why.contains("model_unreliable") && why.contains("--verify measures powersgd4"),
+        "{why}"
+    );
+    assert!(why.contains("base by +67%"), "{why}");
+}
+
+#[test]
 fn powersgd_is_not_offered_where_bf16_is_faster() {
     let mut input = a6000_input();
     input.curve = LinkCurve::flat(4, 400.0, 20e-6).unwrap();

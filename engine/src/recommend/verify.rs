@@ -49,7 +49,11 @@ pub fn verify(
         variants.push(pick);
     }
     // The offered PowerSGD rank, and the casting hook it beat in the model.
-    let offer = rec.powersgd.as_ref().and_then(|o| Some((o, o.rank?)));
+    // A rank withheld under an unreliable model is measured all the same: that settles it.
+    let offer = rec
+        .powersgd
+        .as_ref()
+        .and_then(|o| Some((o, o.rank.or(o.withheld_rank)?)));
     let powersgd_runs: Vec<String> = offer.map_or_else(Vec::new, |(o, rank)| {
         vec![
             format!("powersgd{rank}"),
