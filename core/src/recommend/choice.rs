@@ -230,6 +230,12 @@ pub(super) fn choose(input: &RecommendInput, basis: &Basis) -> Result<Choice, Mo
     let mut model_check = if n > 1 { check_model(&rows) } else { None };
     let (pick, best_speedup) = match model_check.as_mut().filter(|c| !c.reliable) {
         Some(check) => {
+            // The measured rows' target column from what they measured, as the choice is.
+            for r in rows.iter_mut() {
+                if let Some(m) = &r.measured {
+                    r.reaches_target = m.speedup / f64::from(n) >= input.target_efficiency;
+                }
+            }
             let pick = pick_measured(order, &rows, n, input.target_efficiency)
                 .ok_or_else(|| ModelError::Invalid("no measured variant to choose".into()))?;
             let model_choice = &rows[model_pick.chosen];

@@ -749,6 +749,23 @@ fn a_model_that_reproduces_the_measured_rows_keeps_its_choice() {
 }
 
 #[test]
+fn a_measured_row_the_model_missed_reaches_the_target_by_its_measurement() {
+    let plain = recommend(&a6000_input()).unwrap();
+    let pick = plain.chosen.clone();
+    let row = |r: &Recommendation| r.rows.iter().find(|x| x.variant == pick).cloned().unwrap();
+    assert!(
+        row(&plain).reaches_target,
+        "the model's pick reaches the target"
+    );
+    // Measured at 60% of its prediction, below the target: the column follows the measurement.
+    let r = recommend(&with_measured(&[(&pick, predicted(&plain, &pick) * 0.6)])).unwrap();
+    assert!(!r.model_check.as_ref().unwrap().reliable);
+    let x = row(&r);
+    assert!(x.prediction.efficiency >= r.target_efficiency);
+    assert!(!x.reaches_target, "{x:?}");
+}
+
+#[test]
 fn a_model_that_misses_a_measured_row_is_overruled_by_the_measurements() {
     let plain = recommend(&a6000_input()).unwrap();
     // The model predicts a predicted row (bf16 with accumulation); the node measured three
@@ -778,6 +795,11 @@ fn a_model_that_misses_a_measured_row_is_overruled_by_the_measurements() {
             .map(|m| m.speedup)
     };
     let chosen = measured(&r.chosen).expect("the chosen row is a measured one");
+    // Each measured row's target column is its measurement's, not the missed prediction's.
+    for x in r.rows.iter().filter(|x| x.measured.is_some()) {
+        let e = x.measured.as_ref().unwrap().speedup / f64::from(r.gpus);
+        assert_eq!(x.reaches_target, e >= r.target_efficiency, "{}", x.variant);
+    }
     for v in ["base", "bf16", "accum4"] {
         assert!(chosen >= measured(v).unwrap(), "{v}");
     }
