@@ -8,8 +8,8 @@ use std::process::Command;
 use clap::{Args, Subcommand};
 use ddpcheck_engine::RunError;
 
-use crate::args::Cli;
 use crate::daemon_bin;
+use crate::global_args::GlobalArgs;
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCommand {
@@ -27,7 +27,7 @@ pub struct ConfigCheckArgs {
     pub config: Option<PathBuf>,
 }
 
-pub fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<i32, RunError> {
+pub fn run(cli: &GlobalArgs, cmd: &ConfigCommand) -> Result<i32, RunError> {
     let ConfigCommand::Check(a) = cmd;
     let daemon =
         daemon_bin::find().ok_or_else(|| RunError::Daemon(daemon_bin::missing("config check")))?;

@@ -7,9 +7,10 @@ use ddpcheck_core::num::ToF64;
 use ddpcheck_core::saved;
 use ddpcheck_engine::read_file;
 
-use crate::args::parse_u32_list;
+use crate::flag_values::parse_u32_list;
+use crate::global_args::{make_target, GlobalArgs};
 use crate::recipe_args::{parse_model, RecipeArgs};
-use crate::{make_target, print_json, progress, render, Cli};
+use crate::{print_json, progress, render};
 use ddpcheck_engine::RunError;
 
 #[derive(Args, Debug)]
@@ -215,7 +216,7 @@ fn saved_ddp_report(
     Ok(r)
 }
 
-pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, RunError> {
+pub fn run(cli: &GlobalArgs, a: &DdpArgs) -> Result<i32, RunError> {
     if let Some(dir) = &a.print_manual {
         return print_manual(&build_request(a, None)?, dir);
     }
@@ -241,7 +242,11 @@ pub fn run(cli: &Cli, a: &DdpArgs) -> Result<i32, RunError> {
 }
 
 /// Prints the report (table or JSON) and draws the plot if asked.
-fn show(cli: &Cli, a: &DdpArgs, r: &ddpcheck_core::report::DdpReport) -> Result<i32, RunError> {
+fn show(
+    cli: &GlobalArgs,
+    a: &DdpArgs,
+    r: &ddpcheck_core::report::DdpReport,
+) -> Result<i32, RunError> {
     if let Some(path) = &a.plot {
         crate::plot::ddp_svg(r, path)
             .map_err(|e| RunError::Usage(format!("--plot {}: {e}", path.display())))?;

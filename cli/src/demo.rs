@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use ddpcheck_engine::{LocalRunner, PreflightParams, RunError, Runner};
 
 use crate::daemon_runner::DaemonRunner;
+use crate::global_args::GlobalArgs;
 use crate::{daemon_bin, print_json, render};
 
 pub const DEMO_PROFILE: &str = "a6000x4-phb";
@@ -21,7 +22,7 @@ const DEMO_NODE: &str = "4x RTX A6000, every pair PHB, PCIe gen3";
 /// How long the demo daemon may take to say it is ready.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
-pub fn run(cli: &crate::Cli) -> Result<i32, RunError> {
+pub fn run(cli: &GlobalArgs) -> Result<i32, RunError> {
     let started = Instant::now();
     let dir =
         tempfile::tempdir().map_err(|e| RunError::Daemon(format!("temporary folder: {e}")))?;

@@ -4,8 +4,9 @@
 use clap::Args;
 use ddpcheck_engine::{job_gpus_from_env, ExplainParams, RunError};
 
-use crate::args::parse_message_size;
-use crate::{make_target, print_json, progress, render, secs, Cli};
+use crate::flag_values::{parse_message_size, secs};
+use crate::global_args::{make_target, GlobalArgs};
+use crate::{print_json, progress, render};
 
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
@@ -23,7 +24,7 @@ pub struct ExplainArgs {
     pub deadline: f64,
 }
 
-pub fn run(cli: &Cli, a: &ExplainArgs) -> Result<i32, RunError> {
+pub fn run(cli: &GlobalArgs, a: &ExplainArgs) -> Result<i32, RunError> {
     // Refused here, not only by the sweep: through the daemon a 0 would read as "unset".
     if a.max_bytes == 0 {
         return Err(RunError::Usage(

@@ -9,7 +9,7 @@ use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, ExplainReport, Pr
 use ddpcheck_proto::v1 as pb;
 use serde::Serialize;
 
-use crate::args::Cli;
+use crate::global_args::{daemon_runner, GlobalArgs};
 use crate::print_json;
 use ddpcheck_engine::RunError;
 
@@ -45,8 +45,8 @@ struct Entry {
     report: Option<serde_json::Value>,
 }
 
-pub fn run(cli: &Cli, a: &HistoryArgs) -> Result<i32, RunError> {
-    let Some(daemon) = crate::daemon_runner(cli)? else {
+pub fn run(cli: &GlobalArgs, a: &HistoryArgs) -> Result<i32, RunError> {
+    let Some(daemon) = daemon_runner(cli)? else {
         return Err(RunError::Usage(
             "history is kept by the daemon: give --daemon SOCKET (or set DDPCHECK_DAEMON); \
              local runs store none"

@@ -35,6 +35,8 @@ mod daemon_runner;
 mod ddp_cmd;
 mod demo;
 mod explain_cmd;
+mod flag_values;
+mod global_args;
 mod history_cmd;
 mod plot;
 mod progress;
@@ -49,12 +51,13 @@ use std::time::{Duration, Instant};
 
 use args::{BenchCommand, CheckArgs, Cli, CollectivesArgs, Command, TopoArgs};
 use clap::Parser;
-use daemon_runner::DaemonRunner;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::verdict::{PrologPolicy, EXIT_USAGE};
 use ddpcheck_core::Verdict;
+use ddpcheck_engine::RunError;
 use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
-use ddpcheck_engine::{LocalRunner, RunError, Runner};
+use flag_values::secs;
+use global_args::{make_target, GlobalArgs};
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
@@ -81,7 +84,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    daemon_runner::set_client_tls(cli.client_tls());
+    daemon_runner::set_client_tls(cli.global.client_tls());
     let outcome = run(&cli);
     if INTERRUPTED.load(Ordering::SeqCst) {
         // The run ended because Ctrl-C stopped its children (a killed worker reads as UNKNOWN):
@@ -164,39 +167,19 @@ pub fn say(args: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "{args}");
 }
 
-/// The daemon `--daemon` names, if any (never with `--sim`: the daemon's own backend answers).
-pub fn daemon_runner(cli: &Cli) -> Result<Option<DaemonRunner>, RunError> {
-    let Some(addr) = &cli.daemon else {
-        return Ok(None);
-    };
-    if cli.sim.is_some() {
-        return Err(RunError::Usage(
-            "--sim and --daemon exclude each other: the daemon's own backend answers (start it with --sim)".into(),
-        ));
-    }
-    Ok(Some(DaemonRunner { addr: addr.clone() }))
-}
-
-/// Where this command runs: the daemon, else this node (`--sim`: a simulated one).
-pub fn make_target(cli: &Cli) -> Result<Box<dyn Runner>, RunError> {
-    if let Some(daemon) = daemon_runner(cli)? {
-        return Ok(Box::new(daemon));
-    }
-    Ok(Box::new(LocalRunner::for_node(cli.sim.as_deref())?))
-}
-
 fn run(cli: &Cli) -> Result<i32, RunError> {
+    let global = &cli.global;
     match &cli.command {
-        Command::Demo => demo::run(cli),
-        Command::Topo(a) => topo(cli, a),
-        Command::Check(a) => check(cli, a),
-        Command::Bench(BenchCommand::Collectives(a)) => collectives(cli, a),
-        Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(cli, a),
-        Command::Explain(a) => explain_cmd::run(cli, a),
-        Command::Recommend(a) => recommend_cmd::run(cli, a),
-        Command::History(a) => history_cmd::run(cli, a),
-        Command::Config(c) => config_cmd::run(cli, c),
-        Command::Cluster(c) => cluster_cmd::run(cli, c),
+        Command::Demo => demo::run(global),
+        Command::Topo(a) => topo(global, a),
+        Command::Check(a) => check(global, a),
+        Command::Bench(BenchCommand::Collectives(a)) => collectives(global, a),
+        Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(global, a),
+        Command::Explain(a) => explain_cmd::run(global, a),
+        Command::Recommend(a) => recommend_cmd::run(global, a),
+        Command::History(a) => history_cmd::run(global, a),
+        Command::Config(c) => config_cmd::run(global, c),
+        Command::Cluster(c) => cluster_cmd::run(global, c),
     }
 }
 
@@ -207,7 +190,7 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), RunError> {
     Ok(())
 }
 
-fn topo(cli: &Cli, a: &TopoArgs) -> Result<i32, RunError> {
+fn topo(cli: &GlobalArgs, a: &TopoArgs) -> Result<i32, RunError> {
     let r = make_target(cli)?.topo(&a.gpus)?;
     if cli.json {
         print_json(&r)?;
@@ -217,17 +200,7 @@ fn topo(cli: &Cli, a: &TopoArgs) -> Result<i32, RunError> {
     Ok(0)
 }
 
-pub(crate) fn secs(v: f64, what: &str) -> Result<Duration, RunError> {
-    if v.is_finite() && v > 0.0 && v <= 3600.0 {
-        Ok(Duration::from_secs_f64(v))
-    } else {
-        Err(RunError::Usage(format!(
-            "{what} {v} outside (0, 3600] seconds"
-        )))
-    }
-}
-
-fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, RunError> {
+fn check(cli: &GlobalArgs, a: &CheckArgs) -> Result<i32, RunError> {
     if a.max_age.is_some() && cli.daemon.is_none() {
         return Err(RunError::Usage(
             "--max-age reuses the daemon's last verdict: it needs --daemon (a local run keeps no verdicts)".into(),
@@ -334,7 +307,7 @@ fn covers_same_gpus(
     !want.is_empty() && want == have
 }
 
-fn collectives(cli: &Cli, a: &CollectivesArgs) -> Result<i32, RunError> {
+fn collectives(cli: &GlobalArgs, a: &CollectivesArgs) -> Result<i32, RunError> {
     let ops = if a.ops.trim() == "all" {
         vec![
             Collective::AllReduce,

@@ -14,9 +14,10 @@ use ddpcheck_engine::recommend::{
 use ddpcheck_engine::saved_runs::SavedRuns;
 use ddpcheck_engine::{RunError, Runner};
 
-use crate::args::parse_seconds_up_to_a_day;
+use crate::flag_values::parse_seconds_up_to_a_day;
+use crate::global_args::{make_target, GlobalArgs};
 use crate::recipe_args::{parse_model, RecipeArgs};
-use crate::{make_target, print_json, progress, Cli};
+use crate::{print_json, progress};
 
 #[derive(Args, Debug)]
 pub struct RecommendArgs {
@@ -333,7 +334,7 @@ fn own_measurements(own: &OwnMeasurements, cpu_ranks: bool) -> String {
     s
 }
 
-pub fn run(cli: &Cli, a: &RecommendArgs) -> Result<i32, RunError> {
+pub fn run(cli: &GlobalArgs, a: &RecommendArgs) -> Result<i32, RunError> {
     let target = make_target(cli)?;
     let req = a.request()?;
     let mut saved = SavedRuns::open(a.save_runs.as_deref())?;

@@ -69,7 +69,7 @@ impl Evidence {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
-    /// Stable machine-readable id, e.g. `pcie_downtrained`; documented in docs/findings.md.
+    /// Stable machine-readable id, e.g. `pcie_downtrained` (the causes' ids: docs/explain.md).
     pub code: String,
     pub severity: Severity,
     pub subject: Subject,

@@ -16,7 +16,7 @@ use ddpcheck_core::bounded::{BoundedReadError, FileKind};
 use serde::{Deserialize, Serialize};
 
 use crate::ratelimit::{WorkRate, MAX_WORK_BURST, MAX_WORK_RATE_PER_MINUTE};
-use crate::run::TlsFiles;
+use crate::tls::TlsFiles;
 use crate::web_config::WebConfig;
 
 /// Read when no `--config` (or `DDPCHECK_CONFIG`) is given; its absence is fine.

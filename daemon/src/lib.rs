@@ -3,6 +3,7 @@
 
 pub mod accept;
 pub mod config;
+pub mod error;
 pub mod factories;
 pub mod history;
 pub mod http;

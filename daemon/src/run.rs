@@ -13,10 +13,12 @@ use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::error::DaemonError;
 use crate::history::History;
 use crate::node::Node;
 use crate::ratelimit::{WorkLimiter, WorkRate};
 use crate::server::Service;
+use crate::tls::TlsFiles;
 use crate::web_config::WebConfig;
 use ddpcheck_engine::lock::lock_path;
 
@@ -54,27 +56,6 @@ impl DaemonConfig {
             collect_deadline: Duration::from_secs(5),
         }
     }
-}
-
-/// Server certificate and key, and the CA that client certificates must chain to.
-#[derive(Clone, Debug)]
-pub struct TlsFiles {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    pub client_ca: PathBuf,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error("{0}")]
-    Config(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    History(#[from] crate::history::HistoryError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError {

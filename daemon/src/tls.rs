@@ -4,6 +4,7 @@
 //! HTTP/2 pings close connections whose peer is gone.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use ddpcheck_proto::v1::ddpcheck_server::DdpcheckServer;
@@ -11,10 +12,18 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
+use crate::error::DaemonError;
 use crate::limits;
 use crate::node::Node;
-use crate::run::{DaemonError, TlsFiles};
 use crate::server::Service;
+
+/// Server certificate and key, and the CA that client certificates must chain to.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: PathBuf,
+}
 
 fn read(path: &std::path::Path) -> Result<Vec<u8>, DaemonError> {
     use ddpcheck_core::bounded::{BoundedReadError, FileKind};

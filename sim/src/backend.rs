@@ -490,7 +490,7 @@ impl NodeBackend for SimBackend {
         let gpus = self.resolve(&req.gpus)?;
         self.refuse(&gpus)?;
         if self.has(Fault::Hang) || req.inject_hang {
-            return Err(crate::ddp::hang(
+            return Err(crate::stop::hang(
                 req.deadline.min(Duration::from_secs(3600)).as_secs_f64(),
                 "collective sweep",
             ));
@@ -503,7 +503,7 @@ impl NodeBackend for SimBackend {
         let env = effective_env(&req.env);
         let over_p2p = self.p2p_over_pcie(&gpus, &env);
         if self.has(Fault::P2pHang) && over_p2p {
-            return Err(crate::ddp::hang(
+            return Err(crate::stop::hang(
                 req.deadline.min(Duration::from_secs(3600)).as_secs_f64(),
                 "collective sweep",
             ));
@@ -550,7 +550,7 @@ impl NodeBackend for SimBackend {
         let gpus: Vec<usize> = (0..widest).collect();
         self.refuse(&gpus)?;
         if self.has(Fault::Hang) {
-            return Err(crate::ddp::hang(req.deadline_s, "ddp benchmark"));
+            return Err(crate::stop::hang(req.deadline_s, "ddp benchmark"));
         }
         self.loaded.store(true, Ordering::SeqCst);
         crate::ddp::run(self.catalog, self.profile, &self.faults, req, progress)
@@ -627,7 +627,7 @@ impl NodeBackend for SimBackend {
         &self,
         job: &ddpcheck_core::cluster::ClusterJob,
     ) -> Result<Vec<u8>, ProbeError> {
-        crate::cluster::prepare(self, job)
+        crate::cluster::prepare(self, &self.faults, job)
     }
 
     fn cluster_join(
@@ -635,6 +635,6 @@ impl NodeBackend for SimBackend {
         job: &ddpcheck_core::cluster::ClusterJob,
         rendezvous: &[Vec<u8>],
     ) -> Result<ddpcheck_core::cluster::NodeResult, ProbeError> {
-        crate::cluster::join(self, self.profile, job, rendezvous)
+        crate::cluster::join(self, &self.faults, self.profile, job, rendezvous)
     }
 }

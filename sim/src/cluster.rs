@@ -15,7 +15,6 @@ use ddpcheck_core::NodeBackend;
 use crate::fault::{Fault, SLOW_NIC_FACTOR};
 use crate::profile::Profile;
 use crate::timing::jitter;
-use crate::SimBackend;
 
 /// The network of every simulated node.
 pub const NETWORK: Network = Network::Ndr400;
@@ -25,36 +24,42 @@ pub const NIC_EFFICIENCY: f64 = 0.96;
 pub const LATENCY_US_PER_NODE: f64 = 12.0;
 
 /// This node's simulated NIC busbw, GB/s.
-pub fn nic_busbw(b: &SimBackend) -> f64 {
+pub fn nic_busbw(faults: &[Fault]) -> f64 {
     let base = NETWORK.per_nic().busbw_gbps * NIC_EFFICIENCY;
-    if b.faults().contains(&Fault::SlowNic) {
+    if faults.contains(&Fault::SlowNic) {
         base * SLOW_NIC_FACTOR
     } else {
         base
     }
 }
 
-fn hang_if_faulted(b: &SimBackend, job: &ClusterJob, stage: &str) -> Result<(), ProbeError> {
-    if b.faults().contains(&Fault::Hang) {
-        return Err(crate::ddp::hang(job.deadline.as_secs_f64(), stage));
+fn hang_if_faulted(faults: &[Fault], job: &ClusterJob, stage: &str) -> Result<(), ProbeError> {
+    if faults.contains(&Fault::Hang) {
+        return Err(crate::stop::hang(job.deadline.as_secs_f64(), stage));
     }
     Ok(())
 }
 
-/// Phase 1: this node's rendezvous entry (its label and NIC).
-pub fn prepare(b: &SimBackend, job: &ClusterJob) -> Result<Vec<u8>, ProbeError> {
+/// Phase 1: this node's rendezvous entry (its label and NIC). `b` is the simulated node,
+/// `faults` its faults.
+pub fn prepare(
+    b: &dyn NodeBackend,
+    faults: &[Fault],
+    job: &ClusterJob,
+) -> Result<Vec<u8>, ProbeError> {
     job.validate()?;
-    hang_if_faulted(b, job, "cluster rendezvous")?;
+    hang_if_faulted(faults, job, "cluster rendezvous")?;
     let peer = SimPeer {
         backend_label: b.label(),
-        nic_busbw_gbps: nic_busbw(b),
+        nic_busbw_gbps: nic_busbw(faults),
     };
     serde_json::to_vec(&peer).map_err(|e| ProbeError::Worker(format!("rendezvous: {e}")))
 }
 
 /// Phase 2: the sweep every rank of the run sees, at the slowest NIC of the run.
 pub fn join(
-    b: &SimBackend,
+    b: &dyn NodeBackend,
+    faults: &[Fault],
     profile: &Profile,
     job: &ClusterJob,
     rendezvous: &[Vec<u8>],
@@ -65,7 +70,7 @@ pub fn join(
         .map(|r| serde_json::from_slice::<SimPeer>(r))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ProbeError::Invalid(format!("rendezvous entry is not a sim peer: {e}")))?;
-    hang_if_faulted(b, job, "cluster all-reduce")?;
+    hang_if_faulted(faults, job, "cluster all-reduce")?;
     let bottleneck = peers
         .iter()
         .map(|p| p.nic_busbw_gbps)
@@ -113,76 +118,4 @@ pub fn join(
         transport: Some(format!("NET/IB ({} sim)", NETWORK)),
         nccl_version: Some(profile.nccl_version.clone()),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use std::time::Duration;
-
-    fn job(rank: u32, n: u32) -> ClusterJob {
-        ClusterJob {
-            run_id: "t".into(),
-            rank,
-            world_nodes: n,
-            gpus_per_node: 8,
-            min_bytes: 1 << 20,
-            max_bytes: 256 << 20,
-            iters: 20,
-            deadline: Duration::from_secs(5),
-        }
-    }
-
-    #[test]
-    fn bottleneck_is_the_slowest_nic() {
-        let good = SimBackend::parse("h200x8-nvswitch").unwrap();
-        let slow = SimBackend::parse("h200x8-nvswitch+slow-nic").unwrap();
-        let rdv = vec![
-            good.cluster_prepare(&job(0, 3)).unwrap(),
-            slow.cluster_prepare(&job(1, 3)).unwrap(),
-            good.cluster_prepare(&job(2, 3)).unwrap(),
-        ];
-        let r = good.cluster_join(&job(0, 3), &rdv).unwrap();
-        let big = r.busbw_large().unwrap();
-        assert!(
-            (big - nic_busbw(&slow)).abs() / nic_busbw(&slow) < 0.05,
-            "{big}"
-        );
-        let r2 = slow.cluster_join(&job(1, 3), &rdv).unwrap();
-        assert_eq!(
-            r.busbw_large(),
-            r2.busbw_large(),
-            "every rank sees one collective"
-        );
-        let healthy = vec![rdv[0].clone(), rdv[2].clone()];
-        let h = good.cluster_join(&job(0, 2), &healthy).unwrap();
-        assert!(h.busbw_large().unwrap() > 0.9 * nic_busbw(&good));
-    }
-
-    #[test]
-    fn hang_sleeps_to_the_deadline_then_times_out() {
-        let b = SimBackend::parse("h200x8-nvswitch+hang").unwrap();
-        let mut j = job(0, 2);
-        j.deadline = Duration::from_millis(50);
-        let t0 = std::time::Instant::now();
-        assert!(matches!(
-            b.cluster_prepare(&j),
-            Err(ProbeError::Timeout { .. })
-        ));
-        assert!(t0.elapsed() >= Duration::from_millis(50));
-    }
-
-    #[test]
-    fn bad_rendezvous_is_invalid() {
-        let b = SimBackend::parse("h200x8-nvswitch").unwrap();
-        assert!(matches!(
-            b.cluster_join(&job(0, 2), &[b"x".to_vec()]),
-            Err(ProbeError::Invalid(_))
-        ));
-        assert!(matches!(
-            b.cluster_join(&job(0, 2), &[b"x".to_vec(), b"y".to_vec()]),
-            Err(ProbeError::Invalid(_))
-        ));
-    }
 }

@@ -36,8 +36,6 @@
 //!   before its steps (`all_reduce_probe`): the simulated network does not drift. A `nocomm`
 //!   run on N GPUs also reports one GPU alone in the same launch (`solo_step_time_median_s`).
 
-use std::time::Duration;
-
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
@@ -457,20 +455,6 @@ fn all_reduce_probe(fabric: &Fabric<'_>, world: u32) -> Option<Sweep> {
         .map(|&b| (b, fabric.time_us(Collective::AllReduce, b) * 1e-6))
         .collect();
     Sweep::all_reduce_from_times(world, &times)
-}
-
-/// `hang`: the run never finishes; sleep until the caller's deadline and report it. A hang
-/// ends early, as a real worker's would, when the process is told to stop
-/// ([`crate::stop::interrupt_hangs`]).
-pub fn hang(deadline_s: f64, stage: &str) -> ProbeError {
-    let d = Duration::try_from_secs_f64(deadline_s).unwrap_or(Duration::ZERO);
-    if crate::stop::sleep_unless_interrupted(d) {
-        return ProbeError::Worker(format!("{stage} was stopped before its deadline"));
-    }
-    ProbeError::Timeout {
-        stage: stage.into(),
-        seconds: d.as_secs_f64(),
-    }
 }
 
 #[cfg(test)]

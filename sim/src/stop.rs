@@ -6,6 +6,8 @@
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use ddpcheck_core::ProbeError;
+
 /// How many times hangs were interrupted; a hang ends when this changes under it.
 static GENERATION: Mutex<u64> = Mutex::new(0);
 static CHANGED: Condvar = Condvar::new();
@@ -33,4 +35,18 @@ pub fn sleep_unless_interrupted(d: Duration) -> bool {
             .unwrap_or_else(|p| p.into_inner().0);
     }
     true
+}
+
+/// `hang`: the run never finishes; sleep until the caller's deadline and report it. A hang
+/// ends early, as a real worker's would, when the process is told to stop
+/// ([`interrupt_hangs`]).
+pub fn hang(deadline_s: f64, stage: &str) -> ProbeError {
+    let d = Duration::try_from_secs_f64(deadline_s).unwrap_or(Duration::ZERO);
+    if sleep_unless_interrupted(d) {
+        return ProbeError::Worker(format!("{stage} was stopped before its deadline"));
+    }
+    ProbeError::Timeout {
+        stage: stage.into(),
+        seconds: d.as_secs_f64(),
+    }
 }

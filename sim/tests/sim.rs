@@ -16,6 +16,9 @@ use ddpcheck_core::topology::{GpuRef, LinkClass};
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError, Severity, Verdict};
 use ddpcheck_sim::{faults, profiles, SimBackend, SimError};
 
+#[path = "sim/cluster.rs"]
+mod cluster;
+
 fn sim(spec: &str) -> SimBackend {
     SimBackend::parse(spec).unwrap()
 }

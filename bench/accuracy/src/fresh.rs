@@ -9,11 +9,12 @@
 
 use ddpcheck_core::ddp::{DdpResult, DdpVariant};
 use ddpcheck_core::expect::median;
-use ddpcheck_core::step_time::{self, LinkCurve};
+use ddpcheck_core::step_time::LinkCurve;
 
+use crate::baseline::fit_on_baseline;
+use crate::case::{judged_rows_of, models_of, partner_of, Case};
 use crate::fixtures::Dataset;
 use crate::inputs::{Knobs, Reading};
-use crate::protocol::{judged_rows_of, models_of, partner_of, Case};
 
 /// Which launches are inputs and which are judged: launches `0..inputs` give the inputs (their
 /// median), launches `judged_from..` the measured speedups (their median).
@@ -131,29 +132,6 @@ fn model_cases(ds: &Dataset, model: &str, knobs: Knobs, split: LaunchSplit) -> V
         });
     }
     out
-}
-
-/// The model calibrated on the measured baseline (see `step_time::BaselineFit`).
-pub(crate) struct Fitted(Option<step_time::BaselineFit>);
-
-pub(crate) fn fit_on_baseline(reading: &Reading, base_step_s: f64, curve: &LinkCurve) -> Fitted {
-    let base = reading.inputs_on(&DdpVariant::default(), curve);
-    Fitted(step_time::BaselineFit::fit(&base, curve, base_step_s).ok())
-}
-
-impl Fitted {
-    pub(crate) fn predict(
-        &self,
-        reading: &Reading,
-        v: &DdpVariant,
-        curve: &LinkCurve,
-    ) -> Option<f64> {
-        let mut inputs = reading.inputs_on(v, curve);
-        if let Some(fit) = &self.0 {
-            fit.apply(&mut inputs);
-        }
-        step_time::predict(&inputs, curve).ok().map(|p| p.speedup)
-    }
 }
 
 /// The speedup a variant measured in the input launches alone (its N-GPU step against its 1-GPU

@@ -2,6 +2,8 @@
 //! reports (bench/accuracy/fixtures), under three stated protocols (see [`protocol`]), with a
 //! fixed split of fit and judged calls (see [`fixtures`]).
 
+pub mod baseline;
+pub mod case;
 pub mod fit;
 pub mod fixtures;
 pub mod fresh;

@@ -2,10 +2,11 @@
 
 use std::fmt::Write;
 
+use crate::case::Case;
 use crate::fixtures::{Dataset, Regime, FIT_HOSTS, JUDGED_HOSTS};
 use crate::fresh::{cases_split, LaunchSplit};
 use crate::inputs::Knobs;
-use crate::protocol::{cases, Case, Protocol};
+use crate::protocol::{cases, Protocol};
 use crate::score::{score, Picks, Score};
 
 fn pct(x: f64) -> String {

@@ -3,7 +3,7 @@
 //! would choose from these predictions (and the one predicted fastest) was ever measured slower
 //! than the baseline.
 
-use crate::protocol::Case;
+use crate::case::Case;
 use ddpcheck_core::expect::median;
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::recommend::{pick, DEFAULT_TARGET_EFFICIENCY};

@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 use tonic::transport::Channel;
 
 use super::{ClusterRunArgs, GRACE};
-use crate::args::Cli;
+use crate::global_args::GlobalArgs;
 use ddpcheck_engine::RunError;
 
 type Client = pb::ddpcheck_client::DdpcheckClient<Channel>;
@@ -324,7 +324,7 @@ impl Runner {
     }
 }
 
-pub(super) fn run_check(cli: &Cli, a: &ClusterCheckArgs) -> Result<i32, RunError> {
+pub(super) fn run_check(cli: &GlobalArgs, a: &ClusterCheckArgs) -> Result<i32, RunError> {
     let started = Instant::now();
     let addrs = node_list(a)?;
     let (network, stage) = a.run.settings()?;

@@ -11,7 +11,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use ddpcheck_core::cluster::{ClusterJob, Network};
 
-use crate::args::{parse_message_size, Cli};
+use crate::flag_values::parse_message_size;
+use crate::global_args::GlobalArgs;
 use ddpcheck_engine::RunError;
 
 pub use check::ClusterCheckArgs;
@@ -85,7 +86,7 @@ impl ClusterRunArgs {
 /// Slack past a stage's deadline for the daemon's own answer before we stop waiting.
 const GRACE: Duration = Duration::from_secs(3);
 
-pub fn run(cli: &Cli, c: &ClusterCommand) -> Result<i32, RunError> {
+pub fn run(cli: &GlobalArgs, c: &ClusterCommand) -> Result<i32, RunError> {
     match c {
         ClusterCommand::Check(a) => check::run_check(cli, a),
         ClusterCommand::Srun(a) => srun::run_srun(cli, a),

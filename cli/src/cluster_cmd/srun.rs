@@ -13,7 +13,7 @@ use ddpcheck_engine as engine;
 use ddpcheck_engine::cluster::{self as engine_cluster, ClusterRun};
 
 use super::{ClusterRunArgs, GRACE};
-use crate::args::Cli;
+use crate::global_args::GlobalArgs;
 use ddpcheck_engine::RunError;
 
 /// How the mode is started; every usage error names it.
@@ -263,7 +263,7 @@ struct SrunInfo {
     notes: Vec<String>,
 }
 
-pub(super) fn run_srun(cli: &Cli, a: &ClusterSrunArgs) -> Result<i32, RunError> {
+pub(super) fn run_srun(cli: &GlobalArgs, a: &ClusterSrunArgs) -> Result<i32, RunError> {
     let started = Instant::now();
     let (network, stage) = a.run.settings()?;
     let step = SlurmStep::from_env(&|k| std::env::var(k).ok()).map_err(RunError::Usage)?;

@@ -31,7 +31,7 @@ mod procs;
 mod session;
 mod snapshot;
 mod sysfs;
-mod worker;
+mod thread;
 
 use std::time::Duration;
 
@@ -41,8 +41,8 @@ use ddpcheck_core::ProbeError;
 use serde::Serialize;
 
 pub use snapshot::Involved;
-pub use worker::StuckInfo;
-use worker::{Outcome, Worker};
+pub use thread::StuckInfo;
+use thread::{Outcome, Worker};
 
 /// The pair topology with what `TopologyMatrix` has no room for.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -73,7 +73,7 @@ impl NvmlProbe {
     /// Spawns the thread with another body (tests serve fake readers).
     pub(crate) fn start_with(
         deadline: Duration,
-        body: impl FnOnce(worker::Serve) + Send + 'static,
+        body: impl FnOnce(thread::Serve) + Send + 'static,
     ) -> Self {
         let deadline = deadline.max(Duration::from_millis(1));
         NvmlProbe {
@@ -159,7 +159,7 @@ impl NvmlProbe {
     pub(crate) fn inject<R: Send + 'static>(
         &self,
         involved: Involved,
-        f: impl FnOnce(&mut dyn worker::Reader, &worker::Tracker) -> R + Send + 'static,
+        f: impl FnOnce(&mut dyn thread::Reader, &thread::Tracker) -> R + Send + 'static,
     ) -> Outcome<R> {
         self.worker.call("injected", involved, f)
     }

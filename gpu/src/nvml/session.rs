@@ -20,7 +20,7 @@ use super::convert::{self, parse_bus_id, BusKey};
 use super::ffi::Extra;
 use super::links::{self, FarEnd};
 use super::snapshot::{placeholder, Involved};
-use super::worker::{Reader, Serve, Tracker};
+use super::thread::{Reader, Serve, Tracker};
 use super::{procs, sysfs, TopologyDetail};
 
 /// nvml.h's NVML_NVLINK_MAX_LINKS (18 on Hopper and Blackwell); higher indices are invalid.

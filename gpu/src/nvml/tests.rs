@@ -11,7 +11,7 @@ use ddpcheck_core::topology::{LinkClass, TopologyMatrix};
 use ddpcheck_core::ProbeError;
 
 use super::links::{assemble_matrix, nvlink_counts, FarEnd};
-use super::worker::{Outcome, Reader, Tracker};
+use super::thread::{Outcome, Reader, Tracker};
 use super::{Involved, NvmlProbe, TopologyDetail};
 
 fn gpu(i: u32) -> GpuInfo {
