@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::ProbeError;
 use crate::capacity::pcie_bytes_per_s;
 use crate::finding::{Evidence, Finding, Severity, Subject};
 use crate::node_gpus::{GpuInfo, PcieLink};
+use crate::probe_error::ProbeError;
 use crate::topology::GpuRef;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -19,6 +19,7 @@ pub mod node_gpus;
 pub mod num;
 pub mod params;
 pub mod preflight;
+pub mod probe_error;
 pub mod recommend;
 pub mod report;
 pub mod saved;
@@ -27,6 +28,7 @@ pub mod topology;
 pub mod units;
 pub mod verdict;
 
-pub use backend::{BackendKind, NodeBackend, ProbeError};
+pub use backend::{BackendKind, NodeBackend};
 pub use finding::{Evidence, Finding, Severity, Subject};
+pub use probe_error::ProbeError;
 pub use verdict::Verdict;

@@ -3,24 +3,16 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::backend::{CollectiveRequest, NodeBackend, ProbeError, Progress};
-use crate::collective::{Collective, Sweep};
+use crate::backend::{CollectiveRequest, NodeBackend, Progress};
+use crate::collective::{judged_peak, Collective, Sweep};
 use crate::expect::{self, Expectation, NodeClass};
 use crate::finding::{Evidence, Finding, Severity, Subject};
 use crate::hostcopy::{self, CopyRequest, HostCopyRun};
 use crate::node_gpus::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
+use crate::probe_error::ProbeError;
 use crate::report::{Header, PreflightReport, Provenance, ReportKind, StepStatus, StepTiming};
 use crate::topology::{LinkClass, P2pStatus, TopologyMatrix};
 use crate::verdict::Verdict;
-
-/// Messages at least this large are compared with the reference table.
-pub const LARGE_MESSAGE: u64 = 64 << 20;
-
-/// The all-reduce figure a sweep is judged and shown by: its best busbw at `LARGE_MESSAGE` or
-/// more, else at any size (a sweep that stopped short of it), with the size it was reached at.
-pub fn judged_peak(s: &Sweep) -> Option<(u64, f64)> {
-    s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0))
-}
 
 #[derive(Clone, Debug)]
 pub struct PreflightOptions {

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use ddpcheck_core::collective::LARGE_MESSAGE;
 use ddpcheck_core::node_gpus::{NodeInventory, ProbeState};
-use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::report::{DdpReport, PreflightReport};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::NodeBackend;

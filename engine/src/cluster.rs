@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ddpcheck_core::capacity::Network;
 use ddpcheck_core::cluster::{
-    self, ClusterJob, ClusterNode, ClusterReport, DeadNode, Isolation, Network, NodeResult,
+    self, ClusterJob, ClusterNode, ClusterReport, DeadNode, Isolation, NodeResult,
 };
 use ddpcheck_core::expect::Expectation;
 use ddpcheck_core::report::{Header, Provenance, ReportKind};

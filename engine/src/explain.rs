@@ -7,14 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
-use ddpcheck_core::collective::Collective;
+use ddpcheck_core::collective::{judged_peak, Collective};
 use ddpcheck_core::explain::platform::{normalise_bdf, LinkReading};
 use ddpcheck_core::explain::{
     self, AbFigure, ExplainInput, NodeMeasurement, PairMeasurement, PlatformFacts,
 };
 use ddpcheck_core::hostcopy::{self, CopyRequest, HostCopyRun};
 use ddpcheck_core::node_gpus::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
-use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::{ExplainReport, Header, PreflightReport, ReportKind};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::Finding;
