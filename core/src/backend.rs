@@ -212,7 +212,9 @@ pub struct CollectiveRun {
 }
 
 /// A node to measure: real GPUs or a simulated profile. Implementations block; callers that are
-/// async run them on blocking threads.
+/// async run them on blocking threads. What only some backends do is in capability traits beside
+/// the types they speak (`HostCopier`, `PlatformReader`, `ClusterMember`), gathered into
+/// `crate::full_backend::FullBackend`.
 pub trait NodeBackend: Send + Sync {
     fn kind(&self) -> BackendKind;
     /// A short label: `sim:h200x2-nvlink+degraded-pcie`, `real`.
@@ -242,66 +244,5 @@ pub trait NodeBackend: Send + Sync {
             results,
             stopped: None,
         })
-    }
-
-    /// Times host→device and device→host copies over each GPU's own link, one GPU at a time
-    /// (pinned host memory, the copy engines). Default: not measured by this backend.
-    fn host_copies(
-        &self,
-        req: &crate::hostcopy::CopyRequest,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<crate::hostcopy::HostCopyRun, ProbeError> {
-        let _ = (req, progress);
-        Err(ProbeError::Unavailable(
-            "host copies are not measured by this backend".into(),
-        ))
-    }
-
-    /// The platform under these GPUs: PCI paths and ACS, IOMMU, hypervisor, NUMA, NVSwitches.
-    /// Default: nothing read.
-    fn platform(&self, gpus: &[GpuInfo]) -> Result<crate::explain::PlatformFacts, ProbeError> {
-        let _ = gpus;
-        Ok(crate::explain::PlatformFacts::unknown(
-            "not read by this backend",
-        ))
-    }
-
-    /// The GPUs' PCIe links as sysfs states them now; read while (or right after) a pair
-    /// measurement runs, so the link is seen under load. Default: the platform read again.
-    fn link_state(
-        &self,
-        gpus: &[GpuInfo],
-    ) -> Result<Vec<crate::explain::platform::LinkReading>, ProbeError> {
-        Ok(self
-            .platform(gpus)?
-            .gpus
-            .into_iter()
-            .map(|g| crate::explain::platform::LinkReading {
-                pci_bus_id: g.pci_bus_id,
-                link: g.link,
-            })
-            .collect())
-    }
-
-    /// Cluster run, phase 1: this node's rendezvous contribution (real NCCL: rank 0's unique
-    /// id). Default: not implemented for the real backend yet.
-    fn cluster_prepare(&self, job: &crate::cluster::ClusterJob) -> Result<Vec<u8>, ProbeError> {
-        let _ = job;
-        Err(ProbeError::Unavailable(
-            crate::cluster::REAL_JOIN_UNAVAILABLE.into(),
-        ))
-    }
-
-    /// Cluster run, phase 2: join one communicator with the other nodes (`rendezvous`: what the
-    /// nodes prepared, in rank order) and run the all-reduce sweep. Default: not implemented.
-    fn cluster_join(
-        &self,
-        job: &crate::cluster::ClusterJob,
-        rendezvous: &[Vec<u8>],
-    ) -> Result<crate::cluster::NodeResult, ProbeError> {
-        let _ = (job, rendezvous);
-        Err(ProbeError::Unavailable(
-            crate::cluster::REAL_JOIN_UNAVAILABLE.into(),
-        ))
     }
 }

@@ -498,6 +498,29 @@ pub fn slow_threshold(expected: &Expectation) -> f64 {
     expected.busbw_gbps * WARN_RATIO
 }
 
+/// A backend that takes part in cluster runs (the capability beside
+/// `crate::backend::NodeBackend`).
+pub trait ClusterMember {
+    /// Cluster run, phase 1: this node's rendezvous contribution (real NCCL: rank 0's unique
+    /// id). Default: [`REAL_JOIN_UNAVAILABLE`].
+    fn cluster_prepare(&self, job: &ClusterJob) -> Result<Vec<u8>, ProbeError> {
+        let _ = job;
+        Err(ProbeError::Unavailable(REAL_JOIN_UNAVAILABLE.into()))
+    }
+
+    /// Cluster run, phase 2: join one communicator with the other nodes (`rendezvous`: what the
+    /// nodes prepared, in rank order) and run the all-reduce sweep. Default:
+    /// [`REAL_JOIN_UNAVAILABLE`].
+    fn cluster_join(
+        &self,
+        job: &ClusterJob,
+        rendezvous: &[Vec<u8>],
+    ) -> Result<NodeResult, ProbeError> {
+        let _ = (job, rendezvous);
+        Err(ProbeError::Unavailable(REAL_JOIN_UNAVAILABLE.into()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -14,6 +14,7 @@ pub mod ddp;
 pub mod expect;
 pub mod explain;
 pub mod finding;
+pub mod full_backend;
 pub mod hostcopy;
 pub mod node_gpus;
 pub mod num;
@@ -30,5 +31,6 @@ pub mod verdict;
 
 pub use backend::{BackendKind, NodeBackend};
 pub use finding::{Evidence, Finding, Severity, Subject};
+pub use full_backend::FullBackend;
 pub use probe_error::ProbeError;
 pub use verdict::Verdict;

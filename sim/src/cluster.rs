@@ -120,6 +120,7 @@ pub fn join(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use ddpcheck_core::cluster::ClusterMember;
     use std::time::Duration;
 
     fn job(rank: u32, n: u32) -> ClusterJob {
