@@ -124,7 +124,7 @@ impl SysfsLink {
     }
 }
 
-/// One GPU's link as read at one moment (`NodeBackend::link_state`).
+/// One GPU's link as read at one moment (`PlatformReader::link_state`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LinkReading {
     /// NVML's bus id, as `GpuPlatform::pci_bus_id`.
