@@ -4,7 +4,7 @@
 use clap::Args;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::Table;
-use ddpcheck_core::preflight::judged_peak;
+use ddpcheck_core::collective::judged_peak;
 use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport};
 use ddpcheck_proto::v1 as pb;
 use serde::Serialize;

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::collective::{Collective, Sweep};
 use crate::ddp::{DdpRequest, DdpResult};
 use crate::node_gpus::{GpuInfo, NodeInventory};
+use crate::probe_error::ProbeError;
 use crate::topology::{GpuRef, TopologyMatrix};
-use crate::verdict::Verdict;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -22,61 +22,6 @@ impl BackendKind {
         match self {
             BackendKind::Real => "real",
             BackendKind::Sim => "sim",
-        }
-    }
-}
-
-/// Why a probe produced no measurement. Each maps to a verdict: a fault is a verdict, not a crash.
-#[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
-pub enum ProbeError {
-    /// No driver, no library, no GPU: we cannot tell.
-    #[error("{0}")]
-    Unavailable(String),
-    /// The GPUs are in use by someone else, or another test holds the node.
-    #[error("{0}")]
-    Busy(String),
-    /// A stage ran past its deadline and was stopped.
-    #[error("{stage} did not finish within {seconds:.1} s and was stopped")]
-    Timeout { stage: String, seconds: f64 },
-    /// A GPU disappeared or failed during the run.
-    #[error("{0}")]
-    GpuFailed(String),
-    /// A worker crashed or spoke garbage; the message says what it printed.
-    #[error("{0}")]
-    Worker(String),
-    /// The request itself is invalid (a usage error, exit 64).
-    #[error("{0}")]
-    Invalid(String),
-    /// The run was stopped by us, not by anything on the node: the daemon's shutdown, a
-    /// caller's cancel, our own signal to its worker. It judged nothing: it is no verdict, is
-    /// stored `interrupted`, and the caller is told it could not tell (exit 3).
-    #[error("interrupted: {0}")]
-    Interrupted(String),
-}
-
-impl ProbeError {
-    /// The verdict this error stands for; `None` for invalid input (a usage error) and for a
-    /// run we stopped ourselves (no judgement of the node: a preflight step that returns it
-    /// ends the preflight with this error, not with a verdict).
-    pub fn verdict(&self) -> Option<Verdict> {
-        match self {
-            ProbeError::Unavailable(_) | ProbeError::Worker(_) => Some(Verdict::Unknown),
-            ProbeError::Busy(_) => Some(Verdict::Busy),
-            ProbeError::Timeout { .. } => Some(Verdict::Timeout),
-            ProbeError::GpuFailed(_) => Some(Verdict::Critical),
-            ProbeError::Invalid(_) | ProbeError::Interrupted(_) => None,
-        }
-    }
-
-    /// The exit code a caller gets for this error: its verdict's, 64 for invalid input, and
-    /// UNKNOWN's for an interrupted run (the caller could not tell).
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            ProbeError::Invalid(_) => crate::verdict::EXIT_USAGE,
-            ProbeError::Interrupted(_) => Verdict::Unknown.exit_code(),
-            other => other
-                .verdict()
-                .map_or(crate::verdict::EXIT_USAGE, Verdict::exit_code),
         }
     }
 }
@@ -267,7 +212,9 @@ pub struct CollectiveRun {
 }
 
 /// A node to measure: real GPUs or a simulated profile. Implementations block; callers that are
-/// async run them on blocking threads.
+/// async run them on blocking threads. What only some backends do is in capability traits beside
+/// the types they speak (`HostCopier`, `PlatformReader`, `ClusterMember`), gathered into
+/// `crate::full_backend::FullBackend`.
 pub trait NodeBackend: Send + Sync {
     fn kind(&self) -> BackendKind;
     /// A short label: `sim:h200x2-nvlink+degraded-pcie`, `real`.
@@ -297,66 +244,5 @@ pub trait NodeBackend: Send + Sync {
             results,
             stopped: None,
         })
-    }
-
-    /// Times host→device and device→host copies over each GPU's own link, one GPU at a time
-    /// (pinned host memory, the copy engines). Default: not measured by this backend.
-    fn host_copies(
-        &self,
-        req: &crate::hostcopy::CopyRequest,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<crate::hostcopy::HostCopyRun, ProbeError> {
-        let _ = (req, progress);
-        Err(ProbeError::Unavailable(
-            "host copies are not measured by this backend".into(),
-        ))
-    }
-
-    /// The platform under these GPUs: PCI paths and ACS, IOMMU, hypervisor, NUMA, NVSwitches.
-    /// Default: nothing read.
-    fn platform(&self, gpus: &[GpuInfo]) -> Result<crate::explain::PlatformFacts, ProbeError> {
-        let _ = gpus;
-        Ok(crate::explain::PlatformFacts::unknown(
-            "not read by this backend",
-        ))
-    }
-
-    /// The GPUs' PCIe links as sysfs states them now; read while (or right after) a pair
-    /// measurement runs, so the link is seen under load. Default: the platform read again.
-    fn link_state(
-        &self,
-        gpus: &[GpuInfo],
-    ) -> Result<Vec<crate::explain::platform::LinkReading>, ProbeError> {
-        Ok(self
-            .platform(gpus)?
-            .gpus
-            .into_iter()
-            .map(|g| crate::explain::platform::LinkReading {
-                pci_bus_id: g.pci_bus_id,
-                link: g.link,
-            })
-            .collect())
-    }
-
-    /// Cluster run, phase 1: this node's rendezvous contribution (real NCCL: rank 0's unique
-    /// id). Default: not implemented for the real backend yet.
-    fn cluster_prepare(&self, job: &crate::cluster::ClusterJob) -> Result<Vec<u8>, ProbeError> {
-        let _ = job;
-        Err(ProbeError::Unavailable(
-            crate::cluster::REAL_JOIN_UNAVAILABLE.into(),
-        ))
-    }
-
-    /// Cluster run, phase 2: join one communicator with the other nodes (`rendezvous`: what the
-    /// nodes prepared, in rank order) and run the all-reduce sweep. Default: not implemented.
-    fn cluster_join(
-        &self,
-        job: &crate::cluster::ClusterJob,
-        rendezvous: &[Vec<u8>],
-    ) -> Result<crate::cluster::NodeResult, ProbeError> {
-        let _ = (job, rendezvous);
-        Err(ProbeError::Unavailable(
-            crate::cluster::REAL_JOIN_UNAVAILABLE.into(),
-        ))
     }
 }

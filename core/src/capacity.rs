@@ -1,10 +1,16 @@
 //! The physical capacity of a path, from its parts: PCIe generation × width, NVLink links × the
 //! per-link rate of the GPU's generation, a NIC's line rate. One direction's data rate after
-//! line encoding, in bytes/s; the figures and their sources are in docs/explain.md.
+//! line encoding, in bytes/s; the figures and their sources are in docs/explain.md. Also the
+//! inter-node networks (`Network`) and the all-reduce busbw one NIC of each is expected to carry.
 //!
 //! Pure arithmetic, no I/O: backends read the links, this says what they can carry.
 
-use crate::cluster::Network;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::expect::Expectation;
 
 /// Bytes per gigabyte as the rest of ddpcheck counts GB/s (decimal, as nccl-tests).
 pub const GB: f64 = 1e9;
@@ -167,6 +173,100 @@ pub fn network_line_gbit(network: Network) -> f64 {
 /// One direction's line rate of `nics` NICs of a network, bytes/s.
 pub fn network_bytes_per_s(network: Network, nics: u32) -> f64 {
     nic_bytes_per_s(network_line_gbit(network)) * f64::from(nics.max(1))
+}
+
+/// The inter-node network, for the expectation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// InfiniBand NDR, 400 Gb/s per NIC.
+    Ndr400,
+    /// InfiniBand HDR, 200 Gb/s per NIC.
+    Hdr200,
+    /// 100 GbE with RoCE v2.
+    Roce100,
+    /// Plain TCP sockets over 10 GbE.
+    Tcp10,
+}
+
+pub const NETWORKS: [(Network, &str); 4] = [
+    (Network::Ndr400, "ndr400"),
+    (Network::Hdr200, "hdr200"),
+    (Network::Roce100, "roce100"),
+    (Network::Tcp10, "tcp10"),
+];
+
+impl Network {
+    pub fn name(self) -> &'static str {
+        NETWORKS
+            .iter()
+            .find(|(n, _)| *n == self)
+            .map(|(_, s)| *s)
+            .unwrap_or("?")
+    }
+
+    /// Large-message all-reduce busbw one NIC (one rail) carries between nodes, with its source.
+    pub fn per_nic(self) -> Expectation {
+        let row = |class: &str, busbw: f64, source: &str| Expectation {
+            class: class.into(),
+            busbw_gbps: busbw,
+            source: source.into(),
+        };
+        match self {
+            Network::Ndr400 => row(
+                "InfiniBand NDR 400 Gb/s per NIC",
+                46.0,
+                "400 Gb/s = 50 GB/s line rate; NVIDIA nccl-tests multi-node all-reduce reaches ~92% of it per rail (~46 GB/s)",
+            ),
+            Network::Hdr200 => row(
+                "InfiniBand HDR 200 Gb/s per NIC",
+                23.0,
+                "200 Gb/s = 25 GB/s line rate; ~92% per rail as NDR (~23 GB/s)",
+            ),
+            Network::Roce100 => row(
+                "100 GbE RoCE v2 per NIC",
+                11.0,
+                "100 Gb/s = 12.5 GB/s line rate; RoCE with PFC/ECN reaches ~88% (~11 GB/s)",
+            ),
+            Network::Tcp10 => row(
+                "TCP sockets over 10 GbE per NIC",
+                1.1,
+                "10 Gb/s = 1.25 GB/s line rate; NCCL's socket transport reaches ~90% (~1.1 GB/s)",
+            ),
+        }
+    }
+
+    /// The cluster's expected busbw: one rail's figure times the rails per node (NCCL runs one
+    /// ring per rail; a rail-optimised fabric scales with them).
+    pub fn expected(self, nics_per_node: u32) -> Expectation {
+        let nic = self.per_nic();
+        let n = nics_per_node.max(1);
+        Expectation {
+            class: format!("{n} × {}", nic.class),
+            busbw_gbps: nic.busbw_gbps * f64::from(n),
+            source: nic.source,
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Network {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        NETWORKS
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(s.trim()))
+            .map(|(n, _)| *n)
+            .ok_or_else(|| {
+                let names: Vec<&str> = NETWORKS.iter().map(|(_, n)| *n).collect();
+                format!("unknown network {s:?}; networks: {}", names.join(", "))
+            })
+    }
 }
 
 #[cfg(test)]

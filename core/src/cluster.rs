@@ -1,139 +1,26 @@
 //! Cluster-wide all-reduce through the daemons: the job each node is given, the expected
-//! inter-node bandwidth by network, the isolation of slow or dead nodes (bisection, then pairs
+//! inter-node bandwidth (by `crate::capacity::Network`), the isolation of slow or dead nodes (bisection, then pairs
 //! with a cleared partner) as a pure function over a "run these subsets" callback, and the
 //! judgement into findings and a verdict. No I/O: the CLI runs the subsets, core decides.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::ProbeError;
+use crate::capacity::Network;
 use crate::collective::Sweep;
 use crate::expect::{ratio_band, Expectation, WARN_RATIO};
 use crate::explain::PathCapacity;
 use crate::finding::{Evidence, Finding, Severity, Subject};
+use crate::probe_error::ProbeError;
 use crate::report::Header;
 use crate::verdict::Verdict;
 
 /// What a backend without cluster support answers (the trait's default; the daemon maps it to
 /// gRPC UNIMPLEMENTED).
 pub const REAL_JOIN_UNAVAILABLE: &str = "this backend does not take part in cluster runs";
-
-/// The inter-node network, for the expectation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Network {
-    /// InfiniBand NDR, 400 Gb/s per NIC.
-    Ndr400,
-    /// InfiniBand HDR, 200 Gb/s per NIC.
-    Hdr200,
-    /// 100 GbE with RoCE v2.
-    Roce100,
-    /// Plain TCP sockets over 10 GbE.
-    Tcp10,
-}
-
-pub const NETWORKS: [(Network, &str); 4] = [
-    (Network::Ndr400, "ndr400"),
-    (Network::Hdr200, "hdr200"),
-    (Network::Roce100, "roce100"),
-    (Network::Tcp10, "tcp10"),
-];
-
-impl Network {
-    pub fn name(self) -> &'static str {
-        NETWORKS
-            .iter()
-            .find(|(n, _)| *n == self)
-            .map(|(_, s)| *s)
-            .unwrap_or("?")
-    }
-
-    /// Large-message all-reduce busbw one NIC (one rail) carries between nodes, with its source.
-    pub fn per_nic(self) -> Expectation {
-        let row = |class: &str, busbw: f64, source: &str| Expectation {
-            class: class.into(),
-            busbw_gbps: busbw,
-            source: source.into(),
-        };
-        match self {
-            Network::Ndr400 => row(
-                "InfiniBand NDR 400 Gb/s per NIC",
-                46.0,
-                "400 Gb/s = 50 GB/s line rate; NVIDIA nccl-tests multi-node all-reduce reaches ~92% of it per rail (~46 GB/s)",
-            ),
-            Network::Hdr200 => row(
-                "InfiniBand HDR 200 Gb/s per NIC",
-                23.0,
-                "200 Gb/s = 25 GB/s line rate; ~92% per rail as NDR (~23 GB/s)",
-            ),
-            Network::Roce100 => row(
-                "100 GbE RoCE v2 per NIC",
-                11.0,
-                "100 Gb/s = 12.5 GB/s line rate; RoCE with PFC/ECN reaches ~88% (~11 GB/s)",
-            ),
-            Network::Tcp10 => row(
-                "TCP sockets over 10 GbE per NIC",
-                1.1,
-                "10 Gb/s = 1.25 GB/s line rate; NCCL's socket transport reaches ~90% (~1.1 GB/s)",
-            ),
-        }
-    }
-
-    /// The cluster's expected busbw: one rail's figure times the rails per node (NCCL runs one
-    /// ring per rail; a rail-optimised fabric scales with them).
-    pub fn expected(self, nics_per_node: u32) -> Expectation {
-        let nic = self.per_nic();
-        let n = nics_per_node.max(1);
-        Expectation {
-            class: format!("{n} × {}", nic.class),
-            busbw_gbps: nic.busbw_gbps * f64::from(n),
-            source: nic.source,
-        }
-    }
-}
-
-impl Network {
-    /// What `nics` NICs per node carry between nodes, one direction, with the cluster figure's
-    /// and the expectation's share of it (`crate::capacity`'s line rates).
-    pub fn capacity(self, nics: u32, busbw: Option<f64>, expected: f64) -> PathCapacity {
-        let n = nics.max(1);
-        let line = crate::capacity::network_line_gbit(self);
-        let gbps = crate::capacity::network_bytes_per_s(self, n) / crate::capacity::GB;
-        PathCapacity {
-            path: format!("{n} × {line} Gb/s ({self})"),
-            gbps,
-            arithmetic: format!("{n} NICs × {line} Gb/s ÷ 8 = {gbps:.2} GB/s each way per node"),
-            reading: "the network and NICs per node the run was given".into(),
-            fraction: busbw.map(|b| b / gbps),
-            reference_fraction: Some(expected / gbps),
-            source: "InfiniBand NDR 400 and HDR 200 Gb/s, Ethernet 100 and 10 Gb/s: the links' signalling rates (IBTA, IEEE 802.3)".into(),
-        }
-    }
-}
-
-impl fmt::Display for Network {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Network {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        NETWORKS
-            .iter()
-            .find(|(_, n)| n.eq_ignore_ascii_case(s.trim()))
-            .map(|(n, _)| *n)
-            .ok_or_else(|| {
-                let names: Vec<&str> = NETWORKS.iter().map(|(_, n)| *n).collect();
-                format!("unknown network {s:?}; networks: {}", names.join(", "))
-            })
-    }
-}
 
 /// The two phases of a cluster run: every node prepares (rank 0 creates the NCCL unique id;
 /// a simulated node states its NIC), then every node joins with what all of them prepared.
@@ -267,7 +154,7 @@ impl NodeResult {
     pub fn busbw_large(&self) -> Option<f64> {
         let max = self.sweep.samples.iter().map(|s| s.bytes).max()?;
         self.sweep
-            .peak_busbw(crate::preflight::LARGE_MESSAGE.min(max))
+            .peak_busbw(crate::collective::LARGE_MESSAGE.min(max))
             .map(|(_, b)| b)
     }
 
@@ -611,10 +498,34 @@ pub fn slow_threshold(expected: &Expectation) -> f64 {
     expected.busbw_gbps * WARN_RATIO
 }
 
+/// A backend that takes part in cluster runs (the capability beside
+/// `crate::backend::NodeBackend`).
+pub trait ClusterMember {
+    /// Cluster run, phase 1: this node's rendezvous contribution (real NCCL: rank 0's unique
+    /// id). Default: [`REAL_JOIN_UNAVAILABLE`].
+    fn cluster_prepare(&self, job: &ClusterJob) -> Result<Vec<u8>, ProbeError> {
+        let _ = job;
+        Err(ProbeError::Unavailable(REAL_JOIN_UNAVAILABLE.into()))
+    }
+
+    /// Cluster run, phase 2: join one communicator with the other nodes (`rendezvous`: what the
+    /// nodes prepared, in rank order) and run the all-reduce sweep. Default:
+    /// [`REAL_JOIN_UNAVAILABLE`].
+    fn cluster_join(
+        &self,
+        job: &ClusterJob,
+        rendezvous: &[Vec<u8>],
+    ) -> Result<NodeResult, ProbeError> {
+        let _ = (job, rendezvous);
+        Err(ProbeError::Unavailable(REAL_JOIN_UNAVAILABLE.into()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::capacity::NETWORKS;
 
     fn names(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("n{i}")).collect()

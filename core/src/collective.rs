@@ -6,6 +6,15 @@ use std::str::FromStr;
 use crate::num::ToF64;
 use serde::{Deserialize, Serialize};
 
+/// Messages at least this large are compared with the reference table.
+pub const LARGE_MESSAGE: u64 = 64 << 20;
+
+/// The all-reduce figure a sweep is judged and shown by: its best busbw at `LARGE_MESSAGE` or
+/// more, else at any size (a sweep that stopped short of it), with the size it was reached at.
+pub fn judged_peak(s: &Sweep) -> Option<(u64, f64)> {
+    s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0))
+}
+
 /// A collective, named as nccl-tests names its binaries (`all_reduce` → `all_reduce_perf`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::ProbeError;
+use crate::backend::Progress;
 use crate::capacity::pcie_bytes_per_s;
 use crate::finding::{Evidence, Finding, Severity, Subject};
 use crate::node_gpus::{GpuInfo, PcieLink};
+use crate::probe_error::ProbeError;
 use crate::topology::GpuRef;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -405,6 +406,22 @@ fn below_reference(g: &GpuInfo, s: &CopySample) -> Option<Finding> {
                 .source(r.source),
         )
     })
+}
+
+/// A backend that times host↔device copies (the capability beside `crate::backend::NodeBackend`).
+pub trait HostCopier {
+    /// Times host→device and device→host copies over each GPU's own link, one GPU at a time
+    /// (pinned host memory, the copy engines). Default: not measured by this backend.
+    fn host_copies(
+        &self,
+        req: &CopyRequest,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<HostCopyRun, ProbeError> {
+        let _ = (req, progress);
+        Err(ProbeError::Unavailable(
+            "host copies are not measured by this backend".into(),
+        ))
+    }
 }
 
 #[cfg(test)]

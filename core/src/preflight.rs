@@ -3,24 +3,17 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::backend::{CollectiveRequest, NodeBackend, ProbeError, Progress};
-use crate::collective::{Collective, Sweep};
+use crate::backend::{CollectiveRequest, NodeBackend, Progress};
+use crate::collective::{judged_peak, Collective, Sweep};
 use crate::expect::{self, Expectation, NodeClass};
 use crate::finding::{Evidence, Finding, Severity, Subject};
-use crate::hostcopy::{self, CopyRequest, HostCopyRun};
+use crate::full_backend::FullBackend;
+use crate::hostcopy::{self, CopyRequest, HostCopier, HostCopyRun};
 use crate::node_gpus::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
+use crate::probe_error::ProbeError;
 use crate::report::{Header, PreflightReport, Provenance, ReportKind, StepStatus, StepTiming};
 use crate::topology::{LinkClass, P2pStatus, TopologyMatrix};
 use crate::verdict::Verdict;
-
-/// Messages at least this large are compared with the reference table.
-pub const LARGE_MESSAGE: u64 = 64 << 20;
-
-/// The all-reduce figure a sweep is judged and shown by: its best busbw at `LARGE_MESSAGE` or
-/// more, else at any size (a sweep that stopped short of it), with the size it was reached at.
-pub fn judged_peak(s: &Sweep) -> Option<(u64, f64)> {
-    s.peak_busbw(LARGE_MESSAGE).or_else(|| s.peak_busbw(0))
-}
 
 #[derive(Clone, Debug)]
 pub struct PreflightOptions {
@@ -176,7 +169,7 @@ impl Gathered {
 /// Runs the preflight on a backend and judges it. Never panics on a backend fault: every
 /// [`ProbeError`] becomes a verdict; only an invalid request is returned as `Err`.
 pub fn run(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     opts: &PreflightOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<PreflightReport, ProbeError> {
@@ -370,7 +363,7 @@ fn no_hang_on_one_gpu() -> ProbeError {
 /// the step with its one line; a timeout, a failed GPU or a crashed child ends the preflight
 /// with its verdict, as a failed all-reduce does.
 fn measure_host_copies(
-    backend: &dyn NodeBackend,
+    backend: &dyn HostCopier,
     opts: &PreflightOptions,
     g: &mut Gathered,
     progress: &mut dyn FnMut(Progress),

@@ -194,9 +194,9 @@ pub struct DdpStopped {
 
 impl DdpStopped {
     /// From the backend's timeout; `None` for any other error (only a deadline keeps results).
-    pub fn from_error(e: &crate::backend::ProbeError) -> Option<DdpStopped> {
+    pub fn from_error(e: &crate::probe_error::ProbeError) -> Option<DdpStopped> {
         match e {
-            crate::backend::ProbeError::Timeout { stage, seconds } => Some(DdpStopped {
+            crate::probe_error::ProbeError::Timeout { stage, seconds } => Some(DdpStopped {
                 stage: stage.clone(),
                 seconds: *seconds,
             }),
@@ -205,8 +205,8 @@ impl DdpStopped {
     }
 
     /// The timeout as the error it is (exit 5).
-    pub fn error(&self) -> crate::backend::ProbeError {
-        crate::backend::ProbeError::Timeout {
+    pub fn error(&self) -> crate::probe_error::ProbeError {
+        crate::probe_error::ProbeError::Timeout {
             stage: self.stage.clone(),
             seconds: self.seconds,
         }

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use ddpcheck_core::collective::judged_peak;
 use ddpcheck_core::ddp::DdpResult;
 use ddpcheck_core::explain::Explanation;
 use ddpcheck_core::hostcopy::{self, CopyDirection};
 use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory, ProbeState};
-use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::PreflightReport;
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::{Severity, Verdict};

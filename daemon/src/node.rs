@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use ddpcheck_core::collective::LARGE_MESSAGE;
 use ddpcheck_core::node_gpus::{NodeInventory, ProbeState};
-use ddpcheck_core::preflight::LARGE_MESSAGE;
 use ddpcheck_core::report::{DdpReport, PreflightReport};
 use ddpcheck_core::topology::TopologyMatrix;
-use ddpcheck_core::NodeBackend;
+use ddpcheck_core::FullBackend;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::history::{History, RECENT_BUSBW};
@@ -39,7 +39,7 @@ impl Snapshot {
 }
 
 pub struct Node {
-    pub backend: Arc<dyn NodeBackend>,
+    pub backend: Arc<dyn FullBackend>,
     pub snapshot: RwLock<Snapshot>,
     pub metrics: Metrics,
     pub history: Mutex<History>,
@@ -65,7 +65,7 @@ pub struct WorkGuard {
 }
 
 impl Node {
-    pub fn new(backend: Arc<dyn NodeBackend>, history: History, lock_path: PathBuf) -> Node {
+    pub fn new(backend: Arc<dyn FullBackend>, history: History, lock_path: PathBuf) -> Node {
         let metrics = Metrics::new(backend.kind().as_str(), &backend.label());
         let node = Node {
             backend,

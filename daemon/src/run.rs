@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ddpcheck_core::NodeBackend;
+use ddpcheck_core::FullBackend;
 use ddpcheck_proto::v1::ddpcheck_server::DdpcheckServer;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
@@ -145,7 +145,7 @@ fn chown_group(path: &Path, group: &str) {
 /// and the first snapshot is taken (or its deadline passed).
 pub async fn start(
     cfg: DaemonConfig,
-    backend: Arc<dyn NodeBackend>,
+    backend: Arc<dyn FullBackend>,
 ) -> Result<Running, DaemonError> {
     start_with_web_config(cfg, None, backend).await
 }
@@ -155,7 +155,7 @@ pub async fn start(
 pub async fn start_with_web_config(
     cfg: DaemonConfig,
     web: Option<Arc<WebConfig>>,
-    backend: Arc<dyn NodeBackend>,
+    backend: Arc<dyn FullBackend>,
 ) -> Result<Running, DaemonError> {
     start_with_options(
         cfg,
@@ -201,7 +201,7 @@ impl Default for Options {
 pub async fn start_with_options(
     cfg: DaemonConfig,
     opts: Options,
-    backend: Arc<dyn NodeBackend>,
+    backend: Arc<dyn FullBackend>,
 ) -> Result<Running, DaemonError> {
     let Options {
         web,

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
+use ddpcheck_core::cluster::ClusterMember;
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
+use ddpcheck_core::explain::platform::PlatformReader;
+use ddpcheck_core::hostcopy::HostCopier;
 use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
@@ -57,6 +60,11 @@ impl NodeBackend for HangsAfterFirst {
         self.sim.ddp(req, progress)
     }
 }
+
+// The capabilities this double lacks answer their defaults ("not done by this backend").
+impl HostCopier for HangsAfterFirst {}
+impl PlatformReader for HangsAfterFirst {}
+impl ClusterMember for HangsAfterFirst {}
 
 async fn scrape(addr: std::net::SocketAddr) -> String {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

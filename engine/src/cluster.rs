@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ddpcheck_core::capacity::Network;
 use ddpcheck_core::cluster::{
-    self, ClusterJob, ClusterNode, ClusterReport, DeadNode, Isolation, Network, NodeResult,
+    self, ClusterJob, ClusterNode, ClusterReport, DeadNode, Isolation, NodeResult,
 };
 use ddpcheck_core::expect::Expectation;
 use ddpcheck_core::report::{Header, Provenance, ReportKind};
-use ddpcheck_core::{BackendKind, Finding, NodeBackend, ProbeError, Verdict};
+use ddpcheck_core::{BackendKind, Finding, FullBackend, ProbeError, Verdict};
 
 use crate::lock::{default_runtime_dir, lock_path, NodeLock};
 use crate::runs::{local_hostname, now_rfc3339, TOOL_VERSION};
@@ -107,7 +108,7 @@ pub fn assemble(run: ClusterRun) -> ClusterReport {
 /// This node's part of an srun step: the rendezvous entries built here, the backend's join;
 /// bounded by `limit` whatever the backend does. Real GPUs take the node lock.
 pub fn join_local(
-    backend: Arc<dyn NodeBackend>,
+    backend: Arc<dyn FullBackend>,
     job: ClusterJob,
     root: String,
     limit: Duration,

@@ -7,18 +7,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
-use ddpcheck_core::collective::Collective;
+use ddpcheck_core::collective::{judged_peak, Collective};
 use ddpcheck_core::explain::platform::{normalise_bdf, LinkReading};
 use ddpcheck_core::explain::{
     self, AbFigure, ExplainInput, NodeMeasurement, PairMeasurement, PlatformFacts,
 };
 use ddpcheck_core::hostcopy::{self, CopyRequest, HostCopyRun};
 use ddpcheck_core::node_gpus::{busy_gpus, busy_reason, select_gpus, GpuInfo, ProbeState};
-use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::report::{ExplainReport, Header, PreflightReport, ReportKind};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::Finding;
-use ddpcheck_core::{NodeBackend, ProbeError, Verdict};
+use ddpcheck_core::{FullBackend, ProbeError, Verdict};
 
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::params::ExplainParams;
@@ -28,7 +27,7 @@ use crate::runs::{env_label, nccl_env_from_process, provenance};
 /// Runs `explain` on a backend. Faults of a measurement become part of the answer (the pair's
 /// error, a verdict); only invalid input is `Err`.
 pub fn run_explain(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     params: &ExplainParams,
     history_busbw: &[f64],
     progress: &mut dyn FnMut(Progress),
@@ -140,7 +139,7 @@ struct Copies {
 /// Times each GPU's host↔device copies, reading the links under that load (on one GPU the
 /// only load explain puts on its link); a GPU that is stuck or lost starts none.
 fn measure_host_copies(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     params: &ExplainParams,
     gpus: &[GpuInfo],
     platform: &mut PlatformFacts,
@@ -185,7 +184,7 @@ fn measure_host_copies(
 /// ran on two GPUs; with more, the pairs are judged without a figure. NCCL's transport is not
 /// logged by a preflight, so the chains predict it from the NCCL variables the preflight ran with.
 pub fn causes_after_preflight(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     report: &PreflightReport,
     history_busbw: &[f64],
 ) -> explain::Explanation {
@@ -268,7 +267,7 @@ fn group_request(
 
 /// Measures each pair of the topology; the links read under load go into `platform`.
 fn measure_pairs(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     params: &ExplainParams,
     gpus: &[GpuInfo],
     topology: Option<&TopologyMatrix>,
@@ -365,7 +364,7 @@ fn read_run(
 
 /// The all-reduce of every GPU together: the node's figure, set against its ring's slowest hop.
 fn measure_node(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     params: &ExplainParams,
     gpus: &[GpuInfo],
     platform: &mut PlatformFacts,
@@ -401,7 +400,7 @@ const LINK_POLL: Duration = Duration::from_millis(50);
 /// partway through is not assured; the read right after catches the link before it drops
 /// back to its idle speed. Every reading is returned; the caller keeps the fastest.
 fn collective_under_load(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     req: &CollectiveRequest,
     pair: &[GpuInfo],
 ) -> (Result<CollectiveRun, ProbeError>, Vec<LinkReading>) {
@@ -410,7 +409,7 @@ fn collective_under_load(
 
 /// Runs `work` while the GPUs' links are read, as [`collective_under_load`] says.
 fn under_load<T>(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     pair: &[GpuInfo],
     work: impl FnOnce() -> T,
 ) -> (T, Vec<LinkReading>) {
@@ -455,7 +454,7 @@ fn keep_under_load(platform: &mut PlatformFacts, readings: Vec<LinkReading>) {
 
 /// Measures each pair with an env fix again under that fix.
 fn run_ab(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     params: &ExplainParams,
     gpus: &[GpuInfo],
     e: &mut explain::Explanation,

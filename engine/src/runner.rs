@@ -12,7 +12,7 @@ use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport, TopoReport,
 };
 use ddpcheck_core::verdict::EXIT_USAGE;
-use ddpcheck_core::{NodeBackend, ProbeError, Verdict};
+use ddpcheck_core::{FullBackend, ProbeError, Verdict};
 use ddpcheck_gpu::RealConfig;
 
 use crate::lock::{default_runtime_dir, lock_path, NodeLock};
@@ -101,13 +101,13 @@ pub trait Runner {
 
 /// This node's backend, in this process.
 pub struct LocalRunner {
-    backend: Arc<dyn NodeBackend>,
+    backend: Arc<dyn FullBackend>,
     /// The node lock for real GPUs; simulated nodes take none (they share no hardware).
     lock: Option<PathBuf>,
 }
 
 impl LocalRunner {
-    pub fn new(backend: Arc<dyn NodeBackend>, lock: Option<PathBuf>) -> LocalRunner {
+    pub fn new(backend: Arc<dyn FullBackend>, lock: Option<PathBuf>) -> LocalRunner {
         LocalRunner { backend, lock }
     }
 

@@ -17,7 +17,7 @@ use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, DdpStopped, EnvRun, Header, PreflightReport, Provenance,
     ReportKind, TopoReport,
 };
-use ddpcheck_core::{NodeBackend, ProbeError};
+use ddpcheck_core::{FullBackend, ProbeError};
 use ddpcheck_gpu::{RealBackend, RealConfig};
 use ddpcheck_sim::SimBackend;
 
@@ -32,10 +32,10 @@ pub struct UsageError(pub String);
 pub fn make_backend(
     sim: Option<&str>,
     real: RealConfig,
-) -> Result<Arc<dyn NodeBackend>, UsageError> {
+) -> Result<Arc<dyn FullBackend>, UsageError> {
     match sim {
         Some(spec) => SimBackend::parse(spec)
-            .map(|b| Arc::new(b) as Arc<dyn NodeBackend>)
+            .map(|b| Arc::new(b) as Arc<dyn FullBackend>)
             .map_err(|e| UsageError(e.to_string())),
         None => Ok(Arc::new(RealBackend::new(real))),
     }
@@ -94,7 +94,7 @@ pub(crate) fn provenance(inv: &NodeInventory, gpus: &[GpuInfo]) -> Provenance {
 }
 
 pub fn run_preflight(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     params: &PreflightParams,
     history_busbw: Vec<f64>,
     progress: &mut dyn FnMut(Progress),
@@ -119,7 +119,7 @@ pub fn run_preflight(
     preflight::run(backend, &opts, progress)
 }
 
-pub fn run_topo(backend: &dyn NodeBackend, gpu_filter: &str) -> Result<TopoReport, ProbeError> {
+pub fn run_topo(backend: &dyn FullBackend, gpu_filter: &str) -> Result<TopoReport, ProbeError> {
     let inv = backend.inventory()?;
     let gpus = select_gpus(&inv.gpus, gpu_filter).map_err(ProbeError::Invalid)?;
     let topology = backend.topology(&gpus)?;
@@ -177,7 +177,7 @@ fn refuse_busy(busy: Vec<String>) -> Result<(), ProbeError> {
 }
 
 pub fn run_bench_collectives(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     params: &CollectiveParams,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BenchCollectivesReport, ProbeError> {
@@ -242,7 +242,7 @@ pub fn run_bench_collectives(
 }
 
 pub fn run_bench_ddp(
-    backend: &dyn NodeBackend,
+    backend: &dyn FullBackend,
     req: &DdpRequest,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<DdpReport, ProbeError> {

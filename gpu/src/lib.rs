@@ -19,7 +19,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
+use ddpcheck_core::cluster::{ClusterJob, ClusterMember, NodeResult};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
+use ddpcheck_core::explain::platform::{LinkReading, PlatformFacts, PlatformReader};
+use ddpcheck_core::hostcopy::{CopyRequest, HostCopier, HostCopyRun};
 use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory};
 use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
@@ -109,44 +112,41 @@ impl NodeBackend for RealBackend {
     ) -> Result<ddpcheck_core::backend::DdpOutcome, ProbeError> {
         ddp::run_ddp_outcome(&self.config, req, progress)
     }
+}
 
+impl HostCopier for RealBackend {
     fn host_copies(
         &self,
-        req: &ddpcheck_core::hostcopy::CopyRequest,
+        req: &CopyRequest,
         progress: &mut dyn FnMut(Progress),
-    ) -> Result<ddpcheck_core::hostcopy::HostCopyRun, ProbeError> {
+    ) -> Result<HostCopyRun, ProbeError> {
         hostcopy::run_host_copies(&self.config, req, progress)
     }
+}
 
-    fn platform(
-        &self,
-        gpus: &[GpuInfo],
-    ) -> Result<ddpcheck_core::explain::PlatformFacts, ProbeError> {
+impl PlatformReader for RealBackend {
+    fn platform(&self, gpus: &[GpuInfo]) -> Result<PlatformFacts, ProbeError> {
         let root = platform_root();
         let ids: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
         Ok(platform::read(&root, &ids))
     }
 
-    fn link_state(
-        &self,
-        gpus: &[GpuInfo],
-    ) -> Result<Vec<ddpcheck_core::explain::platform::LinkReading>, ProbeError> {
+    fn link_state(&self, gpus: &[GpuInfo]) -> Result<Vec<LinkReading>, ProbeError> {
         let ids: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
         Ok(platform::links(&platform_root(), &ids))
     }
+}
 
-    fn cluster_prepare(
-        &self,
-        job: &ddpcheck_core::cluster::ClusterJob,
-    ) -> Result<Vec<u8>, ProbeError> {
+impl ClusterMember for RealBackend {
+    fn cluster_prepare(&self, job: &ClusterJob) -> Result<Vec<u8>, ProbeError> {
         cluster::prepare(&self.config, job)
     }
 
     fn cluster_join(
         &self,
-        job: &ddpcheck_core::cluster::ClusterJob,
+        job: &ClusterJob,
         rendezvous: &[Vec<u8>],
-    ) -> Result<ddpcheck_core::cluster::NodeResult, ProbeError> {
+    ) -> Result<NodeResult, ProbeError> {
         cluster::join(&self.config, job, rendezvous)
     }
 }

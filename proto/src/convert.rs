@@ -9,11 +9,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ddpcheck_core::backend::{CollectiveRequest, ProbeError};
+use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::cluster::{ClusterJob, Phase, PhaseCall, MAX_RENDEZVOUS};
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{Amp, DdpRequest, DdpVariant, ModelSpec, Recipe, RunDevice};
 use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
+use ddpcheck_core::ProbeError;
 
 use crate::v1;
 

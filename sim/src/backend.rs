@@ -7,9 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
+use ddpcheck_core::cluster::{ClusterJob, ClusterMember, NodeResult};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
+use ddpcheck_core::explain::platform::{LinkReading, PlatformFacts, PlatformReader};
 use ddpcheck_core::explain::Transport;
+use ddpcheck_core::hostcopy::{CopyRequest, HostCopier, HostCopyRun};
 use ddpcheck_core::node_gpus::{
     ComputeProcess, GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState,
 };
@@ -555,13 +558,15 @@ impl NodeBackend for SimBackend {
         self.loaded.store(true, Ordering::SeqCst);
         crate::ddp::run(self.catalog, self.profile, &self.faults, req, progress)
     }
+}
 
+impl HostCopier for SimBackend {
     /// Copies load the links (idle-downclock trains up); a degraded link carries its narrower rate.
     fn host_copies(
         &self,
-        req: &ddpcheck_core::hostcopy::CopyRequest,
+        req: &CopyRequest,
         progress: &mut dyn FnMut(Progress),
-    ) -> Result<ddpcheck_core::hostcopy::HostCopyRun, ProbeError> {
+    ) -> Result<HostCopyRun, ProbeError> {
         req.validate()?;
         let gpus = self.resolve(&req.gpus)?;
         self.refuse(&gpus)?;
@@ -587,25 +592,21 @@ impl NodeBackend for SimBackend {
             });
             out.push(c);
         }
-        Ok(ddpcheck_core::hostcopy::HostCopyRun {
+        Ok(HostCopyRun {
             gpus: out,
             cuda_library: None,
         })
     }
+}
 
-    fn platform(
-        &self,
-        gpus: &[GpuInfo],
-    ) -> Result<ddpcheck_core::explain::PlatformFacts, ProbeError> {
+impl PlatformReader for SimBackend {
+    fn platform(&self, gpus: &[GpuInfo]) -> Result<PlatformFacts, ProbeError> {
         Ok(crate::platform::facts(self.profile, &self.faults, gpus))
     }
 
     /// The links as they are now (under load once a collective has run), not as the caller's
     /// inventory read them.
-    fn link_state(
-        &self,
-        gpus: &[GpuInfo],
-    ) -> Result<Vec<ddpcheck_core::explain::platform::LinkReading>, ProbeError> {
+    fn link_state(&self, gpus: &[GpuInfo]) -> Result<Vec<LinkReading>, ProbeError> {
         let now: Vec<GpuInfo> = gpus
             .iter()
             .map(|g| match self.slot_of(&g.pci_bus_id) {
@@ -616,25 +617,24 @@ impl NodeBackend for SimBackend {
         Ok(crate::platform::facts(self.profile, &self.faults, &now)
             .gpus
             .into_iter()
-            .map(|g| ddpcheck_core::explain::platform::LinkReading {
+            .map(|g| LinkReading {
                 pci_bus_id: g.pci_bus_id,
                 link: g.link,
             })
             .collect())
     }
+}
 
-    fn cluster_prepare(
-        &self,
-        job: &ddpcheck_core::cluster::ClusterJob,
-    ) -> Result<Vec<u8>, ProbeError> {
+impl ClusterMember for SimBackend {
+    fn cluster_prepare(&self, job: &ClusterJob) -> Result<Vec<u8>, ProbeError> {
         crate::cluster::prepare(self, &self.faults, job)
     }
 
     fn cluster_join(
         &self,
-        job: &ddpcheck_core::cluster::ClusterJob,
+        job: &ClusterJob,
         rendezvous: &[Vec<u8>],
-    ) -> Result<ddpcheck_core::cluster::NodeResult, ProbeError> {
+    ) -> Result<NodeResult, ProbeError> {
         crate::cluster::join(self, &self.faults, self.profile, job, rendezvous)
     }
 }

@@ -6,11 +6,12 @@
 //! [`crate::fault::SLOW_NIC_FACTOR`]; `hang` sleeps until the deadline in either phase; a
 //! per-size latency of [`LATENCY_US_PER_NODE`] per node shapes small messages.
 
-use ddpcheck_core::backend::ProbeError;
-use ddpcheck_core::cluster::{ClusterJob, Network, NodeResult, SimPeer};
+use ddpcheck_core::capacity::Network;
+use ddpcheck_core::cluster::{ClusterJob, NodeResult, SimPeer};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::NodeBackend;
+use ddpcheck_core::ProbeError;
 
 use crate::fault::{Fault, SLOW_NIC_FACTOR};
 use crate::profile::Profile;

@@ -8,8 +8,11 @@
 use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun};
+use ddpcheck_core::cluster::ClusterMember;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{DdpRequest, DdpResult, ModelSpec};
+use ddpcheck_core::explain::platform::PlatformReader;
+use ddpcheck_core::hostcopy::HostCopier;
 use ddpcheck_core::preflight::{self, PreflightOptions};
 use ddpcheck_core::report::PreflightReport;
 use ddpcheck_core::topology::{GpuRef, LinkClass};
@@ -756,6 +759,9 @@ impl NodeBackend for CopiesFail {
     ) -> Result<Vec<DdpResult>, ProbeError> {
         self.0.ddp(req, progress)
     }
+}
+
+impl HostCopier for CopiesFail {
     fn host_copies(
         &self,
         _req: &ddpcheck_core::hostcopy::CopyRequest,
@@ -764,6 +770,10 @@ impl NodeBackend for CopiesFail {
         Err(self.1.clone())
     }
 }
+
+// The platform and cluster runs answer their defaults, as this double did before.
+impl PlatformReader for CopiesFail {}
+impl ClusterMember for CopiesFail {}
 
 /// A driver without the copy calls skips the step with its one line and the all-reduce still
 /// judges the node; a copy that hangs or a crashed child ends the preflight with its verdict.

@@ -9,7 +9,8 @@ mod srun;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use ddpcheck_core::cluster::{ClusterJob, Network};
+use ddpcheck_core::capacity::Network;
+use ddpcheck_core::cluster::ClusterJob;
 
 use crate::flag_values::parse_message_size;
 use crate::global_args::GlobalArgs;

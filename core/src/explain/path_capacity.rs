@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::per_gpu::link_readings;
 use super::ExplainInput;
-use crate::capacity::{self as cap, NvlinkGen, GB};
+use crate::capacity::{self as cap, Network, NvlinkGen, GB};
 use crate::node_gpus::GpuInfo;
 use crate::topology::{LinkClass, Pair};
 
@@ -168,5 +168,24 @@ fn permute(v: &mut Vec<usize>, k: usize, f: &mut dyn FnMut(&[usize])) {
         v.swap(k, i);
         permute(v, k + 1, f);
         v.swap(k, i);
+    }
+}
+
+impl Network {
+    /// What `nics` NICs per node carry between nodes, one direction, with the cluster figure's
+    /// and the expectation's share of it (the line rates of `crate::capacity`).
+    pub fn capacity(self, nics: u32, busbw: Option<f64>, expected: f64) -> PathCapacity {
+        let n = nics.max(1);
+        let line = cap::network_line_gbit(self);
+        let gbps = cap::network_bytes_per_s(self, n) / GB;
+        PathCapacity {
+            path: format!("{n} × {line} Gb/s ({self})"),
+            gbps,
+            arithmetic: format!("{n} NICs × {line} Gb/s ÷ 8 = {gbps:.2} GB/s each way per node"),
+            reading: "the network and NICs per node the run was given".into(),
+            fraction: busbw.map(|b| b / gbps),
+            reference_fraction: Some(expected / gbps),
+            source: "InfiniBand NDR 400 and HDR 200 Gb/s, Ethernet 100 and 10 Gb/s: the links' signalling rates (IBTA, IEEE 802.3)".into(),
+        }
     }
 }

@@ -1,10 +1,12 @@
 //! What the platform under the GPUs is: PCI paths and ACS of their bridges, IOMMU, hypervisor,
-//! NUMA, sysfs link state, NVSwitch and Fabric Manager. Data only: the readers live in
-//! `ddpcheck-gpu` (sysfs) and `ddpcheck-sim`; judgement lives in this module's siblings.
+//! NUMA, sysfs link state, NVSwitch and Fabric Manager. Data, and the trait its readers implement:
+//! the readers live in `ddpcheck-gpu` (sysfs) and `ddpcheck-sim`; judgement lives in this module's
+//! siblings.
 
 use serde::{Deserialize, Serialize};
 
-use crate::node_gpus::PcieLink;
+use crate::node_gpus::{GpuInfo, PcieLink};
+use crate::probe_error::ProbeError;
 
 /// ACS control of one PCIe bridge, read from its config space (ACS extended capability 0x000D,
 /// control register at capability + 6).
@@ -122,7 +124,7 @@ impl SysfsLink {
     }
 }
 
-/// One GPU's link as read at one moment (`NodeBackend::link_state`).
+/// One GPU's link as read at one moment (`PlatformReader::link_state`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LinkReading {
     /// NVML's bus id, as `GpuPlatform::pci_bus_id`.
@@ -264,4 +266,29 @@ pub fn bridges_between<'a>(a: &'a GpuPlatform, b: &'a GpuPlatform) -> Option<Vec
     out.extend(pa.iter().skip(common));
     out.extend(pb.iter().skip(common));
     Some(out)
+}
+
+/// A backend that reads the platform under its GPUs (the capability beside
+/// `crate::backend::NodeBackend`).
+pub trait PlatformReader {
+    /// The platform under these GPUs: PCI paths and ACS, IOMMU, hypervisor, NUMA, NVSwitches.
+    /// Default: nothing read.
+    fn platform(&self, gpus: &[GpuInfo]) -> Result<PlatformFacts, ProbeError> {
+        let _ = gpus;
+        Ok(PlatformFacts::unknown("not read by this backend"))
+    }
+
+    /// The GPUs' PCIe links as sysfs states them now; read while (or right after) a pair
+    /// measurement runs, so the link is seen under load. Default: the platform read again.
+    fn link_state(&self, gpus: &[GpuInfo]) -> Result<Vec<LinkReading>, ProbeError> {
+        Ok(self
+            .platform(gpus)?
+            .gpus
+            .into_iter()
+            .map(|g| LinkReading {
+                pci_bus_id: g.pci_bus_id,
+                link: g.link,
+            })
+            .collect())
+    }
 }

@@ -191,6 +191,10 @@ pub(super) fn env_lines(input: &RecommendInput) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recommend::p2p::P2pRisk;
+    use crate::recommend::tests::a6000_input;
+    use crate::recommend::EnvAb;
+    use crate::topology::LinkClass;
 
     fn ddp_line(recipe: &Recipe) -> String {
         let s = python_snippet_for(CommHook::Bf16, 1, recipe);
@@ -259,6 +263,64 @@ mod tests {
         assert!(
             python_for(true, CommHook::None, 1, &Recipe::default(), RunDevice::Cpu)
                 .contains("one CPU rank")
+        );
+    }
+
+    // The P2P lines rest on the node's own A/B and on NVML's refusal (`p2p`'s policy).
+    fn refused_node() -> crate::recommend::RecommendInput {
+        let mut input = a6000_input();
+        input.worst_link = Some(LinkClass::Phb);
+        input.p2p = Some(P2pRisk {
+            refused: Some("GPU0–GPU1 (PHB): NVML reports P2P read GPU_NOT_SUPPORTED".into()),
+            suspect: Some("GPU0–GPU1 (PHB): NCCL_P2P_LEVEL=SYS forces P2P".into()),
+        });
+        input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
+        input
+    }
+
+    #[test]
+    fn the_disable_line_rests_on_the_nodes_own_ab_where_it_ran() {
+        let mut input = refused_node();
+        input.env_ab.push(EnvAb {
+            label: "NCCL_P2P_DISABLE=1".into(),
+            busbw_ratio: 1.5,
+        });
+        let env = env_lines(&input);
+        let disable: Vec<&String> = env
+            .iter()
+            .filter(|l| l.contains("NCCL_P2P_DISABLE=1"))
+            .collect();
+        assert_eq!(disable.len(), 1, "{env:?}");
+        assert!(
+            disable[0].contains("measured on this node: all-reduce busbw ×1.50 in the env A/B"),
+            "{env:?}"
+        );
+    }
+
+    #[test]
+    fn a_faster_forced_p2p_in_the_ab_is_not_exported_where_the_policy_is_off() {
+        let mut input = refused_node();
+        input.env_ab.push(EnvAb {
+            label: "NCCL_P2P_LEVEL=SYS".into(),
+            busbw_ratio: 1.2,
+        });
+        let env = env_lines(&input);
+        assert!(
+            !env.iter().any(|l| l.starts_with("export NCCL_P2P_LEVEL")),
+            "{env:?}"
+        );
+        assert!(
+            env.iter()
+                .any(|l| l.starts_with("# not NCCL_P2P_LEVEL=SYS: ×1.20 in the env A/B")),
+            "{env:?}"
+        );
+        // Without NVML's refusal, the measured gain is exported as before.
+        input.p2p = None;
+        let env = env_lines(&input);
+        assert!(
+            env.iter()
+                .any(|l| l.starts_with("export NCCL_P2P_LEVEL=SYS")),
+            "{env:?}"
         );
     }
 }

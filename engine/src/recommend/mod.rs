@@ -17,12 +17,11 @@ use std::time::{Duration, Instant};
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_core::collective::{Collective, Sweep};
+use ddpcheck_core::collective::{judged_peak, Collective, Sweep};
 use ddpcheck_core::ddp::{
     CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
 };
 use ddpcheck_core::params::CollectiveParams;
-use ddpcheck_core::preflight::judged_peak;
 use ddpcheck_core::recommend::{
     estimate_flops, recommend, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, ModelInput,
     P2pRisk, RecommendInput,

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use ddpcheck_core::cluster::ClusterJob;
-use ddpcheck_core::{NodeBackend, ProbeError};
+use ddpcheck_core::cluster::{ClusterJob, ClusterMember};
+use ddpcheck_core::ProbeError;
 use ddpcheck_sim::cluster::nic_busbw;
 use ddpcheck_sim::SimBackend;
 
