@@ -398,19 +398,6 @@ impl FromStr for SimBackend {
     }
 }
 
-/// The environment a real worker would run under: this process's NCCL_* variables (a real
-/// worker inherits them, and the report's provenance lists them), then the request's, the last
-/// setting of each variable kept, sorted by name.
-pub(crate) fn effective_env(env: &[(String, String)]) -> Vec<(String, String)> {
-    let mut map: std::collections::BTreeMap<String, String> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("NCCL_"))
-        .collect();
-    for (k, v) in env {
-        map.insert(k.clone(), v.clone());
-    }
-    map.into_iter().collect()
-}
-
 impl NodeBackend for SimBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Sim
@@ -503,7 +490,7 @@ impl NodeBackend for SimBackend {
                 "CUDA error 802 (system not yet initialized): the NVSwitch fabric is not ready; is nvidia-fabricmanager running?".into(),
             ));
         }
-        let env = effective_env(&req.env);
+        let env = crate::worker_env::effective_env(&req.env);
         let over_p2p = self.p2p_over_pcie(&gpus, &env);
         if self.has(Fault::P2pHang) && over_p2p {
             return Err(crate::stop::hang(

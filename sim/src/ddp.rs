@@ -333,7 +333,7 @@ pub fn run(
             for variant in &req.variants {
                 let requested: Vec<(String, String)> =
                     req.env.iter().chain(variant.env.iter()).cloned().collect();
-                let env = crate::backend::effective_env(&requested);
+                let env = crate::worker_env::effective_env(&requested);
                 for &world in &req.world_sizes {
                     let gpus: Vec<usize> = (0..world as usize).collect();
                     let fabric = Fabric::new(catalog, profile, faults, &env, &gpus);

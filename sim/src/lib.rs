@@ -17,6 +17,7 @@ pub mod platform;
 pub mod profile;
 pub mod stop;
 pub mod timing;
+mod worker_env;
 
 pub use backend::{SimBackend, SimError};
 pub use fault::Fault;
