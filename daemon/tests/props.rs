@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::ddp::{CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB};
+use ddpcheck_core::ddp::{CommHook, DdpVariant, Decoder, DecoderArch, ModelSpec, GPT2_VOCAB};
 use ddpcheck_core::node_gpus::{select_gpus, GpuHealth, GpuInfo, ProbeState};
 use ddpcheck_core::params::ExplainParams;
 use ddpcheck_core::topology::{GpuRef, LinkClass};
@@ -95,7 +95,7 @@ fn texty() -> impl Strategy<Value = String> {
 /// The bounds `ModelSpec::validate` documents, written out independently of it.
 fn model_in_bounds(m: &ModelSpec) -> bool {
     match m {
-        ModelSpec::Decoder {
+        ModelSpec::Decoder(Decoder {
             layers,
             width,
             heads,
@@ -105,7 +105,7 @@ fn model_in_bounds(m: &ModelSpec) -> bool {
             ffn,
             kv_heads,
             ..
-        } => {
+        }) => {
             (1..=256).contains(layers)
                 && (8..=32768).contains(width)
                 && (1..=256).contains(heads)
