@@ -36,6 +36,7 @@ mod ddp_cmd;
 mod demo;
 mod explain_cmd;
 mod history_cmd;
+mod model_args;
 mod plot;
 mod progress;
 mod recipe_args;
