@@ -48,7 +48,7 @@ impl DecoderArch {
 }
 
 /// The presets' names: a decoder of one of these shapes is that preset.
-pub const GPT2_PRESETS: [&str; 2] = ["gpt2-124m", "gpt2-355m"];
+const GPT2_PRESETS: [&str; 2] = ["gpt2-124m", "gpt2-355m"];
 
 impl Decoder {
     pub fn gpt2_124m() -> Self {

@@ -22,7 +22,7 @@ mod source;
 mod spec;
 
 pub use architecture::DecoderTensors;
-pub use decoder::{Decoder, DecoderArch, GPT2_PRESETS, GPT2_VOCAB};
+pub use decoder::{Decoder, DecoderArch, GPT2_VOCAB};
 pub use hf_config::from_hf_config;
 pub use host::{Buffers, HostFacts, NoGrad};
 pub use layout::{
