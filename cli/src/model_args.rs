@@ -29,8 +29,7 @@ pub fn model() -> ReadAtEdge {
 /// decoder it describes.
 pub fn model_config() -> ReadAtEdge {
     ReadAtEdge(|v| {
-        ddpcheck_engine::model_config::read_model_config(Path::new(v))
-            .map_err(|e| e.to_string())
+        ddpcheck_engine::model_config::read_model_config(Path::new(v)).map_err(|e| e.to_string())
     })
 }
 
@@ -61,7 +60,10 @@ fn parse_model(arg: &str) -> Result<ModelSpec, String> {
     let absolute = std::fs::canonicalize(path)
         .map_err(|e| format!("--model {arg}: factory file {}: {e}", path.display()))?;
     if !absolute.is_file() {
-        return Err(format!("--model {arg}: {} is not a file", absolute.display()));
+        return Err(format!(
+            "--model {arg}: {} is not a file",
+            absolute.display()
+        ));
     }
     let target = absolute
         .to_str()

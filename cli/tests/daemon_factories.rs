@@ -101,7 +101,9 @@ fn a_daemon_refuses_model_fields_out_of_bounds_from_a_raw_call() {
     let (file, marker) = factory_in(dir.path());
     let d = Daemon::start(Some("h200x2-nvlink"));
     let source = |kind| v1::ModelChoice {
-        kind: Some(model_choice::Kind::Source(v1::ModelSource { kind: Some(kind) })),
+        kind: Some(model_choice::Kind::Source(v1::ModelSource {
+            kind: Some(kind),
+        })),
     };
     let cases = [
         (

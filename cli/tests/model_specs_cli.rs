@@ -198,7 +198,14 @@ fn a_model_read_at_the_edge_reaches_the_scripts_config_unchanged() {
     }
     let script_dir = d.path().join("script");
     let script_dir = script_dir.to_str().unwrap();
-    args.extend(["--variants", "base", "--gpus", "1", "--print-manual", script_dir]);
+    args.extend([
+        "--variants",
+        "base",
+        "--gpus",
+        "1",
+        "--print-manual",
+        script_dir,
+    ]);
     let o = local(&args);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let want: Vec<serde_json::Value> = cases.into_iter().map(|(_, config)| config).collect();
@@ -250,7 +257,10 @@ fn a_bad_model_is_refused_at_the_edge_before_anything_starts() {
         for (model, says) in [
             ("gpt9", "model \"gpt9\": unknown model"),
             ("decoder:2,64,4,256,1000,kv=3", "must divide"),
-            ("py:/nowhere/factory.py:make", "factory file /nowhere/factory.py"),
+            (
+                "py:/nowhere/factory.py:make",
+                "factory file /nowhere/factory.py",
+            ),
         ] {
             for target in [&["--sim", "h200x2-nvlink"][..], &["--daemon", &socket][..]] {
                 let mut args = target.to_vec();

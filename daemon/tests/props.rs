@@ -17,9 +17,8 @@ use ddpcheck_core::node_gpus::{select_gpus, GpuHealth, GpuInfo, ProbeState};
 use ddpcheck_core::params::ExplainParams;
 use ddpcheck_core::topology::{GpuRef, LinkClass};
 use ddpcheck_proto::v1::{
-    self, model_choice, model_source::Kind as SourceKind, BenchCollectivesRequest,
-    BenchDdpRequest, ConfigOverride, EnvCandidate, ExplainRequest, HuggingFace, ModelChoice,
-    PreflightRequest,
+    self, model_choice, model_source::Kind as SourceKind, BenchCollectivesRequest, BenchDdpRequest,
+    ConfigOverride, EnvCandidate, ExplainRequest, HuggingFace, ModelChoice, PreflightRequest,
 };
 use ddpcheckd::config::{self, FileLayer, Layer, COLLECT_INTERVAL_RANGE, KEYS};
 use proptest::prelude::*;
@@ -181,7 +180,9 @@ fn library_model(text: &str, n: u32) -> ModelChoice {
         })
     };
     ModelChoice {
-        kind: Some(model_choice::Kind::Source(v1::ModelSource { kind: Some(kind) })),
+        kind: Some(model_choice::Kind::Source(v1::ModelSource {
+            kind: Some(kind),
+        })),
     }
 }
 

@@ -545,7 +545,9 @@ mod tests {
         });
         assert!(refused(short).contains("KEY=VALUE"));
         let choice = v1::ModelChoice {
-            kind: Some(v1::model_choice::Kind::Source(v1::ModelSource { kind: None })),
+            kind: Some(v1::model_choice::Kind::Source(v1::ModelSource {
+                kind: None,
+            })),
         };
         assert!(ModelSpec::try_from(choice).is_err());
     }

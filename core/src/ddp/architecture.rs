@@ -2,8 +2,8 @@
 //! them (gpu/src/ddp/bench_ddp/presets.py): their sizes, and the order in which a backward pass
 //! completes their gradients.
 
-use super::layout::{ParamLayout, ParamTensor};
 use super::decoder::{Decoder, DecoderArch};
+use super::layout::{ParamLayout, ParamTensor};
 use super::spec::ModelSpec;
 
 /// A decoder's parameters, tensor by tensor.

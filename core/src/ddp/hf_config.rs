@@ -19,7 +19,8 @@ pub fn from_hf_config(text: &str) -> Result<ModelSpec, String> {
         .as_object()
         .ok_or("not a JSON object with the model's hyperparameters")?;
     let model_type = c.get("model_type").and_then(Value::as_str);
-    let decoder = if model_type == Some("gpt2") || (model_type.is_none() && c.contains_key("n_layer"))
+    let decoder = if model_type == Some("gpt2")
+        || (model_type.is_none() && c.contains_key("n_layer"))
     {
         gpt2(c)?
     } else if model_type.is_none_or(|t| LLAMA_TYPES.contains(&t))
