@@ -65,7 +65,7 @@ pub enum Command {
     /// Why is this node slow: each cause of low GPU bandwidth with its evidence and fix, per pair.
     Explain(crate::explain_cmd::ExplainArgs),
     /// Predict DDP scaling from this node's measurements and recommend settings.
-    Recommend(crate::recommend_cmd::RecommendArgs),
+    Recommend(Box<crate::recommend_cmd::RecommendArgs>),
     /// The runs the node's daemon has stored, newest first: `ddpcheck --daemon SOCKET history`.
     History(crate::history_cmd::HistoryArgs),
     /// Run the main flow on a simulated 4xA6000 PHB node through an in-process daemon.

@@ -166,7 +166,7 @@ fn variant_in_bounds(v: &DdpVariant) -> bool {
 /// A request's model built by code from arbitrary text, for the wire tests: a timm name, or a
 /// Hugging Face type with one override, as a caller could send them.
 fn library_model(text: &str, n: u32) -> ModelChoice {
-    let kind = if n % 2 == 0 {
+    let kind = if n.is_multiple_of(2) {
         SourceKind::Timm(text.to_string())
     } else {
         SourceKind::HuggingFace(HuggingFace {
