@@ -48,7 +48,7 @@ pub enum Command {
     /// Why is this node slow: each cause of low GPU bandwidth with its evidence and fix, per pair.
     Explain(ExplainArgs),
     /// Predict DDP scaling from this node's measurements and recommend settings.
-    Recommend(RecommendArgs),
+    Recommend(Box<RecommendArgs>),
     /// The runs the node's daemon has stored, newest first: `ddpcheck --daemon SOCKET history`.
     History(HistoryArgs),
     /// Run the main flow on a simulated 4xA6000 PHB node through an in-process daemon.

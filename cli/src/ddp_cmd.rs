@@ -9,7 +9,8 @@ use ddpcheck_engine::read_file;
 
 use crate::flag_values::parse_u32_list;
 use crate::global_args::{make_target, GlobalArgs};
-use crate::recipe_args::{parse_model, RecipeArgs};
+use crate::model_args;
+use crate::recipe_args::RecipeArgs;
 use crate::{print_json, progress, render};
 use ddpcheck_engine::RunError;
 
@@ -21,11 +22,11 @@ pub struct DdpArgs {
     /// preset: gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied],
     /// mlp:WIDTH[,DEPTH], mlp:WIDTHxDEPTH or 'mlp:IN->WIDTHxDEPTH->OUT' (quoted: '>' is a
     /// redirection to the shell). Repeatable.
-    #[arg(long = "model")]
-    pub models: Vec<String>,
+    #[arg(long = "model", value_parser = model_args::model())]
+    pub models: Vec<ModelSpec>,
     /// A decoder from its Hugging Face config.json (GPT-2, LLaMA or Mistral); repeatable.
-    #[arg(long = "model-config", value_name = "FILE")]
-    pub model_configs: Vec<std::path::PathBuf>,
+    #[arg(long = "model-config", value_name = "FILE", value_parser = model_args::model_config())]
+    pub model_configs: Vec<ModelSpec>,
     /// MLP width sweep (speedup against parameters, the crossover): mlp:W1,W2,... (square,
     /// depth 4) or 'mlp:IN->W1,W2,...xDEPTH->OUT'.
     #[arg(long, value_name = "mlp:WIDTHS")]
@@ -102,40 +103,48 @@ fn print_manual(req: &DdpRequest, dir: &std::path::Path) -> Result<i32, RunError
 }
 
 /// The models of `--sweep`: `mlp:W1,W2,...` (square, depth 4) or `mlp:IN->W1,W2,...xD->OUT`.
-fn sweep_models(sweep: &str) -> Result<Vec<String>, RunError> {
+fn sweep_models(sweep: &str) -> Result<Vec<ModelSpec>, RunError> {
     let usage = || {
         RunError::Usage(format!(
             "--sweep {sweep:?}: expected mlp:WIDTH,WIDTH,... or 'mlp:IN->WIDTH,WIDTH,...xDEPTH->OUT'"
         ))
     };
+    let number = |s: &str| s.trim().parse::<u32>().map_err(|_| usage());
     let body = sweep.trim().strip_prefix("mlp:").ok_or_else(usage)?;
-    let Some((input, rest)) = body.split_once("->") else {
-        let widths = parse_u32_list(body).map_err(RunError::Usage)?;
-        return Ok(widths.iter().map(|w| format!("mlp:{w}")).collect());
+    let models: Vec<ModelSpec> = match body.split_once("->") {
+        None => parse_u32_list(body)
+            .map_err(RunError::Usage)?
+            .into_iter()
+            .map(|width| ModelSpec::square_mlp(width, 4))
+            .collect(),
+        Some((input, rest)) => {
+            let (widths, output) = rest.split_once("->").ok_or_else(usage)?;
+            let (widths, depth) = widths.split_once('x').ok_or_else(usage)?;
+            let (input, depth, output) = (number(input)?, number(depth)?, number(output)?);
+            parse_u32_list(widths)
+                .map_err(RunError::Usage)?
+                .into_iter()
+                .map(|width| ModelSpec::Mlp {
+                    width,
+                    depth,
+                    input: Some(input),
+                    output: Some(output),
+                })
+                .collect()
+        }
     };
-    let (widths, output) = rest.split_once("->").ok_or_else(usage)?;
-    let (widths, depth) = widths.split_once('x').ok_or_else(usage)?;
-    let widths = parse_u32_list(widths).map_err(RunError::Usage)?;
-    let (input, depth, output) = (input.trim(), depth.trim(), output.trim());
-    Ok(widths
-        .iter()
-        .map(|w| format!("mlp:{input}->{w}x{depth}->{output}"))
-        .collect())
+    for m in &models {
+        m.validate()
+            .map_err(|e| RunError::Usage(format!("--sweep {sweep:?}: {e}")))?;
+    }
+    Ok(models)
 }
 
 pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest, RunError> {
-    let mut models: Vec<ModelSpec> = a
-        .models
-        .iter()
-        .map(|m| parse_model(m))
-        .collect::<Result<_, _>>()?;
-    for path in &a.model_configs {
-        models.push(ddpcheck_engine::model_config::read_model_config(path)?);
-    }
+    let mut models: Vec<ModelSpec> = a.models.clone();
+    models.extend(a.model_configs.iter().cloned());
     if let Some(sweep) = &a.sweep {
-        for spec in sweep_models(sweep)? {
-            models.push(spec.parse::<ModelSpec>().map_err(RunError::Usage)?);
-        }
+        models.extend(sweep_models(sweep)?);
     }
     if models.is_empty() {
         models.push(ModelSpec::gpt2_124m());

@@ -38,6 +38,7 @@ mod explain_cmd;
 mod flag_values;
 mod global_args;
 mod history_cmd;
+mod model_args;
 mod plot;
 mod progress;
 mod recipe_args;

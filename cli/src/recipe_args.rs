@@ -1,8 +1,8 @@
 //! The training recipe's flags shared by `bench ddp` and `recommend` (`--amp`, DDP's options,
-//! `--device`), and the resolution of a factory's file against the caller's working folder.
+//! `--device`).
 
 use clap::Args;
-use ddpcheck_core::ddp::{is_file_target, CompileMode, ModelSource, ModelSpec, Recipe, RunDevice};
+use ddpcheck_core::ddp::{CompileMode, Recipe, RunDevice};
 use ddpcheck_engine::RunError;
 
 #[derive(Args, Debug, Clone)]
@@ -67,39 +67,4 @@ impl RecipeArgs {
             ))),
         }
     }
-}
-
-/// A model argument read as a spec, a factory's file made absolute (the launch, and a daemon,
-/// run elsewhere) and checked to exist: a missing file is one line before anything starts.
-pub fn parse_model(arg: &str) -> Result<ModelSpec, RunError> {
-    let spec = arg.parse::<ModelSpec>().map_err(RunError::Usage)?;
-    let Some(ModelSource::Python { target, function }) = spec.source() else {
-        return Ok(spec);
-    };
-    if !is_file_target(target) {
-        return Ok(spec);
-    }
-    let path = std::path::Path::new(target);
-    let absolute = std::fs::canonicalize(path).map_err(|e| {
-        RunError::Usage(format!(
-            "--model {arg}: factory file {}: {e}",
-            path.display()
-        ))
-    })?;
-    if !absolute.is_file() {
-        return Err(RunError::Usage(format!(
-            "--model {arg}: {} is not a file",
-            absolute.display()
-        )));
-    }
-    let target = absolute
-        .to_str()
-        .ok_or_else(|| RunError::Usage(format!("--model {arg}: the path is not UTF-8")))?
-        .to_string();
-    Ok(ModelSpec::External {
-        source: ModelSource::Python {
-            target,
-            function: function.clone(),
-        },
-    })
 }

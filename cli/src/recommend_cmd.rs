@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ddpcheck_core::ddp::{beyond_noise, MAX_REPEATS};
+use ddpcheck_core::ddp::{beyond_noise, ModelSpec, MAX_REPEATS};
 use ddpcheck_core::recommend::DEFAULT_TARGET_EFFICIENCY;
 use ddpcheck_core::verdict::Verdict;
 use ddpcheck_engine::recommend::{
@@ -16,7 +16,8 @@ use ddpcheck_engine::{RunError, Runner};
 
 use crate::flag_values::parse_seconds_up_to_a_day;
 use crate::global_args::{make_target, GlobalArgs};
-use crate::recipe_args::{parse_model, RecipeArgs};
+use crate::model_args;
+use crate::recipe_args::RecipeArgs;
 use crate::{print_json, progress};
 
 #[derive(Args, Debug)]
@@ -26,11 +27,11 @@ pub struct RecommendArgs {
     /// hf:MODEL_TYPE[,KEY=VALUE...] or hf:PATH/config.json; or a preset: gpt2-124m, gpt2-355m,
     /// decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied], mlp:WIDTH[,DEPTH],
     /// mlp:WIDTHxDEPTH or 'mlp:IN->WIDTHxDEPTH->OUT' (quoted: '>' is a redirection to the shell).
-    #[arg(long, conflicts_with_all = ["params", "model_config"])]
-    pub model: Option<String>,
+    #[arg(long, conflicts_with_all = ["params", "model_config"], value_parser = model_args::model())]
+    pub model: Option<ModelSpec>,
     /// Or a decoder from its Hugging Face config.json (GPT-2, LLaMA or Mistral).
-    #[arg(long, value_name = "FILE", conflicts_with = "params")]
-    pub model_config: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", conflicts_with = "params", value_parser = model_args::model_config())]
+    pub model_config: Option<ModelSpec>,
     /// Or only a parameter count: 124M, 1.3B, 350000000.
     #[arg(long, value_parser = parse_count)]
     pub params: Option<u64>,
@@ -122,15 +123,10 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
 }
 
 impl RecommendArgs {
-    /// What the engine is asked for; a factory's file made absolute and checked to exist.
+    /// What the engine is asked for: the model as clap read it (`model_args`).
     pub fn request(&self) -> Result<RecommendRequest, RunError> {
-        let model = match &self.model {
-            Some(m) => Some(parse_model(m)?.to_arg()),
-            None => None,
-        };
         Ok(RecommendRequest {
-            model,
-            model_config: self.model_config.clone(),
+            model: self.model.clone().or_else(|| self.model_config.clone()),
             params: self.params,
             micro_batch: self.micro_batch,
             seq: self.seq,
@@ -384,8 +380,7 @@ pub fn run(cli: &GlobalArgs, a: &RecommendArgs) -> Result<i32, RunError> {
 /// preflight plus a collective sweep and a 1-GPU run on the same simulated node.
 pub fn demo_recommendation(target: &dyn Runner) -> Result<RecommendReport, RunError> {
     let req = RecommendRequest {
-        model: Some("gpt2-124m".into()),
-        model_config: None,
+        model: Some(ModelSpec::gpt2_124m()),
         params: None,
         micro_batch: 8,
         seq: 1024,

@@ -90,3 +90,77 @@ fn a_daemon_runs_factories_only_inside_its_factory_dirs() {
     }
     d.stop();
 }
+
+/// A caller that skips the CLI sends a model's fields as it likes: the daemon holds each field
+/// to the bounds `--model` is read by and refuses the call before any work, as it refused such
+/// text before models were typed; a factory outside `factory_dirs` is still refused unimported.
+#[test]
+fn a_daemon_refuses_model_fields_out_of_bounds_from_a_raw_call() {
+    use ddpcheck_proto::v1::{self, model_choice, model_source::Kind as SourceKind};
+    let dir = tempfile::tempdir().unwrap();
+    let (file, marker) = factory_in(dir.path());
+    let d = Daemon::start(Some("h200x2-nvlink"));
+    let source = |kind| v1::ModelChoice {
+        kind: Some(model_choice::Kind::Source(v1::ModelSource {
+            kind: Some(kind),
+        })),
+    };
+    let cases = [
+        (
+            source(SourceKind::Timm("../../etc/passwd".into())),
+            tonic::Code::InvalidArgument,
+            "not a model name",
+        ),
+        (
+            source(SourceKind::Python(v1::PythonFactory {
+                target: file.display().to_string(),
+                function: "make()".into(),
+            })),
+            tonic::Code::InvalidArgument,
+            "not a Python function name",
+        ),
+        (
+            v1::ModelChoice {
+                kind: Some(model_choice::Kind::Mlp(v1::Mlp {
+                    width: 1 << 20,
+                    depth: 4,
+                    input: None,
+                    output: None,
+                })),
+            },
+            tonic::Code::InvalidArgument,
+            "out of range",
+        ),
+        (
+            source(SourceKind::Python(v1::PythonFactory {
+                target: file.display().to_string(),
+                function: "make".into(),
+            })),
+            tonic::Code::PermissionDenied,
+            "runs no model factories",
+        ),
+    ];
+    let socket = d.addr();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let mut c = ddpcheck_client::connect(&socket).await.unwrap();
+        for (model, code, says) in cases {
+            let req = v1::BenchDdpRequest {
+                models: vec![model.clone()],
+                variants: vec!["base".into()],
+                world_sizes: vec![1],
+                ..Default::default()
+            };
+            let Err(status) = c.bench_ddp(req).await else {
+                panic!("{model:?} was accepted");
+            };
+            assert_eq!(status.code(), code, "{model:?}: {status:?}");
+            assert!(status.message().contains(says), "{model:?}: {status:?}");
+        }
+    });
+    assert!(!marker.exists(), "the factory was imported");
+    d.stop();
+}

@@ -128,3 +128,151 @@ fn bad_specs_and_configs_are_usage_errors_that_say_why() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Each `--model` and the script config's `model` it must arrive as, written out by hand: the
+/// fields the benchmark script reads (gpu/src/ddp/bench_ddp/config.py), nothing re-derived.
+fn models_and_their_config() -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+    vec![
+        (
+            "decoder:2,64,4,256,1000,llama,ffn=176,kv=2,untied",
+            json!({"kind": "decoder", "name": "llama-2x64", "layers": 2, "width": 64, "heads": 4,
+                   "seq": 256, "vocab": 1000, "arch": "llama", "ffn": 176, "kv_heads": 2,
+                   "untied": true}),
+        ),
+        (
+            "gpt2-124m",
+            json!({"kind": "decoder", "name": "gpt2-124m", "layers": 12, "width": 768,
+                   "heads": 12, "seq": 1024, "vocab": 50257}),
+        ),
+        (
+            "mlp:784->2048x4->10",
+            json!({"kind": "mlp", "width": 2048, "depth": 4, "input": 784, "output": 10}),
+        ),
+        (
+            "hf:llama,hidden_size=64,seq=128",
+            json!({"kind": "external", "source": {"kind": "hugging_face", "model_type": "llama",
+                   "overrides": [["hidden_size", "64"]], "seq": 128}}),
+        ),
+        (
+            "timm:resnet18",
+            json!({"kind": "external", "source": {"kind": "timm", "name": "resnet18"}}),
+        ),
+    ]
+}
+
+/// The models of printed launch commands, as each one's `--config '...'` JSON carries them.
+fn config_models(commands: &str) -> Vec<serde_json::Value> {
+    let mut models = Vec::new();
+    for line in commands.lines() {
+        let (_, quoted) = line.split_once("--config '").expect("a --config argument");
+        let config: serde_json::Value =
+            serde_json::from_str(quoted.strip_suffix('\'').expect("quoted")).unwrap();
+        match config["runs"].as_array() {
+            Some(runs) => models.extend(runs.iter().map(|r| r["model"].clone())),
+            None => models.push(config["model"].clone()),
+        }
+    }
+    models
+}
+
+/// `--model` is read once, by the command line's parser, and the script's config carries the
+/// model it read, field for field: the decoder's fields as one object, a source's fields, and a
+/// factory's file by the absolute path the CLI resolved.
+#[test]
+fn a_model_read_at_the_edge_reaches_the_scripts_config_unchanged() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("sub")).unwrap();
+    std::fs::write(d.path().join("factory.py"), "def make():\n    pass\n").unwrap();
+    let spelled = format!("py:{}/sub/../factory.py:make", d.path().display());
+    let resolved = std::fs::canonicalize(d.path().join("factory.py")).unwrap();
+    let mut cases = models_and_their_config();
+    cases.push((
+        &spelled,
+        serde_json::json!({"kind": "external", "source": {"kind": "python",
+            "target": resolved.to_str().unwrap(), "function": "make"}}),
+    ));
+    let mut args = vec!["--sim", "h200x2-nvlink", "bench", "ddp"];
+    for (model, _) in &cases {
+        args.extend(["--model", model]);
+    }
+    let script_dir = d.path().join("script");
+    let script_dir = script_dir.to_str().unwrap();
+    args.extend([
+        "--variants",
+        "base",
+        "--gpus",
+        "1",
+        "--print-manual",
+        script_dir,
+    ]);
+    let o = local(&args);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let want: Vec<serde_json::Value> = cases.into_iter().map(|(_, config)| config).collect();
+    assert_eq!(config_models(&common::stdout(&o)), want);
+}
+
+/// Through the API the model travels as a `ModelChoice` message: the daemon's request, read
+/// back from it, writes the same script config as the CLI's own request.
+#[test]
+fn the_api_carries_each_model_to_the_scripts_config_unchanged() {
+    use ddpcheck_core::ddp::{DdpRequest, ModelSpec};
+    use ddpcheck_gpu::ddp;
+    use ddpcheck_proto::v1;
+    let cases = models_and_their_config();
+    let mut local_req = DdpRequest::try_from(v1::BenchDdpRequest {
+        variants: vec!["base".into()],
+        world_sizes: vec![1],
+        ..Default::default()
+    })
+    .unwrap();
+    local_req.models = cases
+        .iter()
+        .map(|(arg, _)| arg.parse::<ModelSpec>().unwrap())
+        .collect();
+    let through_api = DdpRequest::try_from(v1::BenchDdpRequest::from(&local_req)).unwrap();
+    let commands = |req: &DdpRequest| {
+        let plan = ddp::plan(req).unwrap();
+        let cfg = ddpcheck_gpu::RealConfig::default();
+        ddp::launch_groups(req, &plan)
+            .into_iter()
+            .map(|(world, items)| {
+                ddp::manual_command_group(&cfg, req, &items, world, "/s/__main__.py".as_ref())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(commands(&through_api), commands(&local_req));
+    let want: Vec<serde_json::Value> = cases.into_iter().map(|(_, config)| config).collect();
+    assert_eq!(config_models(&commands(&through_api)), want);
+}
+
+/// A bad `--model` is refused where the command line is read: one line naming the model, exit
+/// 64, and nothing started, not even a connection to the daemon the command names.
+#[test]
+fn a_bad_model_is_refused_at_the_edge_before_anything_starts() {
+    let d = tempfile::tempdir().unwrap();
+    let socket = format!("unix:{}", d.path().join("no-daemon.sock").display());
+    for command in [&["bench", "ddp"][..], &["recommend"][..]] {
+        for (model, says) in [
+            ("gpt9", "model \"gpt9\": unknown model"),
+            ("decoder:2,64,4,256,1000,kv=3", "must divide"),
+            (
+                "py:/nowhere/factory.py:make",
+                "factory file /nowhere/factory.py",
+            ),
+        ] {
+            for target in [&["--sim", "h200x2-nvlink"][..], &["--daemon", &socket][..]] {
+                let mut args = target.to_vec();
+                args.extend_from_slice(command);
+                args.extend(["--model", model]);
+                let o = local(&args);
+                let err = stderr(&o);
+                assert_eq!(code(&o), 64, "{args:?}: {err}");
+                assert_eq!(err.trim().lines().count(), 1, "one clear line: {err}");
+                assert!(err.starts_with("ddpcheck: "), "{args:?}: {err}");
+                assert!(err.contains(says), "{args:?}: {err}");
+            }
+        }
+    }
+}

@@ -11,9 +11,10 @@ mod common;
 use std::time::Instant;
 
 use common::{code, stderr, Daemon};
+use ddpcheck_core::ddp::ModelSpec;
 use ddpcheck_proto::v1::ddpcheck_client::DdpcheckClient;
 use ddpcheck_proto::v1::{
-    work_event, BenchCollectivesRequest, BenchDdpRequest, ClusterCollectiveRequest,
+    work_event, BenchCollectivesRequest, BenchDdpRequest, ClusterCollectiveRequest, ModelChoice,
     PreflightRequest,
 };
 use tonic::transport::Channel;
@@ -59,7 +60,7 @@ async fn collectives(c: &mut DdpcheckClient<Channel>) -> Outcome {
 
 async fn ddp(c: &mut DdpcheckClient<Channel>) -> Outcome {
     let req = BenchDdpRequest {
-        models: vec!["gpt2-124m".into()],
+        models: vec![ModelChoice::from(&ModelSpec::gpt2_124m())],
         ..Default::default()
     };
     finish(c.bench_ddp(req).await).await

@@ -10,12 +10,15 @@ use std::time::Duration;
 
 use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::ddp::{CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB};
+use ddpcheck_core::ddp::{
+    CommHook, DdpVariant, Decoder, DecoderArch, ModelSource, ModelSpec, GPT2_VOCAB,
+};
 use ddpcheck_core::node_gpus::{select_gpus, GpuHealth, GpuInfo, ProbeState};
 use ddpcheck_core::params::ExplainParams;
 use ddpcheck_core::topology::{GpuRef, LinkClass};
 use ddpcheck_proto::v1::{
-    BenchCollectivesRequest, BenchDdpRequest, EnvCandidate, ExplainRequest, PreflightRequest,
+    self, model_choice, model_source::Kind as SourceKind, BenchCollectivesRequest, BenchDdpRequest,
+    ConfigOverride, EnvCandidate, ExplainRequest, HuggingFace, ModelChoice, PreflightRequest,
 };
 use ddpcheckd::config::{self, FileLayer, Layer, COLLECT_INTERVAL_RANGE, KEYS};
 use proptest::prelude::*;
@@ -95,7 +98,7 @@ fn texty() -> impl Strategy<Value = String> {
 /// The bounds `ModelSpec::validate` documents, written out independently of it.
 fn model_in_bounds(m: &ModelSpec) -> bool {
     match m {
-        ModelSpec::Decoder {
+        ModelSpec::Decoder(Decoder {
             layers,
             width,
             heads,
@@ -105,7 +108,7 @@ fn model_in_bounds(m: &ModelSpec) -> bool {
             ffn,
             kv_heads,
             ..
-        } => {
+        }) => {
             (1..=256).contains(layers)
                 && (8..=32768).contains(width)
                 && (1..=256).contains(heads)
@@ -135,12 +138,52 @@ fn model_in_bounds(m: &ModelSpec) -> bool {
     }
 }
 
+/// A library model's documented bounds (docs: a name of letters, digits, `_`, `.`, `-`, at
+/// most 128; a Hugging Face sequence of 8..=131072 tokens), written out independently.
+fn source_in_bounds(m: &ModelSpec) -> bool {
+    let name_ok = |n: &str| {
+        (1..=128).contains(&n.len())
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    };
+    match m.source() {
+        Some(ModelSource::Timm { name } | ModelSource::Torchvision { name }) => name_ok(name),
+        Some(ModelSource::HuggingFace {
+            model_type, seq, ..
+        }) => (8..=131_072).contains(seq) && model_type.as_deref().is_none_or(name_ok),
+        _ => true,
+    }
+}
+
 fn variant_in_bounds(v: &DdpVariant) -> bool {
     (1..=1024).contains(&v.accum)
         && v.bucket_cap_mb
             .is_none_or(|mb| mb.is_finite() && (0.1..=4096.0).contains(&mb))
         && !(v.fsdp && v.hook != CommHook::None)
         && !(v.nocomm && (v.fsdp || v.hook != CommHook::None))
+}
+
+/// A request's model built by code from arbitrary text, for the wire tests: a timm name, or a
+/// Hugging Face type with one override, as a caller could send them.
+fn library_model(text: &str, n: u32) -> ModelChoice {
+    let kind = if n.is_multiple_of(2) {
+        SourceKind::Timm(text.to_string())
+    } else {
+        SourceKind::HuggingFace(HuggingFace {
+            model_type: Some(text.to_string()),
+            config_path: None,
+            overrides: vec![ConfigOverride {
+                key: text.to_string(),
+                value: text.to_string(),
+            }],
+            seq: n,
+        })
+    };
+    ModelChoice {
+        kind: Some(model_choice::Kind::Source(v1::ModelSource {
+            kind: Some(kind),
+        })),
+    }
 }
 
 proptest! {
@@ -601,8 +644,14 @@ fn decode_all(bytes: &[u8]) {
             zero(&mut m.price_per_gpu_hour)
         );
         assert_eq!(back, m);
-        for s in &m.models {
-            let _ = s.parse::<ModelSpec>();
+        // The handler's first step: each model read from its fields, every bound checked.
+        for choice in &m.models {
+            if let Ok(spec) = ModelSpec::try_from(choice.clone()) {
+                assert!(
+                    model_in_bounds(&spec) && source_in_bounds(&spec),
+                    "{choice:?} accepted as {spec:?}"
+                );
+            }
         }
         for s in &m.variants {
             let _ = s.parse::<DdpVariant>();
@@ -672,7 +721,7 @@ proptest! {
         );
         decode_all(&bytes[..cut.index(bytes.len() + 1)]);
         let ddp = BenchDdpRequest {
-            models: ops.clone(),
+            models: ops.iter().map(|name| library_model(name, nums.2)).collect(),
             variants: ops,
             world_sizes: vec![nums.2, nums.3],
             micro_batch: nums.3,

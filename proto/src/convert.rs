@@ -153,7 +153,7 @@ impl TryFrom<v1::BenchCollectivesRequest> for CollectiveParams {
 impl From<&DdpRequest> for v1::BenchDdpRequest {
     fn from(r: &DdpRequest) -> Self {
         v1::BenchDdpRequest {
-            models: r.models.iter().map(ModelSpec::to_arg).collect(),
+            models: r.models.iter().map(v1::ModelChoice::from).collect(),
             variants: r.variants.iter().map(|v| v.name.clone()).collect(),
             world_sizes: r.world_sizes.clone(),
             micro_batch: r.micro_batch,
@@ -191,8 +191,8 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
     fn try_from(req: v1::BenchDdpRequest) -> Result<Self, Invalid> {
         let models = req
             .models
-            .iter()
-            .map(|m| m.parse::<ModelSpec>().map_err(Invalid))
+            .into_iter()
+            .map(ModelSpec::try_from)
             .collect::<Result<Vec<_>, _>>()?;
         let variants = req
             .variants
@@ -333,7 +333,7 @@ impl TryFrom<v1::ClusterCollectiveRequest> for PhaseCall {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use ddpcheck_core::ddp::CompileMode;
+    use ddpcheck_core::ddp::{CompileMode, ModelSource};
 
     #[test]
     fn preflight_parameters_survive_the_round_trip() {
@@ -467,10 +467,90 @@ mod tests {
         );
         assert_eq!((unset.deadline_s, unset.price_per_gpu_hour), (600.0, None));
         let bad = v1::BenchDdpRequest {
-            models: vec!["gpt9".into()],
+            models: vec![v1::ModelChoice::default()],
             ..Default::default()
         };
         assert!(DdpRequest::try_from(bad).is_err());
+    }
+
+    /// Every kind of model the CLI reads crosses the wire field by field and comes back equal.
+    #[test]
+    fn every_kind_of_model_survives_the_round_trip() {
+        let dir = "/srv/models";
+        for arg in [
+            "gpt2-355m",
+            "decoder:2,64,4,256,1000,llama,ffn=176,kv=2,untied",
+            "decoder:4,256,8,512,1000",
+            "mlp:784->2048x4->10",
+            "mlp:1024,3",
+            &format!("py:{dir}/factory.py:make"),
+            "py:pkg.models:build",
+            "torchvision:resnet50",
+            "timm:vit_base_patch16_224.augreg_in21k",
+            "hf:llama,hidden_size=1024,num_hidden_layers=2,seq=256",
+            "hf:/data/cfg/config.json,vocab_size=1000",
+        ] {
+            let spec: ModelSpec = arg.parse().unwrap();
+            let back = ModelSpec::try_from(v1::ModelChoice::from(&spec)).unwrap();
+            assert_eq!(back, spec, "{arg}");
+        }
+    }
+
+    /// A model the API carries field by field is held to the bounds its text form is read by:
+    /// nothing the CLI would refuse reaches a launch through the daemon.
+    #[test]
+    fn models_out_of_bounds_are_refused_on_the_way_in() {
+        let refused = |spec: ModelSpec| {
+            ModelSpec::try_from(v1::ModelChoice::from(&spec))
+                .unwrap_err()
+                .0
+        };
+        assert!(refused(ModelSpec::square_mlp(4, 1)).contains("MLP width 4"));
+        let mut grouped = ModelSpec::gpt2_124m();
+        if let ModelSpec::Decoder(d) = &mut grouped {
+            d.kv_heads = Some(5);
+        }
+        assert!(refused(grouped).contains("must divide"));
+        let named = |name: &str| {
+            let mut d = ModelSpec::gpt2_124m();
+            if let ModelSpec::Decoder(d) = &mut d {
+                d.name = name.into();
+            }
+            d
+        };
+        let said = refused(named("gpt2\n124m\u{1b}"));
+        assert!(said.contains("printable ASCII"), "{said}");
+        assert_eq!(said.lines().count(), 1, "one line: {said}");
+        let source = |source: ModelSource| ModelSpec::External { source };
+        let python = source(ModelSource::Python {
+            target: "/srv/m.py".into(),
+            function: "2make".into(),
+        });
+        assert!(refused(python).contains("not a Python function name"));
+        let library = source(ModelSource::Timm {
+            name: "../../etc".into(),
+        });
+        assert!(refused(library).contains("not a model name"));
+        let hf = source(ModelSource::HuggingFace {
+            model_type: Some("llama".into()),
+            config_path: Some("/data/config.json".into()),
+            overrides: Vec::new(),
+            seq: 1024,
+        });
+        assert!(refused(hf).contains("neither a model type"));
+        let short = source(ModelSource::HuggingFace {
+            model_type: Some("llama".into()),
+            config_path: None,
+            overrides: vec![("hidden_size".into(), "1,2".into())],
+            seq: 1024,
+        });
+        assert!(refused(short).contains("KEY=VALUE"));
+        let choice = v1::ModelChoice {
+            kind: Some(v1::model_choice::Kind::Source(v1::ModelSource {
+                kind: None,
+            })),
+        };
+        assert!(ModelSpec::try_from(choice).is_err());
     }
 
     #[test]

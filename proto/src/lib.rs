@@ -1,7 +1,9 @@
 //! ddpcheck-proto: generated types, client and server of the `ddpcheck.v1` gRPC API, and the
-//! conversions between its requests and the engine's parameters (`convert`).
+//! conversions between its requests and the engine's parameters (`convert`; a model's in
+//! `model_choice`).
 
 pub mod convert;
+mod model_choice;
 pub mod status;
 
 /// The daemon's default control socket: where it listens and where clients look.

@@ -255,10 +255,10 @@ pub fn powersgd_compute_s(spec: &ModelSpec, variant: &DdpVariant) -> f64 {
 /// FSDP's flat-parameter units: one per layer, plus the embeddings for a decoder.
 fn fsdp_units(spec: &ModelSpec) -> Vec<f64> {
     match spec {
-        ModelSpec::Decoder { layers, .. } => {
+        ModelSpec::Decoder(d) => {
             let (layer_params, _, embed) = gradient_shape(spec);
-            let l = f64::from((*layers).max(1));
-            let mut u = vec![layer_params / l; *layers as usize];
+            let l = f64::from(d.layers.max(1));
+            let mut u = vec![layer_params / l; d.layers as usize];
             u.push(embed);
             u
         }

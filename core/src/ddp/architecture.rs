@@ -2,8 +2,9 @@
 //! them (gpu/src/ddp/bench_ddp/presets.py): their sizes, and the order in which a backward pass
 //! completes their gradients.
 
+use super::decoder::{Decoder, DecoderArch};
 use super::layout::{ParamLayout, ParamTensor};
-use super::spec::{DecoderArch, ModelSpec};
+use super::spec::ModelSpec;
 
 /// A decoder's parameters, tensor by tensor.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,49 +31,72 @@ impl DecoderTensors {
     }
 }
 
-impl ModelSpec {
-    /// A decoder's tensors; `None` for an MLP.
-    pub fn decoder_tensors(&self) -> Option<DecoderTensors> {
-        let ModelSpec::Decoder {
-            layers,
-            width,
-            heads,
-            seq,
-            vocab,
-            arch,
-            ffn,
-            kv_heads,
-            untied,
-            ..
-        } = self
-        else {
-            return None;
-        };
-        let w = u64::from(*width);
-        let f = ffn.map_or(4 * w, u64::from);
-        let h = u64::from((*heads).max(1));
-        let kv = kv_heads.map_or(h, u64::from);
+impl Decoder {
+    /// The decoder's tensors.
+    pub fn tensors(&self) -> DecoderTensors {
+        let w = u64::from(self.width);
+        let f = self.ffn.map_or(4 * w, u64::from);
+        let h = u64::from(self.heads.max(1));
+        let kv = self.kv_heads.map_or(h, u64::from);
         // Queries, keys and values in one matrix: a head's width per query and key/value head.
         let qkv = (h + 2 * kv) * (w / h);
-        let block = match arch {
+        let block = match self.arch {
             // fc_proj, fc, ln_2, proj, qkv, ln_1: weights after their biases.
             DecoderArch::Gpt2 => vec![w, f * w, f, w * f, 2 * w, w, w * w, qkv, w * qkv, 2 * w],
             // down, gate and up in one matrix, norm, proj, qkv, norm: no biases.
             DecoderArch::Llama => vec![f * w, 2 * w * f, w, w * w, w * qkv, w],
         };
-        let (final_norm, positions) = match arch {
-            DecoderArch::Gpt2 => (2 * w, u64::from(*seq) * w),
+        let (final_norm, positions) = match self.arch {
+            DecoderArch::Gpt2 => (2 * w, u64::from(self.seq) * w),
             DecoderArch::Llama => (w, 0),
         };
-        let embedding = u64::from(*vocab) * w;
-        Some(DecoderTensors {
-            layers: u64::from(*layers),
+        let embedding = u64::from(self.vocab) * w;
+        DecoderTensors {
+            layers: u64::from(self.layers),
             block,
             final_norm,
             positions,
             token_embedding: embedding,
-            untied_head: if *untied { embedding } else { 0 },
-        })
+            untied_head: if self.untied { embedding } else { 0 },
+        }
+    }
+
+    /// wte, wpe (GPT-2), the blocks (ln1, qkv, proj, ln2, fc, fc_proj), ln_f, lm_head (untied).
+    fn layout(&self) -> ParamLayout {
+        let t = self.tensors();
+        let (w, v) = (u64::from(self.width), u64::from(self.vocab));
+        let gpt2 = self.arch == DecoderArch::Gpt2;
+        let mut wte = ParamTensor::new("wte.weight", &[v, w]);
+        wte.lookup = true;
+        wte.tied_output = !self.untied;
+        let mut tensors = vec![wte];
+        if gpt2 {
+            let mut wpe = ParamTensor::new("wpe.weight", &[u64::from(self.seq), w]);
+            wpe.lookup = true;
+            tensors.push(wpe);
+        }
+        // The block's tensors in registration order: the reverse of `DecoderTensors::block`.
+        let block = block_shapes(&t, w, gpt2);
+        for layer in 0..t.layers {
+            for (name, shape) in &block {
+                tensors.push(ParamTensor::new(format!("blocks.{layer}.{name}"), shape));
+            }
+        }
+        tensors.push(ParamTensor::new("ln_f.weight", &[w]));
+        if gpt2 {
+            tensors.push(ParamTensor::new("ln_f.bias", &[w]));
+        }
+        if self.untied {
+            tensors.push(ParamTensor::new("lm_head.weight", &[v, w]));
+        }
+        ParamLayout { tensors }
+    }
+}
+
+impl ModelSpec {
+    /// A decoder's tensors; `None` for an MLP.
+    pub fn decoder_tensors(&self) -> Option<DecoderTensors> {
+        self.decoder().map(Decoder::tensors)
     }
 
     /// An MLP's linear layers from input to output as (in, out) features; empty for a decoder.
@@ -115,7 +139,7 @@ impl ModelSpec {
     /// a launch can report.
     pub fn param_layout(&self) -> Option<ParamLayout> {
         match self {
-            ModelSpec::Decoder { .. } => self.decoder_tensors().map(|t| self.decoder_layout(&t)),
+            ModelSpec::Decoder(d) => Some(d.layout()),
             ModelSpec::Mlp { .. } => Some(self.mlp_layout()),
             ModelSpec::External { .. } => None,
         }
@@ -129,47 +153,6 @@ impl ModelSpec {
                 &[fan_out, fan_in],
             ));
             tensors.push(ParamTensor::new(format!("blocks.{i}.bias"), &[fan_out]));
-        }
-        ParamLayout { tensors }
-    }
-
-    /// wte, wpe (GPT-2), the blocks (ln1, qkv, proj, ln2, fc, fc_proj), ln_f, lm_head (untied).
-    fn decoder_layout(&self, t: &DecoderTensors) -> ParamLayout {
-        let ModelSpec::Decoder {
-            width,
-            vocab,
-            seq,
-            arch,
-            untied,
-            ..
-        } = self
-        else {
-            return ParamLayout::default();
-        };
-        let (w, v) = (u64::from(*width), u64::from(*vocab));
-        let gpt2 = *arch == DecoderArch::Gpt2;
-        let mut wte = ParamTensor::new("wte.weight", &[v, w]);
-        wte.lookup = true;
-        wte.tied_output = !*untied;
-        let mut tensors = vec![wte];
-        if gpt2 {
-            let mut wpe = ParamTensor::new("wpe.weight", &[u64::from(*seq), w]);
-            wpe.lookup = true;
-            tensors.push(wpe);
-        }
-        // The block's tensors in registration order: the reverse of `DecoderTensors::block`.
-        let block = block_shapes(t, w, gpt2);
-        for layer in 0..t.layers {
-            for (name, shape) in &block {
-                tensors.push(ParamTensor::new(format!("blocks.{layer}.{name}"), shape));
-            }
-        }
-        tensors.push(ParamTensor::new("ln_f.weight", &[w]));
-        if gpt2 {
-            tensors.push(ParamTensor::new("ln_f.bias", &[w]));
-        }
-        if *untied {
-            tensors.push(ParamTensor::new("lm_head.weight", &[v, w]));
         }
         ParamLayout { tensors }
     }

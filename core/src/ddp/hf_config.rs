@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value};
 
-use super::model_arg::decoder_name;
-use super::spec::{DecoderArch, ModelSpec, GPT2_VOCAB};
+use super::decoder::{Decoder, DecoderArch, GPT2_VOCAB};
+use super::spec::ModelSpec;
 
 /// The `model_type`s read as LLaMA-style decoders.
 const LLAMA_TYPES: [&str; 2] = ["llama", "mistral"];
@@ -19,7 +19,8 @@ pub fn from_hf_config(text: &str) -> Result<ModelSpec, String> {
         .as_object()
         .ok_or("not a JSON object with the model's hyperparameters")?;
     let model_type = c.get("model_type").and_then(Value::as_str);
-    let spec = if model_type == Some("gpt2") || (model_type.is_none() && c.contains_key("n_layer"))
+    let decoder = if model_type == Some("gpt2")
+        || (model_type.is_none() && c.contains_key("n_layer"))
     {
         gpt2(c)?
     } else if model_type.is_none_or(|t| LLAMA_TYPES.contains(&t))
@@ -33,18 +34,18 @@ pub fn from_hf_config(text: &str) -> Result<ModelSpec, String> {
             LLAMA_TYPES.join(" or ")
         ));
     };
-    spec.validate()?;
-    Ok(as_preset(spec))
+    decoder.validate()?;
+    Ok(ModelSpec::Decoder(decoder.as_preset()))
 }
 
-fn gpt2(c: &Map<String, Value>) -> Result<ModelSpec, String> {
+fn gpt2(c: &Map<String, Value>) -> Result<Decoder, String> {
     let (layers, width) = (count(c, "n_layer")?, count(c, "n_embd")?);
     let seq = match c.get("n_positions") {
         Some(_) => count(c, "n_positions")?,
         None => count_or(c, "n_ctx", 1024)?,
     };
-    Ok(ModelSpec::Decoder {
-        name: decoder_name(DecoderArch::Gpt2, layers, width),
+    Ok(Decoder {
+        name: Decoder::shape_name(DecoderArch::Gpt2, layers, width),
         layers,
         width,
         heads: count(c, "n_head")?,
@@ -57,7 +58,7 @@ fn gpt2(c: &Map<String, Value>) -> Result<ModelSpec, String> {
     })
 }
 
-fn llama(c: &Map<String, Value>) -> Result<ModelSpec, String> {
+fn llama(c: &Map<String, Value>) -> Result<Decoder, String> {
     let (layers, width) = (count(c, "num_hidden_layers")?, count(c, "hidden_size")?);
     let heads = count(c, "num_attention_heads")?;
     for key in ["attention_bias", "mlp_bias"] {
@@ -79,8 +80,8 @@ fn llama(c: &Map<String, Value>) -> Result<ModelSpec, String> {
         ));
     }
     let kv = optional_count(c, "num_key_value_heads")?.filter(|kv| *kv != heads);
-    Ok(ModelSpec::Decoder {
-        name: decoder_name(DecoderArch::Llama, layers, width),
+    Ok(Decoder {
+        name: Decoder::shape_name(DecoderArch::Llama, layers, width),
         layers,
         width,
         heads,
@@ -92,20 +93,6 @@ fn llama(c: &Map<String, Value>) -> Result<ModelSpec, String> {
         kv_heads: kv,
         untied: !flag(c, "tie_word_embeddings", false)?,
     })
-}
-
-/// The GPT-2 preset with this shape, so that results and profiles name it as `--model` would.
-fn as_preset(spec: ModelSpec) -> ModelSpec {
-    for preset in [ModelSpec::gpt2_124m(), ModelSpec::gpt2_355m()] {
-        let mut renamed = spec.clone();
-        if let ModelSpec::Decoder { name, .. } = &mut renamed {
-            *name = preset.name();
-        }
-        if renamed == preset {
-            return preset;
-        }
-    }
-    spec
 }
 
 fn optional_count(c: &Map<String, Value>, key: &str) -> Result<Option<u32>, String> {

@@ -1,13 +1,15 @@
 //! DDP benchmark vocabulary: models, variants (hook, accumulation, buckets, FSDP), results and
 //! the scaling arithmetic (speedup, efficiency, exposed communication, cost) shared by all backends.
 //!
-//! Parts: `spec` (models, hooks, variants), `model_arg` (a model's text form), `source` (models
-//! built by code: the user's factory, torchvision, timm, Hugging Face), `architecture` (a preset's
+//! Parts: `spec` (models, hooks, variants), `decoder` (a decoder's shape, one struct),
+//! `model_arg` (a model's text form, read at the command line's edge), `source` (models built by
+//! code: the user's factory, torchvision, timm, Hugging Face), `architecture` (a preset's
 //! tensors and parameter count), `layout` (parameters as torch registers them, DDP's buckets), `hf_config` (a decoder from a Hugging Face
 //! `config.json`), `request`, `result` (one configuration, repeats folded, scaling) and `noise`
 //! (launch-to-launch noise: standard errors, Student's t bounds, the beyond-noise test).
 
 mod architecture;
+mod decoder;
 mod hf_config;
 mod host;
 mod layout;
@@ -20,6 +22,7 @@ mod source;
 mod spec;
 
 pub use architecture::DecoderTensors;
+pub use decoder::{Decoder, DecoderArch, GPT2_VOCAB};
 pub use hf_config::from_hf_config;
 pub use host::{Buffers, HostFacts, NoGrad};
 pub use layout::{
@@ -43,8 +46,7 @@ pub use result::{
 };
 pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{
-    one_gpu_reference, CommHook, DdpVariant, DecoderArch, ModelSpec, GPT2_VOCAB,
-    POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK,
+    one_gpu_reference, CommHook, DdpVariant, ModelSpec, POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK,
 };
 
 #[cfg(test)]

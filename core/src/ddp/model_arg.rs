@@ -1,64 +1,25 @@
 //! A model spec's text form, as `--model`, the API and result names carry it: `gpt2-124m`,
 //! `gpt2-355m`, `decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,OPTION...]`, `mlp:WIDTH[,DEPTH]`,
 //! `mlp:WIDTHxDEPTH` and `mlp:IN->WIDTHxDEPTH->OUT`, and the forms of a model built by code
-//! (`super::source`).
+//! (`super::source`). Read once, where a command line or a test names a model; past that the
+//! model travels as the `ModelSpec` this returns. Depends on `spec`, never the other way.
 
+use std::str::FromStr;
+
+use super::decoder::{Decoder, DecoderArch, GPT2_VOCAB};
 use super::source::ModelSource;
-use super::spec::{DecoderArch, ModelSpec, GPT2_VOCAB};
+use super::spec::ModelSpec;
 
 /// The forms `parse` accepts, for error messages.
 pub const MODEL_FORMS: &str = "gpt2-124m, gpt2-355m, decoder:LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]][,llama][,ffn=N][,kv=N][,untied], mlp:WIDTH[,DEPTH], mlp:WIDTHxDEPTH or mlp:IN->WIDTHxDEPTH->OUT (DEPTH square layers between the input and output layers: 1024->4096x1->10 is 1024->4096->4096->10); or a model built by code: py:FILE.py:FUNCTION, py:MODULE:FUNCTION, torchvision:NAME, timm:NAME, hf:MODEL_TYPE[,KEY=VALUE...] or hf:PATH/config.json";
 
 impl ModelSpec {
-    /// How results name the model: the preset's or decoder's name, `mlp:WxD` or `mlp:IN->WxD->OUT`.
-    pub fn name(&self) -> String {
-        match self {
-            ModelSpec::Decoder { name, .. } => name.clone(),
-            ModelSpec::Mlp {
-                width,
-                depth,
-                input: Some(i),
-                output: Some(o),
-            } => format!("mlp:{i}->{width}x{depth}->{o}"),
-            ModelSpec::Mlp { width, depth, .. } => format!("mlp:{width}x{depth}"),
-            ModelSpec::External { source } => source.to_arg(),
-        }
-    }
-
     /// The spec as `FromStr` reads it back (`gpt2-124m`, `decoder:L,W,H,S,V[,options]`,
-    /// `mlp:W,D`, `mlp:IN->WxD->OUT`): how a model travels in the API and on command lines.
+    /// `mlp:W,D`, `mlp:IN->WxD->OUT`, a source's form): the command line's spelling of it.
     pub fn to_arg(&self) -> String {
         match self {
-            ModelSpec::Decoder { name, .. } if name == "gpt2-124m" || name == "gpt2-355m" => {
-                name.clone()
-            }
-            ModelSpec::Decoder {
-                layers,
-                width,
-                heads,
-                seq,
-                vocab,
-                arch,
-                ffn,
-                kv_heads,
-                untied,
-                ..
-            } => {
-                let mut arg = format!("decoder:{layers},{width},{heads},{seq},{vocab}");
-                if *arch == DecoderArch::Llama {
-                    arg.push_str(",llama");
-                }
-                if let Some(f) = ffn {
-                    arg.push_str(&format!(",ffn={f}"));
-                }
-                if let Some(kv) = kv_heads {
-                    arg.push_str(&format!(",kv={kv}"));
-                }
-                if *untied {
-                    arg.push_str(",untied");
-                }
-                arg
-            }
+            ModelSpec::Decoder(d) if d.is_preset() => d.name.clone(),
+            ModelSpec::Decoder(d) => decoder_arg(d),
             ModelSpec::Mlp {
                 input: Some(_),
                 output: Some(_),
@@ -70,16 +31,37 @@ impl ModelSpec {
     }
 }
 
-/// The name a decoder spec gets from its shape: `decoder-LxW` (GPT-2 style), `llama-LxW`.
-pub(super) fn decoder_name(arch: DecoderArch, layers: u32, width: u32) -> String {
-    match arch {
-        DecoderArch::Gpt2 => format!("decoder-{layers}x{width}"),
-        DecoderArch::Llama => format!("llama-{layers}x{width}"),
+impl FromStr for ModelSpec {
+    type Err = String;
+    /// See [`MODEL_FORMS`] for the accepted forms.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse(s)
     }
 }
 
+/// `decoder:L,W,H,S,V` and the options that differ from the defaults.
+fn decoder_arg(d: &Decoder) -> String {
+    let mut arg = format!(
+        "decoder:{},{},{},{},{}",
+        d.layers, d.width, d.heads, d.seq, d.vocab
+    );
+    if d.arch == DecoderArch::Llama {
+        arg.push_str(",llama");
+    }
+    if let Some(f) = d.ffn {
+        arg.push_str(&format!(",ffn={f}"));
+    }
+    if let Some(kv) = d.kv_heads {
+        arg.push_str(&format!(",kv={kv}"));
+    }
+    if d.untied {
+        arg.push_str(",untied");
+    }
+    arg
+}
+
 /// Reads a model spec; the error says what is wrong and lists the accepted forms.
-pub(super) fn parse(s: &str) -> Result<ModelSpec, String> {
+fn parse(s: &str) -> Result<ModelSpec, String> {
     let s = s.trim();
     // Sources before lower-casing: a factory's path keeps its case.
     if let Some(source) = ModelSource::parse(s) {
@@ -172,17 +154,17 @@ fn parse_decoder(rest: &str) -> Result<ModelSpec, String> {
             }
         }
     }
-    Ok(ModelSpec::Decoder {
-        name: decoder_name(arch, v[0], v[1]),
+    let decoder = Decoder {
+        name: Decoder::shape_name(arch, v[0], v[1]),
         layers: v[0],
         width: v[1],
         heads: v[2],
         seq: v.get(3).copied().unwrap_or(1024),
         vocab: v.get(4).copied().unwrap_or(GPT2_VOCAB),
         arch,
-        // The defaults are not stored, so that a spec reads back equal to itself.
-        ffn: ffn.filter(|f| u64::from(*f) != 4 * u64::from(v[1])),
-        kv_heads: kv_heads.filter(|kv| *kv != v[2]),
+        ffn,
+        kv_heads,
         untied,
-    })
+    };
+    Ok(ModelSpec::Decoder(decoder.without_defaults()))
 }

@@ -90,6 +90,28 @@ impl ModelSource {
         }
     }
 
+    /// The bounds `parse` reads by, for a source that arrives already split into its fields
+    /// (the API's `ModelChoice`): what a daemon checks before anything runs.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            ModelSource::Python { target, function } => check_factory(target, function),
+            ModelSource::Torchvision { name } | ModelSource::Timm { name } => {
+                check_library_name(name)
+            }
+            ModelSource::HuggingFace {
+                model_type,
+                config_path,
+                overrides,
+                seq,
+            } => check_hf(
+                model_type.as_deref(),
+                config_path.as_deref(),
+                overrides,
+                *seq,
+            ),
+        }
+    }
+
     /// The user's own code (a factory), as opposed to a library's constructor: what a daemon
     /// runs only from the paths its configuration allows.
     pub fn is_user_code(&self) -> bool {
@@ -137,6 +159,14 @@ fn parse_python(rest: &str) -> Result<ModelSource, String> {
     let (target, function) = rest
         .rsplit_once(':')
         .ok_or("a factory is py:FILE.py:FUNCTION or py:MODULE:FUNCTION")?;
+    check_factory(target, function)?;
+    Ok(ModelSource::Python {
+        target: target.to_string(),
+        function: function.to_string(),
+    })
+}
+
+fn check_factory(target: &str, function: &str) -> Result<(), String> {
     if !is_identifier(function) {
         return Err(format!("{function:?} is not a Python function name"));
     }
@@ -149,23 +179,24 @@ fn parse_python(rest: &str) -> Result<ModelSource, String> {
     if target.chars().any(char::is_control) {
         return Err("the factory's path holds control characters".into());
     }
-    Ok(ModelSource::Python {
-        target: target.to_string(),
-        function: function.to_string(),
-    })
+    Ok(())
 }
 
 /// A library's model name: letters, digits, `_`, `.` and `-` (timm's tags), at most 128.
 fn library_name(rest: &str) -> Result<String, String> {
-    let ok = !rest.is_empty()
-        && rest.len() <= 128
-        && rest
+    check_library_name(rest).map(|()| rest.to_string())
+}
+
+fn check_library_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
     if ok {
-        Ok(rest.to_string())
+        Ok(())
     } else {
-        Err(format!("{rest:?} is not a model name"))
+        Err(format!("{name:?} is not a model name"))
     }
 }
 
@@ -179,31 +210,59 @@ fn parse_hf(rest: &str) -> Result<ModelSource, String> {
         let (k, v) = part
             .split_once('=')
             .ok_or_else(|| format!("{part:?} is not KEY=VALUE"))?;
-        if !is_identifier(k) || v.is_empty() {
-            return Err(format!("{part:?} is not KEY=VALUE"));
-        }
         if k == "seq" {
-            seq = v
-                .parse()
-                .ok()
-                .filter(|n| (8..=131_072).contains(n))
-                .ok_or_else(|| format!("seq={v}: a sequence length in 8..=131072"))?;
+            seq = v.parse().map_err(|_| seq_range(v))?;
         } else {
             overrides.push((k.to_string(), v.to_string()));
         }
     }
-    let is_config = what.ends_with(".json") || what.contains('/');
-    if what.is_empty() || !(is_config || library_name(what).is_ok()) {
-        return Err(format!(
-            "{what:?} is neither a model type (llama, gpt2, ...) nor a config.json"
-        ));
-    }
-    Ok(ModelSource::HuggingFace {
+    let is_config = is_config_path(what);
+    let source = ModelSource::HuggingFace {
         model_type: (!is_config).then(|| what.to_string()),
         config_path: is_config.then(|| what.to_string()),
         overrides,
         seq,
-    })
+    };
+    source.validate()?;
+    Ok(source)
+}
+
+/// An `hf:` target names a `config.json` rather than a model type.
+fn is_config_path(what: &str) -> bool {
+    what.ends_with(".json") || what.contains('/')
+}
+
+fn seq_range(v: impl fmt::Display) -> String {
+    format!("seq={v}: a sequence length in 8..=131072")
+}
+
+/// The rules `parse_hf` reads by, for a source that arrives already split (the API's).
+fn check_hf(
+    model_type: Option<&str>,
+    config_path: Option<&str>,
+    overrides: &[(String, String)],
+    seq: u32,
+) -> Result<(), String> {
+    for (k, v) in overrides {
+        if !is_identifier(k) || k == "seq" || v.is_empty() || v.contains(',') {
+            return Err(format!("{:?} is not KEY=VALUE", format!("{k}={v}")));
+        }
+    }
+    if !(8..=131_072).contains(&seq) {
+        return Err(seq_range(seq));
+    }
+    let target_ok = match (model_type, config_path) {
+        (Some(t), None) => !is_config_path(t) && library_name(t).is_ok(),
+        (None, Some(p)) => is_config_path(p) && !p.contains(','),
+        _ => false,
+    };
+    if !target_ok {
+        return Err(format!(
+            "{:?} is neither a model type (llama, gpt2, ...) nor a config.json",
+            config_path.or(model_type).unwrap_or("")
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

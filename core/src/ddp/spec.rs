@@ -1,41 +1,20 @@
 //! What a DDP benchmark runs: the models (presets and specs), the comm hooks, the variants
 //! (hook, accumulation, buckets, FSDP) and which 1-GPU run each variant is judged against.
-//! A model's text form is read in `model_arg`, its tensors are counted in `architecture`.
+//! A decoder's shape is `decoder`'s; a model's tensors are counted in `architecture`.
 
 use std::fmt;
 use std::str::FromStr;
 
+use super::decoder::Decoder;
 use super::source::ModelSource;
 use crate::num::ToF64;
 use serde::{Deserialize, Serialize};
 
-/// GPT-2's BPE vocabulary, used by the decoder presets.
-pub const GPT2_VOCAB: u32 = 50257;
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ModelSpec {
-    /// A decoder-only transformer: GPT-2 style by default (tied embeddings, 4x GELU MLP), or
-    /// LLaMA style. Fields added after the first reports take defaults, so older JSON still reads.
-    Decoder {
-        name: String,
-        layers: u32,
-        width: u32,
-        heads: u32,
-        seq: u32,
-        vocab: u32,
-        #[serde(default, skip_serializing_if = "DecoderArch::is_gpt2")]
-        arch: DecoderArch,
-        /// The MLP's hidden width (`intermediate_size`); none: 4 x width.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        ffn: Option<u32>,
-        /// Key/value heads (grouped-query attention); none: as many as query heads.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        kv_heads: Option<u32>,
-        /// The output projection is its own matrix rather than the token embedding.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        untied: bool,
-    },
+    /// A decoder-only transformer (its fields flattened beside `kind`, as before it was a struct).
+    Decoder(Decoder),
     /// `depth` square linear layers of `width` (the crossover experiment's model), with an
     /// input layer `input -> width` before them and an output layer `width -> output` after
     /// them when both are given.
@@ -52,29 +31,12 @@ pub enum ModelSpec {
     External { source: ModelSource },
 }
 
-/// How a decoder's blocks are built.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DecoderArch {
-    /// LayerNorm, biases on every linear layer, learned positions, GELU MLP.
-    #[default]
-    Gpt2,
-    /// RMSNorm, no biases, rotary positions, gated SiLU MLP (LLaMA, Mistral).
-    Llama,
-}
-
-impl DecoderArch {
-    pub fn is_gpt2(&self) -> bool {
-        *self == DecoderArch::Gpt2
-    }
-}
-
 impl ModelSpec {
     pub fn gpt2_124m() -> Self {
-        Self::gpt2_style("gpt2-124m", 12, 768, 12, 1024, GPT2_VOCAB)
+        ModelSpec::Decoder(Decoder::gpt2_124m())
     }
     pub fn gpt2_355m() -> Self {
-        Self::gpt2_style("gpt2-355m", 24, 1024, 16, 1024, GPT2_VOCAB)
+        ModelSpec::Decoder(Decoder::gpt2_355m())
     }
 
     /// A GPT-2-style decoder (tied embeddings, 4x MLP, one key/value head per head).
@@ -86,17 +48,30 @@ impl ModelSpec {
         seq: u32,
         vocab: u32,
     ) -> Self {
-        ModelSpec::Decoder {
-            name: name.into(),
-            layers,
-            width,
-            heads,
-            seq,
-            vocab,
-            arch: DecoderArch::Gpt2,
-            ffn: None,
-            kv_heads: None,
-            untied: false,
+        ModelSpec::Decoder(Decoder::gpt2_style(name, layers, width, heads, seq, vocab))
+    }
+
+    /// How results name the model: the preset's or decoder's name, `mlp:WxD` or `mlp:IN->WxD->OUT`,
+    /// a source's text form.
+    pub fn name(&self) -> String {
+        match self {
+            ModelSpec::Decoder(d) => d.name.clone(),
+            ModelSpec::Mlp {
+                width,
+                depth,
+                input: Some(i),
+                output: Some(o),
+            } => format!("mlp:{i}->{width}x{depth}->{o}"),
+            ModelSpec::Mlp { width, depth, .. } => format!("mlp:{width}x{depth}"),
+            ModelSpec::External { source } => source.to_string(),
+        }
+    }
+
+    /// The decoder, when the model is one.
+    pub fn decoder(&self) -> Option<&Decoder> {
+        match self {
+            ModelSpec::Decoder(d) => Some(d),
+            _ => None,
         }
     }
 
@@ -114,18 +89,11 @@ impl ModelSpec {
     /// untied input embedding is a lookup, not a matmul).
     pub fn train_flops_per_sample(&self) -> f64 {
         match self {
-            ModelSpec::Decoder {
-                layers,
-                width,
-                seq,
-                vocab,
-                untied,
-                ..
-            } => {
-                let tokens = f64::from(*seq);
-                let attn = 12.0 * f64::from(*layers) * f64::from(*width) * tokens;
-                let lookup = if *untied {
-                    f64::from(*vocab) * f64::from(*width)
+            ModelSpec::Decoder(d) => {
+                let tokens = f64::from(d.seq);
+                let attn = 12.0 * f64::from(d.layers) * f64::from(d.width) * tokens;
+                let lookup = if d.untied {
+                    f64::from(d.vocab) * f64::from(d.width)
                 } else {
                     0.0
                 };
@@ -148,7 +116,7 @@ impl ModelSpec {
     /// Tokens per sample: the sequence for decoders; 1 for the MLP (throughput in samples/s).
     pub fn tokens_per_sample(&self) -> u32 {
         match self {
-            ModelSpec::Decoder { seq, .. } => *seq,
+            ModelSpec::Decoder(d) => d.seq,
             ModelSpec::Mlp { .. } => 1,
             ModelSpec::External { source } => source.tokens_per_sample(),
         }
@@ -156,8 +124,8 @@ impl ModelSpec {
 
     pub fn validate(&self) -> Result<(), String> {
         match self {
-            ModelSpec::Decoder { .. } => self.validate_decoder(),
-            ModelSpec::External { .. } => Ok(()),
+            ModelSpec::Decoder(d) => d.validate(),
+            ModelSpec::External { source } => source.validate(),
             ModelSpec::Mlp {
                 width,
                 depth,
@@ -185,57 +153,6 @@ impl ModelSpec {
                 }
             }
         }
-    }
-
-    fn validate_decoder(&self) -> Result<(), String> {
-        let ModelSpec::Decoder {
-            layers,
-            width,
-            heads,
-            seq,
-            vocab,
-            arch,
-            ffn,
-            kv_heads,
-            ..
-        } = self
-        else {
-            return Ok(());
-        };
-        if !(1..=256).contains(layers) {
-            return Err(format!("layers {layers} outside 1..=256"));
-        }
-        if !(8..=32768).contains(width) || !(1..=256).contains(heads) || width % heads != 0 {
-            return Err(format!("width {width} with {heads} heads: width must be 8..=32768 and divisible by heads (1..=256)"));
-        }
-        if !(8..=131072).contains(seq) || !(2..=1_000_000).contains(vocab) {
-            return Err(format!(
-                "sequence {seq} (8..=131072) or vocabulary {vocab} (2..=1000000) out of range"
-            ));
-        }
-        if let Some(f) = ffn.filter(|f| !(8..=262_144).contains(f)) {
-            return Err(format!("MLP width ffn={f} outside 8..=262144"));
-        }
-        if let Some(kv) = kv_heads.filter(|kv| *kv == 0 || heads % kv != 0) {
-            return Err(format!(
-                "{kv} key/value heads: must divide the {heads} query heads"
-            ));
-        }
-        if *arch == DecoderArch::Llama && (width / heads) % 2 != 0 {
-            return Err(format!(
-                "head width {} (width {width} / {heads} heads) must be even for rotary positions",
-                width / heads
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl FromStr for ModelSpec {
-    type Err = String;
-    /// See [`super::model_arg`] for the accepted forms.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        super::model_arg::parse(s)
     }
 }
 

@@ -50,10 +50,8 @@ pub use verify::verify;
 /// What a recommendation is asked for (the CLI's `recommend` flags).
 #[derive(Clone, Debug)]
 pub struct RecommendRequest {
-    /// A model spec (`gpt2-124m`, `decoder:...`, `mlp:...`), or else only `params`.
-    pub model: Option<String>,
-    /// Or a Hugging Face `config.json` describing a decoder.
-    pub model_config: Option<PathBuf>,
+    /// The model, as the CLI read it from `--model` or `--model-config`; or else only `params`.
+    pub model: Option<ModelSpec>,
     pub params: Option<u64>,
     pub micro_batch: u32,
     pub seq: u32,
@@ -85,12 +83,10 @@ pub struct RecommendRequest {
 
 impl RecommendRequest {
     fn model_input(&self) -> Result<ModelInput, RunError> {
-        let spec = |spec: ModelSpec| Ok(ModelInput::Spec { spec });
-        match (&self.model, &self.model_config, self.params) {
-            (Some(m), _, _) => spec(m.parse::<ModelSpec>().map_err(RunError::Usage)?),
-            (None, Some(path), _) => spec(crate::model_config::read_model_config(path)?),
-            (None, None, Some(p)) => Ok(ModelInput::Params { params: p }),
-            (None, None, None) => Err(RunError::Usage(
+        match (&self.model, self.params) {
+            (Some(spec), _) => Ok(ModelInput::Spec { spec: spec.clone() }),
+            (None, Some(p)) => Ok(ModelInput::Params { params: p }),
+            (None, None) => Err(RunError::Usage(
                 "give --model NAME, --model-config FILE or --params COUNT".into(),
             )),
         }
