@@ -1148,6 +1148,35 @@ fn powersgd_is_offered_from_a_measured_1_gpu_compression_compute() {
     );
 }
 
+/// A curve given by --from that is slow at DDP's bucket size (two H200s over a host network)
+/// makes the 1-GPU launch measure powersgd4 even where this node's own GPUs have NVLink: the
+/// link the prediction is for is the given one.
+#[test]
+fn a_slow_curve_given_by_from_makes_the_one_gpu_launch_measure_powersgd() {
+    let curve = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/accuracy/fixtures/2026-11-30-h200x2-1817/mlprep8/mlprep8-curve-hostnet.json"
+    );
+    let o = recommend_h200(&[
+        "--from",
+        curve,
+        "--model",
+        "gpt2-124m",
+        "--gpus",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let variants = v["own_measurements"]["launches"][0]["variants"].to_string();
+    assert!(variants.contains("powersgd4"), "{variants}");
+    assert!(
+        v["powersgd"]["rows"][2]["compute_s"].as_f64().is_some(),
+        "{}",
+        v["powersgd"]
+    );
+}
+
 /// On a fresh node without NVLink (the simulated 4xA6000 box over the host bridge) the 1-GPU
 /// launch also runs powersgd4, so the offer is priced with measured compute, and `--verify` runs
 /// the offered rank beside bf16; on NVLink (2xH200) it does not.

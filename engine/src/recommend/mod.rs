@@ -21,13 +21,15 @@ use ddpcheck_core::collective::{judged_peak, Collective, Sweep};
 use ddpcheck_core::ddp::{
     CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
 };
+use ddpcheck_core::num::floor_u64;
 use ddpcheck_core::params::CollectiveParams;
 use ddpcheck_core::recommend::{
     estimate_flops, recommend, CalibrationInput, ComputeSource, CurveProvenance, EnvAb, ModelInput,
     P2pRisk, RecommendInput,
 };
 use ddpcheck_core::report::{Header, ReportKind};
-use ddpcheck_core::step_time::{calibrate, cross_check, LinkCurve};
+use ddpcheck_core::step_time::mechanisms::SLOW_LINK_GBPS;
+use ddpcheck_core::step_time::{calibrate, cross_check, LinkCurve, DEFAULT_BUCKET_CAP_MB, MIB};
 use ddpcheck_core::topology::LinkClass;
 
 use crate::runner::{RunError, Runner};
@@ -565,14 +567,25 @@ impl Gathering<'_> {
     fn one_gpu_launch(&mut self) -> Vec<&'static str> {
         let mut variants = self.req.one_gpu_variants().to_vec();
         let slow_link = self.req.device == RunDevice::Cuda
-            && self
-                .links()
-                .0
-                .is_some_and(|l| l != LinkClass::X && !l.is_nvlink());
+            && (self.given_curve_is_slow()
+                || self
+                    .links()
+                    .0
+                    .is_some_and(|l| l != LinkClass::X && !l.is_nvlink()));
         if slow_link {
             variants.push(POWERSGD_PROBE);
         }
         variants
+    }
+
+    /// Whether a curve the caller gave (`--from`, read before any launch) is below
+    /// [`SLOW_LINK_GBPS`] at DDP's bucket size: another node's link, or a network, which this
+    /// node's own topology does not show.
+    fn given_curve_is_slow(&self) -> bool {
+        has_curve(&self.m, self.req.gpus)
+            && choose_curve(&self.m, self.req.gpus).is_ok_and(|c| {
+                c.curve.busbw_at(floor_u64(DEFAULT_BUCKET_CAP_MB * MIB)) < SLOW_LINK_GBPS
+            })
     }
 
     /// The worst GPU link and GPU memory: from a saved preflight or topology, else asked of
