@@ -323,6 +323,7 @@ mod tests {
             param_layout: None,
             recipe: Default::default(),
             ddp_own_work: None,
+            reference: ddpcheck_core::ddp::Reference::Plain,
             host: None,
             other_recipe: None,
             device: Default::default(),
