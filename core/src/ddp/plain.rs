@@ -30,14 +30,6 @@ impl Reference {
     pub fn before_the_field() -> Self {
         Reference::Ddp
     }
-
-    /// The words of a text table's footer.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Reference::Plain => "one GPU without DDP (the same model and recipe, timed in the 1-GPU launch)",
-            Reference::Ddp => "one GPU inside DDP (DDP's own work at world size one included)",
-        }
-    }
 }
 
 impl std::str::FromStr for Reference {
