@@ -111,8 +111,9 @@ impl RecommendRequest {
         sizes: Vec<u32>,
         steps: u32,
     ) -> Result<DdpRequest, RunError> {
-        // One GPU only: that is where DDP's own work sets the speedups' reference.
-        let plain_reference = self.reference == Reference::Plain && sizes.iter().all(|&n| n == 1);
+        // The runners time the plain blocks in the 1-GPU launch only
+        // (`DdpRequest::plain_blocks_at`): that is where DDP's own work sets the reference.
+        let plain_reference = self.reference == Reference::Plain;
         Ok(DdpRequest {
             models,
             variants: variants
