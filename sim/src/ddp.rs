@@ -374,9 +374,13 @@ pub fn run(
                                 1.0
                             }
                     });
-                    // The plain reference, in the 1-GPU launch: the model without DDP, its
-                    // compute alone without DDP's own work at one GPU.
-                    let plain = (req.plain_blocks_at(world) && !variant.nocomm && !variant.fsdp)
+                    // The plain reference, in the 1-GPU launch and for runs without a hook
+                    // (as the benchmark script): the model without DDP, its compute alone
+                    // without DDP's own work at one GPU.
+                    let plain = (req.plain_blocks_at(world)
+                        && !variant.nocomm
+                        && !variant.fsdp
+                        && variant.hook == CommHook::None)
                         .then(|| {
                             let alone = (step_time(&fabric, spec, variant, work, 1)
                                 - powersgd_compute_s(spec, variant))
