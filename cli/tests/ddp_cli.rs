@@ -299,8 +299,7 @@ fn a_hooked_variant_is_measured_against_one_gpu_without_its_hook() {
     };
     // Its throughput without DDP: the DDP step's over DDP's own work at one GPU.
     let one = row("accum4", 1);
-    let reference =
-        one["throughput"].as_f64().unwrap() * one["ddp_over_plain"].as_f64().unwrap();
+    let reference = one["throughput"].as_f64().unwrap() * one["ddp_over_plain"].as_f64().unwrap();
     let hooked = row("bf16+accum4", 2);
     let want = hooked["throughput"].as_f64().unwrap() / reference;
     let got = hooked["speedup"].as_f64().unwrap();
@@ -375,13 +374,18 @@ fn the_plain_reference_is_reported_beside_the_one_gpu_run_and_folded_over_launch
     // The simulated node's DDP adds its own work at one GPU; every launch's round kept.
     assert!(
         text.contains("gpt2-124m base at 1 GPU(s): ")
-            && text.contains("DDP's own work +5.0% (ddp_over_plain 1.050, median of 3 interleaved rounds)"),
+            && text.contains(
+                "DDP's own work +5.0% (ddp_over_plain 1.050, median of 3 interleaved rounds)"
+            ),
         "{text}"
     );
     // The plain blocks run in the 1-GPU launch only; nocomm sends nothing and has none.
     assert!(!text.contains("gpt2-124m base at 2 GPU(s): "), "{text}");
     assert!(!text.contains("gpt2-124m nocomm at 1 GPU(s): "), "{text}");
-    assert!(text.contains("speedup: against 1 GPU without DDP"), "{text}");
+    assert!(
+        text.contains("speedup: against 1 GPU without DDP"),
+        "{text}"
+    );
 }
 
 /// Every row of `bench ddp --sim` rests on one GPU without DDP, where the 1-GPU DDP row shows
@@ -395,7 +399,10 @@ fn bench_ddp_rows_say_their_reference_and_the_one_gpu_ddp_row_is_below_one() {
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["schema_version"], 3);
-        (v["reference"].clone(), v["results"].as_array().unwrap().clone())
+        (
+            v["reference"].clone(),
+            v["results"].as_array().unwrap().clone(),
+        )
     };
     let (reference, plain) = rows(&[]);
     assert_eq!(reference, "plain");
@@ -407,11 +414,16 @@ fn bench_ddp_rows_say_their_reference_and_the_one_gpu_ddp_row_is_below_one() {
     assert!(speedup < 1.0 && (speedup * own - 1.0).abs() < 1e-9, "{one}");
     let (reference, ddp) = rows(&["--reference", "ddp"]);
     assert_eq!(reference, "ddp");
-    assert!(ddp.iter().all(|r| r["reference"] == "ddp" && r.get("plain_reference").is_none()));
+    assert!(ddp
+        .iter()
+        .all(|r| r["reference"] == "ddp" && r.get("plain_reference").is_none()));
     assert_eq!(ddp[0]["speedup"].as_f64(), Some(1.0));
     // The same 2-GPU step against the faster plain step: a lower speedup.
     let two = |rows: &[serde_json::Value]| rows[1]["speedup"].as_f64().unwrap();
-    assert!((two(&plain) * own - two(&ddp)).abs() < 1e-9, "{plain:?} {ddp:?}");
+    assert!(
+        (two(&plain) * own - two(&ddp)).abs() < 1e-9,
+        "{plain:?} {ddp:?}"
+    );
     let o = sim_gpt2_bench("base", &["--reference", "both"]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
 }

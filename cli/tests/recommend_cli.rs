@@ -725,17 +725,27 @@ fn recommend_rests_on_one_gpu_without_ddp_from_its_own_launch_or_a_saved_run() {
     assert_eq!(v["reference"], "plain", "{v}");
     let own = v["ddp_over_plain"].as_f64().unwrap();
     assert!(own > 1.0, "the simulated DDP's own work at one GPU: {v}");
-    assert!(warning_codes(&v).contains(&"ddp_own_work".to_string()), "{v}");
+    assert!(
+        warning_codes(&v).contains(&"ddp_own_work".to_string()),
+        "{v}"
+    );
     let check = &v["model_check"];
     assert_eq!(check["reliable"], true, "{check}");
     assert!(
-        check["rows"].as_array().unwrap().iter().all(|r| r["error"].as_f64().unwrap().abs() < 0.10),
+        check["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["error"].as_f64().unwrap().abs() < 0.10),
         "{check}"
     );
     // The compute the model starts from is the step without DDP: the 1-GPU DDP step over
     // DDP's own work, and one GPU's throughput is that step's.
     assert!(
-        v["compute"]["detail"].as_str().unwrap().contains("its step without DDP"),
+        v["compute"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("its step without DDP"),
         "{v}"
     );
     // --plain-reference is accepted and changes nothing.
@@ -746,8 +756,14 @@ fn recommend_rests_on_one_gpu_without_ddp_from_its_own_launch_or_a_saved_run() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["reference"], "ddp", "{v}");
-    assert!(v.get("ddp_over_plain").is_none(), "no plain blocks timed: {v}");
-    assert!(!warning_codes(&v).contains(&"ddp_own_work".to_string()), "{v}");
+    assert!(
+        v.get("ddp_over_plain").is_none(),
+        "no plain blocks timed: {v}"
+    );
+    assert!(
+        !warning_codes(&v).contains(&"ddp_own_work".to_string()),
+        "{v}"
+    );
 
     // From a saved `bench ddp` report, which times the plain step by default.
     let dir = tempfile::tempdir().unwrap();

@@ -329,7 +329,10 @@ fn the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it() {
     assert!(two.plain_reference.is_none(), "{two:?}");
     assert_eq!(two.reference, Reference::Plain);
     let against_plain = two.throughput / (one.throughput * ratio);
-    assert!((two.speedup.unwrap() / against_plain - 1.0).abs() < 1e-9, "{two:?}");
+    assert!(
+        (two.speedup.unwrap() / against_plain - 1.0).abs() < 1e-9,
+        "{two:?}"
+    );
     // nocomm sends nothing already: no reference to take.
     let nocomm = r
         .results

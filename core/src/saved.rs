@@ -203,7 +203,10 @@ mod tests {
         let new = v(99.into()).unwrap_err();
         assert!(new.contains("schema_version 99 is newer"), "{new}");
         assert!(new.contains("versions 1 to 3"), "{new}");
-        assert!(v(2.into()).is_ok(), "reports before the plain reference still read");
+        assert!(
+            v(2.into()).is_ok(),
+            "reports before the plain reference still read"
+        );
         assert!(v(0.into())
             .unwrap_err()
             .contains("schema_version 0 is not a version"));

@@ -401,18 +401,29 @@ fn with_plain_one_gpu() -> Vec<DdpResult> {
 fn speedups_rest_on_the_one_gpu_step_without_ddp_where_the_launch_timed_it() {
     let mut rows = with_plain_one_gpu();
     fill_scaling(&mut rows, Some(1.0));
-    let ratio = rows[0].plain_reference.as_ref().unwrap().ddp_over_plain().unwrap();
+    let ratio = rows[0]
+        .plain_reference
+        .as_ref()
+        .unwrap()
+        .ddp_over_plain()
+        .unwrap();
     assert!((ratio - 1.2).abs() < 1e-12, "{ratio}");
     // The plain step is the DDP step over the rounds' median ratio: 10 ms.
     let plain = 0.012 / ratio;
     assert!((rows[1].speedup.unwrap() - 2.0 * plain / 0.015).abs() < 1e-12);
     assert!((rows[1].efficiency.unwrap() - plain / 0.015).abs() < 1e-12);
     let exposed = rows[1].exposed_comm_fraction.unwrap();
-    assert!((exposed - (0.015 - plain) / 0.015).abs() < 1e-12, "{exposed}");
+    assert!(
+        (exposed - (0.015 - plain) / 0.015).abs() < 1e-12,
+        "{exposed}"
+    );
     // The 1-GPU DDP row against its own plain step: below 1 by DDP's own work.
     assert!((rows[0].speedup.unwrap() - 1.0 / ratio).abs() < 1e-12);
     assert_eq!(rows[0].ddp_over_plain, Some(ratio));
-    assert!(rows.iter().all(|r| r.reference == Reference::Plain), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r.reference == Reference::Plain),
+        "{rows:?}"
+    );
     assert_eq!(rows[1].ddp_over_plain, None, "only the 1-GPU run's figure");
 }
 
@@ -442,5 +453,8 @@ fn rows_of_reports_before_the_reference_field_rest_on_the_ddp_step() {
     let old: DdpResult = serde_json::from_value(v).unwrap();
     assert_eq!(old.reference, Reference::Ddp);
     assert_eq!("plain".parse::<Reference>(), Ok(Reference::Plain));
-    assert!("both".parse::<Reference>().unwrap_err().contains("plain or ddp"));
+    assert!("both"
+        .parse::<Reference>()
+        .unwrap_err()
+        .contains("plain or ddp"));
 }

@@ -716,7 +716,11 @@ fn with_the_ddp_reference_the_own_work_warning_turns_the_speedup_into_one_withou
 #[test]
 fn against_one_gpu_without_ddp_the_own_work_is_part_of_every_step() {
     let without = recommend(&a6000_input()).unwrap();
-    assert_eq!(without.reference, crate::ddp::Reference::Ddp, "no plain step measured");
+    assert_eq!(
+        without.reference,
+        crate::ddp::Reference::Ddp,
+        "no plain step measured"
+    );
     let mut input = a6000_input();
     input.ddp_own_work = Some(own_work_16());
     let r = recommend(&input).unwrap();

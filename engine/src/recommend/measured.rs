@@ -197,7 +197,11 @@ pub(super) fn measured_compute(
     Some((
         ComputeSource::Measured {
             seconds: one_step / f64::from(one.accum.max(1)),
-            detail: format!("{} {} run of {name} ({at}){which}", one_on(one), one.variant),
+            detail: format!(
+                "{} {} run of {name} ({at}){which}",
+                one_on(one),
+                one.variant
+            ),
         },
         None,
     ))

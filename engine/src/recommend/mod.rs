@@ -19,8 +19,8 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
-    Reference,
-    CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
+    CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, Reference, RunDevice,
+    MAX_CPU_RANKS,
 };
 use ddpcheck_core::params::CollectiveParams;
 use ddpcheck_core::preflight::judged_peak;
@@ -403,7 +403,10 @@ impl Gathering<'_> {
             let variants = self.one_gpu_launch();
             self.quick_run(spec, &variants, 1, "ddp-1gpu")?;
         }
-        let Some((compute, optimizer_s)) = measured_compute(&self.m, model, self.req.micro_batch, self.req.reference)
+        // The launch's estimate from the 1-GPU step in DDP, DDP's own work included: every run
+        // of the N-GPU launch pays it, however the speedups' reference leaves it out.
+        let Some((compute, optimizer_s)) =
+            measured_compute(&self.m, model, self.req.micro_batch, Reference::Ddp)
         else {
             return Ok(());
         };
