@@ -1,36 +1,81 @@
 #!/usr/bin/env bash
-# Where a 1-GPU `bench ddp` step of a user's model differs from a plain torch loop: for
-# torchvision resnet50 (batch 64) and the 200.8M LLaMA from its config (batch 8 x 1024), ROUNDS
-# interleaved rounds of `ddpcheck bench ddp --gpus 1 --variants base`, plain-loop.py (no DDP)
-# and plain-loop.py --ddp (the same loop with the model in DDP on one rank, as bench ddp runs it),
-# each its own launch, the same steps. Writes OUTDIR/NAME-rR-{bench,plain,ddp}.json and summary.txt.
+# Is the 1-GPU plain step of `bench ddp` (the reference every speedup rests on: the model
+# without DDP, timed in the 1-GPU launch interleaved with its DDP step) within 3% of a plain
+# torch loop timed independently in the same call? For torchvision resnet50 (batch 64), timm
+# vit_base_patch16_224 (batch 64) and the 200.8M LLaMA from its config (batch 8 x 1024), ROUNDS
+# rounds of `ddpcheck bench ddp --gpus 1 --variants base` (the plain reference is the default)
+# and plain-loop.py (no DDP) in its own launch, the same steps; with DDP_LOOP=1 also
+# plain-loop.py --ddp (the loop with the model in DDP on one rank).
 #
-#   bench/experiments/bench-step-vs-plain-loops.sh OUTDIR      (about 7 minutes with ROUNDS=2)
+# Per model and round, summary.txt gives the reference step (the DDP step over ddp_over_plain,
+# the median of the rounds' ratios: what the speedups rest on), the plain blocks' median, the
+# loop's step, the ratio bench-plain/plain-loop and whether it is within 3%.
+#
+#   bench/experiments/bench-step-vs-plain-loops.sh OUTDIR   (ROUNDS=1: about 4 minutes on one H200)
+#   MODELS="resnet50 llama" ROUNDS=2 DDP_LOOP=1 ...          (some models; more rounds; the DDP loop)
+#
+# Needs ddpcheck in DDPCHECK_BIN_DIR and torch, torchvision, timm, transformers for PYTHON
+# (bench/lib.sh); no network. Writes OUTDIR/NAME-rR-{bench,plain[,ddp]}.json, their stderr, and
+# summary.txt.
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}"
 need_bin ddpcheck
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-1}
+MODELS=${MODELS:-resnet50 vit_base llama}
+DDP_LOOP=${DDP_LOOP:-0}
 LLAMA="hf:llama,hidden_size=1024,num_hidden_layers=12,intermediate_size=2304,num_attention_heads=16,num_key_value_heads=16"
-date -u +%FT%TZ > "$OUT/summary.txt"
+SUMMARY=$OUT/summary.txt
+{ date -u +%FT%TZ; "$DDPCHECK" --version; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  "$PYTHON" -c 'import torch, torchvision, timm, transformers; print("torch", torch.__version__, "torchvision", torchvision.__version__, "timm", timm.__version__, "transformers", transformers.__version__)'; } > "$SUMMARY" 2>&1
+
 for r in $(seq 1 "$ROUNDS"); do
-    for m in "resnet50 torchvision:resnet50 64 64" "llama $LLAMA 8 40"; do
-        read -r name model mb steps <<< "$m"
+    for m in $MODELS; do
+        case $m in
+            resnet50) model=torchvision:resnet50 mb=64 steps=64 ;;
+            vit_base) model=timm:vit_base_patch16_224 mb=64 steps=64 ;;
+            llama) model=$LLAMA mb=8 steps=40 ;;
+            *) die "unknown model $m (resnet50, vit_base, llama)" ;;
+        esac
+        t0=$SECONDS
         "$DDPCHECK" --json bench ddp --gpus 1 --variants base --model "$model" --micro-batch "$mb" \
-            --warmup-steps 10 --steps "$steps" --deadline 300 > "$OUT/$name-r$r-bench.json" 2> "$OUT/$name-r$r-bench.err"
+            --warmup-steps 10 --steps "$steps" --reference plain --deadline 240 \
+            > "$OUT/$m-r$r-bench.json" 2> "$OUT/$m-r$r-bench.err"
         "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
-            --warmup 10 > "$OUT/$name-r$r-plain.json" 2> "$OUT/$name-r$r-plain.err"
-        "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
-            --warmup 10 --ddp > "$OUT/$name-r$r-ddp.json" 2> "$OUT/$name-r$r-ddp.err"
-        "$PYTHON" - "$OUT" "$name" "$r" >> "$OUT/summary.txt" 2>&1 <<'PYEOF'
-import json, sys
-out, name, r = sys.argv[1:]
-f = lambda k: json.load(open("%s/%s-r%s-%s.json" % (out, name, r, k)))
-b, p, d = f("bench")["results"][0]["step_time_median_s"], f("plain")["step_time_median_s"], f("ddp")["step_time_median_s"]
-print("%s round %s: bench ddp %.5f s, plain %.5f s, plain+DDP %.5f s; bench/plain %.4f, bench/(plain+DDP) %.4f, DDP's own %.4f"
-      % (name, r, b, p, d, b / p, b / d, d / p))
+            --warmup 10 > "$OUT/$m-r$r-plain.json" 2> "$OUT/$m-r$r-plain.err"
+        if [ "$DDP_LOOP" = 1 ]; then
+            "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
+                --warmup 10 --ddp > "$OUT/$m-r$r-ddp.json" 2> "$OUT/$m-r$r-ddp.err"
+        fi
+        "$PYTHON" - "$OUT" "$m" "$r" $((SECONDS - t0)) >> "$SUMMARY" 2>&1 <<'PYEOF'
+import json, os, sys
+out, name, r, secs = sys.argv[1:5]
+def load(kind):
+    path = "%s/%s-r%s-%s.json" % (out, name, r, kind)
+    try:
+        return json.load(open(path))
+    except Exception as e:
+        print("%s round %s: no %s figures (%s), %s s" % (name, r, kind, e, secs))
+        sys.exit()
+b = load("bench")["results"][0]
+loop = load("plain")["step_time_median_s"]
+own = b.get("ddp_over_plain")
+blocks = (b.get("plain_reference") or {}).get("step_time_median_s")
+if not own or not blocks:
+    print("%s round %s: the bench report has no plain step (reference %s), %s s" % (name, r, b.get("reference"), secs))
+    sys.exit()
+ref = b["step_time_median_s"] / own
+ratio = ref / loop
+extra = ""
+if os.path.exists("%s/%s-r%s-ddp.json" % (out, name, r)):
+    extra = "; plain-loop --ddp %.2f ms" % (load("ddp")["step_time_median_s"] * 1e3)
+print("%s round %s: bench ddp step in DDP %.2f ms, plain %.2f ms (blocks' median %.2f ms), ddp_over_plain %.4f, "
+      "1-GPU row speedup %.3f (reference %s); plain-loop %.2f ms%s; bench-plain/plain-loop %.4f: %s 3%%; %s s"
+      % (name, r, b["step_time_median_s"] * 1e3, ref * 1e3, blocks * 1e3, own, b.get("speedup") or float("nan"),
+         b.get("reference"), loop * 1e3, extra, ratio, "within" if abs(ratio - 1) <= 0.03 else "NOT within", secs))
 PYEOF
     done
 done
-cat "$OUT/summary.txt"
+date -u +%FT%TZ >> "$SUMMARY"
+cat "$SUMMARY"

@@ -2,7 +2,7 @@
 
 use clap::Args;
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
+use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec, Reference};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::saved;
 use ddpcheck_engine::read_file;
@@ -13,6 +13,11 @@ use crate::model_args;
 use crate::recipe_args::RecipeArgs;
 use crate::{print_json, progress, render};
 use ddpcheck_engine::RunError;
+
+/// `--reference plain|ddp`.
+pub fn parse_reference(s: &str) -> Result<Reference, String> {
+    s.parse()
+}
 
 #[derive(Args, Debug)]
 pub struct DdpArgs {
@@ -53,10 +58,15 @@ pub struct DdpArgs {
     /// short. Runs of one launch then compare to a few percent (recommend's own runs take 2 s).
     #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
     pub min_timed_seconds: f64,
-    /// Also time each run's model without DDP (called directly, the same parameters, optimizer
-    /// and batches), in blocks interleaved with its DDP steps in the same launch: DDP's own
-    /// per-step work, read where the launch's speed cancels. Doubles the timed steps.
-    #[arg(long)]
+    /// What speedups, efficiency, exposed communication and cost rest on. plain: one GPU
+    /// without DDP (the same model, parameters, optimizer and batches called directly), timed
+    /// in the 1-GPU launch in blocks interleaved with its DDP steps (doubles that launch's timed
+    /// steps); the 1-GPU DDP row then shows DDP's own work (a ratio below 1). ddp: the 1-GPU
+    /// step inside DDP, no plain blocks timed.
+    #[arg(long, default_value = "plain", value_name = "plain|ddp", value_parser = parse_reference)]
+    pub reference: Reference,
+    /// Accepted and does nothing: the plain reference is the default (--reference plain).
+    #[arg(long, conflicts_with = "reference")]
     pub plain_reference: bool,
     /// Price of the whole node per hour (split over its GPUs for cost per million tokens).
     #[arg(long)]
@@ -207,7 +217,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         repeats: a.repeats,
         recipe: a.recipe.recipe()?,
         device,
-        plain_reference: a.plain_reference,
+        plain_reference: a.reference == Reference::Plain,
     })
 }
 

@@ -94,10 +94,14 @@ pub struct RecommendArgs {
     /// accurate on slow transports.
     #[arg(long)]
     pub quick: bool,
-    /// Its own 1-GPU launches also time the model without DDP, interleaved in the same launch:
-    /// DDP's own work at one GPU, and the speedups against one GPU without DDP (a warning
-    /// says so). Read from any saved 1-GPU run that carries it (`bench ddp --plain-reference`).
-    #[arg(long)]
+    /// What the speedups, efficiencies and cost ratios rest on. plain: one GPU without DDP,
+    /// timed in its own 1-GPU launch interleaved with the DDP step (or read from a saved 1-GPU
+    /// run that carries it); the model's compute is that step and DDP's own work at one GPU a
+    /// term of every step. ddp: the 1-GPU step inside DDP, no plain blocks timed.
+    #[arg(long, default_value = "plain", value_name = "plain|ddp", value_parser = crate::ddp_cmd::parse_reference)]
+    pub reference: ddpcheck_core::ddp::Reference,
+    /// Accepted and does nothing: the plain reference is the default (--reference plain).
+    #[arg(long, conflicts_with = "reference")]
     pub plain_reference: bool,
     #[command(flatten)]
     pub recipe: RecipeArgs,
@@ -142,7 +146,7 @@ impl RecommendArgs {
             budget_s: self.budget,
             recipe: self.recipe.recipe()?,
             device: self.recipe.device()?,
-            plain_reference: self.plain_reference,
+            reference: self.reference,
         })
     }
 }
@@ -396,7 +400,7 @@ pub fn demo_recommendation(target: &dyn Runner) -> Result<RecommendReport, RunEr
         budget_s: DEFAULT_BUDGET_S,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: Default::default(),
     };
     let reporter = progress::Reporter::new();
     let built = recommend::build(&req, target, &mut SavedRuns::open(None)?, &mut |p| {

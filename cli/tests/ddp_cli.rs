@@ -297,7 +297,9 @@ fn a_hooked_variant_is_measured_against_one_gpu_without_its_hook() {
             .find(|r| r["variant"] == variant && r["world_size"] == n)
             .unwrap_or_else(|| panic!("no {variant} at {n} GPUs in {rows:?}"))
     };
-    let reference = row("accum4", 1)["throughput"].as_f64().unwrap();
+    // Its throughput without DDP: the DDP step's over DDP's own work at one GPU.
+    let one = row("accum4", 1);
+    let reference = one["throughput"].as_f64().unwrap() * one["ddp_over_plain"].as_f64().unwrap();
     let hooked = row("bf16+accum4", 2);
     let want = hooked["throughput"].as_f64().unwrap() / reference;
     let got = hooked["speedup"].as_f64().unwrap();
@@ -364,31 +366,66 @@ fn a_minimum_timed_stretch_lengthens_short_runs_only() {
 }
 
 #[test]
-fn the_plain_reference_is_reported_beside_each_ddp_run_and_folded_over_launches() {
+fn the_plain_reference_is_reported_beside_the_one_gpu_run_and_folded_over_launches() {
+    // --plain-reference is accepted and changes nothing: the plain reference is the default.
     let o = sim_gpt2_bench("base,nocomm", &["--plain-reference", "--repeats", "3"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = stdout(&o);
-    // The simulator's model without DDP is its compute alone: nothing to add on one GPU, the
-    // exposed all-reduce on two; every launch's round kept.
+    // The simulated node's DDP adds its own work at one GPU; every launch's round kept.
     assert!(
         text.contains("gpt2-124m base at 1 GPU(s): ")
-            && text.contains("DDP's own work +0.0% (median of 3 interleaved rounds)"),
+            && text.contains(
+                "DDP's own work +5.0% (ddp_over_plain 1.050, median of 3 interleaved rounds)"
+            ),
         "{text}"
     );
-    let two = text
-        .lines()
-        .find(|l| l.starts_with("gpt2-124m base at 2 GPU(s): "))
-        .unwrap_or_else(|| panic!("no 2-GPU line: {text}"));
+    // The plain blocks run in the 1-GPU launch only; nocomm sends nothing and has none.
+    assert!(!text.contains("gpt2-124m base at 2 GPU(s): "), "{text}");
+    assert!(!text.contains("gpt2-124m nocomm at 1 GPU(s): "), "{text}");
     assert!(
-        two.contains("DDP's own work +") && !two.contains("+0.0%"),
-        "{two}"
+        text.contains("speedup: against 1 GPU without DDP"),
+        "{text}"
     );
-    // The simulator's one GPU without DDP is its one GPU in DDP: the same speedup both ways.
-    assert!(two.contains("against one GPU without DDP"), "{two}");
-    let speedups: Vec<&str> = two.split(" x").skip(1).map(|t| &t[..4]).collect();
-    assert!(speedups.len() == 2 && speedups[0] == speedups[1], "{two}");
-    // nocomm sends nothing: no line.
-    assert!(!text.contains("gpt2-124m nocomm at 2 GPU(s)"), "{text}");
+}
+
+/// Every row of `bench ddp --sim` rests on one GPU without DDP, where the 1-GPU DDP row shows
+/// DDP's own work below 1.0; `--reference ddp` times no plain step and rests on one GPU in DDP.
+#[test]
+fn bench_ddp_rows_say_their_reference_and_the_one_gpu_ddp_row_is_below_one() {
+    let rows = |more: &[&str]| {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(more);
+        let o = sim_gpt2_bench("base", &args);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["schema_version"], 3);
+        (
+            v["reference"].clone(),
+            v["results"].as_array().unwrap().clone(),
+        )
+    };
+    let (reference, plain) = rows(&[]);
+    assert_eq!(reference, "plain");
+    assert!(plain.iter().all(|r| r["reference"] == "plain"), "{plain:?}");
+    let one = &plain[0];
+    assert_eq!(one["world_size"], 1);
+    let speedup = one["speedup"].as_f64().unwrap();
+    let own = one["ddp_over_plain"].as_f64().unwrap();
+    assert!(speedup < 1.0 && (speedup * own - 1.0).abs() < 1e-9, "{one}");
+    let (reference, ddp) = rows(&["--reference", "ddp"]);
+    assert_eq!(reference, "ddp");
+    assert!(ddp
+        .iter()
+        .all(|r| r["reference"] == "ddp" && r.get("plain_reference").is_none()));
+    assert_eq!(ddp[0]["speedup"].as_f64(), Some(1.0));
+    // The same 2-GPU step against the faster plain step: a lower speedup.
+    let two = |rows: &[serde_json::Value]| rows[1]["speedup"].as_f64().unwrap();
+    assert!(
+        (two(&plain) * own - two(&ddp)).abs() < 1e-9,
+        "{plain:?} {ddp:?}"
+    );
+    let o = sim_gpt2_bench("base", &["--reference", "both"]);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
 }
 
 /// --compile through a daemon: the mode reaches the (simulated) launch and each run reports its

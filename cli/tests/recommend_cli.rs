@@ -714,33 +714,62 @@ fn a_fresh_node_measures_plain_ddp_first_within_its_budget() {
     }
 }
 
+/// recommend --sim: its own 1-GPU launch times the model without DDP by default, the
+/// recommendation rests on it (DDP's own work a reported figure and the model's term), and the
+/// model still reproduces the rows the launch measured; --reference ddp times no plain step.
 #[test]
-fn ddp_own_work_at_one_gpu_is_a_warning_from_its_own_launch_or_a_saved_run() {
-    // Measure-first on a fresh simulated node: its 1-GPU launch times the model without DDP.
-    let o = recommend_h200(&["--model", "gpt2-124m", "--plain-reference", "--json"]);
+fn recommend_rests_on_one_gpu_without_ddp_from_its_own_launch_or_a_saved_run() {
+    let o = recommend_h200(&["--model", "gpt2-124m", "--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["reference"], "plain", "{v}");
+    let own = v["ddp_over_plain"].as_f64().unwrap();
+    assert!(own > 1.0, "the simulated DDP's own work at one GPU: {v}");
     assert!(
         warning_codes(&v).contains(&"ddp_own_work".to_string()),
         "{v}"
     );
-    let o = recommend_h200(&["--model", "gpt2-124m", "--json"]);
+    let check = &v["model_check"];
+    assert_eq!(check["reliable"], true, "{check}");
+    assert!(
+        check["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["error"].as_f64().unwrap().abs() < 0.10),
+        "{check}"
+    );
+    // The compute the model starts from is the step without DDP: the 1-GPU DDP step over
+    // DDP's own work, and one GPU's throughput is that step's.
+    assert!(
+        v["compute"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("its step without DDP"),
+        "{v}"
+    );
+    // --plain-reference is accepted and changes nothing.
+    let o = recommend_h200(&["--model", "gpt2-124m", "--plain-reference", "--json"]);
+    let same: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(same["reference"], "plain");
+    let o = recommend_h200(&["--model", "gpt2-124m", "--reference", "ddp", "--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["reference"], "ddp", "{v}");
+    assert!(
+        v.get("ddp_over_plain").is_none(),
+        "no plain blocks timed: {v}"
+    );
     assert!(
         !warning_codes(&v).contains(&"ddp_own_work".to_string()),
         "{v}"
     );
 
-    // From a saved `bench ddp --plain-reference` report.
+    // From a saved `bench ddp` report, which times the plain step by default.
     let dir = tempfile::tempdir().unwrap();
-    let saved = save_a6000_gpt2(
-        dir.path(),
-        "ddp.json",
-        "base",
-        "1,4",
-        &["--plain-reference"],
-    );
+    let saved = save_a6000_gpt2(dir.path(), "ddp.json", "base", "1,4", &[]);
     let v = recommend_json(&[&saved], &["--gpus", "4"]);
+    assert_eq!(v["reference"], "plain", "{v}");
     let w = v["warnings"]
         .as_array()
         .unwrap()

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::sync::Mutex;
 
 use common::{code, local_env, repo_root, services_must_run, stderr, stdout};
-use ddpcheck_core::ddp::{BucketOrder, DdpResult};
+use ddpcheck_core::ddp::{BucketOrder, DdpResult, Reference};
 use ddpcheck_core::report::DdpReport;
 
 /// Debian's interpreter with python3-torch (the `python3` first on PATH may have none).
@@ -290,10 +290,11 @@ fn torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs() {
     assert!(left_behind("resnet18").is_empty() && left_behind("pair").is_empty());
 }
 
+/// The 1-rank launch times the model without DDP in rounds beside its DDP steps, by default, and
+/// every speedup rests on that step: the 1-rank DDP row's own ratio is 1 / ddp_over_plain.
 #[test]
-fn the_plain_reference_times_the_model_without_ddp_in_rounds_beside_its_ddp_steps() {
-    if !torch_here("the_plain_reference_times_the_model_without_ddp_in_rounds_beside_its_ddp_steps")
-    {
+fn the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it() {
+    if !torch_here("the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it") {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -307,20 +308,31 @@ fn the_plain_reference_times_the_model_without_ddp_in_rounds_beside_its_ddp_step
             "--variants",
             "base,nocomm",
             "--find-unused-parameters",
-            "--plain-reference",
         ],
     );
     let r = report(&o);
-    for world in [1, 2] {
-        let x = at(&r, world);
-        // The DDP side keeps exactly the 3 steps asked; the plain side as many, a round each.
-        assert_eq!(x.timed_steps, Some(3), "{x:?}");
-        let plain = x.plain_reference.as_ref().expect("a plain reference");
-        assert_eq!(plain.rounds.len(), 3, "{plain:?}");
-        assert!(plain.step_time_median_s > 0.0, "{plain:?}");
-        let ratio = plain.ddp_over_plain().expect("a ratio");
-        assert!(ratio.is_finite() && ratio > 0.0, "{plain:?}");
-    }
+    assert_eq!(r.reference, Reference::Plain);
+    let one = at(&r, 1);
+    // The DDP side keeps exactly the 3 steps asked; the plain side as many, a round each.
+    assert_eq!(one.timed_steps, Some(3), "{one:?}");
+    let plain = one.plain_reference.as_ref().expect("a plain reference");
+    assert_eq!(plain.rounds.len(), 3, "{plain:?}");
+    assert!(plain.step_time_median_s > 0.0, "{plain:?}");
+    let ratio = plain.ddp_over_plain().expect("a ratio");
+    assert!(ratio.is_finite() && ratio > 0.0, "{plain:?}");
+    assert_eq!(one.ddp_over_plain, Some(ratio));
+    assert_eq!(one.reference, Reference::Plain);
+    let own = one.speedup.expect("the 1-rank row's own ratio");
+    assert!((own * ratio - 1.0).abs() < 1e-9, "{one:?}");
+    // The 2-rank launch times no plain blocks; its speedup rests on the 1-rank plain step.
+    let two = at(&r, 2);
+    assert!(two.plain_reference.is_none(), "{two:?}");
+    assert_eq!(two.reference, Reference::Plain);
+    let against_plain = two.throughput / (one.throughput * ratio);
+    assert!(
+        (two.speedup.unwrap() / against_plain - 1.0).abs() < 1e-9,
+        "{two:?}"
+    );
     // nocomm sends nothing already: no reference to take.
     let nocomm = r
         .results

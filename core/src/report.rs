@@ -15,7 +15,7 @@ use crate::topology::{GpuRef, TopologyMatrix};
 use crate::verdict::Verdict;
 
 /// Bumped on any change that breaks a reader of the JSON.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -179,6 +179,11 @@ pub struct DdpReport {
     pub header: Header,
     /// What finished; where `stopped` is set, what finished before the deadline.
     pub results: Vec<DdpResult>,
+    /// The reference asked for (`--reference`): what the speedups rest on where the 1-GPU
+    /// launch timed it; each row's own `reference` says what it rests on. Reports written before
+    /// the field rest on the 1-GPU step in DDP.
+    #[serde(default = "crate::ddp::Reference::before_the_field")]
+    pub reference: crate::ddp::Reference,
     /// The deadline stopped the benchmark after `results`: TIMEOUT (exit 5), with what
     /// finished before it kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -32,8 +32,11 @@
 //!   measurement's 16.8M and 75.8M MLPs: docs/results/2026-11-30-h200x2-hook-cost.md);
 //! * exposed communication is the time the last all-reduce ends after the backward ends.
 //!
-//! `step(N) = k·compute + hook + exposed + ddp_fixed_s + crowd`, and `step(1) = k·compute`, one
-//! GPU running the same recipe without the comm hook (`hook` is the hook's casts,
+//! `step(N) = k·compute + hook + own + exposed + ddp_fixed_s + crowd`, and `step(1) = k·compute`,
+//! one GPU running the same recipe without the comm hook and without DDP (`own` is DDP's own
+//! work per step, [`StepInputs::ddp_own_s`], measured at one GPU against the same model without
+//! DDP and paid at every world size; where it was not measured it is 0 and `compute` is the
+//! 1-GPU step in DDP) (`hook` is the hook's casts,
 //! [`StepInputs::hook_compute_s`]; see [`crate::ddp::one_gpu_reference`]): `compute_s`
 //! is what a one-GPU run of the same recipe measures per micro-batch (its own bookkeeping
 //! included), and `ddp_fixed_s` what N ranks add every synchronising step (DDP's reducer
@@ -402,6 +405,13 @@ pub struct StepInputs {
     /// `find_unused_parameters` without `static_graph`).
     #[serde(default)]
     pub bucket_order: BucketOrder,
+    /// DDP's own work per optimizer step at any world size, seconds: the 1-GPU step in DDP
+    /// minus the same model without DDP, timed interleaved in one launch
+    /// (`crate::ddp::PlainReference`). Part of every step in DDP, 1 GPU included, and not of the
+    /// speedup's reference, which is then one GPU without DDP; 0 where `compute_s` and
+    /// `optimizer_s` come from the step in DDP (the reference is then that step).
+    #[serde(default)]
+    pub ddp_own_s: f64,
 }
 
 fn default_powersgd_rank() -> u32 {
@@ -435,6 +445,7 @@ impl StepInputs {
             no_sync_host_s: None,
             powersgd_rank: POWERSGD_DEFAULT_RANK,
             bucket_order: BucketOrder::Rebuilt,
+            ddp_own_s: 0.0,
         }
     }
 
@@ -534,6 +545,12 @@ impl StepInputs {
             return bad(format!(
                 "hook compute time {} s must be zero or positive",
                 self.hook_compute_s
+            ));
+        }
+        if !(self.ddp_own_s.is_finite() && self.ddp_own_s >= 0.0) {
+            return bad(format!(
+                "DDP's own work {} s must be zero or positive",
+                self.ddp_own_s
             ));
         }
         if !(self.optimizer_s.is_finite() && self.optimizer_s >= 0.0) {
@@ -713,7 +730,9 @@ fn assemble(inputs: &StepInputs, buckets: &[Bucket], busy: f64, exposed: f64) ->
     } else {
         (0.0, 0.0, 0.0, 0.0)
     };
-    let step = single + crowd + exposed + overhead;
+    // DDP's own work runs at every world size, one GPU included: a 1-GPU step in DDP is this
+    // much slower than the reference without DDP.
+    let step = single + inputs.ddp_own_s + crowd + exposed + overhead;
     let speedup = f64::from(n) * reference / step;
     Prediction {
         world: n,

@@ -66,6 +66,10 @@ pub const SIM_POWERSGD_GBPS: f64 = 1000.0;
 pub const SIM_POWERSGD_COLUMN_S: f64 = 10e-6;
 /// p90 over median for simulated step times.
 pub const P90_SPREAD: f64 = 0.02;
+/// DDP's own work at one GPU: how much longer a 1-GPU step in DDP runs than the same model
+/// without DDP (buffer broadcast, the reducer's hooks, host work). Within the +1% to +19% that
+/// users' models measured on one H200 (docs/results/2026-12-02-h200-ddp-own-work.md).
+pub const DDP_OWN_WORK: f64 = 0.05;
 
 /// Compute of one configuration on one GPU, seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -368,12 +372,17 @@ pub fn run(
                                 1.0
                             }
                     });
-                    // The plain reference: the model without DDP, its compute alone (the simulator
-                    // models no per-step work of DDP's own beyond communication).
-                    let plain =
-                        (req.plain_reference && !variant.nocomm && !variant.fsdp).then(|| {
-                            let alone = step_time(&fabric, spec, variant, work, 1)
-                                - powersgd_compute_s(spec, variant);
+                    // The plain reference, in the 1-GPU launch and for runs without a hook
+                    // (as the benchmark script): the model without DDP, its compute alone
+                    // without DDP's own work at one GPU.
+                    let plain = (req.plain_blocks_at(world)
+                        && !variant.nocomm
+                        && !variant.fsdp
+                        && variant.hook == CommHook::None)
+                        .then(|| {
+                            let alone = (step_time(&fabric, spec, variant, work, 1)
+                                - powersgd_compute_s(spec, variant))
+                                / (1.0 + DDP_OWN_WORK);
                             PlainReference {
                                 step_time_median_s: alone,
                                 rounds: vec![[step, alone]],

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use ddpcheck_core::collective::Sweep;
-use ddpcheck_core::ddp::{fill_scaling, DdpResult};
+use ddpcheck_core::ddp::{fill_scaling_against, DdpResult, Reference};
 use ddpcheck_core::report::{BenchCollectivesReport, DdpReport};
 
 /// The interconnect a dataset's runs used (NCCL settings of the validation script).
@@ -194,7 +194,9 @@ pub fn load(root: &Path, spec: &DatasetSpec) -> Result<Dataset, FixtureError> {
         None => call.join(format!("{}-curve-{word}.json", spec.stem)),
     };
     let mut report: DdpReport = read_json(&ddp_path)?;
-    fill_scaling(&mut report.results, None);
+    // The reference of that date: the 1-GPU step in DDP (the fixtures carry no plain step, and
+    // the published tables rest on it).
+    fill_scaling_against(&mut report.results, None, Reference::Ddp);
     let coll: BenchCollectivesReport = read_json(&curve_path)?;
     let sweep = coll
         .all_reduce()

@@ -10,7 +10,7 @@ pub use recommend::recommendation;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{Cell, Table};
-use ddpcheck_core::ddp::{probe_curve, DdpResult, RunDevice};
+use ddpcheck_core::ddp::{probe_curve, DdpResult, Reference, RunDevice};
 use ddpcheck_core::hostcopy::{self, CopyDirection, HostCopyRun};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::report::{
@@ -258,25 +258,16 @@ fn solo_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
         .collect()
 }
 
-/// One line per run timed beside its model without DDP in the same launch: both steps and
-/// DDP's own work, the median of each interleaved round's ratio.
+/// One line per 1-GPU run timed beside its model without DDP in the same launch: both steps and
+/// DDP's own work, the median of each interleaved round's ratio (`ddp_over_plain`).
 fn plain_lines(results: &[DdpResult]) -> Vec<String> {
     results
         .iter()
         .filter_map(|x| {
             let p = x.plain_reference.as_ref()?;
             let ratio = p.ddp_over_plain()?;
-            let against = ddpcheck_core::ddp::speedup_without_ddp(results, x).map_or_else(
-                String::new,
-                |s| {
-                    format!(
-                        "; x{s:.2} against one GPU without DDP (the table's x{:.2}: against one GPU in DDP)",
-                        x.speedup.unwrap_or(f64::NAN)
-                    )
-                },
-            );
             Some(format!(
-                "{} {} at {} GPU(s): {:.2} ms a step in DDP, {:.2} ms without DDP in the same launch; DDP's own work {:+.1}% (median of {} interleaved rounds){against}",
+                "{} {} at {} GPU(s): {:.2} ms a step in DDP, {:.2} ms without DDP in the same launch; DDP's own work {:+.1}% (ddp_over_plain {ratio:.3}, median of {} interleaved rounds)",
                 x.model,
                 x.variant,
                 x.world_size,
@@ -287,6 +278,25 @@ fn plain_lines(results: &[DdpResult]) -> Vec<String> {
             ))
         })
         .collect()
+}
+
+/// The table's footer: what the speedups rest on, said once (each row's `reference` in --json).
+fn reference_line(results: &[DdpResult]) -> String {
+    let scaled = || results.iter().filter(|x| x.speedup.is_some());
+    let on_ddp: Vec<String> = scaled()
+        .filter(|x| x.reference == Reference::Ddp)
+        .map(|x| format!("{} {} at {}", x.model, x.variant, x.world_size))
+        .collect();
+    let any_plain = scaled().any(|x| x.reference == Reference::Plain);
+    let against = match (any_plain, on_ddp.is_empty()) {
+        (true, true) => "1 GPU without DDP (the same model and recipe, timed in the 1-GPU launch; the 1-GPU DDP row shows DDP's own work)".to_string(),
+        (true, false) => format!(
+            "1 GPU without DDP where its 1-GPU run timed it; {} against 1 GPU inside DDP",
+            on_ddp.join(", ")
+        ),
+        (false, _) => "1 GPU inside DDP (reference ddp: DDP's own work at world size one included)".to_string(),
+    };
+    format!("speedup: against {against}, of the same model and variant without its comm hook (weak scaling); exposed comm: (step_N − step_1) / step_N\n")
 }
 
 /// One line per compiled run: its compile time, on its own (never inside a step), and whether
@@ -494,7 +504,7 @@ pub fn bench_ddp(r: &DdpReport) -> String {
         t.add_row(row);
     }
     s.push_str(&format!("\n{t}\n"));
-    s.push_str("speedup: against 1 GPU of the same model and variant without its comm hook (weak scaling); exposed comm: (step_N − step_1) / step_N\n");
+    s.push_str(&reference_line(&r.results));
     if repeated {
         s.push_str("steps: the median over the launches of each launch's median step; spread: (slowest − fastest launch) / median\n");
     }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use ddpcheck_core::ddp::{CommHook, LayoutSummary, RunDevice};
+use ddpcheck_core::ddp::{CommHook, LayoutSummary, Reference, RunDevice};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::recommend::{PowerSgdOffer, Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
@@ -132,6 +132,7 @@ fn inputs(r: &Recommendation) -> String {
         );
     }
     let _ = writeln!(s, "compute:   {}", r.compute.describe());
+    let _ = writeln!(s, "reference: {}", reference(r));
     let _ = writeln!(
         s,
         "all-reduce: busbw {:.2} GB/s at {}, α {:.1} µs, {} ranks, {}",
@@ -143,6 +144,33 @@ fn inputs(r: &Recommendation) -> String {
     );
     let _ = writeln!(s, "overheads: {}", r.overheads_source);
     s
+}
+
+/// What the speedups, efficiencies and costs rest on, once, with DDP's own work where measured.
+fn reference(r: &Recommendation) -> String {
+    let one = if r.device == RunDevice::Cpu {
+        "one CPU rank"
+    } else {
+        "one GPU"
+    };
+    let own = r.ddp_over_plain.map(|x| {
+        format!(
+            "DDP's own work at {one} {:+.1}% (ddp_over_plain {x:.3})",
+            (x - 1.0) * 100.0
+        )
+    });
+    match (r.reference, own) {
+        (Reference::Plain, Some(own)) => format!(
+            "{one} without DDP (speedups, efficiencies, costs); {own}, part of every step in DDP"
+        ),
+        (Reference::Plain, None) => format!("{one} without DDP (speedups, efficiencies, costs)"),
+        (Reference::Ddp, Some(own)) => format!(
+            "{one} inside DDP (--reference ddp); {own}: against {one} without DDP each speedup is that much lower"
+        ),
+        (Reference::Ddp, None) => format!(
+            "{one} inside DDP (no step without DDP measured: DDP's own work at {one} is in the reference)"
+        ),
+    }
 }
 
 /// The table's cells, header first: one GPU, then every variant. The cost column shows where
@@ -323,6 +351,7 @@ mod tests {
             param_layout: None,
             recipe: Default::default(),
             ddp_own_work: None,
+            reference: ddpcheck_core::ddp::Reference::Plain,
             host: None,
             other_recipe: None,
             device: Default::default(),
@@ -349,6 +378,28 @@ mod tests {
         assert!(text.contains("measured"));
         assert!(header(&text).ends_with(" measured"), "{text}");
         assert!(text.contains("2.50× ±5.0%"), "{text}");
+    }
+
+    #[test]
+    fn the_text_says_the_reference_once() {
+        let text = recommendation(&recommend(&a6000_input()).unwrap());
+        assert!(
+            text.contains("reference: one GPU inside DDP (no step without DDP measured"),
+            "{text}"
+        );
+        let mut input = a6000_input();
+        input.ddp_own_work = Some(ddpcheck_core::recommend::DdpOwnWork {
+            ddp_step_s: 0.1508,
+            plain_step_s: 0.130,
+            ratio: 1.16,
+            rests_on: "a test".into(),
+        });
+        let text = recommendation(&recommend(&input).unwrap());
+        assert!(
+            text.contains("reference: one GPU without DDP (speedups, efficiencies, costs); DDP's own work at one GPU +16.0% (ddp_over_plain 1.160)"),
+            "{text}"
+        );
+        assert_eq!(text.matches("reference: ").count(), 1, "{text}");
     }
 
     #[test]

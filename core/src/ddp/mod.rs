@@ -34,15 +34,15 @@ pub use noise::{
     beyond_noise, describe_noise_bound, noise_bound, speedup_noise_bound, speedup_uncertainty,
     throughput_ratio, ThroughputRatio,
 };
-pub use plain::{speedup_without_ddp, PlainReference};
+pub use plain::{PlainReference, Reference};
 pub use request::{
     timed_steps, Amp, CompileMode, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS,
     MAX_STEPS,
 };
 pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{
-    compile_failure, fill_scaling, merge_repeats, one_gpu_partner, probe_curve, CompileOutcome,
-    DdpResult, SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
+    compile_failure, fill_scaling, fill_scaling_against, merge_repeats, one_gpu_partner,
+    probe_curve, CompileOutcome, DdpResult, SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
 };
 pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{

@@ -1,9 +1,47 @@
 //! The model timed without DDP inside the same launch, blocks interleaved with the DDP steps:
-//! the reference DDP's own per-step work is read against where a launch's speed cancels.
+//! the reference every speedup is taken against ([`Reference::Plain`]), and DDP's own per-step
+//! work read against it where a launch's speed cancels.
 
 use serde::{Deserialize, Serialize};
 
-use super::{one_gpu_partner, DdpResult};
+/// What a row's speedup, efficiency, exposed share and cost ratio are taken against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reference {
+    /// The same model and recipe on one GPU without the DDP wrapper, timed in the 1-GPU launch
+    /// interleaved with its DDP step: the training a user would otherwise run.
+    #[default]
+    Plain,
+    /// The 1-GPU step inside DDP, DDP's own work at world size one included (1–19% on one
+    /// H200, docs/results/2026-12-02-h200-ddp-own-work.md); what reports before the plain
+    /// reference rest on.
+    Ddp,
+}
+
+impl Reference {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reference::Plain => "plain",
+            Reference::Ddp => "ddp",
+        }
+    }
+
+    /// What rows of reports written before the field rest on: the 1-GPU step in DDP.
+    pub fn before_the_field() -> Self {
+        Reference::Ddp
+    }
+}
+
+impl std::str::FromStr for Reference {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "plain" => Ok(Reference::Plain),
+            "ddp" => Ok(Reference::Ddp),
+            other => Err(format!("--reference {other:?}: expected plain or ddp")),
+        }
+    }
+}
 
 /// A run's plain reference (`DdpRequest::plain_reference`): the same model, parameters,
 /// optimizer and batches called without its DDP wrapper, in rounds of a DDP block and a plain
@@ -43,6 +81,16 @@ impl PlainReference {
         crate::expect::median(&ratios)
     }
 
+    /// The plain step that stands for a 1-GPU run whose DDP step is `ddp_step_s`: that step
+    /// over [`PlainReference::ddp_over_plain`], so the 1-GPU row's own ratio is exactly the
+    /// rounds' median; the plain median where no round was kept.
+    pub fn step_against(&self, ddp_step_s: f64) -> f64 {
+        match self.ddp_over_plain() {
+            Some(r) if r.is_finite() && r > 0.0 && ddp_step_s > 0.0 => ddp_step_s / r,
+            _ => self.step_time_median_s,
+        }
+    }
+
     /// Repeated launches folded: the median of their plain medians, every round kept. `None`
     /// unless every launch had one.
     pub fn fold(launches: &[Option<&PlainReference>]) -> Option<PlainReference> {
@@ -55,66 +103,9 @@ impl PlainReference {
     }
 }
 
-/// `r`'s speedup against its 1-GPU partner's step without DDP (where that run timed one):
-/// what training on one GPU, which nobody wraps in DDP, would do. The table's speedup is
-/// against the partner's DDP step, which on one H200 ran 1–19% slower than the same model
-/// without DDP in the same launch (docs/results/2026-12-02-h200-ddp-own-work.md).
-pub fn speedup_without_ddp(runs: &[DdpResult], r: &DdpResult) -> Option<f64> {
-    if r.world_size < 2 || r.step_time_median_s <= 0.0 {
-        return None;
-    }
-    let one = one_gpu_partner(runs, r)?;
-    let plain = one.plain_reference.as_ref()?.step_time_median_s;
-    // Weak scaling: N times the work per step, so the throughput ratio is N·t_1/t_N.
-    (plain > 0.0).then(|| {
-        f64::from(r.world_size) * plain * f64::from(r.accum.max(1))
-            / (r.step_time_median_s * f64::from(one.accum.max(1)))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn run(world: u32, variant: &str, step: f64, plain: Option<f64>) -> DdpResult {
-        DdpResult {
-            model: "m".into(),
-            variant: variant.into(),
-            world_size: world,
-            accum: 1,
-            step_time_median_s: step,
-            plain_reference: PlainReference::from_launch(plain, None),
-            ..DdpResult::default()
-        }
-    }
-
-    #[test]
-    fn the_speedup_without_ddp_is_against_the_one_gpu_plain_step() {
-        // One GPU: 12 ms in DDP, 10 ms without; two GPUs 15 ms a step.
-        let runs = vec![
-            run(1, "base", 0.012, Some(0.010)),
-            run(2, "base", 0.015, None),
-        ];
-        let s = speedup_without_ddp(&runs, &runs[1]).unwrap();
-        assert!((s - 2.0 * 0.010 / 0.015).abs() < 1e-12, "{s}");
-        assert_eq!(
-            speedup_without_ddp(&runs, &runs[0]),
-            None,
-            "not for the 1-GPU run itself"
-        );
-        // A hooked variant is against its unhooked 1-GPU partner, as the table's speedup.
-        let runs = vec![
-            run(1, "base", 0.012, Some(0.010)),
-            run(2, "bf16", 0.014, None),
-        ];
-        assert!(speedup_without_ddp(&runs, &runs[1]).is_some());
-        let runs = vec![run(1, "base", 0.012, None), run(2, "base", 0.015, None)];
-        assert_eq!(
-            speedup_without_ddp(&runs, &runs[1]),
-            None,
-            "no plain step, no figure"
-        );
-    }
 
     #[test]
     fn the_ratio_is_the_median_of_each_rounds_own_ratio() {

@@ -40,11 +40,30 @@ pub struct DdpRequest {
     /// testing the script where there is no GPU; its figures are CPU figures, labelled so.
     #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
     pub device: RunDevice,
-    /// Also time each run's model without DDP, blocks interleaved with its DDP steps in the same
-    /// launch ([`super::PlainReference`]): DDP's own per-step work, read where the launch's speed
-    /// cancels. Doubles the timed steps.
+    /// Also time the model without DDP in each 1-GPU launch, blocks interleaved with its DDP
+    /// steps ([`super::PlainReference`]): the reference every speedup is taken against
+    /// ([`super::Reference::Plain`]) and DDP's own per-step work, read where the launch's speed
+    /// cancels. Doubles the 1-GPU runs' timed steps. Off (`--reference ddp`): the speedups rest
+    /// on the 1-GPU step in DDP.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub plain_reference: bool,
+}
+
+impl DdpRequest {
+    /// The reference the request's speedups rest on: one GPU without DDP where its 1-GPU
+    /// launches time the plain step.
+    pub fn reference(&self) -> super::Reference {
+        if self.plain_reference {
+            super::Reference::Plain
+        } else {
+            super::Reference::Ddp
+        }
+    }
+
+    /// Whether the launch at `world` GPUs times the plain blocks: its 1-GPU launch only.
+    pub fn plain_blocks_at(&self, world: u32) -> bool {
+        self.plain_reference && world == 1
+    }
 }
 
 /// Autocast of the forward pass (`--amp`).

@@ -1,12 +1,13 @@
 //! One measured (or simulated) DDP configuration, repeated launches folded into one, the
 //! all-reduce curve the runs timed in their own process group, and the scaling arithmetic
-//! (speedup, efficiency, exposed communication, cost) against each run's 1-GPU partner.
+//! (speedup, efficiency, exposed communication, cost) against each run's 1-GPU partner: its step
+//! without DDP where its launch timed one ([`Reference::Plain`]), else its step in DDP.
 
 use serde::{Deserialize, Serialize};
 
 use super::noise::{paired_log_ratio, sample_sd};
 use super::{one_gpu_reference, speedup_noise_bound, speedup_uncertainty};
-use super::{HostFacts, ParamLayout, PlainReference, Recipe, RunDevice, TorchBuckets};
+use super::{HostFacts, ParamLayout, PlainReference, Recipe, Reference, RunDevice, TorchBuckets};
 use crate::collective::Sweep;
 
 /// One measured (or simulated) configuration. `Default` leaves what is derived from several runs
@@ -31,8 +32,18 @@ pub struct DdpResult {
     pub throughput: f64,
     pub throughput_unit: String,
     /// Against one GPU of the same model and variant without its comm hook
-    /// ([`one_gpu_reference`]); filled by [`fill_scaling`].
+    /// ([`one_gpu_reference`]), on the step `reference` names; filled by [`fill_scaling`].
     pub speedup: Option<f64>,
+    /// What `speedup`, `efficiency`, `exposed_comm_fraction` rest on: the partner's step
+    /// without DDP (`plain`) or in DDP (`ddp`). Rows of reports written before the field rest
+    /// on the step in DDP.
+    #[serde(default = "Reference::before_the_field")]
+    pub reference: Reference,
+    /// A 1-GPU run timed beside its model without DDP: its DDP step over the plain step, the
+    /// median of the interleaved rounds' ratios (DDP's own work at one GPU); filled by
+    /// [`fill_scaling`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddp_over_plain: Option<f64>,
     pub efficiency: Option<f64>,
     /// (step_N − step_1) / step_N for the same recipe: the part of a step that is communication
     /// and synchronisation not hidden behind compute (weak scaling keeps per-GPU work fixed).
@@ -334,11 +345,34 @@ pub fn one_gpu_partner<'a>(runs: &'a [DdpResult], r: &DdpResult) -> Option<&'a D
     find(&one_gpu_reference(&r.variant)).or_else(|| find(&r.variant))
 }
 
-/// Fills speedup (and its uncertainty), efficiency, exposed communication and cost from the
-/// 1-GPU rows of the same model ([`one_gpu_partner`]). Rows without a 1-GPU partner keep
-/// `None`. Cost uses the price of one GPU-hour (a node's price divided by
-/// its GPUs): a job pays for the GPUs it holds.
+/// Fills speedup (and its uncertainty), efficiency, exposed communication and cost against one
+/// GPU without DDP where the 1-GPU launch timed it, else against one GPU in DDP
+/// ([`fill_scaling_against`] with [`Reference::Plain`]).
 pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) {
+    fill_scaling_against(results, price_per_gpu_hour, Reference::Plain);
+}
+
+/// The 1-GPU step `one` stands for under `wanted`, and the reference it is: the step without
+/// DDP ([`PlainReference::step_against`]) where `wanted` is plain and the launch timed it, else
+/// the step in DDP.
+fn reference_step(one: &DdpResult, wanted: Reference) -> (f64, Reference) {
+    match (&one.plain_reference, wanted) {
+        (Some(p), Reference::Plain) => (p.step_against(one.step_time_median_s), Reference::Plain),
+        _ => (one.step_time_median_s, Reference::Ddp),
+    }
+}
+
+/// Fills speedup (and its uncertainty), efficiency, exposed communication and cost from the
+/// 1-GPU rows of the same model ([`one_gpu_partner`]) on the step `wanted` names (where the
+/// partner has no plain step, its DDP step; each row says which in `reference`). A 1-GPU row
+/// against its own plain step shows DDP's own work: its ratio is below 1. Rows without a 1-GPU
+/// partner keep `None`. Cost uses the price of one GPU-hour (a node's price divided by its
+/// GPUs): a job pays for the GPUs it holds.
+pub fn fill_scaling_against(
+    results: &mut [DdpResult],
+    price_per_gpu_hour: Option<f64>,
+    wanted: Reference,
+) {
     let singles: Vec<DdpResult> = results
         .iter()
         .filter(|r| r.world_size == 1)
@@ -351,11 +385,20 @@ pub fn fill_scaling(results: &mut [DdpResult], price_per_gpu_hour: Option<f64>) 
                 r.cost_per_million = Some(per_hour * 1e6 / (r.throughput * 3600.0));
             }
         }
+        if r.world_size == 1 {
+            r.ddp_over_plain = r
+                .plain_reference
+                .as_ref()
+                .and_then(PlainReference::ddp_over_plain);
+        }
         if let Some(one) = one_gpu_partner(&singles, r) {
-            let (t1, s1) = (one.throughput, one.step_time_median_s);
-            if t1 > 0.0 && r.step_time_median_s > 0.0 {
+            let (s1, reference) = reference_step(one, wanted);
+            if one.throughput > 0.0 && s1 > 0.0 && r.step_time_median_s > 0.0 {
+                // The same work per step at the reference's speed.
+                let t1 = one.throughput * one.step_time_median_s / s1;
                 let speedup = r.throughput / t1;
                 r.speedup = Some(speedup);
+                r.reference = reference;
                 (r.speedup_uncertainty, r.speedup_noise_bound) = if r.world_size > 1 {
                     (speedup_uncertainty(r, one), speedup_noise_bound(r, one))
                 } else {

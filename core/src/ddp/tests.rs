@@ -385,3 +385,76 @@ fn timed_steps_stretch_short_steps_to_the_minimum_and_leave_long_ones() {
     assert_eq!(timed_steps(0.0, 15, 0.002), 15);
     assert_eq!(timed_steps(2.0, 15, 0.0), 15);
 }
+
+/// A 1-GPU base run of 12 ms in DDP whose launch also timed the model without DDP: rounds of
+/// 12 ms against 10 ms (DDP's own work +20%), and a 2-GPU base run of 15 ms.
+fn with_plain_one_gpu() -> Vec<DdpResult> {
+    let mut one = mlp_run("base", 1, 1, 0.012);
+    one.plain_reference = PlainReference::from_launch(
+        Some(0.0101),
+        Some(vec![[0.012, 0.010], [0.0121, 0.0101], [0.0119, 0.0099]]),
+    );
+    vec![one, mlp_run("base", 2, 1, 0.015)]
+}
+
+#[test]
+fn speedups_rest_on_the_one_gpu_step_without_ddp_where_the_launch_timed_it() {
+    let mut rows = with_plain_one_gpu();
+    fill_scaling(&mut rows, Some(1.0));
+    let ratio = rows[0]
+        .plain_reference
+        .as_ref()
+        .unwrap()
+        .ddp_over_plain()
+        .unwrap();
+    assert!((ratio - 1.2).abs() < 1e-12, "{ratio}");
+    // The plain step is the DDP step over the rounds' median ratio: 10 ms.
+    let plain = 0.012 / ratio;
+    assert!((rows[1].speedup.unwrap() - 2.0 * plain / 0.015).abs() < 1e-12);
+    assert!((rows[1].efficiency.unwrap() - plain / 0.015).abs() < 1e-12);
+    let exposed = rows[1].exposed_comm_fraction.unwrap();
+    assert!(
+        (exposed - (0.015 - plain) / 0.015).abs() < 1e-12,
+        "{exposed}"
+    );
+    // The 1-GPU DDP row against its own plain step: below 1 by DDP's own work.
+    assert!((rows[0].speedup.unwrap() - 1.0 / ratio).abs() < 1e-12);
+    assert_eq!(rows[0].ddp_over_plain, Some(ratio));
+    assert!(
+        rows.iter().all(|r| r.reference == Reference::Plain),
+        "{rows:?}"
+    );
+    assert_eq!(rows[1].ddp_over_plain, None, "only the 1-GPU run's figure");
+}
+
+#[test]
+fn the_ddp_reference_is_the_one_gpu_step_in_ddp_and_says_so() {
+    let mut rows = with_plain_one_gpu();
+    fill_scaling_against(&mut rows, None, Reference::Ddp);
+    assert!((rows[1].speedup.unwrap() - 2.0 * 0.012 / 0.015).abs() < 1e-12);
+    assert_eq!(rows[0].speedup, Some(1.0));
+    assert!(rows.iter().all(|r| r.reference == Reference::Ddp));
+    // DDP's own work stays a reported figure under either reference.
+    assert!(rows[0].ddp_over_plain.is_some());
+    // Without a plain step, the plain reference falls back to the DDP step, and says so.
+    let mut rows = vec![mlp_run("base", 1, 1, 0.012), mlp_run("base", 2, 1, 0.015)];
+    fill_scaling(&mut rows, None);
+    assert!((rows[1].speedup.unwrap() - 2.0 * 0.012 / 0.015).abs() < 1e-12);
+    assert!(rows.iter().all(|r| r.reference == Reference::Ddp));
+}
+
+#[test]
+fn rows_of_reports_before_the_reference_field_rest_on_the_ddp_step() {
+    let mut rows = vec![mlp_run("base", 1, 1, 0.012), mlp_run("base", 2, 1, 0.015)];
+    fill_scaling(&mut rows, None);
+    let mut v = serde_json::to_value(&rows[1]).unwrap();
+    assert_eq!(v["reference"], "ddp");
+    v.as_object_mut().unwrap().remove("reference");
+    let old: DdpResult = serde_json::from_value(v).unwrap();
+    assert_eq!(old.reference, Reference::Ddp);
+    assert_eq!("plain".parse::<Reference>(), Ok(Reference::Plain));
+    assert!("both"
+        .parse::<Reference>()
+        .unwrap_err()
+        .contains("plain or ddp"));
+}

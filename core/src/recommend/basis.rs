@@ -49,6 +49,7 @@ impl Basis {
         base.units_per_micro_batch = units;
         base.optimizer_s = input.optimizer_s.unwrap_or(0.0);
         base.hook_compute_s = input.hook_compute_s.unwrap_or(0.0);
+        base.ddp_own_s = input.ddp_own_s();
         base.bucket_order = input.recipe.bucket_order();
         if let Some(mb) = input.bucket_cap_mb {
             base.bucket_cap_mb = mb;

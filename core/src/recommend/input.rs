@@ -276,6 +276,11 @@ pub struct RecommendInput {
     /// DDP's own work at one GPU, where a 1-GPU run also timed the model without DDP.
     #[serde(default)]
     pub ddp_own_work: Option<DdpOwnWork>,
+    /// The reference asked for: with `plain` and `ddp_own_work`, `compute` and `optimizer_s`
+    /// are the step without DDP and DDP's own work is a term of every step
+    /// ([`RecommendInput::ddp_own_s`]); otherwise the speedups rest on the 1-GPU step in DDP.
+    #[serde(default = "crate::ddp::Reference::before_the_field")]
+    pub reference: crate::ddp::Reference,
     /// The parameters without a gradient and the buffer broadcast a launch measured, for the
     /// host-side levers.
     #[serde(default)]
@@ -293,8 +298,8 @@ pub struct RecommendInput {
 }
 
 /// A 1-GPU run's step in DDP against the same model without DDP in the same launch
-/// (`core::ddp::PlainReference`): the speedups are against the former, training on one GPU is
-/// the latter.
+/// (`core::ddp::PlainReference`): training on one GPU is the latter, the speedups' reference;
+/// the difference is DDP's own work, part of every step in DDP.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DdpOwnWork {
     pub ddp_step_s: f64,
@@ -306,6 +311,27 @@ pub struct DdpOwnWork {
 }
 
 impl RecommendInput {
+    /// The reference the recommendation rests on: one GPU without DDP where it was asked for
+    /// and a 1-GPU launch timed it, else the 1-GPU step in DDP.
+    pub fn rests_on_reference(&self) -> crate::ddp::Reference {
+        match (&self.ddp_own_work, self.reference) {
+            (Some(_), crate::ddp::Reference::Plain) => crate::ddp::Reference::Plain,
+            _ => crate::ddp::Reference::Ddp,
+        }
+    }
+
+    /// DDP's own work per step the model adds to every step in DDP, seconds: the 1-GPU step in
+    /// DDP less the step without DDP, where the recommendation rests on the latter. A launch
+    /// whose plain step came out slower (noise) adds nothing.
+    pub fn ddp_own_s(&self) -> f64 {
+        match (&self.ddp_own_work, self.rests_on_reference()) {
+            (Some(o), crate::ddp::Reference::Plain) if o.ratio.is_finite() && o.ratio > 1.0 => {
+                o.ddp_step_s * (1.0 - 1.0 / o.ratio)
+            }
+            _ => 0.0,
+        }
+    }
+
     /// Every parameter of the model: the launch's count where it reported one.
     pub fn model_params(&self) -> u64 {
         self.param_layout

@@ -161,6 +161,14 @@ pub struct Recommendation {
     /// GPUs, or CPU ranks over gloo.
     #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
     pub device: RunDevice,
+    /// What every speedup, efficiency and cost ratio here rests on: one GPU without DDP
+    /// (`plain`, where a 1-GPU launch timed it) or the 1-GPU step in DDP (`ddp`).
+    #[serde(default = "crate::ddp::Reference::before_the_field")]
+    pub reference: crate::ddp::Reference,
+    /// DDP's own work at one GPU: the 1-GPU step in DDP over the same model without DDP, the
+    /// median of the launch's interleaved rounds; where a launch timed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddp_over_plain: Option<f64>,
     pub summary: String,
     pub reasons: Vec<Reason>,
     pub warnings: Vec<Warning>,
@@ -219,6 +227,8 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
         powersgd,
         model_check: choice.model_check,
         device: input.device,
+        reference: input.rests_on_reference(),
+        ddp_over_plain: input.ddp_own_work.as_ref().map(|o| o.ratio),
         single_gpu: choice.single,
         rows: choice.rows,
         summary,

@@ -223,28 +223,41 @@ fn one_gpu_faster(n: u32, basis: &Basis, choice: &Choice) -> Option<Warning> {
 }
 
 /// Accumulation changes the effective batch, so the learning rate needs retuning.
-/// Where a 1-GPU run timed the model without DDP: the speedups are against one GPU in DDP, which
-/// nobody trains with; against one GPU without DDP each is DDP's own work at one GPU lower (1–19%
-/// on one H200, docs/results/2026-12-02-h200-ddp-own-work.md).
+/// Where a 1-GPU run timed the model without DDP: DDP's own work at one GPU (1–19% on one H200,
+/// docs/results/2026-12-02-h200-ddp-own-work.md). Against one GPU without DDP (the reference) it
+/// is a term of every step in DDP; with `--reference ddp` the speedups rest on one GPU in DDP,
+/// and the warning says what they would be against one GPU without DDP.
 fn ddp_own_work(input: &RecommendInput, basis: &Basis, choice: &Choice) -> Option<Warning> {
     let own = input.ddp_own_work.as_ref()?;
     if input.gpus < 2 || own.ratio.is_nan() || own.ratio <= 0.0 {
         return None;
     }
     let (row, one) = (choice.chosen(), basis.words.one());
-    Some(Warning {
-        code: "ddp_own_work".into(),
-        text: format!(
-            "DDP's own work at {one} is {:+.1}% of a step (the median of its rounds' ratios; medians {:.2} ms in DDP, {:.2} ms without, in one launch). The speedups here are against {one} in DDP; against training on {one} without DDP divide them by {:.3}: {} at {} is then x{:.2}, not x{:.2}.",
-            (own.ratio - 1.0) * 100.0,
-            own.ddp_step_s * 1e3,
-            own.plain_step_s * 1e3,
+    let figure = format!(
+        "DDP's own work at {one} is {:+.1}% of a step (the median of its rounds' ratios; medians {:.2} ms in DDP, {:.2} ms without, in one launch).",
+        (own.ratio - 1.0) * 100.0,
+        own.ddp_step_s * 1e3,
+        own.plain_step_s * 1e3,
+    );
+    let text = match input.rests_on_reference() {
+        crate::ddp::Reference::Plain => format!(
+            "{figure} The speedups here are against {one} without DDP, and every step in DDP pays it: {} at {} is x{:.2}.",
+            row.variant,
+            basis.words.n(input.gpus),
+            row.prediction.speedup
+        ),
+        crate::ddp::Reference::Ddp => format!(
+            "{figure} The speedups here are against {one} in DDP (--reference ddp); against training on {one} without DDP divide them by {:.3}: {} at {} is then x{:.2}, not x{:.2}.",
             own.ratio,
             row.variant,
             basis.words.n(input.gpus),
             row.prediction.speedup / own.ratio,
             row.prediction.speedup
         ),
+    };
+    Some(Warning {
+        code: "ddp_own_work".into(),
+        text,
         rests_on: own.rests_on.clone(),
     })
 }

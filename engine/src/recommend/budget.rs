@@ -2,7 +2,10 @@
 //! (plain DDP, the GPUs side by side without communication, then the likeliest changes while
 //! they fit) and the estimate of its length; and what it measured against the budget. Every
 //! launch and sweep of its own runs with the budget's end as its deadline, so the sum of their
-//! wall times stays within it (`--verify`'s runs come after the recommendation, on top).
+//! wall times stays within it (`--verify`'s runs come after the recommendation, on top). The
+//! 1-GPU launch runs first and counts by its wall time, the plain blocks of its unhooked runs
+//! (the reference, doubling their timed steps) included; the N-GPU launch is then planned from
+//! what is left, on the 1-GPU step in DDP, whose own work every N-GPU run pays.
 
 use ddpcheck_core::ddp::{DdpVariant, SIZING_STEPS, SOLO_ROUNDS};
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,9 @@
 //! What the gathered DDP runs say of this model: its compute per micro-batch, a hook's cost,
 //! the speedups measured, and how much N GPUs side by side slow each other.
 
-use ddpcheck_core::ddp::{fill_scaling, CommHook, DdpResult, DdpVariant, ParamLayout, RunDevice};
+use ddpcheck_core::ddp::{
+    fill_scaling_against, CommHook, DdpResult, DdpVariant, ParamLayout, Reference, RunDevice,
+};
 use ddpcheck_core::recommend::{
     variant_name_on, ComputeSource, DdpOwnWork, HostMeasured, MeasuredBaseline, MeasuredSpeedup,
     ModelInput, PowerSgdMeasured, SideBySideInput,
@@ -129,10 +131,23 @@ fn one_gpu_without_hook(r: &DdpResult, name: &str, micro_batch: u32) -> bool {
             .is_ok_and(|v| v.plain_ddp_with(CommHook::None))
 }
 
+/// A 1-GPU run's step as the reference sees it: without DDP where `reference` is plain and its
+/// launch timed that (`PlainReference::step_against`), else its step in DDP.
+fn reference_step(r: &DdpResult, reference: Reference) -> (f64, bool) {
+    match (&r.plain_reference, reference) {
+        (Some(p), Reference::Plain) => (p.step_against(r.step_time_median_s), true),
+        _ => (r.step_time_median_s, false),
+    }
+}
+
+/// Compute of one micro-batch and the once-per-step optimizer work, from the 1-GPU runs without
+/// a hook: the step without DDP where `reference` is plain and the launch timed it (DDP's own
+/// work is then the model's own term, `RecommendInput::ddp_own_s`), else the step in DDP.
 pub(super) fn measured_compute(
     m: &Measurements,
     model: &ModelInput,
     micro_batch: u32,
+    reference: Reference,
 ) -> Option<MeasuredCompute> {
     let ModelInput::Spec { spec } = model else {
         return None;
@@ -150,19 +165,25 @@ pub(super) fn measured_compute(
         .find(|(r, _)| r.accum == 1)
         .or_else(|| plain.last())?;
     let at = measured_at(h);
+    let (one_step, without_ddp) = reference_step(one, reference);
+    let which = if without_ddp {
+        " (its step without DDP, timed in the same launch)"
+    } else {
+        ""
+    };
     // Two accumulations separate the per-micro-batch work from the once-per-step optimizer:
-    // step(k) = k·c + o.
+    // step(k) = k·c + o. DDP's own work per step is in both DDP steps and cancels in c.
     if one.accum == 1 {
         if let Some((many, _)) = plain.iter().rev().find(|(r, _)| r.accum > 1) {
             let k = f64::from(many.accum);
             let c = (many.step_time_median_s - one.step_time_median_s) / (k - 1.0);
-            let o = one.step_time_median_s - c;
+            let o = one_step - c;
             if c > 0.0 && o >= 0.0 {
                 return Some((
                     ComputeSource::Measured {
                         seconds: c,
                         detail: format!(
-                            "{} runs of {name} at accumulation 1 and {} ({at}); optimizer step {:.1} ms",
+                            "{} runs of {name} at accumulation 1 and {} ({at}){which}; optimizer step {:.1} ms",
                             one_on(one),
                             many.accum,
                             o * 1e3
@@ -175,8 +196,12 @@ pub(super) fn measured_compute(
     }
     Some((
         ComputeSource::Measured {
-            seconds: one.step_time_median_s / f64::from(one.accum.max(1)),
-            detail: format!("{} {} run of {name} ({at})", one_on(one), one.variant),
+            seconds: one_step / f64::from(one.accum.max(1)),
+            detail: format!(
+                "{} {} run of {name} ({at}){which}",
+                one_on(one),
+                one.variant
+            ),
         },
         None,
     ))
@@ -255,8 +280,9 @@ pub(super) fn measured_at(h: &Header) -> String {
 /// environment, the same model and micro-batch), oldest first.
 /// The run with its speedup: its own report's, else against the 1-GPU runs of the same model
 /// in the other reports (recommend's quick runs are two launches: one GPU, then N).
-fn with_speedup(m: &Measurements, r: &DdpResult) -> Option<DdpResult> {
-    if r.speedup.is_some() {
+fn with_speedup(m: &Measurements, r: &DdpResult, reference: Reference) -> Option<DdpResult> {
+    // A report's own speedups stand where they rest on the reference asked for.
+    if r.speedup.is_some() && r.reference == reference {
         return Some(r.clone());
     }
     let mut runs: Vec<DdpResult> = m
@@ -267,7 +293,7 @@ fn with_speedup(m: &Measurements, r: &DdpResult) -> Option<DdpResult> {
         .cloned()
         .collect();
     runs.push(r.clone());
-    fill_scaling(&mut runs, None);
+    fill_scaling_against(&mut runs, None, reference);
     runs.pop()
 }
 
@@ -276,6 +302,7 @@ pub(super) fn measured_speedups(
     model: &ModelInput,
     micro_batch: u32,
     gpus: u32,
+    reference: Reference,
 ) -> Vec<MeasuredSpeedup> {
     let ModelInput::Spec { spec } = model else {
         return Vec::new();
@@ -290,7 +317,7 @@ pub(super) fn measured_speedups(
                 return None;
             }
             let launches = r.launch_step_medians_s.len().max(1);
-            let scaled = with_speedup(m, r)?;
+            let scaled = with_speedup(m, r, reference)?;
             Some(MeasuredSpeedup {
                 variant: variant_name_on(r.device, v.hook, v.accum)?.to_string(),
                 speedup: scaled.speedup.filter(|s| s.is_finite() && *s > 0.0)?,

@@ -19,7 +19,8 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::collective::{judged_peak, Collective, Sweep};
 use ddpcheck_core::ddp::{
-    CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, RunDevice, MAX_CPU_RANKS,
+    CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, Reference, RunDevice,
+    MAX_CPU_RANKS,
 };
 use ddpcheck_core::num::floor_u64;
 use ddpcheck_core::params::CollectiveParams;
@@ -79,8 +80,10 @@ pub struct RecommendRequest {
     pub recipe: Recipe,
     /// Where recommend's own launches run (CPU ranks: a test of the flow, CPU figures).
     pub device: RunDevice,
-    /// Its own 1-GPU launches also time the model without DDP (`DdpRequest::plain_reference`).
-    pub plain_reference: bool,
+    /// What the speedups rest on: with `plain` its own 1-GPU launches also time the model
+    /// without DDP (`DdpRequest::plain_reference`), the compute is that step and DDP's own work
+    /// a term of every step; with `ddp` the 1-GPU step in DDP.
+    pub reference: Reference,
 }
 
 impl RecommendRequest {
@@ -105,8 +108,9 @@ impl RecommendRequest {
         sizes: Vec<u32>,
         steps: u32,
     ) -> Result<DdpRequest, RunError> {
-        // One GPU only: that is where DDP's own work sets the speedups' reference.
-        let plain_reference = self.plain_reference && sizes.iter().all(|&n| n == 1);
+        // The runners time the plain blocks in the 1-GPU launch only
+        // (`DdpRequest::plain_blocks_at`): that is where DDP's own work sets the reference.
+        let plain_reference = self.reference == Reference::Plain;
         Ok(DdpRequest {
             models,
             variants: variants
@@ -286,7 +290,7 @@ impl Gathering<'_> {
             };
             return Ok((estimated, None));
         }
-        if let Some(measured) = measured_compute(&self.m, model, a.micro_batch) {
+        if let Some(measured) = measured_compute(&self.m, model, a.micro_batch, a.reference) {
             return Ok(measured);
         }
         let ModelInput::Spec { spec } = model else {
@@ -295,7 +299,7 @@ impl Gathering<'_> {
             ));
         };
         self.quick_runs(spec, gpus)?;
-        measured_compute(&self.m, model, a.micro_batch).ok_or_else(|| {
+        measured_compute(&self.m, model, a.micro_batch, a.reference).ok_or_else(|| {
             RunError::Probe(ddpcheck_core::ProbeError::Worker(
                 "the 1-GPU DDP run returned no baseline row".into(),
             ))
@@ -392,11 +396,14 @@ impl Gathering<'_> {
         if gpus < 2 || gpus > here || measured.is_some() {
             return Ok(());
         }
-        if measured_compute(&self.m, model, self.req.micro_batch).is_none() {
+        if measured_compute(&self.m, model, self.req.micro_batch, self.req.reference).is_none() {
             let variants = self.one_gpu_launch();
             self.quick_run(spec, &variants, 1, "ddp-1gpu")?;
         }
-        let Some((compute, optimizer_s)) = measured_compute(&self.m, model, self.req.micro_batch)
+        // The launch's estimate from the 1-GPU step in DDP, DDP's own work included: every run
+        // of the N-GPU launch pays it, however the speedups' reference leaves it out.
+        let Some((compute, optimizer_s)) =
+            measured_compute(&self.m, model, self.req.micro_batch, Reference::Ddp)
         else {
             return Ok(());
         };
@@ -759,11 +766,12 @@ pub fn build(
         hook_rests_on,
         powersgd_compute: measured_powersgd_cost(m, &model, a.micro_batch),
         side_by_side: measured_side_by_side(m, &model, a.micro_batch, gpus),
-        measured: measured_speedups(m, &model, a.micro_batch, gpus),
+        measured: measured_speedups(m, &model, a.micro_batch, gpus, a.reference),
         other_curve: chosen.other,
         baseline: measured_baseline(m, &model, a.micro_batch, gpus),
         param_layout: measured_layout(m, &model),
         ddp_own_work: measured_ddp_own_work(m, &model, a.micro_batch),
+        reference: a.reference,
         host: measured_host(m, &model, a.micro_batch, gpus),
         recipe: a.recipe.clone(),
         other_recipe,

@@ -5,7 +5,7 @@
 
 use ddpcheck_core::backend::Progress;
 use ddpcheck_core::ddp::CommHook;
-use ddpcheck_core::ddp::{one_gpu_partner, probe_curve, throughput_ratio, DdpResult};
+use ddpcheck_core::ddp::{one_gpu_partner, probe_curve, throughput_ratio, DdpResult, Reference};
 use ddpcheck_core::recommend::{ModelInput, PowerSgdOffer, Recommendation};
 use ddpcheck_core::step_time::LinkCurve;
 
@@ -100,7 +100,11 @@ pub fn verify(
                     report.verify_compute.push(VerifyCompute {
                         variant: one.variant.clone(),
                         predicted_step_s: row.prediction.single_gpu_step_s,
-                        measured_step_s: one.step_time_median_s,
+                        // The step the predictions read: without DDP where they rest on it.
+                        measured_step_s: match (&one.plain_reference, rec.reference) {
+                            (Some(p), Reference::Plain) => p.step_against(one.step_time_median_s),
+                            _ => one.step_time_median_s,
+                        },
                     });
                 }
             }

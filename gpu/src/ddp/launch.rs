@@ -308,7 +308,7 @@ pub(super) fn script_config(
         nccl_timeout_s: u32::try_from(floor_u64((req.deadline_s * 0.5).clamp(30.0, 600.0)))
             .unwrap_or(600),
         measure_nocomm,
-        plain_reference: req.plain_reference,
+        plain_reference: req.plain_blocks_at(world),
         all_reduce_probe_bytes: &ALL_REDUCE_PROBE_BYTES,
         recipe: &req.recipe,
         device: req.device,

@@ -909,6 +909,20 @@ fn the_plain_reference_interleaves_blocks_in_abba_order_and_reaches_the_script()
     );
 }
 
+/// The plain blocks are the 1-GPU launch's: an N-GPU launch's config leaves the key out.
+#[test]
+fn the_plain_reference_reaches_only_the_one_gpu_launch() {
+    let mlp = ModelSpec::square_mlp(256, 3);
+    let mut req = request(DdpVariant::default(), vec![1, 2], 100.0);
+    req.plain_reference = true;
+    let config = |world: u32| -> serde_json::Value {
+        let text = script_config(&req, &[(&mlp, &DdpVariant::default())], world, false);
+        serde_json::from_str(&text).unwrap()
+    };
+    assert_eq!(config(1)["plain_reference"], true);
+    assert!(config(2).get("plain_reference").is_none(), "{}", config(2));
+}
+
 #[test]
 fn manual_command_runs_the_same_launch() {
     let dir = tempfile::tempdir().unwrap();

@@ -101,9 +101,12 @@ def bench_one(launch, spec, var):
 
 
 def plain_reference_on(cfg, var):
-    """The plain reference: not for FSDP (it shards the model itself) nor nocomm (nothing to
-    compare: its steps send nothing already)."""
-    return cfg["plain_reference"] and not var["fsdp"] and not var["nocomm"]
+    """The plain reference (sent only to 1-GPU launches): not for FSDP (it shards the model
+    itself), nor nocomm (nothing to compare: its steps send nothing already), nor a comm hook's
+    run (its speedup rests on the run without the hook, whose plain step is the same: the hook
+    is DDP's)."""
+    return (cfg["plain_reference"] and not var["fsdp"] and not var["nocomm"]
+            and var["hook"] == "none")
 
 
 def compile_warmup(launch, trainer, var, mode):
