@@ -13,6 +13,7 @@
 #
 #   bench/experiments/bench-step-vs-plain-loops.sh OUTDIR   (ROUNDS=1: about 4 minutes on one H200)
 #   MODELS="resnet50 llama" ROUNDS=2 DDP_LOOP=1 ...          (some models; more rounds; the DDP loop)
+#   LOOP_OMP1=1 ...                                          (the loop again with OMP_NUM_THREADS=1)
 #
 # Needs ddpcheck in DDPCHECK_BIN_DIR and torch, torchvision, timm, transformers for PYTHON
 # (bench/lib.sh); no network. Writes OUTDIR/NAME-rR-{bench,plain[,ddp]}.json, their stderr, and
@@ -25,6 +26,7 @@ need_bin ddpcheck
 ROUNDS=${ROUNDS:-1}
 MODELS=${MODELS:-resnet50 vit_base llama}
 DDP_LOOP=${DDP_LOOP:-0}
+LOOP_OMP1=${LOOP_OMP1:-0}
 LLAMA="hf:llama,hidden_size=1024,num_hidden_layers=12,intermediate_size=2304,num_attention_heads=16,num_key_value_heads=16"
 SUMMARY=$OUT/summary.txt
 { date -u +%FT%TZ; "$DDPCHECK" --version; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -39,11 +41,21 @@ for r in $(seq 1 "$ROUNDS"); do
             *) die "unknown model $m (resnet50, vit_base, llama)" ;;
         esac
         t0=$SECONDS
-        "$DDPCHECK" --json bench ddp --gpus 1 --variants base --model "$model" --micro-batch "$mb" \
-            --warmup-steps 10 --steps "$steps" --reference plain --deadline 240 \
-            > "$OUT/$m-r$r-bench.json" 2> "$OUT/$m-r$r-bench.err"
-        "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
-            --warmup 10 > "$OUT/$m-r$r-plain.json" 2> "$OUT/$m-r$r-plain.err"
+        bench() {
+            "$DDPCHECK" --json bench ddp --gpus 1 --variants base --model "$model" --micro-batch "$mb" \
+                --warmup-steps 10 --steps "$steps" --reference plain --deadline 240 \
+                > "$OUT/$m-r$r-bench.json" 2> "$OUT/$m-r$r-bench.err"
+        }
+        loop() { # KIND [ENV...]: plain-loop.py in its own launch, under the environment given
+            local kind=$1
+            shift
+            env "$@" "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" \
+                --steps "$steps" --warmup 10 > "$OUT/$m-r$r-$kind.json" 2> "$OUT/$m-r$r-$kind.err"
+        }
+        # Even rounds run the loop first, so neither side always follows the other.
+        if [ $((r % 2)) = 1 ]; then bench; loop plain; else loop plain; bench; fi
+        # LOOP_OMP1=1: the loop again with one OpenMP thread, as the benchmark's launch sets it.
+        if [ "$LOOP_OMP1" = 1 ]; then loop plain-omp1 OMP_NUM_THREADS=1; fi
         if [ "$DDP_LOOP" = 1 ]; then
             "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
                 --warmup 10 --ddp > "$OUT/$m-r$r-ddp.json" 2> "$OUT/$m-r$r-ddp.err"
@@ -70,6 +82,8 @@ ratio = ref / loop
 extra = ""
 if os.path.exists("%s/%s-r%s-ddp.json" % (out, name, r)):
     extra = "; plain-loop --ddp %.2f ms" % (load("ddp")["step_time_median_s"] * 1e3)
+if os.path.exists("%s/%s-r%s-plain-omp1.json" % (out, name, r)):
+    extra += "; plain-loop with OMP_NUM_THREADS=1 %.2f ms" % (load("plain-omp1")["step_time_median_s"] * 1e3)
 print("%s round %s: bench ddp step in DDP %.2f ms, plain %.2f ms (blocks' median %.2f ms), ddp_over_plain %.4f, "
       "1-GPU row speedup %.3f (reference %s); plain-loop %.2f ms%s; bench-plain/plain-loop %.4f: %s 3%%; %s s"
       % (name, r, b["step_time_median_s"] * 1e3, ref * 1e3, blocks * 1e3, own, b.get("speedup") or float("nan"),

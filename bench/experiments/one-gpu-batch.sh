@@ -9,12 +9,13 @@
 # each part's folder tarred into OUTDIR (at most 8 files come back).
 #
 #   bench/experiments/one-gpu-batch.sh OUTDIR [PART...]   (parts: copies models footprint
-#                                                          inspector inspector2 plain;
+#                                                          inspector inspector2 plain
+#                                                          plainstep powersgd;
 #                                                          the default three: about 10 minutes)
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain]"
+[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [powersgd]"
 out_dir "$1"
 shift
 PARTS=${*:-copies models footprint}
@@ -41,6 +42,8 @@ for p in $PARTS; do
         inspector) part inspector 170 nccl-inspector-under-torch.sh ;;
         inspector2) part inspector2 150 nccl-inspector-under-torch.sh RANKS=2 ;;
         plain) part plain 400 own-models-plain-reference.sh ;;
+        plainstep) part plainstep 330 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=3 LOOP_OMP1=1 ;;
+        powersgd) part powersgd 250 powersgd-and-levers-one-gpu.sh MODELS="resnet50 llama" ;;
         *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
     esac
 done
