@@ -143,12 +143,12 @@ fn saved_reports_of_unknown_versions_or_impossible_figures_are_refused() {
         (
             "v0.json",
             &|v| v["schema_version"] = 0.into(),
-            "schema_version 0 is not a version ddpcheck wrote (it reads versions 1 to 2)",
+            "schema_version 0 is not a version ddpcheck wrote (it reads versions 1 to 3)",
         ),
         (
             "v99.json",
             &|v| v["schema_version"] = 99.into(),
-            "schema_version 99 is newer than this ddpcheck (it reads versions 1 to 2)",
+            "schema_version 99 is newer than this ddpcheck (it reads versions 1 to 3)",
         ),
         (
             "negative-p90.json",
@@ -170,7 +170,7 @@ fn saved_reports_of_unknown_versions_or_impossible_figures_are_refused() {
             assert!(err.contains(&format!("{file}: {said}")), "{name}: {err}");
         }
     }
-    for version in [1, 2] {
+    for version in [1, 2, 3] {
         let file = edited(&format!("v{version}.json"), &|v| {
             v["schema_version"] = version.into();
         });

@@ -32,6 +32,11 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 pub const TCP_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a stopping daemon waits for its listeners and its collector, all together: a
+/// client that keeps an idle connection open (HTTP/2 answers GOAWAY only when its peer reads)
+/// must not hold the stop, so what is still running then is ended.
+pub const STOP_WAIT: Duration = Duration::from_secs(5);
+
 /// The share of the descriptor limit one network listener's connections may hold: 1/4.
 const SHARE_DIVISOR: u64 = 4;
 

@@ -81,8 +81,16 @@ impl Running {
     pub async fn shutdown(self) {
         self.node.begin_stop();
         let _ = self.stop.send(true);
-        for t in self.tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+        // One deadline for all of them, not one each: the stop is bounded by STOP_WAIT.
+        let deadline = tokio::time::Instant::now() + crate::limits::STOP_WAIT;
+        for mut t in self.tasks {
+            if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
+                tracing::warn!(
+                    "a listener or the collector was still busy {} s after the stop: ended",
+                    crate::limits::STOP_WAIT.as_secs()
+                );
+                t.abort();
+            }
         }
         let _ = std::fs::remove_file(&self.socket);
         // remove_dir takes only an empty folder: what someone else put there keeps it.
