@@ -150,24 +150,55 @@ fn why_not(o: &PowerSgdOffer, device: RunDevice) -> Option<String> {
         return None;
     }
     let cast = hook_name(o.against);
-    let run = match device {
-        RunDevice::Cuda => MEASURE_HINT.to_string(),
-        RunDevice::Cpu => format!("{MEASURE_HINT} --device cpu"),
+    let on_cpu = if device == RunDevice::Cpu {
+        " --device cpu"
+    } else {
+        ""
     };
-    let priced: Vec<String> = o
+    let priced: Vec<u32> = o
         .rows
         .iter()
         .filter(|r| r.step_s.is_some())
-        .map(|r| r.rank.to_string())
+        .map(|r| r.rank)
         .collect();
-    Some(if priced.is_empty() {
-        format!("compression compute unmeasured: run {run}")
-    } else if priced.len() == o.rows.len() {
+    let Some(&highest) = priced.iter().max() else {
+        return Some(format!(
+            "compression compute unmeasured: run {MEASURE_HINT}{on_cpu}"
+        ));
+    };
+    // A rank above a losing one sends more and computes more, so only lower ranks can win.
+    let lower: Vec<u32> = o
+        .rows
+        .iter()
+        .filter(|r| r.step_s.is_none() && r.rank < highest)
+        .map(|r| r.rank)
+        .collect();
+    let list = |ranks: &[u32]| {
+        ranks
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(if priced.len() == o.rows.len() {
         format!("{cast} beats every rank")
-    } else {
+    } else if lower.is_empty() {
         format!(
-            "{cast} beats every measured rank ({}); the others' compression compute is unmeasured: run {run}",
-            priced.join(", ")
+            "{cast} beats every measured rank ({}); a higher rank sends and computes more",
+            list(&priced)
+        )
+    } else {
+        let variants: Vec<String> = lower.iter().map(|r| format!("powersgd{r}")).collect();
+        let (ranks, send) = if lower.len() == 1 {
+            ("rank", "sends less but its")
+        } else {
+            ("ranks", "send less but their")
+        };
+        format!(
+            "{cast} beats every measured rank ({}); {ranks} {} {send} compression compute is unmeasured: run bench ddp --gpus 1 --variants base,{}{on_cpu}",
+            list(&priced),
+            list(&lower),
+            variants.join(",")
         )
     })
 }

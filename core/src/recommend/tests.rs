@@ -1080,6 +1080,24 @@ fn powersgd_is_not_offered_where_bf16_is_faster() {
 }
 
 #[test]
+fn a_losing_rank_names_only_the_lower_ranks_left_to_measure() {
+    let mut input = a6000_input();
+    input.curve = LinkCurve::flat(4, 400.0, 20e-6).unwrap();
+    input.powersgd_compute = vec![powersgd_measured(4, 0.015)];
+    let o = recommend(&input).unwrap().powersgd.unwrap();
+    assert_eq!(
+        o.why_not.as_deref(),
+        Some("bf16 beats every measured rank (4); ranks 1, 2 send less but their compression compute is unmeasured: run bench ddp --gpus 1 --variants base,powersgd1,powersgd2")
+    );
+    input.powersgd_compute = vec![powersgd_measured(1, 0.015)];
+    let o = recommend(&input).unwrap().powersgd.unwrap();
+    assert_eq!(
+        o.why_not.as_deref(),
+        Some("bf16 beats every measured rank (1); a higher rank sends and computes more")
+    );
+}
+
+#[test]
 fn powersgd_with_its_compute_unmeasured_is_not_offered_and_says_what_to_run() {
     let mut input = a6000_input();
     input.curve = LinkCurve::flat(4, 1.0, 50e-6).unwrap();
