@@ -1177,6 +1177,46 @@ fn powersgd_is_offered_from_a_measured_1_gpu_compression_compute() {
     );
 }
 
+/// The buffer broadcast is read against one micro-batch's step: a real H200 launch's base run
+/// (2.3 ms of broadcast in a 39 ms step, 6%) gives the broadcast_buffers lever, though the same
+/// launch's accumulation-4 run, which came later, spreads it over four forwards (under 2%).
+#[test]
+fn the_buffer_broadcast_is_read_against_the_step_at_accumulation_one() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/results/2026-12-03-h200-plain-reference-and-powersgd"
+    );
+    let runs = format!("{dir}/powersgd/runs-resnet50/ddp-1gpu.json");
+    let curve = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/accuracy/fixtures/2026-11-30-h200x2-1817/mlprep8/mlprep8-curve-hostnet.json"
+    );
+    let o = local(&[
+        "--json",
+        "recommend",
+        "--from",
+        &runs,
+        "--from",
+        curve,
+        "--model",
+        "torchvision:resnet50",
+        "--micro-batch",
+        "64",
+        "--gpus",
+        "2",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let w = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "broadcast_buffers")
+        .unwrap_or_else(|| panic!("no broadcast_buffers lever: {}", v["warnings"]));
+    let rests_on = w["rests_on"].as_str().unwrap();
+    assert!(rests_on.starts_with("the base run"), "{rests_on}");
+}
+
 /// A curve given by --from that is slow at DDP's bucket size (two H200s over a host network)
 /// makes the 1-GPU launch measure powersgd4 even where this node's own GPUs have NVLink: the
 /// link the prediction is for is the given one.

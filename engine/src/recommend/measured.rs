@@ -446,13 +446,18 @@ pub(super) fn measured_host(
         return None;
     };
     let name = spec.name();
-    let at = |world: u32| {
+    // A run at accumulation 1 first: the broadcast comes once per forward, so it is read
+    // against one micro-batch's step, not against an accumulated step of several forwards.
+    let at = |world: u32, accum_one: bool| {
         m.ddp.iter().rev().find_map(|(r, h)| {
             let plain = r
                 .variant
                 .parse::<DdpVariant>()
                 .is_ok_and(|v| v.plain_ddp_with(CommHook::None));
-            let fits = r.model == name && r.micro_batch == micro_batch && r.world_size == world;
+            let fits = r.model == name
+                && r.micro_batch == micro_batch
+                && r.world_size == world
+                && (!accum_one || r.accum <= 1);
             let facts = r.host.clone().filter(|_| plain && fits)?;
             Some(HostMeasured {
                 facts,
@@ -467,5 +472,7 @@ pub(super) fn measured_host(
             })
         })
     };
-    at(gpus).or_else(|| at(1))
+    [(gpus, true), (gpus, false), (1, true), (1, false)]
+        .into_iter()
+        .find_map(|(world, accum_one)| at(world, accum_one))
 }
