@@ -601,14 +601,7 @@ impl PlatformReader for SimBackend {
                 None => g.clone(),
             })
             .collect();
-        Ok(crate::platform::facts(self.profile, &self.faults, &now)
-            .gpus
-            .into_iter()
-            .map(|g| LinkReading {
-                pci_bus_id: g.pci_bus_id,
-                link: g.link,
-            })
-            .collect())
+        Ok(crate::platform::facts(self.profile, &self.faults, &now).link_readings())
     }
 }
 

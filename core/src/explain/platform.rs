@@ -209,6 +209,19 @@ pub struct PlatformFacts {
 }
 
 impl PlatformFacts {
+    /// Each GPU's PCIe link as these facts state it.
+    pub fn link_readings(self) -> Vec<LinkReading> {
+        self.gpus
+            .into_iter()
+            .map(|g| LinkReading {
+                pci_bus_id: g.pci_bus_id,
+                link: g.link,
+            })
+            .collect()
+    }
+}
+
+impl PlatformFacts {
     /// Facts of a platform nothing could be read of.
     pub fn unknown(source: &str) -> PlatformFacts {
         PlatformFacts {
@@ -281,14 +294,6 @@ pub trait PlatformReader {
     /// The GPUs' PCIe links as sysfs states them now; read while (or right after) a pair
     /// measurement runs, so the link is seen under load. Default: the platform read again.
     fn link_state(&self, gpus: &[GpuInfo]) -> Result<Vec<LinkReading>, ProbeError> {
-        Ok(self
-            .platform(gpus)?
-            .gpus
-            .into_iter()
-            .map(|g| LinkReading {
-                pci_bus_id: g.pci_bus_id,
-                link: g.link,
-            })
-            .collect())
+        Ok(self.platform(gpus)?.link_readings())
     }
 }

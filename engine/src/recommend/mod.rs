@@ -589,10 +589,10 @@ impl Gathering<'_> {
     /// [`SLOW_LINK_GBPS`] at DDP's bucket size: another node's link, or a network, which this
     /// node's own topology does not show.
     fn given_curve_is_slow(&self) -> bool {
-        has_curve(&self.m, self.req.gpus)
-            && choose_curve(&self.m, self.req.gpus).is_ok_and(|c| {
-                c.curve.busbw_at(floor_u64(DEFAULT_BUCKET_CAP_MB * MIB)) < SLOW_LINK_GBPS
-            })
+        // choose_curve errs where no curve was given: nothing to judge then.
+        choose_curve(&self.m, self.req.gpus).is_ok_and(|c| {
+            c.curve.busbw_at(floor_u64(DEFAULT_BUCKET_CAP_MB * MIB)) < SLOW_LINK_GBPS
+        })
     }
 
     /// The worst GPU link and GPU memory: from a saved preflight or topology, else asked of
