@@ -9,7 +9,8 @@
 #
 # Per model and round, summary.txt gives the reference step (the DDP step over ddp_over_plain,
 # the median of the rounds' ratios: what the speedups rest on), the plain blocks' median, the
-# loop's step, the ratio bench-plain/plain-loop and whether it is within 3%.
+# loop's step, the ratio bench-plain/plain-loop and whether it is within 3%; its last lines, per
+# model, the medians of the call's rounds and their ratio.
 #
 #   bench/experiments/bench-step-vs-plain-loops.sh OUTDIR   (ROUNDS=1: about 4 minutes on one H200)
 #   MODELS="resnet50 llama" ROUNDS=2 DDP_LOOP=1 ...          (some models; more rounds; the DDP loop)
@@ -91,5 +92,30 @@ print("%s round %s: bench ddp step in DDP %.2f ms, plain %.2f ms (blocks' median
 PYEOF
     done
 done
+# Over the call: per model, the median of the rounds' references against the median of the
+# rounds' loops (one launch against another moves several per cent on the lent VM; the medians
+# of several launches in one call are what the 3% check reads).
+"$PYTHON" - "$OUT" "$MODELS" >> "$SUMMARY" 2>&1 <<'PYEOF'
+import glob, json, statistics, sys
+out, models = sys.argv[1], sys.argv[2].split()
+for name in models:
+    refs, loops = [], []
+    for path in sorted(glob.glob("%s/%s-r*-bench.json" % (out, name))):
+        try:
+            b = json.load(open(path))["results"][0]
+            loop = json.load(open(path.replace("-bench.json", "-plain.json")))["step_time_median_s"]
+        except Exception:
+            continue
+        if b.get("ddp_over_plain"):
+            refs.append(b["step_time_median_s"] / b["ddp_over_plain"])
+            loops.append(loop)
+    if not refs:
+        print("%s over the call: no round with both figures" % name)
+        continue
+    ref, loop = statistics.median(refs), statistics.median(loops)
+    print("%s over the call (%d rounds): reference median %.2f ms (%.2f-%.2f), plain-loop median %.2f ms "
+          "(%.2f-%.2f), ratio %.4f: %s 3%%" % (name, len(refs), ref * 1e3, min(refs) * 1e3, max(refs) * 1e3,
+          loop * 1e3, min(loops) * 1e3, max(loops) * 1e3, ref / loop, "within" if abs(ref / loop - 1) <= 0.03 else "NOT within"))
+PYEOF
 date -u +%FT%TZ >> "$SUMMARY"
 cat "$SUMMARY"

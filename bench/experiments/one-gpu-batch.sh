@@ -10,12 +10,13 @@
 #
 #   bench/experiments/one-gpu-batch.sh OUTDIR [PART...]   (parts: copies models footprint
 #                                                          inspector inspector2 plain
-#                                                          plainstep powersgd;
+#                                                          plainstep plainstep8
+#                                                          plainstep6omp1 powersgd;
 #                                                          the default three: about 10 minutes)
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [powersgd]"
+[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [powersgd]"
 out_dir "$1"
 shift
 PARTS=${*:-copies models footprint}
@@ -43,6 +44,8 @@ for p in $PARTS; do
         inspector2) part inspector2 150 nccl-inspector-under-torch.sh RANKS=2 ;;
         plain) part plain 400 own-models-plain-reference.sh ;;
         plainstep) part plainstep 330 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=3 LOOP_OMP1=1 ;;
+        plainstep8) part plainstep8 570 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=8 ;;
+        plainstep6omp1) part plainstep6omp1 570 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=6 LOOP_OMP1=1 ;;
         powersgd) part powersgd 250 powersgd-and-levers-one-gpu.sh MODELS="resnet50 llama" ;;
         *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
     esac
