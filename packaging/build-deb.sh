@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds the Debian package `ddpcheck` with cargo-deb from one release build of both binaries.
+# Builds the Debian package `ddpcheck` with cargo-deb from one build of both binaries: the release
+# build, which is what ships.
 #
-#   packaging/build-deb.sh [--no-build]
+#   packaging/build-deb.sh [--no-build] [--profile PROFILE]
 #
 # Without --no-build it runs `cargo build --release --locked` for ddpcheck and ddpcheckd first
-# (cargo-deb itself would build only the CLI's crate). It stages what cli/Cargo.toml's
+# (cargo-deb itself would build only the CLI's crate). --profile packages another Cargo profile's
+# binaries instead (cargo-deb strips them): CI packages its test build's (`--profile dev`), to
+# check the package without a second build of the workspace. It stages what cli/Cargo.toml's
 # [package.metadata.deb] names under target/deb-staging/: the unit with ExecStart in /usr/bin
 # (the repository's unit is for binaries installed in /usr/local/bin), the sysusers and tmpfiles
 # files under the names cargo-deb looks for (ddpcheck.sysusers, ddpcheck.tmpfile), and a Debian
@@ -19,8 +22,23 @@ if [ "$(cargo deb --version 2>/dev/null | awk '{print $NF}')" != "$CARGO_DEB_VER
     exit 2
 fi
 
-if [ "${1:-}" != "--no-build" ]; then
-    cargo build --release --locked --bin ddpcheck --bin ddpcheckd
+build=yes
+profile=release
+while [ $# -gt 0 ]; do
+    case $1 in
+        --no-build) build=no ;;
+        --profile)
+            [ $# -ge 2 ] || { echo "build-deb: --profile needs a Cargo profile (release, dev)" >&2; exit 64; }
+            profile=$2
+            shift
+            ;;
+        *) echo "build-deb: unknown argument $1 (usage: build-deb.sh [--no-build] [--profile PROFILE])" >&2; exit 64 ;;
+    esac
+    shift
+done
+
+if [ "$build" = yes ]; then
+    cargo build --profile "$profile" --locked --bin ddpcheck --bin ddpcheckd
 fi
 
 stage=target/deb-staging
@@ -49,7 +67,7 @@ ddpcheck ($version-1) unstable; urgency=medium
  -- $maintainer  $date
 CHANGELOG
 
-cargo deb -p ddpcheck --no-build --locked --output target/debian/ >&2
+cargo deb -p ddpcheck --no-build --locked --profile "$profile" --output target/debian/ >&2
 deb="target/debian/ddpcheck_${version}-1_$(dpkg --print-architecture).deb"
 test -f "$deb"
 echo "$deb"

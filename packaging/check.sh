@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# CI's check of the packages (.ci/run): builds the .deb from one release build, lintian (no
+# CI's check of the packages (.ci/run): builds the .deb (packaging/build-deb.sh, given this
+# script's arguments: CI packages its test build, `--no-build --profile dev`), lintian (no
 # errors), installs it with dpkg into a throwaway Debian root (the image's base, extracted; the
 # CI machine itself is left alone), runs `ddpcheck --version`, `ddpcheckd check-config` and
 # `ddpcheck config check` there, purges it and checks what is left; then builds the container
 # image from the same .deb with buildah and runs `ddpcheck --version` inside it.
 #
-#   packaging/check.sh [--no-build]     (root: dpkg in a chroot, buildah)
+#   packaging/check.sh [--no-build] [--profile PROFILE]     (root: dpkg in a chroot, buildah)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export STORAGE_DRIVER=${STORAGE_DRIVER:-vfs}

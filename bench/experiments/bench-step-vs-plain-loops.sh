@@ -15,6 +15,10 @@
 #   bench/experiments/bench-step-vs-plain-loops.sh OUTDIR   (ROUNDS=1: about 4 minutes on one H200)
 #   MODELS="resnet50 llama" ROUNDS=2 DDP_LOOP=1 ...          (some models; more rounds; the DDP loop)
 #   LOOP_OMP1=1 ...                                          (the loop again with OMP_NUM_THREADS=1)
+#   SAMPLE_CLOCKS=1 ...                                      (the GPU's SM clock, power, temperature
+#                                                             and clock-event reasons every 100 ms
+#                                                             into OUTDIR/gpu-clocks.csv, to line
+#                                                             up with the loop's step times)
 #
 # Needs ddpcheck in DDPCHECK_BIN_DIR and torch, torchvision, timm, transformers for PYTHON
 # (bench/lib.sh); no network. Writes OUTDIR/NAME-rR-{bench,plain[,ddp]}.json, their stderr, and
@@ -28,10 +32,18 @@ ROUNDS=${ROUNDS:-1}
 MODELS=${MODELS:-resnet50 vit_base llama}
 DDP_LOOP=${DDP_LOOP:-0}
 LOOP_OMP1=${LOOP_OMP1:-0}
+SAMPLE_CLOCKS=${SAMPLE_CLOCKS:-0}
 LLAMA="hf:llama,hidden_size=1024,num_hidden_layers=12,intermediate_size=2304,num_attention_heads=16,num_key_value_heads=16"
 SUMMARY=$OUT/summary.txt
 { date -u +%FT%TZ; "$DDPCHECK" --version; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   "$PYTHON" -c 'import torch, torchvision, timm, transformers; print("torch", torch.__version__, "torchvision", torchvision.__version__, "timm", timm.__version__, "transformers", transformers.__version__)'; } > "$SUMMARY" 2>&1
+
+if [ "$SAMPLE_CLOCKS" = 1 ]; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+        --format=csv,nounits -lms 100 > "$OUT/gpu-clocks.csv" 2> "$OUT/gpu-clocks.err" &
+    sampler=$!
+    trap 'kill "$sampler" 2>/dev/null' EXIT
+fi
 
 for r in $(seq 1 "$ROUNDS"); do
     for m in $MODELS; do

@@ -11,12 +11,12 @@
 #   bench/experiments/one-gpu-batch.sh OUTDIR [PART...]   (parts: copies models footprint
 #                                                          inspector inspector2 plain
 #                                                          plainstep plainstep8
-#                                                          plainstep6omp1 powersgd;
+#                                                          plainstep6omp1 plainclocks powersgd;
 #                                                          the default three: about 10 minutes)
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [powersgd]"
+[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd]"
 out_dir "$1"
 shift
 PARTS=${*:-copies models footprint}
@@ -46,6 +46,7 @@ for p in $PARTS; do
         plainstep) part plainstep 330 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=3 LOOP_OMP1=1 ;;
         plainstep8) part plainstep8 570 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=8 ;;
         plainstep6omp1) part plainstep6omp1 570 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=6 LOOP_OMP1=1 ;;
+        plainclocks) part plainclocks 330 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=4 SAMPLE_CLOCKS=1 ;;
         powersgd) part powersgd 250 powersgd-and-levers-one-gpu.sh MODELS="resnet50 llama" ;;
         *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
     esac

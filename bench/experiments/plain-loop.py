@@ -8,7 +8,8 @@ step timed CUDA-synchronised, the median over `--steps` after `--warmup`.
 
 MODEL: torchvision:NAME, timm:NAME, hf:MODEL_TYPE[,KEY=VALUE...][,seq=N] or py:FILE.py:FUNCTION.
 Prints one JSON object: model, params, trainable_params, micro_batch, steps, warmup,
-step_time_median_s, step_times_s, torch.
+step_time_median_s, step_times_s, first_timed_step_unix_s (the wall clock when the first timed
+step began), torch.
 """
 
 import argparse
@@ -78,8 +79,9 @@ def main():
     gen = torch.Generator(device=device)
     gen.manual_seed(4321)
 
-    times = []
+    times, starts = [], []
     for _ in range(a.warmup + a.steps):
+        starts.append(time.time())  # wall clock, to line the steps up with GPU clock samples
         torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         b = work["batch"](a.micro_batch, device, gen)
@@ -98,6 +100,7 @@ def main():
         "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "micro_batch": a.micro_batch, "warmup": a.warmup, "steps": a.steps,
         "step_time_median_s": timing.median(timed), "step_times_s": [round(t, 7) for t in timed],
+        "first_timed_step_unix_s": starts[a.warmup] if len(starts) > a.warmup else None,
         "final_loss": float(loss.item()),
     }))
 
