@@ -15,13 +15,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# cargo-deb's version is pinned; .ci/install-services installs this one.
-CARGO_DEB_VERSION=3.8.0
-if [ "$(cargo deb --version 2>/dev/null | awk '{print $NF}')" != "$CARGO_DEB_VERSION" ]; then
-    echo "build-deb: needs cargo-deb $CARGO_DEB_VERSION: cargo install cargo-deb --version $CARGO_DEB_VERSION --locked" >&2
-    exit 2
-fi
-
 build=yes
 profile=release
 while [ $# -gt 0 ]; do
@@ -36,6 +29,13 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+
+# cargo-deb's version is pinned; .ci/install-services installs this one.
+CARGO_DEB_VERSION=3.8.0
+if [ "$(cargo deb --version 2>/dev/null | awk '{print $NF}')" != "$CARGO_DEB_VERSION" ]; then
+    echo "build-deb: needs cargo-deb $CARGO_DEB_VERSION: cargo install cargo-deb --version $CARGO_DEB_VERSION --locked" >&2
+    exit 2
+fi
 
 if [ "$build" = yes ]; then
     cargo build --profile "$profile" --locked --bin ddpcheck --bin ddpcheckd

@@ -706,3 +706,26 @@ fn manifests_run_the_image_the_packaging_builds() {
         "the image's entrypoint is the package's ddpcheckd"
     );
 }
+
+#[test]
+fn the_package_script_refuses_what_it_does_not_know_before_doing_anything() {
+    // CI packages its test build with `--no-build --profile dev`; a mistyped flag must stop the
+    // script with a usage error (64), not build or package something else.
+    let cases: [(&[&str], &str); 2] = [
+        (&["--bogus"], "unknown argument --bogus"),
+        (
+            &["--no-build", "--profile"],
+            "--profile needs a Cargo profile",
+        ),
+    ];
+    for (args, words) in cases {
+        let o = Command::new("bash")
+            .arg(repo_root().join("packaging/build-deb.sh"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(words), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
+}
