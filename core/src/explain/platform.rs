@@ -219,9 +219,7 @@ impl PlatformFacts {
             })
             .collect()
     }
-}
 
-impl PlatformFacts {
     /// Facts of a platform nothing could be read of.
     pub fn unknown(source: &str) -> PlatformFacts {
         PlatformFacts {
