@@ -73,61 +73,11 @@ for r in $(seq 1 "$ROUNDS"); do
             "$PYTHON" "$EXPERIMENTS/plain-loop.py" --model "$model" --micro-batch "$mb" --steps "$steps" \
                 --warmup 10 --ddp > "$OUT/$m-r$r-ddp.json" 2> "$OUT/$m-r$r-ddp.err"
         fi
-        "$PYTHON" - "$OUT" "$m" "$r" $((SECONDS - t0)) >> "$SUMMARY" 2>&1 <<'PYEOF'
-import json, os, sys
-out, name, r, secs = sys.argv[1:5]
-def load(kind):
-    path = "%s/%s-r%s-%s.json" % (out, name, r, kind)
-    try:
-        return json.load(open(path))
-    except Exception as e:
-        print("%s round %s: no %s figures (%s), %s s" % (name, r, kind, e, secs))
-        sys.exit()
-b = load("bench")["results"][0]
-loop = load("plain")["step_time_median_s"]
-own = b.get("ddp_over_plain")
-blocks = (b.get("plain_reference") or {}).get("step_time_median_s")
-if not own or not blocks:
-    print("%s round %s: the bench report has no plain step (reference %s), %s s" % (name, r, b.get("reference"), secs))
-    sys.exit()
-ref = b["step_time_median_s"] / own
-ratio = ref / loop
-extra = ""
-if os.path.exists("%s/%s-r%s-ddp.json" % (out, name, r)):
-    extra = "; plain-loop --ddp %.2f ms" % (load("ddp")["step_time_median_s"] * 1e3)
-if os.path.exists("%s/%s-r%s-plain-omp1.json" % (out, name, r)):
-    extra += "; plain-loop with OMP_NUM_THREADS=1 %.2f ms" % (load("plain-omp1")["step_time_median_s"] * 1e3)
-print("%s round %s: bench ddp step in DDP %.2f ms, plain %.2f ms (blocks' median %.2f ms), ddp_over_plain %.4f, "
-      "1-GPU row speedup %.3f (reference %s); plain-loop %.2f ms%s; bench-plain/plain-loop %.4f: %s 3%%; %s s"
-      % (name, r, b["step_time_median_s"] * 1e3, ref * 1e3, blocks * 1e3, own, b.get("speedup") or float("nan"),
-         b.get("reference"), loop * 1e3, extra, ratio, "within" if abs(ratio - 1) <= 0.03 else "NOT within", secs))
-PYEOF
+        "$PYTHON" "$EXPERIMENTS/summarise-plain-vs-loop.py" round "$OUT" "$m" "$r" $((SECONDS - t0)) >> "$SUMMARY" 2>&1
     done
 done
-# Over the call: per model, the median of the rounds' references against the median of the
-# rounds' loops (one launch against another moves several per cent on the lent VM; the medians
-# of several launches in one call are what the 3% check reads).
-"$PYTHON" - "$OUT" "$MODELS" >> "$SUMMARY" 2>&1 <<'PYEOF'
-import glob, json, statistics, sys
-out, models = sys.argv[1], sys.argv[2].split()
-for name in models:
-    refs, loops = [], []
-    for path in sorted(glob.glob("%s/%s-r*-bench.json" % (out, name))):
-        try:
-            b = json.load(open(path))["results"][0]
-            loop = json.load(open(path.replace("-bench.json", "-plain.json")))["step_time_median_s"]
-        except Exception:
-            continue
-        if b.get("ddp_over_plain"):
-            refs.append(b["step_time_median_s"] / b["ddp_over_plain"])
-            loops.append(loop)
-    if not refs:
-        print("%s over the call: no round with both figures" % name)
-        continue
-    ref, loop = statistics.median(refs), statistics.median(loops)
-    print("%s over the call (%d rounds): reference median %.2f ms (%.2f-%.2f), plain-loop median %.2f ms "
-          "(%.2f-%.2f), ratio %.4f: %s 3%%" % (name, len(refs), ref * 1e3, min(refs) * 1e3, max(refs) * 1e3,
-          loop * 1e3, min(loops) * 1e3, max(loops) * 1e3, ref / loop, "within" if abs(ref / loop - 1) <= 0.03 else "NOT within"))
-PYEOF
+# Over the call: per model, the medians of the rounds' references and loops.
+# shellcheck disable=SC2086  # MODELS is a list of names
+"$PYTHON" "$EXPERIMENTS/summarise-plain-vs-loop.py" call "$OUT" $MODELS >> "$SUMMARY" 2>&1
 date -u +%FT%TZ >> "$SUMMARY"
 cat "$SUMMARY"

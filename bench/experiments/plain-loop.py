@@ -79,9 +79,10 @@ def main():
     gen = torch.Generator(device=device)
     gen.manual_seed(4321)
 
-    times, starts = [], []
-    for _ in range(a.warmup + a.steps):
-        starts.append(time.time())  # wall clock, to line the steps up with GPU clock samples
+    times, first_timed = [], None
+    for i in range(a.warmup + a.steps):
+        if i == a.warmup:
+            first_timed = time.time()  # wall clock, to line the steps up with GPU clock samples
         torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         b = work["batch"](a.micro_batch, device, gen)
@@ -100,7 +101,7 @@ def main():
         "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "micro_batch": a.micro_batch, "warmup": a.warmup, "steps": a.steps,
         "step_time_median_s": timing.median(timed), "step_times_s": [round(t, 7) for t in timed],
-        "first_timed_step_unix_s": starts[a.warmup] if len(starts) > a.warmup else None,
+        "first_timed_step_unix_s": first_timed,
         "final_loss": float(loss.item()),
     }))
 
