@@ -83,7 +83,7 @@ fn f(v: &Value) -> f64 {
 /// never "6 of 18 down"; its path's capacity is 12 NVLink 4 links. Its all-reduce is the
 /// published 116 GB/s of NVIDIA/nccl#1161, which the NV12 row (A100 SXM's ~230 GB/s) reads as
 /// half of expected: a warning naming no NVLink cause, the one judgement of these profiles that
-/// rests on a reference row rather than on the links (see docs/operations.md).
+/// rests on a reference row rather than on the links (docs/explain.md, "Simulated field cases").
 #[test]
 fn h100_pcie_bridged_pair_is_nvlink_with_twelve_links_by_design() {
     let (rc, v) = check("h100pcie-nvbridge");
