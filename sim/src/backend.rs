@@ -207,7 +207,7 @@ impl SimBackend {
     fn nvlinks(&self, i: usize) -> u32 {
         let all = self.profile.nvlinks_active;
         if self.has(Fault::NvlinkDown) && i == fault::NVLINK_DOWN_GPU {
-            fault::NVLINKS_LEFT.min(all)
+            fault::nvlinks_left(all)
         } else {
             all
         }

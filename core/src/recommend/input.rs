@@ -228,7 +228,7 @@ pub struct RecommendInput {
     /// P2P over PCIe on consumer cards (NVML's refusal, a transport that hangs there), for the
     /// snippet's environment section.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p2p: Option<super::P2pRisk>,
+    pub p2p: Option<super::measured::P2pRisk>,
     pub compute: ComputeSource,
     /// Fitted DDP overheads; the model's defaults when absent.
     #[serde(default)]
@@ -252,7 +252,7 @@ pub struct RecommendInput {
     /// PowerSGD's compression compute per rank, where 1-GPU launches measured it; the ranks
     /// without one are never offered.
     #[serde(default)]
-    pub powersgd_compute: Vec<super::PowerSgdMeasured>,
+    pub powersgd_compute: Vec<super::measured::PowerSgdMeasured>,
     /// How much N GPUs side by side slow each other's compute, when measured at `gpus`.
     #[serde(default)]
     pub side_by_side: Option<SideBySideInput>,
@@ -284,7 +284,7 @@ pub struct RecommendInput {
     /// The parameters without a gradient and the buffer broadcast a launch measured, for the
     /// host-side levers.
     #[serde(default)]
-    pub host: Option<super::HostMeasured>,
+    pub host: Option<super::measured::HostMeasured>,
     /// The recipe the user's training runs (autocast, DDP options), for the snippet.
     #[serde(default)]
     pub recipe: Recipe,

@@ -7,11 +7,10 @@
 //! (torch.nn.parallel.DistributedDataParallel: `find_unused_parameters`, `broadcast_buffers`,
 //! `static_graph`).
 
-use serde::{Deserialize, Serialize};
-
+use super::measured::HostMeasured;
 use super::words::Words;
 use super::{DdpOwnWork, RecommendInput, Warning};
-use crate::ddp::{Buffers, HostFacts, NoGrad};
+use crate::ddp::{Buffers, NoGrad};
 use crate::num::ToF64;
 use crate::units::{fmt_bytes, fmt_count, fmt_s};
 
@@ -21,17 +20,6 @@ pub const BROADCAST_SHARE: f64 = 0.02;
 /// `static_graph=True` is suggested where DDP's own work at one GPU is at least this share of a
 /// step: below it, the most it could save is within the plain reference's own noise.
 pub const STATIC_GRAPH_SHARE: f64 = 0.03;
-
-/// A launch's host-side facts and the run they come from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HostMeasured {
-    pub facts: HostFacts,
-    /// That run's median optimizer step, seconds, and its rank count.
-    pub step_s: f64,
-    pub world: u32,
-    /// The run it comes from, for the citation.
-    pub rests_on: String,
-}
 
 /// Every lever the measurements support, in the order: parameters, buffers, static graph.
 pub(super) fn levers(input: &RecommendInput, words: &Words) -> Vec<Warning> {

@@ -14,7 +14,8 @@
 //! unreliable (`model_check`), the choice is made among the measured rows only, and the
 //! `model_unreliable` warning says which row it missed and by how much.
 //!
-//! Parts: [`input`] (what it reads), `basis` (the step inputs and citations everything rests
+//! Parts: [`input`] (what it reads), `measured` (the measured facts it carries: host-side
+//! facts, PowerSGD's compression compute, P2P's risk), `basis` (the step inputs and citations everything rests
 //! on), `choice` (the variants' predictions, the model's check against the measured rows and
 //! the choice), `answer` (the choice in the user's terms: how much sooner, at what device time
 //! and money per million units), `reasons`, `warnings`, `snippet` (Python and environment
@@ -25,6 +26,7 @@ mod basis;
 mod choice;
 mod input;
 mod levers;
+mod measured;
 mod p2p;
 mod powersgd_offer;
 mod reasons;
@@ -47,10 +49,10 @@ pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, DdpOwnWork, EnvAb,
     MeasuredBaseline, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
 };
-pub use levers::{HostMeasured, BROADCAST_SHARE, STATIC_GRAPH_SHARE};
-pub use p2p::P2pRisk;
+pub use levers::{BROADCAST_SHARE, STATIC_GRAPH_SHARE};
+pub use measured::{HostMeasured, P2pRisk, PowerSgdMeasured};
 pub use powersgd_offer::{
-    assess as assess_powersgd, PowerSgdMeasured, PowerSgdOffer, PowerSgdRow, MEASURE_HINT,
+    assess as assess_powersgd, PowerSgdOffer, PowerSgdRow, MEASURE_HINT,
     NUMERICS as POWERSGD_NUMERICS,
 };
 pub use snippet::{powersgd_registration, python_snippet};

@@ -28,16 +28,6 @@ const POWERSGD_IMPORT: &str =
 /// The 1-GPU launch that measures the compression compute where none was measured.
 pub const MEASURE_HINT: &str = "bench ddp --gpus 1 --variants base,powersgd4";
 
-/// A PowerSGD rank's compression compute, as a 1-GPU launch measured it: its PowerSGD step
-/// minus plain DDP's (the hook runs at world size one, with no bytes to save).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PowerSgdMeasured {
-    pub rank: u32,
-    pub compute_s: f64,
-    /// The runs it comes from, for the citation.
-    pub rests_on: String,
-}
-
 /// One rank as the model predicts it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PowerSgdRow {
