@@ -323,6 +323,8 @@ impl Replay {
     }
 }
 
+/// A replay: the report's verdict and causes, or `refused` where ddpcheck turned the folder
+/// down as bad input (exit 64: truncated, mixed or foreign files), which its row must say.
 fn replay(case: &Case) -> Replay {
     let out = Command::new(env!("CARGO_BIN_EXE_ddpcheck"))
         .args(["explain", "--from-artifacts"])
@@ -330,6 +332,12 @@ fn replay(case: &Case) -> Replay {
         .arg("--json")
         .output()
         .expect("run ddpcheck");
+    if out.status.code() == Some(64) {
+        return Replay {
+            verdict: "refused".to_string(),
+            causes: Vec::new(),
+        };
+    }
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{}: not JSON ({e}), exit {:?}: {}",
