@@ -190,6 +190,11 @@ pub(crate) fn unexplained_words(
             "nothing: the figure {moved} to {m:.2}× run A's and capacity accounts for {e:.2}×"
         );
     }
+    if (m < 1.0) == (u > 1.0) {
+        return format!(
+            "the figure {moved} to {m:.2}× run A's, a smaller move than capacity accounts for ({e:.2}×): the changed path did not bound the figures as the arithmetic assumes, or a reading of it is off"
+        );
+    }
     format!(
         "the figure {moved} to {m:.2}× run A's; capacity accounts for {e:.2}×, leaving {u:.2}× unexplained: {candidates}"
     )

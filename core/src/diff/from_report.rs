@@ -183,3 +183,58 @@ pub fn from_ddp(r: &DdpReport) -> RunFacts {
     }
     f
 }
+
+/// What a reader of a user's artifacts assembles (nvidia-smi, nccl-tests, NCCL's log): the same
+/// core types a live `explain` judges, with their provenance.
+pub struct Parts<'a> {
+    pub source: String,
+    pub gpus: &'a [GpuInfo],
+    pub topology: Option<&'a TopologyMatrix>,
+    pub platform: &'a PlatformFacts,
+    pub nccl_env: &'a BTreeMap<String, String>,
+    /// Pairs measured alone, with the transports NCCL's log shows for them.
+    pub measurements: &'a [crate::explain::PairMeasurement],
+    /// The all-reduce of every GPU (nccl-tests), with the log's transports.
+    pub node: Option<&'a crate::explain::NodeMeasurement>,
+    pub nccl_version: Option<String>,
+    pub driver_version: Option<String>,
+    pub cuda_version: Option<String>,
+    /// Algorithms and protocols the log shows (`Ring/Simple`).
+    pub algo_proto: Option<String>,
+}
+
+/// The facts of a run read from artifacts: the figure is the node's all-reduce, else the one
+/// pair's; each pair's transport is its log's.
+pub fn from_parts(p: &Parts<'_>) -> RunFacts {
+    let mut pairs = p.topology.map(pair_facts).unwrap_or_default();
+    for m in p.measurements {
+        let Some(raw) = &m.transport else { continue };
+        if let Some(pf) = pairs.iter_mut().find(|x| x.a == m.a && x.b == m.b) {
+            pf.transport = crate::explain::Transport::worst_of(raw);
+            pf.transport_raw = Some(raw.clone());
+        }
+    }
+    let gpu_count = p.gpus.len();
+    let gbps = match p.node {
+        Some(n) => n.busbw_gbps,
+        None if p.measurements.len() == 1 => p.measurements[0].busbw_gbps,
+        None => None,
+    };
+    RunFacts {
+        kind: RunKind::Artifacts,
+        source: p.source.clone(),
+        figure: gbps.map(|gbps| Figure::Busbw {
+            gbps,
+            what: format!("all-reduce busbw of {gpu_count} GPUs"),
+        }),
+        gpu_count,
+        gpus: gpu_facts(&input(p.gpus, p.topology, p.platform, p.nccl_env)),
+        pairs,
+        node_transport: p.node.and_then(|n| n.transport.clone()),
+        nccl_version: p.nccl_version.clone(),
+        driver_version: p.driver_version.clone(),
+        cuda_version: p.cuda_version.clone(),
+        nccl_env: p.nccl_env.clone(),
+        algo_proto: p.algo_proto.clone(),
+    }
+}

@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use ceiling::{PathCeiling, SHM_STAGED_SHARE};
-pub use from_report::{from_collectives, from_ddp, from_explain, from_preflight};
+pub use from_report::{
+    from_collectives, from_ddp, from_explain, from_parts, from_preflight, Parts,
+};
 
 use crate::explain::Transport;
 use crate::topology::{LinkClass, P2pStatus};
@@ -310,7 +312,7 @@ fn comparable(a: &RunFacts, b: &RunFacts) -> Result<(), DiffError> {
 fn measured_ratio(a: &RunFacts, b: &RunFacts) -> Option<f64> {
     let (fa, fb) = (a.figure.as_ref()?, b.figure.as_ref()?);
     let (sa, sb) = (fa.speed(), fb.speed());
-    (sa.is_finite() && sa > 0.0 && sb.is_finite()).then(|| sb / sa)
+    (sa.is_finite() && sa > 0.0 && sb.is_finite() && sb >= 0.0).then(|| sb / sa)
 }
 
 /// What a run lacks that the comparison would have used.

@@ -75,9 +75,9 @@ fn nccl_1829_transport_change_ranks_first_with_the_version_as_its_cause() {
     assert_eq!(first.r#where.len(), 6, "every pair of four GPUs");
     assert_eq!(first.cause.as_deref(), Some("NCCL 2.21.5 → 2.23.4"));
     assert!(first.before.contains("P2P/CUMEM") && first.after.contains("SHM/direct/direct"));
-    // SHM's ceiling over gen4 x16: 27% of 31.51 = 8.51 GB/s, of run A's 18.0.
+    // SHM's ceiling over gen4 x16: 28% of 31.51 = 8.82 GB/s, of run A's 18.0.
     let r = first.explains_ratio.unwrap();
-    assert!((r - 8.508 / 18.0).abs() < 0.01, "{r}");
+    assert!((r - SHM_STAGED_SHARE * 31.508 / 18.0).abs() < 0.001, "{r}");
     assert!(first.arithmetic.as_deref().unwrap().contains("SHM staged"));
     let second = &d.changes[1];
     assert_eq!(second.kind, ChangeKind::NcclVersion);
@@ -229,4 +229,27 @@ fn step_times_name_changes_without_sizing_them() {
         d.unexplained
     );
     assert!(d.unexplained.contains("nccl version"), "{}", d.unexplained);
+}
+
+/// A move smaller than capacity accounts for is said so, not as a remainder "unexplained".
+#[test]
+fn a_smaller_move_than_capacity_accounts_for_is_said_so() {
+    let a = node(4, 20.0, "2.21.5");
+    let mut b = node(4, 16.0, "2.21.5");
+    b.gpus[1].pcie = Some((4, 4));
+    let d = diff(&a, &b).unwrap();
+    assert!((d.explained_ratio.unwrap() - 0.25).abs() < 1e-9);
+    assert!(
+        d.unexplained
+            .contains("a smaller move than capacity accounts for (0.25×)"),
+        "{}",
+        d.unexplained
+    );
+    assert!(
+        d.undecided
+            .iter()
+            .any(|u| u.starts_with("run B's 16.00 GB/s is above what its path carries")),
+        "{:?}",
+        d.undecided
+    );
 }
