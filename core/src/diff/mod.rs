@@ -242,7 +242,7 @@ pub struct RunSummary {
 /// Two runs that cannot be compared.
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum DiffError {
-    #[error("a {a} report and a {b} report measure different things and cannot be compared (compare check, bench collectives, explain and artifacts with each other, bench ddp with bench ddp)")]
+    #[error("run A is a {a} report and run B a {b} report: they measure different things and cannot be compared (compare check, bench collectives, explain and artifacts with each other, bench ddp with bench ddp)")]
     Kinds { a: &'static str, b: &'static str },
     #[error("run A ran {a} GPUs and run B {b}: a difference between different GPU counts is not a change of the node; compare runs of the same GPUs")]
     GpuCount { a: usize, b: usize },
