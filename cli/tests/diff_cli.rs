@@ -111,6 +111,80 @@ fn a_link_that_trained_down_is_named_with_its_arithmetic() {
     );
 }
 
+fn change<'a>(v: &'a Value, kind: &str) -> &'a Value {
+    v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} change: {v:#}"))
+}
+
+/// Each kind of saved report is read: a check's links, a collectives run's variables, a DDP
+/// run's step; a check and an explain of the same GPUs compare.
+#[test]
+fn each_kind_of_saved_report_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p2p_off = [("NCCL_P2P_DISABLE", "1")];
+    let run = |name: &str, spec: &str, args: &[&str], env: &[(&str, &str)]| {
+        save(dir.path(), name, &sim_report(spec, args, env))
+    };
+    let compare = |a: &Path, b: &Path| {
+        let o = diff(a, b, true);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        json(&o)
+    };
+
+    let a = run("c1.json", "a6000x4-phb", &["check"], &[]);
+    let b = run("c2.json", "a6000x4-phb+degraded-pcie", &["check"], &[]);
+    let v = compare(&a, &b);
+    let link = change(&v, "pcie_link");
+    assert_eq!(link["where"], serde_json::json!(["GPU1"]));
+    assert!(
+        link["message"].as_str().unwrap().contains("trained down"),
+        "{v:#}"
+    );
+
+    let coll = ["bench", "collectives", "-b", "1M", "-e", "64M"];
+    let a = run("b1.json", "a6000x2-pxb", &coll, &[]);
+    let b = run("b2.json", "a6000x2-pxb", &coll, &p2p_off);
+    let v = compare(&a, &b);
+    assert_eq!(change(&v, "nccl_env")["after"], "NCCL_P2P_DISABLE=1");
+    assert!(v["measured_ratio"].as_f64().unwrap() < 0.6, "{v:#}");
+    assert!(
+        v["explained_ratio"].is_null(),
+        "no topology in the reports: {v:#}"
+    );
+
+    let ddp = [
+        "bench",
+        "ddp",
+        "--sweep",
+        "mlp:1024",
+        "--variants",
+        "base",
+        "--steps",
+        "5",
+    ];
+    let a = run("d1.json", "a6000x2-pxb", &ddp, &[]);
+    let b = run("d2.json", "a6000x2-pxb", &ddp, &p2p_off);
+    let v = compare(&a, &b);
+    assert_eq!(v["a"]["figure"]["measure"], "step_time", "{v:#}");
+    assert!(v["measured_ratio"].as_f64().unwrap() < 1.0, "{v:#}");
+    assert_eq!(
+        change(&v, "nccl_env")["where"],
+        serde_json::json!(["NCCL_P2P_DISABLE"])
+    );
+
+    let a = run("e1.json", "a6000x2-pxb", &["check"], &[]);
+    let b = run("e2.json", "a6000x2-pxb", &["explain"], &[]);
+    let v = compare(&a, &b);
+    assert_eq!(
+        (&v["a"]["kind"], &v["b"]["kind"]),
+        (&"preflight".into(), &"explain".into())
+    );
+}
+
 fn refused(o: &std::process::Output, says: &str) {
     assert_eq!(code(o), 64, "{}", stderr(o));
     let err = stderr(o);

@@ -109,15 +109,24 @@ fn message(c: &Change, transports: &[Change], same_rest: bool) -> String {
         ChangeKind::NcclEnv | ChangeKind::Topology | ChangeKind::P2pStatus if caused_transport => {
             format!("{base}: it changes the transport NCCL uses")
         }
-        ChangeKind::PcieLink => format!(
-            "{base}: the link {} (a link that trained down: reseat the card or check the slot and riser)",
-            if c.after < c.before { "narrowed" } else { "changed" }
-        ),
+        ChangeKind::PcieLink => match (pcie_rate(&c.before), pcie_rate(&c.after)) {
+            (Some(x), Some(y)) if y < x => format!(
+                "{base}: the link trained down (reseat the card, check the slot, riser and BIOS link settings)"
+            ),
+            (Some(x), Some(y)) if y > x => format!("{base}: the link trained up"),
+            _ => base,
+        },
         ChangeKind::Throttling => format!("{base}: throttling slows the GPU's clocks, and with them its copies and kernels"),
         ChangeKind::Clocks => format!("{base}: the clock bounds the kernels that move and reduce the data"),
         ChangeKind::AlgoProto => format!("{base}: NCCL's algorithm and protocol set how much of the path's capacity a collective reaches"),
         _ => base,
     }
+}
+
+/// A link's rate from its words (`PCIe gen4 x16`), bytes/s.
+fn pcie_rate(words: &str) -> Option<f64> {
+    let (gen, width) = words.strip_prefix("PCIe gen")?.split_once(" x")?;
+    crate::capacity::pcie_bytes_per_s(gen.parse().ok()?, width.parse().ok()?)
 }
 
 /// The changes in order: those that explain most by capacity first, each cause right after
@@ -151,6 +160,7 @@ pub(crate) fn rank(found: Vec<Found>) -> Vec<Change> {
 
 /// What stays unexplained, in a line.
 pub(crate) fn unexplained_words(
+    noun: &str,
     measured: Option<f64>,
     explained: Option<f64>,
     changes: &[Change],
@@ -174,28 +184,28 @@ pub(crate) fn unexplained_words(
     let within = |x: f64| (x - 1.0).abs() <= SAME_WITHIN;
     if within(m) {
         return format!(
-            "the figure is the same within {:.0}% (ratio {m:.2}): nothing to explain",
+            "the {noun} is the same within {:.0}% (ratio {m:.2}): nothing to explain",
             SAME_WITHIN * 100.0
         );
     }
     let moved = if m < 1.0 { "fell" } else { "rose" };
     let Some(e) = explained else {
         return format!(
-            "the figure {moved} to {m:.2}× run A's and no capacity arithmetic applies: unexplained; {candidates}"
+            "the {noun} {moved} to {m:.2}× run A's and no capacity arithmetic applies: unexplained; {candidates}"
         );
     };
     let u = m / e;
     if within(u) {
         return format!(
-            "nothing: the figure {moved} to {m:.2}× run A's and capacity accounts for {e:.2}×"
+            "nothing: the {noun} {moved} to {m:.2}× run A's and capacity accounts for {e:.2}×"
         );
     }
     if (m < 1.0) == (u > 1.0) {
         return format!(
-            "the figure {moved} to {m:.2}× run A's, a smaller move than capacity accounts for ({e:.2}×): the changed path did not bound the figures as the arithmetic assumes, or a reading of it is off"
+            "the {noun} {moved} to {m:.2}× run A's, a smaller move than capacity accounts for ({e:.2}×): the changed path did not bound the figures as the arithmetic assumes, or a reading of it is off"
         );
     }
     format!(
-        "the figure {moved} to {m:.2}× run A's; capacity accounts for {e:.2}×, leaving {u:.2}× unexplained: {candidates}"
+        "the {noun} {moved} to {m:.2}× run A's; capacity accounts for {e:.2}×, leaving {u:.2}× unexplained: {candidates}"
     )
 }

@@ -226,10 +226,13 @@ pub(crate) fn explain_all(
         return (None, undecided, ceilings);
     };
     let [Some(cap_a), Some(cap_b)] = &ceilings else {
-        undecided.push(
+        let topology = |r: &RunFacts| r.pairs.iter().any(|p| p.link.is_some());
+        if topology(a) && topology(b) {
+            undecided.push(
             "the links, GPUs or transports of every pair are not known in both runs: no capacity arithmetic, so the changes are named but not sized"
                 .into(),
-        );
+            );
+        }
         return (None, undecided, ceilings);
     };
     for f in found.iter_mut() {

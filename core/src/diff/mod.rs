@@ -260,7 +260,11 @@ pub fn diff(a: &RunFacts, b: &RunFacts) -> Result<Diff, DiffError> {
     undecided.extend(missing(a, "A").into_iter().chain(missing(b, "B")));
     let changes = causes::rank(found);
     let unexplained_ratio = measured.zip(explained).map(|(m, e)| m / e);
-    let unexplained = causes::unexplained_words(measured, explained, &changes);
+    let noun = match &a.figure {
+        Some(Figure::StepTime { .. }) => "step rate (1 ÷ step time)",
+        _ => "busbw",
+    };
+    let unexplained = causes::unexplained_words(noun, measured, explained, &changes);
     Ok(Diff {
         a: summary(a, ceil_a),
         b: summary(b, ceil_b),

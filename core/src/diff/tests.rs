@@ -131,6 +131,7 @@ fn a_link_that_trained_down_is_named_and_explains_half_by_capacity() {
         (c.before.as_str(), c.after.as_str()),
         ("PCIe gen4 x16", "PCIe gen4 x8")
     );
+    assert!(c.message.contains("the link trained down"), "{}", c.message);
     assert!((c.explains_ratio.unwrap() - 0.5).abs() < 1e-9);
     assert!((d.explained_ratio.unwrap() - 0.5).abs() < 1e-9);
     assert!(d.unexplained.starts_with("nothing"), "{}", d.unexplained);
