@@ -254,3 +254,84 @@ fn a_smaller_move_than_capacity_accounts_for_is_said_so() {
         d.undecided
     );
 }
+
+/// What an artifact reader assembles (the core types a live explain judges) becomes the same
+/// facts: each pair's transport from its log, the figure from the one pair measured.
+#[test]
+fn an_artifact_readers_parts_become_facts() {
+    use crate::explain::{PairMeasurement, PlatformFacts};
+    use crate::node_gpus::{GpuHealth, GpuInfo, PcieLink, ProbeState};
+    use crate::topology::TopologyMatrix;
+    let gpu = |i: u32| GpuInfo {
+        index: i,
+        uuid: format!("GPU-{i}"),
+        pci_bus_id: format!("00000000:{}:00.0", 17 + i),
+        name: "NVIDIA RTX A6000".into(),
+        memory_total_bytes: 1,
+        pcie: Some(PcieLink {
+            gen_current: 4,
+            gen_max: 4,
+            width_current: 16 / (i + 1),
+            width_max: 16,
+        }),
+        health: GpuHealth::default(),
+        processes: vec![],
+        state: ProbeState::Ok,
+    };
+    let gpus = vec![gpu(0), gpu(1)];
+    let topology = TopologyMatrix {
+        gpus: gpus.iter().map(GpuInfo::gpu_ref).collect(),
+        links: vec![
+            vec![LinkClass::X, LinkClass::Pxb],
+            vec![LinkClass::Pxb, LinkClass::X],
+        ],
+        p2p: vec![],
+        p2p_status: vec![],
+        cpu_affinity: vec![],
+        numa_affinity: vec![],
+    };
+    let measured = [PairMeasurement {
+        a: 0,
+        b: 1,
+        busbw_gbps: Some(12.0),
+        transport: Some("P2P/CUMEM, SHM/direct/direct".into()),
+        ..PairMeasurement::default()
+    }];
+    let env = BTreeMap::from([("NCCL_P2P_LEVEL".to_string(), "SYS".to_string())]);
+    let platform = PlatformFacts::unknown("artifacts");
+    let f = from_parts(&Parts {
+        source: "artifacts in case-1/".into(),
+        gpus: &gpus,
+        topology: Some(&topology),
+        platform: &platform,
+        nccl_env: &env,
+        measurements: &measured,
+        node: None,
+        nccl_version: Some("2.23.4".into()),
+        driver_version: None,
+        cuda_version: None,
+        algo_proto: Some("Ring/Simple".into()),
+    });
+    assert_eq!(f.kind, RunKind::Artifacts);
+    assert_eq!(f.gpu_count, 2);
+    assert_eq!(f.gpus[1].pcie, Some((4, 8)));
+    assert_eq!(
+        f.pairs[0].transport,
+        Some(Transport::Shm),
+        "the worst channel's"
+    );
+    assert_eq!(
+        f.figure,
+        Some(Figure::Busbw {
+            gbps: 12.0,
+            what: "all-reduce busbw of 2 GPUs".into()
+        })
+    );
+    assert_eq!(
+        f.nccl_env.get("NCCL_P2P_LEVEL").map(String::as_str),
+        Some("SYS")
+    );
+    // SHM over the slower link, gen4 x8: 28% of 15.75.
+    let c = ceiling::node_ceiling(&f).unwrap();
+    assert!((c.gbps - SHM_STAGED_SHARE * 15.754).abs() < 0.01, "{c:?}");
+}
