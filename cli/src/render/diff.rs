@@ -81,3 +81,36 @@ pub fn diff(d: &Diff) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ddpcheck_core::diff::ChangeKind;
+
+    fn transport(places: usize) -> Change {
+        Change {
+            rank: 1,
+            kind: ChangeKind::Transport,
+            r#where: (0..places).map(|i| format!("GPU0–GPU{}", i + 1)).collect(),
+            before: "P2P".into(),
+            after: "SHM".into(),
+            explains_ratio: None,
+            arithmetic: None,
+            cause: None,
+            caused: vec![],
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn many_places_are_counted_and_an_unsized_change_says_so() {
+        let text = change_lines(&transport(6));
+        assert!(
+            text.starts_with(
+                " 1. transport on GPU0–GPU1, GPU0–GPU2, GPU0–GPU3, and 3 more: P2P → SHM (not sized by capacity)"
+            ),
+            "{text}"
+        );
+        assert!(change_lines(&transport(2)).contains("on GPU0–GPU1, GPU0–GPU2: P2P"));
+    }
+}

@@ -327,19 +327,21 @@ fn missing(r: &RunFacts, name: &str) -> Vec<String> {
             "run {name} has no figure: the difference is not measured"
         ));
     }
-    if r.kind != RunKind::BenchDdp && r.pairs.iter().all(|p| p.link.is_none()) && r.gpu_count > 1 {
+    if r.kind == RunKind::BenchDdp || r.gpu_count < 2 {
+        return out;
+    }
+    let topology = r.pairs.iter().any(|p| p.link.is_some());
+    if !topology {
         out.push(format!(
             "run {name} recorded no topology: links per pair unknown, so no capacity arithmetic"
         ));
     }
-    if r.kind != RunKind::BenchDdp
-        && r.gpu_count > 1
-        && r.pairs.iter().all(|p| p.transport.is_none())
-        && r.node_transport.is_none()
-    {
-        out.push(format!(
-            "run {name} recorded no NCCL transport: predicted from the topology and NCCL variables"
-        ));
+    if r.pairs.iter().all(|p| p.transport.is_none()) && r.node_transport.is_none() {
+        out.push(if topology {
+            format!("run {name} recorded no NCCL transport: predicted from the topology and NCCL variables")
+        } else {
+            format!("run {name} recorded no NCCL transport, and no topology to predict it from")
+        });
     }
     out
 }
