@@ -238,6 +238,10 @@ fn bad_input_gets_one_line_and_exit_64() {
     refused(&diff(&pair, &four, true), "run A ran 2 GPUs and run B 4");
     refused(&diff(&pair, &ddp, false), "cannot be compared");
     refused(&diff(dir.path(), &pair, false), "a folder of artifacts");
+    refused(
+        &diff(Path::new("/dev/zero"), &pair, false),
+        "the limit for a saved report",
+    );
 }
 
 /// `history --compare`: the node's last two runs of a kind, or two ids; bad ids are refused.
