@@ -34,6 +34,7 @@ mod daemon_bin;
 mod daemon_runner;
 mod ddp_cmd;
 mod demo;
+mod diff_cmd;
 mod explain_cmd;
 mod flag_values;
 mod global_args;
@@ -177,6 +178,7 @@ fn run(cli: &Cli) -> Result<i32, RunError> {
         Command::Bench(BenchCommand::Collectives(a)) => collectives(global, a),
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(global, a),
         Command::Explain(a) => explain_cmd::run(global, a),
+        Command::Diff(a) => diff_cmd::run(global, a),
         Command::Recommend(a) => recommend_cmd::run(global, a),
         Command::History(a) => history_cmd::run(global, a),
         Command::Config(c) => config_cmd::run(global, c),

@@ -1,10 +1,12 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
+mod diff;
 mod explain;
 mod nccl_table;
 mod recommend;
 mod topology;
 
+pub use diff::diff;
 pub use explain::explain;
 pub use recommend::recommendation;
 
