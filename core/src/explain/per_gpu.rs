@@ -171,9 +171,21 @@ fn mig(g: &GpuInfo, multi: bool) -> Option<Cause> {
     Some(c)
 }
 
+/// What a GPU's NVLinks are judged against: the links it has where known (a card with fewer
+/// links by design, a bridge of 12, is not missing the SKU's 18), else the SKU's count.
+fn nvlinks_expected(g: &GpuInfo) -> Option<(u32, &'static str)> {
+    match g.health.nvlinks_present.filter(|n| *n > 0) {
+        Some(n) => Some((
+            n,
+            "the NVLinks the GPU has, up or not (NVML's link state answers; nvidia-smi nvlink -s lists them): links present",
+        )),
+        None => expect::nvlinks_per_gpu(&g.name),
+    }
+}
+
 fn nvlink_down(g: &GpuInfo, multi: bool) -> Option<Cause> {
     let active = g.health.nvlinks_active?;
-    let (want, source) = expect::nvlinks_per_gpu(&g.name)?;
+    let (want, source) = nvlinks_expected(g)?;
     if active >= want {
         return None;
     }

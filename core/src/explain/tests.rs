@@ -654,3 +654,4 @@ fn action_and_cause_words_are_unique() {
 
 mod consumer;
 mod limits;
+mod nvlinks;
