@@ -123,13 +123,26 @@ pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, Arti
     });
     let mut undecided = a.undecided.clone();
     let findings = findings(&a, &mut undecided);
+    // A run that failed is UNKNOWN, as a live worker's error.
+    let failed = a
+        .measurements
+        .iter()
+        .filter_map(|m| m.error.as_deref())
+        .chain(a.node_measurement.iter().filter_map(|n| n.error.as_deref()))
+        .next()
+        .map(str::to_string);
     // Nothing named the GPUs: nothing was judged, which is no OK.
     let verdict = if a.gpus.is_empty() {
         Verdict::Unknown
     } else {
-        explanation
+        let v = explanation
             .verdict()
-            .worse(Verdict::from_findings(&findings))
+            .worse(Verdict::from_findings(&findings));
+        if failed.is_some() {
+            v.worse(Verdict::Unknown)
+        } else {
+            v
+        }
     };
     Ok(ArtifactsReport {
         kind: KIND.to_string(),
@@ -137,14 +150,19 @@ pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, Arti
         tool_version: tool_version.to_string(),
         verdict: verdict.as_str().to_ascii_lowercase(),
         exit_code: verdict.exit_code(),
-        reason: if a.gpus.is_empty() {
-            format!(
+        reason: match (&failed, a.gpus.is_empty()) {
+            (_, true) => format!(
                 "ddpcheck: {}: {}",
                 verdict.as_str(),
                 crate::node::gpus::NO_GPUS
-            )
-        } else {
-            reason(verdict, &explanation, &findings)
+            ),
+            (Some(f), false) if verdict == Verdict::Unknown => {
+                format!(
+                    "ddpcheck: {}: the nccl-tests run failed: {f}",
+                    verdict.as_str()
+                )
+            }
+            _ => reason(verdict, &explanation, &findings),
         },
         causes: explanation.all_causes().cloned().collect(),
         findings,

@@ -22,8 +22,21 @@ pub struct NcclTests {
     pub devices: Vec<Device>,
     /// The rows as a sweep (its `op` all-reduce where `op` is unknown; see `op`).
     pub sweep: Sweep,
-    /// `# Avg bus bandwidth`, GB/s.
+    /// `# Avg bus bandwidth`, GB/s (0 where the run failed).
     pub avg_busbw_gbps: f64,
+    /// nccl-tests' own failure line (`Test NCCL failure common.cu:… 'unhandled cuda error'`):
+    /// the run stopped there, its rows so far kept, no average.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// A failure line nccl-tests prints as it stops (`Test NCCL failure …`, `Test CUDA failure …`).
+fn failure_line(t: &str) -> bool {
+    !t.contains(" NCCL INFO ")
+        && !t.contains(" NCCL WARN ")
+        && ["NCCL failure", "CUDA failure", "Test failure"]
+            .iter()
+            .any(|w| t.contains(w))
 }
 
 /// `#  Rank  0 Group  0 Pid   1887 on   worker-1 device  0 [0x8d] NVIDIA H100 80GB HBM3`.
@@ -177,96 +190,110 @@ fn row(toks: &[&str], c: &Columns) -> Option<Sample> {
     })
 }
 
-pub fn parse(text: &str) -> Result<NcclTests, ArtifactError> {
-    let text = clean(text);
-    let lines: Vec<&str> = text.lines().map(strip_launcher).collect();
-    let mut version = None;
-    let mut nccl_version = None;
-    let mut devices = Vec::new();
-    let mut cols: Option<Columns> = None;
-    let mut samples = Vec::new();
-    let mut avg: Vec<f64> = Vec::new();
-    let (mut redop, mut root) = (String::new(), -1i32);
-    for l in &lines {
-        let t = l.trim();
-        if let Some(v) = t.strip_prefix("# nccl-tests version ") {
-            let mut w = v.split_whitespace();
-            version = w.next().map(str::to_string);
-            nccl_version = w
-                .find_map(|x| x.strip_prefix("nccl-library="))
-                .and_then(|c| c.parse().ok())
-                .map(nccl_code);
-        } else if let Some(d) = device(t) {
-            devices.push(d);
-        } else if let Some(a) = t
-            .trim_start_matches('#')
-            .trim()
-            .strip_prefix("Avg bus bandwidth")
-        {
-            let v = a.trim_start_matches([' ', ':']).trim();
-            avg.push(
-                v.parse()
-                    .map_err(|_| ArtifactError::malformed(F, format!("avg bus bandwidth {v:?}")))?,
-            );
-        } else if cols.is_none() && t.contains("busbw") && t.contains("size") {
-            cols = columns(t);
-        } else if let (Some(c), false) = (&cols, t.starts_with('#') || t.is_empty()) {
-            let toks: Vec<&str> = t.split_whitespace().collect();
-            if toks.first().is_some_and(|w| w.parse::<u64>().is_ok()) {
-                if toks.len() < c.width {
-                    return Err(ArtifactError::truncated(
-                        F,
-                        format!("row {:?} is cut short", t),
-                    ));
-                }
-                let s = row(&toks, c)
-                    .ok_or_else(|| ArtifactError::malformed(F, format!("row {t:?}")))?;
-                redop = c
-                    .redop
-                    .and_then(|i| toks.get(i))
-                    .map(|s| (*s).to_string())
-                    .unwrap_or_default();
-                root = c.root.and_then(|i| toks.get(i)?.parse().ok()).unwrap_or(-1);
-                samples.push(s);
-            }
-        }
-    }
-    finish(
-        &text,
-        version,
-        nccl_version,
-        devices,
-        cols,
-        samples,
-        &avg,
-        redop,
-        root,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    text: &str,
+/// What the lines gave, before it is checked.
+#[derive(Default)]
+struct Parsed {
     version: Option<String>,
     nccl_version: Option<String>,
     devices: Vec<Device>,
     cols: Option<Columns>,
     samples: Vec<Sample>,
-    avg: &[f64],
+    avg: Vec<f64>,
     redop: String,
     root: i32,
-) -> Result<NcclTests, ArtifactError> {
-    if cols.is_none() {
+    failure: Option<String>,
+}
+
+fn version_line(p: &mut Parsed, v: &str) {
+    let mut w = v.split_whitespace();
+    p.version = w.next().map(str::to_string);
+    p.nccl_version = w
+        .find_map(|x| x.strip_prefix("nccl-library="))
+        .and_then(|c| c.parse().ok())
+        .map(nccl_code);
+}
+
+/// A size row under the header; a row cut short is a truncated file.
+fn size_row(p: &mut Parsed, t: &str) -> Result<(), ArtifactError> {
+    let Some(c) = &p.cols else { return Ok(()) };
+    let toks: Vec<&str> = t.split_whitespace().collect();
+    if toks.first().is_none_or(|w| w.parse::<u64>().is_err()) {
+        return Ok(());
+    }
+    if toks.len() < c.width {
+        return Err(ArtifactError::truncated(
+            F,
+            format!("row {t:?} is cut short"),
+        ));
+    }
+    let s = row(&toks, c).ok_or_else(|| ArtifactError::malformed(F, format!("row {t:?}")))?;
+    p.redop = c
+        .redop
+        .and_then(|i| toks.get(i))
+        .map(|s| (*s).to_string())
+        .unwrap_or_default();
+    p.root = c.root.and_then(|i| toks.get(i)?.parse().ok()).unwrap_or(-1);
+    p.samples.push(s);
+    Ok(())
+}
+
+fn line(p: &mut Parsed, t: &str) -> Result<(), ArtifactError> {
+    if failure_line(t) {
+        p.failure.get_or_insert_with(|| t.to_string());
+    } else if let Some(v) = t.strip_prefix("# nccl-tests version ") {
+        version_line(p, v);
+    } else if let Some(d) = device(t) {
+        p.devices.push(d);
+    } else if let Some(a) = t
+        .trim_start_matches('#')
+        .trim()
+        .strip_prefix("Avg bus bandwidth")
+    {
+        let v = a.trim_start_matches([' ', ':']).trim();
+        p.avg.push(
+            v.parse()
+                .map_err(|_| ArtifactError::malformed(F, format!("avg bus bandwidth {v:?}")))?,
+        );
+    } else if p.cols.is_none() && t.contains("busbw") && t.contains("size") {
+        p.cols = columns(t);
+    } else if !t.starts_with('#') && !t.is_empty() {
+        size_row(p, t)?;
+    }
+    Ok(())
+}
+
+pub fn parse(text: &str) -> Result<NcclTests, ArtifactError> {
+    let text = clean(text);
+    let mut p = Parsed {
+        root: -1,
+        ..Parsed::default()
+    };
+    for l in text.lines().map(strip_launcher) {
+        line(&mut p, l.trim())?;
+    }
+    finish(&text, p)
+}
+
+/// Checks what was read: a header, rows and one average, or nccl-tests' failure line (then the
+/// rows so far, and no average).
+fn finish(text: &str, mut p: Parsed) -> Result<NcclTests, ArtifactError> {
+    // A run that printed its average finished, whatever it warned of on the way.
+    if !p.avg.is_empty() {
+        p.failure = None;
+    }
+    let failed = p.failure.is_some();
+    if p.cols.is_none() && !failed {
         return Err(ArtifactError::truncated(
             F,
             "no column header (size count type … busbw)",
         ));
     }
-    if samples.is_empty() {
+    if p.samples.is_empty() && !failed {
         return Err(ArtifactError::truncated(F, "a header but no size rows"));
     }
-    let avg_busbw_gbps = match avg {
+    let avg_busbw_gbps = match p.avg.as_slice() {
         [a] => *a,
+        [] if failed => 0.0,
         [] => {
             return Err(ArtifactError::truncated(
                 F,
@@ -281,19 +308,20 @@ fn finish(
         }
     };
     let op = op_of(text);
-    let ranks = ddpcheck_core::num::len_u32(devices.len());
+    let ranks = ddpcheck_core::num::len_u32(p.devices.len());
     Ok(NcclTests {
-        version,
-        nccl_version,
+        version: p.version,
+        nccl_version: p.nccl_version,
         op,
-        devices,
+        devices: p.devices,
         sweep: Sweep {
             op: op.unwrap_or(Collective::AllReduce),
             ranks,
-            redop,
-            root,
-            samples,
+            redop: p.redop,
+            root: p.root,
+            samples: p.samples,
         },
         avg_busbw_gbps,
+        failure: p.failure,
     })
 }

@@ -223,3 +223,78 @@ fn two_nodes_artifacts_are_refused() {
     assert!(matches!(e, ArtifactError::Inconsistent(_)), "{e}");
     assert!(e.to_string().contains("topo -m shows 4 GPUs"), "{e}");
 }
+
+/// A run that failed with nccl-tests' own failure line is a failed measurement (UNKNOWN, as a
+/// live worker error), never a truncated file and never a figure.
+#[test]
+fn a_failed_run_is_a_measurement_error() {
+    let f = fixtures().join("formats/nccl_tests/failed-run-nccl-failure.txt");
+    let smi = fixtures().join("nodes/h100pcie-nvbridge-x2/smi-q.txt");
+    let rs = read_all(&[
+        Source {
+            path: f,
+            wanted: None,
+        },
+        Source {
+            path: smi,
+            wanted: None,
+        },
+    ])
+    .unwrap();
+    let r = judge(&rs, "t").unwrap();
+    let m = &r.measurements[0];
+    assert!(
+        m.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("unhandled cuda error"),
+        "{m:?}"
+    );
+    assert_eq!(m.busbw_gbps, None);
+    assert_eq!(
+        (r.verdict.as_str(), r.exit_code),
+        ("unknown", 3),
+        "{}",
+        r.reason
+    );
+}
+
+/// An NCCL log alone (a training job's) gives each pair's transport: SHM where the topology
+/// allows P2P is a downgraded transport, with the variable that did it.
+#[test]
+fn a_log_alone_gives_the_pairs_transport() {
+    let r = report("pcie-pair-log-only-shm");
+    let pair = &r.explanation.pairs[0];
+    assert_eq!(
+        (pair.transport_measured, pair.transport_raw.as_deref()),
+        (true, Some("SHM/direct"))
+    );
+    assert!(
+        kinds(&r).contains(&CauseKind::P2pDisabled),
+        "{:?}",
+        kinds(&r)
+    );
+    assert!(
+        kinds(&r).contains(&CauseKind::TransportDowngraded),
+        "{:?}",
+        kinds(&r)
+    );
+}
+
+/// nccl-tests of one model beside nvidia-smi -q of another: two nodes' files.
+#[test]
+fn a_run_on_other_gpus_than_the_query_names_is_refused() {
+    let rs = read_all(&[
+        Source {
+            path: fixtures().join("nodes/h100pcie-nvbridge-x2/smi-q.txt"),
+            wanted: None,
+        },
+        Source {
+            path: fixtures().join("nodes/a6000x2-phb-p2p-forced/all-reduce.txt"),
+            wanted: None,
+        },
+    ])
+    .unwrap();
+    let e = judge(&rs, "t").unwrap_err();
+    assert!(e.to_string().contains("NVIDIA RTX A6000"), "{e}");
+}

@@ -75,7 +75,72 @@ pub(super) fn measurements(
         let log = own.or(only_log);
         one_run(t, log, gpus, &mut out, undecided)?;
     }
+    // Logs no nccl-tests run took (a training job's): each pair's transport, without a figure.
+    let taken = |l: &NcclLog| {
+        b.tests
+            .iter()
+            .any(|(_, own)| own.is_some_and(|o| std::ptr::eq(o, l)))
+            || (!b.tests.is_empty() && only_log.is_some_and(|o| std::ptr::eq(o, l)))
+    };
+    for l in b.logs.iter().filter(|l| !taken(l)) {
+        log_pairs(l, gpus, &mut out, undecided);
+    }
     Ok(out)
+}
+
+/// The GPU of a rank, from its communicator's `busId` (`17000` → bus 0x17), where one GPU is
+/// on that bus.
+fn gpu_of_rank<'a>(l: &NcclLog, rank: u32, gpus: &'a [GpuInfo]) -> Option<&'a GpuInfo> {
+    let bus = l.rank_bus.get(&rank)?;
+    let n = u32::from_str_radix(bus.get(..bus.len().checked_sub(3)?)?, 16).ok()?;
+    let on: Vec<&GpuInfo> = gpus
+        .iter()
+        .filter(|g| bus_number(&g.pci_bus_id) == Some(n))
+        .collect();
+    match on.as_slice() {
+        [one] => Some(one),
+        _ => None,
+    }
+}
+
+fn log_pairs(l: &NcclLog, gpus: &[GpuInfo], out: &mut Measured, undecided: &mut Vec<String>) {
+    let hosts: std::collections::BTreeSet<&String> = l.rank_host.values().collect();
+    if hosts.len() > 1 {
+        undecided.push(format!(
+            "the NCCL log spans {} hosts: its transports between nodes are not judged here",
+            hosts.len()
+        ));
+        return;
+    }
+    let ranks: Vec<u32> = l.rank_bus.keys().copied().collect();
+    let mut unmatched = false;
+    for (i, ra) in ranks.iter().enumerate() {
+        for rb in &ranks[i + 1..] {
+            let Some(transport) = l.transport_between(*ra, *rb) else {
+                continue;
+            };
+            let (Some(a), Some(b)) = (gpu_of_rank(l, *ra, gpus), gpu_of_rank(l, *rb, gpus)) else {
+                unmatched = true;
+                continue;
+            };
+            let (a, b) = (a.index.min(b.index), a.index.max(b.index));
+            if out.pairs.iter().any(|m| (m.a, m.b) == (a, b)) {
+                continue;
+            }
+            out.pairs.push(PairMeasurement {
+                a,
+                b,
+                transport: Some(transport),
+                ..PairMeasurement::default()
+            });
+        }
+    }
+    if unmatched || (ranks.is_empty() && !l.channels.is_empty()) {
+        undecided.push(
+            "the NCCL log's ranks could not all be matched to GPUs (no `busId` init lines, or no bus ids from nvidia-smi -q): their transports are not judged"
+                .into(),
+        );
+    }
 }
 
 fn one_run(
@@ -112,6 +177,16 @@ fn one_run(
         }
     }
     let used: Option<Vec<&GpuInfo>> = t.devices.iter().map(|d| gpu_of(d, gpus)).collect();
+    for d in &t.devices {
+        if let Some(g) = gpu_of(d, gpus) {
+            if !g.name.is_empty() && !d.name.is_empty() && g.name != d.name {
+                return Err(ArtifactError::Inconsistent(format!(
+                    "nccl-tests ran on {} (device {}), the GPU there is {} (GPU{})",
+                    d.name, d.device, g.name, g.index
+                )));
+            }
+        }
+    }
     let Some(used) = used.filter(|u| !u.is_empty()) else {
         undecided.push(
             "the nccl-tests devices could not be matched to the GPUs (no bus numbers, mixed models): bandwidth not judged"
@@ -119,7 +194,7 @@ fn one_run(
         );
         return Ok(());
     };
-    let peak = judged_peak(&t.sweep);
+    let peak = judged_peak(&t.sweep).filter(|_| t.failure.is_none());
     let wrong = t.sweep.wrong_total().filter(|w| *w > 0);
     let rank_of = |g: &GpuInfo| {
         t.devices
@@ -139,7 +214,7 @@ fn one_run(
                 busbw_gbps: peak.map(|p| p.1),
                 bytes: peak.map(|p| p.0),
                 transport,
-                error: None,
+                error: t.failure.clone(),
                 wrong,
                 timed_out: false,
             });
@@ -152,7 +227,7 @@ fn one_run(
                 busbw_gbps: peak.map(|p| p.1),
                 bytes: peak.map(|p| p.0),
                 transport: log.and_then(NcclLog::transports),
-                error: None,
+                error: t.failure.clone(),
             });
             out.sweep = Some(t.sweep.clone());
         }
