@@ -298,3 +298,34 @@ fn a_run_on_other_gpus_than_the_query_names_is_refused() {
     let e = judge(&rs, "t").unwrap_err();
     assert!(e.to_string().contains("NVIDIA RTX A6000"), "{e}");
 }
+
+/// A log given apart from an nccl-tests run of another NCCL is not that run's: its transports
+/// are not taken for it, and that is said.
+#[test]
+fn a_log_of_another_nccl_is_not_the_runs() {
+    let f = fixtures().join("formats");
+    let rs = read_all(&[
+        Source {
+            path: f.join("nccl_tests/h100x8-2.13.txt"),
+            wanted: None,
+        },
+        Source {
+            path: f.join("nccl_log/h100x8-p2p-cumem-2.22.txt"),
+            wanted: None,
+        },
+    ])
+    .unwrap();
+    let r = judge(&rs, "t").unwrap();
+    let node = r.node_measurement.as_ref().unwrap();
+    assert_eq!(
+        (node.busbw_gbps, node.transport.as_deref()),
+        (Some(432.01), None)
+    );
+    assert!(
+        r.undecided
+            .iter()
+            .any(|u| u.contains("(NCCL 2.22.3) is not of the nccl-tests run (NCCL 2.21.5)")),
+        "{:?}",
+        r.undecided
+    );
+}

@@ -80,6 +80,22 @@ fn file_flags_and_the_text_say_what_was_read_and_not_judged() {
     );
 }
 
+/// A figure read is always shown, judged or not: without a topo matrix the node's all-reduce
+/// has no reference, yet its busbw is printed.
+#[test]
+fn a_figure_without_a_topology_is_shown_and_said_unjudged() {
+    let o = local(&[
+        "explain",
+        "--nccl-tests",
+        &fixture("formats/nccl_tests/h100x8-2.13.txt"),
+    ]);
+    let t = stdout(&o);
+    assert_eq!(code(&o), 0, "{t}{}", stderr(&o));
+    assert!(t.contains("all 8 GPUs: 432.0 GB/s at 256 MiB"), "{t}");
+    assert!(t.contains("no topo matrix, so no pair is known"), "{t}");
+    assert!(!t.contains("for one GPU"), "{t}");
+}
+
 #[test]
 fn bad_input_is_one_line_naming_the_file_and_exit_64() {
     let cases = [

@@ -72,8 +72,9 @@ pub(super) fn measurements(
         _ => None,
     };
     for (t, own) in &b.tests {
-        let log = own.or(only_log);
-        one_run(t, log, gpus, &mut out, undecided)?;
+        // A log of its own file is the run's; another file's only where it names the same NCCL.
+        let other = only_log.filter(|l| same_nccl(t, l, undecided));
+        one_run(t, own.or(other), gpus, &mut out, undecided)?;
     }
     // Logs no nccl-tests run took (a training job's): each pair's transport, without a figure.
     let taken = |l: &NcclLog| {
@@ -86,6 +87,20 @@ pub(super) fn measurements(
         log_pairs(l, gpus, &mut out, undecided);
     }
     Ok(out)
+}
+
+/// Whether a log given apart can be the run's: the NCCL version they name is the same (or one
+/// names none); otherwise said, and its transports are not taken for the run.
+fn same_nccl(t: &NcclTests, l: &NcclLog, undecided: &mut Vec<String>) -> bool {
+    match (&t.nccl_version, &l.nccl_version) {
+        (Some(a), Some(b)) if a != b => {
+            undecided.push(format!(
+                "the NCCL log (NCCL {b}) is not of the nccl-tests run (NCCL {a}): its transports are not taken for the run"
+            ));
+            false
+        }
+        _ => true,
+    }
 }
 
 /// The GPU of a rank, from its communicator's `busId` (`17000` → bus 0x17), where one GPU is

@@ -191,6 +191,7 @@ pub fn explain(r: &ExplainReport) -> String {
         host_copies: r.host_copies.as_ref(),
         host_copy_findings: &r.host_copy_findings,
         history: true,
+        no_pairs: None,
     }));
     s
 }
@@ -204,6 +205,9 @@ pub(super) struct Body<'a> {
     pub host_copy_findings: &'a [Finding],
     /// Whether to say the node's history (a live node has one; artifacts none).
     pub history: bool,
+    /// Why there is no pair where there are several GPUs (artifacts without a topo matrix);
+    /// `None`: one GPU.
+    pub no_pairs: Option<&'a str>,
 }
 
 /// The reason, the pairs' chains, the node's all-reduce, the causes, the platform limits and
@@ -211,7 +215,12 @@ pub(super) struct Body<'a> {
 pub(super) fn body(b: &Body<'_>) -> String {
     let mut s = format!("{}\n", b.reason);
     let e = b.explanation;
-    if e.pairs.is_empty() {
+    if let (true, Some(why)) = (e.pairs.is_empty(), b.no_pairs) {
+        s.push_str(&format!(
+            "\n{} GPUs; {why}; the node and its GPUs:\n",
+            b.gpus.len()
+        ));
+    } else if e.pairs.is_empty() {
         s.push_str(&format!(
             "\n{} GPU{}: no pair to measure; the node and its GPUs:\n",
             b.gpus.len(),
@@ -272,7 +281,10 @@ pub(super) fn body(b: &Body<'_>) -> String {
         ));
     }
     if refs.is_empty() {
-        refs.push("  no pair: the reference table has no figure for one GPU".into());
+        refs.push(match b.no_pairs {
+            Some(why) => format!("  none: {why}"),
+            None => "  no pair: the reference table has no figure for one GPU".into(),
+        });
     }
     let mut caps: Vec<String> = e
         .pairs

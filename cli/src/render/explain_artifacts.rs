@@ -18,6 +18,57 @@ fn banner(r: &ArtifactsReport) -> String {
     )
 }
 
+fn gbps(v: Option<f64>) -> String {
+    v.map_or("no figure".into(), |b| format!("{b:.1} GB/s"))
+}
+
+fn size(bytes: Option<u64>) -> String {
+    bytes.map_or(String::new(), |b| format!(" at {} MiB", b >> 20))
+}
+
+/// Every measurement the artifacts hold, judged or not: a figure read is always shown.
+fn measured(r: &ArtifactsReport) -> String {
+    let mut lines = Vec::new();
+    for m in &r.measurements {
+        let mut l = format!(
+            "  GPU{}–GPU{}: {}{}",
+            m.a,
+            m.b,
+            gbps(m.busbw_gbps),
+            size(m.bytes)
+        );
+        if let Some(t) = &m.transport {
+            l.push_str(&format!(", transport {t}"));
+        }
+        if let Some(e) = &m.error {
+            l.push_str(&format!(", failed: {e}"));
+        }
+        lines.push(l);
+    }
+    if let Some(n) = &r.node_measurement {
+        let mut l = format!(
+            "  all {} GPUs: {}{}",
+            r.gpus.len(),
+            gbps(n.busbw_gbps),
+            size(n.bytes)
+        );
+        if let Some(t) = &n.transport {
+            l.push_str(&format!(", transports {t}"));
+        }
+        if let Some(e) = &n.error {
+            l.push_str(&format!(", failed: {e}"));
+        }
+        lines.push(l);
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nMeasured (large-message all-reduce busbw, as read):\n{}\n",
+        lines.join("\n")
+    )
+}
+
 pub fn explain_artifacts(r: &ArtifactsReport) -> String {
     let mut s = banner(r);
     s.push_str("\nRead:\n");
@@ -37,7 +88,10 @@ pub fn explain_artifacts(r: &ArtifactsReport) -> String {
         host_copies: None,
         host_copy_findings: &[],
         history: false,
+        no_pairs: (r.topology.is_none() && r.gpus.len() > 1)
+            .then_some("no topo matrix, so no pair is known"),
     }));
+    s.push_str(&measured(r));
     let findings: Vec<_> = r
         .findings
         .iter()
