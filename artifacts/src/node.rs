@@ -100,8 +100,8 @@ pub fn assemble(reads: &[Read]) -> Result<Assembled, ArtifactError> {
     let lspci = one(&b.lspci, Format::Lspci)?;
     let mut undecided = Vec::new();
     let gpus = gpus::gpus(smi, nvlink, topo, &b.tests, lspci, &mut undecided)?;
-    let topology = topology::matrix(topo, &b.p2p, &gpus, &mut undecided)?;
-    let platform = platform::facts(lspci, smi, &gpus, &mut undecided);
+    let topology = topology::matrix(topo, &b.p2p, &gpus)?;
+    let platform = platform::facts(lspci, smi, &gpus);
     let log = measure::log_for_env(&b);
     let nccl_env = log.map(|l| l.env.clone()).unwrap_or_default();
     let m = measure::measurements(&b, &gpus, &mut undecided)?;

@@ -329,3 +329,22 @@ fn a_log_of_another_nccl_is_not_the_runs() {
         r.undecided
     );
 }
+
+/// check's health rules run on what `nvidia-smi -q` shows: uncorrected ECC is CRITICAL,
+/// a thermal slowdown a warning.
+#[test]
+fn health_read_from_the_query_is_checks_judgement() {
+    let smi = fixtures().join("formats/smi_query/v100-driver470-throttled-ecc.txt");
+    let r = judge(&one(&smi, None), "t").unwrap();
+    let codes: Vec<&str> = r.findings.iter().map(|f| f.code.as_str()).collect();
+    assert!(
+        codes.contains(&"ecc_uncorrected") && codes.contains(&"throttled"),
+        "{codes:?}"
+    );
+    assert_eq!(
+        (r.verdict.as_str(), r.exit_code),
+        ("critical", 2),
+        "{}",
+        r.reason
+    );
+}

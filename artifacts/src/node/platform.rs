@@ -69,7 +69,6 @@ pub(super) fn facts(
     lspci: Option<&Lspci>,
     smi: Option<&SmiQuery>,
     gpus: &[GpuInfo],
-    _undecided: &mut Vec<String>,
 ) -> PlatformFacts {
     let mut p = PlatformFacts::unknown("artifacts (lspci -vvv, nvidia-smi -q)");
     if let Some((vm, words)) = virtualization(smi) {

@@ -12,7 +12,6 @@ pub(super) fn matrix(
     topo: Option<&TopoMatrix>,
     p2p: &[&TopoP2p],
     gpus: &[GpuInfo],
-    _undecided: &mut Vec<String>,
 ) -> Result<Option<TopologyMatrix>, ArtifactError> {
     let Some(t) = topo else { return Ok(None) };
     let n = t.gpus.len();
