@@ -177,6 +177,8 @@ pub fn parse(text: &str) -> Result<Lspci, ArtifactError> {
         };
         let Some(bdf) = bdf(head) else { continue };
         let (class, description) = rest.split_once(": ").unwrap_or((rest, ""));
+        // `lspci -nn` adds the class code: `3D controller [0302]`.
+        let class = class.split(" [").next().unwrap_or(class);
         devices.push(PciDevice {
             bdf,
             class: class.trim().to_string(),
@@ -263,6 +265,13 @@ mod tests {
         let plx = &l.devices[1];
         assert!(plx.acs.as_ref().unwrap().redirects_p2p());
         assert_eq!(l.devices[0].acs, None);
+    }
+
+    #[test]
+    fn numeric_class_codes_of_lspci_nn_are_read() {
+        let t = "17:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 PCIe] [10de:2331] (rev a1)\n\tNUMA node: 0\n";
+        let l = parse(t).unwrap();
+        assert!(l.devices[0].is_nvidia_gpu(), "{:?}", l.devices[0].class);
     }
 
     #[test]

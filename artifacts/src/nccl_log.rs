@@ -88,8 +88,23 @@ fn split(line: &str) -> Option<(&str, &str, bool)> {
             (h, m, true)
         }
     };
-    let host = head.trim().split(':').next().unwrap_or("").trim();
-    Some((host, msg.trim(), warn))
+    Some((host_of(head), msg.trim(), warn))
+}
+
+/// The host of a line's `host:pid:tid` word, past whatever a launcher or collector put before
+/// it (a timestamp, `[rank1]:`).
+fn host_of(head: &str) -> &str {
+    head.split_whitespace()
+        .rev()
+        .find_map(|w| {
+            let parts: Vec<&str> = w.split(':').collect();
+            let numeric = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
+            (parts.len() >= 3 && numeric(parts[parts.len() - 1]) && numeric(parts[parts.len() - 2]))
+                .then(|| {
+                    &w[..w.len() - parts[parts.len() - 1].len() - parts[parts.len() - 2].len() - 2]
+                })
+        })
+        .unwrap_or("")
 }
 
 /// `0[0] -> 1[1]` → (0, 1).
@@ -230,6 +245,17 @@ h:1:2 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal n
         assert_eq!(l.rank_bus.get(&0).map(String::as_str), Some("18000"));
         assert_eq!(l.network.len(), 1);
         assert!(parse("# nThread 1\n").is_err());
+    }
+
+    #[test]
+    fn the_host_is_read_past_timestamps_and_rank_prefixes() {
+        let t = "[2024-01-01 10:59:59] n1:7:8 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 17000 - Init START\n\
+[2024-01-01 11:00:00] n1:7:9 [1] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 1 busId 65000 - Init START\n\
+[rank1]: n1:7:9 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct\n";
+        let l = parse(t).unwrap();
+        let hosts: Vec<&str> = l.rank_host.values().map(String::as_str).collect();
+        assert_eq!(hosts, vec!["n1", "n1"]);
+        assert_eq!(l.channels.len(), 1);
     }
 
     #[test]
