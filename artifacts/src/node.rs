@@ -101,7 +101,8 @@ pub fn assemble(reads: &[Read]) -> Result<Assembled, ArtifactError> {
     let mut undecided = Vec::new();
     let gpus = gpus::gpus(smi, nvlink, topo, &b.tests, lspci, &mut undecided)?;
     let topology = topology::matrix(topo, &b.p2p, &gpus)?;
-    let platform = platform::facts(lspci, smi, &gpus);
+    let mut platform = platform::facts(lspci, smi, &gpus);
+    platform.evidence_from = Some(cited(reads));
     let log = measure::log_for_env(&b);
     let nccl_env = log.map(|l| l.env.clone()).unwrap_or_default();
     let m = measure::measurements(&b, &gpus, &mut undecided)?;
@@ -123,6 +124,21 @@ pub fn assemble(reads: &[Read]) -> Result<Assembled, ArtifactError> {
         sweep: m.sweep,
         undecided,
     })
+}
+
+/// The files platform evidence cites (`artifacts: lspci -vvv (dir/lspci.txt), nvidia-smi -q
+/// (dir/smi.txt)`), in place of a live node's sysfs and /proc.
+fn cited(reads: &[Read]) -> String {
+    let files: Vec<String> = reads
+        .iter()
+        .filter(|r| matches!(r.provenance.format, Format::Lspci | Format::SmiQuery))
+        .map(|r| format!("{} ({})", r.provenance.command, r.provenance.file))
+        .collect();
+    if files.is_empty() {
+        "artifacts: neither lspci -vvv nor nvidia-smi -q".into()
+    } else {
+        format!("artifacts: {}", files.join(", "))
+    }
 }
 
 /// What each absent artifact would have decided.

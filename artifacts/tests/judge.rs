@@ -128,6 +128,17 @@ fn what_a_missing_artifact_would_have_decided_is_said() {
     assert!(r.findings.iter().any(|f| f.code == "pcie_downtrained"));
     assert!(kinds(&r).contains(&CauseKind::PcieDowntrained));
     assert!(r.findings.iter().any(|f| f.code == "throttled"));
+    // Its evidence cites the file, never a sysfs path this machine did not read.
+    let link = r
+        .causes
+        .iter()
+        .find(|c| c.kind == CauseKind::PcieDowntrained)
+        .unwrap();
+    let src = link.evidence[0].source.as_deref().unwrap_or("");
+    assert!(
+        src.starts_with("artifacts: nvidia-smi -q (") && src.contains("h100pcie-x2-driver550.txt"),
+        "{src}"
+    );
 }
 
 #[test]

@@ -112,6 +112,7 @@ pub fn facts(profile: &Profile, faults: &[Fault], gpus: &[GpuInfo]) -> PlatformF
         },
         gpus: slots,
         source: "sim".into(),
+        evidence_from: None,
     }
 }
 
