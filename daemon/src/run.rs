@@ -18,6 +18,7 @@ use crate::history::History;
 use crate::node::Node;
 use crate::ratelimit::{WorkLimiter, WorkRate};
 use crate::server::Service;
+use crate::state_lock::StateLock;
 use crate::tls::TlsFiles;
 use crate::web_config::WebConfig;
 use ddpcheck_engine::lock::lock_path;
@@ -73,6 +74,8 @@ pub struct Running {
     tasks: Vec<JoinHandle<()>>,
     /// Folders made for the socket, the deepest first: removed again on shutdown.
     made_dirs: Vec<PathBuf>,
+    /// The state folder's lock, released when the daemon is shut down (or its process ends).
+    _state_lock: StateLock,
 }
 
 impl Running {
@@ -225,6 +228,9 @@ pub async fn start_with_options(
     }
     std::fs::create_dir_all(&cfg.state_dir)
         .map_err(io(format!("creating {}", cfg.state_dir.display())))?;
+    // Before the history is touched: a second daemon on this folder must not mark the first
+    // one's live run `interrupted`.
+    let state_lock = StateLock::take(&cfg.state_dir)?;
     let history = History::open(&cfg.state_dir.join("history.db"))?;
     let interrupted = history.mark_interrupted()?;
     if interrupted > 0 {
@@ -298,6 +304,7 @@ pub async fn start_with_options(
         stop,
         tasks,
         made_dirs,
+        _state_lock: state_lock,
     })
 }
 
