@@ -18,6 +18,13 @@ pub const RECENT_BUSBW: u32 = 10;
 pub enum HistoryError {
     #[error("history database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("history database is corrupted: {0}")]
+    Corrupt(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
     #[error("history database {path} has schema version {found}, newer than this ddpcheck ({SCHEMA_VERSION}); upgrade ddpcheck")]
     TooNew { path: String, found: i64 },
 }
@@ -108,6 +115,19 @@ impl History {
             )?;
         }
         Ok(())
+    }
+
+    /// SQLite's quick check of the whole file (at start: a truncated file opens, and fails
+    /// only when a missing page is read).
+    pub fn quick_check(&self) -> Result<(), HistoryError> {
+        let first: String = self
+            .conn
+            .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+        if first == "ok" {
+            Ok(())
+        } else {
+            Err(HistoryError::Corrupt(first))
+        }
     }
 
     /// Marks runs left `running` by a previous process as `interrupted`; returns how many.

@@ -6,6 +6,7 @@ pub mod config;
 pub mod error;
 pub mod factories;
 pub mod history;
+pub mod history_recover;
 pub mod http;
 pub mod limits;
 pub mod listen;

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::DaemonError;
-use crate::history::History;
+use crate::history_recover::open_recovering;
 use crate::node::Node;
 use crate::ratelimit::{WorkLimiter, WorkRate};
 use crate::server::Service;
@@ -231,7 +231,8 @@ pub async fn start_with_options(
     // Before the history is touched: a second daemon on this folder must not mark the first
     // one's live run `interrupted`.
     let state_lock = StateLock::take(&cfg.state_dir)?;
-    let history = History::open(&cfg.state_dir.join("history.db"))?;
+    // A corrupted file is moved aside (logged with its new name), never a daemon that is down.
+    let (history, _aside) = open_recovering(&cfg.state_dir.join("history.db"))?;
     let interrupted = history.mark_interrupted()?;
     if interrupted > 0 {
         tracing::warn!("{interrupted} run(s) were interrupted by the previous daemon's stop");
