@@ -95,6 +95,10 @@ impl Running {
                 t.abort();
             }
         }
+        // A last try for runs the history refused: what still fails is logged, and lost.
+        let n = self.node.clone();
+        let flush = tokio::task::spawn_blocking(move || n.flush_unsaved());
+        let _ = tokio::time::timeout(crate::limits::STOP_WAIT, flush).await;
         let _ = std::fs::remove_file(&self.socket);
         // remove_dir takes only an empty folder: what someone else put there keeps it.
         for dir in &self.made_dirs {
@@ -341,6 +345,10 @@ async fn collector_loop(node: Arc<Node>, cfg: DaemonConfig, mut stop: watch::Rec
                 continue;
             }
         }
+        // Runs the history refused are retried beside the collection, never inside its
+        // deadline (a write waits up to SQLite's busy timeout).
+        let n = node.clone();
+        tokio::task::spawn_blocking(move || n.flush_unsaved());
         let n = node.clone();
         let h = tokio::task::spawn_blocking(move || n.collect());
         busy = Some(h);
