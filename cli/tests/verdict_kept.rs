@@ -19,6 +19,21 @@ fn check(d: &Daemon, extra: &[&str]) -> (i32, String) {
     (code(&o), text)
 }
 
+/// The daemon's `GetNode`: what it says about its own history.
+fn get_node(d: &Daemon) -> ddpcheck_proto::v1::NodeSnapshot {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut c = ddpcheck_client::connect(&d.addr()).await.unwrap();
+            c.get_node(ddpcheck_proto::v1::GetNodeRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+        })
+}
+
 fn metric(scrape: &str, name: &str) -> f64 {
     scrape
         .lines()
@@ -77,12 +92,21 @@ fn a_verdict_the_history_could_not_store_is_the_one_max_age_serves() {
         "{m}"
     );
     assert_eq!(metric(&m, "ddpcheck_history_unsaved_reports"), 1.0, "{m}");
+    let node = get_node(&d);
+    assert_eq!(node.unsaved_reports, 1);
+    assert!(
+        node.history_error.contains("locked"),
+        "{}",
+        node.history_error
+    );
 
     // The lock is gone: the next run writes the kept verdict first, then its own.
     lock.execute_batch("ROLLBACK").unwrap();
     let (c, line) = check(&d, &["--prolog"]);
     assert_eq!(c, 1, "{line}");
     assert_eq!(metric(&d.scrape(), "ddpcheck_history_unsaved_reports"), 0.0);
+    let node = get_node(&d);
+    assert_eq!((node.unsaved_reports, node.history_error.as_str()), (0, ""));
     let verdicts: Vec<String> = lock
         .prepare("SELECT verdict FROM reports WHERE status = 'complete' ORDER BY id")
         .unwrap()
@@ -91,4 +115,45 @@ fn a_verdict_the_history_could_not_store_is_the_one_max_age_serves() {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(verdicts, ["OK", "CRITICAL", "CRITICAL"]);
+}
+
+/// Preflights the daemon ran since it started.
+fn preflight_runs(d: &Daemon) -> f64 {
+    d.scrape()
+        .lines()
+        .filter(|l| l.starts_with("ddpcheck_preflight_runs_total{"))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// After the clock stepped back, the stored verdict is dated in the future: how old it is cannot
+/// be told, so `--max-age` does not reuse it, however large.
+#[test]
+fn a_verdict_dated_in_the_future_is_not_fresh() {
+    let flags = ["--work-rate-per-minute", "0"];
+    let d = Daemon::start_with(Some("h200x2-nvlink"), &flags);
+    assert_eq!(code(&d.cli(&["check"])), 0);
+    let (_, dir) = d.stop_keeping_dir();
+    let c = rusqlite::Connection::open(dir.path().join("state/history.db")).unwrap();
+    let json: String = c
+        .query_row(
+            "SELECT json FROM reports WHERE status = 'complete'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let ahead = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    v["provenance"]["time"] = humantime::format_rfc3339_seconds(ahead).to_string().into();
+    c.execute("UPDATE reports SET json = ?1", [v.to_string()])
+        .unwrap();
+    drop(c);
+    let d = Daemon::start_in(dir, Some("h200x2-nvlink"), &flags, &[]);
+    let o = d.cli(&["check", "--prolog", "--max-age", "86400"]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(
+        preflight_runs(&d),
+        1.0,
+        "a verdict from the future was reused"
+    );
 }

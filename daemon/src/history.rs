@@ -463,6 +463,24 @@ mod tests {
         assert_eq!(h.mark_interrupted().unwrap(), 0);
     }
 
+    /// `--max-age` reuses no verdict older than a run that failed: the failed one is the last.
+    #[test]
+    fn the_last_finished_run_is_a_failed_one_after_a_verdict() {
+        let h = History::open_in_memory().unwrap();
+        let a = h.begin("preflight", "real", "real", 1.0).unwrap();
+        h.complete(a, "complete", Some("OK"), Some(0), None, Some("{}"), 2.0)
+            .unwrap();
+        assert_eq!(h.last_finished("preflight", "real").unwrap().unwrap().id, a);
+        let b = h.begin("preflight", "real", "real", 3.0).unwrap();
+        h.fail(b, "all_reduce did not finish within 30.0 s", 4.0)
+            .unwrap();
+        let c = h.begin("preflight", "real", "real", 5.0).unwrap();
+        h.interrupt(c, "ddpcheckd stopped", 6.0).unwrap();
+        let last = h.last_finished("preflight", "real").unwrap().unwrap();
+        assert_eq!((last.id, last.status.as_str()), (b, "failed"));
+        assert_eq!(h.latest("preflight", "real").unwrap().unwrap().id, a);
+    }
+
     #[test]
     fn prune_keeps_the_newest_runs_and_any_running_one() {
         let h = History::open_in_memory().unwrap();

@@ -387,3 +387,63 @@ impl Ddpcheck for Service {
 
 /// Slack past a cluster phase's deadline before the daemon answers for a backend that overran.
 const CLUSTER_GRACE: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(status: &str, error: Option<&str>) -> StoredReport {
+        StoredReport {
+            id: 7,
+            kind: "preflight".into(),
+            backend: "real".into(),
+            backend_label: "real".into(),
+            started_unix: 1.0,
+            status: status.into(),
+            verdict: (status == "complete").then(|| "OK".into()),
+            exit_code: Some(0),
+            json: Some("{}".into()),
+            error: error.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn only_a_verdict_is_reused_and_a_daemon_that_cannot_tell_says_so() {
+        assert_eq!(
+            last_preflight_reply(Ok(Some(row("complete", None))))
+                .unwrap()
+                .verdict,
+            "OK"
+        );
+        let failed =
+            last_preflight_reply(Ok(Some(row("failed", Some("worker died"))))).unwrap_err();
+        assert_eq!(failed.code(), tonic::Code::NotFound);
+        assert!(failed.message().contains("worker died"), "{failed:?}");
+        let none = last_preflight_reply(Ok(None)).unwrap_err();
+        assert_eq!(none.code(), tonic::Code::NotFound);
+        let unknown = last_preflight_reply(Err("dropped".into())).unwrap_err();
+        assert_eq!(unknown.code(), tonic::Code::Unavailable);
+    }
+
+    #[test]
+    fn a_preflight_joins_another_of_the_same_measurement_whatever_its_deadline() {
+        let a = PreflightParams {
+            gpus: "0,1".into(),
+            deadline: Some(Duration::from_secs(3)),
+            ..PreflightParams::default()
+        };
+        let b = PreflightParams {
+            deadline: Some(Duration::from_secs(30)),
+            wait_if_busy: Some(Duration::from_secs(30)),
+            ..a.clone()
+        };
+        assert_eq!(preflight_key(&a), preflight_key(&b));
+        let c = PreflightParams {
+            gpus: "0".into(),
+            ..b.clone()
+        };
+        assert_ne!(preflight_key(&b), preflight_key(&c));
+        assert_eq!(preflight_meet(&a).wait, None);
+        assert_eq!(preflight_meet(&b).wait, Some(Duration::from_secs(30)));
+    }
+}
