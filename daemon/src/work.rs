@@ -159,12 +159,20 @@ pub(crate) fn spawn_work(
     work: impl Work,
 ) -> Result<EventStream, Status> {
     let (tx, rx) = mpsc::channel::<Result<WorkEvent, Status>>(64);
-    match (start_work(node, call), meet.wait) {
-        (Ok(guard), _) => run(node.clone(), call, meet.key, guard, tx, work),
-        (Err(refused), Some(wait)) if refused.code() == tonic::Code::ResourceExhausted => {
+    let Some(wait) = meet.wait else {
+        let guard = start_work(node, call)?;
+        run(node.clone(), call, meet.key, guard, tx, work);
+        return Ok(Box::pin(ReceiverStream::new(rx)));
+    };
+    if node.stopping() {
+        return Err(Status::unavailable(NO_NEW_RUN));
+    }
+    // A caller that waits is counted refused only if its wait runs out.
+    match node.work_limiter.admit(|| node.try_start_work(call)) {
+        Ok(Ok(guard)) => run(node.clone(), call, meet.key, guard, tx, work),
+        _ => {
             tokio::spawn(wait_then_run(node.clone(), call, meet.key, wait, tx, work));
         }
-        (Err(refused), _) => return Err(refused),
     }
     Ok(Box::pin(ReceiverStream::new(rx)))
 }
