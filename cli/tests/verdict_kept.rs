@@ -92,6 +92,16 @@ fn a_verdict_the_history_could_not_store_is_the_one_max_age_serves() {
         "{m}"
     );
     assert_eq!(metric(&m, "ddpcheck_history_unsaved_reports"), 1.0, "{m}");
+    // `history` lists the kept run first, before the stored OK.
+    let h = d.cli(&["--json", "history", "--kind", "preflight"]);
+    let rows: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
+    let verdicts: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["verdict"].as_str())
+        .collect();
+    assert_eq!(verdicts, ["CRITICAL", "OK"], "{rows}");
     let node = get_node(&d);
     assert_eq!(node.unsaved_reports, 1);
     assert!(

@@ -303,17 +303,21 @@ impl Node {
         })
     }
 
-    /// The runs kept in memory of `kind` (empty: all) for this backend, newest first, and why
-    /// the last write failed (none once one succeeded).
-    pub fn unsaved_rows(&self, kind: &str) -> (Vec<StoredReport>, Option<String>) {
+    /// The runs kept in memory of `kind` (empty: all) for this backend, newest first.
+    pub fn unsaved_rows(&self, kind: &str) -> Vec<StoredReport> {
         let label = self.backend.label();
         let u = lock(&self.unsaved);
-        let rows = u
-            .newest_first()
+        u.newest_first()
             .filter(|r| (kind.is_empty() || r.kind == kind) && r.backend_label == label)
             .map(FinishedRow::as_stored)
-            .collect();
-        (rows, u.last_error.clone())
+            .collect()
+    }
+
+    /// How many runs wait in memory for the history, and why the last write failed (none once
+    /// one succeeded): `GetNode`'s words about the history.
+    pub fn unsaved_summary(&self) -> (usize, Option<String>) {
+        let u = lock(&self.unsaved);
+        (u.len(), u.last_error.clone())
     }
 
     /// Runs `f` with the history, recovering from a poisoned lock (a panic elsewhere must not

@@ -122,7 +122,7 @@ impl Ddpcheck for Service {
     ) -> Result<Response<NodeSnapshot>, Status> {
         let snap = self.node.read_snapshot();
         // The history's trouble is the node daemon's finding: runs it could not store yet.
-        let (unsaved, history_error) = self.node.unsaved_rows("");
+        let (unsaved, history_error) = self.node.unsaved_summary();
         let history_error = history_error.unwrap_or_default();
         let (inventory_json, error, hostname) = match &snap.inventory {
             Ok(inv) => (
@@ -141,7 +141,7 @@ impl Ddpcheck for Service {
             error,
             daemon_version: engine::TOOL_VERSION.into(),
             history_error,
-            unsaved_reports: u32::try_from(unsaved.len()).unwrap_or(u32::MAX),
+            unsaved_reports: u32::try_from(unsaved).unwrap_or(u32::MAX),
         }))
     }
 
@@ -223,7 +223,7 @@ impl Ddpcheck for Service {
         };
         let label = self.node.backend.label();
         // Runs kept in memory (the history refused them) are the newest: they come first.
-        let (mut rows, _) = self.node.unsaved_rows(&req.kind);
+        let mut rows = self.node.unsaved_rows(&req.kind);
         let kind = req.kind;
         let stored = self
             .read_history(move |h| h.recent(&kind, Some(&label), limit))
