@@ -62,6 +62,10 @@ impl Unsaved {
             self.keep(row, &e);
             return Err(Unstored { why: e, json });
         }
+        if row.kind == "preflight" {
+            // Stored, and newer than any dropped: the last verdict is known again.
+            self.lost_preflight = false;
+        }
         Ok(())
     }
 
@@ -214,6 +218,18 @@ mod tests {
                 .as_deref(),
             Some("OK")
         );
+    }
+
+    #[test]
+    fn a_preflight_stored_after_one_was_dropped_is_the_known_last_verdict() {
+        let h = History::open_in_memory().unwrap();
+        let mut u = Unsaved {
+            lost_preflight: true,
+            ..Unsaved::default()
+        };
+        assert!(u.last_preflight("sim:x").is_err());
+        u.store(&h, row("preflight", "WARNING")).unwrap();
+        assert_eq!(u.last_preflight("sim:x").unwrap(), None);
     }
 
     #[test]
