@@ -117,6 +117,7 @@ pub fn facts(profile: &Profile, faults: &[Fault], gpus: &[GpuInfo]) -> PlatformF
         },
         gpus: slots,
         source: "sim".into(),
+        evidence_from: None,
     }
 }
 

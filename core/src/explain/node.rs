@@ -41,7 +41,7 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
             None => "unread",
         },
     )
-    .source("/proc/cpuinfo flags")];
+    .source(p.cite("/proc/cpuinfo flags"))];
     if let Some(v) = &p.hypervisor_vendor {
         ev.push(Evidence::new("platform vendor", v.clone()));
     }
@@ -52,14 +52,19 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
                     format!("GPU {}", g.pci_bus_id),
                     "directly on the root bus (no bridge above it)",
                 )
-                .source("sysfs PCI path"),
+                .source(p.cite("sysfs PCI path")),
             );
         }
         if g.numa_node == Some(-1) {
-            ev.push(Evidence::new(format!("GPU {} numa_node", g.pci_bus_id), "-1").source("sysfs"));
+            ev.push(
+                Evidence::new(format!("GPU {} numa_node", g.pci_bus_id), "-1")
+                    .source(p.cite("sysfs")),
+            );
         }
     }
-    ev.push(Evidence::new("IOMMU", guest_iommu(&p.iommu)).source("/sys/kernel/iommu_groups"));
+    ev.push(
+        Evidence::new("IOMMU", guest_iommu(&p.iommu)).source(p.cite("/sys/kernel/iommu_groups")),
+    );
     let no_p2p = input.topology.is_some_and(|t| {
         t.pairs()
             .iter()
@@ -150,10 +155,11 @@ fn iommu(input: &ExplainInput<'_>) -> Option<Cause> {
     c.fix = "boot with iommu=pt (passthrough) or the IOMMU off for the GPUs".into();
     c.evidence = vec![Evidence::new("IOMMU group type", types.join(", "))
         .expected("identity (passthrough)")
-        .source("/sys/kernel/iommu_groups/*/type")];
+        .source(input.platform.cite("/sys/kernel/iommu_groups/*/type"))];
     if !f.cmdline.is_empty() {
         c.evidence.push(
-            Evidence::new("kernel command line", f.cmdline.join(" ")).source("/proc/cmdline"),
+            Evidence::new("kernel command line", f.cmdline.join(" "))
+                .source(input.platform.cite("/proc/cmdline")),
         );
     }
     c.source = "NCCL troubleshooting: PCI Access Control Services (IO virtualization redirects \
