@@ -393,7 +393,6 @@ fn row_misses(case: &Case, row: &Row, r: &Replay) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "needs `explain --from-artifacts` (issue 45 item 1); run with --ignored once it is in"]
 fn each_replay_gives_its_rows_verdict_and_causes_and_the_summary_counts() {
     let doc = doc();
     let rows = rows(&doc);
