@@ -392,6 +392,7 @@ mod tests {
             ddp_step_s: 0.1508,
             plain_step_s: 0.130,
             ratio: 1.16,
+            noise_bound: None,
             rests_on: "a test".into(),
         });
         let text = recommendation(&recommend(&input).unwrap());

@@ -306,6 +306,10 @@ pub struct DdpOwnWork {
     pub plain_step_s: f64,
     /// The DDP step over the plain one, the median of the launch's interleaved rounds.
     pub ratio: f64,
+    /// How far ln(ratio) may move by the rounds' own spread
+    /// (`PlainReference::ddp_over_plain_noise_bound`); `None` from a single round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_bound: Option<f64>,
     /// The run it comes from, for the citation.
     pub rests_on: String,
 }

@@ -681,6 +681,7 @@ fn own_work_16() -> DdpOwnWork {
         ddp_step_s: 0.1508,
         plain_step_s: 0.130,
         ratio: 1.16,
+        noise_bound: None,
         rests_on: "1-GPU base run of the test".into(),
     }
 }
