@@ -252,4 +252,6 @@ impl Recommendation {
 #[cfg(test)]
 mod levers_tests;
 #[cfg(test)]
+mod provenance_tests;
+#[cfg(test)]
 mod tests;

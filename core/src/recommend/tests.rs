@@ -18,6 +18,7 @@ pub(super) fn a6000_input() -> RecommendInput {
         },
         micro_batch: 8,
         seq: 1024,
+        tokens_per_sample: None,
         gpus: 4,
         node_gpus: 4,
         price_per_hour: Some(2.64),
