@@ -174,7 +174,8 @@ fn reference(r: &Recommendation) -> String {
 }
 
 /// The table's cells, header first: one GPU, then every variant. The cost column shows where
-/// a price was given, the measured one where the node measured a variant.
+/// a price was given (at the measured speedup where the node measured the row, said so), the
+/// measured one where the node measured a variant.
 fn table(r: &Recommendation) -> Vec<Vec<String>> {
     let cost_col = r.rows.iter().any(|x| x.cost_per_million.is_some());
     let measured_col = r.rows.iter().any(|x| x.measured.is_some());
@@ -233,7 +234,12 @@ fn variant_cells(r: &VariantRow, chosen: &str, cost_col: bool, measured_col: boo
         format!("{:.0}%", p.comm_share * 100.0),
     ];
     if cost_col {
-        line.push(r.cost_per_million.map(fmt_money).unwrap_or_default());
+        // A measured row's cost rests on its measured speedup, as the recommendation's does.
+        line.push(match r.cost_per_million {
+            Some(c) if r.cost_measured => format!("{} measured", fmt_money(c)),
+            Some(c) => fmt_money(c),
+            None => String::new(),
+        });
     }
     let mark = if r.variant == chosen { " <" } else { "" };
     line.push(format!(
@@ -379,6 +385,42 @@ mod tests {
         assert!(text.contains("measured"));
         assert!(header(&text).ends_with(" measured"), "{text}");
         assert!(text.contains("2.50× ±5.0%"), "{text}");
+    }
+
+    #[test]
+    fn the_chosen_rows_cost_is_the_recommendations_with_its_source() {
+        // A fast link (plain DDP reaches the target), plain DDP measured 5% below its prediction.
+        let mut input = a6000_input();
+        input.curve = LinkCurve::flat(4, 400.0, 20e-6).unwrap();
+        let predicted = recommend(&input).unwrap();
+        let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
+        input.measured = vec![MeasuredSpeedup {
+            variant: "base".into(),
+            speedup: base.prediction.speedup * 0.95,
+            uncertainty: None,
+            noise_bound: None,
+            rests_on: "bench ddp of base".into(),
+        }];
+        let r = recommend(&input).unwrap();
+        let text = recommendation(&r);
+        let said = fmt_money(r.answer.as_ref().unwrap().cost_per_million.unwrap());
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("Recommendation:"))
+            .unwrap();
+        assert!(
+            line.contains(&said) && line.contains("(measured)"),
+            "{line}"
+        );
+        let row = text.lines().find(|l| l.starts_with("base ")).unwrap();
+        assert!(
+            row.contains(&format!("{said} measured")),
+            "{said}: {row}\n{text}"
+        );
+        // A row nobody measured: its cost is the model's, and the row says so.
+        let bf16 = text.lines().find(|l| l.starts_with("bf16 ")).unwrap();
+        assert!(!bf16.contains(" measured"), "{bf16}");
+        assert!(bf16.ends_with("predicted"), "{bf16}");
     }
 
     #[test]

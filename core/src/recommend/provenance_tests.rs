@@ -38,3 +38,42 @@ fn a_factorys_declared_tokens_per_sample_make_its_rates_tokens() {
     assert_eq!(answer.unit, "tokens");
     assert!(r.summary.contains("per million tokens"), "{}", r.summary);
 }
+
+/// The a6000 input on a fast link (plain DDP reaches the target), plain DDP measured 5% below
+/// its prediction: within the model's tolerance, so the model stands and base is chosen.
+fn measured_base() -> RecommendInput {
+    let mut input = a6000_input();
+    input.curve = crate::step_time::LinkCurve::flat(4, 400.0, 20e-6).unwrap();
+    let predicted = recommend(&input).unwrap();
+    assert_eq!(predicted.chosen, "base");
+    let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
+    input.measured = vec![MeasuredSpeedup {
+        variant: "base".into(),
+        speedup: base.prediction.speedup * 0.95,
+        uncertainty: None,
+        noise_bound: None,
+        rests_on: "bench ddp of base (test)".into(),
+    }];
+    input
+}
+
+#[test]
+fn a_measured_rows_cost_is_the_answers_and_says_it_is_measured() {
+    let r = recommend(&measured_base()).unwrap();
+    assert_eq!(r.chosen, "base");
+    let answer = r.answer.as_ref().unwrap();
+    assert!(answer.measured);
+    let row = r.rows.iter().find(|x| x.variant == "base").unwrap();
+    let (table, said) = (
+        row.cost_per_million.unwrap(),
+        answer.cost_per_million.unwrap(),
+    );
+    assert!(
+        (table / said - 1.0).abs() < 1e-9,
+        "table {table} against {said}"
+    );
+    assert!(row.cost_measured);
+    // A row nobody measured keeps its predicted cost, said as such.
+    let bf16 = r.rows.iter().find(|x| x.variant == "bf16").unwrap();
+    assert!(!bf16.cost_measured && bf16.cost_per_million.is_some());
+}
