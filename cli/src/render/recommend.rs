@@ -216,14 +216,29 @@ fn table(r: &Recommendation) -> Vec<Vec<String>> {
         one.push(String::new());
     }
     let mut table = vec![header, one];
+    // Where the model missed a measured row, the other rows' target is still its prediction.
+    let unreliable = r.model_check.as_ref().is_some_and(|c| !c.reliable);
     for row in &r.rows {
-        table.push(variant_cells(row, &r.chosen, cost_col, measured_col));
+        let marked = unreliable && row.measured.is_none();
+        table.push(variant_cells(
+            row,
+            &r.chosen,
+            (cost_col, measured_col),
+            marked,
+        ));
     }
     table
 }
 
-/// One variant's cells; the chosen one is marked `<` beside its target column.
-fn variant_cells(r: &VariantRow, chosen: &str, cost_col: bool, measured_col: bool) -> Vec<String> {
+/// One variant's cells; the chosen one is marked `<` beside its target column, a target the
+/// model predicted under an unreliable model `(predicted)`. `columns`: whether the cost and
+/// the measured columns show.
+fn variant_cells(
+    r: &VariantRow,
+    chosen: &str,
+    (cost_col, measured_col): (bool, bool),
+    predicted_target: bool,
+) -> Vec<String> {
     let p = &r.prediction;
     let mut line = vec![
         r.variant.clone(),
@@ -243,8 +258,9 @@ fn variant_cells(r: &VariantRow, chosen: &str, cost_col: bool, measured_col: boo
     }
     let mark = if r.variant == chosen { " <" } else { "" };
     line.push(format!(
-        "{}{mark}",
-        if r.reaches_target { "yes" } else { "no" }
+        "{}{}{mark}",
+        if r.reaches_target { "yes" } else { "no" },
+        if predicted_target { " (predicted)" } else { "" }
     ));
     if measured_col {
         line.push(match &r.measured {
@@ -421,6 +437,46 @@ mod tests {
         let bf16 = text.lines().find(|l| l.starts_with("bf16 ")).unwrap();
         assert!(!bf16.contains(" measured"), "{bf16}");
         assert!(bf16.ends_with("predicted"), "{bf16}");
+    }
+
+    #[test]
+    fn under_an_unreliable_model_the_target_column_marks_predictions() {
+        let mut input = a6000_input();
+        let predicted = recommend(&input).unwrap();
+        let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
+        // Plain DDP measured at half its prediction: the model misses it.
+        input.measured = vec![MeasuredSpeedup {
+            variant: "base".into(),
+            speedup: base.prediction.speedup * 0.5,
+            uncertainty: None,
+            noise_bound: None,
+            rests_on: "bench ddp of base".into(),
+        }];
+        let r = recommend(&input).unwrap();
+        assert!(!r.model_check.as_ref().unwrap().reliable);
+        let text = recommendation(&r);
+        let row = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap()
+                .to_string()
+        };
+        // The measured row's target is its measurement's; every other row's is the model's.
+        assert!(!row("base").contains("(predicted)"), "{}", row("base"));
+        for name in ["bf16", "accum8", "bf16+accum8"] {
+            let line = row(name);
+            assert!(
+                line.contains("yes (predicted)") || line.contains("no (predicted)"),
+                "{line}"
+            );
+        }
+        // With a reliable model nothing is marked: the measured column says which rows are
+        // predictions.
+        let text = recommendation(&recommend(&a6000_input()).unwrap());
+        assert!(
+            !text.contains("yes (predicted)") && !text.contains("no (predicted)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -77,3 +77,47 @@ fn a_measured_rows_cost_is_the_answers_and_says_it_is_measured() {
     let bf16 = r.rows.iter().find(|x| x.variant == "bf16").unwrap();
     assert!(!bf16.cost_measured && bf16.cost_per_million.is_some());
 }
+
+/// The a6000 input with plain DDP measured at half its prediction: the model misses it, so its
+/// predictions for the node are unreliable.
+fn unreliable() -> RecommendInput {
+    let mut input = a6000_input();
+    let predicted = recommend(&input).unwrap();
+    let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
+    input.measured = vec![MeasuredSpeedup {
+        variant: "base".into(),
+        speedup: base.prediction.speedup * 0.5,
+        uncertainty: None,
+        noise_bound: None,
+        rests_on: "bench ddp of base (test)".into(),
+    }];
+    input
+}
+
+#[test]
+fn under_an_unreliable_model_powersgd_not_offered_is_said_to_be_a_prediction() {
+    // Every rank measured, each compressing for 10 s: the model predicts bf16 beats them all.
+    let mut input = unreliable();
+    input.powersgd_compute = [1, 2, 4, 8]
+        .map(|rank| PowerSgdMeasured {
+            rank,
+            compute_s: 10.0,
+            rests_on: format!("1-GPU powersgd{rank} run (test)"),
+        })
+        .to_vec();
+    let r = recommend(&input).unwrap();
+    assert!(!r.model_check.as_ref().unwrap().reliable);
+    let o = r.powersgd.unwrap();
+    assert_eq!(o.rank, None);
+    let why = o.why_not.unwrap();
+    assert!(why.starts_with("bf16 beats every rank"), "{why}");
+    assert!(
+        why.contains("predicted by the step-time model, which missed the measured base by +100%"),
+        "{why}"
+    );
+    assert!(why.contains("model_unreliable"), "{why}");
+    // Unmeasured compression compute is no prediction: said as before.
+    let r = recommend(&unreliable()).unwrap();
+    let why = r.powersgd.unwrap().why_not.unwrap();
+    assert!(!why.contains("model_unreliable"), "{why}");
+}
