@@ -31,8 +31,8 @@ pub use layout::{
 };
 pub use model_arg::MODEL_FORMS;
 pub use noise::{
-    beyond_noise, describe_noise_bound, noise_bound, speedup_noise_bound, speedup_uncertainty,
-    throughput_ratio, ThroughputRatio,
+    beyond_noise, describe_noise_bound, noise_bound, rounds_noise_bound, speedup_noise_bound,
+    speedup_uncertainty, throughput_ratio, ThroughputRatio,
 };
 pub use plain::{PlainReference, Reference};
 pub use request::{

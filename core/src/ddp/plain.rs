@@ -81,13 +81,6 @@ impl PlainReference {
         crate::expect::median(&ratios)
     }
 
-    /// How far ln([`PlainReference::ddp_over_plain`]) may move by the rounds' own spread
-    /// ([`super::noise_bound`] of their paired ln ratios); `None` with fewer than two rounds.
-    pub fn ddp_over_plain_noise_bound(&self) -> Option<f64> {
-        let logs: Vec<f64> = self.rounds.iter().map(|[d, p]| (d / p).ln()).collect();
-        super::noise::paired_log_ratio(&logs).map(|p| p.noise_bound)
-    }
-
     /// The plain step that stands for a 1-GPU run whose DDP step is `ddp_step_s`: that step
     /// over [`PlainReference::ddp_over_plain`], so the 1-GPU row's own ratio is exactly the
     /// rounds' median; the plain median where no round was kept.
@@ -134,26 +127,6 @@ mod tests {
         );
         let r = p.ddp_over_plain().unwrap();
         assert!((r - 0.0103 / 0.0100).abs() < 1e-12, "{r}");
-    }
-
-    #[test]
-    fn the_ratios_noise_bound_is_the_rounds_spread() {
-        // Rounds that read +2% to +18%: their median +9.4% lies within how far they spread.
-        let rounds = [1.18, 1.02, 1.094, 1.03, 1.16]
-            .map(|r| [0.1 * r, 0.1])
-            .to_vec();
-        let p = PlainReference::from_launch(Some(0.1), Some(rounds)).unwrap();
-        let bound = p.ddp_over_plain_noise_bound().unwrap();
-        assert!(bound > 1.094f64.ln(), "{bound}");
-        // Rounds that agree within 1%: a bound of a few percent.
-        let rounds = [1.09, 1.10, 1.094, 1.098, 1.091]
-            .map(|r| [0.1 * r, 0.1])
-            .to_vec();
-        let p = PlainReference::from_launch(Some(0.1), Some(rounds)).unwrap();
-        assert!(p.ddp_over_plain_noise_bound().unwrap() < 0.02);
-        // One round: nothing measured its spread.
-        let p = PlainReference::from_launch(Some(0.1), Some(vec![[0.11, 0.1]])).unwrap();
-        assert_eq!(p.ddp_over_plain_noise_bound(), None);
     }
 
     #[test]

@@ -484,3 +484,16 @@ fn tokens_per_sample_is_read_back_from_a_run_in_tokens() {
     };
     assert_eq!(broken.tokens_per_sample(), None);
 }
+
+#[test]
+fn a_rounds_ratios_noise_bound_is_their_spread() {
+    // Rounds that read +2% to +18%: their median +9.4% lies within how far they spread.
+    let rounds = [1.18, 1.02, 1.094, 1.03, 1.16].map(|r| [0.1 * r, 0.1]);
+    let bound = rounds_noise_bound(&rounds).unwrap();
+    assert!(bound > 1.094f64.ln(), "{bound}");
+    // Rounds that agree within 1%: a bound of a few percent.
+    let rounds = [1.09, 1.10, 1.094, 1.098, 1.091].map(|r| [0.1 * r, 0.1]);
+    assert!(rounds_noise_bound(&rounds).unwrap() < 0.02);
+    // One round: nothing measured its spread.
+    assert_eq!(rounds_noise_bound(&[[0.11, 0.1]]), None);
+}

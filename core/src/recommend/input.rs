@@ -311,7 +311,7 @@ pub struct DdpOwnWork {
     /// The DDP step over the plain one, the median of the launch's interleaved rounds.
     pub ratio: f64,
     /// How far ln(ratio) may move by the rounds' own spread
-    /// (`PlainReference::ddp_over_plain_noise_bound`); `None` from a single round.
+    /// (`crate::ddp::rounds_noise_bound` of its rounds); `None` from a single round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise_bound: Option<f64>,
     /// The run it comes from, for the citation.

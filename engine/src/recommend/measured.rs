@@ -241,7 +241,7 @@ pub(super) fn measured_ddp_own_work(
             ddp_step_s: r.step_time_median_s,
             plain_step_s: p.step_time_median_s,
             ratio: p.ddp_over_plain()?,
-            noise_bound: p.ddp_over_plain_noise_bound(),
+            noise_bound: ddpcheck_core::ddp::rounds_noise_bound(&p.rounds),
             rests_on: format!(
                 "{} {} run of {name} and the same model without DDP, {} interleaved rounds in one launch ({})",
                 one_on(r),
