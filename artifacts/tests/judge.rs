@@ -359,3 +359,28 @@ fn health_read_from_the_query_is_checks_judgement() {
         r.reason
     );
 }
+
+/// GPUs passed through to a VM without P2P (nvidia-smi -q's `Pass-Through`, CNS, a flat PCI
+/// tree): the VM and its staging through host memory are said, as live; no fault is made of it.
+#[test]
+fn a_vm_without_p2p_is_a_vm_and_a_platform_limit() {
+    let r = report("a10g-x2-vm-no-p2p");
+    let vm = r
+        .causes
+        .iter()
+        .find(|c| c.kind == CauseKind::VirtualMachine)
+        .unwrap();
+    assert_eq!(vm.evidence[0].what, "GPUs passed through to a VM");
+    assert!(
+        vm.evidence[0]
+            .source
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("artifacts: "),
+        "{:?}",
+        vm.evidence[0]
+    );
+    assert!(kinds(&r).contains(&CauseKind::VmNoP2p), "{:?}", kinds(&r));
+    assert!(r.platform.gpus.iter().all(|g| g.on_root_bus == Some(true)));
+    assert_ne!(r.verdict.as_str(), "critical", "{}", r.reason);
+}
