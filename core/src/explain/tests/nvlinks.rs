@@ -5,11 +5,12 @@ use super::*;
 
 #[test]
 fn links_by_design_fewer_than_the_sku_table_are_not_down() {
-    // H800 SXM: 8 NVLinks by design, all up; the SKU table's 18 must not call 10 missing.
-    let mut n = Node::new(2, "NVIDIA H800", LinkClass::Nv(8));
+    // A GPU that lists 12 links, all up (a bridge of 12, a board that wires 12): the SKU
+    // table's 18 for its name must not call 6 missing.
+    let mut n = Node::new(2, "NVIDIA H100 80GB HBM3", LinkClass::Nv(12));
     for g in &mut n.gpus {
-        g.health.nvlinks_active = Some(8);
-        g.health.nvlinks_present = Some(8);
+        g.health.nvlinks_active = Some(12);
+        g.health.nvlinks_present = Some(12);
     }
     let e = n.explain();
     assert!(
