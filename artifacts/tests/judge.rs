@@ -384,3 +384,27 @@ fn a_vm_without_p2p_is_a_vm_and_a_platform_limit() {
     assert!(r.platform.gpus.iter().all(|g| g.on_root_bus == Some(true)));
     assert_ne!(r.verdict.as_str(), "critical", "{}", r.reason);
 }
+
+/// ACS on the switch ports between two GPUs, read from lspci -vvv, is the live ACS cause; the
+/// GPUs' bus ids come from lspci where no other artifact gives them (nvidia-smi numbers GPUs in
+/// bus order), and that is said.
+#[test]
+fn acs_on_the_switch_between_a_pair_is_found_from_lspci() {
+    let r = report("titanxp-x2-plx-acs");
+    let acs = r
+        .causes
+        .iter()
+        .find(|c| c.kind == CauseKind::Acs)
+        .expect("acs");
+    assert!(
+        acs.message.contains("0000:03:08.0") && acs.message.contains("0000:03:10.0"),
+        "{}",
+        acs.message
+    );
+    assert_eq!(r.gpus[1].pci_bus_id, "0000:05:00.0");
+    assert!(
+        r.undecided.iter().any(|u| u.contains("bus order")),
+        "{:?}",
+        r.undecided
+    );
+}
