@@ -123,15 +123,43 @@ fn summary(r: &Reading) -> String {
             t.sweep.samples.len(),
             t.avg_busbw_gbps
         ),
-        Reading::NcclLog(l) => format!(
-            "{} channel connections, {} variables set by environment",
-            l.channels.len(),
-            l.env.len()
-        ),
+        Reading::NcclLog(l) => log_summary(l),
         Reading::Lspci(l) => format!(
             "{} devices, {} NVIDIA GPUs",
             l.devices.len(),
             l.nvidia_gpus().count()
         ),
     }
+}
+
+/// An NCCL log in a line: its transports, rings and trees, variables, network and warnings.
+fn log_summary(l: &crate::nccl_log::NcclLog) -> String {
+    let mut parts = vec![format!(
+        "transports {}",
+        l.transports().unwrap_or_else(|| "none logged".into())
+    )];
+    parts.push(format!(
+        "{} rings, {} tree lines",
+        l.rings.len(),
+        l.trees.len()
+    ));
+    if !l.env.is_empty() {
+        let env: Vec<String> = l.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.push(format!("set by environment: {}", env.join(" ")));
+    }
+    if let Some(n) = l
+        .network
+        .iter()
+        .find(|n| n.contains("Plugin") || n.starts_with("Using network"))
+    {
+        parts.push(n.clone());
+    }
+    if !l.warnings.is_empty() {
+        parts.push(format!(
+            "{} warnings, the first: {}",
+            l.warnings.len(),
+            l.warnings[0]
+        ));
+    }
+    parts.join("; ")
 }

@@ -76,6 +76,20 @@ fn forcing_p2p_across_the_host_bridge_is_the_cause_and_the_fix() {
         r.findings.iter().any(|f| f.code == "nccl_p2p_forced"),
         "check's rule runs too"
     );
+    assert_eq!(
+        r.nccl_env.get("NCCL_P2P_LEVEL").map(String::as_str),
+        Some("SYS")
+    );
+    let log = r
+        .provenance
+        .iter()
+        .find(|p| p.format == Format::NcclLog)
+        .unwrap();
+    assert!(
+        log.summary.contains("transports P2P/IPC") && log.summary.contains("NCCL_P2P_LEVEL=SYS"),
+        "{}",
+        log.summary
+    );
 }
 
 /// No second rule set: the report's chain is core's `explain` on the assembled readings.
