@@ -422,3 +422,53 @@ fn acs_on_the_switch_between_a_pair_is_found_from_lspci() {
         r.undecided
     );
 }
+
+/// A `topo -p2p` matrix whose command line is not in the file may be NVLink's or atomics'
+/// (NS on every PCIe pair): its bare NS is not read as "no P2P", and that is said; a named
+/// reason (CNS, GNS, TNS, DR) is the pair's alike for every capability and stands.
+#[test]
+fn an_unnamed_p2p_matrix_of_ns_is_not_read_as_no_p2p() {
+    let dir = fixtures().join("nodes/a6000x2-phb-p2p-forced");
+    let ns = std::env::temp_dir().join(format!("ddpcheck-p2p-ns-{}.txt", std::process::id()));
+    std::fs::write(&ns, " \tGPU0\tGPU1\t\n GPU0\tX\tNS\t\n GPU1\tNS\tX\t\n").unwrap();
+    let rs = read_all(&[
+        Source {
+            path: dir.join("topo-m.txt"),
+            wanted: None,
+        },
+        Source {
+            path: ns.clone(),
+            wanted: Some(Format::TopoP2p),
+        },
+    ])
+    .unwrap();
+    std::fs::remove_file(&ns).unwrap();
+    let r = judge(&rs, "t").unwrap();
+    let t = r.topology.as_ref().unwrap();
+    assert_ne!(
+        t.p2p[0][1],
+        ddpcheck_core::topology::P2pStatus::NotSupported
+    );
+    assert!(
+        r.undecided.iter().any(|u| u.contains("NS")),
+        "{:?}",
+        r.undecided
+    );
+    let gns = fixtures().join("formats/topo_p2p/rtx5090x2-gns.txt");
+    let rs = read_all(&[
+        Source {
+            path: dir.join("topo-m.txt"),
+            wanted: None,
+        },
+        Source {
+            path: gns,
+            wanted: None,
+        },
+    ])
+    .unwrap();
+    let r = judge(&rs, "t").unwrap();
+    assert_eq!(
+        r.topology.unwrap().p2p[0][1],
+        ddpcheck_core::topology::P2pStatus::NotSupported
+    );
+}
