@@ -62,7 +62,8 @@ pub fn folder_sources(dir: &Path) -> Result<Vec<Source>, FileError> {
     for e in entries {
         let e = e.map_err(|e| err(dir, ArtifactError::Io(e.to_string())))?;
         let hidden = e.file_name().to_string_lossy().starts_with('.');
-        let file = e.file_type().is_ok_and(|t| t.is_file());
+        // A link to a file is that file (metadata follows links).
+        let file = std::fs::metadata(e.path()).is_ok_and(|m| m.is_file());
         if file && !hidden {
             paths.push(e.path());
         }
