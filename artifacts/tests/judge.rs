@@ -472,3 +472,28 @@ fn an_unnamed_p2p_matrix_of_ns_is_not_read_as_no_p2p() {
         ddpcheck_core::topology::P2pStatus::NotSupported
     );
 }
+
+/// Two H100 PCIe without bridges list their 12 links, all inactive: no bridge, not links down
+/// (leptonai/gpud PR#1147's false alarm).
+#[test]
+fn pcie_cards_without_bridges_are_not_links_down() {
+    let rs = read_all(&[
+        Source {
+            path: fixtures().join("nodes/h100pcie-nvbridge-x2/smi-q.txt"),
+            wanted: None,
+        },
+        Source {
+            path: fixtures().join("formats/nvlink_status/h100pcie-x2-no-bridge-all-inactive.txt"),
+            wanted: None,
+        },
+    ])
+    .unwrap();
+    let r = judge(&rs, "t").unwrap();
+    assert_eq!(r.gpus[0].health.nvlinks_present, Some(12));
+    assert!(
+        !kinds(&r).contains(&CauseKind::NvlinkDown),
+        "{:?}",
+        kinds(&r)
+    );
+    assert_eq!(r.verdict.as_str(), "ok", "{}", r.reason);
+}
