@@ -62,7 +62,8 @@ pub fn folder_sources(dir: &Path) -> Result<Vec<Source>, FileError> {
     for e in entries {
         let e = e.map_err(|e| err(dir, ArtifactError::Io(e.to_string())))?;
         let hidden = e.file_name().to_string_lossy().starts_with('.');
-        let file = e.file_type().is_ok_and(|t| t.is_file());
+        // A link to a file is that file (metadata follows links).
+        let file = std::fs::metadata(e.path()).is_ok_and(|m| m.is_file());
         if file && !hidden {
             paths.push(e.path());
         }
@@ -123,15 +124,43 @@ fn summary(r: &Reading) -> String {
             t.sweep.samples.len(),
             t.avg_busbw_gbps
         ),
-        Reading::NcclLog(l) => format!(
-            "{} channel connections, {} variables set by environment",
-            l.channels.len(),
-            l.env.len()
-        ),
+        Reading::NcclLog(l) => log_summary(l),
         Reading::Lspci(l) => format!(
             "{} devices, {} NVIDIA GPUs",
             l.devices.len(),
             l.nvidia_gpus().count()
         ),
     }
+}
+
+/// An NCCL log in a line: its transports, rings and trees, variables, network and warnings.
+fn log_summary(l: &crate::nccl_log::NcclLog) -> String {
+    let mut parts = vec![format!(
+        "transports {}",
+        l.transports().unwrap_or_else(|| "none logged".into())
+    )];
+    parts.push(format!(
+        "{} rings, {} tree lines",
+        l.rings.len(),
+        l.trees.len()
+    ));
+    if !l.env.is_empty() {
+        let env: Vec<String> = l.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.push(format!("set by environment: {}", env.join(" ")));
+    }
+    if let Some(n) = l
+        .network
+        .iter()
+        .find(|n| n.contains("Plugin") || n.starts_with("Using network"))
+    {
+        parts.push(n.clone());
+    }
+    if !l.warnings.is_empty() {
+        parts.push(format!(
+            "{} warnings, the first: {}",
+            l.warnings.len(),
+            l.warnings[0]
+        ));
+    }
+    parts.join("; ")
 }

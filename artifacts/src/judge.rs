@@ -50,6 +50,8 @@ pub struct ArtifactsReport {
     pub provenance: Vec<Provenance>,
     pub undecided: Vec<String>,
     pub versions: Versions,
+    /// The NCCL variables in force, as the NCCL log says they were set (empty without a log).
+    pub nccl_env: std::collections::BTreeMap<String, String>,
     pub gpus: Vec<GpuInfo>,
     pub topology: Option<TopologyMatrix>,
     pub platform: PlatformFacts,
@@ -173,6 +175,7 @@ pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, Arti
             cuda: a.cuda_version.clone(),
             nccl: a.nccl_version.clone(),
         },
+        nccl_env: a.nccl_env,
         gpus: a.gpus,
         topology: a.topology,
         platform: a.platform,

@@ -70,10 +70,15 @@ impl PciDevice {
 }
 
 impl Lspci {
-    /// The bridges above a device, outermost first; `None` where the output has no bridge at
-    /// all (a filtered `lspci -s`), so that none seen is never read as none there.
+    /// The bridges above a device, outermost first; `None` where the output has neither a PCI
+    /// bridge nor a host bridge (a filtered `lspci -s`), so that none seen is never read as
+    /// none there. A whole listing of a VM's flat tree has its host bridge.
     pub fn bridges_above(&self, dev: &PciDevice) -> Option<Vec<&PciDevice>> {
-        if !self.devices.iter().any(PciDevice::is_bridge) {
+        let whole = self
+            .devices
+            .iter()
+            .any(|d| d.is_bridge() || d.class == "Host bridge");
+        if !whole {
             return None;
         }
         let bus = dev.bus()?;

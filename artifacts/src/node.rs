@@ -100,7 +100,7 @@ pub fn assemble(reads: &[Read]) -> Result<Assembled, ArtifactError> {
     let lspci = one(&b.lspci, Format::Lspci)?;
     let mut undecided = Vec::new();
     let gpus = gpus::gpus(smi, nvlink, topo, &b.tests, lspci, &mut undecided)?;
-    let topology = topology::matrix(topo, &b.p2p, &gpus)?;
+    let topology = topology::matrix(topo, &b.p2p, &gpus, &mut undecided)?;
     let mut platform = platform::facts(lspci, smi, &gpus);
     platform.evidence_from = Some(cited(reads));
     let log = measure::log_for_env(&b);

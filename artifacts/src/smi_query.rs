@@ -259,6 +259,20 @@ pub fn parse(text: &str) -> Result<SmiQuery, ArtifactError> {
             format!("{attached} GPUs attached, {} GPU sections", sections.len()),
         ));
     }
+    // The sections of one output have the same parts, give or take one (a MIG block): a last
+    // one with under nine tenths of the first's was cut.
+    if let (Some((_, first)), Some((id, last))) = (sections.first(), sections.last()) {
+        if last.children.len() * 10 < first.children.len() * 9 {
+            return Err(ArtifactError::truncated(
+                F,
+                format!(
+                    "GPU {id}'s section has {} of the {} parts the first has",
+                    last.children.len(),
+                    first.children.len()
+                ),
+            ));
+        }
+    }
     let gpus: Vec<SmiGpu> = sections.iter().map(|(id, g)| gpu(id, g)).collect();
     if let Some(g) = gpus.iter().find(|g| g.product_name.is_none()) {
         return Err(ArtifactError::truncated(
@@ -277,4 +291,20 @@ pub fn parse(text: &str) -> Result<SmiQuery, ArtifactError> {
         cuda_version: root.val(&["CUDA Version"]).map(str::to_string),
         gpus,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const TWO: &str = "Driver Version : 550.1\nAttached GPUs : 2\nGPU 00000000:17:00.0\n    Product Name : NVIDIA H100 PCIe\n    PCI\n        Bus Id : 00000000:17:00.0\n    ECC Mode\n        Current : Enabled\n    Processes : None\nGPU 00000000:65:00.0\n    Product Name : NVIDIA H100 PCIe\n    PCI\n        Bus Id : 00000000:65:00.0\n    ECC Mode\n        Current : Enabled\n    Processes : None\n";
+
+    #[test]
+    fn a_last_section_cut_short_is_truncated() {
+        assert_eq!(parse(TWO).unwrap().gpus[1].ecc_enabled, Some(true));
+        let cut: String = TWO.lines().take(14).map(|l| format!("{l}\n")).collect();
+        let e = parse(&cut).unwrap_err();
+        assert!(matches!(e, ArtifactError::Truncated { .. }), "{e}");
+    }
 }

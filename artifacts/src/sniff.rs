@@ -101,6 +101,11 @@ pub fn sniff(text: &str) -> Result<Vec<Format>, ArtifactError> {
         return Err(ArtifactError::Binary);
     }
     let text = clean(text);
+    // A JSON document (a ddpcheck report, say) is no artifact, whatever words it holds: a
+    // compact report is one line with "size", "count" and "busbw" in it.
+    if text.trim_start().starts_with(['{', '[']) {
+        return Err(ArtifactError::Foreign);
+    }
     let lines: Vec<&str> = text.lines().collect();
     let found: Vec<Format> = [
         (Format::TopoMatrix, topo_matrix(&lines)),
@@ -164,6 +169,13 @@ mod tests {
                 Format::NvlinkStatus
             ))
         );
+    }
+
+    #[test]
+    fn a_compact_json_report_is_foreign_not_a_truncated_nccl_tests_run() {
+        let report =
+            "{\"kind\":\"bench_collectives\",\"sweeps\":[{\"size\":8,\"count\":2,\"busbw\":0.1}]}";
+        assert_eq!(sniff(report), Err(ArtifactError::Foreign));
     }
 
     #[test]

@@ -76,6 +76,20 @@ fn forcing_p2p_across_the_host_bridge_is_the_cause_and_the_fix() {
         r.findings.iter().any(|f| f.code == "nccl_p2p_forced"),
         "check's rule runs too"
     );
+    assert_eq!(
+        r.nccl_env.get("NCCL_P2P_LEVEL").map(String::as_str),
+        Some("SYS")
+    );
+    let log = r
+        .provenance
+        .iter()
+        .find(|p| p.format == Format::NcclLog)
+        .unwrap();
+    assert!(
+        log.summary.contains("transports P2P/IPC") && log.summary.contains("NCCL_P2P_LEVEL=SYS"),
+        "{}",
+        log.summary
+    );
 }
 
 /// No second rule set: the report's chain is core's `explain` on the assembled readings.
@@ -358,4 +372,128 @@ fn health_read_from_the_query_is_checks_judgement() {
         "{}",
         r.reason
     );
+}
+
+/// GPUs passed through to a VM without P2P (nvidia-smi -q's `Pass-Through`, CNS, a flat PCI
+/// tree): the VM and its staging through host memory are said, as live; no fault is made of it.
+#[test]
+fn a_vm_without_p2p_is_a_vm_and_a_platform_limit() {
+    let r = report("a10g-x2-vm-no-p2p");
+    let vm = r
+        .causes
+        .iter()
+        .find(|c| c.kind == CauseKind::VirtualMachine)
+        .unwrap();
+    assert_eq!(vm.evidence[0].what, "GPUs passed through to a VM");
+    assert!(
+        vm.evidence[0]
+            .source
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("artifacts: "),
+        "{:?}",
+        vm.evidence[0]
+    );
+    assert!(kinds(&r).contains(&CauseKind::VmNoP2p), "{:?}", kinds(&r));
+    assert!(r.platform.gpus.iter().all(|g| g.on_root_bus == Some(true)));
+    assert_ne!(r.verdict.as_str(), "critical", "{}", r.reason);
+}
+
+/// ACS on the switch ports between two GPUs, read from lspci -vvv, is the live ACS cause; the
+/// GPUs' bus ids come from lspci where no other artifact gives them (nvidia-smi numbers GPUs in
+/// bus order), and that is said.
+#[test]
+fn acs_on_the_switch_between_a_pair_is_found_from_lspci() {
+    let r = report("titanxp-x2-plx-acs");
+    let acs = r
+        .causes
+        .iter()
+        .find(|c| c.kind == CauseKind::Acs)
+        .expect("acs");
+    assert!(
+        acs.message.contains("0000:03:08.0") && acs.message.contains("0000:03:10.0"),
+        "{}",
+        acs.message
+    );
+    assert_eq!(r.gpus[1].pci_bus_id, "0000:05:00.0");
+    assert!(
+        r.undecided.iter().any(|u| u.contains("bus order")),
+        "{:?}",
+        r.undecided
+    );
+}
+
+/// A `topo -p2p` matrix whose command line is not in the file may be NVLink's or atomics'
+/// (NS on every PCIe pair): its bare NS is not read as "no P2P", and that is said; a named
+/// reason (CNS, GNS, TNS, DR) is the pair's alike for every capability and stands.
+#[test]
+fn an_unnamed_p2p_matrix_of_ns_is_not_read_as_no_p2p() {
+    let dir = fixtures().join("nodes/a6000x2-phb-p2p-forced");
+    let ns = std::env::temp_dir().join(format!("ddpcheck-p2p-ns-{}.txt", std::process::id()));
+    std::fs::write(&ns, " \tGPU0\tGPU1\t\n GPU0\tX\tNS\t\n GPU1\tNS\tX\t\n").unwrap();
+    let rs = read_all(&[
+        Source {
+            path: dir.join("topo-m.txt"),
+            wanted: None,
+        },
+        Source {
+            path: ns.clone(),
+            wanted: Some(Format::TopoP2p),
+        },
+    ])
+    .unwrap();
+    std::fs::remove_file(&ns).unwrap();
+    let r = judge(&rs, "t").unwrap();
+    let t = r.topology.as_ref().unwrap();
+    assert_ne!(
+        t.p2p[0][1],
+        ddpcheck_core::topology::P2pStatus::NotSupported
+    );
+    assert!(
+        r.undecided.iter().any(|u| u.contains("NS")),
+        "{:?}",
+        r.undecided
+    );
+    let gns = fixtures().join("formats/topo_p2p/rtx5090x2-gns.txt");
+    let rs = read_all(&[
+        Source {
+            path: dir.join("topo-m.txt"),
+            wanted: None,
+        },
+        Source {
+            path: gns,
+            wanted: None,
+        },
+    ])
+    .unwrap();
+    let r = judge(&rs, "t").unwrap();
+    assert_eq!(
+        r.topology.unwrap().p2p[0][1],
+        ddpcheck_core::topology::P2pStatus::NotSupported
+    );
+}
+
+/// Two H100 PCIe without bridges list their 12 links, all inactive: no bridge, not links down
+/// (leptonai/gpud PR#1147's false alarm).
+#[test]
+fn pcie_cards_without_bridges_are_not_links_down() {
+    let rs = read_all(&[
+        Source {
+            path: fixtures().join("nodes/h100pcie-nvbridge-x2/smi-q.txt"),
+            wanted: None,
+        },
+        Source {
+            path: fixtures().join("formats/nvlink_status/h100pcie-x2-no-bridge-all-inactive.txt"),
+            wanted: None,
+        },
+    ])
+    .unwrap();
+    let r = judge(&rs, "t").unwrap();
+    assert_eq!(r.gpus[0].health.nvlinks_present, Some(12));
+    assert!(
+        !kinds(&r).contains(&CauseKind::NvlinkDown),
+        "{:?}",
+        kinds(&r)
+    );
+    assert_eq!(r.verdict.as_str(), "ok", "{}", r.reason);
 }

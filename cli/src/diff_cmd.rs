@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use ddpcheck_artifacts::folder::{folder_sources, read_all};
+use ddpcheck_artifacts::node::assemble;
 use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::diff::{self, Diff, RunFacts};
 use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport};
@@ -62,14 +64,26 @@ fn read_run(path: &Path) -> Result<RunFacts, RunError> {
     facts_from_json(&text, &origin)
 }
 
-/// A folder of artifacts. The artifact reader (`ddpcheck-artifacts`) assembles the core types a
-/// live explain judges; `core::diff::from_parts` turns them into facts. Until that reader is
-/// part of this build a folder is refused with one line.
+/// A folder of artifacts: read and assembled by `ddpcheck-artifacts` into the core types a live
+/// explain judges, then into facts by `core::diff::from_parts`. A bad file is one line (64).
 fn artifact_folder(path: &Path) -> Result<RunFacts, RunError> {
-    Err(RunError::Usage(format!(
-        "{}: a folder of artifacts; this build compares saved --json reports (check, bench collectives, explain, bench ddp)",
-        path.display()
-    )))
+    let usage = |e: String| RunError::Usage(e);
+    let sources = folder_sources(path).map_err(|e| usage(e.to_string()))?;
+    let reads = read_all(&sources).map_err(|e| usage(e.to_string()))?;
+    let a = assemble(&reads).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    Ok(diff::from_parts(&diff::Parts {
+        source: path.display().to_string(),
+        gpus: &a.gpus,
+        topology: a.topology.as_ref(),
+        platform: &a.platform,
+        nccl_env: &a.nccl_env,
+        measurements: &a.measurements,
+        node: a.node_measurement.as_ref(),
+        nccl_version: a.nccl_version.clone(),
+        driver_version: a.driver_version.clone(),
+        cuda_version: a.cuda_version.clone(),
+        algo_proto: None,
+    }))
 }
 
 /// A saved report's JSON (a file's, or one the daemon stored) as run facts; `origin` names it

@@ -79,10 +79,15 @@ impl ArtifactArgs {
             (&self.lspci, Format::Lspci),
         ];
         for (paths, format) in flags {
-            out.extend(paths.iter().map(|p| Source {
-                path: p.clone(),
-                wanted: Some(format),
-            }));
+            for p in paths {
+                // A file of the folder named by its flag too is read once, as the flag says.
+                let same = |s: &Source| same_file(&s.path, p);
+                out.retain(|s| s.wanted.is_some() || !same(s));
+                out.push(Source {
+                    path: p.clone(),
+                    wanted: Some(format),
+                });
+            }
         }
         Ok(out)
     }
@@ -100,6 +105,14 @@ impl ArtifactArgs {
             ]
             .iter()
             .any(|v| !v.is_empty())
+    }
+}
+
+/// Whether two paths name one file (compared as canonical paths where both resolve).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
     }
 }
 

@@ -237,10 +237,34 @@ fn bad_input_gets_one_line_and_exit_64() {
     refused(&diff(&topo, &pair, false), "records no run to compare");
     refused(&diff(&pair, &four, true), "run A ran 2 GPUs and run B 4");
     refused(&diff(&pair, &ddp, false), "cannot be compared");
-    refused(&diff(dir.path(), &pair, false), "a folder of artifacts");
+    refused(&diff(dir.path(), &pair, false), "not a known artifact");
     refused(
         &diff(Path::new("/dev/zero"), &pair, false),
         "the limit for a saved report",
+    );
+}
+
+/// Two folders of artifacts, read by the artifact reader: a pair forced to P2P across the host
+/// bridge against one whose NCCL log shows SHM under NCCL_P2P_DISABLE=1. The transport change is
+/// named first, with the variable as its cause.
+#[test]
+fn artifact_folders_are_compared_through_the_artifact_reader() {
+    let nodes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../artifacts/tests/fixtures/nodes");
+    let o = diff(
+        &nodes.join("a6000x2-phb-p2p-forced"),
+        &nodes.join("pcie-pair-log-only-shm"),
+        true,
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v = json(&o);
+    let first = &v["changes"][0];
+    assert_eq!(first["kind"], "transport", "{v:#}");
+    assert!(
+        first["cause"]
+            .as_str()
+            .unwrap_or("")
+            .contains("NCCL_P2P_DISABLE"),
+        "{first:#}"
     );
 }
 

@@ -80,6 +80,22 @@ fn file_flags_and_the_text_say_what_was_read_and_not_judged() {
     );
 }
 
+/// A file named by its flag and also in the folder is read once, as its flag says.
+#[test]
+fn a_file_both_flagged_and_in_the_folder_is_read_once() {
+    let dir = fixture("nodes/h100pcie-nvbridge-x2");
+    let smi = format!("{dir}/smi-q.txt");
+    let (rc, v) = json(&["--from-artifacts", &dir, "--smi-q", &smi]);
+    assert_eq!(rc, 0, "{v}");
+    let n = v["provenance"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["format"] == "smi_query")
+        .count();
+    assert_eq!(n, 1);
+}
+
 /// A figure read is always shown, judged or not: without a topo matrix the node's all-reduce
 /// has no reference, yet its busbw is printed.
 #[test]

@@ -193,8 +193,37 @@ pub(super) fn gpus(
     if let Some(s) = nvlink {
         with_nvlinks(&mut gpus, s)?;
     }
-    if let (Some(l), Some(_)) = (lspci, smi) {
-        check_lspci(&gpus, l)?;
+    match (lspci, smi) {
+        (Some(l), Some(_)) => check_lspci(&gpus, l)?,
+        (Some(l), None) => bus_ids_from_lspci(&mut gpus, l, undecided),
+        _ => {}
     }
     Ok(gpus)
+}
+
+/// Where no artifact gave the GPUs' bus ids, lspci's NVIDIA GPUs in bus order, one for one
+/// (nvidia-smi numbers GPUs by PCI bus id); said, as it is read across two files.
+fn bus_ids_from_lspci(gpus: &mut [GpuInfo], l: &Lspci, undecided: &mut Vec<String>) {
+    let mut found: Vec<&crate::lspci::PciDevice> = l.nvidia_gpus().collect();
+    found.sort_by(|a, b| a.bdf.cmp(&b.bdf));
+    if found.len() != gpus.len() || gpus.iter().any(|g| !g.pci_bus_id.is_empty()) {
+        return;
+    }
+    let mut order: Vec<&mut GpuInfo> = gpus.iter_mut().collect();
+    order.sort_by_key(|g| g.index);
+    for (g, d) in order.into_iter().zip(found) {
+        g.pci_bus_id = d.bdf.clone();
+        if g.name.is_empty() {
+            g.name = d
+                .description
+                .split(" (rev")
+                .next()
+                .unwrap_or(&d.description)
+                .to_string();
+        }
+    }
+    undecided.push(
+        "the GPUs' bus ids are lspci's NVIDIA GPUs in bus order (nvidia-smi numbers GPUs by bus id); nvidia-smi -q would name them"
+            .into(),
+    );
 }

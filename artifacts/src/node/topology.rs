@@ -12,6 +12,7 @@ pub(super) fn matrix(
     topo: Option<&TopoMatrix>,
     p2p: &[&TopoP2p],
     gpus: &[GpuInfo],
+    undecided: &mut Vec<String>,
 ) -> Result<Option<TopologyMatrix>, ArtifactError> {
     let Some(t) = topo else { return Ok(None) };
     let n = t.gpus.len();
@@ -22,6 +23,12 @@ pub(super) fn matrix(
                 p.gpus, t.gpus
             )));
         }
+    }
+    if p2p.iter().any(|p| p.capability.is_none() && has_bare_ns(p)) {
+        undecided.push(
+            "a topo -p2p matrix without its command line has NS cells: they could be NVLink's or atomics' and are not taken as \"no P2P\" (save it as `nvidia-smi topo -p2p r` with the command line)"
+                .into(),
+        );
     }
     let refs = t
         .gpus
@@ -65,7 +72,7 @@ fn summary(p2p: &[&TopoP2p], n: usize) -> Vec<Vec<P2pStatus>> {
             (0..n)
                 .map(|j| {
                     pcie.iter()
-                        .map(|p| p.status[i][j].summary())
+                        .map(|p| read_status(p, i, j))
                         .max_by_key(|s| match s {
                             P2pStatus::NotSupported => 2,
                             P2pStatus::Ok => 1,
@@ -76,6 +83,25 @@ fn summary(p2p: &[&TopoP2p], n: usize) -> Vec<Vec<P2pStatus>> {
                 .collect()
         })
         .collect()
+}
+
+/// Whether an off-diagonal cell says NS (not supported, no reason given).
+fn has_bare_ns(p: &TopoP2p) -> bool {
+    p.status.iter().enumerate().any(|(i, row)| {
+        row.iter()
+            .enumerate()
+            .any(|(j, r)| i != j && *r == P2pReason::NotSupported)
+    })
+}
+
+/// A cell as the read status: a bare NS of a matrix whose capability is not named could be
+/// NVLink's or atomics' (NS on every PCIe pair), so it says nothing of reads; a reason (CNS,
+/// GNS, TNS, DR) is the pair's for every capability.
+fn read_status(p: &TopoP2p, i: usize, j: usize) -> P2pStatus {
+    match (p.capability, p.status[i][j]) {
+        (None, P2pReason::NotSupported) => P2pStatus::Unknown,
+        (_, r) => r.summary(),
+    }
 }
 
 /// Each capability a matrix names, in its place; empty where none is named.

@@ -32,7 +32,7 @@ pub use layout::{
     ParamTensor, TorchBuckets,
 };
 pub use model_arg::MODEL_FORMS;
-pub use noise::{beyond_noise, describe_noise_bound, noise_bound};
+pub use noise::{beyond_noise, describe_noise_bound, noise_bound, rounds_noise_bound};
 pub use plain::{PlainReference, Reference};
 pub use ratio::{throughput_ratio, ThroughputRatio};
 pub use request::{

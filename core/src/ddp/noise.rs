@@ -58,6 +58,14 @@ pub(super) fn paired_log_ratio(logs: &[f64]) -> Option<PairedLogRatio> {
     })
 }
 
+/// How far the ln of a ratio taken within each of several rounds (the median of `[a, b]`
+/// pairs' `a / b`, as `PlainReference::ddp_over_plain`) may move by the rounds' own spread:
+/// [`noise_bound`] of their ln ratios; `None` with fewer than two rounds.
+pub fn rounds_noise_bound(rounds: &[[f64; 2]]) -> Option<f64> {
+    let logs: Vec<f64> = rounds.iter().map(|[a, b]| (a / b).ln()).collect();
+    paired_log_ratio(&logs).map(|p| p.noise_bound)
+}
+
 /// The sample standard deviation (n − 1); `None` for fewer than two values.
 pub(super) fn sample_sd(xs: &[f64]) -> Option<f64> {
     if xs.len() < 2 {

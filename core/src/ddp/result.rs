@@ -162,6 +162,20 @@ impl DdpResult {
             .as_ref()
             .map_or(self.params, ParamLayout::trainable_params)
     }
+
+    /// Tokens in one sample where the run counted its throughput in tokens (a decoder, or a
+    /// factory that declared `tokens_per_sample`): the throughput times the step over the
+    /// samples every rank processed in it; `None` for samples/s or figures that are not positive.
+    pub fn tokens_per_sample(&self) -> Option<u32> {
+        if self.throughput_unit != "tokens/s" {
+            return None;
+        }
+        let samples =
+            f64::from(self.world_size) * f64::from(self.micro_batch) * f64::from(self.accum.max(1));
+        let tokens = self.throughput * self.step_time_median_s / samples;
+        (tokens.is_finite() && tokens >= 1.0)
+            .then(|| u32::try_from(crate::num::floor_u64(tokens.round())).unwrap_or(u32::MAX))
+    }
 }
 
 /// N processes side by side against one alone, measured inside the same launches

@@ -33,12 +33,18 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
         return None;
     }
     let p = input.platform;
+    // Offline the flag is not the CPU's: the artifacts say whether the GPUs are passed through.
+    let (what, words) = if p.evidence_from.is_some() {
+        ("GPUs passed through to a VM", ["yes", "no", "not shown"])
+    } else {
+        ("hypervisor CPU flag", ["set", "not set", "unread"])
+    };
     let mut ev = vec![Evidence::new(
-        "hypervisor CPU flag",
+        what,
         match p.hypervisor {
-            Some(true) => "set",
-            Some(false) => "not set",
-            None => "unread",
+            Some(true) => words[0],
+            Some(false) => words[1],
+            None => words[2],
         },
     )
     .source(p.cite("/proc/cpuinfo flags"))];

@@ -187,20 +187,24 @@ fn mig(g: &GpuInfo, multi: bool) -> Option<Cause> {
 }
 
 /// What a GPU's NVLinks are judged against: the links it has where known (a card with fewer
-/// links by design, a bridge of 12, is not missing the SKU's 18), else the SKU's count.
-fn nvlinks_expected(g: &GpuInfo) -> Option<(u32, &'static str)> {
+/// links by design, a bridge of 12, is not missing the SKU's 18), else the SKU's count. A card
+/// the SKU table gives no count (a PCIe card) with none of its links up has no bridge on them:
+/// nothing to judge, as its links go nowhere.
+fn nvlinks_expected(g: &GpuInfo, active: u32) -> Option<(u32, &'static str)> {
+    let sku = expect::nvlinks_per_gpu(&g.name);
     match g.health.nvlinks_present.filter(|n| *n > 0) {
+        Some(_) if active == 0 && sku.is_none() => None,
         Some(n) => Some((
             n,
             "the NVLinks the GPU has, up or not (NVML's link state answers; nvidia-smi nvlink -s lists them): links present",
         )),
-        None => expect::nvlinks_per_gpu(&g.name),
+        None => sku,
     }
 }
 
 fn nvlink_down(g: &GpuInfo, multi: bool) -> Option<Cause> {
     let active = g.health.nvlinks_active?;
-    let (want, source) = nvlinks_expected(g)?;
+    let (want, source) = nvlinks_expected(g, active)?;
     if active >= want {
         return None;
     }

@@ -208,6 +208,10 @@ pub struct RecommendInput {
     pub micro_batch: u32,
     /// Tokens per sample for decoders and bare parameter counts (ignored for MLPs).
     pub seq: u32,
+    /// Tokens in one sample of a model built by code, as its launches declared it (a factory's
+    /// `tokens_per_sample`, reported as throughput in tokens/s): its rates are then in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_sample: Option<u32>,
     /// GPUs the job would use.
     pub gpus: u32,
     /// GPUs of the node the price is for.
@@ -306,6 +310,10 @@ pub struct DdpOwnWork {
     pub plain_step_s: f64,
     /// The DDP step over the plain one, the median of the launch's interleaved rounds.
     pub ratio: f64,
+    /// How far ln(ratio) may move by the rounds' own spread
+    /// (`crate::ddp::rounds_noise_bound` of its rounds); `None` from a single round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_bound: Option<f64>,
     /// The run it comes from, for the citation.
     pub rests_on: String,
 }

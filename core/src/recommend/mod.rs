@@ -88,7 +88,12 @@ pub struct VariantRow {
     pub hook: CommHook,
     pub accum: u32,
     pub prediction: Prediction,
+    /// Money per million units at this row's speedup: the node's measured one where it measured
+    /// the row (`cost_measured`), as the answer says it, else the prediction's.
     pub cost_per_million: Option<f64>,
+    /// `cost_per_million` rests on the row's measured speedup, not the prediction.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_measured: bool,
     pub reaches_target: bool,
     /// What the node measured for this variant, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,5 +258,7 @@ impl Recommendation {
 
 #[cfg(test)]
 mod levers_tests;
+#[cfg(test)]
+mod provenance_tests;
 #[cfg(test)]
 mod tests;

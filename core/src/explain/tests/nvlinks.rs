@@ -5,11 +5,12 @@ use super::*;
 
 #[test]
 fn links_by_design_fewer_than_the_sku_table_are_not_down() {
-    // H800 SXM: 8 NVLinks by design, all up; the SKU table's 18 must not call 10 missing.
-    let mut n = Node::new(2, "NVIDIA H800", LinkClass::Nv(8));
+    // A GPU that lists 12 links, all up (a bridge of 12, a board that wires 12): the SKU
+    // table's 18 for its name must not call 6 missing.
+    let mut n = Node::new(2, "NVIDIA H100 80GB HBM3", LinkClass::Nv(12));
     for g in &mut n.gpus {
-        g.health.nvlinks_active = Some(8);
-        g.health.nvlinks_present = Some(8);
+        g.health.nvlinks_active = Some(12);
+        g.health.nvlinks_present = Some(12);
     }
     let e = n.explain();
     assert!(
@@ -43,4 +44,30 @@ fn links_present_but_down_are_down_against_the_links_present() {
     p.gpus[0].health.nvlinks_present = Some(12);
     let c = find(&p.explain(), CauseKind::NvlinkDown).clone();
     assert!(c.message.contains("8 of 12"), "{}", c.message);
+}
+
+/// A PCIe card's links with no bridge on them answer "inactive": none up on a card the SKU
+/// table gives no count (no board wires them) is no bridge, not links down (leptonai/gpud
+/// PR#1147: H100 PCIe called an unhealthy fabric); some up and some not is a bridge with links
+/// down.
+#[test]
+fn a_pcie_card_without_a_bridge_has_no_links_down() {
+    for (name, present) in [("NVIDIA RTX A6000", 4), ("NVIDIA H100 PCIe", 12)] {
+        let mut n = Node::new(2, name, LinkClass::Phb);
+        for g in &mut n.gpus {
+            g.health.nvlinks_active = Some(0);
+            g.health.nvlinks_present = Some(present);
+        }
+        let e = n.explain();
+        assert!(
+            !kinds(&e).contains(&CauseKind::NvlinkDown),
+            "{name}: {:?}",
+            kinds(&e)
+        );
+    }
+    // An SXM board's links are wired: none up is all down.
+    let mut s = Node::new(2, "NVIDIA H100 80GB HBM3", LinkClass::Phb);
+    s.gpus[0].health.nvlinks_active = Some(0);
+    s.gpus[0].health.nvlinks_present = Some(18);
+    assert!(kinds(&s.explain()).contains(&CauseKind::NvlinkDown));
 }
