@@ -11,6 +11,8 @@ mod connections;
 mod env_injection;
 #[path = "hostile/shutdown_verdict.rs"]
 mod shutdown_verdict;
+#[path = "hostile/signals.rs"]
+mod signals;
 #[path = "hostile/silent_daemon.rs"]
 mod silent_daemon;
 #[path = "hostile/stop.rs"]

@@ -15,6 +15,7 @@ pub mod ratelimit;
 pub mod run;
 pub mod runtime;
 pub mod server;
+pub mod signals;
 pub mod tls;
 pub mod usable;
 pub mod web_config;

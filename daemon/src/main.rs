@@ -10,7 +10,6 @@ use ddpcheck_engine as engine;
 use ddpcheck_gpu::RealConfig;
 use ddpcheckd::config;
 use ddpcheckd::run::{self, DaemonConfig};
-use tokio::signal::unix::{signal, SignalKind};
 
 /// ddpcheckd — per-node daemon of ddpcheck: serves the ddpcheck.v1 gRPC API on a Unix socket,
 /// keeps a snapshot of the node's GPUs fresh, runs preflights, benchmarks and explain on request
@@ -148,6 +147,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    // Before anything is written: past `ulimit -f` a write fails (EFBIG), it does not kill us.
+    ddpcheckd::signals::ignore_file_size_limit();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DDPCHECK_LOG")
@@ -304,8 +305,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         collect_deadline: Duration::from_secs(20),
     };
     // Handlers first: a SIGTERM right after the ready line must stop us cleanly, not kill us.
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+    let mut signals = ddpcheckd::signals::Signals::install()?;
     let opts = run::Options {
         web: settings.web_config,
         work_rate: settings.work_rate,
@@ -332,10 +332,8 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     );
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     ddpcheckd::runtime::release_free_memory();
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
+    let why = signals.until_stop().await;
+    tracing::info!("{why}: shutting down");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     // From here a run that ends was ended by this stop; simulated hangs end as a worker would.
     running.node.begin_stop();
