@@ -27,7 +27,7 @@ pub struct TlsFiles {
 
 fn read(path: &std::path::Path) -> Result<Vec<u8>, DaemonError> {
     use ddpcheck_core::bounded::{BoundedReadError, FileKind};
-    ddpcheck_engine::read_file_bytes(path, FileKind::Pem).map_err(|e| DaemonError::Io {
+    ddpcheck_engine::read_service_file_bytes(path, FileKind::Pem).map_err(|e| DaemonError::Io {
         what: format!("reading {}", path.display()),
         source: match e {
             BoundedReadError::Io(source) => source,
