@@ -18,4 +18,5 @@ pub mod server;
 pub mod signals;
 pub mod tls;
 pub mod usable;
+pub mod watched;
 pub mod web_config;

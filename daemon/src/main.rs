@@ -312,6 +312,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         history_max_runs: settings.history_max_runs,
         factory_dirs: settings.factory_dirs,
         allow_env: settings.allow_env,
+        peer_timeouts: ddpcheckd::limits::PeerTimeouts::default(),
     };
     let running = run::start_with_options(cfg, opts, backend).await?;
     tracing::info!(
