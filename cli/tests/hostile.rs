@@ -15,6 +15,8 @@ mod shutdown_verdict;
 mod signals;
 #[path = "hostile/silent_daemon.rs"]
 mod silent_daemon;
+#[path = "hostile/socket_access.rs"]
+mod socket_access;
 #[path = "hostile/stop.rs"]
 mod stop;
 #[path = "hostile/symlinked_lock.rs"]

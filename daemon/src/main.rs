@@ -278,6 +278,13 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         "configuration"
     );
     tracing::debug!("{}", effective.render_toml());
+    for warning in settings
+        .allow_env
+        .iter()
+        .filter_map(|name| ddpcheck_core::caller_env::allowance_warning(name))
+    {
+        tracing::warn!("{warning}");
+    }
     // Anything at the socket path but a stale socket is refused before anything starts (64).
     ddpcheckd::listen::before_bind(&settings.listen).map_err(engine::UsageError)?;
     let runtime_dir = settings
