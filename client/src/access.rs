@@ -8,15 +8,16 @@ use std::path::Path;
 /// The group the daemon gives its socket when the package made it.
 const PACKAGE_GROUP: &str = "ddpcheck";
 
-/// The reason a connection to the socket at `path` failed, from the I/O error under `e`.
-pub(crate) fn unix_failure(path: &Path, e: &(dyn std::error::Error + 'static)) -> String {
-    match io_kind(e) {
-        Some(ErrorKind::PermissionDenied) => permission_denied(path),
-        Some(ErrorKind::ConnectionRefused) => format!(
+/// The reason a connection to the socket at `path` failed, where the I/O error under `e` is
+/// one a caller can act on (`None`: the error's own words are the reason).
+pub(crate) fn unix_failure(path: &Path, e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    match io_kind(e)? {
+        ErrorKind::PermissionDenied => Some(permission_denied(path)),
+        ErrorKind::ConnectionRefused => Some(format!(
             "{} refuses connections: nothing listens there (is ddpcheckd running?)",
             path.display()
-        ),
-        _ => super::chain(e),
+        )),
+        _ => None,
     }
 }
 
@@ -89,7 +90,7 @@ mod tests {
             }
         }
         let e = Wrap(std::io::Error::from(ErrorKind::PermissionDenied));
-        let said = unix_failure(Path::new("/nonexistent/d.sock"), &e);
+        let said = unix_failure(Path::new("/nonexistent/d.sock"), &e).unwrap();
         assert!(said.starts_with("permission denied: "), "{said}");
         assert!(said.contains("group"), "{said}");
     }

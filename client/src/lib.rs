@@ -309,7 +309,7 @@ pub async fn connect_with(
             )))
         }
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return Err(err(crate::access::permission_denied(&path)))
+            return Err(err(access::permission_denied(&path)))
         }
         Err(e) => return Err(err(format!("{}: {e}", path.display()))),
     }
@@ -326,7 +326,7 @@ pub async fn connect_with(
     let channel = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
         .await
         .map_err(|_| err(format!("did not answer within {CONNECT_TIMEOUT:?}")))?
-        .map_err(|e| err(crate::access::unix_failure(addr_path(addr), &e)))?;
+        .map_err(|e| err(access::unix_failure(addr_path(addr), &e).unwrap_or_else(|| chain(&e))))?;
     Ok(DdpcheckClient::new(channel))
 }
 

@@ -345,7 +345,7 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     // From here a run that ends was ended by this stop; simulated hangs end as a worker would.
     running.node.begin_stop();
-    ddpcheck_sim::stop::interrupt_hangs();
+    ddpcheck_sim::stop::stop_hangs();
     // End the children of a run in progress first (their group, grandchildren included), so the
     // run's blocking task returns and nothing is left on the GPUs.
     let ended = tokio::task::spawn_blocking(|| {
