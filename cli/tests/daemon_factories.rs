@@ -139,6 +139,19 @@ fn a_daemon_refuses_model_fields_out_of_bounds_from_a_raw_call() {
             tonic::Code::PermissionDenied,
             "runs no model factories",
         ),
+        (
+            source(SourceKind::HuggingFace(v1::HuggingFace {
+                model_type: Some("llama".into()),
+                overrides: vec![v1::ConfigOverride {
+                    key: "hidden_size".into(),
+                    value: "99999999999".into(),
+                }],
+                seq: 128,
+                ..Default::default()
+            })),
+            tonic::Code::InvalidArgument,
+            "outside",
+        ),
     ];
     let socket = d.addr();
     let runtime = tokio::runtime::Builder::new_current_thread()
