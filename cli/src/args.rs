@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::cluster_cmd::ClusterCommand;
 use crate::config_cmd::ConfigCommand;
 use crate::ddp_cmd::DdpArgs;
+use crate::diff_cmd::DiffArgs;
 use crate::explain_cmd::ExplainArgs;
 use crate::flag_values::parse_message_size;
 use crate::global_args::GlobalArgs;
@@ -47,6 +48,9 @@ pub enum Command {
     Bench(BenchCommand),
     /// Why is this node slow: each cause of low GPU bandwidth with its evidence and fix, per pair.
     Explain(ExplainArgs),
+    /// What changed between two runs (saved --json reports) and how much of the difference in
+    /// bandwidth or step time each change explains: `ddpcheck diff before.json after.json`.
+    Diff(DiffArgs),
     /// Predict DDP scaling from this node's measurements and recommend settings.
     Recommend(Box<RecommendArgs>),
     /// The runs the node's daemon has stored, newest first: `ddpcheck --daemon SOCKET history`.

@@ -44,12 +44,13 @@ fn steps_bound(d: Duration, steps: usize) -> Duration {
 }
 
 /// A preflight: the collective sweep and the host copies, each bounded by the deadline, and the
-/// NVML reads (bounded by their own, shorter deadlines) counted as a third.
+/// NVML reads (bounded by their own, shorter deadlines) counted as a third; after the wait for
+/// a busy node where it asks for one.
 fn preflight_bound(p: &PreflightParams) -> Duration {
     let d = p
         .deadline
         .unwrap_or_else(|| ddpcheck_core::preflight::PreflightOptions::default().deadline);
-    steps_bound(d, 3)
+    steps_bound(d, 3).saturating_add(p.wait_if_busy.unwrap_or_default())
 }
 
 /// One sweep per environment: the current one and each `--env-ab` candidate.

@@ -21,7 +21,14 @@ pub struct HistoryArgs {
     /// How many runs, newest first.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub limit: u32,
+    /// Compare two stored runs as `ddpcheck diff` does: the ids given (A, then B), else the
+    /// last two complete runs of `--kind` (of the newest run's kind without it).
+    #[arg(long, num_args = 0..=2, value_name = "ID")]
+    pub compare: Option<Vec<i64>>,
 }
+
+/// How many stored runs `--compare` looks through for the ids it is given.
+const COMPARE_SEARCH: u32 = 1000;
 
 /// One stored run as `--json` prints it.
 #[derive(Serialize)]
@@ -53,6 +60,14 @@ pub fn run(cli: &GlobalArgs, a: &HistoryArgs) -> Result<i32, RunError> {
                 .into(),
         ));
     };
+    if let Some(ids) = &a.compare {
+        let rows = daemon.history_rows(a.kind.as_deref().unwrap_or(""), COMPARE_SEARCH)?;
+        let (x, y) = pick_pair(&rows, ids, a.kind.as_deref())?;
+        let origin = |r: &pb::Report| format!("stored run {}", r.id);
+        let before = crate::diff_cmd::facts_from_json(&x.json, &origin(x))?;
+        let after = crate::diff_cmd::facts_from_json(&y.json, &origin(y))?;
+        return crate::diff_cmd::show(cli, &before, &after);
+    }
     let rows = daemon.history_rows(a.kind.as_deref().unwrap_or(""), a.limit)?;
     let entries: Vec<Entry> = rows.into_iter().map(entry).collect();
     if cli.json {
@@ -79,6 +94,57 @@ fn entry(r: pb::Report) -> Entry {
         status: r.status,
         summary,
         report,
+    }
+}
+
+/// Kinds `--compare` reads.
+const COMPARABLE: [&str; 4] = ["preflight", "bench_collectives", "bench_ddp", "explain"];
+
+/// The two stored runs to compare, older first: the ids given, else the newest two complete
+/// runs of `kind` (of the newest complete run's kind where none is given). `rows` are newest
+/// first.
+fn pick_pair<'a>(
+    rows: &'a [pb::Report],
+    ids: &[i64],
+    kind: Option<&str>,
+) -> Result<(&'a pb::Report, &'a pb::Report), RunError> {
+    let usable = |r: &&pb::Report| {
+        r.status == "complete" && !r.json.is_empty() && COMPARABLE.contains(&r.kind.as_str())
+    };
+    match ids {
+        [x, y] => {
+            let find = |id: i64| {
+                rows.iter().find(|r| r.id == id).ok_or_else(|| {
+                    RunError::Usage(format!("history --compare: no stored run {id}"))
+                })
+            };
+            let (a, b) = (find(*x)?, find(*y)?);
+            for r in [a, b] {
+                if !usable(&r) {
+                    return Err(RunError::Usage(format!(
+                        "history --compare: stored run {} ({} {}) has no report to compare",
+                        r.id, r.status, r.kind
+                    )));
+                }
+            }
+            Ok((a, b))
+        }
+        [] => {
+            let kind = kind
+                .or_else(|| rows.iter().find(usable).map(|r| r.kind.as_str()))
+                .unwrap_or("");
+            let mut last = rows.iter().filter(usable).filter(|r| r.kind == kind);
+            match (last.next(), last.next()) {
+                (Some(newer), Some(older)) => Ok((older, newer)),
+                _ => Err(RunError::Usage(format!(
+                    "history --compare: fewer than two complete {} runs stored",
+                    if kind.is_empty() { "comparable" } else { kind }
+                ))),
+            }
+        }
+        _ => Err(RunError::Usage(
+            "history --compare takes two run ids (A, then B) or none (the last two runs)".into(),
+        )),
     }
 }
 

@@ -28,12 +28,14 @@ macro_rules! outln {
 }
 
 mod args;
+mod check_cmd;
 mod cluster_cmd;
 mod config_cmd;
 mod daemon_bin;
 mod daemon_runner;
 mod ddp_cmd;
 mod demo;
+mod diff_cmd;
 mod explain_cmd;
 mod flag_values;
 mod global_args;
@@ -50,13 +52,12 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use args::{BenchCommand, CheckArgs, Cli, CollectivesArgs, Command, TopoArgs};
+use args::{BenchCommand, Cli, CollectivesArgs, Command, TopoArgs};
 use clap::Parser;
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::verdict::{PrologPolicy, EXIT_USAGE};
-use ddpcheck_core::Verdict;
+use ddpcheck_core::verdict::EXIT_USAGE;
 use ddpcheck_engine::RunError;
-use ddpcheck_engine::{self as engine, CollectiveParams, PreflightParams};
+use ddpcheck_engine::{self as engine, CollectiveParams};
 use flag_values::secs;
 use global_args::{make_target, GlobalArgs};
 
@@ -173,10 +174,11 @@ fn run(cli: &Cli) -> Result<i32, RunError> {
     match &cli.command {
         Command::Demo => demo::run(global),
         Command::Topo(a) => topo(global, a),
-        Command::Check(a) => check(global, a),
+        Command::Check(a) => check_cmd::run(global, a),
         Command::Bench(BenchCommand::Collectives(a)) => collectives(global, a),
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(global, a),
         Command::Explain(a) => explain_cmd::run(global, a),
+        Command::Diff(a) => diff_cmd::run(global, a),
         Command::Recommend(a) => recommend_cmd::run(global, a),
         Command::History(a) => history_cmd::run(global, a),
         Command::Config(c) => config_cmd::run(global, c),
@@ -199,113 +201,6 @@ fn topo(cli: &GlobalArgs, a: &TopoArgs) -> Result<i32, RunError> {
         out!("{}", render::topo(&r));
     }
     Ok(0)
-}
-
-fn check(cli: &GlobalArgs, a: &CheckArgs) -> Result<i32, RunError> {
-    if a.max_age.is_some() && cli.daemon.is_none() {
-        return Err(RunError::Usage(
-            "--max-age reuses the daemon's last verdict: it needs --daemon (a local run keeps no verdicts)".into(),
-        ));
-    }
-    let target = make_target(cli)?;
-    let policy = PrologPolicy {
-        fail_on_warning: a.fail_on_warning,
-        ..PrologPolicy::default()
-    };
-    let params = PreflightParams {
-        gpus: a.gpus.clone().unwrap_or_else(engine::job_gpus_from_env),
-        min_bytes: a.min_bytes,
-        max_bytes: a.max_bytes,
-        iters: 0,
-        warmup_iters: 0,
-        deadline: Some(secs(a.deadline, "--deadline")?),
-        inject_hang: a.inject_hang,
-        skip_host_copies: a.no_host_copies,
-    };
-    // A fresh cached verdict from the daemon spares the job a new run.
-    let mut report = None;
-    if let Some(max_age) = a.max_age {
-        if !(max_age.is_finite() && max_age >= 0.0) {
-            return Err(RunError::Usage(format!(
-                "--max-age {max_age} is not a number of seconds"
-            )));
-        }
-        // A cached verdict that cannot be read is no verdict: run the check instead (in prolog
-        // mode its failure still ends in a `ddpcheck:` line).
-        if let Ok(Some(r)) = target.last_preflight() {
-            let age = humantime::parse_rfc3339(&r.header.provenance.time)
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .map(|d| d.as_secs_f64());
-            let node_gpus: Vec<String> = target
-                .topo("")
-                .map(|t| t.gpus.into_iter().map(|g| g.uuid).collect())
-                .unwrap_or_default();
-            if age.is_some_and(|age| age <= max_age)
-                && covers_same_gpus(&r, &params.gpus, &node_gpus)
-            {
-                report = Some(r);
-            }
-        }
-    }
-    let report = match report {
-        Some(r) => r,
-        None => {
-            let reporter = progress::Reporter::new();
-            let r = target.preflight(&params, &mut |p| reporter.update(p));
-            reporter.finish();
-            match r {
-                Ok(r) => r,
-                Err(e) if a.prolog => {
-                    // The prolog must always answer with one verdict line.
-                    let v = Verdict::from_exit_code(e.exit_code()).unwrap_or(Verdict::Unknown);
-                    outln!("{}", v.line(&e.to_string()));
-                    return Ok(policy.prolog_exit(v));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    };
-    if a.prolog {
-        // One line even from a report that a daemon of an older version stored.
-        outln!("{}", report.verdict.line(verdict_message(&report.reason)));
-        return Ok(policy.prolog_exit(report.verdict));
-    }
-    if cli.json {
-        print_json(&report)?;
-    } else {
-        out!("{}", render::preflight(&report));
-    }
-    Ok(report.exit_code)
-}
-
-/// A reason line without its `ddpcheck: VERDICT: ` head.
-fn verdict_message(reason: &str) -> &str {
-    reason
-        .strip_prefix("ddpcheck: ")
-        .and_then(|r| r.split_once(": "))
-        .map_or(reason, |(_, m)| m)
-}
-
-/// Whether a cached preflight checked exactly the GPUs this job asks for (every GPU of the node,
-/// `node_gpus`, when the job names none): a verdict about other GPUs must not decide this job.
-fn covers_same_gpus(
-    r: &ddpcheck_core::report::PreflightReport,
-    job_gpus: &str,
-    node_gpus: &[String],
-) -> bool {
-    let mut have: Vec<String> = r.gpus.iter().map(|g| g.uuid.clone()).collect();
-    let mut want: Vec<String> = if job_gpus.trim().is_empty() {
-        node_gpus.to_vec()
-    } else {
-        match ddpcheck_core::node_gpus::select_gpus(&r.gpus, job_gpus) {
-            Ok(sel) => sel.into_iter().map(|g| g.uuid).collect(),
-            Err(_) => return false,
-        }
-    };
-    have.sort_unstable();
-    want.sort_unstable();
-    !want.is_empty() && want == have
 }
 
 fn collectives(cli: &GlobalArgs, a: &CollectivesArgs) -> Result<i32, RunError> {

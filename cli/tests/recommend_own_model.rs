@@ -1,7 +1,8 @@
 //! `ddpcheck recommend` on a user's own model, measured for real: a factory from
 //! tests/fixtures/factories.py on two CPU ranks of Debian's torch (gloo). The measure-first path
 //! with repeated launches, --verify and --save-runs, then --from the saved runs offline giving
-//! the same answer. CPU figures say so. Skipped where /usr/bin/python3 has no torch; failing
+//! the same answer. CPU figures say so. Offline, a factory that declares its tokens per sample is
+//! recommended per token. Skipped where /usr/bin/python3 has no torch; failing
 //! instead under DDPCHECK_REQUIRE_SERVICES=1 (CI).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
@@ -171,6 +172,56 @@ fn recommend_from_the_h200_reports_of_library_models() {
         assert_eq!(v["throughput_unit"], unit, "{model}");
         assert_eq!(v["compute"]["kind"], "measured", "{model}");
     }
+}
+
+/// Offline from the H200's own 1-GPU report of a factory that declares `tokens_per_sample`
+/// (bench/experiments/frozen_llama.py, docs/results/2026-12-02-h200-ddp-own-work/): its rates
+/// and costs are per token, as its launch reported them, not per sample.
+#[test]
+fn a_factorys_declared_tokens_per_sample_make_recommend_speak_in_tokens() {
+    let root = repo_root();
+    let factory = std::fs::canonicalize(root.join("bench/experiments/frozen_llama.py")).unwrap();
+    let curve = root
+        .join("bench/accuracy/fixtures/2026-11-30-h200x2-1817/mlprep8/mlprep8-curve-hostnet.json");
+    let report = std::fs::read_to_string(
+        root.join("docs/results/2026-12-02-h200-ddp-own-work/call1/llama_frozen-r1.json"),
+    )
+    .unwrap()
+    // The report names the factory where it ran; here it is this checkout's copy.
+    .replace(
+        "/work/main/bench/validate/frozen_llama.py",
+        &factory.display().to_string(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("llama_frozen.json");
+    std::fs::write(&saved, report).unwrap();
+    let model = format!("py:{}:make", factory.display());
+    let (c, r) = (curve.display().to_string(), saved.display().to_string());
+    let args = [
+        "recommend",
+        "--from",
+        &c,
+        "--from",
+        &r,
+        "--model",
+        &model,
+        "--micro-batch",
+        "8",
+        "--gpus",
+        "2",
+        "--price-per-hour",
+        "10",
+    ];
+    let o = local_env(&[&["--json"], &args[..]].concat(), &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["throughput_unit"], "tokens/s", "{v}");
+    // frozen_llama.py declares 1024 tokens a sample: 8 of them per micro-batch.
+    assert_eq!(v["units_per_micro_batch"], 8.0 * 1024.0, "{v}");
+    let o = local_env(&args, &[]);
+    let text = stdout(&o);
+    assert!(text.contains("$/M tokens"), "{text}");
+    assert!(text.contains("per million tokens"), "{text}");
 }
 
 /// CPU ranks by default: one per core, at least two, so two on a 2-core machine (more would

@@ -20,12 +20,15 @@ pub enum FileKind {
     Pem,
     /// `cluster check --nodefile`: one address a line; 100,000 nodes of 40 characters fit.
     NodeList,
+    /// An artifact `explain --from-artifacts` reads (nvidia-smi, nccl-tests, NCCL's INFO log,
+    /// lspci): an INFO log of a few thousand ranks runs to tens of MiB.
+    Artifact,
 }
 
 impl FileKind {
     pub const fn limit(self) -> u64 {
         match self {
-            FileKind::Report => 64 << 20,
+            FileKind::Report | FileKind::Artifact => 64 << 20,
             FileKind::Config | FileKind::Pem => 1 << 20,
             FileKind::NodeList => 4 << 20,
         }
@@ -37,6 +40,7 @@ impl FileKind {
             FileKind::Config => "a configuration file",
             FileKind::Pem => "a PEM file",
             FileKind::NodeList => "a node list",
+            FileKind::Artifact => "an artifact",
         }
     }
 }

@@ -107,7 +107,17 @@ pub fn nvlinks_per_gpu(model: &str) -> Option<(u32, &'static str)> {
     if m.contains("PCIE") || m.contains(" NVL") {
         return None;
     }
-    if m.contains("H100") || m.contains("H200") || m.contains("H800") {
+    if m.contains("H800") {
+        Some((
+            8,
+            "NVIDIA H800 SXM5 datasheet: NVLink 400 GB/s (8 fourth-generation NVLinks per GPU)",
+        ))
+    } else if m.contains("A800") {
+        Some((
+            8,
+            "NVIDIA A800 SXM4 datasheet: NVLink 400 GB/s (8 third-generation NVLinks per GPU)",
+        ))
+    } else if m.contains("H100") || m.contains("H200") {
         Some((
             18,
             "NVIDIA H100/H200 SXM datasheets: 18 fourth-generation NVLinks per GPU, 900 GB/s",
@@ -117,7 +127,7 @@ pub fn nvlinks_per_gpu(model: &str) -> Option<(u32, &'static str)> {
             18,
             "NVIDIA Blackwell HGX datasheet: 18 fifth-generation NVLinks per GPU, 1.8 TB/s",
         ))
-    } else if m.contains("A100") || m.contains("A800") {
+    } else if m.contains("A100") {
         Some((
             12,
             "NVIDIA A100 SXM4 datasheet: 12 third-generation NVLinks per GPU, 600 GB/s",
@@ -230,6 +240,12 @@ mod tests {
         assert_eq!(
             nvlinks_per_gpu("NVIDIA A100-SXM4-80GB").map(|n| n.0),
             Some(12)
+        );
+        // The export SKUs keep 8 of the links.
+        assert_eq!(nvlinks_per_gpu("NVIDIA H800").map(|n| n.0), Some(8));
+        assert_eq!(
+            nvlinks_per_gpu("NVIDIA A800-SXM4-80GB").map(|n| n.0),
+            Some(8)
         );
         assert_eq!(nvlinks_per_gpu("NVIDIA H100 PCIe"), None);
         assert_eq!(nvlinks_per_gpu("NVIDIA H200 NVL"), None);

@@ -11,6 +11,7 @@ pub mod caveats;
 pub mod cluster;
 pub mod collective;
 pub mod ddp;
+pub mod diff;
 pub mod expect;
 pub mod explain;
 pub mod finding;

@@ -35,6 +35,10 @@ pub struct GpuHealth {
     pub compute_mode: Option<String>,
     pub mig_enabled: Option<bool>,
     pub nvlinks_active: Option<u32>,
+    /// NVLinks the GPU has (NVML answers for them, `nvidia-smi nvlink -s` lists them), up or
+    /// not; `None` where unknown (then the SKU's count stands in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlinks_present: Option<u32>,
 }
 
 /// Whether the probe could read the GPU at all.

@@ -27,6 +27,9 @@ pub struct PreflightParams {
     pub inject_hang: bool,
     /// Skip the host↔device copies of each GPU (`--no-host-copies`).
     pub skip_host_copies: bool,
+    /// Where another test holds the node: none answers BUSY at once; some waits up to this
+    /// long (a daemon joins the same preflight in progress), then answers TIMEOUT (prologs).
+    pub wait_if_busy: Option<Duration>,
 }
 
 /// A collective benchmark as the user asks for it.

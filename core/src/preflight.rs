@@ -509,22 +509,7 @@ fn sweep_all_reduce(
 
 /// Judges the sweep against the reference for this class of node and the node's history.
 fn judge_sweep(opts: &PreflightOptions, g: &mut Gathered) {
-    let worst_link = g
-        .topology
-        .as_ref()
-        .and_then(|t| t.worst_link())
-        .unwrap_or(LinkClass::Sys);
-    let pcie_gen = g
-        .gpus
-        .iter()
-        .filter_map(|x| x.pcie.map(|p| p.gen_max))
-        .min();
-    g.expected = expect::expected_allreduce(&NodeClass {
-        worst_link,
-        pcie_gen,
-        gpus: u32::try_from(g.gpus.len()).unwrap_or(u32::MAX),
-        model: &g.gpus[0].name,
-    });
+    g.expected = expected_for(&g.gpus, g.topology.as_ref());
     if let Some(s) = &g.sweep {
         g.findings
             .extend(judge_allreduce(s, g.expected.as_ref(), &opts.history_busbw));
@@ -579,6 +564,21 @@ fn gpu_subject(g: &GpuInfo) -> Subject {
 
 /// XIDs that mean the GPU needs a reset or has failed (NVIDIA's XID catalogue).
 const FATAL_XIDS: [u64; 9] = [48, 63, 64, 74, 79, 92, 94, 95, 119];
+
+/// The reference for the node's all-reduce: the table's row for its worst link (SYS where the
+/// topology is unknown), the slowest PCIe generation of its GPUs, their count and model.
+pub fn expected_for(gpus: &[GpuInfo], topology: Option<&TopologyMatrix>) -> Option<Expectation> {
+    let worst_link = topology
+        .and_then(TopologyMatrix::worst_link)
+        .unwrap_or(LinkClass::Sys);
+    let pcie_gen = gpus.iter().filter_map(|x| x.pcie.map(|p| p.gen_max)).min();
+    expect::expected_allreduce(&NodeClass {
+        worst_link,
+        pcie_gen,
+        gpus: u32::try_from(gpus.len()).unwrap_or(u32::MAX),
+        model: gpus.first().map_or("", |g| g.name.as_str()),
+    })
+}
 
 /// Health: probe state, ECC, row remapping, retired pages, XIDs, throttling, MIG.
 pub fn judge_gpus(gpus: &[GpuInfo]) -> Vec<Finding> {

@@ -998,14 +998,16 @@ pub fn side_by_side<'a>(
 mod baseline;
 mod calibrate;
 mod grad_layout;
+mod grad_tensor;
 pub mod mechanisms;
 pub mod powersgd;
 pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
 pub use grad_layout::{
     assign_bucket_members, assign_buckets, assign_buckets_in, assign_buckets_powersgd, Bucket,
-    GradLayout, GradTensor,
+    GradLayout,
 };
+pub use grad_tensor::GradTensor;
 
 #[cfg(test)]
 mod powersgd_tests;

@@ -127,6 +127,17 @@ pub fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Whether a verdict dated `dated_unix` (none: its date could not be read) may be reused at
+/// `now_unix` under `max_age` seconds (`check --max-age`). A verdict from the future is not
+/// fresh: the clock stepped back since it was made, and how old it really is cannot be told.
+pub fn is_fresh(dated_unix: Option<f64>, now_unix: f64, max_age: f64) -> bool {
+    let Some(dated) = dated_unix else {
+        return false;
+    };
+    let age = now_unix - dated;
+    age.is_finite() && (0.0..=max_age).contains(&age)
+}
+
 /// How a Slurm prolog treats each verdict: non-zero drains the node and requeues the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrologPolicy {
@@ -231,6 +242,19 @@ mod tests {
             Verdict::Critical.reason_line(&f, "x"),
             "ddpcheck: CRITICAL: two lines"
         );
+    }
+
+    #[test]
+    fn only_a_dated_verdict_from_the_past_within_max_age_is_fresh() {
+        let now = 1_800_000_000.0;
+        assert!(is_fresh(Some(now - 10.0), now, 60.0));
+        assert!(is_fresh(Some(now), now, 0.0));
+        assert!(!is_fresh(Some(now - 61.0), now, 60.0));
+        // The clock stepped back after the verdict: it is dated in the future.
+        assert!(!is_fresh(Some(now + 1.0), now, 60.0));
+        assert!(!is_fresh(Some(now + 3600.0), now, 1e9));
+        assert!(!is_fresh(None, now, 60.0));
+        assert!(!is_fresh(Some(f64::NAN), now, 60.0));
     }
 
     #[test]

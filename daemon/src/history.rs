@@ -18,6 +18,13 @@ pub const RECENT_BUSBW: u32 = 10;
 pub enum HistoryError {
     #[error("history database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("history database is corrupted: {0}")]
+    Corrupt(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
     #[error("history database {path} has schema version {found}, newer than this ddpcheck ({SCHEMA_VERSION}); upgrade ddpcheck")]
     TooNew { path: String, found: i64 },
 }
@@ -37,8 +44,57 @@ pub struct StoredReport {
     pub error: Option<String>,
 }
 
+/// A finished run as the history keeps it; `id` is its `running` row, none where even that
+/// insert failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinishedRow {
+    pub id: Option<i64>,
+    pub kind: String,
+    pub backend: String,
+    pub backend_label: String,
+    pub started_unix: f64,
+    pub finished_unix: f64,
+    /// `complete`, `failed` or `interrupted`.
+    pub status: &'static str,
+    pub verdict: Option<String>,
+    pub exit_code: Option<i32>,
+    pub busbw_large_gbps: Option<f64>,
+    pub json: Option<String>,
+    pub error: Option<String>,
+}
+
+impl FinishedRow {
+    /// As the history would read it back (an unsaved row has no id yet: 0).
+    pub fn as_stored(&self) -> StoredReport {
+        StoredReport {
+            id: self.id.unwrap_or(0),
+            kind: self.kind.clone(),
+            backend: self.backend.clone(),
+            backend_label: self.backend_label.clone(),
+            started_unix: self.started_unix,
+            status: self.status.into(),
+            verdict: self.verdict.clone(),
+            exit_code: self.exit_code,
+            json: self.json.clone(),
+            error: self.error.clone(),
+        }
+    }
+}
+
 pub struct History {
     conn: Connection,
+}
+
+/// How long a write waits for a lock another process holds on the file before it fails (and
+/// the run is kept in memory, [`crate::unsaved`]): 5 s, or `DDPCHECK_HISTORY_BUSY_MS`.
+pub fn busy_timeout() -> std::time::Duration {
+    std::env::var("DDPCHECK_HISTORY_BUSY_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(
+            std::time::Duration::from_secs(5),
+            std::time::Duration::from_millis,
+        )
 }
 
 impl History {
@@ -50,7 +106,7 @@ impl History {
         // WAL survives kill -9 of the writer; FULL sync makes a commit durable before we report it.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.busy_timeout(busy_timeout())?;
         // A 512 KiB page cache, not SQLite's 2 MB: the history is read a few rows at a time
         // (the last runs, a prune), and the idle daemon should not keep 2 MB of it resident.
         conn.pragma_update(None, "cache_size", -512)?;
@@ -108,6 +164,19 @@ impl History {
             )?;
         }
         Ok(())
+    }
+
+    /// SQLite's quick check of the whole file (at start: a truncated file opens, and fails
+    /// only when a missing page is read).
+    pub fn quick_check(&self) -> Result<(), HistoryError> {
+        let first: String = self
+            .conn
+            .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+        if first == "ok" {
+            Ok(())
+        } else {
+            Err(HistoryError::Corrupt(first))
+        }
     }
 
     /// Marks runs left `running` by a previous process as `interrupted`; returns how many.
@@ -181,6 +250,45 @@ impl History {
             params![id, status, verdict, exit_code, busbw_large_gbps, json, now_unix],
         )?;
         Ok(())
+    }
+
+    /// Stores a finished run whole: over its `running` row where it has one (and that row is
+    /// still there), as a new row otherwise. Returns its id.
+    pub fn store(&self, r: &FinishedRow) -> Result<i64, HistoryError> {
+        if let Some(id) = r.id {
+            let n = self.conn.execute(
+                "UPDATE reports SET status = ?2, verdict = ?3, exit_code = ?4, busbw_large_gbps = ?5, json = ?6, error = ?7, finished_unix = ?8 WHERE id = ?1",
+                params![id, r.status, r.verdict, r.exit_code, r.busbw_large_gbps, r.json, r.error, r.finished_unix],
+            )?;
+            if n == 1 {
+                return Ok(id);
+            }
+        }
+        self.conn.execute(
+            "INSERT INTO reports (kind, backend, backend_label, started_unix, finished_unix, status, verdict, exit_code, busbw_large_gbps, json, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![r.kind, r.backend, r.backend_label, r.started_unix, r.finished_unix, r.status, r.verdict, r.exit_code, r.busbw_large_gbps, r.json, r.error],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// The newest finished run of a kind for this backend that told its caller something about
+    /// the node: `complete`, or `failed` (a TIMEOUT, a worker that died). Interrupted and running
+    /// rows are passed over.
+    pub fn last_finished(
+        &self,
+        kind: &str,
+        backend_label: &str,
+    ) -> Result<Option<StoredReport>, HistoryError> {
+        Ok(self
+            .recent(kind, Some(backend_label), 50)?
+            .into_iter()
+            .find(|r| r.status == "complete" || r.status == "failed"))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn conn_for_tests(&self) -> &Connection {
+        &self.conn
     }
 
     /// Newest reports first; `kind` empty for all kinds.
@@ -353,6 +461,24 @@ mod tests {
         assert_eq!(h.recent_busbw("real", 5).unwrap(), vec![300.0]);
         // Not running any more: a restart has nothing to mark.
         assert_eq!(h.mark_interrupted().unwrap(), 0);
+    }
+
+    /// `--max-age` reuses no verdict older than a run that failed: the failed one is the last.
+    #[test]
+    fn the_last_finished_run_is_a_failed_one_after_a_verdict() {
+        let h = History::open_in_memory().unwrap();
+        let a = h.begin("preflight", "real", "real", 1.0).unwrap();
+        h.complete(a, "complete", Some("OK"), Some(0), None, Some("{}"), 2.0)
+            .unwrap();
+        assert_eq!(h.last_finished("preflight", "real").unwrap().unwrap().id, a);
+        let b = h.begin("preflight", "real", "real", 3.0).unwrap();
+        h.fail(b, "all_reduce did not finish within 30.0 s", 4.0)
+            .unwrap();
+        let c = h.begin("preflight", "real", "real", 5.0).unwrap();
+        h.interrupt(c, "ddpcheckd stopped", 6.0).unwrap();
+        let last = h.last_finished("preflight", "real").unwrap().unwrap();
+        assert_eq!((last.id, last.status.as_str()), (b, "failed"));
+        assert_eq!(h.latest("preflight", "real").unwrap().unwrap().id, a);
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub struct Metrics {
     generation: AtomicU64,
     encoded: RwLock<Option<Arc<Encoded>>>,
     work_rate_limited: IntCounterVec,
+    history_write_failures: prometheus::IntCounter,
+    history_unsaved: IntGauge,
     collector_success: IntGaugeVec,
     collector_duration: GaugeVec,
     node_info: IntGaugeVec,
@@ -151,6 +153,8 @@ impl Metrics {
             generation: AtomicU64::new(0),
             encoded: RwLock::new(None),
             snapshot_age_seconds: reg(r, Gauge::new("ddpcheck_snapshot_age_seconds", "Age of the inventory snapshot served to readers").expect("valid")),
+            history_write_failures: reg(r, prometheus::IntCounter::new("ddpcheck_history_write_failures_total", "Writes of a finished run to the history that failed, retries included (the run is kept in memory and the write retried)").expect("valid")),
+            history_unsaved: reg(r, IntGauge::new("ddpcheck_history_unsaved_reports", "Finished runs delivered to their caller but not stored in the history yet (kept in memory, retried)").expect("valid")),
             collector_success: gauge_vec!(r, IntGaugeVec, "ddpcheck_collector_success", "1 if the collector's last run succeeded", &["collector"]),
             collector_duration: gauge_vec!(r, GaugeVec, "ddpcheck_collector_duration_seconds", "Duration of the collector's last run", &["collector"]),
             node_info: gauge_vec!(r, IntGaugeVec, "ddpcheck_node_info", "Host name and driver versions of the last good inventory; always 1", &NODE_LABELS),
@@ -233,6 +237,18 @@ impl Metrics {
     /// A work call refused as BUSY (another test held the node).
     pub fn work_rejected(&self, call: &str) {
         self.work_rejected.with_label_values(&[call]).inc();
+        self.changed();
+    }
+
+    /// A history write failed; `unsaved` runs wait in memory.
+    pub fn history_write_failed(&self, unsaved: usize) {
+        self.history_write_failures.inc();
+        self.set_unsaved(unsaved);
+    }
+
+    /// How many finished runs wait in memory for the history.
+    pub fn set_unsaved(&self, unsaved: usize) {
+        self.history_unsaved.set(gauge_int(unsaved));
         self.changed();
     }
 

@@ -12,9 +12,10 @@ use ddpcheck_core::topology::TopologyMatrix;
 use ddpcheck_core::FullBackend;
 use tokio::sync::OwnedMutexGuard;
 
-use crate::history::{History, RECENT_BUSBW};
+use crate::history::{FinishedRow, History, StoredReport, RECENT_BUSBW};
 use crate::metrics::Metrics;
 use crate::ratelimit::WorkLimiter;
+use crate::unsaved::{Unsaved, Unstored};
 use ddpcheck_engine as engine;
 use ddpcheck_engine::lock::{LockError, NodeLock};
 
@@ -56,6 +57,10 @@ pub struct Node {
     /// Variables a caller may set beyond the transport and algorithm settings
     /// (`core::caller_env`).
     pub allow_env: Vec<String>,
+    /// Finished runs the history has not stored yet (always locked after `history`).
+    unsaved: Mutex<Unsaved>,
+    /// The preflight in progress, for a prolog that meets it to join ([`crate::inflight`]).
+    pub inflight: crate::inflight::Slot,
 }
 
 /// Held while a work-starting call runs: the in-process guard and the node-wide file lock.
@@ -79,6 +84,8 @@ impl Node {
             factory_dirs: Vec::new(),
             stopping: AtomicBool::new(false),
             allow_env: Vec::new(),
+            unsaved: Mutex::new(Unsaved::default()),
+            inflight: crate::inflight::Slot::default(),
         };
         node.restore_metrics();
         node
@@ -241,6 +248,78 @@ impl Node {
         }
     }
 
+    /// Stores a finished run, after any kept before it; where the history refuses, keeps it in
+    /// memory (counted in the metrics) and returns why.
+    pub fn store_finished(&self, row: FinishedRow) -> Result<(), Unstored> {
+        self.with_history(|h| {
+            let mut u = lock(&self.unsaved);
+            let stored = u.store(h, row);
+            match &stored {
+                Ok(()) => self.metrics.set_unsaved(u.len()),
+                Err(e) => {
+                    tracing::error!(
+                        "history: {}: the run is kept in memory and the write retried",
+                        e.why
+                    );
+                    self.metrics.history_write_failed(u.len());
+                }
+            }
+            stored
+        })
+    }
+
+    /// Retries the writes kept in memory (each run's end, each collector tick).
+    pub fn flush_unsaved(&self) {
+        self.with_history(|h| {
+            let mut u = lock(&self.unsaved);
+            if u.is_empty() {
+                return;
+            }
+            match u.flush(h) {
+                Ok(()) => {
+                    tracing::info!("history: the runs kept in memory are stored");
+                    self.metrics.set_unsaved(0);
+                }
+                Err(e) => {
+                    tracing::warn!("history: still cannot store {} run(s): {e}", u.len());
+                    self.metrics.history_write_failed(u.len());
+                }
+            }
+        });
+    }
+
+    /// The node's last preflight as its callers were told it: the newest kept in memory, else
+    /// the history's newest finished one (a `failed` one included: no older verdict is reused
+    /// past it). `Err` when the daemon cannot tell.
+    pub fn last_preflight(&self) -> Result<Option<StoredReport>, String> {
+        let label = self.backend.label();
+        self.with_history(|h| {
+            let u = lock(&self.unsaved);
+            if let Some(r) = u.last_preflight(&label)? {
+                return Ok(Some(r.as_stored()));
+            }
+            h.last_finished("preflight", &label)
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// The runs kept in memory of `kind` (empty: all) for this backend, newest first.
+    pub fn unsaved_rows(&self, kind: &str) -> Vec<StoredReport> {
+        let label = self.backend.label();
+        let u = lock(&self.unsaved);
+        u.newest_first()
+            .filter(|r| (kind.is_empty() || r.kind == kind) && r.backend_label == label)
+            .map(FinishedRow::as_stored)
+            .collect()
+    }
+
+    /// How many runs wait in memory for the history, and why the last write failed (none once
+    /// one succeeded): `GetNode`'s words about the history.
+    pub fn unsaved_summary(&self) -> (usize, Option<String>) {
+        let u = lock(&self.unsaved);
+        (u.len(), u.last_error.clone())
+    }
+
     /// Runs `f` with the history, recovering from a poisoned lock (a panic elsewhere must not
     /// make the history unreachable).
     pub fn with_history<T>(&self, f: impl FnOnce(&History) -> T) -> T {
@@ -248,5 +327,13 @@ impl Node {
             Ok(h) => f(&h),
             Err(p) => f(&p.into_inner()),
         }
+    }
+}
+
+/// `m` locked, a poisoned lock recovered (a panic elsewhere must not lose the kept runs).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
     }
 }

@@ -14,10 +14,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::DaemonError;
-use crate::history::History;
+use crate::history_recover::open_recovering;
 use crate::node::Node;
 use crate::ratelimit::{WorkLimiter, WorkRate};
 use crate::server::Service;
+use crate::state_lock::StateLock;
 use crate::tls::TlsFiles;
 use crate::web_config::WebConfig;
 use ddpcheck_engine::lock::lock_path;
@@ -73,6 +74,8 @@ pub struct Running {
     tasks: Vec<JoinHandle<()>>,
     /// Folders made for the socket, the deepest first: removed again on shutdown.
     made_dirs: Vec<PathBuf>,
+    /// The state folder's lock, released when the daemon is shut down (or its process ends).
+    _state_lock: StateLock,
 }
 
 impl Running {
@@ -92,6 +95,10 @@ impl Running {
                 t.abort();
             }
         }
+        // A last try for runs the history refused: what still fails is logged, and lost.
+        let n = self.node.clone();
+        let flush = tokio::task::spawn_blocking(move || n.flush_unsaved());
+        let _ = tokio::time::timeout(crate::limits::STOP_WAIT, flush).await;
         let _ = std::fs::remove_file(&self.socket);
         // remove_dir takes only an empty folder: what someone else put there keeps it.
         for dir in &self.made_dirs {
@@ -229,7 +236,11 @@ pub async fn start_with_options(
     }
     std::fs::create_dir_all(&cfg.state_dir)
         .map_err(io(format!("creating {}", cfg.state_dir.display())))?;
-    let history = History::open(&cfg.state_dir.join("history.db"))?;
+    // Before the history is touched: a second daemon on this folder must not mark the first
+    // one's live run `interrupted`.
+    let state_lock = StateLock::take(&cfg.state_dir)?;
+    // A corrupted file is moved aside (logged with its new name), never a daemon that is down.
+    let (history, _aside) = open_recovering(&cfg.state_dir.join("history.db"))?;
     let interrupted = history.mark_interrupted()?;
     if interrupted > 0 {
         tracing::warn!("{interrupted} run(s) were interrupted by the previous daemon's stop");
@@ -306,6 +317,7 @@ pub async fn start_with_options(
         stop,
         tasks,
         made_dirs,
+        _state_lock: state_lock,
     })
 }
 
@@ -341,6 +353,10 @@ async fn collector_loop(node: Arc<Node>, cfg: DaemonConfig, mut stop: watch::Rec
                 continue;
             }
         }
+        // Runs the history refused are retried beside the collection, never inside its
+        // deadline (a write waits up to SQLite's busy timeout).
+        let n = node.clone();
+        tokio::task::spawn_blocking(move || n.flush_unsaved());
         let n = node.clone();
         let h = tokio::task::spawn_blocking(move || n.collect());
         busy = Some(h);

@@ -1,11 +1,9 @@
 //! The `ddpcheck.v1` gRPC service: cheap reads from the snapshot and history, and single-flight
 //! work-starting calls that stream progress and end with one report.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ddpcheck_core::backend::Progress as CoreProgress;
 use ddpcheck_core::caller_env;
 use ddpcheck_core::cluster::{Phase, PhaseCall};
 use ddpcheck_core::collective::LARGE_MESSAGE;
@@ -14,25 +12,20 @@ use ddpcheck_core::ProbeError;
 use ddpcheck_proto::convert;
 use ddpcheck_proto::v1::ddpcheck_server::Ddpcheck;
 use ddpcheck_proto::v1::{
-    work_event, BenchCollectivesRequest, BenchDdpRequest, ClusterCollectiveReply,
-    ClusterCollectiveRequest, ExplainRequest, GetHistoryRequest, GetLastPreflightRequest,
-    GetNodeRequest, GetTopologyRequest, HistoryReply, NodeSnapshot, PreflightRequest, Progress,
-    Report, WorkEvent,
+    BenchCollectivesRequest, BenchDdpRequest, ClusterCollectiveReply, ClusterCollectiveRequest,
+    ExplainRequest, GetHistoryRequest, GetLastPreflightRequest, GetNodeRequest, GetTopologyRequest,
+    HistoryReply, NodeSnapshot, PreflightRequest, Report,
 };
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::history::{StoredReport, RECENT_BUSBW};
-use crate::node::{Node, WorkGuard};
+use crate::node::Node;
+use crate::work::{probe_status, to_json, EventStream, Finished, Meet, Work};
 use ddpcheck_engine::{self as engine, CollectiveParams, ExplainParams, PreflightParams};
 
 pub struct Service {
     pub node: Arc<Node>,
 }
-
-type EventStream = Pin<Box<dyn Stream<Item = Result<WorkEvent, Status>> + Send>>;
 
 fn invalid(e: convert::Invalid) -> Status {
     Status::invalid_argument(e.0)
@@ -52,80 +45,6 @@ fn stored_to_proto(r: StoredReport) -> Report {
     }
 }
 
-/// A failed run's status, the error itself beside it: the client gives the same exit code as a
-/// local run (BUSY 4 as a second test on the node, TIMEOUT 5, a failed GPU 2).
-fn probe_status(e: &ProbeError) -> Status {
-    ddpcheck_proto::status::status_of(e)
-}
-
-/// What a finished run shows on `/metrics`, once it is known to be the node's verdict.
-type Publish = Box<dyn FnOnce(&Node) + Send>;
-
-/// Outcome of a finished work call, ready for the history, the metrics and the stream.
-struct Finished {
-    report: Report,
-    busbw_large: Option<f64>,
-    /// Its gauges; never shown for a run the daemon's own stop interrupted.
-    publish: Option<Publish>,
-}
-
-impl Finished {
-    /// A report with a verdict and an exit code (preflight, explain), which the history keeps.
-    fn judged<T: serde::Serialize>(
-        kind: &str,
-        backend: ddpcheck_core::BackendKind,
-        verdict: ddpcheck_core::Verdict,
-        exit_code: i32,
-        r: &T,
-    ) -> Result<Finished, ProbeError> {
-        let mut f = Finished::plain(kind, backend, r)?;
-        f.report.verdict = verdict.as_str().into();
-        f.report.exit_code = exit_code;
-        Ok(f)
-    }
-
-    /// A report without a verdict (benchmarks).
-    fn plain<T: serde::Serialize>(
-        kind: &str,
-        backend: ddpcheck_core::BackendKind,
-        r: &T,
-    ) -> Result<Finished, ProbeError> {
-        Ok(Finished {
-            report: Report {
-                kind: kind.into(),
-                backend: backend.as_str().into(),
-                verdict: String::new(),
-                exit_code: 0,
-                json: to_json(r)?,
-                status: "complete".into(),
-                ..Report::default()
-            },
-            busbw_large: None,
-            publish: None,
-        })
-    }
-
-    fn publishing(mut self, publish: impl FnOnce(&Node) + Send + 'static) -> Finished {
-        self.publish = Some(Box::new(publish));
-        self
-    }
-}
-
-/// Why a run is no verdict of the node: we stopped it. A run still going when the daemon is
-/// told to stop (its children were ended by that stop, whatever they returned then), or one
-/// that says so itself.
-fn interrupted_by_us(node: &Node, outcome: &Result<Finished, ProbeError>) -> Option<String> {
-    match outcome {
-        Err(ProbeError::Interrupted(why)) => Some(why.clone()),
-        _ if node.stopping() => Some(STOPPING.into()),
-        _ => None,
-    }
-}
-
-/// The reason stored for a run the daemon's stop interrupted.
-const STOPPING: &str =
-    "ddpcheckd stopped during the run: nothing was judged (stored as interrupted)";
-
 impl Service {
     /// Before any work: a caller sets only the variables that tune transports and algorithms,
     /// and those the configuration allows by name; never one that names code or a file.
@@ -134,30 +53,6 @@ impl Service {
         vars: impl IntoIterator<Item = &'a (String, String)>,
     ) -> Result<(), Status> {
         caller_env::check(vars, &self.node.allow_env).map_err(Status::permission_denied)
-    }
-
-    /// Takes the node for a preflight or benchmark: within the rate limit (a token is taken
-    /// only when the work starts) and single flight. Both refusals are RESOURCE_EXHAUSTED, told
-    /// apart by the message ("rate limited: ..." or "BUSY: ...") and counted in their own metric.
-    fn start_work(&self, call: &'static str) -> Result<WorkGuard, Status> {
-        if self.node.stopping() {
-            return Err(Status::unavailable(NO_NEW_RUN));
-        }
-        match self
-            .node
-            .work_limiter
-            .admit(|| self.node.try_start_work(call))
-        {
-            Ok(Ok(guard)) => Ok(guard),
-            Ok(Err(busy)) => {
-                self.node.metrics.work_rejected(call);
-                Err(Status::resource_exhausted(busy))
-            }
-            Err(limited) => {
-                self.node.metrics.work_rate_limited(call);
-                Err(Status::resource_exhausted(limited.message(call)))
-            }
-        }
     }
 
     /// Reads the history on a blocking thread: SQLite, and a lock a run's write may hold through
@@ -172,98 +67,51 @@ impl Service {
             .map_err(|e| Status::internal(format!("history read: {e}")))
     }
 
-    /// Runs `work` on a blocking thread under the single-flight guard, streaming its progress.
-    fn spawn_work<F>(&self, call: &'static str, work: F) -> Result<EventStream, Status>
-    where
-        F: FnOnce(&Node, &mut dyn FnMut(CoreProgress)) -> Result<Finished, ProbeError>
-            + Send
-            + 'static,
-    {
-        let guard = self.start_work(call)?;
-        let (tx, rx) = mpsc::channel::<Result<WorkEvent, Status>>(64);
-        let node = self.node.clone();
-        tokio::task::spawn_blocking(move || {
-            let backend_kind = node.backend.kind().as_str();
-            let label = node.backend.label();
-            let id = node.with_history(|h| h.begin(call, backend_kind, &label, engine::unix_now()));
-            if let Err(e) = &id {
-                tracing::warn!("history: {e}");
-            }
-            let ptx = tx.clone();
-            let mut progress = |p: CoreProgress| {
-                let ev = WorkEvent {
-                    event: Some(work_event::Event::Progress(Progress {
-                        stage: p.stage,
-                        done: p.done,
-                        total: p.total,
-                        message: p.message,
-                    })),
-                };
-                // A slow or gone client must not stall the run: drop progress it cannot take.
-                let _ = ptx.try_send(Ok(ev));
-            };
-            let outcome = work(&node, &mut progress);
-            // The node is free again before the caller hears the outcome: a client that starts
-            // its next call on the report must not find the previous run still holding the lock.
-            drop(guard);
-            let interrupted = interrupted_by_us(&node, &outcome);
-            node.metrics
-                .work_ran(call, outcome.is_ok() && interrupted.is_none());
-            let now = engine::unix_now();
-            if let Some(why) = interrupted {
-                // Not the node's verdict: stored `interrupted`, never the last verdict, no gauge.
-                if let Ok(id) = id {
-                    if let Err(e) = node.with_history(|h| h.interrupt(id, &why, now)) {
-                        tracing::warn!("history: {e}");
-                    }
-                }
-                let _ = tx.blocking_send(Err(probe_status(&ProbeError::Interrupted(why))));
-                return;
-            }
-            match outcome {
-                Ok(mut f) => {
-                    if let Some(publish) = f.publish.take() {
-                        publish(&node);
-                    }
-                    if let Ok(id) = id {
-                        let verdict =
-                            (!f.report.verdict.is_empty()).then_some(f.report.verdict.as_str());
-                        // Only a judged report (one with a verdict) has an exit code to keep.
-                        let exit = verdict.is_some().then_some(f.report.exit_code);
-                        let stored = node.with_history(|h| {
-                            h.complete(
-                                id,
-                                "complete",
-                                verdict,
-                                exit,
-                                f.busbw_large,
-                                Some(&f.report.json),
-                                now,
-                            )
-                        });
-                        if let Err(e) = stored {
-                            tracing::warn!("history: {e}");
-                        }
-                    }
-                    let _ = tx.blocking_send(Ok(WorkEvent {
-                        event: Some(work_event::Event::Report(f.report)),
-                    }));
-                }
-                Err(e) => {
-                    if let Ok(id) = id {
-                        let _ = node.with_history(|h| h.fail(id, &e.to_string(), now));
-                    }
-                    let _ = tx.blocking_send(Err(probe_status(&e)));
-                }
-            }
-            node.prune_history();
-        });
-        Ok(Box::pin(ReceiverStream::new(rx)))
+    /// Runs `work` under single flight ([`crate::work`]).
+    fn spawn_work(
+        &self,
+        call: &'static str,
+        meet: Meet,
+        work: impl Work,
+    ) -> Result<EventStream, Status> {
+        crate::work::spawn_work(&self.node, call, meet, work)
     }
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Result<String, ProbeError> {
-    serde_json::to_string(v).map_err(|e| ProbeError::Worker(format!("report serialisation: {e}")))
+/// What a preflight must share with the one in progress to join it: everything it measures
+/// (its GPUs, sizes, counts, steps), not its deadline or how long it may wait.
+fn preflight_key(p: &PreflightParams) -> String {
+    format!(
+        "{:?}",
+        PreflightParams {
+            deadline: None,
+            wait_if_busy: None,
+            ..p.clone()
+        }
+    )
+}
+
+/// A preflight that asked to wait: its key, to join the same preflight in progress; one that
+/// did not is joinable, never waits.
+fn preflight_meet(p: &PreflightParams) -> Meet {
+    Meet {
+        key: Some(preflight_key(p)),
+        wait: p.wait_if_busy,
+    }
+}
+
+/// The node's last preflight as `--max-age` may reuse it: a verdict; a failed run is none to
+/// reuse (and no older one is reused past it); a daemon that cannot tell says so.
+fn last_preflight_reply(last: Result<Option<StoredReport>, String>) -> Result<Report, Status> {
+    match last {
+        Err(why) => Err(Status::unavailable(why)),
+        Ok(None) => Err(Status::not_found("no preflight has run on this node yet")),
+        Ok(Some(r)) if r.status == "failed" => Err(Status::not_found(format!(
+            "the last preflight failed ({}): no verdict to reuse",
+            r.error.as_deref().unwrap_or("no reason kept")
+        ))),
+        Ok(Some(r)) => Ok(stored_to_proto(r)),
+    }
 }
 
 #[tonic::async_trait]
@@ -273,6 +121,9 @@ impl Ddpcheck for Service {
         _req: Request<GetNodeRequest>,
     ) -> Result<Response<NodeSnapshot>, Status> {
         let snap = self.node.read_snapshot();
+        // The history's trouble is the node daemon's finding: runs it could not store yet.
+        let (unsaved, history_error) = self.node.unsaved_summary();
+        let history_error = history_error.unwrap_or_default();
         let (inventory_json, error, hostname) = match &snap.inventory {
             Ok(inv) => (
                 serde_json::to_string(inv).map_err(|e| Status::internal(e.to_string()))?,
@@ -289,6 +140,8 @@ impl Ddpcheck for Service {
             inventory_json,
             error,
             daemon_version: engine::TOOL_VERSION.into(),
+            history_error,
+            unsaved_reports: u32::try_from(unsaved).unwrap_or(u32::MAX),
         }))
     }
 
@@ -338,13 +191,11 @@ impl Ddpcheck for Service {
         &self,
         _req: Request<GetLastPreflightRequest>,
     ) -> Result<Response<Report>, Status> {
-        let label = self.node.backend.label();
-        let r = self
-            .read_history(move |h| h.latest("preflight", &label))
-            .await?
-            .map_err(|e| Status::internal(e.to_string()))?;
-        r.map(|r| Response::new(stored_to_proto(r)))
-            .ok_or_else(|| Status::not_found("no preflight has run on this node yet"))
+        let node = self.node.clone();
+        let last = tokio::task::spawn_blocking(move || node.last_preflight())
+            .await
+            .map_err(|e| Status::internal(format!("history read: {e}")))?;
+        last_preflight_reply(last).map(Response::new)
     }
 
     async fn get_history(
@@ -371,11 +222,15 @@ impl Ddpcheck for Service {
             }
         };
         let label = self.node.backend.label();
+        // Runs kept in memory (the history refused them) are the newest: they come first.
+        let mut rows = self.node.unsaved_rows(&req.kind);
         let kind = req.kind;
-        let rows = self
+        let stored = self
             .read_history(move |h| h.recent(&kind, Some(&label), limit))
             .await?
             .map_err(|e| Status::internal(e.to_string()))?;
+        rows.extend(stored);
+        rows.truncate(limit as usize);
         Ok(Response::new(HistoryReply {
             reports: rows.into_iter().map(stored_to_proto).collect(),
         }))
@@ -388,7 +243,8 @@ impl Ddpcheck for Service {
         req: Request<PreflightRequest>,
     ) -> Result<Response<EventStream>, Status> {
         let params = PreflightParams::try_from(req.into_inner()).map_err(invalid)?;
-        let stream = self.spawn_work("preflight", move |node, progress| {
+        let meet = preflight_meet(&params);
+        let stream = self.spawn_work("preflight", meet, move |node, progress| {
             let history = node.recent_busbw(RECENT_BUSBW);
             let r =
                 engine::run_preflight(node.backend.as_ref(), &params, history.clone(), progress)?;
@@ -415,7 +271,7 @@ impl Ddpcheck for Service {
     ) -> Result<Response<EventStream>, Status> {
         let params = CollectiveParams::try_from(req.into_inner()).map_err(invalid)?;
         self.caller_env(params.env_ab.iter().flatten())?;
-        let stream = self.spawn_work("bench_collectives", move |node, progress| {
+        let stream = self.spawn_work("bench_collectives", Meet::BUSY, move |node, progress| {
             let r = engine::run_bench_collectives(node.backend.as_ref(), &params, progress)?;
             Finished::plain("bench_collectives", r.header.backend, &r)
         })?;
@@ -438,7 +294,7 @@ impl Ddpcheck for Service {
         // the run imports each factory by the canonical path that was checked.
         let ddp = crate::factories::admit(ddp, &self.node.factory_dirs)
             .map_err(Status::permission_denied)?;
-        let stream = self.spawn_work("bench_ddp", move |node, progress| {
+        let stream = self.spawn_work("bench_ddp", Meet::BUSY, move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
             let f = Finished::plain("bench_ddp", r.header.backend, &r)?;
             Ok(f.publishing(move |node| node.metrics.set_ddp(&r.results)))
@@ -451,7 +307,7 @@ impl Ddpcheck for Service {
     /// As `ddpcheck explain` on the node, with the node's own history for the drift cause.
     async fn explain(&self, req: Request<ExplainRequest>) -> Result<Response<EventStream>, Status> {
         let params = ExplainParams::try_from(req.into_inner()).map_err(invalid)?;
-        let stream = self.spawn_work("explain", move |node, progress| {
+        let stream = self.spawn_work("explain", Meet::BUSY, move |node, progress| {
             let history = node.recent_busbw(RECENT_BUSBW);
             let r =
                 engine::explain::run_explain(node.backend.as_ref(), &params, &history, progress)?;
@@ -529,8 +385,65 @@ impl Ddpcheck for Service {
     }
 }
 
-/// A work call refused because the daemon is stopping.
-const NO_NEW_RUN: &str = "ddpcheckd is stopping: no new run starts";
-
 /// Slack past a cluster phase's deadline before the daemon answers for a backend that overran.
 const CLUSTER_GRACE: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(status: &str, error: Option<&str>) -> StoredReport {
+        StoredReport {
+            id: 7,
+            kind: "preflight".into(),
+            backend: "real".into(),
+            backend_label: "real".into(),
+            started_unix: 1.0,
+            status: status.into(),
+            verdict: (status == "complete").then(|| "OK".into()),
+            exit_code: Some(0),
+            json: Some("{}".into()),
+            error: error.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn only_a_verdict_is_reused_and_a_daemon_that_cannot_tell_says_so() {
+        assert_eq!(
+            last_preflight_reply(Ok(Some(row("complete", None))))
+                .unwrap()
+                .verdict,
+            "OK"
+        );
+        let failed =
+            last_preflight_reply(Ok(Some(row("failed", Some("worker died"))))).unwrap_err();
+        assert_eq!(failed.code(), tonic::Code::NotFound);
+        assert!(failed.message().contains("worker died"), "{failed:?}");
+        let none = last_preflight_reply(Ok(None)).unwrap_err();
+        assert_eq!(none.code(), tonic::Code::NotFound);
+        let unknown = last_preflight_reply(Err("dropped".into())).unwrap_err();
+        assert_eq!(unknown.code(), tonic::Code::Unavailable);
+    }
+
+    #[test]
+    fn a_preflight_joins_another_of_the_same_measurement_whatever_its_deadline() {
+        let a = PreflightParams {
+            gpus: "0,1".into(),
+            deadline: Some(Duration::from_secs(3)),
+            ..PreflightParams::default()
+        };
+        let b = PreflightParams {
+            deadline: Some(Duration::from_secs(30)),
+            wait_if_busy: Some(Duration::from_secs(30)),
+            ..a.clone()
+        };
+        assert_eq!(preflight_key(&a), preflight_key(&b));
+        let c = PreflightParams {
+            gpus: "0".into(),
+            ..b.clone()
+        };
+        assert_ne!(preflight_key(&b), preflight_key(&c));
+        assert_eq!(preflight_meet(&a).wait, None);
+        assert_eq!(preflight_meet(&b).wait, Some(Duration::from_secs(30)));
+    }
+}

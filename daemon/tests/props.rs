@@ -746,6 +746,7 @@ proptest! {
             deadline_seconds: deadline,
             inject_hang: true,
             skip_host_copies: true,
+            wait_if_busy_seconds: deadline,
         };
         let bytes = pre.encode_to_vec();
         decode_all(&bytes);

@@ -46,6 +46,17 @@ pub fn deadline(secs: f64, default: f64) -> Result<Duration, Invalid> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// How long a preflight waits for a busy node: zero (unset) not at all, else within
+/// (0, [`MAX_DEADLINE_S`]].
+fn wait_if_busy(secs: f64) -> Result<Option<Duration>, Invalid> {
+    if secs == 0.0 {
+        return Ok(None);
+    }
+    deadline(secs, 0.0)
+        .map(Some)
+        .map_err(|e| Invalid(e.0.replace("deadline_seconds", "wait_if_busy_seconds")))
+}
+
 /// NCCL variables of a request, in a fixed (sorted) order.
 fn env_pairs(m: &HashMap<String, String>) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -64,6 +75,7 @@ impl From<&PreflightParams> for v1::PreflightRequest {
             deadline_seconds: p.deadline.map(|d| d.as_secs_f64()).unwrap_or(0.0),
             inject_hang: p.inject_hang,
             skip_host_copies: p.skip_host_copies,
+            wait_if_busy_seconds: p.wait_if_busy.map_or(0.0, |d| d.as_secs_f64()),
         }
     }
 }
@@ -87,6 +99,7 @@ impl TryFrom<v1::PreflightRequest> for PreflightParams {
             deadline: Some(deadline(req.deadline_seconds, 30.0)?),
             inject_hang: req.inject_hang,
             skip_host_copies: req.skip_host_copies,
+            wait_if_busy: wait_if_busy(req.wait_if_busy_seconds)?,
         })
     }
 }
@@ -346,6 +359,7 @@ mod tests {
             deadline: Some(Duration::from_secs(45)),
             inject_hang: true,
             skip_host_copies: true,
+            wait_if_busy: Some(Duration::from_secs(20)),
         };
         let back = PreflightParams::try_from(v1::PreflightRequest::from(&p)).unwrap();
         assert_eq!(back, p);
@@ -353,6 +367,15 @@ mod tests {
         let unset = PreflightParams::try_from(v1::PreflightRequest::default()).unwrap();
         assert_eq!(unset.deadline, Some(Duration::from_secs(30)));
         assert_eq!((unset.min_bytes, unset.iters), (0, 0));
+        assert_eq!(unset.wait_if_busy, None);
+        for secs in [-1.0, f64::NAN, MAX_DEADLINE_S + 1.0] {
+            let r = v1::PreflightRequest {
+                wait_if_busy_seconds: secs,
+                ..Default::default()
+            };
+            let e = PreflightParams::try_from(r).unwrap_err();
+            assert!(e.0.starts_with("wait_if_busy_seconds"), "{e}");
+        }
     }
 
     #[test]

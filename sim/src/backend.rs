@@ -173,6 +173,9 @@ impl SimBackend {
                 m.mig_capable.then_some(false)
             },
             nvlinks_active: Some(self.nvlinks(i)),
+            // The profile's links are the links the GPU has, as NVML answers for them.
+            nvlinks_present: (self.profile.nvlinks_active > 0)
+                .then_some(self.profile.nvlinks_active),
         };
         if self.has(Fault::Busy) && i == fault::BUSY_GPU {
             info.processes.push(ComputeProcess {
@@ -207,7 +210,7 @@ impl SimBackend {
     fn nvlinks(&self, i: usize) -> u32 {
         let all = self.profile.nvlinks_active;
         if self.has(Fault::NvlinkDown) && i == fault::NVLINK_DOWN_GPU {
-            fault::NVLINKS_LEFT.min(all)
+            fault::nvlinks_left(all)
         } else {
             all
         }

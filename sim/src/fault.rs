@@ -102,7 +102,7 @@ pub const FAULTS: [(Fault, &str, &str); 20] = [
     (
         Fault::NvlinkDown,
         "nvlink-down",
-        "GPU 1 has 12 NVLinks up: its pairs are NV12 and NVLink bandwidth is 12/18 of normal",
+        "GPU 1 keeps two thirds of its NVLinks (12 of 18, 8 of 12): its pairs narrow to them and their NVLink bandwidth with them",
     ),
     (
         Fault::NoFabricManager,
@@ -138,9 +138,13 @@ pub const ACS_FACTOR: f64 = 0.4;
 pub const IOMMU_FACTOR: f64 = 0.8;
 /// mig: the GPU in MIG mode.
 pub const MIG_GPU: usize = 0;
-/// nvlink-down: the GPU and the links it keeps.
+/// nvlink-down: the GPU that loses links.
 pub const NVLINK_DOWN_GPU: usize = 1;
-pub const NVLINKS_LEFT: u32 = 12;
+/// nvlink-down: the links the GPU keeps, two thirds of its own (12 of 18 on an NV18 node, 8 of
+/// 12 on bridged H100 PCIe cards, 2 of 4 on a GA102 bridge).
+pub fn nvlinks_left(all: u32) -> u32 {
+    all * 2 / 3
+}
 
 /// slow-gpu: the share of GPU 1's compute speed left.
 pub const SLOW_GPU_SPEED: f64 = 0.6;

@@ -31,12 +31,17 @@ fn acs(faults: &[Fault]) -> AcsState {
     }
 }
 
+/// The node is a virtual machine: the profile's own (a cloud VM) or the `vm` fault's.
+fn is_vm(profile: &Profile, faults: &[Fault]) -> bool {
+    profile.vm || faults.contains(&Fault::Vm)
+}
+
 /// Bridges above slot `i`: a PCIe switch shared by all GPUs on PIX/PXB profiles, else a root
 /// port of its own; none in a VM (the GPU sits on the root bus).
 fn bridges(profile: &Profile, faults: &[Fault], i: usize) -> (String, Vec<Bridge>) {
     let numa = numa_of(profile, faults, i);
     let host = format!("pci0000:{:02x}", numa * 0x80);
-    if faults.contains(&Fault::Vm) {
+    if is_vm(profile, faults) {
         return ("pci0000:00".into(), Vec::new());
     }
     let bridge = |bdf: String| Bridge {
@@ -56,7 +61,7 @@ fn bridges(profile: &Profile, faults: &[Fault], i: usize) -> (String, Vec<Bridge
 
 /// The platform of the simulated node's `gpus` (as its inventory gave them).
 pub fn facts(profile: &Profile, faults: &[Fault], gpus: &[GpuInfo]) -> PlatformFacts {
-    let vm = faults.contains(&Fault::Vm);
+    let vm = is_vm(profile, faults);
     let translated = faults.contains(&Fault::IommuTranslated);
     let slots: Vec<GpuPlatform> = gpus
         .iter()
@@ -112,6 +117,7 @@ pub fn facts(profile: &Profile, faults: &[Fault], gpus: &[GpuInfo]) -> PlatformF
         },
         gpus: slots,
         source: "sim".into(),
+        evidence_from: None,
     }
 }
 

@@ -222,6 +222,12 @@ pub struct Profile {
     pub nvswitches: u32,
     #[serde(default)]
     pub nvswitches_source: String,
+    /// The node is a virtual machine (the hypervisor flag, GPUs on the virtual root bus, no NUMA
+    /// node), as the `vm` fault makes any profile; `vm_source` says where that comes from.
+    #[serde(default)]
+    pub vm: bool,
+    #[serde(default)]
+    pub vm_source: String,
     pub driver_version: String,
     pub cuda_driver_version: String,
     pub cuda_runtime_version: String,
@@ -319,6 +325,9 @@ impl Catalog {
                     return at("p2p_status disagrees with p2p or has no source".into());
                 }
             }
+            if p.vm && p.vm_source.is_empty() {
+                return at("vm without vm_source".into());
+            }
             if !pos(p.nccl_init_seconds) {
                 return at("nccl_init_seconds must be > 0".into());
             }
@@ -412,7 +421,7 @@ mod tests {
     #[test]
     fn embedded_data_parses_and_validates() {
         let c = catalog().unwrap();
-        assert_eq!(c.profiles.len(), 8);
+        assert_eq!(c.profiles.len(), 13);
         assert!(!c.note.is_empty());
         for p in &c.profiles {
             assert!(p.driver_version.ends_with("(sim)"), "{}", p.name);

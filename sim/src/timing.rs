@@ -120,7 +120,7 @@ fn platform_scale(profile: &Profile, regime: &Regime, faults: &[Fault], gpus: &[
         && gpus.contains(&fault::NVLINK_DOWN_GPU)
         && profile.nvlinks_active > 0
     {
-        scale *= f64::from(fault::NVLINKS_LEFT.min(profile.nvlinks_active))
+        scale *= f64::from(fault::nvlinks_left(profile.nvlinks_active))
             / f64::from(profile.nvlinks_active);
     }
     scale

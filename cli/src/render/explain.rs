@@ -1,9 +1,11 @@
 //! `ddpcheck explain` as text: each pair's chain in a line, every cause with its evidence, fix
 //! and source, and the reference figures.
 
-use ddpcheck_core::explain::{Action, Cause, NodeChain, PairChain, PathCapacity};
+use ddpcheck_core::explain::{Action, Cause, Explanation, NodeChain, PairChain, PathCapacity};
+use ddpcheck_core::hostcopy::HostCopyRun;
+use ddpcheck_core::node_gpus::GpuInfo;
 use ddpcheck_core::report::ExplainReport;
-use ddpcheck_core::Severity;
+use ddpcheck_core::{Finding, Severity};
 
 use super::banner;
 
@@ -182,13 +184,47 @@ fn also_words(c: &Cause) -> String {
 
 pub fn explain(r: &ExplainReport) -> String {
     let mut s = banner(&r.header, "explain");
-    s.push_str(&format!("{}\n", r.reason));
-    let e = &r.explanation;
-    if e.pairs.is_empty() {
+    s.push_str(&body(&Body {
+        reason: &r.reason,
+        gpus: &r.gpus,
+        explanation: &r.explanation,
+        host_copies: r.host_copies.as_ref(),
+        host_copy_findings: &r.host_copy_findings,
+        history: true,
+        no_pairs: None,
+    }));
+    s
+}
+
+/// What an explain report says below its banner, live or read from artifacts.
+pub(super) struct Body<'a> {
+    pub reason: &'a str,
+    pub gpus: &'a [GpuInfo],
+    pub explanation: &'a Explanation,
+    pub host_copies: Option<&'a HostCopyRun>,
+    pub host_copy_findings: &'a [Finding],
+    /// Whether to say the node's history (a live node has one; artifacts none).
+    pub history: bool,
+    /// Why there is no pair where there are several GPUs (artifacts without a topo matrix);
+    /// `None`: one GPU.
+    pub no_pairs: Option<&'a str>,
+}
+
+/// The reason, the pairs' chains, the node's all-reduce, the causes, the platform limits and
+/// the references.
+pub(super) fn body(b: &Body<'_>) -> String {
+    let mut s = format!("{}\n", b.reason);
+    let e = b.explanation;
+    if let (true, Some(why)) = (e.pairs.is_empty(), b.no_pairs) {
+        s.push_str(&format!(
+            "\n{} GPUs; {why}; the node and its GPUs:\n",
+            b.gpus.len()
+        ));
+    } else if e.pairs.is_empty() {
         s.push_str(&format!(
             "\n{} GPU{}: no pair to measure; the node and its GPUs:\n",
-            r.gpus.len(),
-            if r.gpus.len() == 1 { "" } else { "s" }
+            b.gpus.len(),
+            if b.gpus.len() == 1 { "" } else { "s" }
         ));
     } else {
         s.push_str("\nPairs:\n");
@@ -196,10 +232,10 @@ pub fn explain(r: &ExplainReport) -> String {
             s.push_str(&format!("  {}\n", chain_line(c)));
         }
     }
-    if let Some(run) = &r.host_copies {
-        s.push_str(&super::host_copies(&r.gpus, run));
+    if let Some(run) = b.host_copies {
+        s.push_str(&super::host_copies(b.gpus, run));
     }
-    for f in &r.host_copy_findings {
+    for f in b.host_copy_findings {
         s.push_str(&format!("  {}: {}\n", f.severity.label(), f.message));
     }
     if let Some(n) = &e.node {
@@ -245,7 +281,10 @@ pub fn explain(r: &ExplainReport) -> String {
         ));
     }
     if refs.is_empty() {
-        refs.push("  no pair: the reference table has no figure for one GPU".into());
+        refs.push(match b.no_pairs {
+            Some(why) => format!("  none: {why}"),
+            None => "  no pair: the reference table has no figure for one GPU".into(),
+        });
     }
     let mut caps: Vec<String> = e
         .pairs
@@ -257,12 +296,15 @@ pub fn explain(r: &ExplainReport) -> String {
     caps.sort();
     caps.dedup();
     refs.extend(caps);
-    if r.host_copies.is_some() {
-        refs.extend(super::copy_reference_lines(&r.gpus));
+    if b.host_copies.is_some() {
+        refs.extend(super::copy_reference_lines(b.gpus));
     }
     for line in refs {
         s.push_str(&line);
         s.push('\n');
+    }
+    if !b.history {
+        return s;
     }
     s.push_str(&match e.history_median_gbps {
         Some(m) => format!("  this node's recent median: {} GB/s\n", gbps(m)),

@@ -1,11 +1,15 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
+mod diff;
 mod explain;
+mod explain_artifacts;
 mod nccl_table;
 mod recommend;
 mod topology;
 
+pub use diff::diff;
 pub use explain::explain;
+pub use explain_artifacts::explain_artifacts;
 pub use recommend::recommendation;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;

@@ -174,7 +174,8 @@ fn reference(r: &Recommendation) -> String {
 }
 
 /// The table's cells, header first: one GPU, then every variant. The cost column shows where
-/// a price was given, the measured one where the node measured a variant.
+/// a price was given (at the measured speedup where the node measured the row, said so), the
+/// measured one where the node measured a variant.
 fn table(r: &Recommendation) -> Vec<Vec<String>> {
     let cost_col = r.rows.iter().any(|x| x.cost_per_million.is_some());
     let measured_col = r.rows.iter().any(|x| x.measured.is_some());
@@ -215,14 +216,29 @@ fn table(r: &Recommendation) -> Vec<Vec<String>> {
         one.push(String::new());
     }
     let mut table = vec![header, one];
+    // Where the model missed a measured row, the other rows' target is still its prediction.
+    let unreliable = r.model_check.as_ref().is_some_and(|c| !c.reliable);
     for row in &r.rows {
-        table.push(variant_cells(row, &r.chosen, cost_col, measured_col));
+        let marked = unreliable && row.measured.is_none();
+        table.push(variant_cells(
+            row,
+            &r.chosen,
+            (cost_col, measured_col),
+            marked,
+        ));
     }
     table
 }
 
-/// One variant's cells; the chosen one is marked `<` beside its target column.
-fn variant_cells(r: &VariantRow, chosen: &str, cost_col: bool, measured_col: bool) -> Vec<String> {
+/// One variant's cells; the chosen one is marked `<` beside its target column, a target the
+/// model predicted under an unreliable model `(predicted)`. `columns`: whether the cost and
+/// the measured columns show.
+fn variant_cells(
+    r: &VariantRow,
+    chosen: &str,
+    (cost_col, measured_col): (bool, bool),
+    predicted_target: bool,
+) -> Vec<String> {
     let p = &r.prediction;
     let mut line = vec![
         r.variant.clone(),
@@ -233,12 +249,18 @@ fn variant_cells(r: &VariantRow, chosen: &str, cost_col: bool, measured_col: boo
         format!("{:.0}%", p.comm_share * 100.0),
     ];
     if cost_col {
-        line.push(r.cost_per_million.map(fmt_money).unwrap_or_default());
+        // A measured row's cost rests on its measured speedup, as the recommendation's does.
+        line.push(match r.cost_per_million {
+            Some(c) if r.cost_measured => format!("{} measured", fmt_money(c)),
+            Some(c) => fmt_money(c),
+            None => String::new(),
+        });
     }
     let mark = if r.variant == chosen { " <" } else { "" };
     line.push(format!(
-        "{}{mark}",
-        if r.reaches_target { "yes" } else { "no" }
+        "{}{}{mark}",
+        if r.reaches_target { "yes" } else { "no" },
+        if predicted_target { " (predicted)" } else { "" }
     ));
     if measured_col {
         line.push(match &r.measured {
@@ -317,6 +339,7 @@ mod tests {
             },
             micro_batch: 8,
             seq: 1024,
+            tokens_per_sample: None,
             gpus: 4,
             node_gpus: 4,
             price_per_hour: Some(2.64),
@@ -381,6 +404,82 @@ mod tests {
     }
 
     #[test]
+    fn the_chosen_rows_cost_is_the_recommendations_with_its_source() {
+        // A fast link (plain DDP reaches the target), plain DDP measured 5% below its prediction.
+        let mut input = a6000_input();
+        input.curve = LinkCurve::flat(4, 400.0, 20e-6).unwrap();
+        let predicted = recommend(&input).unwrap();
+        let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
+        input.measured = vec![MeasuredSpeedup {
+            variant: "base".into(),
+            speedup: base.prediction.speedup * 0.95,
+            uncertainty: None,
+            noise_bound: None,
+            rests_on: "bench ddp of base".into(),
+        }];
+        let r = recommend(&input).unwrap();
+        let text = recommendation(&r);
+        let said = fmt_money(r.answer.as_ref().unwrap().cost_per_million.unwrap());
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("Recommendation:"))
+            .unwrap();
+        assert!(
+            line.contains(&said) && line.contains("(measured)"),
+            "{line}"
+        );
+        let row = text.lines().find(|l| l.starts_with("base ")).unwrap();
+        assert!(
+            row.contains(&format!("{said} measured")),
+            "{said}: {row}\n{text}"
+        );
+        // A row nobody measured: its cost is the model's, and the row says so.
+        let bf16 = text.lines().find(|l| l.starts_with("bf16 ")).unwrap();
+        assert!(!bf16.contains(" measured"), "{bf16}");
+        assert!(bf16.ends_with("predicted"), "{bf16}");
+    }
+
+    #[test]
+    fn under_an_unreliable_model_the_target_column_marks_predictions() {
+        let mut input = a6000_input();
+        let predicted = recommend(&input).unwrap();
+        let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
+        // Plain DDP measured at half its prediction: the model misses it.
+        input.measured = vec![MeasuredSpeedup {
+            variant: "base".into(),
+            speedup: base.prediction.speedup * 0.5,
+            uncertainty: None,
+            noise_bound: None,
+            rests_on: "bench ddp of base".into(),
+        }];
+        let r = recommend(&input).unwrap();
+        assert!(!r.model_check.as_ref().unwrap().reliable);
+        let text = recommendation(&r);
+        let row = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap()
+                .to_string()
+        };
+        // The measured row's target is its measurement's; every other row's is the model's.
+        assert!(!row("base").contains("(predicted)"), "{}", row("base"));
+        for name in ["bf16", "accum8", "bf16+accum8"] {
+            let line = row(name);
+            assert!(
+                line.contains("yes (predicted)") || line.contains("no (predicted)"),
+                "{line}"
+            );
+        }
+        // With a reliable model nothing is marked: the measured column says which rows are
+        // predictions.
+        let text = recommendation(&recommend(&a6000_input()).unwrap());
+        assert!(
+            !text.contains("yes (predicted)") && !text.contains("no (predicted)"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn the_text_says_the_reference_once() {
         let text = recommendation(&recommend(&a6000_input()).unwrap());
         assert!(
@@ -392,6 +491,7 @@ mod tests {
             ddp_step_s: 0.1508,
             plain_step_s: 0.130,
             ratio: 1.16,
+            noise_bound: None,
             rests_on: "a test".into(),
         });
         let text = recommendation(&recommend(&input).unwrap());

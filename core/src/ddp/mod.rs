@@ -5,8 +5,9 @@
 //! `model_arg` (a model's text form, read at the command line's edge), `source` (models built by
 //! code: the user's factory, torchvision, timm, Hugging Face), `architecture` (a preset's
 //! tensors and parameter count), `layout` (parameters as torch registers them, DDP's buckets), `hf_config` (a decoder from a Hugging Face
-//! `config.json`), `request`, `result` (one configuration, repeats folded, scaling) and `noise`
-//! (launch-to-launch noise: standard errors, Student's t bounds, the beyond-noise test).
+//! `config.json`), `request`, `result` (one configuration, repeats folded, scaling, the speedup's uncertainty),
+//! `ratio` (one run's throughput over another's, launch by launch) and `noise` (launch-to-launch
+//! noise: Student's t bounds, the beyond-noise test).
 
 mod architecture;
 mod decoder;
@@ -16,6 +17,7 @@ mod layout;
 mod model_arg;
 mod noise;
 mod plain;
+mod ratio;
 mod request;
 mod result;
 mod source;
@@ -30,11 +32,9 @@ pub use layout::{
     ParamTensor, TorchBuckets,
 };
 pub use model_arg::MODEL_FORMS;
-pub use noise::{
-    beyond_noise, describe_noise_bound, noise_bound, speedup_noise_bound, speedup_uncertainty,
-    throughput_ratio, ThroughputRatio,
-};
+pub use noise::{beyond_noise, describe_noise_bound, noise_bound, rounds_noise_bound};
 pub use plain::{PlainReference, Reference};
+pub use ratio::{throughput_ratio, ThroughputRatio};
 pub use request::{
     timed_steps, Amp, CompileMode, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS,
     MAX_STEPS,
@@ -42,7 +42,8 @@ pub use request::{
 pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{
     compile_failure, fill_scaling, fill_scaling_against, merge_repeats, one_gpu_partner,
-    probe_curve, CompileOutcome, DdpResult, SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
+    probe_curve, speedup_noise_bound, speedup_uncertainty, CompileOutcome, DdpResult, SoloSlowdown,
+    ALL_REDUCE_PROBE_BYTES,
 };
 pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{

@@ -5,10 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::noise::{paired_log_ratio, sample_sd};
-use super::{one_gpu_reference, speedup_noise_bound, speedup_uncertainty};
+use super::noise::{noise_bound, paired_log_ratio, sample_sd};
+use super::one_gpu_reference;
 use super::{HostFacts, ParamLayout, PlainReference, Recipe, Reference, RunDevice, TorchBuckets};
 use crate::collective::Sweep;
+use crate::num::ToF64;
 
 /// One measured (or simulated) configuration. `Default` leaves what is derived from several runs
 /// (speedup, efficiency, launches, uncertainty) empty, for [`merge_repeats`] and [`fill_scaling`].
@@ -160,6 +161,20 @@ impl DdpResult {
         self.param_layout
             .as_ref()
             .map_or(self.params, ParamLayout::trainable_params)
+    }
+
+    /// Tokens in one sample where the run counted its throughput in tokens (a decoder, or a
+    /// factory that declared `tokens_per_sample`): the throughput times the step over the
+    /// samples every rank processed in it; `None` for samples/s or figures that are not positive.
+    pub fn tokens_per_sample(&self) -> Option<u32> {
+        if self.throughput_unit != "tokens/s" {
+            return None;
+        }
+        let samples =
+            f64::from(self.world_size) * f64::from(self.micro_batch) * f64::from(self.accum.max(1));
+        let tokens = self.throughput * self.step_time_median_s / samples;
+        (tokens.is_finite() && tokens >= 1.0)
+            .then(|| u32::try_from(crate::num::floor_u64(tokens.round())).unwrap_or(u32::MAX))
     }
 }
 
@@ -410,4 +425,37 @@ pub fn fill_scaling_against(
             }
         }
     }
+}
+
+/// How uncertain a speedup measured from repeated launches is: its relative standard error,
+/// `√(π/2)·√(σ₁²/n₁ + σ_N²/n_N)`, where σ is each side's [`DdpResult::launch_log_sd`] and n its
+/// number of launches (a median's standard error is about √(π/2) times the mean's). `None`
+/// unless both sides were launched at least twice.
+///
+/// Why it matters: on the shared 2xH200 VMs, launches of a 2 ms MLP step spread σ ≈ 0.1, so a
+/// speedup from one launch each is uncertain by about ±14%, from five launches each by about ±8%
+/// (docs/results/2026-11-30-h200x2-overlap-and-noise.md).
+pub fn speedup_uncertainty(multi: &DdpResult, single: &DdpResult) -> Option<f64> {
+    let ((a, _), (b, _)) = (launch_variance(multi)?, launch_variance(single)?);
+    Some((std::f64::consts::FRAC_PI_2 * (a + b)).sqrt())
+}
+
+/// One side's share of a speedup's variance, σ²/n of ln(step) over its n launches, and its
+/// degrees of freedom (n − 1). `None` for fewer than two launches.
+fn launch_variance(r: &DdpResult) -> Option<(f64, f64)> {
+    let sd = r.launch_log_sd()?;
+    let n = r.launch_step_medians_s.len().to_f64();
+    Some((sd * sd / n, n - 1.0))
+}
+
+/// [`noise_bound`] of a speedup (or any ratio of the two runs' step times): σ its
+/// [`speedup_uncertainty`], the degrees of freedom the Welch–Satterthwaite ones of the two
+/// launch sets. `None` unless both were launched at least twice.
+pub fn speedup_noise_bound(multi: &DdpResult, single: &DdpResult) -> Option<f64> {
+    let sigma = speedup_uncertainty(multi, single)?;
+    let ((a, da), (b, db)) = (launch_variance(multi)?, launch_variance(single)?);
+    let welch = (a + b).powi(2) / (a * a / da + b * b / db);
+    // Identical launches on both sides leave 0/0: fall back to the pooled count.
+    let dof = if welch.is_finite() { welch } else { da + db };
+    Some(noise_bound(sigma, dof))
 }

@@ -458,3 +458,42 @@ fn rows_of_reports_before_the_reference_field_rest_on_the_ddp_step() {
         .unwrap_err()
         .contains("plain or ddp"));
 }
+
+#[test]
+fn tokens_per_sample_is_read_back_from_a_run_in_tokens() {
+    // 2 GPUs × 8 samples × accumulation 4 of 512 tokens in 0.5 s.
+    let r = DdpResult {
+        world_size: 2,
+        micro_batch: 8,
+        accum: 4,
+        step_time_median_s: 0.5,
+        throughput: 2.0 * 8.0 * 4.0 * 512.0 / 0.5,
+        throughput_unit: "tokens/s".into(),
+        ..DdpResult::default()
+    };
+    assert_eq!(r.tokens_per_sample(), Some(512));
+    let samples = DdpResult {
+        throughput: 2.0 * 8.0 * 4.0 / 0.5,
+        throughput_unit: "samples/s".into(),
+        ..r.clone()
+    };
+    assert_eq!(samples.tokens_per_sample(), None);
+    let broken = DdpResult {
+        step_time_median_s: 0.0,
+        ..r
+    };
+    assert_eq!(broken.tokens_per_sample(), None);
+}
+
+#[test]
+fn a_rounds_ratios_noise_bound_is_their_spread() {
+    // Rounds that read +2% to +18%: their median +9.4% lies within how far they spread.
+    let rounds = [1.18, 1.02, 1.094, 1.03, 1.16].map(|r| [0.1 * r, 0.1]);
+    let bound = rounds_noise_bound(&rounds).unwrap();
+    assert!(bound > 1.094f64.ln(), "{bound}");
+    // Rounds that agree within 1%: a bound of a few percent.
+    let rounds = [1.09, 1.10, 1.094, 1.098, 1.091].map(|r| [0.1 * r, 0.1]);
+    assert!(rounds_noise_bound(&rounds).unwrap() < 0.02);
+    // One round: nothing measured its spread.
+    assert_eq!(rounds_noise_bound(&[[0.11, 0.1]]), None);
+}

@@ -9,7 +9,7 @@ pub mod consumer;
 mod limit;
 mod node;
 mod pair;
-mod path_capacity;
+pub(crate) mod path_capacity;
 mod per_gpu;
 pub mod platform;
 #[cfg(test)]

@@ -33,15 +33,21 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
         return None;
     }
     let p = input.platform;
+    // Offline the flag is not the CPU's: the artifacts say whether the GPUs are passed through.
+    let (what, words) = if p.evidence_from.is_some() {
+        ("GPUs passed through to a VM", ["yes", "no", "not shown"])
+    } else {
+        ("hypervisor CPU flag", ["set", "not set", "unread"])
+    };
     let mut ev = vec![Evidence::new(
-        "hypervisor CPU flag",
+        what,
         match p.hypervisor {
-            Some(true) => "set",
-            Some(false) => "not set",
-            None => "unread",
+            Some(true) => words[0],
+            Some(false) => words[1],
+            None => words[2],
         },
     )
-    .source("/proc/cpuinfo flags")];
+    .source(p.cite("/proc/cpuinfo flags"))];
     if let Some(v) = &p.hypervisor_vendor {
         ev.push(Evidence::new("platform vendor", v.clone()));
     }
@@ -52,14 +58,19 @@ fn virtual_machine(input: &ExplainInput<'_>) -> Option<Cause> {
                     format!("GPU {}", g.pci_bus_id),
                     "directly on the root bus (no bridge above it)",
                 )
-                .source("sysfs PCI path"),
+                .source(p.cite("sysfs PCI path")),
             );
         }
         if g.numa_node == Some(-1) {
-            ev.push(Evidence::new(format!("GPU {} numa_node", g.pci_bus_id), "-1").source("sysfs"));
+            ev.push(
+                Evidence::new(format!("GPU {} numa_node", g.pci_bus_id), "-1")
+                    .source(p.cite("sysfs")),
+            );
         }
     }
-    ev.push(Evidence::new("IOMMU", guest_iommu(&p.iommu)).source("/sys/kernel/iommu_groups"));
+    ev.push(
+        Evidence::new("IOMMU", guest_iommu(&p.iommu)).source(p.cite("/sys/kernel/iommu_groups")),
+    );
     let no_p2p = input.topology.is_some_and(|t| {
         t.pairs()
             .iter()
@@ -150,10 +161,11 @@ fn iommu(input: &ExplainInput<'_>) -> Option<Cause> {
     c.fix = "boot with iommu=pt (passthrough) or the IOMMU off for the GPUs".into();
     c.evidence = vec![Evidence::new("IOMMU group type", types.join(", "))
         .expected("identity (passthrough)")
-        .source("/sys/kernel/iommu_groups/*/type")];
+        .source(input.platform.cite("/sys/kernel/iommu_groups/*/type"))];
     if !f.cmdline.is_empty() {
         c.evidence.push(
-            Evidence::new("kernel command line", f.cmdline.join(" ")).source("/proc/cmdline"),
+            Evidence::new("kernel command line", f.cmdline.join(" "))
+                .source(input.platform.cite("/proc/cmdline")),
         );
     }
     c.source = "NCCL troubleshooting: PCI Access Control Services (IO virtualization redirects \

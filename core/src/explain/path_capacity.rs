@@ -32,7 +32,7 @@ pub struct PathCapacity {
 
 /// One GPU's PCIe link for capacity: under load where it was read there, else at rest with
 /// its generation at most (idle links drop their rate; they train back under load).
-fn gpu_pcie(input: &ExplainInput<'_>, g: &GpuInfo) -> Option<(u32, u32, &'static str)> {
+pub(crate) fn gpu_pcie(input: &ExplainInput<'_>, g: &GpuInfo) -> Option<(u32, u32, &'static str)> {
     match link_readings(input, g) {
         (_, Some(load)) => Some((load.gen_current, load.width_current, "read under load")),
         (Some(rest), None) => Some((

@@ -60,23 +60,33 @@ fn gen_width(gen: u32, width: u32) -> String {
 /// generation alone: noted).
 fn link_state(input: &ExplainInput<'_>, g: &GpuInfo) -> Option<Cause> {
     match link_readings(input, g) {
-        (rest, Some(load)) if below_max(&load) => Some(downtrained(g, &load, rest.as_ref(), true)),
-        (Some(rest), Some(load)) if below_max(&rest) => Some(idle_downclock(g, &rest, &load)),
-        (Some(rest), None) if below_max(&rest) => Some(downtrained(g, &rest, None, false)),
+        (rest, Some(load)) if below_max(&load) => {
+            Some(downtrained(input, g, &load, rest.as_ref(), true))
+        }
+        (Some(rest), Some(load)) if below_max(&rest) => {
+            Some(idle_downclock(input, g, &rest, &load))
+        }
+        (Some(rest), None) if below_max(&rest) => Some(downtrained(input, g, &rest, None, false)),
         _ => None,
     }
 }
 
-fn link_evidence(what: &str, l: &PcieLink) -> Evidence {
+fn link_evidence(input: &ExplainInput<'_>, what: &str, l: &PcieLink) -> Evidence {
     Evidence::new(what, gen_width(l.gen_current, l.width_current))
         .expected(gen_width(l.gen_max, l.width_max))
-        .source(SYSFS_SOURCE)
+        .source(input.platform.cite(SYSFS_SOURCE))
 }
 
 const SYSFS_SOURCE: &str = "sysfs current_link_speed/width vs max_link_speed/width, capped by NVML's maximum (NVML's reading at rest where sysfs is unread)";
 
 /// `judged` is the reading under load (`loaded`) or at rest; `rest` accompanies a load reading.
-fn downtrained(g: &GpuInfo, judged: &PcieLink, rest: Option<&PcieLink>, loaded: bool) -> Cause {
+fn downtrained(
+    input: &ExplainInput<'_>,
+    g: &GpuInfo,
+    judged: &PcieLink,
+    rest: Option<&PcieLink>,
+    loaded: bool,
+) -> Cause {
     let p = judged;
     let narrow = p.width_current < p.width_max;
     // At rest a lower generation alone is power saving; under load it is the finding.
@@ -115,15 +125,20 @@ fn downtrained(g: &GpuInfo, judged: &PcieLink, rest: Option<&PcieLink>, loaded: 
         "none at rest".into()
     };
     c.evidence = rest
-        .map(|r| link_evidence("PCIe link at rest", r))
+        .map(|r| link_evidence(input, "PCIe link at rest", r))
         .into_iter()
-        .chain([link_evidence(&format!("PCIe link {when}"), p)])
+        .chain([link_evidence(input, &format!("PCIe link {when}"), p)])
         .collect();
     c.source = "PCIe link training: a link that trains narrower or slower than both ends support is a hardware fault (PCI Express Base Specification, Link Status and Link Capabilities registers)".into();
     c
 }
 
-fn idle_downclock(g: &GpuInfo, rest: &PcieLink, load: &PcieLink) -> Cause {
+fn idle_downclock(
+    input: &ExplainInput<'_>,
+    g: &GpuInfo,
+    rest: &PcieLink,
+    load: &PcieLink,
+) -> Cause {
     let mut c = cause(
         g,
         CauseKind::PcieIdleDownclock,
@@ -140,8 +155,8 @@ fn idle_downclock(g: &GpuInfo, rest: &PcieLink, load: &PcieLink) -> Cause {
     c.short = format!("GPU{}'s PCIe link idles below {loaded}", g.index);
     c.fix = "none: the link trains up under load".into();
     c.evidence = vec![
-        link_evidence("PCIe link at rest", rest),
-        link_evidence("PCIe link under load", load),
+        link_evidence(input, "PCIe link at rest", rest),
+        link_evidence(input, "PCIe link under load", load),
     ];
     c.source = "nvidia-smi documentation, PCIe Generation Current: \"These may be reduced when the GPU is not in use\"; Linux sysfs-bus-pci ABI: current_link_speed".into();
     c
@@ -171,9 +186,25 @@ fn mig(g: &GpuInfo, multi: bool) -> Option<Cause> {
     Some(c)
 }
 
+/// What a GPU's NVLinks are judged against: the links it has where known (a card with fewer
+/// links by design, a bridge of 12, is not missing the SKU's 18), else the SKU's count. A card
+/// the SKU table gives no count (a PCIe card) with none of its links up has no bridge on them:
+/// nothing to judge, as its links go nowhere.
+fn nvlinks_expected(g: &GpuInfo, active: u32) -> Option<(u32, &'static str)> {
+    let sku = expect::nvlinks_per_gpu(&g.name);
+    match g.health.nvlinks_present.filter(|n| *n > 0) {
+        Some(_) if active == 0 && sku.is_none() => None,
+        Some(n) => Some((
+            n,
+            "the NVLinks the GPU has, up or not (NVML's link state answers; nvidia-smi nvlink -s lists them): links present",
+        )),
+        None => sku,
+    }
+}
+
 fn nvlink_down(g: &GpuInfo, multi: bool) -> Option<Cause> {
     let active = g.health.nvlinks_active?;
-    let (want, source) = expect::nvlinks_per_gpu(&g.name)?;
+    let (want, source) = nvlinks_expected(g, active)?;
     if active >= want {
         return None;
     }
@@ -226,8 +257,11 @@ fn numa_unknown(input: &ExplainInput<'_>, g: &GpuInfo) -> Option<Cause> {
     );
     c.short = format!("GPU{} has no NUMA node", g.index);
     c.fix = "none; where several sockets exist, ask for the VM's NUMA topology".into();
-    c.evidence =
-        vec![Evidence::new("numa_node", "-1").source("sysfs /sys/bus/pci/devices/*/numa_node")];
+    c.evidence = vec![Evidence::new("numa_node", "-1").source(
+        input
+            .platform
+            .cite("sysfs /sys/bus/pci/devices/*/numa_node"),
+    )];
     c.source = "Linux sysfs-bus-pci ABI: numa_node".into();
     Some(c)
 }

@@ -206,6 +206,10 @@ pub struct PlatformFacts {
     pub gpus: Vec<GpuPlatform>,
     /// Where the facts come from: `sysfs /` or `sim`.
     pub source: String,
+    /// Where facts not read on the running node come from (`explain --from-artifacts`: the
+    /// files), cited by their evidence in place of sysfs and /proc; `None` on a live node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_from: Option<String>,
 }
 
 impl PlatformFacts {
@@ -237,7 +241,16 @@ impl PlatformFacts {
             },
             gpus: Vec::new(),
             source: source.to_string(),
+            evidence_from: None,
         }
+    }
+
+    /// The source a platform reading's evidence cites: `live` (the sysfs or /proc path) on the
+    /// running node, the artifacts where the facts were read from them.
+    pub fn cite(&self, live: &str) -> String {
+        self.evidence_from
+            .clone()
+            .unwrap_or_else(|| live.to_string())
     }
 
     /// The platform side of a GPU, matched by PCI bus id (NVML's and sysfs' forms compare equal).

@@ -652,5 +652,7 @@ fn action_and_cause_words_are_unique() {
     }
 }
 
+mod cited;
 mod consumer;
 mod limits;
+mod nvlinks;

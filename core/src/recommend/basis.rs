@@ -114,8 +114,8 @@ fn layout_summary(input: &RecommendInput) -> Option<LayoutSummary> {
 }
 
 /// The gradients' layout, the units of work in one micro-batch and their rate's name: samples
-/// for MLPs and models built by code (tokens for their language models), tokens for decoders
-/// and bare parameter counts. The layout is the launch's own parameter list where one reported
+/// for MLPs and models built by code (tokens for their language models and for factories whose
+/// launches declared `tokens_per_sample`), tokens for decoders and bare parameter counts. The layout is the launch's own parameter list where one reported
 /// it, else the preset's tensors; a model built by code has no other.
 fn layout_and_units(input: &RecommendInput) -> Result<(GradLayout, f64, &'static str), ModelError> {
     let tokens = f64::from(input.micro_batch) * f64::from(input.seq.max(1));
@@ -138,12 +138,18 @@ fn layout_and_units(input: &RecommendInput) -> Result<(GradLayout, f64, &'static
             Ok(match spec {
                 ModelSpec::Mlp { .. } => (layout, samples, "samples/s"),
                 ModelSpec::Decoder { .. } => (layout, tokens, "tokens/s"),
-                ModelSpec::External { source } if source.tokens_per_sample() > 1 => (
-                    layout,
-                    samples * f64::from(source.tokens_per_sample()),
-                    "tokens/s",
-                ),
-                ModelSpec::External { .. } => (layout, samples, "samples/s"),
+                ModelSpec::External { source } => {
+                    // A factory's own count, as its launches declared it, else the source's.
+                    let tokens = input
+                        .tokens_per_sample
+                        .filter(|t| *t > 0)
+                        .unwrap_or_else(|| source.tokens_per_sample());
+                    if tokens > 1 {
+                        (layout, samples * f64::from(tokens), "tokens/s")
+                    } else {
+                        (layout, samples, "samples/s")
+                    }
+                }
             })
         }
         ModelInput::Params { params } => Ok((

@@ -200,19 +200,27 @@ pub(super) fn choose(input: &RecommendInput, basis: &Basis) -> Result<Choice, Mo
             &basis.base.clone().with_hook(hook).with_accum(k),
             &input.curve,
         )?;
+        let measured = input
+            .measured
+            .iter()
+            .rev()
+            .find(|m| m.variant == name)
+            .cloned();
+        // The row's throughput at its measured speedup where the node measured it: the figure
+        // the answer prices, so the table and the recommendation say one cost.
+        let measured_cost = measured
+            .as_ref()
+            .filter(|_| p.speedup > 0.0)
+            .and_then(|m| cost(p.throughput * m.speedup / p.speedup, n));
         rows.push(VariantRow {
             variant: name.to_string(),
             hook,
             accum: k,
-            cost_per_million: cost(p.throughput, n),
+            cost_measured: measured_cost.is_some(),
+            cost_per_million: measured_cost.or_else(|| cost(p.throughput, n)),
             reaches_target: p.efficiency >= input.target_efficiency,
             prediction: p,
-            measured: input
-                .measured
-                .iter()
-                .rev()
-                .find(|m| m.variant == name)
-                .cloned(),
+            measured,
         });
     }
     let order = change_order_for(input.device);

@@ -208,6 +208,10 @@ pub struct RecommendInput {
     pub micro_batch: u32,
     /// Tokens per sample for decoders and bare parameter counts (ignored for MLPs).
     pub seq: u32,
+    /// Tokens in one sample of a model built by code, as its launches declared it (a factory's
+    /// `tokens_per_sample`, reported as throughput in tokens/s): its rates are then in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_sample: Option<u32>,
     /// GPUs the job would use.
     pub gpus: u32,
     /// GPUs of the node the price is for.
@@ -228,7 +232,7 @@ pub struct RecommendInput {
     /// P2P over PCIe on consumer cards (NVML's refusal, a transport that hangs there), for the
     /// snippet's environment section.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p2p: Option<super::P2pRisk>,
+    pub p2p: Option<super::measured::P2pRisk>,
     pub compute: ComputeSource,
     /// Fitted DDP overheads; the model's defaults when absent.
     #[serde(default)]
@@ -252,7 +256,7 @@ pub struct RecommendInput {
     /// PowerSGD's compression compute per rank, where 1-GPU launches measured it; the ranks
     /// without one are never offered.
     #[serde(default)]
-    pub powersgd_compute: Vec<super::PowerSgdMeasured>,
+    pub powersgd_compute: Vec<super::measured::PowerSgdMeasured>,
     /// How much N GPUs side by side slow each other's compute, when measured at `gpus`.
     #[serde(default)]
     pub side_by_side: Option<SideBySideInput>,
@@ -284,7 +288,7 @@ pub struct RecommendInput {
     /// The parameters without a gradient and the buffer broadcast a launch measured, for the
     /// host-side levers.
     #[serde(default)]
-    pub host: Option<super::HostMeasured>,
+    pub host: Option<super::measured::HostMeasured>,
     /// The recipe the user's training runs (autocast, DDP options), for the snippet.
     #[serde(default)]
     pub recipe: Recipe,
@@ -306,6 +310,10 @@ pub struct DdpOwnWork {
     pub plain_step_s: f64,
     /// The DDP step over the plain one, the median of the launch's interleaved rounds.
     pub ratio: f64,
+    /// How far ln(ratio) may move by the rounds' own spread
+    /// (`crate::ddp::rounds_noise_bound` of its rounds); `None` from a single round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_bound: Option<f64>,
     /// The run it comes from, for the citation.
     pub rests_on: String,
 }

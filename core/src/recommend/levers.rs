@@ -7,11 +7,10 @@
 //! (torch.nn.parallel.DistributedDataParallel: `find_unused_parameters`, `broadcast_buffers`,
 //! `static_graph`).
 
-use serde::{Deserialize, Serialize};
-
+use super::measured::HostMeasured;
 use super::words::Words;
 use super::{DdpOwnWork, RecommendInput, Warning};
-use crate::ddp::{Buffers, HostFacts, NoGrad};
+use crate::ddp::{beyond_noise, Buffers, NoGrad};
 use crate::num::ToF64;
 use crate::units::{fmt_bytes, fmt_count, fmt_s};
 
@@ -21,17 +20,6 @@ pub const BROADCAST_SHARE: f64 = 0.02;
 /// `static_graph=True` is suggested where DDP's own work at one GPU is at least this share of a
 /// step: below it, the most it could save is within the plain reference's own noise.
 pub const STATIC_GRAPH_SHARE: f64 = 0.03;
-
-/// A launch's host-side facts and the run they come from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HostMeasured {
-    pub facts: HostFacts,
-    /// That run's median optimizer step, seconds, and its rank count.
-    pub step_s: f64,
-    pub world: u32,
-    /// The run it comes from, for the citation.
-    pub rests_on: String,
-}
 
 /// Every lever the measurements support, in the order: parameters, buffers, static graph.
 pub(super) fn levers(input: &RecommendInput, words: &Words) -> Vec<Warning> {
@@ -130,8 +118,9 @@ fn broadcast_buffers(
     })
 }
 
-/// `static_graph=True` where DDP's own work at one GPU is [`STATIC_GRAPH_SHARE`] of a step and
-/// each checked micro-batch used the same parameters.
+/// `static_graph=True` where DDP's own work at one GPU is [`STATIC_GRAPH_SHARE`] of a step,
+/// beyond its rounds' noise ([`beyond_noise`]: a single round is held to one launch's bound),
+/// and each checked micro-batch used the same parameters.
 fn static_graph(
     input: &RecommendInput,
     host: &HostMeasured,
@@ -144,13 +133,17 @@ fn static_graph(
         || !no_grad.same_each_micro_batch
         || share.is_nan()
         || share < STATIC_GRAPH_SHARE
+        || !beyond_noise(own.ratio.ln(), own.noise_bound)
     {
         return None;
     }
+    let noise = own.noise_bound.map_or(String::new(), |b| {
+        format!(", beyond its rounds' noise (±{:.1}%)", b.exp_m1() * 100.0)
+    });
     Some(Warning {
         code: "static_graph".into(),
         text: format!(
-            "DDP's own work at {} is {:+.1}% of a step ({} in DDP, {} without), and the same parameters got gradients in each of {} micro-batches checked: static_graph=True lets DDP skip per-step work it does for graphs that may change (the unused-parameter search, the per-step bookkeeping of which gradients came). It is a promise you make: wrong where the data or control flow changes which parameters are used. Measure it: the same command with --static-graph.",
+            "DDP's own work at {} is {:+.1}% of a step ({} in DDP, {} without{noise}), and the same parameters got gradients in each of {} micro-batches checked: static_graph=True lets DDP skip per-step work it does for graphs that may change (the unused-parameter search, the per-step bookkeeping of which gradients came). It is a promise you make: wrong where the data or control flow changes which parameters are used. Measure it: the same command with --static-graph.",
             words.one(),
             share * 100.0,
             fmt_s(own.ddp_step_s),

@@ -117,8 +117,40 @@ fn own(ratio: f64) -> DdpOwnWork {
         ddp_step_s: 0.100 * ratio,
         plain_step_s: 0.100,
         ratio,
+        noise_bound: Some(0.01),
         rests_on: "1-GPU base run and the model without DDP".into(),
     }
+}
+
+#[test]
+fn no_static_graph_on_ddps_own_work_within_its_rounds_noise() {
+    // +9.4% from one launch whose rounds spread ±15%: within their noise (repeated launches of
+    // the same model read +1.6 to +2.0%).
+    let mut input = with_host(Some(no_grad(&[], true)), None);
+    input.ddp_own_work = Some(DdpOwnWork {
+        noise_bound: Some(0.15),
+        ..own(1.094)
+    });
+    assert!(lever_codes(&input).is_empty(), "{:?}", lever_codes(&input));
+    // The same reading from rounds that agree to ±2%: suggested, with the bound it clears.
+    input.ddp_own_work = Some(DdpOwnWork {
+        noise_bound: Some(0.02),
+        ..own(1.094)
+    });
+    let r = recommend(&input).unwrap();
+    let w = warning(&r, "static_graph");
+    assert!(w.text.contains("+9.4% of a step"), "{}", w.text);
+    assert!(
+        w.text.contains("beyond its rounds' noise (±2.0%)"),
+        "{}",
+        w.text
+    );
+    // One round: nothing measured its spread, and one launch's figure may be 20% off.
+    input.ddp_own_work = Some(DdpOwnWork {
+        noise_bound: None,
+        ..own(1.094)
+    });
+    assert!(lever_codes(&input).is_empty());
 }
 
 #[test]

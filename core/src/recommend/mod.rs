@@ -14,7 +14,8 @@
 //! unreliable (`model_check`), the choice is made among the measured rows only, and the
 //! `model_unreliable` warning says which row it missed and by how much.
 //!
-//! Parts: [`input`] (what it reads), `basis` (the step inputs and citations everything rests
+//! Parts: [`input`] (what it reads), `measured` (the measured facts it carries: host-side
+//! facts, PowerSGD's compression compute, P2P's risk), `basis` (the step inputs and citations everything rests
 //! on), `choice` (the variants' predictions, the model's check against the measured rows and
 //! the choice), `answer` (the choice in the user's terms: how much sooner, at what device time
 //! and money per million units), `reasons`, `warnings`, `snippet` (Python and environment
@@ -25,6 +26,7 @@ mod basis;
 mod choice;
 mod input;
 mod levers;
+mod measured;
 mod p2p;
 mod powersgd_offer;
 mod reasons;
@@ -47,10 +49,10 @@ pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, DdpOwnWork, EnvAb,
     MeasuredBaseline, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
 };
-pub use levers::{HostMeasured, BROADCAST_SHARE, STATIC_GRAPH_SHARE};
-pub use p2p::P2pRisk;
+pub use levers::{BROADCAST_SHARE, STATIC_GRAPH_SHARE};
+pub use measured::{HostMeasured, P2pRisk, PowerSgdMeasured};
 pub use powersgd_offer::{
-    assess as assess_powersgd, PowerSgdMeasured, PowerSgdOffer, PowerSgdRow, MEASURE_HINT,
+    assess as assess_powersgd, PowerSgdOffer, PowerSgdRow, MEASURE_HINT,
     NUMERICS as POWERSGD_NUMERICS,
 };
 pub use snippet::{powersgd_registration, python_snippet};
@@ -86,7 +88,12 @@ pub struct VariantRow {
     pub hook: CommHook,
     pub accum: u32,
     pub prediction: Prediction,
+    /// Money per million units at this row's speedup: the node's measured one where it measured
+    /// the row (`cost_measured`), as the answer says it, else the prediction's.
     pub cost_per_million: Option<f64>,
+    /// `cost_per_million` rests on the row's measured speedup, not the prediction.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_measured: bool,
     pub reaches_target: bool,
     /// What the node measured for this variant, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,5 +258,7 @@ impl Recommendation {
 
 #[cfg(test)]
 mod levers_tests;
+#[cfg(test)]
+mod provenance_tests;
 #[cfg(test)]
 mod tests;

@@ -3,48 +3,8 @@
 //! transport on cards where it hangs or returns wrong values (the seeds' lessons; sources in
 //! docs/explain.md, "Consumer GPUs"), each resting on this node's env A/B or marked unmeasured.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
+use super::measured::P2pRisk;
 use super::EnvAb;
-use crate::explain::consumer;
-use crate::topology::{LinkClass, TopologyMatrix};
-
-/// What the node's topology says about P2P over PCIe, in words.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct P2pRisk {
-    /// NVML's refusal on the first PCIe pair that has one (`GPU0–GPU1 (PHB): NVML reports P2P
-    /// read GPU_NOT_SUPPORTED on …, the GPU's product policy …`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
-    /// Why P2P over PCIe is a pair's transport under the measured environment on a card where it
-    /// hangs or returns wrong values.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suspect: Option<String>,
-}
-
-impl P2pRisk {
-    /// The risk on this topology of `model` GPUs under `env`; `None` where there is none.
-    pub fn of(t: &TopologyMatrix, model: &str, env: &BTreeMap<String, String>) -> Option<P2pRisk> {
-        let pairs = t.pairs();
-        let refused = pairs
-            .iter()
-            .filter(|p| !p.link.is_nvlink() && p.link != LinkClass::X)
-            .find_map(|p| {
-                let (cap, r, k) = consumer::refusal_of(p.p2p_status)?;
-                Some(format!(
-                    "{}: NVML reports P2P {cap} {} on {model}, {}",
-                    consumer::pair_name(p),
-                    r.nvml_name(),
-                    k.meaning(r)
-                ))
-            });
-        let suspect =
-            consumer::first_suspect(&pairs, model, env).map(|(pair, why)| format!("{pair}: {why}"));
-        (refused.is_some() || suspect.is_some()).then_some(P2pRisk { refused, suspect })
-    }
-}
 
 /// What the env A/B measured for `NAME=VALUE`, in words for a comment; unmeasured otherwise.
 fn basis(env_ab: &[EnvAb], name: &str, value: &str) -> String {

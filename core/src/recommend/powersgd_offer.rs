@@ -28,16 +28,6 @@ const POWERSGD_IMPORT: &str =
 /// The 1-GPU launch that measures the compression compute where none was measured.
 pub const MEASURE_HINT: &str = "bench ddp --gpus 1 --variants base,powersgd4";
 
-/// A PowerSGD rank's compression compute, as a 1-GPU launch measured it: its PowerSGD step
-/// minus plain DDP's (the hook runs at world size one, with no bytes to save).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PowerSgdMeasured {
-    pub rank: u32,
-    pub compute_s: f64,
-    /// The runs it comes from, for the citation.
-    pub rests_on: String,
-}
-
 /// One rank as the model predicts it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PowerSgdRow {
@@ -86,7 +76,8 @@ pub struct PowerSgdOffer {
 
 impl PowerSgdOffer {
     /// The offer under the model check: where the model missed a row this node measured, its
-    /// predicted rank is withheld and named with the `--verify` run that would measure it.
+    /// predicted rank is withheld and named with the `--verify` run that would measure it, and
+    /// a refusal that rests on the predictions says it is one.
     pub(super) fn checked(mut self, check: Option<&ModelCheck>) -> Self {
         let Some(miss) = check
             .filter(|c| !c.reliable)
@@ -95,6 +86,16 @@ impl PowerSgdOffer {
             return self;
         };
         let Some(rank) = self.rank.take() else {
+            // Only ranks with a predicted step were weighed: an unmeasured compute is no
+            // prediction.
+            let predicted = self.rows.iter().any(|r| r.step_s.is_some());
+            if let Some(why) = self.why_not.as_mut().filter(|_| predicted) {
+                why.push_str(&format!(
+                    " (predicted by the step-time model, which missed the measured {} by {:+.0}% on this node: warning model_unreliable)",
+                    miss.variant,
+                    miss.error * 100.0
+                ));
+            }
             return self;
         };
         self.snippet = None;

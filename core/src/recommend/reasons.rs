@@ -217,25 +217,30 @@ fn cost(input: &RecommendInput, basis: &Basis, choice: &Choice) -> Option<Reason
     let (c1, cn) = (choice.single.cost_per_million?, chosen.cost_per_million?);
     let unit_one = basis.unit_one;
     let (one, ranks) = (basis.words.one(), basis.words.n(n));
+    // The chosen row's cost rests on its measured speedup where the node measured it.
+    let measured = chosen.measured.as_ref().filter(|_| chosen.cost_measured);
+    let (speedup, how) = measured.map_or((chosen.prediction.speedup, "predicted"), |m| {
+        (m.speedup, "measured")
+    });
     let text = if c1 < cn {
         format!(
-            "Per {unit_one}, {one} is cheaper: {} against {} per million on {ranks} ({:+.0}%). {ranks} buy wall-clock time ({:.2}× faster), not savings.",
+            "Per {unit_one}, {one} is cheaper: {} against {} per million on {ranks} ({:+.0}%, {how}). {ranks} buy wall-clock time ({speedup:.2}× faster), not savings.",
             fmt_money(c1),
             fmt_money(cn),
             (cn / c1 - 1.0) * 100.0,
-            chosen.prediction.speedup
         )
     } else {
         format!(
-            "Per {unit_one}, {ranks} cost no more than one: {} against {} per million.",
+            "Per {unit_one}, {ranks} cost no more than one: {} against {} per million ({how}).",
             fmt_money(cn),
             fmt_money(c1)
         )
     };
+    let measured_cite = measured.map_or(String::new(), |m| format!("; {}", m.rests_on));
     Some(Reason {
         text,
         rests_on: format!(
-            "price ${:.2}/h for {}; {}",
+            "price ${:.2}/h for {}; {}{measured_cite}",
             input.price_per_hour.unwrap_or(0.0),
             basis.words.n(input.node_gpus),
             basis.model_cite

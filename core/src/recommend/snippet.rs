@@ -191,9 +191,9 @@ pub(super) fn env_lines(input: &RecommendInput) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recommend::p2p::P2pRisk;
     use crate::recommend::tests::a6000_input;
     use crate::recommend::EnvAb;
+    use crate::recommend::P2pRisk;
     use crate::topology::LinkClass;
 
     fn ddp_line(recipe: &Recipe) -> String {

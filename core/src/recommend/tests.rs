@@ -18,6 +18,7 @@ pub(super) fn a6000_input() -> RecommendInput {
         },
         micro_batch: 8,
         seq: 1024,
+        tokens_per_sample: None,
         gpus: 4,
         node_gpus: 4,
         price_per_hour: Some(2.64),
@@ -681,6 +682,7 @@ fn own_work_16() -> DdpOwnWork {
         ddp_step_s: 0.1508,
         plain_step_s: 0.130,
         ratio: 1.16,
+        noise_bound: None,
         rests_on: "1-GPU base run of the test".into(),
     }
 }

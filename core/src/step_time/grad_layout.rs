@@ -4,38 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::grad_tensor::GradTensor;
 use super::powersgd;
 use crate::ddp::{
     bucket_groups, constructor_groups, dtype_bytes, BucketOrder, ModelSpec, ParamLayout,
 };
 use crate::num::{floor_u64, ToF64};
-
-/// One parameter tensor's gradient: its size and when it becomes ready, as a fraction (0..=1) of
-/// the backward pass.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GradTensor {
-    pub params: u64,
-    pub ready: f64,
-    /// torch's dtype name; `None`: the step's `grad_bytes_per_param` (fp32 unless told).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dtype: Option<String>,
-    /// The tensor as the matrix PowerSGD's hook views it, `[shape[0], numel / shape[0]]`
-    /// (`[n, 1]` for a vector); `None` where the shape is unknown (then it counts as sent
-    /// uncompressed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub matrix: Option<[u64; 2]>,
-}
-
-impl GradTensor {
-    pub fn new(params: u64, ready: f64) -> Self {
-        GradTensor {
-            params,
-            ready,
-            dtype: None,
-            matrix: None,
-        }
-    }
-}
 
 /// Gradients in the order they become ready during the backward pass.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::GradTensor;
+use super::grad_tensor::GradTensor;
 
 /// `PowerSGDState`'s default `min_compression_rate`: compress only where the matrix shrinks
 /// more than twofold.

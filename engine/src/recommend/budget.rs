@@ -26,6 +26,16 @@ pub const MIN_TIMED_S: f64 = 2.0;
 /// An N-GPU step also waits on the network and the other GPUs: its estimate is the 1-GPU
 /// step times this.
 const MARGIN: f64 = 1.5;
+/// Forward and backward passes of the bare model before DDP wraps it, one micro-batch each, in
+/// every run (`GRAD_CHECK_MICRO_BATCHES` in the benchmark's `host.py`: which parameters get a
+/// gradient).
+const GRAD_CHECK_PASSES: u32 = 2;
+/// Buffer broadcasts each run times after DDP's steps, half of them untimed first
+/// (`2 * BROADCAST_REPEATS` in `host.py`).
+const BROADCASTS: u32 = 20;
+/// What one of those broadcasts is allowed: twice the slowest one timed of a LLaMA-style model's
+/// buffers on one H200, 2.4 ms (docs/results/2026-12-03-h200-plain-reference-and-powersgd/).
+const BROADCAST_S: f64 = 0.005;
 /// A `nocomm` run on N GPUs times one GPU alone and all together, [`SOLO_ROUNDS`] rounds each
 /// (the launch's config sends the benchmark that count): twice as many timed blocks.
 const NOCOMM_BLOCKS: u32 = 2 * SOLO_ROUNDS;
@@ -58,9 +68,10 @@ pub struct LaunchPlan {
 }
 
 /// Estimated seconds of one variant's run at N GPUs, `step_s` being one 1-GPU micro-batch plus
-/// the optimizer step: the sizing steps and two warm-ups, then each timed block of at least
-/// [`MIN_TIMED_S`]; with `compile_s` (a compiled recipe), that compile and its warm-up until
-/// steady first.
+/// the optimizer step: the bare model's [`GRAD_CHECK_PASSES`] (one micro-batch each), the sizing
+/// steps and two warm-ups, then each timed block of at least [`MIN_TIMED_S`], and the
+/// [`BROADCASTS`] of the buffers after them; with `compile_s` (a compiled recipe), that compile
+/// and its warm-up until steady first.
 fn run_estimate(variant: &str, step_s: f64, compile_s: Option<f64>) -> f64 {
     // The variants here are this module's own names: one that does not parse counts as plain.
     let v = variant.parse::<DdpVariant>().unwrap_or_default();
@@ -73,7 +84,12 @@ fn run_estimate(variant: &str, step_s: f64, compile_s: Option<f64>) -> f64 {
     let untimed = f64::from(2 * WARMUP_STEPS + SIZING_STEPS) * step;
     let timed = (f64::from(STEPS) * step).max(MIN_TIMED_S);
     let compile = compile_s.map_or(0.0, |c| c + f64::from(COMPILE_WARMUP_STEPS) * step);
-    PROBE_S + compile + (untimed + blocks * timed) * MARGIN
+    PROBE_S + compile + (extra_passes_s(step_s) + untimed + blocks * timed) * MARGIN
+}
+
+/// What every run does beside its steps: the bare model's passes and the timed broadcasts.
+fn extra_passes_s(step_s: f64) -> f64 {
+    f64::from(GRAD_CHECK_PASSES) * step_s + f64::from(BROADCASTS) * BROADCAST_S
 }
 
 /// Estimated seconds of the launch with only the required runs (`compile_s`: each run's
@@ -190,9 +206,9 @@ mod tests {
     #[test]
     fn candidates_are_dropped_last_first_and_nothing_runs_below_the_required() {
         // A 355M-sized step of 100 ms: base and nocomm take 20 s of launch, 3 + 3 s of probes
-        // and (2 × 13 untimed steps + 7 timed blocks of 2 s) × 1.5: 51 s; bf16 adds 8 s, accum4
-        // 20 s.
-        let plan = plan_launch(0.100, 60.0, None).unwrap();
+        // and (2 × 13 untimed steps + 2 × 2 bare passes + 7 timed blocks of 2 s + 2 × 20
+        // broadcasts of 5 ms) × 1.5: 52 s; bf16 adds 8.4 s, accum4 20 s.
+        let plan = plan_launch(0.100, 61.0, None).unwrap();
         assert_eq!(plan.variants, ["base", "nocomm", "bf16"]);
         assert_eq!(plan_launch(0.100, 40.0, None), None);
     }
@@ -207,20 +223,37 @@ mod tests {
     }
 
     #[test]
+    fn every_pass_of_a_run_is_counted() {
+        // 1 s steps: the bare model's 2 passes of one micro-batch, 13 untimed steps (sizing and
+        // two warm-ups), 15 timed and 20 buffer broadcasts of 5 ms, with the margin, after the
+        // all-reduce probe.
+        let want = PROBE_S + (2.0 + 13.0 + 15.0 + 20.0 * 0.005) * MARGIN;
+        let base = run_estimate("base", 1.0, None);
+        assert!((base - want).abs() < 1e-9, "{base} against {want}");
+        // Accumulation repeats the steps' micro-batches, not the bare passes nor the broadcasts.
+        let want = PROBE_S + (2.0 + 4.0 * (13.0 + 15.0) + 20.0 * 0.005) * MARGIN;
+        let accum4 = run_estimate("accum4", 1.0, None);
+        assert!((accum4 - want).abs() < 1e-9, "{accum4} against {want}");
+    }
+
+    #[test]
     fn long_steps_count_their_accumulation_and_short_ones_the_minimum_timed_stretch() {
-        // 1 s steps: every block is STEPS steps, so accumulation 4 is four times the work.
+        // 1 s steps: every block is STEPS steps, so accumulation 4 is four times the work (the
+        // bare passes and broadcasts, one micro-batch each, aside).
+        let fixed = PROBE_S + extra_passes_s(1.0) * MARGIN;
         let one = run_estimate("base", 1.0, None);
-        assert!((run_estimate("accum4", 1.0, None) - PROBE_S - 4.0 * (one - PROBE_S)).abs() < 1e-9);
+        assert!((run_estimate("accum4", 1.0, None) - fixed - 4.0 * (one - fixed)).abs() < 1e-9);
         assert!(
             (run_estimate("bf16+accum4", 1.0, None) - run_estimate("accum4", 1.0, None)).abs()
                 < 1e-9
         );
         // 1 ms steps: a block times MIN_TIMED_S whatever the step, nocomm six of them.
+        let fixed = PROBE_S + extra_passes_s(0.001) * MARGIN;
         let short = run_estimate("base", 0.001, None);
         assert!((short - run_estimate("base", 0.0005, None)).abs() < 0.05);
-        assert!((short - PROBE_S - MIN_TIMED_S * MARGIN).abs() < 0.05);
+        assert!((short - fixed - MIN_TIMED_S * MARGIN).abs() < 0.05);
         let nocomm = run_estimate("nocomm", 0.001, None);
-        assert!((nocomm - PROBE_S - 6.0 * MIN_TIMED_S * MARGIN).abs() < 0.05);
+        assert!((nocomm - fixed - 6.0 * MIN_TIMED_S * MARGIN).abs() < 0.05);
     }
 
     #[test]

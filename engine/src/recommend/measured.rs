@@ -31,6 +31,20 @@ pub(super) fn measured_layout(m: &Measurements, model: &ModelInput) -> Option<Pa
         .find_map(|(r, _)| r.param_layout.clone())
 }
 
+/// Tokens in one sample of a model built by code, as the newest launch of it that counted its
+/// throughput in tokens declared them (a factory's `tokens_per_sample`).
+pub(super) fn measured_tokens_per_sample(m: &Measurements, model: &ModelInput) -> Option<u32> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    m.ddp
+        .iter()
+        .rev()
+        .filter(|(r, _)| r.model == name)
+        .find_map(|(r, _)| r.tokens_per_sample())
+}
+
 /// Per-step cost of a compressing hook on one GPU: a 1-GPU bf16 (else fp16) run minus the plain
 /// one, both at accumulation 1; and the runs it rests on.
 pub(super) fn measured_hook_cost(
@@ -227,6 +241,7 @@ pub(super) fn measured_ddp_own_work(
             ddp_step_s: r.step_time_median_s,
             plain_step_s: p.step_time_median_s,
             ratio: p.ddp_over_plain()?,
+            noise_bound: ddpcheck_core::ddp::rounds_noise_bound(&p.rounds),
             rests_on: format!(
                 "{} {} run of {name} and the same model without DDP, {} interleaved rounds in one launch ({})",
                 one_on(r),

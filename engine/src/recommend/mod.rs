@@ -40,7 +40,7 @@ use curve::{choose_curve, has_curve, provenance_of};
 use measured::{
     measured_baseline, measured_compute, measured_ddp_own_work, measured_hook_cost, measured_host,
     measured_layout, measured_powersgd_cost, measured_side_by_side, measured_speedups,
-    MeasuredCompute,
+    measured_tokens_per_sample, MeasuredCompute,
 };
 use measurements::{daemon_history, Measurements};
 
@@ -744,6 +744,7 @@ pub fn build(
     let input = RecommendInput {
         micro_batch: a.micro_batch,
         seq: a.seq,
+        tokens_per_sample: measured_tokens_per_sample(m, &model),
         gpus,
         node_gpus,
         price_per_hour: a.price_per_hour,

@@ -187,11 +187,12 @@ impl<'n> Session<'n> {
     fn health(&self, dev: &Device<'_>, index: u32, lost: &mut bool) -> GpuHealth {
         let remapped = got(self.extra.remapped_rows(dev), lost, "remapped rows");
         let mut active = 0u32;
-        let mut any_link_answered = false;
+        // Links NVML answers for are the links the GPU has, up or not.
+        let mut present = 0u32;
         for l in 0..MAX_NVLINKS {
             match dev.link_wrapper_for(l).is_active() {
                 Ok(a) => {
-                    any_link_answered = true;
+                    present += 1;
                     active += u32::from(a);
                 }
                 Err(NvmlError::GpuLost) => *lost = true,
@@ -224,7 +225,8 @@ impl<'n> Session<'n> {
             compute_mode: got(dev.compute_mode(), lost, "compute mode")
                 .map(|m| convert::compute_mode_name(m).to_string()),
             mig_enabled: got(dev.mig_mode(), lost, "mig mode").map(|m| m.current == MIG_ENABLE),
-            nvlinks_active: any_link_answered.then_some(active),
+            nvlinks_active: (present > 0).then_some(active),
+            nvlinks_present: (present > 0).then_some(present),
         }
     }
 

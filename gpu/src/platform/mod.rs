@@ -25,6 +25,7 @@ pub fn read(root: &Path, bus_ids: &[String]) -> PlatformFacts {
         fabric: host::fabric(root),
         gpus: bus_ids.iter().map(|id| gpu(root, id)).collect(),
         source: format!("sysfs {}", root.display()),
+        evidence_from: None,
     }
 }
 

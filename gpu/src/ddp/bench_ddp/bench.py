@@ -9,7 +9,7 @@ from .config import finite_or_none
 from .errors import Fatal
 from .host import buffer_facts, grad_check, params_without_grad, refuse_without_find_unused
 from .layout import param_layout, torch_buckets
-from .models import check_trainable, external_workload, is_oom, try_micro_batch
+from .models import check_trainable, external_workload, is_oom, move_model, try_micro_batch
 from .presets import preset_workload
 from .ranks import launcher_name
 from .recipe import autocast_for, compiled_nets, ddp_optimizer_on, grad_scaler, make_optimizer, wrap
@@ -51,9 +51,9 @@ def build(launch, spec, var, autocast):
     model = work["model"]
     check_trainable(model)
     set_stage("moving the model to %s" % launch.device)
-    model.to(launch.device)
+    move_model(torch, model, launch.device)
     set_stage("trying one micro-batch")
-    try_micro_batch(torch, work, model, cfg["micro_batch"], launch.device, autocast)
+    try_micro_batch(torch, work, model, cfg["micro_batch"], launch.device, autocast, cfg["recipe"]["amp"])
     return work, model
 
 
@@ -69,7 +69,7 @@ def bench_one(launch, spec, var):
     layout = param_layout(torch, model)
     no_grad = None
     if not var["fsdp"]:
-        unused = params_without_grad(torch, work, model, cfg["micro_batch"], launch.device, autocast)
+        unused = params_without_grad(torch, work, model, cfg["micro_batch"], launch.device, autocast, amp)
         no_grad = grad_check(unused, [(n, p.numel()) for n, p in model.named_parameters()])
         refuse_without_find_unused(no_grad, cfg["recipe"])
 

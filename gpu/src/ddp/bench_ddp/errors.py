@@ -36,13 +36,15 @@ def in_package(filename):
 
 def where(exc):
     """` (at FILE:LINE)` of the innermost frame of exc's traceback outside torch and this package
-    (the user's line rather than torch's), else of the innermost frame; "" without one."""
+    (the user's line rather than torch's), else of the innermost one outside this package; ""
+    without one: the package is written out for each launch and gone after it, so a line of its
+    own helps nobody."""
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
-    if not frames:
+    theirs = [f for f in frames if not in_package(f.filename)]
+    outside = [f for f in theirs if os.sep + "torch" + os.sep not in f.filename]
+    if not theirs:
         return ""
-    outside = [f for f in frames if not in_package(f.filename)
-               and os.sep + "torch" + os.sep not in f.filename]
-    f = (outside or frames)[-1]
+    f = (outside or theirs)[-1]
     return " (at %s:%d)" % (f.filename, f.lineno)
 
 

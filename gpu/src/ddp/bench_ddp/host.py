@@ -7,7 +7,7 @@ import time
 from .channel import set_stage
 from .collectives import slowest_rank
 from .errors import Fatal
-from .models import call_batch, default_loss
+from .models import call_batch, default_loss, is_oom, model_failure
 from .timing import median
 
 # Micro-batches the gradient check runs on the bare model: two, so a parameter used in one and
@@ -19,10 +19,11 @@ MAX_NAMED = 8
 BROADCAST_REPEATS = 10
 
 
-def params_without_grad(torch, work, model, mb, device, autocast):
+def params_without_grad(torch, work, model, mb, device, autocast, amp="none"):
     """Forward and backward of the bare model on GRAD_CHECK_MICRO_BATCHES micro-batches: the
     names of the trainable parameters without a gradient in each, registration order. The
-    gradients are dropped again before DDP wraps the model."""
+    gradients are dropped again before DDP wraps the model. A backward that fails is one line
+    with its cause (models.model_failure)."""
     set_stage("checking which parameters get gradients")
     gen = torch.Generator(device=device)
     gen.manual_seed(2)
@@ -30,9 +31,20 @@ def params_without_grad(torch, work, model, mb, device, autocast):
     unused = []
     for _ in range(GRAD_CHECK_MICRO_BATCHES):
         b = call_batch(work["batch"], mb, device, gen)
-        with autocast():
-            loss = (work["loss"] or default_loss)(model, b)
-        loss.backward()
+
+        def passes(context, b=b):
+            with context():
+                loss = (work["loss"] or default_loss)(model, b)
+            loss.backward()
+
+        try:
+            passes(autocast)
+        except Exception as e:
+            if is_oom(torch, e):
+                raise
+            model.zero_grad(set_to_none=True)
+            what = "the model's forward and backward on a micro-batch of %d" % mb
+            raise model_failure(torch, (what, what + " failed"), e, model, device, amp, passes) from None
         unused.append([n for n, p in named if p.grad is None])
         model.zero_grad(set_to_none=True)
     return unused

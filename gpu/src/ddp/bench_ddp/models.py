@@ -10,6 +10,9 @@ import sys
 from .errors import Fatal, one_line, raised, where
 
 FACTORY_CONTRACT = "{'model': nn.Module, 'batch': callable} or (model, batch)"
+# Every key a factory's dict may hold (docs/recommend.md, "Your own model").
+FACTORY_KEYS = ("model", "batch", "loss", "optimizer", "tokens_per_sample")
+BATCH_SIGNATURE = "batch(n, device, generator)"
 
 
 def typed(value):
@@ -112,6 +115,15 @@ def check_factory_result(torch, made, function):
         made = {"model": made[0], "batch": made[1]}
     elif not isinstance(made, dict):
         raise Fatal(expected % type(made).__name__, "invalid")
+    keys = ", ".join(repr(k) for k in made)
+    for key in ("model", "batch"):
+        if key not in made:
+            raise Fatal("%s returned no %r key (its keys: %s); expected %s"
+                        % (function, key, keys or "none", FACTORY_CONTRACT), "invalid")
+    unknown = [k for k in made if k not in FACTORY_KEYS]
+    if unknown:
+        raise Fatal("%s returned unknown key %s; a factory's keys are %s"
+                    % (function, ", ".join(repr(k) for k in unknown), ", ".join(FACTORY_KEYS)), "invalid")
     model, batch = made.get("model"), made.get("batch")
     if not isinstance(model, torch.nn.Module):
         raise Fatal(expected % ("a model of type %s" % type(model).__name__), "invalid")
@@ -142,6 +154,10 @@ def default_loss(model, batch):
     if loss is not None:
         return loss
     if isinstance(out, dict):
+        if len(out) != 1:
+            raise Fatal("the model's forward returned a dict of %s without a 'loss' key, and ddpcheck trains one "
+                        "loss: return their total as 'loss' (Hugging Face models do where the batch has labels), "
+                        "or give the factory a 'loss' function" % ", ".join(repr(k) for k in out), "invalid")
         out = next(iter(out.values()))
     if isinstance(out, (tuple, list)):
         out = out[0]
@@ -265,14 +281,70 @@ def check_trainable(model):
                     % (sum(p.numel() for p in params), len(params)), "invalid")
 
 
+def defined_at(fn):
+    """` (defined at FILE:LINE)` of a Python function, "" where it has no source file."""
+    import inspect
+
+    try:
+        return " (defined at %s:%d)" % (inspect.getsourcefile(fn), fn.__code__.co_firstlineno)
+    except (TypeError, AttributeError):
+        return ""
+
+
 def call_batch(make_batch, n, device, gen):
-    """One micro-batch from the factory's batch function, or one line saying why not."""
+    """One micro-batch from the factory's batch function, or one line saying why not: a
+    signature that does not take the three arguments names the user's function, not this call."""
+    what = "batch(%d, %s, generator)" % (n, device)
     try:
         return make_batch(n, device, gen)
     except Fatal:
         raise
+    except TypeError as e:
+        if e.__traceback__ is not None and e.__traceback__.tb_next is None:  # the call did not bind
+            raise Fatal("%s raised %s: the factory's batch must be %s%s"
+                        % (what, one_line(e), BATCH_SIGNATURE, defined_at(make_batch)), "invalid") from None
+        raise raised(what, e) from None
     except Exception as e:
-        raise raised("batch(%d, %s, generator)" % (n, device), e) from None
+        raise raised(what, e) from None
+
+
+def move_model(torch, model, device):
+    """The model on the run's device, or one line: parameters on the meta device have no data."""
+    if any(t.is_meta for t in list(model.parameters()) + list(model.buffers())):
+        raise Fatal("the model's parameters are on the meta device, with no data to move to %s: build them "
+                    "on the CPU, or materialise them in the factory (to_empty() and initialise them)" % device,
+                    "invalid")
+    try:
+        model.to(device)
+    except Exception as e:
+        if is_oom(torch, e):
+            raise
+        raise raised("moving the model to %s" % device, e) from None
+
+
+def model_failure(torch, what, exc, model, device, amp, attempt):
+    """What failed in the model's own passes as one line with its cause: autocast where the same
+    passes run without it (`attempt(context)` redoes them), reduced-precision parameters on the
+    CPU, else the error where it was raised. what: (the passes, what failing them says)."""
+    if isinstance(exc, Fatal):
+        return exc
+    passes, failed = what
+    error = "%s%s" % (one_line(exc), where(exc))
+    said = "%s: %s" % (failed, error)
+    if amp != "none":
+        try:
+            attempt(contextlib.nullcontext)
+        except Exception:
+            pass
+        else:
+            return Fatal("%s fails under autocast (--amp %s) on %s with torch %s and runs without it: %s; "
+                         "pass --amp none" % (passes, amp, device, torch.__version__, error), "invalid")
+    reduced = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()
+                      if p.dtype in (torch.float16, torch.bfloat16)})
+    if reduced and getattr(device, "type", str(device)) == "cpu":
+        return Fatal("%s; the model has %s parameters, which torch %s cannot train on the CPU here: build it in "
+                     "float32 (reduced precision is --amp's)" % (said, "/".join(reduced), torch.__version__), "invalid")
+    return Fatal(said, "invalid")
 
 
 def is_oom(torch, exc):
@@ -280,19 +352,25 @@ def is_oom(torch, exc):
     return (oom is not None and isinstance(exc, oom)) or "CUDA out of memory" in str(exc)
 
 
-def try_micro_batch(torch, work, model, mb, device, autocast):
+def try_micro_batch(torch, work, model, mb, device, autocast, amp="none"):
     """One forward of the bare model on one micro-batch, before DDP: a batch the model rejects,
-    or a loss that is not a scalar, is one line here rather than a traceback mid-run."""
+    autocast it refuses, or a loss that is not a scalar, is one line here rather than a traceback
+    mid-run."""
     gen = torch.Generator(device=device)
     gen.manual_seed(1)
     b = call_batch(work["batch"], mb, device, gen)
+
+    def forward(context):
+        with torch.no_grad(), context():
+            return (work["loss"] or default_loss)(model, b)
+
     try:
-        with torch.no_grad(), autocast():
-            loss = (work["loss"] or default_loss)(model, b)
+        loss = forward(autocast)
     except Exception as e:
         if is_oom(torch, e):
             raise
-        raise Fatal("the model rejected a micro-batch of %d: %s%s" % (mb, one_line(e), where(e)), "invalid") from None
+        what = ("the model's forward on a micro-batch of %d" % mb, "the model rejected a micro-batch of %d" % mb)
+        raise model_failure(torch, what, e, model, device, amp, forward) from None
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         what = "a tensor of shape %s" % list(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
         raise Fatal("the loss of a micro-batch of %d is %s; expected a scalar tensor" % (mb, what), "invalid")

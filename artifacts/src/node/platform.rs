@@ -1,0 +1,90 @@
+//! The platform under the GPUs as the artifacts show it: from `lspci -vvv` each GPU's bridges
+//! with their ACS control, its NUMA node and its link (as sysfs would state it, at rest), and
+//! NVSwitches; from `nvidia-smi -q` whether the GPUs are passed through to a VM.
+
+use ddpcheck_core::explain::platform::{
+    normalise_bdf, AcsState, Bridge, FabricFacts, GpuPlatform, PlatformFacts, SysfsLink,
+};
+use ddpcheck_core::node_gpus::GpuInfo;
+
+use crate::lspci::{Lspci, PciDevice};
+use crate::smi_query::SmiQuery;
+
+fn link(d: &PciDevice) -> SysfsLink {
+    SysfsLink {
+        current_gts: d.lnk_sta.map(|l| l.gts),
+        max_gts: d.lnk_cap.map(|l| l.gts),
+        current_width: d.lnk_sta.map(|l| l.width),
+        max_width: d.lnk_cap.map(|l| l.width),
+    }
+}
+
+fn gpu(l: &Lspci, g: &GpuInfo) -> Option<GpuPlatform> {
+    let want = normalise_bdf(&g.pci_bus_id);
+    let d = l
+        .nvidia_gpus()
+        .find(|d| !want.is_empty() && normalise_bdf(&d.bdf) == want)?;
+    let bridges = l.bridges_above(d).map(|up| {
+        up.iter()
+            .map(|b| Bridge {
+                bdf: b.bdf.clone(),
+                acs: b.acs.clone().unwrap_or(AcsState::NotPresent),
+            })
+            .collect::<Vec<_>>()
+    });
+    // On bus 00 with no bridge above: a hypervisor's flat tree (as the sysfs reader says).
+    let on_root_bus = match &bridges {
+        Some(b) if b.is_empty() && d.bus() == Some(0) => Some(true),
+        Some(b) if !b.is_empty() => Some(false),
+        _ => None,
+    };
+    Some(GpuPlatform {
+        pci_bus_id: g.pci_bus_id.clone(),
+        numa_node: d.numa_node,
+        on_root_bus,
+        bridges,
+        host_bridge: None,
+        link: link(d),
+        link_under_load: None,
+        iommu_group_type: None,
+    })
+}
+
+/// `Pass-Through` or `VGPU` from `nvidia-smi -q`'s GPU Virtualization Mode: a VM.
+fn virtualization(smi: Option<&SmiQuery>) -> Option<(bool, String)> {
+    let modes: Vec<&str> = smi?
+        .gpus
+        .iter()
+        .filter_map(|g| g.virtualization_mode.as_deref())
+        .collect();
+    let first = *modes.first()?;
+    let vm = !first.eq_ignore_ascii_case("None");
+    Some((
+        vm,
+        format!("nvidia-smi -q: GPU Virtualization Mode {first}"),
+    ))
+}
+
+pub(super) fn facts(
+    lspci: Option<&Lspci>,
+    smi: Option<&SmiQuery>,
+    gpus: &[GpuInfo],
+) -> PlatformFacts {
+    let mut p = PlatformFacts::unknown("artifacts (lspci -vvv, nvidia-smi -q)");
+    if let Some((vm, words)) = virtualization(smi) {
+        p.hypervisor = Some(vm);
+        if vm {
+            p.hypervisor_vendor = Some(words);
+        }
+    }
+    if let Some(l) = lspci {
+        p.gpus = gpus.iter().filter_map(|g| gpu(l, g)).collect();
+        p.fabric = FabricFacts {
+            nvswitches: ddpcheck_core::num::len_u32(
+                l.devices.iter().filter(|d| d.is_nvswitch()).count(),
+            ),
+            manager_running: None,
+        };
+    }
+    p
+}
