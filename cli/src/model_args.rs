@@ -1,7 +1,7 @@
 //! `--model` and `--model-config` read once, where clap reads the command line, into core's
 //! `ModelSpec`: the commands, the engine, the API and the script's config carry that value,
-//! and nothing reads a model's text again. A factory's file is made absolute here (the launch,
-//! and a daemon, run elsewhere) and checked to exist.
+//! and nothing reads a model's text again. A factory's file and an `hf:` config.json are made
+//! absolute here (the launch, and a daemon, run elsewhere) and checked to exist.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -46,33 +46,48 @@ impl TypedValueParser for ReadAtEdge {
     }
 }
 
-/// A model argument read as a spec, a factory's file made absolute and checked to exist: a
-/// missing file is one line before anything starts.
+/// A model argument read as a spec, a factory's file or a Hugging Face `config.json` made
+/// absolute and canonical and checked to exist: a missing file is one line before anything
+/// starts, and a daemon, which reads only such paths, gets one.
 fn parse_model(arg: &str) -> Result<ModelSpec, String> {
     let spec = arg.parse::<ModelSpec>()?;
-    let Some(ModelSource::Python { target, function }) = spec.source() else {
+    let Some(source) = spec.source() else {
         return Ok(spec);
     };
-    if !is_file_target(target) {
-        return Ok(spec);
-    }
-    let path = Path::new(target);
+    let source = match source {
+        ModelSource::Python { target, function } if is_file_target(target) => ModelSource::Python {
+            target: canonical_file(arg, "factory file", target)?,
+            function: function.clone(),
+        },
+        ModelSource::HuggingFace {
+            model_type,
+            config_path: Some(path),
+            overrides,
+            seq,
+        } => ModelSource::HuggingFace {
+            model_type: model_type.clone(),
+            config_path: Some(canonical_file(arg, "configuration", path)?),
+            overrides: overrides.clone(),
+            seq: *seq,
+        },
+        _ => return Ok(spec),
+    };
+    Ok(ModelSpec::External { source })
+}
+
+/// The canonical path of a file a model argument names, as text.
+fn canonical_file(arg: &str, what: &str, named: &str) -> Result<String, String> {
+    let path = Path::new(named);
     let absolute = std::fs::canonicalize(path)
-        .map_err(|e| format!("--model {arg}: factory file {}: {e}", path.display()))?;
+        .map_err(|e| format!("--model {arg}: {what} {}: {e}", path.display()))?;
     if !absolute.is_file() {
         return Err(format!(
             "--model {arg}: {} is not a file",
             absolute.display()
         ));
     }
-    let target = absolute
+    absolute
         .to_str()
-        .ok_or_else(|| format!("--model {arg}: the path is not UTF-8"))?
-        .to_string();
-    Ok(ModelSpec::External {
-        source: ModelSource::Python {
-            target,
-            function: function.clone(),
-        },
-    })
+        .map(str::to_string)
+        .ok_or_else(|| format!("--model {arg}: the path is not UTF-8"))
 }

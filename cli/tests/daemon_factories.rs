@@ -139,6 +139,19 @@ fn a_daemon_refuses_model_fields_out_of_bounds_from_a_raw_call() {
             tonic::Code::PermissionDenied,
             "runs no model factories",
         ),
+        (
+            source(SourceKind::HuggingFace(v1::HuggingFace {
+                model_type: Some("llama".into()),
+                overrides: vec![v1::ConfigOverride {
+                    key: "hidden_size".into(),
+                    value: "99999999999".into(),
+                }],
+                seq: 128,
+                ..Default::default()
+            })),
+            tonic::Code::InvalidArgument,
+            "outside",
+        ),
     ];
     let socket = d.addr();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -163,4 +176,59 @@ fn a_daemon_refuses_model_fields_out_of_bounds_from_a_raw_call() {
     });
     assert!(!marker.exists(), "the factory was imported");
     d.stop();
+}
+
+/// A Hugging Face `config.json` is a file the daemon reads as its own user: it is held to the
+/// factories' rule (inside `factory_dirs`, checked before any work), and a refused path gets the
+/// same answer whether or not the file exists, so a call cannot probe the node's files.
+#[test]
+fn a_daemon_reads_hf_configs_only_inside_its_factory_dirs_and_tells_nothing_else() {
+    use ddpcheck_proto::v1::{self, model_choice, model_source::Kind as SourceKind};
+    let allowed = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let existing = elsewhere.path().join("config.json");
+    std::fs::write(&existing, "{\"model_type\": \"llama\"}").unwrap();
+    let missing = elsewhere.path().join("gone").join("config.json");
+    let dirs = allowed.path().display().to_string();
+    let hf = |path: &std::path::Path| v1::ModelChoice {
+        kind: Some(model_choice::Kind::Source(v1::ModelSource {
+            kind: Some(SourceKind::HuggingFace(v1::HuggingFace {
+                config_path: Some(path.display().to_string()),
+                seq: 128,
+                ..Default::default()
+            })),
+        })),
+    };
+    for extra in [vec![], vec!["--factory-dirs", dirs.as_str()]] {
+        let d = Daemon::start_with(Some("h200x2-nvlink"), &extra);
+        let socket = d.addr();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let answers = runtime.block_on(async {
+            let mut c = ddpcheck_client::connect(&socket).await.unwrap();
+            let mut answers = Vec::new();
+            for path in [&existing, &missing] {
+                let req = v1::BenchDdpRequest {
+                    models: vec![hf(path)],
+                    variants: vec!["base".into()],
+                    world_sizes: vec![1],
+                    ..Default::default()
+                };
+                let Err(status) = c.bench_ddp(req).await else {
+                    panic!("{} was accepted ({extra:?})", path.display());
+                };
+                assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+                let path = path.display().to_string();
+                answers.push(status.message().replace(&path, "PATH"));
+            }
+            answers
+        });
+        assert_eq!(
+            answers[0], answers[1],
+            "{extra:?}: the answers tell the files apart"
+        );
+        d.stop();
+    }
 }

@@ -11,8 +11,12 @@ mod connections;
 mod env_injection;
 #[path = "hostile/shutdown_verdict.rs"]
 mod shutdown_verdict;
+#[path = "hostile/signals.rs"]
+mod signals;
 #[path = "hostile/silent_daemon.rs"]
 mod silent_daemon;
+#[path = "hostile/socket_access.rs"]
+mod socket_access;
 #[path = "hostile/stop.rs"]
 mod stop;
 #[path = "hostile/symlinked_lock.rs"]

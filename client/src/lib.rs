@@ -11,6 +11,8 @@ use hyper_util::rt::TokioIo;
 use tokio_rustls::rustls;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
 
+mod access;
+
 #[derive(Debug, thiserror::Error)]
 #[error("cannot reach ddpcheckd at {addr}: {reason}")]
 pub struct ConnectError {
@@ -298,11 +300,18 @@ pub async fn connect_with(
             });
     }
     let path = PathBuf::from(addr.strip_prefix("unix:").unwrap_or(addr));
-    if !path.exists() {
-        return Err(err(format!(
-            "{} does not exist (is ddpcheckd running?)",
-            path.display()
-        )));
+    match std::fs::metadata(&path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(err(format!(
+                "{} does not exist (is ddpcheckd running?)",
+                path.display()
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(err(access::permission_denied(&path)))
+        }
+        Err(e) => return Err(err(format!("{}: {e}", path.display()))),
     }
     // The URI is required by the API but unused: the connector dials the socket.
     let endpoint = Endpoint::try_from("http://[::1]:50051").map_err(|e| err(e.to_string()))?;
@@ -317,8 +326,13 @@ pub async fn connect_with(
     let channel = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
         .await
         .map_err(|_| err(format!("did not answer within {CONNECT_TIMEOUT:?}")))?
-        .map_err(|e| err(format!("{e}")))?;
+        .map_err(|e| err(access::unix_failure(addr_path(addr), &e).unwrap_or_else(|| chain(&e))))?;
     Ok(DdpcheckClient::new(channel))
+}
+
+/// The socket path of a `unix:` or plain address.
+fn addr_path(addr: &str) -> &Path {
+    Path::new(addr.strip_prefix("unix:").unwrap_or(addr))
 }
 
 /// The error side is (is it a usage error, reason).

@@ -53,6 +53,9 @@ pub enum BoundedReadError {
     Io(#[from] std::io::Error),
     #[error("not UTF-8 text")]
     NotText,
+    /// A named pipe where a service expected a file: reading it would wait for a writer.
+    #[error("a named pipe (FIFO), not a file; not read")]
+    NamedPipe,
 }
 
 /// Every byte of `reader` if there are at most `kind`'s limit of them.

@@ -120,6 +120,18 @@ fn names_code_or_path(name: &str) -> bool {
         || name.contains("INJECTION")
 }
 
+/// What allowing `name` (`allow_env`) lets every caller of the daemon do, where that is more
+/// than tuning: the variable names a library, a plugin, a file or a path. The daemon says it
+/// once at start; `None` for other names.
+pub fn allowance_warning(name: &str) -> Option<String> {
+    // NCCL_NET picks a network plugin by name.
+    (names_code_or_path(name) || name == "NCCL_NET").then(|| {
+        format!(
+            "allow_env names {name}, which names a library, a plugin, a file or a path: any caller of the daemon may now have its workers load, read or write the file it names there, as the daemon's user"
+        )
+    })
+}
+
 /// `Ok` when a caller may set every variable of `vars` through the daemon: each is on
 /// [`TUNABLE`] or on the operator's `allowed` list, with a value of at most [`MAX_VALUE_LEN`]
 /// printable characters. Else the one line that says why not.
@@ -221,6 +233,17 @@ mod tests {
             assert!(is_variable_name(t.name), "{}", t.name);
             assert!(!names_code_or_path(t.name), "{}", t.name);
         }
+    }
+
+    #[test]
+    fn allowing_code_or_a_file_is_warned_and_tuning_is_not() {
+        for name in ["NCCL_NET_PLUGIN", "NCCL_TOPO_FILE", "CUDA_INJECTION64_PATH"] {
+            let w = allowance_warning(name).unwrap();
+            assert!(w.contains(name) && w.contains("load"), "{w}");
+        }
+        assert!(allowance_warning("NCCL_NET").is_some());
+        assert_eq!(allowance_warning("NCCL_IB_TIMEOUT"), None);
+        assert_eq!(allowance_warning("NCCL_ALGO"), None);
     }
 
     #[test]

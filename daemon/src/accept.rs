@@ -1,6 +1,7 @@
 //! Accept loops for tonic's servers, in place of `TcpListenerStream`/`UnixListenerStream`:
 //! tonic retries a failed accept at once, so running out of descriptors spun a core; these back
-//! off, and the TCP one caps the connections open at once.
+//! off, and the TCP one caps the connections open at once. Every connection is [`Watched`]: a
+//! peer that sends nothing, or waits too long, is closed.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,14 +14,22 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
+use crate::limits::PeerTimeouts;
+use crate::watched::Watched;
+
 /// Pause after a failed accept (out of descriptors: wait for some to be closed).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// What tonic reads its connections from.
 pub type Incoming<T> = ReceiverStream<std::io::Result<T>>;
 
-/// The control socket's connections, until `stop`.
-pub fn unix(listener: UnixListener, mut stop: watch::Receiver<bool>) -> Incoming<UnixStream> {
+/// The control socket's connections, until `stop`: each must greet within the handshake
+/// timeout and never wait longer than the idle one.
+pub fn unix(
+    listener: UnixListener,
+    timeouts: PeerTimeouts,
+    mut stop: watch::Receiver<bool>,
+) -> Incoming<Watched<UnixStream>> {
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         loop {
@@ -30,6 +39,7 @@ pub fn unix(listener: UnixListener, mut stop: watch::Receiver<bool>) -> Incoming
             };
             match accepted {
                 Ok((s, _)) => {
+                    let s = Watched::new(s, timeouts.handshake, timeouts.idle);
                     if tx.send(Ok(s)).await.is_err() {
                         return;
                     }
@@ -45,12 +55,14 @@ pub fn unix(listener: UnixListener, mut stop: watch::Receiver<bool>) -> Incoming
 }
 
 /// The TCP listener's connections, at most `cap` open at once: one more is closed as soon as it
-/// is accepted, so that it neither waits in the backlog nor holds a descriptor.
+/// is accepted, so that it neither waits in the backlog nor holds a descriptor. Each is
+/// [`Watched`] as the control socket's are.
 pub fn tcp_capped(
     listener: TcpListener,
     cap: usize,
+    timeouts: PeerTimeouts,
     mut stop: watch::Receiver<bool>,
-) -> Incoming<Capped> {
+) -> Incoming<Watched<Capped>> {
     let (tx, rx) = mpsc::channel(16);
     let open = Arc::new(Semaphore::new(cap));
     tokio::spawn(async move {
@@ -70,6 +82,7 @@ pub fn tcp_capped(
                         io: s,
                         _permit: permit,
                     };
+                    let conn = Watched::new(conn, timeouts.handshake, timeouts.idle);
                     if tx.send(Ok(conn)).await.is_err() {
                         return;
                     }

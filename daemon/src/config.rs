@@ -384,7 +384,7 @@ pub struct FileLayer {
 /// file, which may be absent.
 pub fn read_file(explicit: Option<&Path>) -> Result<FileLayer, ConfigError> {
     let path = explicit.map_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE), Path::to_path_buf);
-    match ddpcheck_engine::read_file(&path, FileKind::Config) {
+    match ddpcheck_engine::read_service_file(&path, FileKind::Config) {
         Ok(text) => {
             let layer = Layer::from_toml(&text, &path)?;
             Ok(FileLayer {

@@ -1,73 +1,90 @@
-//! Which model factories a gRPC caller may have the daemon run. `ddpcheckd` runs as a service:
-//! it never imports code a caller names unless the file lies in a folder its configuration
-//! allows (`factory_dirs`, none by default). Library models (torchvision, timm, Hugging Face
-//! configurations) run library code only and are always allowed; a module name is never run,
-//! since the interpreter's search path, not the configuration, would say which file it is.
+//! Which model factories and configuration files a gRPC caller may have the daemon read.
+//! `ddpcheckd` runs as a service: it never imports code a caller names, nor reads a Hugging Face
+//! `config.json` a caller names, unless the file lies in a folder its configuration allows
+//! (`factory_dirs`, none by default). Library models (torchvision, timm, Hugging Face model
+//! types) run library code only and are always allowed; a module name is never run, since the
+//! interpreter's search path, not the configuration, would say which file it is.
 //!
 //! The folders are held to sshd's StrictModes ([`strict_dir`]), and so is every folder from `/`
-//! down to a factory's file when a call names it. The path checked is the path imported: the
-//! request the daemon runs names the file by its canonical path, resolved once here. Nothing
-//! needs checking again in the child, because no component of that path can change after the
-//! check except by root or the daemon's own user, who are trusted anyway: each is owned by one
-//! of them and writable by nobody else (an ancestor above the folder may be a sticky folder such
-//! as /tmp, where only an entry's owner may rename or remove it).
+//! down to a named file. The path checked is the path used: a caller names the file by its
+//! canonical path (absolute, no `.` or `..`, no symbolic link on it), which is checked to lie
+//! inside an allowed folder before the file system is touched, so a refused path gets the same
+//! answer whether or not it exists. Its components are then checked without following links;
+//! none can change after the check except by root or the daemon's own user, who are trusted
+//! anyway: each is owned by one of them and writable by nobody else (an ancestor above the
+//! folder may be a sticky folder such as /tmp, where only an entry's owner may rename or remove
+//! it).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use ddpcheck_core::ddp::{DdpRequest, ModelSource, ModelSpec};
 
-/// `Ok` when every factory the request names is a file inside one of `allowed` (symbolic links
-/// and `..` resolved first); else the one line that says why not.
+/// `Ok` when every factory and configuration file the request names is a file inside one of
+/// `allowed`, named by its canonical path; else the one line that says why not.
 pub fn check(req: &DdpRequest, allowed: &[PathBuf]) -> Result<(), String> {
     admit(req.clone(), allowed).map(|_| ())
 }
 
-/// The request the daemon runs: [`check`]'s verdict, with each factory named by the canonical
-/// path that was checked (a caller could swap a link in its own spelling of the path between the
-/// check and the import; the canonical path, under [`strict_dir`]'s rules, cannot change).
-pub fn admit(mut req: DdpRequest, allowed: &[PathBuf]) -> Result<DdpRequest, String> {
-    for model in &mut req.models {
+/// The request the daemon runs: [`check`]'s verdict. Every file it names is named by the path
+/// that was checked, which no link can redirect (a path with a link on it is refused).
+pub fn admit(req: DdpRequest, allowed: &[PathBuf]) -> Result<DdpRequest, String> {
+    for model in &req.models {
         let ModelSpec::External { source } = model else {
             continue;
         };
-        if let Some(checked) = admit_source(source, allowed)? {
-            *source = checked;
-        }
+        admit_source(source, allowed)?;
     }
     Ok(req)
 }
 
-/// A factory's source as the daemon may run it (`None`: not user code, nothing to check).
-fn admit_source(source: &ModelSource, allowed: &[PathBuf]) -> Result<Option<ModelSource>, String> {
-    let ModelSource::Python { target, function } = source else {
-        return Ok(None);
+/// What a file a caller names is, for the daemon's refusals.
+#[derive(Clone, Copy)]
+enum Named {
+    Factory,
+    HfConfig,
+}
+
+/// Checks the file a source names, if it names one (library models name none).
+fn admit_source(source: &ModelSource, allowed: &[PathBuf]) -> Result<(), String> {
+    let (file, named) = match source {
+        ModelSource::Python { .. } => {
+            let Some(file) = source.factory_file() else {
+                return Err(format!(
+                    "{source}: this daemon runs no module factories; name a .py file inside its factory_dirs, or run the factory locally (ddpcheck bench ddp without --daemon)"
+                ));
+            };
+            (file, Named::Factory)
+        }
+        ModelSource::HuggingFace {
+            config_path: Some(path),
+            ..
+        } => (path.as_str(), Named::HfConfig),
+        _ => return Ok(()),
     };
-    let Some(file) = source.factory_file() else {
-        return Err(format!(
-            "{source}: this daemon runs no module factories; name a .py file inside its factory_dirs, or run the factory locally (ddpcheck bench ddp without --daemon)"
-        ));
-    };
+    admit_file(Path::new(file), allowed, named).map_err(|e| format!("{source}: {e}"))
+}
+
+/// A file a caller names: inside an allowed folder by its spelling alone (nothing is looked up
+/// before that), then every component held to the strict rules without following links.
+fn admit_file(file: &Path, allowed: &[PathBuf], named: Named) -> Result<(), String> {
     if allowed.is_empty() {
-        return Err(format!(
-            "{source}: this daemon runs no model factories (factory_dirs is unset in its configuration); run it locally, or ask the operator to allow its folder"
-        ));
+        return Err(match named {
+            Named::Factory => "this daemon runs no model factories (factory_dirs is unset in its configuration); run it locally, or ask the operator to allow its folder".into(),
+            Named::HfConfig => "this daemon reads no configuration files a caller names (factory_dirs is unset in its configuration); name a model type (hf:llama,...), run it locally, or ask the operator to allow its folder".into(),
+        });
     }
-    let named = Path::new(file);
-    // The file itself, not a link to it (a link's target is named by its own path).
-    if std::fs::symlink_metadata(named).is_ok_and(|m| m.file_type().is_symlink()) {
+    // Components skip a `.` inside a path: the spelling must be the one they read back.
+    let plain = file.is_absolute()
+        && file.components().all(is_plain)
+        && file.components().collect::<PathBuf>().as_os_str() == file.as_os_str();
+    let Some(dir) = allowed
+        .iter()
+        .find(|dir| plain && file.starts_with(dir) && file != dir.as_path())
+    else {
         return Err(format!(
-            "{source}: factory file {target} is a symbolic link; name the file itself"
-        ));
-    }
-    let resolved = std::fs::canonicalize(named)
-        .map_err(|e| format!("{source}: factory file {target}: {e}"))?;
-    // Canonical too, so that the strict rules start at the folder itself whoever configured it.
-    let mut canonical_dirs = allowed.iter().filter_map(|d| std::fs::canonicalize(d).ok());
-    let Some(dir) = canonical_dirs.find(|dir| resolved.starts_with(dir)) else {
-        return Err(format!(
-            "{source}: {} is outside the daemon's factory_dirs ({})",
-            resolved.display(),
+            "{} is outside the daemon's factory_dirs ({}): name the file by its absolute path, without links, . or ..",
+            file.display(),
             allowed
                 .iter()
                 .map(|d| d.display().to_string())
@@ -75,14 +92,11 @@ fn admit_source(source: &ModelSource, allowed: &[PathBuf]) -> Result<Option<Mode
                 .join(":")
         ));
     };
-    strict_path(&resolved, &dir).map_err(|e| format!("{source}: {e}"))?;
-    let canonical = resolved
-        .to_str()
-        .ok_or_else(|| format!("{source}: {} is not UTF-8", resolved.display()))?;
-    Ok(Some(ModelSource::Python {
-        target: canonical.to_string(),
-        function: function.clone(),
-    }))
+    strict_path(file, dir)?;
+    if !std::fs::symlink_metadata(file).is_ok_and(|m| m.is_file()) {
+        return Err(format!("{} is not a file", file.display()));
+    }
+    Ok(())
 }
 
 /// sshd's StrictModes for a folder the daemon may import code from: an absolute path in its
@@ -230,44 +244,71 @@ mod tests {
         assert!(e.contains("runs no module factories"), "{e}");
     }
 
-    /// The file's path as the request the daemon runs names it.
-    fn target_of(r: &DdpRequest) -> String {
-        match r.models[0].source() {
-            Some(ModelSource::Python { target, .. }) => target.clone(),
-            other => panic!("{other:?}"),
-        }
-    }
-
     #[test]
-    fn the_request_run_names_the_canonical_path_that_was_checked() {
+    fn a_path_with_a_link_or_dots_on_it_is_refused() {
         let root = tempfile::tempdir().unwrap();
         let allowed = root.path().join("factories");
         std::fs::create_dir(&allowed).unwrap();
         std::fs::write(allowed.join("f.py"), "def make():\n    pass\n").unwrap();
-        // The caller's spelling goes through a link to the folder and a `..`.
+        std::fs::create_dir(allowed.join("sub")).unwrap();
         let link = root.path().join("link");
         std::os::unix::fs::symlink(&allowed, &link).unwrap();
-        std::fs::create_dir(allowed.join("sub")).unwrap();
-        let spelled = format!("py:{}/sub/../f.py:make", link.display());
+        std::os::unix::fs::symlink(&allowed, allowed.join("inner")).unwrap();
         let dirs = vec![allowed.clone()];
-        let run = admit(req(&[&spelled]), &dirs).unwrap();
-        let canonical = std::fs::canonicalize(allowed.join("f.py")).unwrap();
-        assert_eq!(target_of(&run), canonical.to_str().unwrap());
+        for spelled in [
+            format!("py:{}/f.py:make", link.display()),
+            format!("py:{}/sub/../f.py:make", allowed.display()),
+            format!("py:{}/./f.py:make", allowed.display()),
+        ] {
+            let e = check(&req(&[&spelled]), &dirs).unwrap_err();
+            assert!(e.contains("is outside the daemon"), "{spelled}: {e}");
+        }
+        let through = format!("py:{}/inner/f.py:make", allowed.display());
+        let e = check(&req(&[&through]), &dirs).unwrap_err();
+        assert!(e.contains("inner is a symbolic link"), "{e}");
+        let plain = format!("py:{}/f.py:make", allowed.display());
+        assert_eq!(check(&req(&[&plain]), &dirs), Ok(()));
     }
 
     #[test]
-    fn the_strict_rules_start_at_the_folder_however_it_was_configured() {
+    fn an_hf_config_is_read_only_from_allowed_folders() {
+        let allowed = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        for dir in [allowed.path(), other.path()] {
+            std::fs::write(dir.join("config.json"), "{}").unwrap();
+        }
+        let dirs = vec![allowed.path().to_path_buf()];
+        let inside = format!("hf:{}/config.json", allowed.path().display());
+        assert_eq!(check(&req(&[&inside, "hf:llama"]), &dirs), Ok(()));
+        let e = check(&req(&[&inside]), &[]).unwrap_err();
+        assert!(e.contains("reads no configuration files"), "{e}");
+        // Outside, present or not: the same words, and nothing looked up.
+        let outside = |name: &str| {
+            let path = other.path().join(name);
+            let e = check(&req(&[&format!("hf:{}", path.display())]), &dirs).unwrap_err();
+            e.replace(&path.display().to_string(), "PATH")
+        };
+        assert_eq!(outside("config.json"), outside("missing/config.json"));
+        assert!(outside("config.json").contains("is outside the daemon"));
+        let e = check(&req(&["hf:cfg/config.json"]), &dirs).unwrap_err();
+        assert!(e.contains("is outside the daemon"), "{e}");
+        std::fs::create_dir(allowed.path().join("d.json")).unwrap();
+        let folder = format!("hf:{}/d.json", allowed.path().display());
+        let e = check(&req(&[&folder]), &dirs).unwrap_err();
+        assert!(e.contains("is not a file"), "{e}");
+    }
+
+    #[test]
+    fn the_allowed_folder_itself_is_held_to_the_strict_rules() {
         let root = tempfile::tempdir().unwrap();
         let allowed = root.path().join("factories");
         std::fs::create_dir(&allowed).unwrap();
         let file = allowed.join("f.py");
         std::fs::write(&file, "def make():\n    pass\n").unwrap();
-        let link = root.path().join("link");
-        std::os::unix::fs::symlink(&allowed, &link).unwrap();
-        // A sticky folder anyone may add to is no factory folder, named through a link or not.
+        // A sticky folder anyone may add to is no factory folder.
         chmod(&allowed, 0o1777);
         let r = req(&[&format!("py:{}:make", file.display())]);
-        let e = check(&r, &[link]).unwrap_err();
+        let e = check(&r, std::slice::from_ref(&allowed)).unwrap_err();
         assert!(
             e.contains(&format!("{} is writable", allowed.display())),
             "{e}"
@@ -283,7 +324,7 @@ mod tests {
         let r = req(&[&format!("py:{}:make", link.display())]);
         let e = check(&r, &[root.path().to_path_buf()]).unwrap_err();
         assert!(
-            e.contains("is a symbolic link; name the file itself"),
+            e.contains(&format!("{} is a symbolic link", link.display())),
             "{e}"
         );
     }

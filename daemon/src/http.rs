@@ -17,11 +17,11 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
-use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::limits::{self, METRICS_HEADER_TIMEOUT, METRICS_IDLE_TIMEOUT, TLS_HANDSHAKE_TIMEOUT};
+use crate::limits::{self, PeerTimeouts};
 use crate::node::Node;
+use crate::watched::Watched;
 use crate::web_config::{Auth, WebConfig};
 
 /// The snapshot's age without copying it (`Node::snapshot_age` clones the whole snapshot,
@@ -97,18 +97,21 @@ pub fn app(node: Arc<Node>, web: Option<&Arc<WebConfig>>) -> Router {
 
 /// Serves plain HTTP, no authentication (the behaviour without a web configuration).
 pub async fn serve(listener: TcpListener, node: Arc<Node>, stop: watch::Receiver<bool>) {
-    serve_with(listener, node, None, stop).await;
+    serve_with(listener, node, None, PeerTimeouts::default(), stop).await;
 }
 
 /// Serves `/metrics` on `listener` as the web configuration says: TLS and/or basic auth.
 /// Every connection is bounded (see [`crate::limits`]): at most a share of the descriptors are
-/// open at once (one more is closed at once), a request's headers must arrive within
-/// [`METRICS_HEADER_TIMEOUT`], a TLS handshake within [`TLS_HANDSHAKE_TIMEOUT`], and a connection
-/// idle for [`METRICS_IDLE_TIMEOUT`] is closed. axum::serve has none of these bounds.
+/// open at once (one more is closed at once), a request's first byte and headers must arrive
+/// within the header timeout (counted from the connection's start: a peer that sends nothing
+/// holds its place no longer), a TLS handshake within the handshake timeout, and a connection
+/// whose read or write waits for the idle timeout is closed (a reader too slow for its answers
+/// too). axum::serve has none of these bounds.
 pub async fn serve_with(
     listener: TcpListener,
     node: Arc<Node>,
     web: Option<Arc<WebConfig>>,
+    timeouts: PeerTimeouts,
     mut stop: watch::Receiver<bool>,
 ) {
     let app = app(node, web.as_ref());
@@ -136,18 +139,20 @@ pub async fn serve_with(
             tracing::debug!("/metrics: {cap} connections open; closing the one from {peer}");
             continue;
         };
-        let mut io = TimeoutStream::new(tcp);
-        io.set_read_timeout(Some(METRICS_IDLE_TIMEOUT));
-        io.set_write_timeout(Some(METRICS_IDLE_TIMEOUT));
-        let io = Box::pin(io);
+        let greeting = if tls.is_some() {
+            timeouts.handshake
+        } else {
+            timeouts.header
+        };
+        let io = Watched::new(tcp, greeting, timeouts.idle);
         let (app, tls, stop) = (app.clone(), tls.clone(), stop.clone());
         tokio::spawn(async move {
             let _permit = permit;
             match tls {
-                None => serve_connection(io, app, peer, stop).await,
+                None => serve_connection(io, app, peer, timeouts.header, stop).await,
                 Some(acceptor) => {
-                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
-                        Ok(Ok(s)) => serve_connection(s, app, peer, stop).await,
+                    match tokio::time::timeout(timeouts.handshake, acceptor.accept(io)).await {
+                        Ok(Ok(s)) => serve_connection(s, app, peer, timeouts.header, stop).await,
                         Ok(Err(e)) => tracing::debug!("/metrics TLS handshake with {peer}: {e}"),
                         Err(_) => tracing::debug!("/metrics TLS handshake with {peer} timed out"),
                     }
@@ -159,15 +164,20 @@ pub async fn serve_with(
 
 /// Serves one connection with hyper's HTTP/1 + HTTP/2 builder and the router as its service,
 /// until it ends or the daemon stops (then gracefully, for at most 5 s).
-async fn serve_connection<I>(io: I, app: Router, peer: SocketAddr, mut stop: watch::Receiver<bool>)
-where
+async fn serve_connection<I>(
+    io: I,
+    app: Router,
+    peer: SocketAddr,
+    header_timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(METRICS_HEADER_TIMEOUT);
+        .header_read_timeout(header_timeout);
     builder.http2().timer(TokioTimer::new());
     let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(app));
     tokio::pin!(conn);

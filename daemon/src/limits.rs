@@ -32,6 +32,37 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 pub const TCP_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a network peer may keep the daemon waiting: the defaults are the constants above,
+/// which docs/operations.md lists; tests set them short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerTimeouts {
+    /// A `/metrics` request's headers ([`METRICS_HEADER_TIMEOUT`]), and its first byte, counted
+    /// from the connection's start.
+    pub header: Duration,
+    /// Any connection on which a read or a write waits this long is closed
+    /// ([`METRICS_IDLE_TIMEOUT`]): a peer gone silent, a reader too slow for its answers.
+    pub idle: Duration,
+    /// A TLS handshake, and the first bytes of the control socket's HTTP/2 connection
+    /// ([`TLS_HANDSHAKE_TIMEOUT`]).
+    pub handshake: Duration,
+    /// HTTP/2 pings on the control socket and the TCP port ([`TCP_KEEPALIVE_INTERVAL`]); a peer
+    /// that answers none within `keepalive_timeout` ([`TCP_KEEPALIVE_TIMEOUT`]) is closed.
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for PeerTimeouts {
+    fn default() -> PeerTimeouts {
+        PeerTimeouts {
+            header: METRICS_HEADER_TIMEOUT,
+            idle: METRICS_IDLE_TIMEOUT,
+            handshake: TLS_HANDSHAKE_TIMEOUT,
+            keepalive_interval: TCP_KEEPALIVE_INTERVAL,
+            keepalive_timeout: TCP_KEEPALIVE_TIMEOUT,
+        }
+    }
+}
+
 /// How long a stopping daemon waits for its listeners and its collector, all together: a
 /// client that keeps an idle connection open (HTTP/2 answers GOAWAY only when its peer reads)
 /// must not hold the stop, so what is still running then is ended.

@@ -10,6 +10,23 @@ use std::path::{Path, PathBuf};
 /// is an error saying what is taken, so that it does not become a folder named after the
 /// scheme in the working directory.
 pub fn socket_path(value: &str) -> Result<PathBuf, String> {
+    let path = socket_path_form(value)?;
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(format!(
+            "{} is {len} bytes long; a Unix socket's path may have at most {MAX_SOCKET_PATH} bytes: name a shorter one",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
+/// The longest path a Unix socket may be bound at: `sun_path` holds 108 bytes, the last one the
+/// terminating NUL.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// [`socket_path`]'s reading of the notation, before the path's length is checked.
+fn socket_path_form(value: &str) -> Result<PathBuf, String> {
     const WANT: &str = "want unix:/PATH, unix:RELATIVE or a plain path";
     if value.is_empty() {
         return Err("empty socket path".into());
@@ -74,8 +91,12 @@ pub fn before_bind(path: &Path) -> Result<AtSocketPath, String> {
             "a folder"
         } else if kind.is_symlink() {
             "a symbolic link"
+        } else if kind.is_fifo() {
+            "a named pipe (FIFO)"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
         } else {
-            "not a socket"
+            "something else"
         };
         return Err(format!(
             "--listen {} is {what}, not a socket: refusing to replace it (name a path of its own)",

@@ -10,7 +10,6 @@ use ddpcheck_engine as engine;
 use ddpcheck_gpu::RealConfig;
 use ddpcheckd::config;
 use ddpcheckd::run::{self, DaemonConfig};
-use tokio::signal::unix::{signal, SignalKind};
 
 /// ddpcheckd — per-node daemon of ddpcheck: serves the ddpcheck.v1 gRPC API on a Unix socket,
 /// keeps a snapshot of the node's GPUs fresh, runs preflights, benchmarks and explain on request
@@ -148,6 +147,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    // Before anything is written: past `ulimit -f` a write fails (EFBIG), it does not kill us.
+    ddpcheckd::signals::ignore_file_size_limit();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DDPCHECK_LOG")
@@ -277,6 +278,13 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         "configuration"
     );
     tracing::debug!("{}", effective.render_toml());
+    for warning in settings
+        .allow_env
+        .iter()
+        .filter_map(|name| ddpcheck_core::caller_env::allowance_warning(name))
+    {
+        tracing::warn!("{warning}");
+    }
     // Anything at the socket path but a stale socket is refused before anything starts (64).
     ddpcheckd::listen::before_bind(&settings.listen).map_err(engine::UsageError)?;
     let runtime_dir = settings
@@ -304,14 +312,14 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         collect_deadline: Duration::from_secs(20),
     };
     // Handlers first: a SIGTERM right after the ready line must stop us cleanly, not kill us.
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+    let mut signals = ddpcheckd::signals::Signals::install()?;
     let opts = run::Options {
         web: settings.web_config,
         work_rate: settings.work_rate,
         history_max_runs: settings.history_max_runs,
         factory_dirs: settings.factory_dirs,
         allow_env: settings.allow_env,
+        peer_timeouts: ddpcheckd::limits::PeerTimeouts::default(),
     };
     let running = run::start_with_options(cfg, opts, backend).await?;
     tracing::info!(
@@ -332,14 +340,12 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     );
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     ddpcheckd::runtime::release_free_memory();
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
+    let why = signals.until_stop().await;
+    tracing::info!("{why}: shutting down");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     // From here a run that ends was ended by this stop; simulated hangs end as a worker would.
     running.node.begin_stop();
-    ddpcheck_sim::stop::interrupt_hangs();
+    ddpcheck_sim::stop::stop_hangs();
     // End the children of a run in progress first (their group, grandchildren included), so the
     // run's blocking task returns and nothing is left on the GPUs.
     let ended = tokio::task::spawn_blocking(|| {

@@ -198,6 +198,8 @@ pub struct Options {
     pub factory_dirs: Vec<std::path::PathBuf>,
     /// Variables a caller may set beyond the transport and algorithm settings (empty: none).
     pub allow_env: Vec<String>,
+    /// How long a network peer may keep the daemon waiting (the documented defaults).
+    pub peer_timeouts: crate::limits::PeerTimeouts,
 }
 
 impl Default for Options {
@@ -208,6 +210,7 @@ impl Default for Options {
             history_max_runs: None,
             factory_dirs: Vec::new(),
             allow_env: Vec::new(),
+            peer_timeouts: crate::limits::PeerTimeouts::default(),
         }
     }
 }
@@ -224,6 +227,7 @@ pub async fn start_with_options(
         history_max_runs,
         factory_dirs,
         allow_env,
+        peer_timeouts,
     } = opts;
     if cfg.tcp.is_some() && cfg.tls.is_none() {
         return Err(DaemonError::Config(
@@ -267,8 +271,11 @@ pub async fn start_with_options(
     let svc = Service { node: node.clone() };
     {
         let mut rx = stop_rx.clone();
-        let incoming = crate::accept::unix(unix, stop_rx.clone());
+        let incoming = crate::accept::unix(unix, peer_timeouts, stop_rx.clone());
+        // Pings keep a live client's connection from looking idle; one that answers none goes.
         let server = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(peer_timeouts.keepalive_interval))
+            .http2_keepalive_timeout(Some(peer_timeouts.keepalive_timeout))
             .add_service(DdpcheckServer::new(svc))
             .serve_with_incoming_shutdown(incoming, async move {
                 let _ = rx.wait_for(|s| *s).await;
@@ -283,7 +290,7 @@ pub async fn start_with_options(
     let mut tcp_addr = None;
     if let (Some(addr), Some(tls)) = (cfg.tcp, cfg.tls.clone()) {
         let (bound, task) =
-            crate::tls::serve_tcp(addr, &tls, node.clone(), stop_rx.clone()).await?;
+            crate::tls::serve_tcp(addr, &tls, node.clone(), peer_timeouts, stop_rx.clone()).await?;
         tcp_addr = Some(bound);
         tasks.push(task);
     }
@@ -297,6 +304,7 @@ pub async fn start_with_options(
             listener,
             node.clone(),
             web,
+            peer_timeouts,
             stop_rx.clone(),
         )));
     }

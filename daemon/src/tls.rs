@@ -27,7 +27,7 @@ pub struct TlsFiles {
 
 fn read(path: &std::path::Path) -> Result<Vec<u8>, DaemonError> {
     use ddpcheck_core::bounded::{BoundedReadError, FileKind};
-    ddpcheck_engine::read_file_bytes(path, FileKind::Pem).map_err(|e| DaemonError::Io {
+    ddpcheck_engine::read_service_file_bytes(path, FileKind::Pem).map_err(|e| DaemonError::Io {
         what: format!("reading {}", path.display()),
         source: match e {
             BoundedReadError::Io(source) => source,
@@ -40,13 +40,14 @@ pub async fn serve_tcp(
     addr: SocketAddr,
     tls: &TlsFiles,
     node: Arc<Node>,
+    timeouts: limits::PeerTimeouts,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, JoinHandle<()>), DaemonError> {
     let config = ServerTlsConfig::new()
         .identity(Identity::from_pem(read(&tls.cert)?, read(&tls.key)?))
         .client_ca_root(Certificate::from_pem(read(&tls.client_ca)?))
         .client_auth_optional(false)
-        .timeout(limits::TLS_HANDSHAKE_TIMEOUT);
+        .timeout(timeouts.handshake);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| DaemonError::Io {
@@ -59,10 +60,10 @@ pub async fn serve_tcp(
     })?;
     let cap = limits::cap_now(limits::TCP_MAX_CONNECTIONS);
     tracing::debug!("TCP: at most {cap} connections");
-    let incoming = crate::accept::tcp_capped(listener, cap, stop.clone());
+    let incoming = crate::accept::tcp_capped(listener, cap, timeouts, stop.clone());
     let server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(limits::TCP_KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(limits::TCP_KEEPALIVE_TIMEOUT))
+        .http2_keepalive_interval(Some(timeouts.keepalive_interval))
+        .http2_keepalive_timeout(Some(timeouts.keepalive_timeout))
         .tls_config(config)
         .map_err(|e| DaemonError::Config(format!("TLS configuration: {e}")))?
         .add_service(DdpcheckServer::new(Service { node }))

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_engine::{read_file, read_file_bytes};
+use ddpcheck_engine::{read_service_file as read_file, read_service_file_bytes as read_file_bytes};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio_rustls::rustls;

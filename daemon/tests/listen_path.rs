@@ -99,3 +99,60 @@ fn a_stale_socket_at_the_listen_path_is_replaced() {
     drop(std::os::unix::net::UnixListener::bind(&sock).expect("bind"));
     assert!(became_ready(&mut ddpcheckd(dir.path(), &sock)));
 }
+
+/// `ddpcheckd` on `listen` that must end by itself within 10 s: its exit code and the lines of
+/// stderr that are its own (not the log's).
+fn refused(dir: &Path, listen: &Path) -> (Option<i32>, Vec<String>) {
+    let mut cmd = ddpcheckd(dir, listen);
+    cmd.env("DDPCHECK_LOG", "warn");
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ddpcheckd");
+    let started = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > Duration::from_secs(10) {
+            stop(&mut child);
+            panic!("ddpcheckd on {} did not end", listen.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    (o.status.code(), err.lines().map(str::to_string).collect())
+}
+
+#[test]
+fn a_fifo_at_the_listen_path_is_named_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("d.sock");
+    let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("no NUL");
+    // SAFETY: mkfifo(3) on a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (code, lines) = refused(dir.path(), &fifo);
+    assert_eq!(code, Some(64), "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("is a named pipe (FIFO), not a socket"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[0].matches("socket").count(), 1, "{lines:?}");
+}
+
+#[test]
+fn a_listen_path_longer_than_a_unix_socket_takes_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let long = dir.path().join(format!("{}.sock", "a".repeat(120)));
+    let (code, lines) = refused(dir.path(), &long);
+    assert_eq!(code, Some(64), "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("107 bytes") && lines[0].contains(&long.display().to_string()),
+        "{lines:?}"
+    );
+    // 107 bytes is the longest that binds.
+    let base = dir.path().display().to_string().len() + 1;
+    let longest = dir.path().join("b".repeat(107 - base));
+    assert!(became_ready(&mut ddpcheckd(dir.path(), &longest)));
+}

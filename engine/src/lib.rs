@@ -17,7 +17,7 @@ pub mod runtime_dir;
 pub mod saved_runs;
 
 pub use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
-pub use input::{read_file, read_file_bytes};
+pub use input::{read_file, read_file_bytes, read_service_file, read_service_file_bytes};
 pub use runner::{LocalRunner, RunError, Runner};
 pub use runs::{
     env_label, job_gpus_from_env, local_hostname, make_backend, nccl_env_from_process, now_rfc3339,

@@ -1,15 +1,18 @@
 //! The runtime folder of the node lock: where it is (`default_runtime_dir`) and whether it may
 //! be written in (`prepare`). Accepted: a folder that only we or root can change; inside a
 //! folder every user can write (/tmp), only one of ours that nobody else can write (made 0700
-//! here). Anything else is refused with one line before a file is opened in it, as sshd's
-//! StrictModes refuses files.
+//! here). Anything else is refused with one line naming the folder and its owner before a file
+//! is opened in it, as sshd's StrictModes refuses files. Root's fallback lies in /run, never in
+//! /tmp, where anyone could have made its folder first.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The runtime directory: `$DDPCHECK_RUNTIME_DIR`, else /run/ddpcheck when writable, else
-/// `$XDG_RUNTIME_DIR/ddpcheck`, else a private `ddpcheck-<uid>` in the temporary folder
-/// (`$TMPDIR`, else /tmp), which [`prepare`] creates 0700 and checks.
+/// `$XDG_RUNTIME_DIR/ddpcheck`, else a private `ddpcheck-<uid>`: for root in /run, where nobody
+/// else can make anything (so no other user can plant a folder or a link at the name and turn
+/// root's checks into UNKNOWN), for other users in the temporary folder (`$TMPDIR`, else /tmp);
+/// [`prepare`] creates it 0700 and checks it.
 pub fn default_runtime_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("DDPCHECK_RUNTIME_DIR") {
         return PathBuf::from(d);
@@ -21,7 +24,18 @@ pub fn default_runtime_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
         return PathBuf::from(x).join("ddpcheck");
     }
-    std::env::temp_dir().join(format!("ddpcheck-{}", euid()))
+    let private = format!("ddpcheck-{}", euid());
+    let run = Path::new("/run");
+    if euid() == 0 && only_root_writes(run) {
+        return run.join(private);
+    }
+    std::env::temp_dir().join(private)
+}
+
+/// A folder owned by root that nobody else may write in (/run as systems make it).
+fn only_root_writes(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == 0 && m.permissions().mode() & 0o022 == 0)
 }
 
 fn dir_writable(d: &Path) -> bool {
@@ -72,10 +86,16 @@ pub fn prepare(dir: &Path) -> Result<(), FolderError> {
     })?;
     let mode = meta.permissions().mode() & 0o7777;
     if meta.file_type().is_symlink() {
-        return Err(refuse("it is a symbolic link".into()));
+        return Err(refuse(format!(
+            "it is a symbolic link, owned by uid {}",
+            meta.uid()
+        )));
     }
     if !meta.is_dir() {
-        return Err(refuse("it is not a folder".into()));
+        return Err(refuse(format!(
+            "it is not a folder (owned by uid {})",
+            meta.uid()
+        )));
     }
     if mode & 0o002 != 0 {
         return Err(refuse(format!(

@@ -48,6 +48,7 @@ fn sigterm_during_a_hung_simulated_run_stops_promptly_and_leaves_no_running_row(
     for args in [
         &["bench", "collectives", "--deadline", "600"][..],
         &["check", "--deadline", "600"],
+        &["explain", "--deadline", "600"],
     ] {
         let mut d = Daemon::start(Some("h200x2-nvlink+hang"));
         let state = d.dir.path().join("state");

@@ -236,6 +236,60 @@ fn seq_range(v: impl fmt::Display) -> String {
     format!("seq={v}: a sequence length in 8..=131072")
 }
 
+/// At most this many `KEY=VALUE` overrides, each key and value at most [`HF_MAX_TEXT`] bytes.
+pub const HF_MAX_OVERRIDES: usize = 32;
+/// The longest key or value of an override.
+pub const HF_MAX_TEXT: usize = 64;
+/// The longest path of a `config.json` (Linux's `PATH_MAX`).
+pub const HF_MAX_PATH: usize = 4096;
+/// An integer override's magnitude at most 2^24: wide enough for any real model's sizes
+/// (vocabularies of 262,144, contexts of 131,072), narrow enough that no one field asks for
+/// more memory than a node has.
+pub const HF_MAX_INT: i64 = 1 << 24;
+/// A decimal override is finite and its magnitude at most 10^9 (rope_theta reaches 10^7).
+pub const HF_MAX_DECIMAL: f64 = 1e9;
+
+/// One override as the script reads it (`typed`: `true`/`false`, an int, a float, else text):
+/// a number within its bounds, or a word of letters, digits, `_`, `.` and `-` that starts with a
+/// letter and that Python does not read as a number (`nan`, `inf`).
+fn check_override(k: &str, v: &str) -> Result<(), String> {
+    let pair = || format!("{k}={v}");
+    if k.len() > HF_MAX_TEXT || v.len() > HF_MAX_TEXT {
+        return Err(format!(
+            "{:?}: a key or value is at most {HF_MAX_TEXT} bytes",
+            pair()
+        ));
+    }
+    if !is_identifier(k) || k == "seq" {
+        return Err(format!("{:?} is not KEY=VALUE", pair()));
+    }
+    if let Ok(n) = v.parse::<i64>() {
+        return if n.abs() <= HF_MAX_INT {
+            Ok(())
+        } else {
+            Err(format!("{}: outside -{HF_MAX_INT}..={HF_MAX_INT}", pair()))
+        };
+    }
+    if let Ok(x) = v.parse::<f64>() {
+        return if x.is_finite() && x.abs() <= HF_MAX_DECIMAL {
+            Ok(())
+        } else {
+            Err(format!("{}: outside -1e9..=1e9", pair()))
+        };
+    }
+    let word = v.starts_with(|c: char| c.is_ascii_alphabetic())
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    if word {
+        Ok(())
+    } else {
+        Err(format!(
+            "{:?} is not KEY=VALUE (a number, true, false or a word)",
+            pair()
+        ))
+    }
+}
+
 /// The rules `parse_hf` reads by, for a source that arrives already split (the API's).
 fn check_hf(
     model_type: Option<&str>,
@@ -243,10 +297,19 @@ fn check_hf(
     overrides: &[(String, String)],
     seq: u32,
 ) -> Result<(), String> {
+    if overrides.len() > HF_MAX_OVERRIDES {
+        return Err(format!(
+            "{} overrides: at most {HF_MAX_OVERRIDES} overrides",
+            overrides.len()
+        ));
+    }
     for (k, v) in overrides {
-        if !is_identifier(k) || k == "seq" || v.is_empty() || v.contains(',') {
-            return Err(format!("{:?} is not KEY=VALUE", format!("{k}={v}")));
-        }
+        check_override(k, v)?;
+    }
+    if config_path.is_some_and(|p| p.len() > HF_MAX_PATH || p.chars().any(char::is_control)) {
+        return Err(format!(
+            "a config.json's path is at most {HF_MAX_PATH} bytes, without control characters"
+        ));
     }
     if !(8..=131_072).contains(&seq) {
         return Err(seq_range(seq));
@@ -300,6 +363,27 @@ mod tests {
         assert!(err("torchvision:").contains("not a model name"));
         assert!(err("hf:llama,seq=2").contains("sequence length"));
         assert!(err("hf:llama,hidden").contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn hf_overrides_are_bounded() {
+        let err = |a: &str| ModelSource::parse(a).expect("source").unwrap_err();
+        for ok in [
+            "hf:llama,hidden_size=16384,rms_norm_eps=1e-06,rope_theta=500000.0,tie_word_embeddings=false,hidden_act=silu",
+            "hf:llama,pad_token_id=-1,vocab_size=262144",
+        ] {
+            assert!(ModelSource::parse(ok).unwrap().is_ok(), "{ok}");
+        }
+        assert!(err("hf:llama,hidden_size=99999999999").contains("outside"));
+        assert!(err("hf:llama,num_hidden_layers=40960000").contains("outside"));
+        assert!(err("hf:llama,rope_theta=1e300").contains("outside"));
+        assert!(err("hf:llama,rms_norm_eps=nan").contains("outside"));
+        assert!(err(&format!("hf:llama,hidden_act={}", "a".repeat(65))).contains("at most 64"));
+        assert!(err("hf:llama,hidden_act=$(id)").contains("KEY=VALUE"));
+        assert!(err(&format!("hf:llama,{}=1", "k".repeat(65))).contains("at most 64"));
+        let many: String = (0..33).map(|i| format!(",k{i}=1")).collect();
+        assert!(err(&format!("hf:llama{many}")).contains("at most 32 overrides"));
+        assert!(err(&format!("hf:/{}/config.json", "d".repeat(4096))).contains("at most 4096"));
     }
 
     #[test]

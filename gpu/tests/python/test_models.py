@@ -101,3 +101,25 @@ class _Null:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_an_hf_config_is_read_from_the_file_named_not_its_folder(tmp_path):
+    # A daemon checked this very file: the configuration read is the file's, not whatever
+    # config.json lies beside it.
+    named = tmp_path / "checked.json"
+    named.write_text('{"model_type": "llama"}')
+    (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
+    read = []
+
+    class AutoConfig:
+        @staticmethod
+        def from_pretrained(path):
+            read.append(path)
+            return type("Cfg", (), {})()
+
+    transformers = type("T", (), {"AutoConfig": AutoConfig})
+    cfg = models.hf_config(transformers, {"config_path": str(named), "overrides": [["hidden_size", "64"]]}, "x")
+    assert read == [str(named)]
+    assert cfg.hidden_size == 64
+    with pytest.raises(Fatal, match="not found"):
+        models.hf_config(transformers, {"config_path": str(tmp_path / "gone.json")}, "x")

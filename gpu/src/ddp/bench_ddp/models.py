@@ -193,7 +193,8 @@ def hf_config(transformers, src, spec_name):
     path = src["config_path"]
     if not os.path.isfile(path):
         raise Fatal("Hugging Face configuration %s not found" % path, "invalid")
-    cfg = transformers.AutoConfig.from_pretrained(os.path.dirname(os.path.abspath(path)))
+    # The file named, which a daemon checked, not whatever config.json lies beside it.
+    cfg = transformers.AutoConfig.from_pretrained(os.path.abspath(path))
     for k, v in overrides.items():
         setattr(cfg, k, v)
     return cfg
