@@ -92,6 +92,14 @@ fn lspci(lines: &[&str]) -> bool {
     })
 }
 
+/// A JSON object, or an array that parses as JSON: no artifact begins with `{`, while Open MPI's
+/// `[1,0]<stdout>:` prefixes begin nccl-tests' lines with `[`.
+fn is_json(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with('{')
+        || (t.starts_with('[') && serde_json::from_str::<serde_json::Value>(t).is_ok())
+}
+
 /// The formats `text` holds: one, or nccl-tests and an NCCL log together.
 pub fn sniff(text: &str) -> Result<Vec<Format>, ArtifactError> {
     if text.trim().is_empty() {
@@ -103,7 +111,7 @@ pub fn sniff(text: &str) -> Result<Vec<Format>, ArtifactError> {
     let text = clean(text);
     // A JSON document (a ddpcheck report, say) is no artifact, whatever words it holds: a
     // compact report is one line with "size", "count" and "busbw" in it.
-    if text.trim_start().starts_with(['{', '[']) {
+    if is_json(&text) {
         return Err(ArtifactError::Foreign);
     }
     let lines: Vec<&str> = text.lines().collect();
@@ -176,6 +184,12 @@ mod tests {
         let report =
             "{\"kind\":\"bench_collectives\",\"sweeps\":[{\"size\":8,\"count\":2,\"busbw\":0.1}]}";
         assert_eq!(sniff(report), Err(ArtifactError::Foreign));
+        assert_eq!(
+            sniff("[{\"size\": 8, \"count\": 2, \"busbw\": 0}]"),
+            Err(ArtifactError::Foreign)
+        );
+        let mpi = "[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 8\n";
+        assert_eq!(sniff(mpi).unwrap(), vec![Format::NcclTests]);
     }
 
     #[test]
