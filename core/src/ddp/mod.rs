@@ -22,6 +22,7 @@ mod request;
 mod result;
 mod source;
 mod spec;
+mod wrapper;
 
 pub use architecture::DecoderTensors;
 pub use decoder::{Decoder, DecoderArch, GPT2_VOCAB};
@@ -49,6 +50,7 @@ pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{
     one_gpu_reference, CommHook, DdpVariant, ModelSpec, POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK,
 };
+pub use wrapper::{Wrapper, HSDP_REPLICAS};
 
 #[cfg(test)]
 mod layout_tests;

@@ -340,6 +340,17 @@ impl DdpRequest {
             if v.fsdp && v.hook != CommHook::None {
                 return bad(format!("variant {}: FSDP takes no DDP comm hook", v.name));
             }
+            if v.fsdp && self.recipe.amp == Amp::Fp16 {
+                return bad(format!(
+                    "variant {}: FSDP2 wrappers run MixedPrecisionPolicy bf16 (--amp bf16) or \
+                     full precision (--amp none), not fp16",
+                    v.name
+                ));
+            }
+            let worlds = self.world_sizes.iter();
+            if let Some(why) = worlds.filter_map(|&n| v.wrapper().refuses(n)).next() {
+                return bad(format!("variant {}: {why}", v.name));
+            }
             if v.fsdp && self.recipe.compile.is_some() {
                 return bad(format!(
                     "variant {}: --compile is DDP's (DDPOptimizer); FSDP variants run without it",

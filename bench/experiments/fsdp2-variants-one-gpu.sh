@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# DDP, FSDP2's replicate(), fully_shard and fully_shard without resharding on one GPU, each
+# against the plain step in the same launch (`bench ddp --gpus 1 --plain-reference`): a LLaMA-style
+# decoder preset and torchvision's resnet50. Per run: the step, the wrapper's own work, torch's
+# peak memory (torch.cuda.max_memory_allocated) and, where this ddpcheck has `memory`, its
+# prediction beside it. Then slices of an 8.7B LLaMA config (2 and 4 of its 32 layers), whose
+# peaks give the per-layer figure, and `recommend` on the whole config, which does not fit one
+# 80 GB GPU with DDP: its answer must come without an out-of-memory or a timeout.
+#
+#   bench/experiments/fsdp2-variants-one-gpu.sh OUTDIR      (about 7 minutes on one H100 or H200)
+#   PARTS="models slices recommend" ...                     (some parts)
+#
+# Needs ddpcheck in DDPCHECK_BIN_DIR and torch >= 2.6 with fully_shard (replicate() where the torch
+# has torch.distributed._composable.replicate_with_fsdp; its run says so where not), torchvision
+# for PYTHON (bench/lib.sh); no network. Writes OUTDIR/NAME.json (bench ddp's reports), their
+# stderr, memory-NAME.txt, recommend-8b.{txt,stderr}, summary.txt, and all of it in
+# OUTDIR/fsdp2-variants.tar.gz.
+set -uo pipefail
+# shellcheck source=../lib.sh
+. "$(dirname "$0")/../lib.sh"
+out_dir "${1:-}"
+need_bin ddpcheck
+PARTS=${PARTS:-models slices recommend}
+VARIANTS=${VARIANTS:-base,replicate,fsdp,fsdp-noreshard}
+SMALL_LLAMA="decoder:12,1024,16,1024,32000,llama"
+BIG=(32 4096 32 2048 32000)  # layers, width, heads, seq, vocab: 8.7B parameters
+big() { echo "decoder:$1,${BIG[1]},${BIG[2]},${BIG[3]},${BIG[4]},llama"; }
+SUMMARY=$OUT/summary.txt
+{ date -u +%FT%TZ; "$DDPCHECK" --version; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$PYTHON" - <<'PYEOF'
+import torch
+print("torch", torch.__version__, "cuda", torch.version.cuda)
+for what, mod in (("fully_shard", "torch.distributed.fsdp"),
+                  ("replicate (FSDP2)", "torch.distributed._composable.replicate_with_fsdp")):
+    try:
+        __import__(mod)
+        print(what, "yes")
+    except Exception as e:
+        print(what, "no:", e)
+import torch.distributed as dist
+print("backends", sorted(getattr(dist.Backend, "backend_list", [])))
+PYEOF
+} > "$SUMMARY" 2>&1
+
+HAVE_MEMORY=0
+if "$DDPCHECK" memory --help > /dev/null 2>&1; then HAVE_MEMORY=1; fi
+
+bench() { # TAG MODEL MICRO_BATCH DEADLINE
+    local tag=$1 model=$2 mb=$3 deadline=$4 t0=$SECONDS
+    timeout $((deadline + 30)) "$DDPCHECK" --json bench ddp --gpus 1 --variants "$VARIANTS" \
+        --model "$model" --micro-batch "$mb" --warmup-steps 3 --steps 10 --min-timed-seconds 1 \
+        --plain-reference --deadline "$deadline" > "$OUT/$tag.json" 2> "$OUT/$tag.stderr"
+    local rc=$?
+    echo "== $tag ($model, micro-batch $mb): bench rc $rc, $((SECONDS - t0)) s" >> "$SUMMARY"
+    "$PYTHON" - "$OUT/$tag.json" >> "$SUMMARY" 2>&1 <<'PYEOF'
+import json, sys
+try:
+    report = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("  no report (%s)" % e); sys.exit()
+peaks = {(l.get("variant")): l.get("max_memory_bytes") for l in report.get("launches", [])}
+errors = {(l.get("variant")): l.get("error") for l in report.get("launches", []) if l.get("error")}
+for r in report.get("results", []):
+    pl = r.get("plain_reference") or {}
+    ratios = sorted(d / p for d, p in pl.get("rounds", []))
+    own = "%+.1f%%" % ((ratios[len(ratios) // 2] - 1) * 100) if ratios else "-"
+    peak = peaks.get(r["variant"])
+    print("  %-15s step %7.2f ms, plain %s ms, own work %s (%d rounds), peak %s GiB"
+          % (r["variant"], r["step_time_median_s"] * 1e3,
+             "%.2f" % (pl["step_time_median_s"] * 1e3) if pl.get("step_time_median_s") else "-",
+             own, len(ratios), "%.2f" % (peak / 2**30) if peak else "-"))
+for v, e in errors.items():
+    print("  %-15s error: %s" % (v, e))
+PYEOF
+    if [ "$HAVE_MEMORY" = 1 ]; then
+        "$DDPCHECK" memory --model "$model" --micro-batch "$mb" --gpus 1 --from "$OUT/$tag.json" \
+            > "$OUT/memory-$tag.txt" 2>&1
+        sed 's/^/  /' "$OUT/memory-$tag.txt" >> "$SUMMARY"
+    fi
+}
+
+for part in $PARTS; do
+    case $part in
+        models)
+            bench llama-small "$SMALL_LLAMA" 8 150
+            bench resnet50 torchvision:resnet50 64 150 ;;
+        slices)
+            # Two and four of the 8.7B config's layers: the difference is one layer's memory.
+            bench llama8b-2layers "$(big 2)" 1 120
+            bench llama8b-4layers "$(big 4)" 1 120 ;;
+        recommend)
+            t0=$SECONDS
+            timeout 170 "$DDPCHECK" recommend --gpus 1 --model "$(big "${BIG[0]}")" --micro-batch 1 \
+                --budget 150 > "$OUT/recommend-8b.txt" 2> "$OUT/recommend-8b.stderr"
+            rc=$?
+            echo "== recommend on $(big "${BIG[0]}") at one GPU: rc $rc, $((SECONDS - t0)) s" >> "$SUMMARY"
+            sed 's/^/  /' "$OUT/recommend-8b.txt" | head -60 >> "$SUMMARY"
+            tail -5 "$OUT/recommend-8b.stderr" | sed 's/^/  stderr: /' >> "$SUMMARY"
+            if [ "$HAVE_MEMORY" = 1 ]; then
+                "$DDPCHECK" memory --model "$(big "${BIG[0]}")" --micro-batch 1 --gpus 1 > "$OUT/memory-8b.txt" 2>&1
+                sed 's/^/  /' "$OUT/memory-8b.txt" >> "$SUMMARY"
+            fi ;;
+        *) die "unknown part $part (models slices recommend)" ;;
+    esac
+done
+date -u +%FT%TZ >> "$SUMMARY"
+tar -czf "$OUT/fsdp2-variants.tar.gz" -C "$OUT" --exclude fsdp2-variants.tar.gz . 2>/dev/null
+cat "$SUMMARY"
