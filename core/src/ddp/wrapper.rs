@@ -76,7 +76,7 @@ impl Wrapper {
     /// Why the wrapper cannot run at `world` GPUs, or `None` where it can: HSDP needs two
     /// replicas of at least two shards.
     pub fn refuses(self, world: u32) -> Option<String> {
-        let hsdp_ok = world >= 2 * HSDP_REPLICAS && world % HSDP_REPLICAS == 0;
+        let hsdp_ok = world >= 2 * HSDP_REPLICAS && world.is_multiple_of(HSDP_REPLICAS);
         (self == Wrapper::Hsdp && !hsdp_ok).then(|| {
             format!(
                 "hsdp needs an even GPU count of at least {} ({HSDP_REPLICAS} replicas x at least \

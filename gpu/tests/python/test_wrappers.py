@@ -109,3 +109,14 @@ def test_config_refuses_an_unknown_wrapper_and_reads_old_fsdp_as_fsdp():
     assert "wrapper must be one of" in str(e.value)
     cfg = config.load_config(json.dumps(base_config(fsdp=True)))
     assert cfg["runs"][0][1]["wrapper"] == "fsdp"
+
+
+def test_the_mesh_goes_by_the_name_the_torch_gives_it():
+    def new(module, *, mesh=None, mp_policy=None):
+        pass
+
+    def old(module, *, device_mesh=None, mp_policy=None):
+        pass
+
+    assert wrappers.mesh_keyword(new) == "mesh"
+    assert wrappers.mesh_keyword(old) == "device_mesh"

@@ -94,6 +94,18 @@ def blocks(torch, model):
     return []
 
 
+def mesh_keyword(fn):
+    """The name `fn` takes its DeviceMesh by: `mesh` (torch 2.11's replicate()), or `device_mesh`
+    where an earlier torch named it so."""
+    import inspect
+
+    try:
+        names = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return "mesh"
+    return "device_mesh" if "device_mesh" in names and "mesh" not in names else "mesh"
+
+
 def mesh_for(torch, wrapper, device_type, world):
     """The DeviceMesh the wrapper runs on: HSDP's 2-D (replicate, shard), else 1-D."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -103,24 +115,39 @@ def mesh_for(torch, wrapper, device_type, world):
     return init_device_mesh(device_type, (world,))
 
 
+def norm_units(torch, model):
+    """The BatchNorm modules, each its own unit with full-precision parameters: their fp32 running
+    statistics refuse bf16 weights ("Expected running_mean to have type BFloat16"), and PyTorch's
+    own test of FSDP2's mixed precision wraps them so (test_fully_shard_mixed_precision.py)."""
+    return [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+
+
 def wrap_fsdp2(torch, model, wrapper, amp, device_type, world):
-    """The model under the wrapper, in place: each block, then the root (torchtitan's order).
-    Returns the options as run, for the report."""
+    """The model under the wrapper, in place: each BatchNorm (under bf16), each block, then the
+    root (torchtitan's order). Returns the options as run, for the report."""
     require(torch, wrapper)
     fully_shard, policy_cls = import_fully_shard()
     mp = mp_policy(torch, policy_cls, amp)
     mesh = mesh_for(torch, wrapper, device_type, world)
+    norms = norm_units(torch, model) if amp == "bf16" else []
+    norm_mp = policy_cls(output_dtype=torch.bfloat16)
     units = blocks(torch, model)
     if wrapper == "replicate":
         replicate = import_replicate()
+        on_mesh = {mesh_keyword(replicate): mesh}
+        for norm in norms:
+            replicate(norm, mp_policy=norm_mp, **on_mesh)
         for block in units:
-            replicate(block, mesh=mesh, mp_policy=mp)
-        replicate(model, mesh=mesh, mp_policy=mp)
+            replicate(block, mp_policy=mp, **on_mesh)
+        replicate(model, mp_policy=mp, **on_mesh)
     else:
         reshard = wrapper != "fsdp-noreshard"
+        for norm in norms:
+            fully_shard(norm, mesh=mesh, mp_policy=norm_mp, reshard_after_forward=reshard)
         for block in units:
             fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
         fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
-    return {"wrapper": wrapper, "units": len(units) + 1, "mesh": list(mesh.shape),
+    return {"wrapper": wrapper, "units": len(units) + 1, "norm_units": len(norms),
+            "mesh": list(mesh.shape), "reshard_after_forward": wrapper in ("fsdp", "hsdp"),
             "param_dtype": "bfloat16" if amp == "bf16" else None,
             "reduce_dtype": "float32" if amp == "bf16" else None}
