@@ -120,3 +120,58 @@ def test_the_mesh_goes_by_the_name_the_torch_gives_it():
 
     assert wrappers.mesh_keyword(new) == "mesh"
     assert wrappers.mesh_keyword(old) == "device_mesh"
+
+
+BN_MODEL = '''
+import torch
+from torch import nn
+
+
+def build():
+    model = nn.Sequential()
+    model.stem = nn.Conv2d(3, 8, 3, padding=1)
+    model.bn = nn.BatchNorm2d(8)
+    model.layer1 = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+    model.pool = nn.AdaptiveAvgPool2d(1)
+    model.flat = nn.Flatten()
+    model.fc = nn.Linear(8, 10)
+
+    def batch(n, device, gen):
+        return (torch.randn(n, 3, 8, 8, device=device, generator=gen),
+                torch.randint(0, 10, (n,), device=device, generator=gen))
+
+    def loss(m, b):
+        return nn.functional.cross_entropy(m(b[0]).float(), b[1])
+
+    return {"model": model, "batch": batch, "loss": loss}
+'''
+
+
+@pytest.mark.parametrize("wrapper", ["replicate", "fsdp", "fsdp-noreshard"])
+def test_each_wrapper_trains_a_batchnorm_model_beside_its_plain_copy_on_a_cpu_rank(wrapper, tmp_path):
+    """Where this torch has FSDP2 (not Debian's 1.13: skipped there): one CPU rank, bf16
+    MixedPrecisionPolicy, BatchNorm in units of its own, the plain reference on a copy."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    if wrappers.capability(torch, wrapper) is not None:
+        pytest.skip(wrappers.capability(torch, wrapper))
+    factory = tmp_path / "bn_model.py"
+    factory.write_text(BN_MODEL)
+    cfg = {"device": "cpu", "world_size": 1, "micro_batch": 2, "warmup_steps": 1, "steps": 2,
+           "plain_reference": True, "plain_rounds": 2, "recipe": {"amp": "bf16"},
+           "model": {"kind": "external", "source": {"kind": "python", "target": str(factory),
+                                                     "function": "build"}},
+           "variant": {"name": wrapper, "fsdp": True, "wrapper": wrapper}}
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "ddp")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-m", "bench_ddp", "--config", json.dumps(cfg)],
+                         cwd=src, capture_output=True, text=True, timeout=120)
+    events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    result = [e for e in events if e.get("event") == "result"]
+    assert result, out.stdout + out.stderr
+    r = result[0]
+    assert r["wrapper"]["wrapper"] == wrapper and r["wrapper"]["norm_units"] == 2
+    assert r["plain_step_time_median_s"] > 0 and len(r["plain_rounds"]) == 2

@@ -66,6 +66,7 @@ def bench_one(launch, spec, var):
     scaler = grad_scaler(torch, launch.device_type, amp)
 
     if var["fsdp"]:  # what this torch or GPU count cannot run, before any model is built
+        set_stage("checking the wrapper")
         require(torch, var["wrapper"])
         if var["wrapper"] == "hsdp":
             hsdp_shape(launch.world)

@@ -131,7 +131,7 @@ def wrap_fsdp2(torch, model, wrapper, amp, device_type, world):
     mesh = mesh_for(torch, wrapper, device_type, world)
     norms = norm_units(torch, model) if amp == "bf16" else []
     norm_mp = policy_cls(output_dtype=torch.bfloat16)
-    units = blocks(torch, model)
+    units = [b for b in blocks(torch, model) if not any(b is n for n in norms)]
     if wrapper == "replicate":
         replicate = import_replicate()
         on_mesh = {mesh_keyword(replicate): mesh}
