@@ -45,35 +45,56 @@ PYEOF
 HAVE_MEMORY=0
 if "$DDPCHECK" memory --help > /dev/null 2>&1; then HAVE_MEMORY=1; fi
 
-bench() { # TAG MODEL MICRO_BATCH DEADLINE
-    local tag=$1 model=$2 mb=$3 deadline=$4 t0=$SECONDS
-    timeout $((deadline + 30)) "$DDPCHECK" --json bench ddp --gpus 1 --variants "$VARIANTS" \
+launch() { # TAG MODEL MICRO_BATCH DEADLINE VARIANTS
+    local tag=$1 model=$2 mb=$3 deadline=$4 variants=$5 t0=$SECONDS
+    timeout $((deadline + 30)) "$DDPCHECK" --json bench ddp --gpus 1 --variants "$variants" \
         --model "$model" --micro-batch "$mb" --warmup-steps 3 --steps 10 --min-timed-seconds 1 \
         --plain-reference --deadline "$deadline" > "$OUT/$tag.json" 2> "$OUT/$tag.stderr"
     local rc=$?
-    echo "== $tag ($model, micro-batch $mb): bench rc $rc, $((SECONDS - t0)) s" >> "$SUMMARY"
+    echo "== $tag ($model, micro-batch $mb, $variants): bench rc $rc, $((SECONDS - t0)) s" >> "$SUMMARY"
+    if [ "$rc" != 0 ]; then tail -3 "$OUT/$tag.stderr" | sed 's/^/  stderr: /' >> "$SUMMARY"; fi
     "$PYTHON" - "$OUT/$tag.json" >> "$SUMMARY" 2>&1 <<'PYEOF'
 import json, sys
 try:
     report = json.load(open(sys.argv[1]))
 except Exception as e:
     print("  no report (%s)" % e); sys.exit()
-peaks = {(l.get("variant")): l.get("max_memory_bytes") for l in report.get("launches", [])}
-errors = {(l.get("variant")): l.get("error") for l in report.get("launches", []) if l.get("error")}
 for r in report.get("results", []):
     pl = r.get("plain_reference") or {}
     ratios = sorted(d / p for d, p in pl.get("rounds", []))
     own = "%+.1f%%" % ((ratios[len(ratios) // 2] - 1) * 100) if ratios else "-"
-    peak = peaks.get(r["variant"])
+    peak = r.get("max_memory_bytes")
     print("  %-15s step %7.2f ms, plain %s ms, own work %s (%d rounds), peak %s GiB"
           % (r["variant"], r["step_time_median_s"] * 1e3,
              "%.2f" % (pl["step_time_median_s"] * 1e3) if pl.get("step_time_median_s") else "-",
              own, len(ratios), "%.2f" % (peak / 2**30) if peak else "-"))
-for v, e in errors.items():
-    print("  %-15s error: %s" % (v, e))
+if report.get("stopped"):
+    print("  stopped:", report["stopped"])
 PYEOF
+}
+
+# The variants a report has no result for.
+missing() { # REPORT
+    "$PYTHON" - "$1" "$VARIANTS" <<'PYEOF'
+import json, sys
+try:
+    have = {r["variant"] for r in json.load(open(sys.argv[1])).get("results", [])}
+except Exception:
+    have = set()
+print(" ".join(v for v in sys.argv[2].split(",") if v not in have))
+PYEOF
+}
+
+bench() { # TAG MODEL MICRO_BATCH DEADLINE: every variant in one launch; any it lost, alone
+    local tag=$1 model=$2 mb=$3 deadline=$4 v
+    launch "$tag" "$model" "$mb" "$deadline" "$VARIANTS"
+    for v in $(missing "$OUT/$tag.json"); do
+        launch "$tag-$v" "$model" "$mb" "$deadline" "$v"
+    done
     if [ "$HAVE_MEMORY" = 1 ]; then
-        "$DDPCHECK" memory --model "$model" --micro-batch "$mb" --gpus 1 --from "$OUT/$tag.json" \
+        local from=() f
+        for f in "$OUT/$tag".json "$OUT/$tag"-*.json; do [ -s "$f" ] && from+=(--from "$f"); done
+        "$DDPCHECK" memory --model "$model" --micro-batch "$mb" --gpus 1 "${from[@]}" \
             > "$OUT/memory-$tag.txt" 2>&1
         sed 's/^/  /' "$OUT/memory-$tag.txt" >> "$SUMMARY"
     fi

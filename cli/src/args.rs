@@ -10,6 +10,7 @@ use crate::explain_cmd::ExplainArgs;
 use crate::flag_values::parse_message_size;
 use crate::global_args::GlobalArgs;
 use crate::history_cmd::HistoryArgs;
+use crate::memory_cmd::MemoryArgs;
 use crate::recommend_cmd::RecommendArgs;
 
 /// ddpcheck — is this GPU node healthy, how fast is its interconnect really, and will PyTorch
@@ -49,6 +50,9 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Predict DDP scaling from this node's measurements and recommend settings.
     Recommend(Box<RecommendArgs>),
+    /// Memory first: each wrapper's bytes per GPU (DDP, replicate, fsdp, fsdp-noreshard, hsdp)
+    /// against the GPU's memory; with --from, beside torch's peaks.
+    Memory(MemoryArgs),
     /// The runs the node's daemon has stored, newest first: `ddpcheck --daemon SOCKET history`.
     History(HistoryArgs),
     /// Run the main flow on a simulated 4xA6000 PHB node through an in-process daemon.

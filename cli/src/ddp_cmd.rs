@@ -224,7 +224,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
 }
 
 /// A saved `bench ddp --json` report of a version this build reads, its figures in range.
-fn saved_ddp_report(
+pub(crate) fn saved_ddp_report(
     text: &str,
     file: &std::path::Path,
 ) -> Result<ddpcheck_core::report::DdpReport, RunError> {

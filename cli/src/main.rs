@@ -38,6 +38,7 @@ mod explain_cmd;
 mod flag_values;
 mod global_args;
 mod history_cmd;
+mod memory_cmd;
 mod model_args;
 mod plot;
 mod progress;
@@ -178,6 +179,7 @@ fn run(cli: &Cli) -> Result<i32, RunError> {
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(global, a),
         Command::Explain(a) => explain_cmd::run(global, a),
         Command::Recommend(a) => recommend_cmd::run(global, a),
+        Command::Memory(a) => memory_cmd::run(global, a),
         Command::History(a) => history_cmd::run(global, a),
         Command::Config(c) => config_cmd::run(global, c),
         Command::Cluster(c) => cluster_cmd::run(global, c),

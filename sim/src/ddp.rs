@@ -42,6 +42,7 @@ use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, timed_steps, CommHook, DdpRequest, DdpResult, DdpVariant,
     ModelSpec, PlainReference, ALL_REDUCE_PROBE_BYTES,
 };
+use ddpcheck_core::memory;
 use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
 use ddpcheck_core::step_time::{powersgd, GradLayout};
 use ddpcheck_core::ProbeError;
@@ -327,6 +328,7 @@ pub fn run(
             m.name()
         )));
     }
+    out_of_memory(catalog, profile, req)?;
     let repeats = req.repeats.max(1);
     let total = len_u32(req.models.len() * req.variants.len() * req.world_sizes.len()) * repeats;
     let mut rows = Vec::new();
@@ -373,11 +375,11 @@ pub fn run(
                             }
                     });
                     // The plain reference, in the 1-GPU launch and for runs without a hook
-                    // (as the benchmark script): the model without DDP, its compute alone
-                    // without DDP's own work at one GPU.
+                    // (as the benchmark script; an FSDP2 wrapper's on a copy of the model): the
+                    // model without its wrapper, its compute alone without the wrapper's own
+                    // work at one GPU.
                     let plain = (req.plain_blocks_at(world)
                         && !variant.nocomm
-                        && !variant.fsdp
                         && variant.hook == CommHook::None)
                         .then(|| {
                             let alone = (step_time(&fabric, spec, variant, work, 1)
@@ -425,6 +427,19 @@ pub fn run(
                         compile: compile_outcome(&req.recipe, plain.is_some()),
                         plain_reference: plain,
                         recipe: Some(req.recipe.clone()),
+                        // sim: the peak ddpcheck's memory model predicts.
+                        max_memory_bytes: Some(
+                            memory::predict(
+                                &memory::MemoryModel::of_spec(
+                                    spec,
+                                    req.micro_batch,
+                                    req.recipe.amp,
+                                ),
+                                variant.wrapper(),
+                                world,
+                            )
+                            .total_bytes,
+                        ),
                         // Speedups and launches: filled in below.
                         ..DdpResult::default()
                     });
@@ -435,6 +450,42 @@ pub fn run(
     let mut rows = merge_repeats(rows);
     fill_scaling(&mut rows, req.price_per_gpu_hour);
     Ok(rows)
+}
+
+/// A simulated GPU runs out of memory where ddpcheck's memory model says a real one would
+/// ([`ddpcheck_core::memory`]: the training state as the wrapper shards it, the parameters it
+/// computes on and one micro-batch's activations, past [`memory::FIT_SHARE`] of the GPU), and
+/// ends the launch with the line the benchmark script gives there.
+fn out_of_memory(catalog: &Catalog, profile: &Profile, req: &DdpRequest) -> Result<(), ProbeError> {
+    let Some(gpu) = catalog.gpu_model(&profile.gpu_model) else {
+        return Ok(());
+    };
+    let usable = memory::usable_bytes(gpu.memory_total_bytes);
+    for spec in &req.models {
+        let m = memory::MemoryModel::of_spec(spec, req.micro_batch, req.recipe.amp);
+        for variant in &req.variants {
+            for &world in &req.world_sizes {
+                let row = memory::predict(&m, variant.wrapper(), world);
+                if row.total_bytes > usable {
+                    return Err(ProbeError::Invalid(format!(
+                        "micro-batch {} does not fit on GPU0 ({}, {:.1} GiB): {} {} on {world} \
+                         GPU(s) needs {:.1} GiB (sim: ddpcheck's memory model)",
+                        req.micro_batch,
+                        gpu.name,
+                        gib(gpu.memory_total_bytes),
+                        spec.name(),
+                        variant.name,
+                        gib(row.total_bytes)
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes.to_f64() / f64::from(1u32 << 30)
 }
 
 /// `slow-gpu`: a run of two or more GPUs that synchronises waits for GPU 1, so its every

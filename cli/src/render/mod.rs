@@ -1,11 +1,13 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
 mod explain;
+mod memory;
 mod nccl_table;
 mod recommend;
 mod topology;
 
 pub use explain::explain;
+pub use memory::memory_plan;
 pub use recommend::recommendation;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;

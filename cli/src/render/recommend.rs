@@ -10,9 +10,19 @@ use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
 
 /// Plain-text report: the table, the recommendation, reasons, warnings, Python, environment.
 pub fn recommendation(r: &Recommendation) -> String {
-    let mut s = inputs(r);
-    s.push('\n');
-    s.push_str(&layout(&table(r)));
+    // Where DDP does not fit, the answer rests on memory alone: no variants' table.
+    let mut s = if r.rows.is_empty() && r.memory.is_some() {
+        String::new()
+    } else {
+        let mut s = inputs(r);
+        s.push('\n');
+        s.push_str(&layout(&table(r)));
+        s
+    };
+    if let Some(plan) = &r.memory {
+        s.push('\n');
+        s.push_str(&super::memory::memory_plan(plan));
+    }
     let _ = writeln!(s, "\nRecommendation: {}", r.summary);
     if !r.reasons.is_empty() {
         s.push_str("\nWhy:\n");
@@ -264,7 +274,7 @@ fn ranks(device: RunDevice, n: u32) -> String {
 
 /// Columns padded to their widest cell: the first left-aligned, the others right-aligned, a
 /// rule under the header.
-fn layout(table: &[Vec<String>]) -> String {
+pub(super) fn layout(table: &[Vec<String>]) -> String {
     let mut s = String::new();
     let columns = table.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)

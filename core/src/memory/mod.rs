@@ -19,6 +19,7 @@
 //! Frozen parameters keep their fp32 weights only, unsharded by DDP and sharded by FSDP2.
 
 pub mod activations;
+pub mod check;
 #[cfg(test)]
 mod tests;
 

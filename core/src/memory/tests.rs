@@ -169,3 +169,47 @@ fn activations_read_from_a_peak_are_what_the_state_leaves() {
     );
     assert_eq!(activations_from_peak(&m, Wrapper::Ddp, 1, state - 1), None);
 }
+
+#[test]
+fn peaks_are_checked_against_the_estimate_and_against_the_ddp_runs_measured_activations() {
+    use super::check::{check_peaks, MeasuredPeak};
+    let m = MemoryModel {
+        params: 100_000_000,
+        trainable: 100_000_000,
+        largest_block: 10_000_000,
+        root: 0,
+        amp: Amp::Bf16,
+        micro_batch: 1,
+        activations: ActivationSource::Estimated {
+            bytes: 1_000_000_000,
+            how: "test".into(),
+        },
+        checkpointed_bytes: None,
+    };
+    // DDP's state: 18 B × 100M = 1.8 GB; its peak 3.0 GB leaves 1.2 GB of activations.
+    // fully_shard at 1 GPU: 16 B × 100M + 2·(2·10M) + 6·10M = 1.7 GB of state; with the measured
+    // 1.2 GB, 2.9 GB against its peak of 2.9 GB.
+    let runs = [
+        MeasuredPeak {
+            variant: "base".into(),
+            wrapper: Wrapper::Ddp,
+            gpus: 1,
+            peak_bytes: 3_000_000_000,
+        },
+        MeasuredPeak {
+            variant: "fsdp".into(),
+            wrapper: Wrapper::Fsdp,
+            gpus: 1,
+            peak_bytes: 2_900_000_000,
+        },
+    ];
+    let checks = check_peaks(&m, &runs);
+    assert_eq!(checks[0].predicted_bytes, 2_800_000_000);
+    assert!((checks[0].error - (2.8 / 3.0 - 1.0)).abs() < 1e-12);
+    assert_eq!(
+        checks[0].from_measured_bytes, None,
+        "the reference checks nothing"
+    );
+    assert_eq!(checks[1].from_measured_bytes, Some(2_900_000_000));
+    assert_eq!(checks[1].from_measured_error, Some(0.0));
+}

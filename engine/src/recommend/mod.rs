@@ -4,6 +4,7 @@
 
 mod budget;
 mod curve;
+mod fit;
 mod measured;
 mod measurements;
 mod report;
@@ -708,6 +709,9 @@ pub fn build(
         },
     };
     g.read_reports()?;
+    if let Some(answer) = g.memory_first(&model, started)? {
+        return Ok(answer);
+    }
     let other_recipe = g.m.set_aside_other_recipes(&model, &a.recipe);
     g.measure_first(&model)
         .map_err(|e| after_set_aside(e, other_recipe.as_deref()))?;

@@ -767,6 +767,7 @@ fn result_of(
         host: ev.host,
         device: ev.device.unwrap_or(device),
         compile: ev.compile,
+        max_memory_bytes: ev.max_memory_bytes,
         ..DdpResult::default()
     }
 }

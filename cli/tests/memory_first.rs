@@ -1,0 +1,125 @@
+//! Memory first, end to end on simulated nodes: a model DDP cannot hold gets the least sharding
+//! that fits from `recommend`, without a launch; the simulated GPU runs out of memory where a
+//! real one would; `ddpcheck memory` sets each wrapper's bytes beside torch's peaks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use common::{code, local, stderr, stdout};
+
+const EIGHT_B: &str = "decoder:32,4096,32,2048,32000,llama";
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let o = local(args);
+    assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+#[test]
+fn an_8b_decoder_on_4x48gb_gets_fully_shard_without_a_launch() {
+    let v = json(&[
+        "--sim",
+        "a6000x4-phb",
+        "--json",
+        "recommend",
+        "--model",
+        EIGHT_B,
+    ]);
+    assert_eq!(v["chosen"], "fsdp", "{}", v["summary"]);
+    assert_eq!(
+        v["rows"].as_array().unwrap().len(),
+        0,
+        "no DDP variant offered"
+    );
+    assert_eq!(v["memory"]["ddp_fits"], false);
+    assert_eq!(v["memory"]["fit"]["row"]["wrapper"], "fsdp");
+    assert!(v.get("own_measurements").is_none(), "nothing was launched");
+    assert!(v["python"].as_str().unwrap().contains("fully_shard(model"));
+    let text = stdout(&local(&[
+        "--sim",
+        "a6000x4-phb",
+        "recommend",
+        "--model",
+        EIGHT_B,
+    ]));
+    assert!(text.contains("Recommendation: DDP does not fit"), "{text}");
+    assert!(text.contains("Memory per GPU at micro-batch 8"), "{text}");
+}
+
+#[test]
+fn the_simulated_gpu_runs_out_of_memory_where_ddp_does_not_fit() {
+    let o = local(&[
+        "--sim",
+        "a6000x4-phb",
+        "bench",
+        "ddp",
+        "--model",
+        EIGHT_B,
+        "--variants",
+        "base",
+        "--gpus",
+        "1",
+        "--micro-batch",
+        "1",
+    ]);
+    assert_ne!(code(&o), 0);
+    assert!(
+        stderr(&o).contains("micro-batch 1 does not fit on GPU0 (NVIDIA RTX A6000"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = local(&[
+        "--sim",
+        "a6000x4-phb",
+        "--json",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "base,replicate,fsdp,fsdp-noreshard",
+        "--gpus",
+        "1",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let report = dir.path().join("r.json");
+    std::fs::write(&report, &o.stdout).unwrap();
+    let r = report.to_str().unwrap();
+    let v = json(&[
+        "--json",
+        "memory",
+        "--model",
+        "gpt2-124m",
+        "--gpu-memory-gib",
+        "48",
+        "--from",
+        r,
+    ]);
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4);
+    // The simulator's peak is ddpcheck's own prediction: no error, and the DDP run's measured
+    // activations give the others back exactly.
+    for c in checks {
+        assert_eq!(c["error"].as_f64().unwrap(), 0.0, "{c}");
+    }
+    assert_eq!(checks[2]["wrapper"], "fsdp");
+    assert_eq!(checks[2]["from_measured_error"].as_f64().unwrap(), 0.0);
+    let text = stdout(&local(&[
+        "memory",
+        "--model",
+        "gpt2-124m",
+        "--gpu-memory-gib",
+        "48",
+        "--from",
+        r,
+    ]));
+    assert!(text.contains("Against torch's peaks"), "{text}");
+    let bad = local(&["memory", "--model", "gpt2-124m", "--gpu-memory-gib", "-1"]);
+    assert_eq!(code(&bad), 64, "{}", stderr(&bad));
+}

@@ -1,0 +1,74 @@
+//! Memory first, before any launch: where DDP does not fit one of the node's GPUs, no 1-GPU
+//! launch is started (it would run out of memory) and the answer is the least sharding that
+//! fits ([`ddpcheck_core::recommend::sharded_answer`]).
+
+use std::time::Instant;
+
+use ddpcheck_core::ddp::RunDevice;
+use ddpcheck_core::memory;
+use ddpcheck_core::num::len_u32;
+use ddpcheck_core::recommend::{memory_model, sharded_answer, ModelInput};
+use ddpcheck_core::report::{Header, ReportKind};
+
+use super::{Gathering, RecommendReport};
+use crate::runner::RunError;
+
+impl Gathering<'_> {
+    /// The answer from memory alone where DDP does not fit one GPU of this node (its memory
+    /// from the topology or a saved preflight); `None` where it fits, where the GPUs' memory is
+    /// unknown, or on CPU ranks.
+    pub(super) fn memory_first(
+        &mut self,
+        model: &ModelInput,
+        started: Instant,
+    ) -> Result<Option<RecommendReport>, RunError> {
+        let a = self.req;
+        if a.device == RunDevice::Cpu {
+            return Ok(None);
+        }
+        let (_, gpu_bytes) = self.links();
+        let Some(gpu_bytes) = gpu_bytes.filter(|b| *b > 0) else {
+            return Ok(None);
+        };
+        let gpus = match a.gpus {
+            Some(n) => n,
+            None => len_u32(self.node_gpus_here()?).max(1),
+        };
+        let m = memory_model(model, model.params(), a.micro_batch, a.recipe.amp);
+        let plan = memory::plan(&m, gpus, Some(gpu_bytes));
+        if plan.ddp_fits != Some(false) {
+            return Ok(None);
+        }
+        let Some(h) = self.node_header() else {
+            return Ok(None);
+        };
+        let header = Header::new(
+            ReportKind::Recommend,
+            h.backend,
+            h.backend_label.clone(),
+            h.provenance.clone(),
+        );
+        Ok(Some(RecommendReport {
+            header,
+            recommendation: sharded_answer(model, plan, &a.recipe, a.device),
+            verify: Vec::new(),
+            verify_gain: None,
+            verify_network: None,
+            verify_compute: Vec::new(),
+            verify_powersgd: None,
+            own_measurements: None,
+            seconds: started.elapsed().as_secs_f64(),
+            cpu_ranks: false,
+            compile: None,
+        }))
+    }
+
+    /// The header of what told the node's GPUs: its preflight or topology.
+    fn node_header(&self) -> Option<&Header> {
+        match (&self.m.preflight, &self.m.topo) {
+            (Some(p), _) => Some(&p.header),
+            (None, Some(t)) => Some(&t.header),
+            (None, None) => None,
+        }
+    }
+}
