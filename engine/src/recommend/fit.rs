@@ -11,7 +11,6 @@ use ddpcheck_core::recommend::{memory_model, sharded_answer, ModelInput};
 use ddpcheck_core::report::{Header, ReportKind};
 
 use super::{Gathering, RecommendReport};
-use crate::runner::RunError;
 
 impl Gathering<'_> {
     /// The answer from memory alone where DDP does not fit one GPU of this node (its memory
@@ -21,26 +20,23 @@ impl Gathering<'_> {
         &mut self,
         model: &ModelInput,
         started: Instant,
-    ) -> Result<Option<RecommendReport>, RunError> {
+    ) -> Option<RecommendReport> {
         let a = self.req;
         if a.device == RunDevice::Cpu {
-            return Ok(None);
+            return None;
         }
         let (_, gpu_bytes) = self.links();
         let Some(gpu_bytes) = gpu_bytes.filter(|b| *b > 0) else {
-            return Ok(None);
+            return None;
         };
-        let gpus = match a.gpus {
-            Some(n) => n,
-            None => len_u32(self.node_gpus_here()?).max(1),
-        };
+        let gpus = a.gpus.unwrap_or_else(|| self.node_gpu_count().max(1));
         let m = memory_model(model, model.params(), a.micro_batch, a.recipe.amp);
         let plan = memory::plan(&m, gpus, Some(gpu_bytes));
         if plan.ddp_fits != Some(false) {
-            return Ok(None);
+            return None;
         }
         let Some(h) = self.node_header() else {
-            return Ok(None);
+            return None;
         };
         let header = Header::new(
             ReportKind::Recommend,
@@ -48,7 +44,7 @@ impl Gathering<'_> {
             h.backend_label.clone(),
             h.provenance.clone(),
         );
-        Ok(Some(RecommendReport {
+        Some(RecommendReport {
             header,
             recommendation: sharded_answer(model, plan, &a.recipe, a.device),
             verify: Vec::new(),
@@ -60,7 +56,16 @@ impl Gathering<'_> {
             seconds: started.elapsed().as_secs_f64(),
             cpu_ranks: false,
             compile: None,
-        }))
+        })
+    }
+
+    /// The node's GPUs as its preflight or topology listed them (0 where neither did).
+    fn node_gpu_count(&self) -> u32 {
+        match (&self.m.preflight, &self.m.topo) {
+            (Some(p), _) => len_u32(p.gpus.len()),
+            (None, Some(t)) => len_u32(t.gpus.len()),
+            (None, None) => 0,
+        }
     }
 
     /// The header of what told the node's GPUs: its preflight or topology.

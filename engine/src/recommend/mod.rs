@@ -709,7 +709,7 @@ pub fn build(
         },
     };
     g.read_reports()?;
-    if let Some(answer) = g.memory_first(&model, started)? {
+    if let Some(answer) = g.memory_first(&model, started) {
         return Ok(answer);
     }
     let other_recipe = g.m.set_aside_other_recipes(&model, &a.recipe);
