@@ -5,10 +5,11 @@
 # peak memory (torch.cuda.max_memory_allocated) and, where this ddpcheck has `memory`, its
 # prediction beside it. Then slices of an 8.7B LLaMA config (2 and 4 of its 32 layers), whose
 # peaks give the per-layer figure, and `recommend` on the whole config, which does not fit one
-# 80 GB GPU with DDP: its answer must come without an out-of-memory or a timeout.
+# 80 GB GPU with DDP: its answer must come without an out-of-memory or a timeout. Last, torch's
+# process-group backends through `bench ddp --backend`: gloo on the GPU, and nccl2.
 #
 #   bench/experiments/fsdp2-variants-one-gpu.sh OUTDIR      (about 7 minutes on one H100 or H200)
-#   PARTS="models slices recommend" ...                     (some parts)
+#   PARTS="models slices recommend backends" ...            (some parts)
 #
 # Needs ddpcheck in DDPCHECK_BIN_DIR and torch >= 2.6 with fully_shard (replicate() where the torch
 # has torch.distributed._composable.replicate_with_fsdp; its run says so where not), torchvision
@@ -20,7 +21,7 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}"
 need_bin ddpcheck
-PARTS=${PARTS:-models slices recommend}
+PARTS=${PARTS:-models slices recommend backends}
 VARIANTS=${VARIANTS:-base,replicate,fsdp,fsdp-noreshard}
 SMALL_LLAMA="decoder:12,1024,16,1024,32000,llama"
 BIG=(32 4096 32 2048 32000)  # layers, width, heads, seq, vocab: 8.7B parameters
@@ -121,7 +122,22 @@ for part in $PARTS; do
                 "$DDPCHECK" memory --model "$(big "${BIG[0]}")" --micro-batch 1 --gpus 1 > "$OUT/memory-8b.txt" 2>&1
                 sed 's/^/  /' "$OUT/memory-8b.txt" >> "$SUMMARY"
             fi ;;
-        *) die "unknown part $part (models slices recommend)" ;;
+        backends)
+            # torch's process-group backend: gloo on the GPU, and nccl2, which torch 2.11 lacks
+            # (one line expected).
+            for b in gloo nccl2; do
+                t0=$SECONDS
+                timeout 150 "$DDPCHECK" --json bench ddp --gpus 1 --variants base --backend "$b" \
+                    --model "$SMALL_LLAMA" --micro-batch 8 --warmup-steps 3 --steps 10 --deadline 120 \
+                    > "$OUT/backend-$b.json" 2> "$OUT/backend-$b.stderr"
+                echo "== --backend $b: rc $?, $((SECONDS - t0)) s" >> "$SUMMARY"
+                tail -2 "$OUT/backend-$b.stderr" | sed 's/^/  stderr: /' >> "$SUMMARY"
+                "$PYTHON" -c 'import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+print("  step %.2f ms, recipe %s" % (r["step_time_median_s"] * 1e3, r.get("recipe")))' \
+                    "$OUT/backend-$b.json" >> "$SUMMARY" 2>&1
+            done ;;
+        *) die "unknown part $part (models slices recommend backends)" ;;
     esac
 done
 date -u +%FT%TZ >> "$SUMMARY"

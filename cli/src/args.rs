@@ -142,4 +142,8 @@ pub struct CollectivesArgs {
     /// Hard deadline of each sweep, seconds.
     #[arg(long, default_value_t = 300.0)]
     pub deadline: f64,
+    /// The collectives' backend: nccl, which this command runs itself (as nccl-tests does).
+    /// gloo and nccl2 are torch's process groups: `bench ddp --backend` runs them.
+    #[arg(long, default_value = "nccl", value_name = "nccl|gloo|nccl2")]
+    pub backend: String,
 }

@@ -311,6 +311,16 @@ fn covers_same_gpus(
 }
 
 fn collectives(cli: &GlobalArgs, a: &CollectivesArgs) -> Result<i32, RunError> {
+    let backend: ddpcheck_core::ddp::Backend = a.backend.parse().map_err(RunError::Usage)?;
+    if !backend.is_nccl() {
+        return Err(RunError::Usage(format!(
+            "--backend {}: bench collectives runs NCCL itself, not through torch; torch's {} \
+             process group is measured by bench ddp --backend {}",
+            backend.as_str(),
+            backend.as_str(),
+            backend.as_str()
+        )));
+    }
     let ops = if a.ops.trim() == "all" {
         vec![
             Collective::AllReduce,

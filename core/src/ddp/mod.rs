@@ -37,8 +37,8 @@ pub use noise::{beyond_noise, describe_noise_bound, noise_bound};
 pub use plain::{PlainReference, Reference};
 pub use ratio::{throughput_ratio, ThroughputRatio};
 pub use request::{
-    timed_steps, Amp, CompileMode, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS,
-    MAX_STEPS,
+    timed_steps, Amp, Backend, CompileMode, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS,
+    MAX_REPEATS, MAX_STEPS,
 };
 pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{

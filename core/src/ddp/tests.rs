@@ -507,3 +507,25 @@ fn wrappers_parse_as_users_name_them_and_refuse_what_cannot_run() {
     let e = req.validate(8).unwrap_err().to_string();
     assert!(e.contains("MixedPrecisionPolicy bf16"), "{e}");
 }
+
+#[test]
+fn the_backend_is_part_of_the_recipe_and_left_out_when_nccl() {
+    use super::{Backend, Recipe};
+    assert_eq!("NCCL2".parse::<Backend>(), Ok(Backend::Nccl2));
+    assert!("mpi"
+        .parse::<Backend>()
+        .unwrap_err()
+        .contains("expected nccl, gloo or nccl2"));
+    let gloo = Recipe {
+        backend: Backend::Gloo,
+        ..Recipe::default()
+    };
+    let v = serde_json::to_value(&gloo).unwrap();
+    assert_eq!(v["backend"], "gloo");
+    assert!(gloo.describe().contains("backend gloo"));
+    let nccl = serde_json::to_value(Recipe::default()).unwrap();
+    assert!(
+        nccl.get("backend").is_none(),
+        "older readers see the same recipe"
+    );
+}

@@ -175,3 +175,35 @@ def test_each_wrapper_trains_a_batchnorm_model_beside_its_plain_copy_on_a_cpu_ra
     r = result[0]
     assert r["wrapper"]["wrapper"] == wrapper and r["wrapper"]["norm_units"] == 2
     assert r["plain_step_time_median_s"] > 0 and len(r["plain_rounds"]) == 2
+
+
+def test_a_backend_this_torch_lacks_is_one_line_naming_its_backends():
+    from bench_ddp import ranks
+
+    class Backend:
+        backend_list = ["gloo", "mpi", "nccl", "ucc", "xccl", "fake"]
+
+    dist = types.SimpleNamespace(Backend=Backend, is_nccl_available=lambda: True, is_gloo_available=lambda: True,
+                                 is_backend_available=lambda name: name in Backend.backend_list)
+    torch = types.SimpleNamespace(__version__="2.11.0+cu130")
+    ranks.require_backend(torch, dist, "gloo")
+    ranks.require_backend(torch, dist, "nccl")
+    with pytest.raises(Fatal) as e:
+        ranks.require_backend(torch, dist, "nccl2")
+    assert str(e.value) == ("torch 2.11.0+cu130 has no nccl2 backend "
+                            "(its backends: fake, gloo, mpi, nccl, ucc, xccl)")
+    assert e.value.kind == "unavailable"
+
+
+def test_the_backend_travels_in_the_recipe_and_cpu_ranks_refuse_one():
+    import json
+
+    cfg = config.load_config(json.dumps(dict(base_config(), recipe={"backend": "nccl2"})))
+    assert cfg["recipe"]["backend"] == "nccl2"
+    assert "backend" not in config.load_config(json.dumps(base_config()))["recipe"]
+    with pytest.raises(Fatal):
+        config.load_config(json.dumps(dict(base_config(), recipe={"backend": "mpi"})))
+    with pytest.raises(Fatal) as e:
+        config.load_config(json.dumps(dict(base_config(), device="cpu", recipe={"backend": "nccl2"})))
+    assert "CPU ranks run gloo" in str(e.value)
+    config.load_config(json.dumps(dict(base_config(), device="cpu", recipe={"backend": "gloo"})))

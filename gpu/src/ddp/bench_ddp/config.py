@@ -11,6 +11,9 @@ from .wrappers import WRAPPERS
 
 CONFIG_VERSION = 1
 
+# The process group's backends on GPUs (--backend); CPU ranks run gloo.
+BACKENDS = ("nccl", "gloo", "nccl2")
+
 # torch.compile's modes (its `mode` argument), as --compile-mode names them.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
@@ -57,6 +60,8 @@ def load_config(text):
     recipe = parse_recipe(cfg.get("recipe"))
     if recipe.get("compile") and any(var["fsdp"] for _, var in runs):
         raise Fatal("config: compile is DDP's (DDPOptimizer): FSDP variants run without it", "invalid")
+    if device == "cpu" and recipe.get("backend", "gloo") != "gloo":
+        raise Fatal("config: CPU ranks run gloo; backend %s is for GPUs" % recipe["backend"], "invalid")
     if recipe["amp"] == "fp16" and any(var["fsdp"] for _, var in runs):
         raise Fatal("config: FSDP2 variants take amp bf16 (MixedPrecisionPolicy) or none, not fp16", "invalid")
     return {
@@ -253,6 +258,9 @@ def parse_recipe(recipe):
     mode = parse_compile(recipe.get("compile"))
     if mode is not None:  # eager: the key left out, as an eager config sends it
         out["compile"] = mode
+    backend = _choice(recipe, "backend", BACKENDS)
+    if backend != "nccl":  # NCCL: the key left out, as ddpcheck sends it
+        out["backend"] = backend
     return out
 
 
