@@ -130,12 +130,13 @@ for part in $PARTS; do
                 timeout 150 "$DDPCHECK" --json bench ddp --gpus 1 --variants base --backend "$b" \
                     --model "$SMALL_LLAMA" --micro-batch 8 --warmup-steps 3 --steps 10 --deadline 120 \
                     > "$OUT/backend-$b.json" 2> "$OUT/backend-$b.stderr"
-                echo "== --backend $b: rc $?, $((SECONDS - t0)) s" >> "$SUMMARY"
-                tail -2 "$OUT/backend-$b.stderr" | sed 's/^/  stderr: /' >> "$SUMMARY"
-                "$PYTHON" -c 'import json, sys
+                rc=$?
+                { echo "== --backend $b: rc $rc, $((SECONDS - t0)) s"
+                  tail -2 "$OUT/backend-$b.stderr" | sed 's/^/  stderr: /'
+                  "$PYTHON" -c 'import json, sys
 r = json.load(open(sys.argv[1]))["results"][0]
 print("  step %.2f ms, recipe %s" % (r["step_time_median_s"] * 1e3, r.get("recipe")))' \
-                    "$OUT/backend-$b.json" >> "$SUMMARY" 2>&1
+                      "$OUT/backend-$b.json" 2>&1; } >> "$SUMMARY"
             done ;;
         *) die "unknown part $part (models slices recommend backends)" ;;
     esac
