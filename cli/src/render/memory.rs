@@ -63,6 +63,6 @@ pub fn memory_plan(p: &MemoryPlan) -> String {
         );
         table.push(row);
     }
-    s.push_str(&super::recommend::layout(&table));
+    s.push_str(&super::columns::layout(&table));
     s
 }

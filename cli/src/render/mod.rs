@@ -1,5 +1,6 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
+mod columns;
 mod explain;
 mod memory;
 mod nccl_table;
