@@ -26,18 +26,14 @@ impl Gathering<'_> {
             return None;
         }
         let (_, gpu_bytes) = self.links();
-        let Some(gpu_bytes) = gpu_bytes.filter(|b| *b > 0) else {
-            return None;
-        };
+        let gpu_bytes = gpu_bytes.filter(|b| *b > 0)?;
         let gpus = a.gpus.unwrap_or_else(|| self.node_gpu_count().max(1));
         let m = memory_model(model, model.params(), a.micro_batch, a.recipe.amp);
         let plan = memory::plan(&m, gpus, Some(gpu_bytes));
         if plan.ddp_fits != Some(false) {
             return None;
         }
-        let Some(h) = self.node_header() else {
-            return None;
-        };
+        let h = self.node_header()?;
         let header = Header::new(
             ReportKind::Recommend,
             h.backend,
