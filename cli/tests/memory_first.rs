@@ -34,6 +34,12 @@ fn an_8b_decoder_on_4x48gb_gets_fully_shard_without_a_launch() {
     );
     assert_eq!(v["memory"]["ddp_fits"], false);
     assert_eq!(v["memory"]["fit"]["row"]["wrapper"], "fsdp");
+    // 8 sequences as 2 accumulation steps of 4, every block checkpointed (docs/recommend.md).
+    assert_eq!(
+        (v["micro_batch"].as_u64(), v["chosen_accum"].as_u64()),
+        (Some(4), Some(2))
+    );
+    assert_eq!(v["memory"]["fit"]["checkpointing"], true);
     assert!(v.get("own_measurements").is_none(), "nothing was launched");
     assert!(v["python"].as_str().unwrap().contains("fully_shard(model"));
     let text = stdout(&local(&[
