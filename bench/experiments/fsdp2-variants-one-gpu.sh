@@ -14,7 +14,7 @@
 # Needs ddpcheck in DDPCHECK_BIN_DIR and torch >= 2.6 with fully_shard (replicate() where the torch
 # has torch.distributed._composable.replicate_with_fsdp; its run says so where not), torchvision
 # for PYTHON (bench/lib.sh); no network. Writes OUTDIR/NAME.json (bench ddp's reports), their
-# stderr, memory-NAME.txt, recommend-8b.{txt,stderr}, summary.txt, and all of it in
+# stderr, memory-NAME.txt, recommend-{8b,hf7b}.{txt,stderr}, summary.txt, and all of it in
 # OUTDIR/fsdp2-variants.tar.gz.
 set -uo pipefail
 # shellcheck source=../lib.sh
@@ -25,6 +25,7 @@ PARTS=${PARTS:-models slices recommend backends}
 VARIANTS=${VARIANTS:-base,replicate,fsdp,fsdp-noreshard}
 SMALL_LLAMA="decoder:12,1024,16,1024,32000,llama"
 BIG=(32 4096 32 2048 32000)  # layers, width, heads, seq, vocab: 8.7B parameters
+HF_7B="hf:llama,hidden_size=4096,intermediate_size=11008,num_hidden_layers=32,num_attention_heads=32,num_key_value_heads=32"
 big() { echo "decoder:$1,${BIG[1]},${BIG[2]},${BIG[3]},${BIG[4]},llama"; }
 SUMMARY=$OUT/summary.txt
 { date -u +%FT%TZ; "$DDPCHECK" --version; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -118,6 +119,14 @@ for part in $PARTS; do
             echo "== recommend on $(big "${BIG[0]}") at one GPU: rc $rc, $((SECONDS - t0)) s" >> "$SUMMARY"
             sed 's/^/  /' "$OUT/recommend-8b.txt" | head -60 >> "$SUMMARY"
             tail -5 "$OUT/recommend-8b.stderr" | sed 's/^/  stderr: /' >> "$SUMMARY"
+            # The 6.7B Hugging Face LLaMA whose launch once stopped at the 60 s import limit.
+            t0=$SECONDS
+            timeout 120 "$DDPCHECK" recommend --gpus 1 --model "$HF_7B" --micro-batch 1 --budget 100 \
+                > "$OUT/recommend-hf7b.txt" 2> "$OUT/recommend-hf7b.stderr"
+            rc=$?
+            { echo "== recommend on $HF_7B at one GPU: rc $rc, $((SECONDS - t0)) s"
+              grep -E "^Recommendation:" "$OUT/recommend-hf7b.txt" | sed 's/^/  /'
+              tail -3 "$OUT/recommend-hf7b.stderr" | sed 's/^/  stderr: /'; } >> "$SUMMARY"
             if [ "$HAVE_MEMORY" = 1 ]; then
                 "$DDPCHECK" memory --model "$(big "${BIG[0]}")" --micro-batch 1 --gpus 1 > "$OUT/memory-8b.txt" 2>&1
                 sed 's/^/  /' "$OUT/memory-8b.txt" >> "$SUMMARY"

@@ -129,3 +129,29 @@ fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
     let bad = local(&["memory", "--model", "gpt2-124m", "--gpu-memory-gib", "-1"]);
     assert_eq!(code(&bad), 64, "{}", stderr(&bad));
 }
+
+#[test]
+fn a_6_7b_hf_llama_on_one_80gb_gpu_gets_an_answer_without_building_it() {
+    // On one H100 this launch used to stop after 72 s: "importing transformers did not finish
+    // within 60 s", building 6.7B parameters on the CPU. Memory first answers before any launch
+    // (and the simulated node could not build it at all).
+    let model = "hf:llama,hidden_size=4096,intermediate_size=11008,num_hidden_layers=32,num_attention_heads=32,num_key_value_heads=32";
+    let started = std::time::Instant::now();
+    let v = json(&[
+        "--sim",
+        "hgx-h100-slice2",
+        "--json",
+        "recommend",
+        "--gpus",
+        "1",
+        "--micro-batch",
+        "1",
+        "--model",
+        model,
+    ]);
+    assert!(started.elapsed().as_secs() < 10);
+    assert_eq!(v["params"], 6_738_415_616u64);
+    assert_eq!(v["memory"]["ddp_fits"], false);
+    assert_eq!(v["chosen"], "fsdp", "{}", v["summary"]);
+    assert!(v["gpus"].as_u64().unwrap() >= 2, "{}", v["summary"]);
+}

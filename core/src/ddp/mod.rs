@@ -26,7 +26,7 @@ mod wrapper;
 
 pub use architecture::DecoderTensors;
 pub use decoder::{Decoder, DecoderArch, GPT2_VOCAB};
-pub use hf_config::from_hf_config;
+pub use hf_config::{from_hf_config, hf_llama_decoder};
 pub use host::{Buffers, HostFacts, NoGrad};
 pub use layout::{
     bucket_groups, constructor_groups, dtype_bytes, BucketOrder, LayoutSummary, ParamLayout,

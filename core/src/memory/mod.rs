@@ -57,8 +57,11 @@ pub struct MemoryModel {
 }
 
 impl MemoryModel {
-    /// A model ddpcheck knows the shape of, its activations estimated for `micro_batch`.
+    /// A model ddpcheck knows the shape of, its activations estimated for `micro_batch`; an
+    /// `hf:llama,...` source counted as the decoder it builds ([`hf_shape`]).
     pub fn of_spec(spec: &ModelSpec, micro_batch: u32, amp: Amp) -> Self {
+        let shaped = hf_shape(spec);
+        let spec = shaped.as_ref().unwrap_or(spec);
         let params = spec.params();
         let (largest_block, root) = match spec.decoder_tensors() {
             Some(t) => {
@@ -122,6 +125,22 @@ impl MemoryModel {
             ..self.clone()
         })
     }
+}
+
+/// The decoder an `hf:llama,...` source builds, so that its memory is known before anything is
+/// built (a 6.7B LLaMA took longer than a launch's import limit to build on a CPU); `None` for
+/// every other spec.
+pub fn hf_shape(spec: &ModelSpec) -> Option<ModelSpec> {
+    let Some(crate::ddp::ModelSource::HuggingFace {
+        model_type: Some(t),
+        overrides,
+        seq,
+        ..
+    }) = spec.source()
+    else {
+        return None;
+    };
+    crate::ddp::hf_llama_decoder(t, overrides, *seq).map(ModelSpec::Decoder)
 }
 
 /// One wrapper's bytes on each GPU at `gpus` GPUs.

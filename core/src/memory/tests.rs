@@ -213,3 +213,25 @@ fn peaks_are_checked_against_the_estimate_and_against_the_ddp_runs_measured_acti
     assert_eq!(checks[1].from_measured_bytes, Some(2_900_000_000));
     assert_eq!(checks[1].from_measured_error, Some(0.0));
 }
+
+#[test]
+fn an_hf_llama_source_is_counted_as_the_decoder_it_builds() {
+    // The 6.7B: LLaMA-7B's shape, untied head (LlamaConfig's default): 6,738,415,616.
+    let spec: ModelSpec = "hf:llama,hidden_size=4096,intermediate_size=11008,num_hidden_layers=32,num_attention_heads=32,num_key_value_heads=32"
+        .parse()
+        .unwrap();
+    let m = MemoryModel::of_spec(&spec, 1, Amp::Bf16);
+    assert_eq!(m.params, 6_738_415_616);
+    let p = plan(&m, 1, Some(85_520_809_984));
+    assert_eq!(
+        p.ddp_fits,
+        Some(false),
+        "18 B × 6.74B = 121 GB on an 80 GB GPU"
+    );
+    // A model type ddpcheck does not count stays unknown.
+    let other: ModelSpec = "hf:gpt_neox".parse().unwrap();
+    assert_eq!(
+        MemoryModel::of_spec(&other, 1, Amp::Bf16).params,
+        other.params()
+    );
+}

@@ -27,7 +27,12 @@ pub fn memory_model(model: &ModelInput, trainable: u64, micro_batch: u32, amp: A
             checkpointed_bytes: None,
         },
     };
-    m.trainable = trainable.min(m.params);
+    // A model built by code counts 0 before a launch reports its parameters: all train.
+    m.trainable = if trainable == 0 {
+        m.params
+    } else {
+        trainable.min(m.params)
+    };
     m
 }
 
