@@ -316,6 +316,7 @@ mod tests {
             calibration: None,
             bucket_cap_mb: None,
             gpu_memory_bytes: Some(48 << 30),
+            memory_peak: None,
             optimizer_s: None,
             hook_compute_s: None,
             hook_rests_on: None,

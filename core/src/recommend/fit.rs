@@ -42,12 +42,26 @@ pub fn memory_plan(input: &RecommendInput) -> Option<MemoryPlan> {
     if input.device == RunDevice::Cpu {
         return None;
     }
-    let m = memory_model(
+    let mut m = memory_model(
         &input.model,
         input.trainable_params(),
         input.micro_batch,
         input.recipe.amp,
     );
+    if let Some(run) = &input.memory_peak {
+        if let Some(bytes) =
+            memory::activations_from_peak(&m, run.wrapper, run.gpus, run.peak_bytes)
+        {
+            m.activations = ActivationSource::Measured {
+                bytes,
+                what: format!(
+                    "the 1-GPU run of {}: torch's peak {} less its predicted state",
+                    run.variant,
+                    gib(run.peak_bytes)
+                ),
+            };
+        }
+    }
     Some(memory::plan(&m, input.gpus, input.gpu_memory_bytes))
 }
 

@@ -80,3 +80,25 @@ fn keeping_the_batch_takes_as_few_accumulation_steps_as_reach_it() {
     assert_eq!(keep_batch(8, 1), (1, 8));
     assert_eq!(keep_batch(7, 4), (4, 2));
 }
+
+#[test]
+fn a_measured_one_gpu_peak_gives_the_plan_its_activations() {
+    use crate::memory::check::MeasuredPeak;
+    use crate::memory::ActivationSource;
+    let mut input = a6000_input();
+    // gpt2-124m: 124,439,808 parameters, 18 B each under DDP with bf16 autocast = 2.24 GB of
+    // state; a peak of 6 GB leaves 3.76 GB of activations.
+    input.memory_peak = Some(MeasuredPeak {
+        variant: "base".into(),
+        wrapper: Wrapper::Ddp,
+        gpus: 1,
+        peak_bytes: 6_000_000_000,
+    });
+    let plan = recommend(&input).unwrap().memory.unwrap();
+    let ActivationSource::Measured { bytes, what } = &plan.model.activations else {
+        panic!("{:?}", plan.model.activations);
+    };
+    assert_eq!(*bytes, 6_000_000_000 - 18 * 124_439_808);
+    assert!(what.contains("the 1-GPU run of base"), "{what}");
+    assert_eq!(plan.row(Wrapper::Ddp).unwrap().total_bytes, 6_000_000_000);
+}

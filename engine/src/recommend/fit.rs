@@ -4,12 +4,14 @@
 
 use std::time::Instant;
 
-use ddpcheck_core::ddp::RunDevice;
+use ddpcheck_core::ddp::{DdpVariant, RunDevice};
 use ddpcheck_core::memory;
+use ddpcheck_core::memory::check::MeasuredPeak;
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::recommend::{memory_model, sharded_answer, ModelInput};
 use ddpcheck_core::report::{Header, ReportKind};
 
+use super::measurements::Measurements;
 use super::{Gathering, RecommendReport};
 
 impl Gathering<'_> {
@@ -72,4 +74,48 @@ impl Gathering<'_> {
             (None, None) => None,
         }
     }
+}
+
+/// torch's peak of this node's 1-GPU run of `model` at `micro_batch` on GPUs: its unhooked DDP
+/// run where there is one, else any 1-GPU run that reported one.
+pub(super) fn measured_peak(
+    m: &Measurements,
+    model: &ModelInput,
+    micro_batch: u32,
+) -> Option<MeasuredPeak> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    let runs = m.ddp.iter().map(|(r, _)| r).filter(|r| {
+        r.model == name
+            && r.world_size == 1
+            && r.micro_batch == micro_batch
+            && r.device == RunDevice::Cuda
+            && r.max_memory_bytes.is_some()
+    });
+    let (mut best, mut rank) = (None, u8::MAX);
+    for r in runs {
+        let Ok(v) = r.variant.parse::<DdpVariant>() else {
+            continue;
+        };
+        let this = match (
+            v.wrapper().is_fsdp2(),
+            v.plain_ddp_with(ddpcheck_core::ddp::CommHook::None),
+        ) {
+            (false, true) => 0,
+            (false, false) => 1,
+            (true, _) => 2,
+        };
+        if this < rank {
+            rank = this;
+            best = Some(MeasuredPeak {
+                variant: r.variant.clone(),
+                wrapper: v.wrapper(),
+                gpus: 1,
+                peak_bytes: r.max_memory_bytes.unwrap_or(0),
+            });
+        }
+    }
+    best
 }

@@ -765,6 +765,7 @@ pub fn build(
         calibration,
         bucket_cap_mb: None,
         gpu_memory_bytes,
+        memory_peak: fit::measured_peak(m, &model, a.micro_batch),
         optimizer_s,
         hook_compute_s,
         hook_rests_on,
