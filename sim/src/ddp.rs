@@ -28,9 +28,10 @@
 //!   step = k·c + exposed + o (+ PowerSGD's compression). One GPU has nothing to synchronise,
 //!   nor has `nocomm`. Simulated
 //!   GPUs do not slow each other: N processes side by side compute as fast as one.
-//! - FSDP (estimate): per layer unit, an all-gather in the forward and one in the backward, and
-//!   a reduce-scatter of the gradients on the synchronising micro-batch, each overlapping its
-//!   pass at the same rate.
+//! - FSDP (estimate): per layer unit, an all-gather in the forward and one in the backward (none
+//!   in the backward for `fsdp-noreshard`, whose parameters stay gathered), and a reduce-scatter
+//!   of the gradients on the synchronising micro-batch, each overlapping its pass at the same
+//!   rate; HSDP as `fsdp`. FSDP2's `replicate()` all-reduces its gradients as DDP does.
 //! - p90 is the median plus 2%: the sim has no noise of its own.
 //! - A multi-GPU run (`nocomm` too) reports the profile's own curve as the all-reduce it timed
 //!   before its steps (`all_reduce_probe`): the simulated network does not drift. A `nocomm`
@@ -40,7 +41,7 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, timed_steps, CommHook, DdpRequest, DdpResult, DdpVariant,
-    ModelSpec, PlainReference, ALL_REDUCE_PROBE_BYTES,
+    ModelSpec, PlainReference, Wrapper, ALL_REDUCE_PROBE_BYTES,
 };
 use ddpcheck_core::memory;
 use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
@@ -186,7 +187,15 @@ pub fn step_time(
     let rate = fabric.regime.overlap_rate;
     let bwd = work.micro_s * BWD_FRACTION;
     let fwd = work.micro_s - bwd;
-    if variant.fsdp {
+    // FSDP2's replicate() all-reduces whole gradients as DDP does; the sharding wrappers
+    // gather and reduce-scatter.
+    if variant.fsdp && variant.wrapper() != Wrapper::Replicate {
+        // Without resharding the parameters stay gathered from forward to backward.
+        let regather = if variant.wrapper() == Wrapper::FsdpNoReshard {
+            0.0
+        } else {
+            1.0
+        };
         let units = fsdp_units(spec);
         let gather: f64 = units
             .iter()
@@ -197,8 +206,9 @@ pub fn step_time(
             .map(|p| fabric.time_us(Collective::ReduceScatter, floor_u64(p * GRAD_BYTES)) * 1e-6)
             .sum();
         let hide = |comm: f64, window: f64| (comm - rate * window).max(0.0);
-        let exposed =
-            k * hide(gather, fwd) + (k - 1.0) * hide(gather, bwd) + hide(gather + scatter, bwd);
+        let exposed = k * hide(gather, fwd)
+            + (k - 1.0) * hide(regather * gather, bwd)
+            + hide(regather * gather + scatter, bwd);
         return compute + exposed;
     }
     let shares = wire_shares(spec, variant);
