@@ -8,9 +8,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_core::ddp::{DdpVariant, ModelSpec, RunDevice};
+use ddpcheck_core::ddp::{DdpVariant, ModelSpec, RunDevice, Wrapper};
 use ddpcheck_core::memory::check::{check_peaks, measured_activations, MeasuredPeak, PeakCheck};
-use ddpcheck_core::memory::{self, MemoryPlan, FIT_SHARE};
+use ddpcheck_core::memory::slices::{fit_slices, SliceFit, SlicePeak};
+use ddpcheck_core::memory::{self, ActivationSource, MemoryPlan, FIT_SHARE};
 use ddpcheck_core::num::{floor_u64, ToF64};
 use ddpcheck_core::recommend::{memory_model, ModelInput};
 use ddpcheck_core::report::DdpReport;
@@ -38,7 +39,9 @@ pub struct MemoryArgs {
     /// Autocast, as the training runs: bf16 (MixedPrecisionPolicy bf16 for FSDP2) or none.
     #[arg(long, default_value = "bf16", value_name = "bf16|none")]
     pub amp: String,
-    /// `bench ddp` reports of this model at one GPU: each run's torch peak beside its prediction.
+    /// `bench ddp` reports of this model at one GPU: each run's torch peak beside its
+    /// prediction. Reports of the same decoder with fewer layers are its slices: their DDP runs'
+    /// activations, extrapolated to the model's layers, replace the estimate.
     #[arg(long, value_name = "REPORT")]
     pub from: Vec<PathBuf>,
 }
@@ -48,11 +51,20 @@ struct MemoryReport {
     plan: MemoryPlan,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     checks: Vec<PeakCheck>,
+    /// Activations from slices of the model (the same decoder with fewer layers), extrapolated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slices: Option<SliceFit>,
+}
+
+/// A 1-GPU run of a report: its parameters, and its peak with its wrapper.
+struct Run {
+    params: u64,
+    peak: MeasuredPeak,
 }
 
 pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
     let amp = a.amp.parse().map_err(RunError::Usage)?;
-    let runs = peaks(a)?;
+    let all = peaks(a)?;
     let mut model = ModelInput::Spec {
         spec: a.model.clone(),
     };
@@ -66,15 +78,53 @@ pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
         })?;
         model = ModelInput::Params { params };
     }
-    let m = memory_model(&model, model.params(), a.micro_batch, amp);
+    let mut m = memory_model(&model, model.params(), a.micro_batch, amp);
+    // The model's own runs are checked; other depths of its decoder are its slices.
+    let runs: Vec<MeasuredPeak> = all
+        .iter()
+        .filter(|r| a.model.params() == 0 || r.params == m.params)
+        .map(|r| r.peak.clone())
+        .collect();
+    let slices = a.model.decoder().and_then(|d| {
+        let s: Vec<SlicePeak> = all
+            .iter()
+            .filter(|r| r.params != m.params && r.peak.wrapper == Wrapper::Ddp)
+            .map(|r| SlicePeak {
+                params: r.params,
+                peak_bytes: r.peak.peak_bytes,
+            })
+            .collect();
+        fit_slices(d, a.micro_batch, amp, &s)
+    });
+    if let Some(f) = &slices {
+        m.activations = ActivationSource::Measured {
+            bytes: f.extrapolated_bytes,
+            what: format!(
+                "EXTRAPOLATED to {} layers from slices of {} layers",
+                f.layers,
+                f.points
+                    .iter()
+                    .map(|(l, _)| l.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        };
+    }
     let plan = memory::plan(&m, a.gpus, gpu_bytes(cli, a)?);
     let checks = check_peaks(&m, &runs);
     if cli.json {
-        print_json(&MemoryReport { plan, checks })?;
+        print_json(&MemoryReport {
+            plan,
+            checks,
+            slices,
+        })?;
         return Ok(0);
     }
     let mut s = crate::render::memory_plan(&plan);
     s.push_str(&rests_on(&m));
+    if let Some(f) = &slices {
+        s.push_str(&slice_lines(f));
+    }
     if !checks.is_empty() {
         s.push_str(&peak_table(&m, &runs, &checks));
     }
@@ -112,8 +162,26 @@ fn reports(a: &MemoryArgs) -> Result<Vec<DdpReport>, RunError> {
         .collect()
 }
 
+/// Each slice's measured activations and the line through them.
+fn slice_lines(f: &SliceFit) -> String {
+    let mut s =
+        String::from("\nActivations from slices (torch's peak less the predicted state):\n");
+    for (l, b) in &f.points {
+        let _ = writeln!(s, "  {l:>3} layers: {} GiB", gib(*b));
+    }
+    let _ = writeln!(
+        s,
+        "  {} GiB + {} GiB per layer, EXTRAPOLATED to {} layers: {} GiB",
+        gib(floor_u64(f.fixed_bytes.max(0.0))),
+        gib(floor_u64(f.per_layer_bytes.max(0.0))),
+        f.layers,
+        gib(f.extrapolated_bytes)
+    );
+    s
+}
+
 /// The 1-GPU runs of the reports with a peak, each with its wrapper.
-fn peaks(a: &MemoryArgs) -> Result<Vec<MeasuredPeak>, RunError> {
+fn peaks(a: &MemoryArgs) -> Result<Vec<Run>, RunError> {
     let mut out = Vec::new();
     for r in reports(a)? {
         for row in r.results.iter().filter(|x| x.device == RunDevice::Cuda) {
@@ -121,11 +189,14 @@ fn peaks(a: &MemoryArgs) -> Result<Vec<MeasuredPeak>, RunError> {
             else {
                 continue;
             };
-            out.push(MeasuredPeak {
-                variant: row.variant.clone(),
-                wrapper: v.wrapper(),
-                gpus: row.world_size,
-                peak_bytes: peak,
+            out.push(Run {
+                params: row.params,
+                peak: MeasuredPeak {
+                    variant: row.variant.clone(),
+                    wrapper: v.wrapper(),
+                    gpus: row.world_size,
+                    peak_bytes: peak,
+                },
             });
         }
     }

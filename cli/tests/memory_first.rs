@@ -155,3 +155,71 @@ fn a_6_7b_hf_llama_on_one_80gb_gpu_gets_an_answer_without_building_it() {
     assert_eq!(v["chosen"], "fsdp", "{}", v["summary"]);
     assert!(v["gpus"].as_u64().unwrap() >= 2, "{}", v["summary"]);
 }
+
+#[test]
+fn slices_of_a_model_too_big_to_launch_extrapolate_its_activations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut from = Vec::new();
+    for layers in [2, 4] {
+        let o = local(&[
+            "--sim",
+            "hgx-h100-slice2",
+            "--json",
+            "bench",
+            "ddp",
+            "--model",
+            &format!("decoder:{layers},4096,32,2048,32000,llama"),
+            "--variants",
+            "base",
+            "--gpus",
+            "1",
+            "--micro-batch",
+            "1",
+        ]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let p = dir.path().join(format!("slice{layers}.json"));
+        std::fs::write(&p, &o.stdout).unwrap();
+        from.push(p.display().to_string());
+    }
+    let mut args = vec![
+        "--json",
+        "memory",
+        "--model",
+        EIGHT_B,
+        "--micro-batch",
+        "1",
+        "--gpu-memory-gib",
+        "80",
+    ];
+    for f in &from {
+        args.extend(["--from", f.as_str()]);
+    }
+    let v = json(&args);
+    // The simulator's peaks are the model's own predictions, linear in the layers: the line
+    // through two slices lands on the estimate for 32 layers, to the byte's rounding.
+    let slices = &v["slices"];
+    assert_eq!(slices["layers"], 32);
+    let extrapolated = slices["extrapolated_bytes"].as_u64().unwrap();
+    let estimated = {
+        let e = json(&[
+            "--json",
+            "memory",
+            "--model",
+            EIGHT_B,
+            "--micro-batch",
+            "1",
+            "--gpu-memory-gib",
+            "80",
+        ]);
+        e["plan"]["model"]["activations"]["bytes"].as_u64().unwrap()
+    };
+    assert!(
+        extrapolated.abs_diff(estimated) < 64,
+        "{extrapolated} {estimated}"
+    );
+    assert_eq!(v["plan"]["model"]["activations"]["kind"], "measured");
+    assert!(
+        v.get("checks").is_none(),
+        "the slices are not the model's own runs"
+    );
+}

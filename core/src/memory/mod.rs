@@ -20,6 +20,7 @@
 
 pub mod activations;
 pub mod check;
+pub mod slices;
 #[cfg(test)]
 mod tests;
 

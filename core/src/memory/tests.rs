@@ -235,3 +235,34 @@ fn an_hf_llama_source_is_counted_as_the_decoder_it_builds() {
         other.params()
     );
 }
+
+#[test]
+fn slices_of_a_decoder_extrapolate_its_activations_along_a_line() {
+    use super::slices::{fit_slices, SlicePeak};
+    let spec = llama_8b();
+    let d = spec.decoder().unwrap();
+    // Slices of 2 and 4 layers whose peaks hold 1.0 GB + 0.5 GB per layer of activations above
+    // their predicted state (18 B per parameter under DDP, bf16).
+    let slice = |layers: u32| {
+        let s = ModelSpec::Decoder(crate::ddp::Decoder {
+            layers,
+            ..d.clone()
+        });
+        let state = 18 * s.params();
+        SlicePeak {
+            params: s.params(),
+            peak_bytes: state + 1_000_000_000 + u64::from(layers) * 500_000_000,
+        }
+    };
+    let fit = fit_slices(d, 1, Amp::Bf16, &[slice(2), slice(4)]).unwrap();
+    assert_eq!(fit.points, vec![(2, 2_000_000_000), (4, 3_000_000_000)]);
+    assert!((fit.per_layer_bytes - 5e8).abs() < 1e-3 && (fit.fixed_bytes - 1e9).abs() < 1e-3);
+    assert_eq!(fit.extrapolated_bytes, 17_000_000_000, "1 GB + 32 × 0.5 GB");
+    // One depth is no line; a report of another model is no slice.
+    assert!(fit_slices(d, 1, Amp::Bf16, &[slice(2), slice(2)]).is_none());
+    let other = SlicePeak {
+        params: 123,
+        peak_bytes: 1,
+    };
+    assert!(fit_slices(d, 1, Amp::Bf16, &[slice(2), other]).is_none());
+}
