@@ -128,7 +128,11 @@ for part in $PARTS; do
               grep -E "^Recommendation:" "$OUT/recommend-hf7b.txt" | sed 's/^/  /'
               tail -3 "$OUT/recommend-hf7b.stderr" | sed 's/^/  stderr: /'; } >> "$SUMMARY"
             if [ "$HAVE_MEMORY" = 1 ]; then
-                "$DDPCHECK" memory --model "$(big "${BIG[0]}")" --micro-batch 1 --gpus 1 > "$OUT/memory-8b.txt" 2>&1
+                # The slices' reports, where the slices part ran: activations extrapolated.
+                slices=()
+                for f in "$OUT"/llama8b-*layers*.json; do [ -s "$f" ] && slices+=(--from "$f"); done
+                "$DDPCHECK" memory --model "$(big "${BIG[0]}")" --micro-batch 1 --gpus 1 "${slices[@]}" \
+                    > "$OUT/memory-8b.txt" 2>&1
                 sed 's/^/  /' "$OUT/memory-8b.txt" >> "$SUMMARY"
             fi ;;
         backends)
