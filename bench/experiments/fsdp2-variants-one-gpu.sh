@@ -10,6 +10,7 @@
 #
 #   bench/experiments/fsdp2-variants-one-gpu.sh OUTDIR      (about 7 minutes on one H100 or H200)
 #   PARTS="models slices recommend backends" ...            (some parts)
+#   BUDGET_S=390                                            (no launch starts after it)
 #
 # Needs ddpcheck in DDPCHECK_BIN_DIR and torch >= 2.6 with fully_shard (replicate() where the torch
 # has torch.distributed._composable.replicate_with_fsdp; its run says so where not), torchvision
@@ -47,8 +48,16 @@ PYEOF
 HAVE_MEMORY=0
 if "$DDPCHECK" memory --help > /dev/null 2>&1; then HAVE_MEMORY=1; fi
 
+# The script's own bound: no launch starts after this many seconds (the whole stays under 8 min).
+BUDGET_S=${BUDGET_S:-390}
+
 launch() { # TAG MODEL MICRO_BATCH DEADLINE VARIANTS
     local tag=$1 model=$2 mb=$3 deadline=$4 variants=$5 t0=$SECONDS
+    if [ "$SECONDS" -gt "$BUDGET_S" ]; then
+        echo "== $tag: not run, $SECONDS s of the script's $BUDGET_S s gone" >> "$SUMMARY"
+        return
+    fi
+    deadline=$(( deadline < BUDGET_S + 60 - SECONDS ? deadline : BUDGET_S + 60 - SECONDS ))
     timeout $((deadline + 30)) "$DDPCHECK" --json bench ddp --gpus 1 --variants "$variants" \
         --model "$model" --micro-batch "$mb" --warmup-steps 3 --steps 10 --min-timed-seconds 1 \
         --plain-reference --deadline "$deadline" > "$OUT/$tag.json" 2> "$OUT/$tag.stderr"
@@ -140,6 +149,7 @@ for part in $PARTS; do
             # (one line expected).
             for b in gloo nccl2; do
                 t0=$SECONDS
+                if [ "$SECONDS" -gt "$BUDGET_S" ]; then echo "== --backend $b: not run (time)" >> "$SUMMARY"; continue; fi
                 timeout 150 "$DDPCHECK" --json bench ddp --gpus 1 --variants base --backend "$b" \
                     --model "$SMALL_LLAMA" --micro-batch 8 --warmup-steps 3 --steps 10 --deadline 120 \
                     > "$OUT/backend-$b.json" 2> "$OUT/backend-$b.stderr"
