@@ -126,6 +126,22 @@ fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
         r,
     ]));
     assert!(text.contains("Against torch's peaks"), "{text}");
+    // The text names each wrapper's own work and its peak.
+    let text = stdout(&local(&[
+        "--sim",
+        "a6000x4-phb",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "fsdp",
+        "--gpus",
+        "1",
+    ]));
+    assert!(text.contains("a step under fsdp"), "{text}");
+    assert!(text.contains("fsdp's own work +5.0%"), "{text}");
+    assert!(text.contains("; peak memory "), "{text}");
     let bad = local(&["memory", "--model", "gpt2-124m", "--gpu-memory-gib", "-1"]);
     assert_eq!(code(&bad), 64, "{}", stderr(&bad));
 }
