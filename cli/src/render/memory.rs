@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use ddpcheck_core::memory::{MemoryPlan, MemoryRow, FIT_SHARE};
+use ddpcheck_core::memory::{ActivationSource, MemoryPlan, MemoryRow, FIT_SHARE};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::units::fmt_bytes;
 
@@ -64,5 +64,19 @@ pub fn memory_plan(p: &MemoryPlan) -> String {
         table.push(row);
     }
     s.push_str(&super::columns::layout(&table));
+    let _ = writeln!(s, "{}", activations_line(&p.model.activations));
     s
+}
+
+/// Where the table's activations come from, in one line.
+fn activations_line(a: &ActivationSource) -> String {
+    match a {
+        ActivationSource::Measured { what, .. } => format!("activations measured: {what}"),
+        ActivationSource::Estimated { .. } => {
+            "activations ESTIMATED after Korthikanti et al. 2022 \
+            (docs/recommend.md, \"Memory first\")"
+                .to_string()
+        }
+        ActivationSource::Unknown => "activations unknown: left out of the totals".to_string(),
+    }
 }
