@@ -11,6 +11,7 @@ use crate::explain_cmd::ExplainArgs;
 use crate::flag_values::parse_message_size;
 use crate::global_args::GlobalArgs;
 use crate::history_cmd::HistoryArgs;
+use crate::memory_cmd::MemoryArgs;
 use crate::recommend_cmd::RecommendArgs;
 
 /// ddpcheck — is this GPU node healthy, how fast is its interconnect really, and will PyTorch
@@ -53,6 +54,9 @@ pub enum Command {
     Diff(DiffArgs),
     /// Predict DDP scaling from this node's measurements and recommend settings.
     Recommend(Box<RecommendArgs>),
+    /// Memory first: each wrapper's bytes per GPU (DDP, replicate, fsdp, fsdp-noreshard, hsdp)
+    /// against the GPU's memory; with --from, beside torch's peaks.
+    Memory(MemoryArgs),
     /// The runs the node's daemon has stored, newest first: `ddpcheck --daemon SOCKET history`.
     History(HistoryArgs),
     /// Run the main flow on a simulated 4xA6000 PHB node through an in-process daemon.
@@ -142,4 +146,8 @@ pub struct CollectivesArgs {
     /// Hard deadline of each sweep, seconds.
     #[arg(long, default_value_t = 300.0)]
     pub deadline: f64,
+    /// The collectives' backend: nccl, which this command runs itself (as nccl-tests does).
+    /// gloo and nccl2 are torch's process groups: `bench ddp --backend` runs them.
+    #[arg(long, default_value = "nccl", value_name = "nccl|gloo|nccl2")]
+    pub backend: String,
 }

@@ -37,7 +37,9 @@ pub struct DdpArgs {
     #[arg(long, value_name = "mlp:WIDTHS")]
     pub sweep: Option<String>,
     /// Variants, comma-separated: base, bf16, fp16, powersgd (rank 1) or powersgdN (rank N,
-    /// 1..=256), accumN, bucketMB, fsdp, joined with '+';
+    /// 1..=256), accumN, bucketMB, joined with '+'; a wrapper other than DDP: replicate
+    /// (FSDP2's replicate()), fsdp (fully_shard per block, resharding after forward),
+    /// fsdp-noreshard, hsdp (replicate x shard, 4+ GPUs), each with MixedPrecisionPolicy bf16;
     /// nocomm: no gradient communication at all (N GPUs side by side; an input of `recommend`).
     /// Default: base,bf16,accum4,bf16+accum4; on CPU ranks (gloo, which has no bf16 hook)
     /// base,fp16,accum4,fp16+accum4.
@@ -222,7 +224,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
 }
 
 /// A saved `bench ddp --json` report of a version this build reads, its figures in range.
-fn saved_ddp_report(
+pub(crate) fn saved_ddp_report(
     text: &str,
     file: &std::path::Path,
 ) -> Result<ddpcheck_core::report::DdpReport, RunError> {

@@ -40,6 +40,7 @@ mod explain_cmd;
 mod flag_values;
 mod global_args;
 mod history_cmd;
+mod memory_cmd;
 mod model_args;
 mod plot;
 mod progress;
@@ -180,6 +181,7 @@ fn run(cli: &Cli) -> Result<i32, RunError> {
         Command::Explain(a) => explain_cmd::run(global, a),
         Command::Diff(a) => diff_cmd::run(global, a),
         Command::Recommend(a) => recommend_cmd::run(global, a),
+        Command::Memory(a) => memory_cmd::run(global, a),
         Command::History(a) => history_cmd::run(global, a),
         Command::Config(c) => config_cmd::run(global, c),
         Command::Cluster(c) => cluster_cmd::run(global, c),
@@ -204,6 +206,16 @@ fn topo(cli: &GlobalArgs, a: &TopoArgs) -> Result<i32, RunError> {
 }
 
 fn collectives(cli: &GlobalArgs, a: &CollectivesArgs) -> Result<i32, RunError> {
+    let backend: ddpcheck_core::ddp::Backend = a.backend.parse().map_err(RunError::Usage)?;
+    if !backend.is_nccl() {
+        return Err(RunError::Usage(format!(
+            "--backend {}: bench collectives runs NCCL itself, not through torch; torch's {} \
+             process group is measured by bench ddp --backend {}",
+            backend.as_str(),
+            backend.as_str(),
+            backend.as_str()
+        )));
+    }
     let ops = if a.ops.trim() == "all" {
         vec![
             Collective::AllReduce,

@@ -1,5 +1,5 @@
 //! The training recipe's flags shared by `bench ddp` and `recommend` (`--amp`, DDP's options,
-//! `--device`).
+//! `--device`, `--backend`).
 
 use clap::Args;
 use ddpcheck_core::ddp::{CompileMode, Recipe, RunDevice};
@@ -36,6 +36,10 @@ pub struct RecipeArgs {
     /// the benchmark and your factory where there is no GPU; CPU figures, never GPU ones).
     #[arg(long, default_value = "cuda", value_name = "cuda|cpu")]
     pub device: String,
+    /// The process group's backend on GPUs, as your training's init_process_group names it:
+    /// nccl, gloo, or nccl2 where the torch has it (one line where it does not).
+    #[arg(long, default_value = "nccl", value_name = "nccl|gloo|nccl2")]
+    pub backend: String,
 }
 
 impl RecipeArgs {
@@ -47,6 +51,7 @@ impl RecipeArgs {
             gradient_as_bucket_view: !self.no_gradient_as_bucket_view,
             broadcast_buffers: !self.no_broadcast_buffers,
             compile: self.compile_mode()?,
+            backend: self.backend.parse().map_err(RunError::Usage)?,
         })
     }
 

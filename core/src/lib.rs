@@ -17,6 +17,7 @@ pub mod explain;
 pub mod finding;
 pub mod full_backend;
 pub mod hostcopy;
+pub mod memory;
 pub mod node_gpus;
 pub mod num;
 pub mod params;

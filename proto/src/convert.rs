@@ -12,7 +12,7 @@ use std::time::Duration;
 use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::cluster::{ClusterJob, Phase, PhaseCall, MAX_RENDEZVOUS};
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::ddp::{Amp, DdpRequest, DdpVariant, ModelSpec, Recipe, RunDevice};
+use ddpcheck_core::ddp::{Amp, Backend, DdpRequest, DdpVariant, ModelSpec, Recipe, RunDevice};
 use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
 use ddpcheck_core::ProbeError;
 
@@ -192,6 +192,11 @@ impl From<&DdpRequest> for v1::BenchDdpRequest {
                 RunDevice::Cpu => "cpu".into(),
             },
             plain_reference: r.plain_reference,
+            backend: if r.recipe.backend.is_nccl() {
+                String::new()
+            } else {
+                r.recipe.backend.as_str().into()
+            },
         }
     }
 }
@@ -238,6 +243,11 @@ impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
                     None
                 } else {
                     Some(req.compile.parse().map_err(Invalid)?)
+                },
+                backend: if req.backend.is_empty() {
+                    Backend::default()
+                } else {
+                    req.backend.parse().map_err(Invalid)?
                 },
             },
             device: match req.device.as_str() {
@@ -468,6 +478,7 @@ mod tests {
                 gradient_as_bucket_view: false,
                 broadcast_buffers: false,
                 compile: Some(CompileMode::MaxAutotune),
+                backend: Backend::Gloo,
             },
             device: RunDevice::Cpu,
             plain_reference: false,

@@ -28,9 +28,10 @@
 //!   step = k·c + exposed + o (+ PowerSGD's compression). One GPU has nothing to synchronise,
 //!   nor has `nocomm`. Simulated
 //!   GPUs do not slow each other: N processes side by side compute as fast as one.
-//! - FSDP (estimate): per layer unit, an all-gather in the forward and one in the backward, and
-//!   a reduce-scatter of the gradients on the synchronising micro-batch, each overlapping its
-//!   pass at the same rate.
+//! - FSDP (estimate): per layer unit, an all-gather in the forward and one in the backward (none
+//!   in the backward for `fsdp-noreshard`, whose parameters stay gathered), and a reduce-scatter
+//!   of the gradients on the synchronising micro-batch, each overlapping its pass at the same
+//!   rate; HSDP as `fsdp`. FSDP2's `replicate()` all-reduces its gradients as DDP does.
 //! - p90 is the median plus 2%: the sim has no noise of its own.
 //! - A multi-GPU run (`nocomm` too) reports the profile's own curve as the all-reduce it timed
 //!   before its steps (`all_reduce_probe`): the simulated network does not drift. A `nocomm`
@@ -40,8 +41,9 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, timed_steps, CommHook, DdpRequest, DdpResult, DdpVariant,
-    ModelSpec, PlainReference, ALL_REDUCE_PROBE_BYTES,
+    ModelSpec, PlainReference, Wrapper, ALL_REDUCE_PROBE_BYTES,
 };
+use ddpcheck_core::memory;
 use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
 use ddpcheck_core::step_time::{powersgd, GradLayout};
 use ddpcheck_core::ProbeError;
@@ -185,7 +187,15 @@ pub fn step_time(
     let rate = fabric.regime.overlap_rate;
     let bwd = work.micro_s * BWD_FRACTION;
     let fwd = work.micro_s - bwd;
-    if variant.fsdp {
+    // FSDP2's replicate() all-reduces whole gradients as DDP does; the sharding wrappers
+    // gather and reduce-scatter.
+    if variant.fsdp && variant.wrapper() != Wrapper::Replicate {
+        // Without resharding the parameters stay gathered from forward to backward.
+        let regather = if variant.wrapper() == Wrapper::FsdpNoReshard {
+            0.0
+        } else {
+            1.0
+        };
         let units = fsdp_units(spec);
         let gather: f64 = units
             .iter()
@@ -196,8 +206,9 @@ pub fn step_time(
             .map(|p| fabric.time_us(Collective::ReduceScatter, floor_u64(p * GRAD_BYTES)) * 1e-6)
             .sum();
         let hide = |comm: f64, window: f64| (comm - rate * window).max(0.0);
-        let exposed =
-            k * hide(gather, fwd) + (k - 1.0) * hide(gather, bwd) + hide(gather + scatter, bwd);
+        let exposed = k * hide(gather, fwd)
+            + (k - 1.0) * hide(regather * gather, bwd)
+            + hide(regather * gather + scatter, bwd);
         return compute + exposed;
     }
     let shares = wire_shares(spec, variant);
@@ -327,6 +338,7 @@ pub fn run(
             m.name()
         )));
     }
+    out_of_memory(catalog, profile, req)?;
     let repeats = req.repeats.max(1);
     let total = len_u32(req.models.len() * req.variants.len() * req.world_sizes.len()) * repeats;
     let mut rows = Vec::new();
@@ -373,11 +385,11 @@ pub fn run(
                             }
                     });
                     // The plain reference, in the 1-GPU launch and for runs without a hook
-                    // (as the benchmark script): the model without DDP, its compute alone
-                    // without DDP's own work at one GPU.
+                    // (as the benchmark script; an FSDP2 wrapper's on a copy of the model): the
+                    // model without its wrapper, its compute alone without the wrapper's own
+                    // work at one GPU.
                     let plain = (req.plain_blocks_at(world)
                         && !variant.nocomm
-                        && !variant.fsdp
                         && variant.hook == CommHook::None)
                         .then(|| {
                             let alone = (step_time(&fabric, spec, variant, work, 1)
@@ -425,6 +437,19 @@ pub fn run(
                         compile: compile_outcome(&req.recipe, plain.is_some()),
                         plain_reference: plain,
                         recipe: Some(req.recipe.clone()),
+                        // sim: the peak ddpcheck's memory model predicts.
+                        max_memory_bytes: Some(
+                            memory::predict(
+                                &memory::MemoryModel::of_spec(
+                                    spec,
+                                    req.micro_batch,
+                                    req.recipe.amp,
+                                ),
+                                variant.wrapper(),
+                                world,
+                            )
+                            .total_bytes,
+                        ),
                         // Speedups and launches: filled in below.
                         ..DdpResult::default()
                     });
@@ -435,6 +460,42 @@ pub fn run(
     let mut rows = merge_repeats(rows);
     fill_scaling(&mut rows, req.price_per_gpu_hour);
     Ok(rows)
+}
+
+/// A simulated GPU runs out of memory where ddpcheck's memory model says a real one would
+/// ([`ddpcheck_core::memory`]: the training state as the wrapper shards it, the parameters it
+/// computes on and one micro-batch's activations, past [`memory::FIT_SHARE`] of the GPU), and
+/// ends the launch with the line the benchmark script gives there.
+fn out_of_memory(catalog: &Catalog, profile: &Profile, req: &DdpRequest) -> Result<(), ProbeError> {
+    let Some(gpu) = catalog.gpu_model(&profile.gpu_model) else {
+        return Ok(());
+    };
+    let usable = memory::usable_bytes(gpu.memory_total_bytes);
+    for spec in &req.models {
+        let m = memory::MemoryModel::of_spec(spec, req.micro_batch, req.recipe.amp);
+        for variant in &req.variants {
+            for &world in &req.world_sizes {
+                let row = memory::predict(&m, variant.wrapper(), world);
+                if row.total_bytes > usable {
+                    return Err(ProbeError::Invalid(format!(
+                        "micro-batch {} does not fit on GPU0 ({}, {:.1} GiB): {} {} on {world} \
+                         GPU(s) needs {:.1} GiB (sim: ddpcheck's memory model)",
+                        req.micro_batch,
+                        gpu.name,
+                        gib(gpu.memory_total_bytes),
+                        spec.name(),
+                        variant.name,
+                        gib(row.total_bytes)
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes.to_f64() / f64::from(1u32 << 30)
 }
 
 /// `slow-gpu`: a run of two or more GPUs that synchronises waits for GPU 1, so its every

@@ -981,3 +981,27 @@ fn a_vm_profile_shows_the_platform_of_the_vm_fault() {
     // The HGX slice's guest sees no NVSwitch, so no Fabric Manager is asked for.
     assert_eq!(facts("hgx-h100-slice2").fabric.nvswitches, 0);
 }
+
+/// FSDP2's wrappers on the simulated 4xA6000 box: replicate() all-reduces as DDP does,
+/// fully_shard without resharding gathers once per micro-batch, with resharding twice; each run
+/// reports the peak core's memory model predicts.
+#[test]
+fn fsdp2_wrappers_move_what_they_move() {
+    let req = ddp_req(
+        &["gpt2-124m"],
+        &["base", "replicate", "fsdp", "fsdp-noreshard"],
+        &[4],
+        &[],
+    );
+    let rows = sim("a6000x4-phb").ddp(&req, &mut |_| {}).unwrap();
+    let step = |v: &str| row(&rows, v, 4).step_time_median_s;
+    assert_eq!(step("replicate"), step("base"));
+    assert!(
+        step("fsdp-noreshard") < step("fsdp"),
+        "{} {}",
+        step("fsdp-noreshard"),
+        step("fsdp")
+    );
+    let peak = |v: &str| row(&rows, v, 4).max_memory_bytes.unwrap();
+    assert!(peak("fsdp") < peak("fsdp-noreshard") && peak("fsdp-noreshard") < peak("base"));
+}

@@ -1,8 +1,10 @@
 //! Text output of reports: what a person reads. `--json` prints the reports themselves.
 
+mod columns;
 mod diff;
 mod explain;
 mod explain_artifacts;
+mod memory;
 mod nccl_table;
 mod recommend;
 mod topology;
@@ -10,6 +12,7 @@ mod topology;
 pub use diff::diff;
 pub use explain::explain;
 pub use explain_artifacts::explain_artifacts;
+pub use memory::memory_plan;
 pub use recommend::recommendation;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
@@ -263,15 +266,32 @@ fn solo_lines(results: &[ddpcheck_core::ddp::DdpResult]) -> Vec<String> {
 }
 
 /// One line per 1-GPU run timed beside its model without DDP in the same launch: both steps and
-/// DDP's own work, the median of each interleaved round's ratio (`ddp_over_plain`).
+/// the wrapper's own work (DDP's, or an FSDP2 wrapper's), the median of each interleaved round's
+/// ratio (`ddp_over_plain`), and torch's peak memory where the launch gave it.
 fn plain_lines(results: &[DdpResult]) -> Vec<String> {
     results
         .iter()
         .filter_map(|x| {
             let p = x.plain_reference.as_ref()?;
             let ratio = p.ddp_over_plain()?;
+            let wrapper = x
+                .variant
+                .parse::<ddpcheck_core::ddp::DdpVariant>()
+                .map_or(ddpcheck_core::ddp::Wrapper::Ddp, |v| v.wrapper());
+            let (under, own) = match wrapper {
+                ddpcheck_core::ddp::Wrapper::Ddp => ("in DDP".to_string(), "DDP's".to_string()),
+                w => (format!("under {w}"), format!("{w}'s")),
+            };
+            let wrapped = if wrapper == ddpcheck_core::ddp::Wrapper::Ddp {
+                "DDP"
+            } else {
+                "it"
+            };
+            let peak = x.max_memory_bytes.map_or(String::new(), |b| {
+                format!("; peak memory {}", fmt_bytes(b.to_f64()))
+            });
             Some(format!(
-                "{} {} at {} GPU(s): {:.2} ms a step in DDP, {:.2} ms without DDP in the same launch; DDP's own work {:+.1}% (ddp_over_plain {ratio:.3}, median of {} interleaved rounds)",
+                "{} {} at {} GPU(s): {:.2} ms a step {under}, {:.2} ms without {wrapped} in the same launch; {own} own work {:+.1}% (ddp_over_plain {ratio:.3}, median of {} interleaved rounds){peak}",
                 x.model,
                 x.variant,
                 x.world_size,

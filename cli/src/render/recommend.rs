@@ -8,11 +8,23 @@ use ddpcheck_core::num::ToF64;
 use ddpcheck_core::recommend::{PowerSgdOffer, Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
 
+use super::columns::layout;
+
 /// Plain-text report: the table, the recommendation, reasons, warnings, Python, environment.
 pub fn recommendation(r: &Recommendation) -> String {
-    let mut s = inputs(r);
-    s.push('\n');
-    s.push_str(&layout(&table(r)));
+    // Where DDP does not fit, the answer rests on memory alone: no variants' table.
+    let mut s = if r.rows.is_empty() && r.memory.is_some() {
+        String::new()
+    } else {
+        let mut s = inputs(r);
+        s.push('\n');
+        s.push_str(&layout(&table(r)));
+        s
+    };
+    if let Some(plan) = &r.memory {
+        s.push('\n');
+        s.push_str(&super::memory::memory_plan(plan));
+    }
     let _ = writeln!(s, "\nRecommendation: {}", r.summary);
     if !r.reasons.is_empty() {
         s.push_str("\nWhy:\n");
@@ -284,42 +296,6 @@ fn ranks(device: RunDevice, n: u32) -> String {
     format!("{n} {one}{}", if n == 1 { "" } else { "s" })
 }
 
-/// Columns padded to their widest cell: the first left-aligned, the others right-aligned, a
-/// rule under the header.
-fn layout(table: &[Vec<String>]) -> String {
-    let mut s = String::new();
-    let columns = table.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            table
-                .iter()
-                .map(|r| r.get(c).map(|x| x.chars().count()).unwrap_or(0))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for (i, r) in table.iter().enumerate() {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            let pad = widths[c].saturating_sub(cell.chars().count());
-            if c == 0 {
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
-            } else {
-                line.push_str("  ");
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
-            }
-        }
-        let _ = writeln!(s, "{}", line.trim_end());
-        if i == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-            let _ = writeln!(s, "{}", "-".repeat(total));
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +339,7 @@ mod tests {
             calibration: None,
             bucket_cap_mb: None,
             gpu_memory_bytes: Some(48 << 30),
+            memory_peak: None,
             optimizer_s: None,
             hook_compute_s: None,
             hook_rests_on: None,

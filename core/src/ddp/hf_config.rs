@@ -38,6 +38,42 @@ pub fn from_hf_config(text: &str) -> Result<ModelSpec, String> {
     Ok(ModelSpec::Decoder(decoder.as_preset()))
 }
 
+/// Hugging Face's `LlamaConfig` defaults (transformers' configuration_llama.py): what
+/// `AutoConfig.for_model("llama", **overrides)` starts from.
+const LLAMA_DEFAULTS: [(&str, u32); 6] = [
+    ("vocab_size", 32000),
+    ("hidden_size", 4096),
+    ("intermediate_size", 11008),
+    ("num_hidden_layers", 32),
+    ("num_attention_heads", 32),
+    ("max_position_embeddings", 2048),
+];
+
+/// The decoder an `hf:llama[,KEY=VALUE...]` source builds, counted without building it:
+/// `LlamaConfig`'s defaults with the overrides on top, the batch's `seq` tokens. `None` for
+/// another model type, a `config.json` (core reads no file) or an override it cannot read.
+pub fn hf_llama_decoder(
+    model_type: &str,
+    overrides: &[(String, String)],
+    seq: u32,
+) -> Option<Decoder> {
+    if model_type != "llama" {
+        return None;
+    }
+    let mut c: Map<String, Value> = LLAMA_DEFAULTS
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), Value::from(*v)))
+        .collect();
+    for (k, v) in overrides {
+        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::from(v.as_str()));
+        c.insert(k.clone(), value);
+    }
+    let mut d = llama(&c).ok()?;
+    d.seq = seq;
+    d.validate().ok()?;
+    Some(d)
+}
+
 fn gpt2(c: &Map<String, Value>) -> Result<Decoder, String> {
     let (layers, width) = (count(c, "n_layer")?, count(c, "n_embd")?);
     let seq = match c.get("n_positions") {

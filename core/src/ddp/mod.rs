@@ -22,10 +22,11 @@ mod request;
 mod result;
 mod source;
 mod spec;
+mod wrapper;
 
 pub use architecture::DecoderTensors;
 pub use decoder::{Decoder, DecoderArch, GPT2_VOCAB};
-pub use hf_config::from_hf_config;
+pub use hf_config::{from_hf_config, hf_llama_decoder};
 pub use host::{Buffers, HostFacts, NoGrad};
 pub use layout::{
     bucket_groups, constructor_groups, dtype_bytes, BucketOrder, LayoutSummary, ParamLayout,
@@ -36,8 +37,8 @@ pub use noise::{beyond_noise, describe_noise_bound, noise_bound, rounds_noise_bo
 pub use plain::{PlainReference, Reference};
 pub use ratio::{throughput_ratio, ThroughputRatio};
 pub use request::{
-    timed_steps, Amp, CompileMode, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS, MAX_REPEATS,
-    MAX_STEPS,
+    timed_steps, Amp, Backend, CompileMode, DdpRequest, Recipe, RunDevice, MAX_CPU_RANKS,
+    MAX_REPEATS, MAX_STEPS,
 };
 pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{
@@ -49,6 +50,7 @@ pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{
     one_gpu_reference, CommHook, DdpVariant, ModelSpec, POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK,
 };
+pub use wrapper::{Wrapper, HSDP_REPLICAS};
 
 #[cfg(test)]
 mod layout_tests;

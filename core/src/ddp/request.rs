@@ -122,6 +122,47 @@ pub struct Recipe {
     /// (DDPOptimizer splits the graph at the buckets); `None`: eager.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileMode>,
+    /// The process group's backend on GPUs (`--backend`): NCCL by default; CPU ranks run gloo.
+    #[serde(default, skip_serializing_if = "Backend::is_nccl")]
+    pub backend: Backend,
+}
+
+/// `torch.distributed`'s process-group backend (`--backend`): `nccl`, `gloo`, or `nccl2` where
+/// the torch has it (torch 2.11's backends are gloo, mpi, nccl, ucc, xccl and fake: no `nccl2`,
+/// and the benchmark says so in one line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    #[default]
+    Nccl,
+    Gloo,
+    Nccl2,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Nccl => "nccl",
+            Backend::Gloo => "gloo",
+            Backend::Nccl2 => "nccl2",
+        }
+    }
+
+    pub fn is_nccl(&self) -> bool {
+        *self == Backend::Nccl
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "nccl" => Ok(Backend::Nccl),
+            "gloo" => Ok(Backend::Gloo),
+            "nccl2" => Ok(Backend::Nccl2),
+            other => Err(format!("--backend {other:?}: expected nccl, gloo or nccl2")),
+        }
+    }
 }
 
 /// torch.compile's `mode` (`--compile-mode`).
@@ -179,6 +220,7 @@ impl Default for Recipe {
             gradient_as_bucket_view: true,
             broadcast_buffers: true,
             compile: None,
+            backend: Backend::Nccl,
         }
     }
 }
@@ -199,6 +241,9 @@ impl Recipe {
         let mut parts = vec![format!("amp {}", self.amp.as_str())];
         if let Some(mode) = self.compile {
             parts.push(format!("torch.compile {}", mode.as_str()));
+        }
+        if !self.backend.is_nccl() {
+            parts.push(format!("backend {}", self.backend.as_str()));
         }
         parts.extend(self.ddp_kwargs());
         parts.join(", ")
@@ -340,12 +385,29 @@ impl DdpRequest {
             if v.fsdp && v.hook != CommHook::None {
                 return bad(format!("variant {}: FSDP takes no DDP comm hook", v.name));
             }
+            if v.fsdp && self.recipe.amp == Amp::Fp16 {
+                return bad(format!(
+                    "variant {}: FSDP2 wrappers run MixedPrecisionPolicy bf16 (--amp bf16) or \
+                     full precision (--amp none), not fp16",
+                    v.name
+                ));
+            }
+            let worlds = self.world_sizes.iter();
+            if let Some(why) = worlds.filter_map(|&n| v.wrapper().refuses(n)).next() {
+                return bad(format!("variant {}: {why}", v.name));
+            }
             if v.fsdp && self.recipe.compile.is_some() {
                 return bad(format!(
                     "variant {}: --compile is DDP's (DDPOptimizer); FSDP variants run without it",
                     v.name
                 ));
             }
+        }
+        if self.device == RunDevice::Cpu && self.recipe.backend == Backend::Nccl2 {
+            return bad(format!(
+                "--backend {}: CPU ranks run gloo; the backend is for GPUs",
+                self.recipe.backend.as_str()
+            ));
         }
         if self.device == RunDevice::Cpu {
             if let Some(n) = self

@@ -106,6 +106,11 @@ pub struct DdpResult {
     /// step, or the compiler's first line where it failed (the run's figures are then eager).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileOutcome>,
+    /// The largest peak of allocated GPU memory over the ranks (`torch.cuda.max_memory_allocated`),
+    /// bytes; an FSDP2 run's before its plain copy came onto the GPU. The largest over launches
+    /// when repeated; absent on CPU ranks and from older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory_bytes: Option<u64>,
 }
 
 /// How a run's `torch.compile` went: its warm-up ran until steps were steady, and the time it
@@ -323,6 +328,7 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
             );
             // One configuration, so one GPU count: its launches' probes, folded.
             let probe = probe_curve(&g, g[0].world_size).map(|(sweep, _)| sweep);
+            let peak = g.iter().filter_map(|r| r.max_memory_bytes).max();
             let first = g.remove(0);
             // Runners report finite steps; a launch without one does not move the figure.
             let step = crate::expect::median(&steps).unwrap_or(first.step_time_median_s);
@@ -343,6 +349,7 @@ pub fn merge_repeats(results: Vec<DdpResult>) -> Vec<DdpResult> {
                 solo_step_time_median_s: crate::expect::median(&solos),
                 launch_solo_step_medians_s: solos,
                 plain_reference: plain,
+                max_memory_bytes: peak,
                 ..first
             }
         })

@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use super::decoder::Decoder;
 use super::source::ModelSource;
+use super::wrapper::Wrapper;
 use crate::num::ToF64;
 use serde::{Deserialize, Serialize};
 
@@ -186,7 +187,9 @@ pub const POWERSGD_DEFAULT_RANK: u32 = 1;
 pub const POWERSGD_MAX_RANK: u32 = 256;
 
 /// One way of running DDP: `base`, `bf16`, `fp16`, `powersgd` (PowerSGD at rank
-/// [`POWERSGD_DEFAULT_RANK`]; `powersgd4` at rank 4), `accum4`, `bucket50`, `fsdp`, combined with `+` (`bf16+accum4`), and `nocomm`: DDP with every micro-batch under `no_sync`,
+/// [`POWERSGD_DEFAULT_RANK`]; `powersgd4` at rank 4), `accum4`, `bucket50`, a wrapper other than
+/// DDP (`replicate`, `fsdp`, `fsdp-noreshard`, `hsdp`: [`Wrapper`]), combined with `+`
+/// (`bf16+accum4`), and `nocomm`: DDP with every micro-batch under `no_sync`,
 /// so N GPUs compute side by side with no gradient communication (the ceiling communication
 /// cannot beat; the step-time model reads from it how much N processes slow each other).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -196,7 +199,11 @@ pub struct DdpVariant {
     pub accum: u32,
     pub bucket_cap_mb: Option<f64>,
     pub gradient_as_bucket_view: bool,
+    /// Trained under an FSDP2-based wrapper (any but DDP: see `wrapper`).
     pub fsdp: bool,
+    /// The wrapper: DDP, or `replicate`, `fsdp`, `fsdp-noreshard`, `hsdp` (FSDP2).
+    #[serde(default, skip_serializing_if = "is_ddp")]
+    pub wrapper: Wrapper,
     /// No gradient communication at all (`nocomm`).
     #[serde(default)]
     pub nocomm: bool,
@@ -217,11 +224,16 @@ impl Default for DdpVariant {
             bucket_cap_mb: None,
             gradient_as_bucket_view: true,
             fsdp: false,
+            wrapper: Wrapper::Ddp,
             nocomm: false,
             env: Vec::new(),
             powersgd_rank: None,
         }
     }
+}
+
+fn is_ddp(w: &Wrapper) -> bool {
+    *w == Wrapper::Ddp
 }
 
 impl FromStr for DdpVariant {
@@ -238,11 +250,17 @@ impl FromStr for DdpVariant {
                 "bf16" => v.hook = CommHook::Bf16,
                 "fp16" => v.hook = CommHook::Fp16,
                 "powersgd" => v.hook = CommHook::PowerSgd,
-                "fsdp" => v.fsdp = true,
+                "ddp" => {}
                 "nocomm" => v.nocomm = true,
                 "nobucketview" => v.gradient_as_bucket_view = false,
                 _ => {
-                    if let Some(k) = p.strip_prefix("accum") {
+                    if let Some(w) = Wrapper::from_part(&p) {
+                        if v.fsdp && v.wrapper != w {
+                            return Err(format!("{s:?}: one wrapper per variant"));
+                        }
+                        v.wrapper = w;
+                        v.fsdp = true;
+                    } else if let Some(k) = p.strip_prefix("accum") {
                         let k: u32 = k.parse().map_err(|_| {
                             format!("{part:?}: accumulation needs a number, e.g. accum4")
                         })?;
@@ -271,14 +289,17 @@ impl FromStr for DdpVariant {
                         v.bucket_cap_mb = Some(mb);
                     } else {
                         return Err(format!(
-                            "unknown variant part {part:?}: expected base, bf16, fp16, powersgd, powersgdN, accumN, bucketMB, fsdp, nocomm, nobucketview, joined with +"
+                            "unknown variant part {part:?}: expected base, bf16, fp16, powersgd, powersgdN, accumN, bucketMB, replicate, fsdp, fsdp-noreshard, hsdp, nocomm, nobucketview, joined with +"
                         ));
                     }
                 }
             }
         }
         if v.fsdp && v.hook != CommHook::None {
-            return Err(format!("{s:?}: FSDP takes no DDP comm hook"));
+            return Err(format!(
+                "{s:?}: {} is FSDP2's and takes no DDP comm hook",
+                v.wrapper
+            ));
         }
         if v.nocomm && (v.fsdp || v.hook != CommHook::None) {
             return Err(format!(
@@ -290,6 +311,15 @@ impl FromStr for DdpVariant {
 }
 
 impl DdpVariant {
+    /// The wrapper the variant trains under; a variant stored before wrappers were named
+    /// (`fsdp` set, no `wrapper`) is `fully_shard`.
+    pub fn wrapper(&self) -> Wrapper {
+        match self.wrapper {
+            Wrapper::Ddp if self.fsdp => Wrapper::Fsdp,
+            w => w,
+        }
+    }
+
     /// PowerSGD's rank: the one the name gives, else [`POWERSGD_DEFAULT_RANK`].
     pub fn powersgd_rank(&self) -> u32 {
         self.powersgd_rank.unwrap_or(POWERSGD_DEFAULT_RANK)

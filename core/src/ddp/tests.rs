@@ -497,3 +497,74 @@ fn a_rounds_ratios_noise_bound_is_their_spread() {
     // One round: nothing measured its spread.
     assert_eq!(rounds_noise_bound(&[[0.11, 0.1]]), None);
 }
+
+#[test]
+fn wrappers_parse_as_users_name_them_and_refuse_what_cannot_run() {
+    use super::Wrapper;
+    for (name, w) in [
+        ("replicate", Wrapper::Replicate),
+        ("fsdp", Wrapper::Fsdp),
+        ("fsdp-noreshard", Wrapper::FsdpNoReshard),
+        ("hsdp+accum2", Wrapper::Hsdp),
+        ("base", Wrapper::Ddp),
+    ] {
+        let v: DdpVariant = name.parse().unwrap();
+        assert_eq!((v.wrapper(), v.fsdp), (w, w != Wrapper::Ddp), "{name}");
+    }
+    assert!("replicate+fsdp".parse::<DdpVariant>().is_err());
+    assert!("replicate+bf16".parse::<DdpVariant>().is_err());
+    // A variant stored before wrappers were named: fsdp set, no wrapper.
+    let old: DdpVariant = serde_json::from_str(
+        r#"{"name":"fsdp","hook":"none","accum":1,"bucket_cap_mb":null,"gradient_as_bucket_view":true,"fsdp":true}"#,
+    )
+    .unwrap();
+    assert_eq!(old.wrapper(), Wrapper::Fsdp);
+    let mut req = DdpRequest {
+        models: vec![ModelSpec::gpt2_124m()],
+        variants: vec!["hsdp".parse().unwrap()],
+        world_sizes: vec![2],
+        micro_batch: 8,
+        warmup_steps: 1,
+        steps: 2,
+        min_timed_s: 0.0,
+        price_per_gpu_hour: None,
+        env: Vec::new(),
+        deadline_s: 60.0,
+        repeats: 1,
+        recipe: Default::default(),
+        device: Default::default(),
+        plain_reference: false,
+    };
+    let e = req.validate(8).unwrap_err().to_string();
+    assert!(
+        e.contains("hsdp needs an even GPU count of at least 4"),
+        "{e}"
+    );
+    req.world_sizes = vec![4];
+    assert!(req.validate(8).is_ok());
+    req.recipe.amp = super::Amp::Fp16;
+    let e = req.validate(8).unwrap_err().to_string();
+    assert!(e.contains("MixedPrecisionPolicy bf16"), "{e}");
+}
+
+#[test]
+fn the_backend_is_part_of_the_recipe_and_left_out_when_nccl() {
+    use super::{Backend, Recipe};
+    assert_eq!("NCCL2".parse::<Backend>(), Ok(Backend::Nccl2));
+    assert!("mpi"
+        .parse::<Backend>()
+        .unwrap_err()
+        .contains("expected nccl, gloo or nccl2"));
+    let gloo = Recipe {
+        backend: Backend::Gloo,
+        ..Recipe::default()
+    };
+    let v = serde_json::to_value(&gloo).unwrap();
+    assert_eq!(v["backend"], "gloo");
+    assert!(gloo.describe().contains("backend gloo"));
+    let nccl = serde_json::to_value(Recipe::default()).unwrap();
+    assert!(
+        nccl.get("backend").is_none(),
+        "older readers see the same recipe"
+    );
+}

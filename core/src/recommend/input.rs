@@ -240,9 +240,13 @@ pub struct RecommendInput {
     /// The user's bucket_cap_mb, if not DDP's default.
     #[serde(default)]
     pub bucket_cap_mb: Option<f64>,
-    /// Memory of one GPU, for the FSDP warning.
+    /// Memory of one GPU: the memory plan's and the FSDP warning's.
     #[serde(default)]
     pub gpu_memory_bytes: Option<u64>,
+    /// torch's peak of the node's 1-GPU run of this model at this micro-batch (its unhooked
+    /// DDP run where there is one): the memory plan reads the activations from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak: Option<crate::memory::check::MeasuredPeak>,
     /// Per-step work that does not repeat with accumulation (see `StepInputs::optimizer_s`),
     /// when 1-GPU runs at two accumulations measured it.
     #[serde(default)]

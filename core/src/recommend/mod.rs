@@ -24,6 +24,7 @@
 mod answer;
 mod basis;
 mod choice;
+mod fit;
 mod input;
 mod levers;
 mod measured;
@@ -33,6 +34,7 @@ mod reasons;
 mod snippet;
 mod warnings;
 mod words;
+mod wrapper_snippet;
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +47,9 @@ pub use choice::{
     pick, variant_name, variant_name_on, CheckedRow, ModelCheck, Pick, CHANGE_ORDER,
     MODEL_TOLERANCE,
 };
+pub use fit::{
+    describe as describe_wrapper, keep_batch, memory_model, memory_rests_on, sharded_answer,
+};
 pub use input::{
     estimate_flops, CalibrationInput, ComputeSource, CurveProvenance, DdpOwnWork, EnvAb,
     MeasuredBaseline, MeasuredSpeedup, ModelInput, OtherCurve, RecommendInput, SideBySideInput,
@@ -56,6 +61,7 @@ pub use powersgd_offer::{
     NUMERICS as POWERSGD_NUMERICS,
 };
 pub use snippet::{powersgd_registration, python_snippet};
+pub use wrapper_snippet::fsdp2_snippet;
 
 /// The efficiency (speedup over N GPUs) recommend aims at unless told otherwise: the simplest
 /// change that reaches it is chosen.
@@ -183,11 +189,27 @@ pub struct Recommendation {
     pub python: String,
     /// Shell lines for the NCCL environment.
     pub env: Vec<String>,
+    /// Memory first: each wrapper's bytes per GPU against the GPU's memory, and where DDP does
+    /// not fit, the least sharding that does (then `chosen` names that wrapper and `rows` is
+    /// empty: no DDP variant is offered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::memory::MemoryPlan>,
 }
 
-/// Predicts the variants and chooses one. See the module docs for the rule.
+/// Predicts the variants and chooses one. See the module docs for the rule. Memory first: where
+/// DDP does not fit one GPU ([`crate::memory`]), the answer is the least sharding that fits and
+/// no DDP variant is offered.
 pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
     input::validate(input)?;
+    let memory = fit::memory_plan(input);
+    if let Some(plan) = memory.clone().filter(|p| p.ddp_fits == Some(false)) {
+        return Ok(fit::sharded_answer(
+            &input.model,
+            plan,
+            &input.recipe,
+            input.device,
+        ));
+    }
     let basis = basis::Basis::new(input)?;
     let choice = choice::choose(input, &basis)?;
     let reasons = reasons::reasons(input, &basis, &choice)?;
@@ -241,6 +263,7 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
         summary,
         reasons,
         warnings,
+        memory,
     })
 }
 
@@ -256,6 +279,8 @@ impl Recommendation {
     }
 }
 
+#[cfg(test)]
+mod fit_tests;
 #[cfg(test)]
 mod levers_tests;
 #[cfg(test)]

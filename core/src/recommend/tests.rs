@@ -42,6 +42,7 @@ pub(super) fn a6000_input() -> RecommendInput {
         calibration: None,
         bucket_cap_mb: None,
         gpu_memory_bytes: Some(48 << 30),
+        memory_peak: None,
         optimizer_s: None,
         hook_compute_s: None,
         hook_rests_on: None,

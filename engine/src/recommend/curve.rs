@@ -82,3 +82,14 @@ pub(super) fn choose_curve(m: &Measurements, gpus: Option<u32>) -> Result<Chosen
         }
     })
 }
+
+/// What recommend says on a node of fewer than two GPUs, where it has no curve to read.
+pub(super) fn one_gpu_node(gpus: usize) -> String {
+    format!(
+        "this node has {gpus} GPU{}: no interconnect to measure, and DDP needs two or more. \
+         To predict DDP for a node of N GPUs from here, give --from that node's `ddpcheck check \
+         --json` or `ddpcheck bench collectives --json` report and --gpus N (the compute is then \
+         measured on this node's GPU, or give --step-time-ms)",
+        if gpus == 1 { "" } else { "s" }
+    )
+}

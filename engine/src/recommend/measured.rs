@@ -2,7 +2,8 @@
 //! the speedups measured, and how much N GPUs side by side slow each other.
 
 use ddpcheck_core::ddp::{
-    fill_scaling_against, CommHook, DdpResult, DdpVariant, ParamLayout, Reference, RunDevice,
+    fill_scaling_against, CommHook, CompileOutcome, DdpResult, DdpVariant, ParamLayout, Reference,
+    RunDevice,
 };
 use ddpcheck_core::recommend::{
     variant_name_on, ComputeSource, DdpOwnWork, HostMeasured, MeasuredBaseline, MeasuredSpeedup,
@@ -490,4 +491,23 @@ pub(super) fn measured_host(
     [(gpus, true), (gpus, false), (1, true), (1, false)]
         .into_iter()
         .find_map(|(world, accum_one)| at(world, accum_one))
+}
+
+/// The longest compile among this model's compiled runs (the runs set aside for another recipe
+/// are gone by now).
+pub(super) fn measured_compile(m: &Measurements, model: &ModelInput) -> Option<CompileOutcome> {
+    let ModelInput::Spec { spec } = model else {
+        return None;
+    };
+    let name = spec.name();
+    m.ddp
+        .iter()
+        .filter(|(r, _)| r.model == name)
+        .filter_map(|(r, _)| r.compile.clone())
+        .filter(CompileOutcome::ran_compiled)
+        .max_by(|a, b| {
+            a.compile_s
+                .unwrap_or(0.0)
+                .total_cmp(&b.compile_s.unwrap_or(0.0))
+        })
 }

@@ -4,6 +4,7 @@
 
 mod budget;
 mod curve;
+mod fit;
 mod measured;
 mod measurements;
 mod report;
@@ -19,8 +20,7 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::collective::{judged_peak, Collective, Sweep};
 use ddpcheck_core::ddp::{
-    CompileOutcome, DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, Reference, RunDevice,
-    MAX_CPU_RANKS,
+    DdpRequest, DdpResult, DdpVariant, ModelSpec, Recipe, Reference, RunDevice, MAX_CPU_RANKS,
 };
 use ddpcheck_core::num::floor_u64;
 use ddpcheck_core::params::CollectiveParams;
@@ -36,11 +36,11 @@ use ddpcheck_core::topology::LinkClass;
 use crate::runner::{RunError, Runner};
 use crate::runs::{nccl_env_from_process, parse_env_ab};
 use crate::saved_runs::SavedRuns;
-use curve::{choose_curve, has_curve, provenance_of};
+use curve::{choose_curve, has_curve, one_gpu_node, provenance_of};
 use measured::{
-    measured_baseline, measured_compute, measured_ddp_own_work, measured_hook_cost, measured_host,
-    measured_layout, measured_powersgd_cost, measured_side_by_side, measured_speedups,
-    measured_tokens_per_sample, MeasuredCompute,
+    measured_baseline, measured_compile, measured_compute, measured_ddp_own_work,
+    measured_hook_cost, measured_host, measured_layout, measured_powersgd_cost,
+    measured_side_by_side, measured_speedups, measured_tokens_per_sample, MeasuredCompute,
 };
 use measurements::{daemon_history, Measurements};
 
@@ -164,17 +164,6 @@ const POWERSGD_PROBE: &str = "powersgd4";
 fn default_cpu_ranks() -> usize {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
     cores.clamp(2, MAX_CPU_RANKS as usize)
-}
-
-/// What recommend says on a node of fewer than two GPUs, where it has no curve to read.
-fn one_gpu_node(gpus: usize) -> String {
-    format!(
-        "this node has {gpus} GPU{}: no interconnect to measure, and DDP needs two or more. \
-         To predict DDP for a node of N GPUs from here, give --from that node's `ddpcheck check \
-         --json` or `ddpcheck bench collectives --json` report and --gpus N (the compute is then \
-         measured on this node's GPU, or give --step-time-ms)",
-        if gpus == 1 { "" } else { "s" }
-    )
 }
 
 fn busbw_large(s: &Sweep) -> Option<f64> {
@@ -708,6 +697,9 @@ pub fn build(
         },
     };
     g.read_reports()?;
+    if let Some(answer) = g.memory_first(&model, started) {
+        return Ok(answer);
+    }
     let other_recipe = g.m.set_aside_other_recipes(&model, &a.recipe);
     g.measure_first(&model)
         .map_err(|e| after_set_aside(e, other_recipe.as_deref()))?;
@@ -762,6 +754,7 @@ pub fn build(
         calibration,
         bucket_cap_mb: None,
         gpu_memory_bytes,
+        memory_peak: fit::measured_peak(m, &model, a.micro_batch),
         optimizer_s,
         hook_compute_s,
         hook_rests_on,
@@ -800,23 +793,4 @@ pub fn build(
         cpu_ranks,
         compile,
     })
-}
-
-/// The longest compile among this model's compiled runs (the runs set aside for another recipe
-/// are gone by now).
-fn measured_compile(m: &Measurements, model: &ModelInput) -> Option<CompileOutcome> {
-    let ModelInput::Spec { spec } = model else {
-        return None;
-    };
-    let name = spec.name();
-    m.ddp
-        .iter()
-        .filter(|(r, _)| r.model == name)
-        .filter_map(|(r, _)| r.compile.clone())
-        .filter(CompileOutcome::ran_compiled)
-        .max_by(|a, b| {
-            a.compile_s
-                .unwrap_or(0.0)
-                .total_cmp(&b.compile_s.unwrap_or(0.0))
-        })
 }

@@ -260,6 +260,8 @@ struct ScriptVariant<'a> {
     bucket_cap_mb: Option<f64>,
     gradient_as_bucket_view: bool,
     fsdp: bool,
+    /// The wrapper by name (`ddp`, `replicate`, `fsdp`, `fsdp-noreshard`, `hsdp`).
+    wrapper: &'static str,
     nocomm: bool,
     /// PowerSGD's rank, with the PowerSGD hook only.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -289,6 +291,7 @@ pub(super) fn script_config(
                 bucket_cap_mb: variant.bucket_cap_mb,
                 gradient_as_bucket_view: variant.gradient_as_bucket_view,
                 fsdp: variant.fsdp,
+                wrapper: variant.wrapper().as_str(),
                 nocomm: variant.nocomm,
                 powersgd_rank: (variant.hook == CommHook::PowerSgd)
                     .then(|| variant.powersgd_rank()),

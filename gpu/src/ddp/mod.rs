@@ -96,7 +96,7 @@ macro_rules! package_files {
 }
 
 /// The benchmark package, every Python file of `bench_ddp/` (a test holds the list to the folder).
-const PACKAGE: [(&str, &str); 18] = package_files![
+const PACKAGE: [(&str, &str); 19] = package_files![
     "__init__.py",
     "__main__.py",
     "bench.py",
@@ -115,6 +115,7 @@ const PACKAGE: [(&str, &str); 18] = package_files![
     "steps.py",
     "timing.py",
     "torchenv.py",
+    "wrappers.py",
 ];
 const PROBE: &str = include_str!("probe_torch.py");
 
@@ -766,6 +767,7 @@ fn result_of(
         host: ev.host,
         device: ev.device.unwrap_or(device),
         compile: ev.compile,
+        max_memory_bytes: ev.max_memory_bytes,
         ..DdpResult::default()
     }
 }

@@ -30,7 +30,8 @@ def test_defaults_are_the_seed_recipe_and_the_default_counts():
     (model, variant), = c["runs"]
     assert model["name"] == "mlp:1024x4"
     assert variant == {"name": "base", "hook": "none", "accum": 1, "bucket_cap_mb": None,
-                       "gradient_as_bucket_view": True, "fsdp": False, "nocomm": False}
+                       "gradient_as_bucket_view": True, "fsdp": False, "wrapper": "ddp",
+                       "nocomm": False}
 
 
 def test_counts_sent_in_the_config_are_the_ones_run():

@@ -1,6 +1,8 @@
 """One launch's runs, each in turn: build the model, wrap it as the variant says, time its steps
 in the order the run asks for, and report the result line."""
 
+import contextlib
+import copy
 import gc
 
 from .channel import emit, set_stage
@@ -17,6 +19,7 @@ from .report import recipe_report, result_event
 from .steps import Trainer
 from .timing import median
 from .torchenv import oom_verdict
+from .wrappers import hsdp_shape, require
 
 
 def run_all(launch):
@@ -45,8 +48,6 @@ def build(launch, spec, var, autocast):
     if spec["kind"] != "external":
         work = preset_workload(torch, spec, launch.device, launch.on_cuda)
         return work, work["model"]
-    if var["fsdp"]:
-        raise Fatal("FSDP variants run on the decoder presets only, not on %s" % spec["name"], "invalid")
     work = external_workload(torch, spec, cfg["factory_deadline_s"])
     model = work["model"]
     check_trainable(model)
@@ -64,6 +65,11 @@ def bench_one(launch, spec, var):
     autocast = autocast_for(torch, launch.device_type, amp)
     scaler = grad_scaler(torch, launch.device_type, amp)
 
+    if var["fsdp"]:  # what this torch or GPU count cannot run, before any model is built
+        set_stage("checking the wrapper")
+        require(torch, var["wrapper"])
+        if var["wrapper"] == "hsdp":
+            hsdp_shape(launch.world)
     work, model = build(launch, spec, var, autocast)
     params = sum(p.numel() for p in model.parameters())  # a tied weight counts once
     layout = param_layout(torch, model)
@@ -73,8 +79,13 @@ def bench_one(launch, spec, var):
         no_grad = grad_check(unused, [(n, p.numel()) for n, p in model.named_parameters()])
         refuse_without_find_unused(no_grad, cfg["recipe"])
 
+    with_plain = plain_reference_on(cfg, var)
+    # An FSDP2 wrapper changes the model in place: its plain reference is a copy, kept on the host
+    # until the wrapper's own peak memory is read.
+    plain_copy = copy.deepcopy(model).to("cpu") if with_plain and var["fsdp"] else None
     set_stage("wrapping the model")
-    wrapped, ddp_kwargs = wrap(torch, model, var, cfg["recipe"], cfg, launch.local_rank, launch.on_cuda)
+    wrapped, ddp_kwargs = wrap(torch, model, var, cfg["recipe"], cfg, launch.local_rank, launch.on_cuda,
+                               launch.world)
     opt, opt_name = make_optimizer(torch, work, wrapped, launch.on_cuda)
     probing = cfg["all_reduce_probe_bytes"] and launch.world > 1
     probe = all_reduce_probe(launch) if probing else None
@@ -82,6 +93,14 @@ def bench_one(launch, spec, var):
     mode = cfg["recipe"].get("compile")
     nets = compiled_nets(torch, model, wrapped, mode, var["fsdp"])
     trainer = Trainer(launch, var, model, wrapped, opt, (autocast, scaler), work, nets)
+    peak = None
+    if var["fsdp"]:
+        # MixedPrecisionPolicy casts the parameters: the wrapped step runs without autocast, as
+        # users run it; the plain step is the one-GPU training with autocast.
+        trainer.autocasts[False] = contextlib.nullcontext
+        if plain_copy is not None:
+            peak = wrapper_peak(launch, trainer)
+            trainer.plain_side(plain_copy.to(launch.device), make_optimizer(torch, work, plain_copy, launch.on_cuda)[0])
     compiled = compile_warmup(launch, trainer, var, mode)
     timed, loss, steps = time_run(launch, trainer, var, wrapped, params)
     buckets = None if var["fsdp"] else torch_buckets(torch, launch.dist, model, wrapped, var["bucket_cap_mb"])
@@ -91,22 +110,33 @@ def bench_one(launch, spec, var):
     set_stage("reporting")
     facts = {
         "params": params, "tokens_per_sample": work["tokens_per_sample"],
-        "max_memory_bytes": peak_memory(launch),
+        "max_memory_bytes": peak if peak is not None else peak_memory(launch),
         "final_loss": finite_or_none(loss.item()) if loss is not None else None,
         "optimizer": opt_name, "all_reduce_probe": probe, "launcher": launcher_name(launch.on_cuda),
-        "recipe": recipe_report(amp, ddp_kwargs, wrapped, compiled), "param_layout": layout,
+        "recipe": recipe_report(amp, {} if var["fsdp"] else ddp_kwargs, wrapped, compiled),
+        "param_layout": layout, "wrapper": ddp_kwargs if var["fsdp"] else None,
         "torch_buckets": buckets, "host": host, "compile": compiled,
     }
     emit(result_event(spec, var, cfg, launch.world, timed, facts))
 
 
 def plain_reference_on(cfg, var):
-    """The plain reference (sent only to 1-GPU launches): not for FSDP (it shards the model
-    itself), nor nocomm (nothing to compare: its steps send nothing already), nor a comm hook's
-    run (its speedup rests on the run without the hook, whose plain step is the same: the hook
-    is DDP's)."""
-    return (cfg["plain_reference"] and not var["fsdp"] and not var["nocomm"]
-            and var["hook"] == "none")
+    """The plain reference (sent only to 1-GPU launches): not for nocomm (nothing to compare: its
+    steps send nothing already), nor a comm hook's run (its speedup rests on the run without the
+    hook, whose plain step is the same: the hook is DDP's). An FSDP2 wrapper's plain step runs a
+    copy of the model (the wrapper changes the model in place)."""
+    return cfg["plain_reference"] and not var["nocomm"] and var["hook"] == "none"
+
+
+def wrapper_peak(launch, trainer):
+    """An FSDP2 run's own peak memory before its plain copy comes onto the device: the peak of
+    `warmup_steps` wrapped steps (at least 2, so the optimizer's states exist), bytes; None on
+    CPU."""
+    cfg = launch.cfg
+    if launch.on_cuda:
+        launch.torch.cuda.reset_peak_memory_stats(launch.device)
+    trainer.timed_steps("memory", 0, max(2, min(cfg["warmup_steps"], 5)), True)
+    return peak_memory(launch)
 
 
 def compile_warmup(launch, trainer, var, mode):

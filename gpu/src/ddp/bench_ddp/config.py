@@ -7,8 +7,12 @@ import math
 from .errors import Fatal
 from .recipe import POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK
 from .timing import MAX_STEPS, PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS
+from .wrappers import WRAPPERS
 
 CONFIG_VERSION = 1
+
+# The process group's backends on GPUs (--backend); CPU ranks run gloo.
+BACKENDS = ("nccl", "gloo", "nccl2")
 
 # torch.compile's modes (its `mode` argument), as --compile-mode names them.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
@@ -56,6 +60,10 @@ def load_config(text):
     recipe = parse_recipe(cfg.get("recipe"))
     if recipe.get("compile") and any(var["fsdp"] for _, var in runs):
         raise Fatal("config: compile is DDP's (DDPOptimizer): FSDP variants run without it", "invalid")
+    if device == "cpu" and recipe.get("backend", "gloo") != "gloo":
+        raise Fatal("config: CPU ranks run gloo; backend %s is for GPUs" % recipe["backend"], "invalid")
+    if recipe["amp"] == "fp16" and any(var["fsdp"] for _, var in runs):
+        raise Fatal("config: FSDP2 variants take amp bf16 (MixedPrecisionPolicy) or none, not fp16", "invalid")
     return {
         "runs": runs,
         "device": device,
@@ -125,6 +133,10 @@ def parse_variant(variant):
         if bucket is None or not 0.1 <= bucket <= 4096:
             raise Fatal("config: bucket_cap_mb must be 0.1..=4096", "invalid")
     fsdp = bool(variant.get("fsdp", False))
+    wrapper = variant.get("wrapper", "fsdp" if fsdp else "ddp")
+    if wrapper not in WRAPPERS:
+        raise Fatal("config: wrapper must be one of %s, not %r" % (", ".join(WRAPPERS), wrapper), "invalid")
+    fsdp = wrapper != "ddp"
     if fsdp and hook != "none":
         raise Fatal("config: FSDP takes no DDP comm hook", "invalid")
     nocomm = bool(variant.get("nocomm", False))
@@ -137,6 +149,7 @@ def parse_variant(variant):
         "bucket_cap_mb": bucket,
         "gradient_as_bucket_view": bool(variant.get("gradient_as_bucket_view", True)),
         "fsdp": fsdp,
+        "wrapper": wrapper,
         "nocomm": nocomm,
     }
     if hook == "powersgd":
@@ -245,6 +258,9 @@ def parse_recipe(recipe):
     mode = parse_compile(recipe.get("compile"))
     if mode is not None:  # eager: the key left out, as an eager config sends it
         out["compile"] = mode
+    backend = _choice(recipe, "backend", BACKENDS)
+    if backend != "nccl":  # NCCL: the key left out, as ddpcheck sends it
+        out["backend"] = backend
     return out
 
 

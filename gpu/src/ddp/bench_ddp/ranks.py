@@ -141,7 +141,31 @@ def setup_process_group(torch, dist, cfg, local_rank):
         )
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
-    set_stage("NCCL init")
+    backend = cfg["recipe"].get("backend", "nccl")
+    require_backend(torch, dist, backend)
+    set_stage("%s init" % backend.upper())
     t0 = time.perf_counter()
-    dist.init_process_group("nccl", timeout=timeout, device_id=device)
+    # device_id binds NCCL's communicator to the GPU at once; gloo takes none.
+    bind = {} if backend == "gloo" else {"device_id": device}
+    dist.init_process_group(backend, timeout=timeout, **bind)
     return device, time.perf_counter() - t0
+
+
+def backends_of(dist):
+    """The process-group backends this torch names (torch.distributed.Backend.backend_list)."""
+    return sorted(str(b) for b in getattr(dist.Backend, "backend_list", []))
+
+
+def require_backend(torch, dist, backend):
+    """One line where this torch lacks `backend` (torch 2.11 has no nccl2)."""
+    if backend == "nccl":
+        ok = dist.is_nccl_available()
+    elif backend == "gloo":
+        ok = dist.is_gloo_available()
+    else:
+        check = getattr(dist, "is_backend_available", None)
+        ok = backend in backends_of(dist) or (check is not None and bool(check(backend)))
+    if not ok:
+        raise Fatal("torch %s has no %s backend (its backends: %s)"
+                    % (torch.__version__, backend, ", ".join(backends_of(dist)) or "none named"),
+                    "unavailable")

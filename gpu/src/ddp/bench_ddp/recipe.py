@@ -1,10 +1,11 @@
 """The training recipe around the model: autocast and its gradient scaler, the optimizer, DDP with
-the recipe's options and the variant's comm hook, or FSDP2."""
+the recipe's options and the variant's comm hook, or an FSDP2-based wrapper (wrappers.py)."""
 
 import contextlib
 
 from .channel import note
 from .errors import Fatal, raised
+from .wrappers import wrap_fsdp2
 
 # PowerSGD runs plain all-reduce for its first iterations; 2 is the smallest value its error
 # feedback accepts, so the compression is in force from the third optimizer step on.
@@ -65,31 +66,13 @@ def make_optimizer(torch, work, model, on_cuda):
     return opt, type(opt).__name__.lower()
 
 
-def wrap(torch, model, var, recipe, cfg, local_rank, on_cuda):
-    """The model as the variant trains it: FSDP2 over its blocks, or DDP. (wrapped, DDP's kwargs)."""
+def wrap(torch, model, var, recipe, cfg, local_rank, on_cuda, world=1):
+    """The model as the variant trains it: an FSDP2-based wrapper (wrappers.py) or DDP.
+    (wrapped, DDP's kwargs or the FSDP2 wrapper's options)."""
     if var["fsdp"]:
-        shard_fsdp(model)
-        return model, {}
+        options = wrap_fsdp2(torch, model, var["wrapper"], recipe["amp"], "cuda" if on_cuda else "cpu", world)
+        return model, options
     return wrap_ddp(torch, model, var, recipe, cfg, local_rank, on_cuda)
-
-
-def import_fully_shard():
-    try:
-        from torch.distributed.fsdp import fully_shard  # torch >= 2.6
-    except ImportError:
-        try:
-            from torch.distributed._composable.fsdp import fully_shard  # torch 2.4, 2.5
-        except ImportError as e:
-            raise Fatal("this torch has no FSDP2 fully_shard (%s)" % e, "unavailable") from None
-    return fully_shard
-
-
-def shard_fsdp(model):
-    """FSDP2: each block its own unit, then the rest of the model."""
-    fully_shard = import_fully_shard()
-    for block in model.blocks:
-        fully_shard(block)
-    fully_shard(model)
 
 
 def ddp_kwargs(var, recipe, local_rank, on_cuda):

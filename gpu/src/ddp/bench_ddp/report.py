@@ -58,6 +58,8 @@ def result_event(spec, var, cfg, world, timed, facts):
         "torch_buckets": facts["torch_buckets"],
         "host": facts.get("host"),
         "compile": facts.get("compile"),
+        # An FSDP2 run's wrapper as run: {wrapper, units, mesh, param_dtype, reduce_dtype}.
+        "wrapper": facts.get("wrapper"),
     }
     if len(steps) <= MAX_LISTED_STEPS:
         result["step_times_s"] = [round(t, 7) for t in steps]

@@ -25,19 +25,29 @@ class Trainer:
         # the recipe compiles (recipe.compiled_nets).
         self.nets = nets or {False: wrapped, True: model}
         self.autocast, self.scaler = precision
+        # Each side's optimizer and autocast: {False: the wrapped model's, True: the plain one's}
+        # (the same unless plain_side gives the plain step a copy of its own).
+        self.opts = {False: opt, True: opt}
+        self.autocasts = {False: self.autocast, True: self.autocast}
         self.make_batch, self.loss_of = work["batch"], work["loss"] or default_loss
         self.mb = launch.cfg["micro_batch"]
         torch = launch.torch
         self.gen = torch.Generator(device=launch.device)
         self.gen.manual_seed(4321 + launch.rank)  # different random data on every rank
 
+    def plain_side(self, model, opt):
+        """The plain step's own model and optimizer: a copy, for a wrapper that changes the
+        model in place (FSDP2)."""
+        self.nets = {False: self.nets[False], True: model}
+        self.opts[True] = opt
+
     def sync(self):
         if self.launch.on_cuda:
             self.launch.torch.cuda.synchronize(self.launch.device)
 
-    def micro_loss(self, net):
+    def micro_loss(self, net, plain=False):
         b = call_batch(self.make_batch, self.mb, self.launch.device, self.gen)
-        with self.autocast():
+        with self.autocasts[plain]():
             return self.loss_of(net, b)
 
     def sync_context(self, do_sync, plain):
@@ -54,11 +64,11 @@ class Trainer:
         only (no_sync before it), or never when sync_grads is False. plain: the model itself,
         not its DDP wrapper, so DDP neither prepares nor reduces anything (the same parameters,
         optimizer and batches)."""
-        accum, scaler, opt = self.var["accum"], self.scaler, self.opt
+        accum, scaler, opt = self.var["accum"], self.scaler, self.opts[plain]
         loss = None
         for i in range(accum):
             with self.sync_context(sync_grads and i == accum - 1, plain):
-                loss = self.micro_loss(self.nets[plain])
+                loss = self.micro_loss(self.nets[plain], plain)
                 scaled = loss / accum
                 (scaler.scale(scaled) if scaler else scaled).backward()
         if scaler:

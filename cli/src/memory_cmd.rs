@@ -1,0 +1,265 @@
+//! `ddpcheck memory`: memory first, before any launch. Each wrapper's bytes per GPU for a model
+//! (parameters, gradients, optimizer states, parameters as computed, activations) against the
+//! GPU's memory, and where DDP does not fit the least sharding that does; with `--from` a
+//! `bench ddp` report, each run's torch peak beside its prediction.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+use ddpcheck_core::bounded::FileKind;
+use ddpcheck_core::ddp::{DdpVariant, ModelSpec, RunDevice, Wrapper};
+use ddpcheck_core::memory::check::{check_peaks, measured_activations, MeasuredPeak, PeakCheck};
+use ddpcheck_core::memory::slices::{fit_slices, SliceFit, SlicePeak};
+use ddpcheck_core::memory::{self, ActivationSource, MemoryPlan, FIT_SHARE};
+use ddpcheck_core::num::{floor_u64, ToF64};
+use ddpcheck_core::recommend::{memory_model, ModelInput};
+use ddpcheck_core::report::DdpReport;
+use ddpcheck_engine::{read_file, RunError};
+use serde::Serialize;
+
+use crate::global_args::{make_target, GlobalArgs};
+use crate::model_args;
+use crate::print_json;
+
+#[derive(Args, Debug)]
+pub struct MemoryArgs {
+    /// Model: a preset or spec (decoder:..., mlp:...), or one built by code (its parameters then
+    /// come from the --from report).
+    #[arg(long, value_parser = model_args::model())]
+    pub model: ModelSpec,
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub micro_batch: u32,
+    /// GPUs the job will use.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub gpus: u32,
+    /// Each GPU's memory, GiB (default: this node's first GPU, where there is one).
+    #[arg(long, value_name = "GIB")]
+    pub gpu_memory_gib: Option<f64>,
+    /// Autocast, as the training runs: bf16 (MixedPrecisionPolicy bf16 for FSDP2) or none.
+    #[arg(long, default_value = "bf16", value_name = "bf16|none")]
+    pub amp: String,
+    /// `bench ddp` reports of this model at one GPU: each run's torch peak beside its
+    /// prediction. Reports of the same decoder with fewer layers are its slices: their DDP runs'
+    /// activations, extrapolated to the model's layers, replace the estimate.
+    #[arg(long, value_name = "REPORT")]
+    pub from: Vec<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct MemoryReport {
+    plan: MemoryPlan,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    checks: Vec<PeakCheck>,
+    /// Activations from slices of the model (the same decoder with fewer layers), extrapolated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slices: Option<SliceFit>,
+}
+
+/// A 1-GPU run of a report: its parameters, and its peak with its wrapper.
+struct Run {
+    params: u64,
+    peak: MeasuredPeak,
+}
+
+pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
+    let amp = a.amp.parse().map_err(RunError::Usage)?;
+    let all = peaks(a)?;
+    let mut model = ModelInput::Spec {
+        spec: a.model.clone(),
+    };
+    if a.model.params() == 0 {
+        let params = reported_params(a)?.ok_or_else(|| {
+            RunError::Usage(format!(
+                "{}: ddpcheck cannot count a model built by code; give --from a bench ddp report \
+                 of it",
+                a.model.name()
+            ))
+        })?;
+        model = ModelInput::Params { params };
+    }
+    let mut m = memory_model(&model, model.params(), a.micro_batch, amp);
+    // The model's own runs are checked; other depths of its decoder are its slices.
+    let runs: Vec<MeasuredPeak> = all
+        .iter()
+        .filter(|r| a.model.params() == 0 || r.params == m.params)
+        .map(|r| r.peak.clone())
+        .collect();
+    let slices = a.model.decoder().and_then(|d| {
+        let s: Vec<SlicePeak> = all
+            .iter()
+            .filter(|r| r.params != m.params && r.peak.wrapper == Wrapper::Ddp)
+            .map(|r| SlicePeak {
+                params: r.params,
+                peak_bytes: r.peak.peak_bytes,
+            })
+            .collect();
+        fit_slices(d, a.micro_batch, amp, &s)
+    });
+    if let Some(f) = &slices {
+        m.activations = ActivationSource::Measured {
+            bytes: f.extrapolated_bytes,
+            what: format!(
+                "EXTRAPOLATED to {} layers from slices of {} layers",
+                f.layers,
+                f.points
+                    .iter()
+                    .map(|(l, _)| l.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        };
+    }
+    let plan = memory::plan(&m, a.gpus, gpu_bytes(cli, a)?);
+    let checks = check_peaks(&m, &runs);
+    if cli.json {
+        print_json(&MemoryReport {
+            plan,
+            checks,
+            slices,
+        })?;
+        return Ok(0);
+    }
+    let mut s = crate::render::memory_plan(&plan);
+    s.push_str(&rests_on(&m));
+    if let Some(f) = &slices {
+        s.push_str(&slice_lines(f));
+    }
+    if !checks.is_empty() {
+        s.push_str(&peak_table(&m, &runs, &checks));
+    }
+    out!("{s}");
+    Ok(0)
+}
+
+fn gpu_bytes(cli: &GlobalArgs, a: &MemoryArgs) -> Result<Option<u64>, RunError> {
+    if let Some(g) = a.gpu_memory_gib {
+        if !(g.is_finite() && g > 0.0 && g < 1e6) {
+            return Err(RunError::Usage(format!(
+                "--gpu-memory-gib {g} is not a positive size"
+            )));
+        }
+        return Ok(Some(floor_u64(g * f64::from(1u32 << 30))));
+    }
+    let Ok(target) = make_target(cli) else {
+        return Ok(None);
+    };
+    Ok(target
+        .topo("")
+        .ok()
+        .and_then(|t| t.gpus.first().map(|g| g.memory_total_bytes))
+        .filter(|b| *b > 0))
+}
+
+fn reports(a: &MemoryArgs) -> Result<Vec<DdpReport>, RunError> {
+    a.from
+        .iter()
+        .map(|f| {
+            let text = read_file(f, FileKind::Report)
+                .map_err(|e| RunError::Usage(format!("--from {}: {e}", f.display())))?;
+            crate::ddp_cmd::saved_ddp_report(&text, f)
+        })
+        .collect()
+}
+
+/// Each slice's measured activations and the line through them.
+fn slice_lines(f: &SliceFit) -> String {
+    let mut s =
+        String::from("\nActivations from slices (torch's peak less the predicted state):\n");
+    for (l, b) in &f.points {
+        let _ = writeln!(s, "  {l:>3} layers: {} GiB", gib(*b));
+    }
+    let _ = writeln!(
+        s,
+        "  {} GiB + {} GiB per layer, EXTRAPOLATED to {} layers: {} GiB",
+        gib(floor_u64(f.fixed_bytes.max(0.0))),
+        gib(floor_u64(f.per_layer_bytes.max(0.0))),
+        f.layers,
+        gib(f.extrapolated_bytes)
+    );
+    s
+}
+
+/// The 1-GPU runs of the reports with a peak, each with its wrapper.
+fn peaks(a: &MemoryArgs) -> Result<Vec<Run>, RunError> {
+    let mut out = Vec::new();
+    for r in reports(a)? {
+        for row in r.results.iter().filter(|x| x.device == RunDevice::Cuda) {
+            let (Some(peak), Ok(v)) = (row.max_memory_bytes, row.variant.parse::<DdpVariant>())
+            else {
+                continue;
+            };
+            out.push(Run {
+                params: row.params,
+                peak: MeasuredPeak {
+                    variant: row.variant.clone(),
+                    wrapper: v.wrapper(),
+                    gpus: row.world_size,
+                    peak_bytes: peak,
+                },
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn reported_params(a: &MemoryArgs) -> Result<Option<u64>, RunError> {
+    Ok(reports(a)?
+        .iter()
+        .flat_map(|r| r.results.iter())
+        .map(|x| x.params)
+        .find(|p| *p > 0))
+}
+
+fn rests_on(m: &memory::MemoryModel) -> String {
+    format!(
+        "\nrests on: {}\n",
+        ddpcheck_core::recommend::memory_rests_on(m)
+    )
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2}", b.to_f64() / f64::from(1u32 << 30))
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", x * 100.0)
+}
+
+/// Each run's peak beside its predictions, and whether each holds within 10%.
+fn peak_table(m: &memory::MemoryModel, runs: &[MeasuredPeak], checks: &[PeakCheck]) -> String {
+    let mut s = String::new();
+    let measured = measured_activations(m, runs);
+    let _ = writeln!(
+        s,
+        "\nAgainst torch's peaks (max_memory_allocated, GiB){}:",
+        measured.as_ref().map_or(String::new(), |(b, v)| format!(
+            "; activations measured on {v}: {} GiB",
+            gib(*b)
+        ))
+    );
+    let _ = writeln!(
+        s,
+        "  {:<16} {:>8} {:>10} {:>8} {:>14} {:>8}",
+        "run", "peak", "predicted", "error", "from measured", "error"
+    );
+    for c in checks {
+        let _ = writeln!(
+            s,
+            "  {:<16} {:>8} {:>10} {:>8} {:>14} {:>8}",
+            c.variant,
+            gib(c.peak_bytes),
+            gib(c.predicted_bytes),
+            pct(c.error),
+            c.from_measured_bytes.map_or("-".into(), gib),
+            c.from_measured_error.map_or("-".into(), pct)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  (a prediction holds within {:.0}% of the peak; fits are judged at {:.0}% of the GPU)",
+        memory::check::PEAK_TOLERANCE * 100.0,
+        FIT_SHARE * 100.0
+    );
+    s
+}

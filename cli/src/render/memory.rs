@@ -1,0 +1,82 @@
+//! Memory first, as text: each wrapper's bytes per GPU (parameters, gradients, optimizer states,
+//! parameters as computed, activations) against the GPU's memory.
+
+use std::fmt::Write as _;
+
+use ddpcheck_core::memory::{ActivationSource, MemoryPlan, MemoryRow, FIT_SHARE};
+use ddpcheck_core::num::ToF64;
+use ddpcheck_core::units::fmt_bytes;
+
+fn gib(b: u64) -> String {
+    format!("{:.1}", b.to_f64() / f64::from(1u32 << 30))
+}
+
+/// One row's cells: wrapper, GPUs, shard group, the five parts and the total (GiB), and the fit.
+fn cells(r: &MemoryRow) -> Vec<String> {
+    vec![
+        r.wrapper.to_string(),
+        r.gpus.to_string(),
+        r.shard_group.to_string(),
+        gib(r.params_bytes),
+        gib(r.grads_bytes),
+        gib(r.optimizer_bytes),
+        gib(r.compute_bytes),
+        gib(r.activations_bytes),
+        gib(r.total_bytes),
+        match r.fits {
+            Some(true) => "yes".into(),
+            Some(false) => "NO".into(),
+            None => "?".into(),
+        },
+    ]
+}
+
+/// The plan's table and what it rests on; the fit found where DDP does not fit.
+pub fn memory_plan(p: &MemoryPlan) -> String {
+    let mut s = String::new();
+    let gpu = p.gpu_bytes.map_or("unknown".to_string(), |b| {
+        format!(
+            "{} each, {:.0}% usable",
+            fmt_bytes(b.to_f64()),
+            FIT_SHARE * 100.0
+        )
+    });
+    let _ = writeln!(
+        s,
+        "Memory per GPU at micro-batch {} (GiB; GPU memory {gpu}):",
+        p.model.micro_batch
+    );
+    let mut table = vec![[
+        "wrapper", "GPUs", "shard", "params", "grads", "optim", "computed", "activ.", "total",
+        "fits",
+    ]
+    .map(String::from)
+    .to_vec()];
+    table.extend(p.rows.iter().map(cells));
+    if let Some(f) = p.fit.as_ref().or(p.fsdp_fits_at.as_ref()) {
+        let mut row = cells(&f.row);
+        row[0] = format!(
+            "{} (mb {}{})",
+            f.row.wrapper,
+            f.micro_batch,
+            if f.checkpointing { ", ckpt" } else { "" }
+        );
+        table.push(row);
+    }
+    s.push_str(&super::columns::layout(&table));
+    let _ = writeln!(s, "{}", activations_line(&p.model.activations));
+    s
+}
+
+/// Where the table's activations come from, in one line.
+fn activations_line(a: &ActivationSource) -> String {
+    match a {
+        ActivationSource::Measured { what, .. } => format!("activations measured: {what}"),
+        ActivationSource::Estimated { .. } => {
+            "activations ESTIMATED after Korthikanti et al. 2022 \
+            (docs/recommend.md, \"Memory first\")"
+                .to_string()
+        }
+        ActivationSource::Unknown => "activations unknown: left out of the totals".to_string(),
+    }
+}

@@ -1,0 +1,241 @@
+//! Memory first, end to end on simulated nodes: a model DDP cannot hold gets the least sharding
+//! that fits from `recommend`, without a launch; the simulated GPU runs out of memory where a
+//! real one would; `ddpcheck memory` sets each wrapper's bytes beside torch's peaks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use common::{code, local, stderr, stdout};
+
+const EIGHT_B: &str = "decoder:32,4096,32,2048,32000,llama";
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let o = local(args);
+    assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+#[test]
+fn an_8b_decoder_on_4x48gb_gets_fully_shard_without_a_launch() {
+    let v = json(&[
+        "--sim",
+        "a6000x4-phb",
+        "--json",
+        "recommend",
+        "--model",
+        EIGHT_B,
+    ]);
+    assert_eq!(v["chosen"], "fsdp", "{}", v["summary"]);
+    assert_eq!(
+        v["rows"].as_array().unwrap().len(),
+        0,
+        "no DDP variant offered"
+    );
+    assert_eq!(v["memory"]["ddp_fits"], false);
+    assert_eq!(v["memory"]["fit"]["row"]["wrapper"], "fsdp");
+    // 8 sequences as 2 accumulation steps of 4, every block checkpointed (docs/recommend.md).
+    assert_eq!(
+        (v["micro_batch"].as_u64(), v["chosen_accum"].as_u64()),
+        (Some(4), Some(2))
+    );
+    assert_eq!(v["memory"]["fit"]["checkpointing"], true);
+    assert!(v.get("own_measurements").is_none(), "nothing was launched");
+    assert!(v["python"].as_str().unwrap().contains("fully_shard(model"));
+    let text = stdout(&local(&[
+        "--sim",
+        "a6000x4-phb",
+        "recommend",
+        "--model",
+        EIGHT_B,
+    ]));
+    assert!(text.contains("Recommendation: DDP does not fit"), "{text}");
+    assert!(text.contains("Memory per GPU at micro-batch 8"), "{text}");
+}
+
+#[test]
+fn the_simulated_gpu_runs_out_of_memory_where_ddp_does_not_fit() {
+    let o = local(&[
+        "--sim",
+        "a6000x4-phb",
+        "bench",
+        "ddp",
+        "--model",
+        EIGHT_B,
+        "--variants",
+        "base",
+        "--gpus",
+        "1",
+        "--micro-batch",
+        "1",
+    ]);
+    assert_ne!(code(&o), 0);
+    assert!(
+        stderr(&o).contains("micro-batch 1 does not fit on GPU0 (NVIDIA RTX A6000"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = local(&[
+        "--sim",
+        "a6000x4-phb",
+        "--json",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "base,replicate,fsdp,fsdp-noreshard",
+        "--gpus",
+        "1",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let report = dir.path().join("r.json");
+    std::fs::write(&report, &o.stdout).unwrap();
+    let r = report.to_str().unwrap();
+    let v = json(&[
+        "--json",
+        "memory",
+        "--model",
+        "gpt2-124m",
+        "--gpu-memory-gib",
+        "48",
+        "--from",
+        r,
+    ]);
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4);
+    // The simulator's peak is ddpcheck's own prediction: no error, and the DDP run's measured
+    // activations give the others back exactly.
+    for c in checks {
+        assert_eq!(c["error"].as_f64().unwrap(), 0.0, "{c}");
+    }
+    assert_eq!(checks[2]["wrapper"], "fsdp");
+    assert_eq!(checks[2]["from_measured_error"].as_f64().unwrap(), 0.0);
+    let text = stdout(&local(&[
+        "memory",
+        "--model",
+        "gpt2-124m",
+        "--gpu-memory-gib",
+        "48",
+        "--from",
+        r,
+    ]));
+    assert!(text.contains("Against torch's peaks"), "{text}");
+    // The text names each wrapper's own work and its peak.
+    let text = stdout(&local(&[
+        "--sim",
+        "a6000x4-phb",
+        "bench",
+        "ddp",
+        "--model",
+        "gpt2-124m",
+        "--variants",
+        "fsdp",
+        "--gpus",
+        "1",
+    ]));
+    assert!(text.contains("a step under fsdp"), "{text}");
+    assert!(text.contains("fsdp's own work +5.0%"), "{text}");
+    assert!(text.contains("; peak memory "), "{text}");
+    let bad = local(&["memory", "--model", "gpt2-124m", "--gpu-memory-gib", "-1"]);
+    assert_eq!(code(&bad), 64, "{}", stderr(&bad));
+}
+
+#[test]
+fn a_6_7b_hf_llama_on_one_80gb_gpu_gets_an_answer_without_building_it() {
+    // On one H100 this launch used to stop after 72 s: "importing transformers did not finish
+    // within 60 s", building 6.7B parameters on the CPU. Memory first answers before any launch
+    // (and the simulated node could not build it at all).
+    let model = "hf:llama,hidden_size=4096,intermediate_size=11008,num_hidden_layers=32,num_attention_heads=32,num_key_value_heads=32";
+    let started = std::time::Instant::now();
+    let v = json(&[
+        "--sim",
+        "hgx-h100-slice2",
+        "--json",
+        "recommend",
+        "--gpus",
+        "1",
+        "--micro-batch",
+        "1",
+        "--model",
+        model,
+    ]);
+    assert!(started.elapsed().as_secs() < 10);
+    assert_eq!(v["params"], 6_738_415_616u64);
+    assert_eq!(v["memory"]["ddp_fits"], false);
+    assert_eq!(v["chosen"], "fsdp", "{}", v["summary"]);
+    assert!(v["gpus"].as_u64().unwrap() >= 2, "{}", v["summary"]);
+}
+
+#[test]
+fn slices_of_a_model_too_big_to_launch_extrapolate_its_activations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut from = Vec::new();
+    for layers in [2, 4] {
+        let o = local(&[
+            "--sim",
+            "hgx-h100-slice2",
+            "--json",
+            "bench",
+            "ddp",
+            "--model",
+            &format!("decoder:{layers},4096,32,2048,32000,llama"),
+            "--variants",
+            "base",
+            "--gpus",
+            "1",
+            "--micro-batch",
+            "1",
+        ]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let p = dir.path().join(format!("slice{layers}.json"));
+        std::fs::write(&p, &o.stdout).unwrap();
+        from.push(p.display().to_string());
+    }
+    let mut args = vec![
+        "--json",
+        "memory",
+        "--model",
+        EIGHT_B,
+        "--micro-batch",
+        "1",
+        "--gpu-memory-gib",
+        "80",
+    ];
+    for f in &from {
+        args.extend(["--from", f.as_str()]);
+    }
+    let v = json(&args);
+    // The simulator's peaks are the model's own predictions, linear in the layers: the line
+    // through two slices lands on the estimate for 32 layers, to the byte's rounding.
+    let slices = &v["slices"];
+    assert_eq!(slices["layers"], 32);
+    let extrapolated = slices["extrapolated_bytes"].as_u64().unwrap();
+    let estimated = {
+        let e = json(&[
+            "--json",
+            "memory",
+            "--model",
+            EIGHT_B,
+            "--micro-batch",
+            "1",
+            "--gpu-memory-gib",
+            "80",
+        ]);
+        e["plan"]["model"]["activations"]["bytes"].as_u64().unwrap()
+    };
+    assert!(
+        extrapolated.abs_diff(estimated) < 64,
+        "{extrapolated} {estimated}"
+    );
+    assert_eq!(v["plan"]["model"]["activations"]["kind"], "measured");
+    assert!(
+        v.get("checks").is_none(),
+        "the slices are not the model's own runs"
+    );
+}

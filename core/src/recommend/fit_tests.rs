@@ -1,0 +1,104 @@
+//! Memory first: recommend offers nothing that does not fit, and where DDP does not fit one GPU
+//! it answers with the least sharding that does.
+
+use super::tests::a6000_input;
+use super::*;
+use crate::ddp::Wrapper;
+
+/// The seed A6000 node (4 × 48 GiB) asked about `decoder:32,4096,32,2048,32000,llama` (8.7B
+/// parameters) at micro-batch 8.
+fn eight_b_on_a6000() -> RecommendInput {
+    RecommendInput {
+        model: ModelInput::Spec {
+            spec: "decoder:32,4096,32,2048,32000,llama".parse().unwrap(),
+        },
+        ..a6000_input()
+    }
+}
+
+#[test]
+fn an_8b_decoder_on_4x48gb_gets_fully_shard_not_ddp() {
+    let r = recommend(&eight_b_on_a6000()).unwrap();
+    assert_eq!(r.chosen, "fsdp", "{}", r.summary);
+    assert!(r.rows.is_empty(), "no DDP variant is offered");
+    assert!(r.summary.starts_with("DDP does not fit"), "{}", r.summary);
+    let plan = r.memory.as_ref().unwrap();
+    assert_eq!(plan.ddp_fits, Some(false));
+    let fit = plan.fit.as_ref().unwrap();
+    assert_eq!((fit.row.wrapper, fit.row.gpus), (Wrapper::Fsdp, 4));
+    // 8 sequences fit as 2 accumulation steps of 4, every block checkpointed.
+    assert_eq!((r.micro_batch, r.chosen_accum), (4, 2));
+    assert!(
+        r.summary.contains("with every block checkpointed"),
+        "{}",
+        r.summary
+    );
+    assert!(r
+        .python
+        .contains("fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=True)"));
+    assert!(r.python.contains("checkpoint_wrapper(block)"));
+    assert!(r
+        .python
+        .contains("set_requires_gradient_sync(k == ACCUM - 1)"));
+    assert!(r.reasons[0].rests_on.contains("Korthikanti et al. 2022"));
+    // What it offers fits: the row at the kept batch is within 90% of 48 GiB.
+    assert!(r.reasons[1].text.starts_with("fsdp at 4 GPUs keeps"));
+}
+
+#[test]
+fn a_model_that_fits_keeps_its_ddp_answer_with_the_memory_table_beside_it() {
+    let r = recommend(&a6000_input()).unwrap();
+    assert_ne!(r.chosen, "fsdp");
+    assert!(!r.rows.is_empty());
+    let plan = r.memory.unwrap();
+    assert_eq!(plan.ddp_fits, Some(true));
+    assert!(plan.fit.is_none());
+    assert_eq!(plan.rows.first().unwrap().wrapper, Wrapper::Ddp);
+}
+
+#[test]
+fn where_nothing_fits_the_job_gpus_the_answer_names_how_many_fully_shard_needs() {
+    let mut input = eight_b_on_a6000();
+    input.gpus = 2;
+    input.gpu_memory_bytes = Some(16 << 30);
+    let r = recommend(&input).unwrap();
+    assert_eq!(r.chosen, "fsdp");
+    assert!(r.gpus > 2, "{}", r.summary);
+    assert!(
+        r.summary
+            .contains(&format!("from {} GPUs (not at 2)", r.gpus)),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn keeping_the_batch_takes_as_few_accumulation_steps_as_reach_it() {
+    assert_eq!(keep_batch(8, 5), (4, 2));
+    assert_eq!(keep_batch(8, 8), (8, 1));
+    assert_eq!(keep_batch(8, 3), (3, 3));
+    assert_eq!(keep_batch(8, 1), (1, 8));
+    assert_eq!(keep_batch(7, 4), (4, 2));
+}
+
+#[test]
+fn a_measured_one_gpu_peak_gives_the_plan_its_activations() {
+    use crate::memory::check::MeasuredPeak;
+    use crate::memory::ActivationSource;
+    let mut input = a6000_input();
+    // gpt2-124m: 124,439,808 parameters, 18 B each under DDP with bf16 autocast = 2.24 GB of
+    // state; a peak of 6 GB leaves 3.76 GB of activations.
+    input.memory_peak = Some(MeasuredPeak {
+        variant: "base".into(),
+        wrapper: Wrapper::Ddp,
+        gpus: 1,
+        peak_bytes: 6_000_000_000,
+    });
+    let plan = recommend(&input).unwrap().memory.unwrap();
+    let ActivationSource::Measured { bytes, what } = &plan.model.activations else {
+        panic!("{:?}", plan.model.activations);
+    };
+    assert_eq!(*bytes, 6_000_000_000 - 18 * 124_439_808);
+    assert!(what.contains("the 1-GPU run of base"), "{what}");
+    assert_eq!(plan.row(Wrapper::Ddp).unwrap().total_bytes, 6_000_000_000);
+}
