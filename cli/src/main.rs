@@ -46,6 +46,7 @@ mod progress;
 mod recipe_args;
 mod recommend_cmd;
 mod render;
+mod width;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
