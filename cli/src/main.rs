@@ -246,7 +246,7 @@ fn collectives(cli: &GlobalArgs, a: &CollectivesArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&r)?;
     } else {
-        out!("{}", render::bench_collectives(&r));
+        out!("{}", render::bench_collectives(&r, cli.width()));
     }
     Ok(0)
 }

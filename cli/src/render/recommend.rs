@@ -3,50 +3,57 @@
 
 use std::fmt::Write as _;
 
+use comfy_table::presets::NOTHING;
+use comfy_table::{CellAlignment, Table, TableComponent};
+
 use ddpcheck_core::ddp::{CommHook, LayoutSummary, Reference, RunDevice};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::recommend::{PowerSgdOffer, Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
 
-/// Plain-text report: the table, the recommendation, reasons, warnings, Python, environment.
-pub fn recommendation(r: &Recommendation) -> String {
-    let mut s = inputs(r);
+use super::fit::{fit, fit_code, set_width};
+
+/// Plain-text report, `width` columns wide at most: the table, the recommendation, reasons,
+/// warnings, Python, environment.
+pub fn recommendation(r: &Recommendation, width: usize) -> String {
+    let mut s = fit(&inputs(r), width);
     s.push('\n');
-    s.push_str(&layout(&table(r)));
-    let _ = writeln!(s, "\nRecommendation: {}", r.summary);
+    s.push_str(&layout(&table(r), width));
+    let mut prose = format!("\nRecommendation: {}\n", r.summary);
     if !r.reasons.is_empty() {
-        s.push_str("\nWhy:\n");
+        prose.push_str("\nWhy:\n");
         for x in &r.reasons {
-            let _ = writeln!(s, "  - {}\n      rests on: {}", x.text, x.rests_on);
+            let _ = writeln!(prose, "  - {}\n      rests on: {}", x.text, x.rests_on);
         }
     }
     if !r.warnings.is_empty() {
-        s.push_str("\nWarnings:\n");
+        prose.push_str("\nWarnings:\n");
         for w in &r.warnings {
             let _ = writeln!(
-                s,
+                prose,
                 "  ! [{}] {}\n      rests on: {}",
                 w.code, w.text, w.rests_on
             );
         }
     }
+    s.push_str(&fit(&prose, width));
     if let Some(o) = &r.powersgd {
-        s.push_str(&powersgd(o));
+        s.push_str(&powersgd(o, width));
     }
     s.push_str("\nPython:\n");
     for l in r.python.lines() {
-        let _ = writeln!(s, "    {l}");
+        s.push_str(&fit_code(&format!("    {l}"), width));
     }
     s.push_str("\nEnvironment:\n");
     for l in &r.env {
-        let _ = writeln!(s, "    {l}");
+        s.push_str(&fit_code(&format!("    {l}"), width));
     }
     s
 }
 
 /// PowerSGD against the casting hook: the rank offered with its predicted step and its costs
 /// (numerics, error-feedback memory, warm-up) and registration lines, or why none is offered.
-fn powersgd(o: &PowerSgdOffer) -> String {
+fn powersgd(o: &PowerSgdOffer, width: usize) -> String {
     let cast = match o.against {
         CommHook::Fp16 => "fp16",
         _ => "bf16",
@@ -58,7 +65,7 @@ fn powersgd(o: &PowerSgdOffer) -> String {
             .as_deref()
             .unwrap_or("no rank beats the casting hook");
         let _ = writeln!(s, "  not offered: {why}");
-        return s;
+        return fit(&s, width);
     };
     let row = o.rows.iter().find(|x| x.rank == rank);
     let step = row.and_then(|x| x.step_s).unwrap_or(f64::NAN);
@@ -85,8 +92,9 @@ fn powersgd(o: &PowerSgdOffer) -> String {
     if let Some(cite) = &o.rests_on {
         let _ = writeln!(s, "      rests on: {cite}");
     }
+    let mut s = fit(&s, width);
     for l in o.snippet.iter().flat_map(|x| x.lines()) {
-        let _ = writeln!(s, "    {l}");
+        s.push_str(&fit_code(&format!("    {l}"), width));
     }
     s
 }
@@ -284,38 +292,51 @@ fn ranks(device: RunDevice, n: u32) -> String {
     format!("{n} {one}{}", if n == 1 { "" } else { "s" })
 }
 
-/// Columns padded to their widest cell: the first left-aligned, the others right-aligned, a
-/// rule under the header.
-fn layout(table: &[Vec<String>]) -> String {
-    let mut s = String::new();
-    let columns = table.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..columns)
+/// Columns padded to their widest cell, two spaces apart (one where the columns' longest words
+/// would not fit `width` otherwise): the first left-aligned, the others right-aligned, a rule
+/// under the header; cells wrap where the columns would pass `width`.
+fn layout(cells: &[Vec<String>], width: usize) -> String {
+    let mut t = Table::new();
+    t.load_preset(NOTHING);
+    // The rule, and one column of it between each two columns (a space in the rows).
+    t.set_style(TableComponent::HeaderLines, '-');
+    t.set_style(TableComponent::MiddleHeaderIntersections, '-');
+    let mut rows = cells.iter();
+    if let Some(header) = rows.next() {
+        t.set_header(header);
+    }
+    for r in rows {
+        t.add_row(r);
+    }
+    let columns = cells.first().map_or(0, Vec::len);
+    let words: usize = (0..columns)
         .map(|c| {
-            table
+            cells
                 .iter()
-                .map(|r| r.get(c).map(|x| x.chars().count()).unwrap_or(0))
+                .filter_map(|r| r.get(c))
+                .flat_map(|x| x.split_whitespace())
+                .map(|w| w.chars().count())
                 .max()
                 .unwrap_or(0)
         })
-        .collect();
-    for (i, r) in table.iter().enumerate() {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            let pad = widths[c].saturating_sub(cell.chars().count());
-            if c == 0 {
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
-            } else {
-                line.push_str("  ");
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
-            }
-        }
-        let _ = writeln!(s, "{}", line.trim_end());
+        .sum();
+    let gap = if words + 2 * columns.saturating_sub(1) <= width {
+        2
+    } else {
+        1
+    };
+    for (i, c) in t.column_iter_mut().enumerate() {
         if i == 0 {
-            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
-            let _ = writeln!(s, "{}", "-".repeat(total));
+            c.set_padding((0, 0));
+        } else {
+            c.set_padding((gap - 1, 0));
+            c.set_cell_alignment(CellAlignment::Right);
         }
+    }
+    set_width(&mut t, width, usize::from(gap) * columns.saturating_sub(1));
+    let mut s = String::new();
+    for line in t.lines() {
+        let _ = writeln!(s, "{}", line.trim_end());
     }
     s
 }
@@ -330,6 +351,9 @@ mod tests {
     };
     use ddpcheck_core::step_time::LinkCurve;
     use ddpcheck_core::topology::LinkClass;
+
+    /// Wide enough that no line wraps: these tests read the content, not its layout.
+    const WIDE: usize = 1000;
 
     /// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
     fn a6000_input() -> RecommendInput {
@@ -387,7 +411,7 @@ mod tests {
             let line = text.lines().find(|l| l.starts_with("variant")).unwrap();
             line.to_string()
         };
-        let plain = recommendation(&recommend(&a6000_input()).unwrap());
+        let plain = recommendation(&recommend(&a6000_input()).unwrap(), WIDE);
         assert!(header(&plain).ends_with("target"), "{plain}");
         let mut input = a6000_input();
         input.measured = vec![MeasuredSpeedup {
@@ -397,7 +421,7 @@ mod tests {
             noise_bound: Some(0.1),
             rests_on: "bench ddp of base".into(),
         }];
-        let text = recommendation(&recommend(&input).unwrap());
+        let text = recommendation(&recommend(&input).unwrap(), WIDE);
         assert!(text.contains("measured"));
         assert!(header(&text).ends_with(" measured"), "{text}");
         assert!(text.contains("2.50× ±5.0%"), "{text}");
@@ -418,7 +442,7 @@ mod tests {
             rests_on: "bench ddp of base".into(),
         }];
         let r = recommend(&input).unwrap();
-        let text = recommendation(&r);
+        let text = recommendation(&r, WIDE);
         let said = fmt_money(r.answer.as_ref().unwrap().cost_per_million.unwrap());
         let line = text
             .lines()
@@ -454,7 +478,7 @@ mod tests {
         }];
         let r = recommend(&input).unwrap();
         assert!(!r.model_check.as_ref().unwrap().reliable);
-        let text = recommendation(&r);
+        let text = recommendation(&r, WIDE);
         let row = |name: &str| {
             text.lines()
                 .find(|l| l.starts_with(&format!("{name} ")))
@@ -472,7 +496,7 @@ mod tests {
         }
         // With a reliable model nothing is marked: the measured column says which rows are
         // predictions.
-        let text = recommendation(&recommend(&a6000_input()).unwrap());
+        let text = recommendation(&recommend(&a6000_input()).unwrap(), WIDE);
         assert!(
             !text.contains("yes (predicted)") && !text.contains("no (predicted)"),
             "{text}"
@@ -481,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_text_says_the_reference_once() {
-        let text = recommendation(&recommend(&a6000_input()).unwrap());
+        let text = recommendation(&recommend(&a6000_input()).unwrap(), WIDE);
         assert!(
             text.contains("reference: one GPU inside DDP (no step without DDP measured"),
             "{text}"
@@ -494,7 +518,7 @@ mod tests {
             noise_bound: None,
             rests_on: "a test".into(),
         });
-        let text = recommendation(&recommend(&input).unwrap());
+        let text = recommendation(&recommend(&input).unwrap(), WIDE);
         assert!(
             text.contains("reference: one GPU without DDP (speedups, efficiencies, costs); DDP's own work at one GPU +16.0% (ddp_over_plain 1.160)"),
             "{text}"
@@ -511,7 +535,7 @@ mod tests {
             busbw_ratio: 2.3 / 4.3,
         });
         let r = recommend(&input).unwrap();
-        let text = recommendation(&r);
+        let text = recommendation(&r, WIDE);
         for want in [
             "bf16+accum8",
             "1 GPU",
@@ -525,14 +549,14 @@ mod tests {
         let json = serde_json::to_string(&r).unwrap();
         let back: Recommendation = serde_json::from_str(&json).unwrap();
         // serde_json may change the last bit of a float: compare the text.
-        assert_eq!(recommendation(&back), text);
+        assert_eq!(recommendation(&back, WIDE), text);
     }
 
     #[test]
     fn the_powersgd_offer_is_said_with_its_costs_and_its_rank_in_the_snippet() {
         let mut input = a6000_input();
         input.curve = LinkCurve::flat(4, 1.0, 50e-6).unwrap();
-        let text = recommendation(&recommend(&input).unwrap());
+        let text = recommendation(&recommend(&input).unwrap(), WIDE);
         assert!(
             text.contains("PowerSGD:\n  not offered: compression compute unmeasured: run bench ddp --gpus 1 --variants base,powersgd4"),
             "{text}"
@@ -542,7 +566,7 @@ mod tests {
             compute_s: 0.012,
             rests_on: "1-GPU powersgd2 run over base (test)".into(),
         }];
-        let text = recommendation(&recommend(&input).unwrap());
+        let text = recommendation(&recommend(&input).unwrap(), WIDE);
         for want in [
             "rank 2 beats bf16:",
             "numerics: PowerSGD is a biased compressor",
