@@ -34,7 +34,7 @@ pub struct GlobalArgs {
 
 impl GlobalArgs {
     /// The width text output fits in (`crate::width::output_width`).
-    pub fn width(&self) -> usize {
+    pub fn width(&self) -> crate::width::Width {
         crate::width::output_width(self.width)
     }
 

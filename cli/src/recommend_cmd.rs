@@ -152,7 +152,7 @@ impl RecommendArgs {
 }
 
 /// The report as text, `width` columns wide at most.
-pub fn render(r: &RecommendReport, width: usize) -> String {
+pub fn render(r: &RecommendReport, width: crate::width::Width) -> String {
     let mut s = if r.cpu_ranks && r.header.backend == ddpcheck_core::BackendKind::Real {
         // No driver or CUDA version to name: the ranks ran on the host's CPU.
         format!(

@@ -8,6 +8,7 @@ use ddpcheck_core::report::ExplainReport;
 use ddpcheck_core::{Finding, Severity};
 
 use super::banner;
+use crate::width::Width;
 
 fn gbps(v: f64) -> String {
     if v >= 100.0 {
@@ -183,7 +184,7 @@ fn also_words(c: &Cause) -> String {
 }
 
 /// A live explain, `width` columns wide at most.
-pub fn explain(r: &ExplainReport, width: usize) -> String {
+pub fn explain(r: &ExplainReport, width: Width) -> String {
     let mut s = banner(&r.header, "explain");
     s.push_str(&body(&Body {
         reason: &r.reason,
@@ -211,7 +212,7 @@ pub(super) struct Body<'a> {
     /// `None`: one GPU.
     pub no_pairs: Option<&'a str>,
     /// The columns its tables fit in.
-    pub width: usize,
+    pub width: Width,
 }
 
 /// The reason, the pairs' chains, the node's all-reduce, the causes, the platform limits and

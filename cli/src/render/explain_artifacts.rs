@@ -5,6 +5,7 @@ use ddpcheck_artifacts::judge::ArtifactsReport;
 use ddpcheck_core::Severity;
 
 use super::explain::{body, Body};
+use crate::width::Width;
 
 fn banner(r: &ArtifactsReport) -> String {
     let v = &r.versions;
@@ -70,7 +71,7 @@ fn measured(r: &ArtifactsReport) -> String {
 }
 
 /// The artifacts' explain, `width` columns wide at most.
-pub fn explain_artifacts(r: &ArtifactsReport, width: usize) -> String {
+pub fn explain_artifacts(r: &ArtifactsReport, width: Width) -> String {
     let mut s = banner(r);
     s.push_str("\nRead:\n");
     for p in &r.provenance {

@@ -2,7 +2,9 @@
 //! and tables whose cells wrap to it.
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::{ColumnConstraint, ContentArrangement, Table, Width};
+use comfy_table::{ColumnConstraint, ContentArrangement, Table};
+
+use crate::width::Width;
 
 /// A bordered table; [`render`] fits it to a width.
 pub fn table() -> Table {
@@ -12,10 +14,10 @@ pub fn table() -> Table {
 }
 
 /// A bordered [`table`] at most `width` columns wide, its cells wrapped where they must be.
-pub fn render(mut t: Table, width: usize) -> String {
+pub fn render(mut t: Table, width: Width) -> String {
     // Each column's padding (one a side) and the space between columns, and the two borders.
     let columns = t.column_iter().count();
-    set_width(&mut t, width, 3 * columns + 1);
+    set_width(&mut t, width.tables, 3 * columns + 1);
     t.to_string()
 }
 
@@ -55,7 +57,9 @@ pub fn set_width(t: &mut Table, width: usize, overhead: usize) {
     for (i, c) in t.column_iter_mut().enumerate() {
         if let Some(&(_, w)) = held.iter().find(|(h, _)| *h == i) {
             let w = u16::try_from(w).unwrap_or(u16::MAX) + c.padding_width();
-            c.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(w)));
+            c.set_constraint(ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(
+                w,
+            )));
         }
     }
 }
@@ -63,7 +67,15 @@ pub fn set_width(t: &mut Table, width: usize, overhead: usize) {
 /// `text` with each line longer than `width` characters wrapped at spaces. A continuation line
 /// hangs two columns in from its line's indentation; a comment line's (`# ...`) repeats the `# `.
 /// A word longer than the room left stays whole, on a line of its own.
-pub fn fit(text: &str, width: usize) -> String {
+pub fn fit(text: &str, width: Width) -> String {
+    match width.lines {
+        Some(w) => fit_to(text, w),
+        None => text.to_string(),
+    }
+}
+
+/// `text` with each line longer than `width` characters wrapped, as [`fit`] says.
+fn fit_to(text: &str, width: usize) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     for line in text.split_inclusive('\n') {
         let (body, newline) = match line.strip_suffix('\n') {
@@ -84,19 +96,27 @@ pub fn fit(text: &str, width: usize) -> String {
 /// on a line of its own above the code, and code longer than the width breaks after the commas
 /// inside its brackets (where Python reads on), else at a space outside quotes with a `\` at
 /// the end of the line (both languages read on). A word longer than the width stays whole.
-pub fn fit_code(line: &str, width: usize) -> String {
+pub fn fit_code(line: &str, width: Width) -> String {
+    match width.lines {
+        Some(w) => fit_code_to(line, w),
+        None => format!("{line}\n"),
+    }
+}
+
+/// A line of code fitted to `width`, as [`fit_code`] says.
+fn fit_code_to(line: &str, width: usize) -> String {
     if line.chars().count() <= width {
         return format!("{line}\n");
     }
     let rest = line.trim_start_matches(' ');
     let lead = &line[..line.len() - rest.len()];
     if rest.starts_with('#') {
-        return fit(&format!("{line}\n"), width);
+        return fit_to(&format!("{line}\n"), width);
     }
     let (code, comment) = split_comment(rest);
     let mut out = String::new();
     if let Some(comment) = comment {
-        out.push_str(&fit(&format!("{lead}# {comment}\n"), width));
+        out.push_str(&fit_to(&format!("{lead}# {comment}\n"), width));
     }
     let code = format!("{lead}{}", code.trim_end());
     let hang = format!("{lead}    ");
@@ -230,7 +250,7 @@ mod tests {
     #[test]
     fn long_lines_wrap_under_their_indentation_and_short_ones_stay() {
         let text = "short\n  - one two three four five six\n# a comment that is long\n";
-        let got = fit(text, 16);
+        let got = fit_to(text, 16);
         assert_eq!(
             got,
             "short\n  - one two\n    three four\n    five six\n# a comment that\n# is long\n"
@@ -242,17 +262,20 @@ mod tests {
     fn code_keeps_running_its_comment_above_and_breaks_inside_brackets() {
         let line = "    state = f(process_group=None, rank=4, start=1000)  # plain until then";
         assert_eq!(
-            fit_code(line, 36),
+            fit_code_to(line, 36),
             "    # plain until then\n    state = f(process_group=None,\n        rank=4, start=1000)\n"
         );
-        assert_eq!(fit_code("    x = 1  # short", 40), "    x = 1  # short\n");
         assert_eq!(
-            fit_code("    from a.b.c import d as e", 24),
+            fit_code_to("    x = 1  # short", 40),
+            "    x = 1  # short\n"
+        );
+        assert_eq!(
+            fit_code_to("    from a.b.c import d as e", 24),
             "    from a.b.c import \\\n        d as e\n"
         );
         // A `#` and a comma inside quotes are the string's: neither a comment nor a break.
         assert_eq!(
-            fit_code("    s = \"a  # b, c\"", 12),
+            fit_code_to("    s = \"a  # b, c\"", 12),
             "    s = \\\n        \"a  # b, c\"\n"
         );
     }
@@ -260,7 +283,7 @@ mod tests {
     #[test]
     fn a_word_longer_than_the_width_stays_whole_and_inner_spacing_is_kept() {
         assert_eq!(
-            fit("a  b abcdefghijklmnop c", 8),
+            fit_to("a  b abcdefghijklmnop c", 8),
             "a  b\n  abcdefghijklmnop\n  c"
         );
     }

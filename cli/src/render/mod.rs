@@ -25,6 +25,8 @@ use ddpcheck_core::units::fmt_bytes;
 use ddpcheck_core::{BackendKind, Severity};
 use fit::{render, table};
 
+use crate::width::Width;
+
 /// The first line of every text report: what was measured, and loudly when it was simulated.
 pub fn banner(h: &Header, what: &str) -> String {
     match h.backend {
@@ -49,7 +51,7 @@ pub fn topo(r: &TopoReport) -> String {
 }
 
 /// The preflight's steps, host copies, sweep and findings, `width` columns wide at most.
-pub fn preflight(r: &PreflightReport, width: usize) -> String {
+pub fn preflight(r: &PreflightReport, width: Width) -> String {
     let mut s = banner(&r.header, "check");
     let mut steps = table();
     steps.set_header(vec!["step", "seconds", "status", "detail"]);
@@ -67,7 +69,7 @@ pub fn preflight(r: &PreflightReport, width: usize) -> String {
     }
     if let Some(sw) = &r.all_reduce {
         s.push('\n');
-        s.push_str(&nccl_table::sweep(sw, width));
+        s.push_str(&nccl_table::sweep(sw, width.tables));
     }
     if let Some(e) = &r.expected {
         s.push_str(&format!("# expected ≈ {:.2} GB/s busbw for {} (warning below {:.0}%, critical below {:.0}%; source: {})\n", e.busbw_gbps, e.class, ddpcheck_core::expect::WARN_RATIO * 100.0, ddpcheck_core::expect::CRITICAL_RATIO * 100.0, e.source));
@@ -102,7 +104,7 @@ pub fn preflight(r: &PreflightReport, width: usize) -> String {
 pub fn host_copies(
     gpus: &[ddpcheck_core::node_gpus::GpuInfo],
     run: &HostCopyRun,
-    width: usize,
+    width: Width,
 ) -> String {
     let mut t = table();
     t.set_header(vec![
@@ -182,7 +184,7 @@ pub fn copy_reference_lines(gpus: &[ddpcheck_core::node_gpus::GpuInfo]) -> Vec<S
     out
 }
 
-pub fn bench_collectives(r: &BenchCollectivesReport, width: usize) -> String {
+pub fn bench_collectives(r: &BenchCollectivesReport, width: Width) -> String {
     let mut s = banner(&r.header, "bench collectives");
     for run in &r.runs {
         s.push_str(&format!(
@@ -197,7 +199,7 @@ pub fn bench_collectives(r: &BenchCollectivesReport, width: usize) -> String {
             run.run.init_seconds
         ));
         for sw in &run.run.sweeps {
-            s.push_str(&nccl_table::sweep(sw, width));
+            s.push_str(&nccl_table::sweep(sw, width.tables));
         }
     }
     if r.runs.len() > 1 {
@@ -459,7 +461,7 @@ fn layout_lines(results: &[DdpResult]) -> Vec<String> {
     out
 }
 
-pub fn bench_ddp(r: &DdpReport, width: usize) -> String {
+pub fn bench_ddp(r: &DdpReport, width: Width) -> String {
     let mut s = banner(&r.header, "bench ddp");
     if r.results.iter().any(|x| x.device == RunDevice::Cpu) {
         s.push_str("CPU RANKS (gloo): a test of the benchmark and the model, not a GPU measurement; \"GPUs\" below are CPU processes\n");

@@ -12,13 +12,14 @@ use ddpcheck_core::recommend::{PowerSgdOffer, Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
 
 use super::fit::{fit, fit_code, set_width};
+use crate::width::Width;
 
 /// Plain-text report, `width` columns wide at most: the table, the recommendation, reasons,
 /// warnings, Python, environment.
-pub fn recommendation(r: &Recommendation, width: usize) -> String {
+pub fn recommendation(r: &Recommendation, width: Width) -> String {
     let mut s = fit(&inputs(r), width);
     s.push('\n');
-    s.push_str(&layout(&table(r), width));
+    s.push_str(&layout(&table(r), width.tables));
     let mut prose = format!("\nRecommendation: {}\n", r.summary);
     if !r.reasons.is_empty() {
         prose.push_str("\nWhy:\n");
@@ -53,7 +54,7 @@ pub fn recommendation(r: &Recommendation, width: usize) -> String {
 
 /// PowerSGD against the casting hook: the rank offered with its predicted step and its costs
 /// (numerics, error-feedback memory, warm-up) and registration lines, or why none is offered.
-fn powersgd(o: &PowerSgdOffer, width: usize) -> String {
+fn powersgd(o: &PowerSgdOffer, width: Width) -> String {
     let cast = match o.against {
         CommHook::Fp16 => "fp16",
         _ => "bf16",
@@ -353,7 +354,10 @@ mod tests {
     use ddpcheck_core::topology::LinkClass;
 
     /// Wide enough that no line wraps: these tests read the content, not its layout.
-    const WIDE: usize = 1000;
+    const WIDE: Width = Width {
+        tables: 1000,
+        lines: Some(1000),
+    };
 
     /// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
     fn a6000_input() -> RecommendInput {
