@@ -64,14 +64,14 @@ fn full(sw: &Sweep) -> String {
 fn narrow(sw: &Sweep, in_place: bool) -> String {
     let mut s = String::new();
     let dtype = sw.samples.first().map_or("?", |x| x.dtype.as_str());
-    let mut heading = format!("# {} over {} ranks, {dtype}", sw.op.name(), sw.ranks);
+    let mut kind = dtype.to_string();
     if sw.op.has_redop() {
-        let _ = write!(heading, ", redop {}", sw.redop);
+        let _ = write!(kind, ", redop {}", sw.redop);
     }
     if sw.op.has_root() {
-        let _ = write!(heading, ", root {}", sw.root);
+        let _ = write!(kind, ", root {}", sw.root);
     }
-    let _ = writeln!(s, "{heading}");
+    let _ = writeln!(s, "# {} ({kind}) over {} ranks", sw.op.name(), sw.ranks);
     let lead = ["#           ", "#       size", "#        (B)"];
     for (lead, head) in lead.iter().zip(TIMING_HEAD) {
         let mut line = format!("{lead}{head}");
@@ -174,7 +174,7 @@ mod tests {
                 "{width}: {table}"
             );
             assert!(
-                table.starts_with("# all_reduce over 2 ranks, float, redop sum\n"),
+                table.starts_with("# all_reduce (float, redop sum) over 2 ranks\n"),
                 "{table}"
             );
             assert!(table.contains("  1073741824"), "{table}");
