@@ -11,7 +11,7 @@ mod topology;
 pub use diff::diff;
 pub use explain::explain;
 pub use explain_artifacts::explain_artifacts;
-pub use fit::fit;
+pub use fit::{fit, render as fit_table, table};
 pub use recommend::recommendation;
 
 use comfy_table::Cell;
@@ -23,7 +23,7 @@ use ddpcheck_core::report::{
 };
 use ddpcheck_core::units::fmt_bytes;
 use ddpcheck_core::{BackendKind, Severity};
-use fit::{render, table};
+use fit::render;
 
 use crate::width::Width;
 
