@@ -89,6 +89,15 @@ fn text_output_is_no_wider_than_columns() {
             let o = ddpcheck(&args, Some(&width.to_string()));
             let text = stdout(&o);
             assert!(text.lines().count() > 3, "{args:?}: {text}");
+            // A table fits by wrapping its cells, never by cutting its rows: each row is whole.
+            let cut: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with('│') != l.ends_with('│'))
+                .collect();
+            assert!(
+                cut.is_empty(),
+                "{args:?} at COLUMNS={width}: {cut:?}\n{text}"
+            );
             let long = too_long(&text, width);
             assert!(
                 long.is_empty(),
