@@ -91,7 +91,7 @@ pub fn run(cli: &GlobalArgs, a: &CheckArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&report)?;
     } else {
-        out!("{}", render::preflight(&report));
+        out!("{}", render::preflight(&report, cli.width()));
     }
     Ok(report.exit_code)
 }

@@ -276,7 +276,7 @@ fn show(
     if cli.json {
         print_json(r)?;
     } else {
-        out!("{}", render::bench_ddp(r));
+        out!("{}", render::bench_ddp(r, cli.width()));
     }
     // What finished is shown above; the deadline that stopped the rest is the exit code.
     if let Some(stopped) = &r.stopped {

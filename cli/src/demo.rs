@@ -62,9 +62,9 @@ pub fn run(cli: &GlobalArgs) -> Result<i32, RunError> {
     } else {
         out!("{}", render::topo(&topo));
         outln!();
-        out!("{}", render::preflight(&pre));
+        out!("{}", render::preflight(&pre, cli.width()));
         outln!();
-        out!("{}", crate::recommend_cmd::render(&rec));
+        out!("{}", crate::recommend_cmd::render(&rec, cli.width()));
         outln!(
             "\n(demo finished in {:.2} s; every number above is SIMULATED)",
             started.elapsed().as_secs_f64()

@@ -136,7 +136,7 @@ fn run_offline(cli: &GlobalArgs, a: &ExplainArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&r)?;
     } else {
-        out!("{}", render::explain_artifacts(&r));
+        out!("{}", render::explain_artifacts(&r, cli.width()));
     }
     Ok(r.exit_code)
 }
@@ -165,7 +165,7 @@ pub fn run(cli: &GlobalArgs, a: &ExplainArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&r)?;
     } else {
-        out!("{}", render::explain(&r));
+        out!("{}", render::explain(&r, cli.width()));
     }
     Ok(r.exit_code)
 }

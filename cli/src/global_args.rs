@@ -18,6 +18,9 @@ pub struct GlobalArgs {
     /// Print the report as JSON (schema: docs/schema.md) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Columns text output fits in, tables' cells wrapped to it (at least 40). Default: COLUMNS, else the terminal's width, else 100. JSON is never wrapped.
+    #[arg(long, global = true, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(1..))]
+    pub width: Option<u16>,
     /// With --daemon https://HOST:PORT: the CA certificate (PEM) that signed ddpcheckd's certificate.
     #[arg(long, global = true, env = ddpcheck_client::ClientTls::ENV_CA, value_name = "FILE")]
     pub tls_ca: Option<std::path::PathBuf>,
@@ -30,6 +33,11 @@ pub struct GlobalArgs {
 }
 
 impl GlobalArgs {
+    /// The width text output fits in (`crate::width::output_width`).
+    pub fn width(&self) -> crate::width::Width {
+        crate::width::output_width(self.width)
+    }
+
     /// The client TLS settings for `--daemon https://...` (flags, else DDPCHECK_CLI_TLS_* env).
     pub fn client_tls(&self) -> ddpcheck_client::ClientTls {
         ddpcheck_client::ClientTls {

@@ -2,8 +2,6 @@
 //! in a line (verdict, bandwidth, speedup, or why it failed); `--json` adds the stored reports.
 
 use clap::Args;
-use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::Table;
 use ddpcheck_core::collective::judged_peak;
 use ddpcheck_core::report::{BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport};
 use ddpcheck_proto::v1 as pb;
@@ -73,7 +71,7 @@ pub fn run(cli: &GlobalArgs, a: &HistoryArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&entries)?;
     } else {
-        out!("{}", table(&daemon.addr, &entries));
+        out!("{}", table(&daemon.addr, &entries, cli.width()));
     }
     Ok(0)
 }
@@ -224,7 +222,7 @@ fn summary(kind: &str, json: &str) -> String {
     }
 }
 
-fn table(addr: &str, entries: &[Entry]) -> String {
+fn table(addr: &str, entries: &[Entry], width: crate::width::Width) -> String {
     let sim = entries.iter().any(|e| e.backend == "sim");
     let mut out = format!(
         "ddpcheck history — daemon at {addr}, newest first{}\n",
@@ -238,8 +236,7 @@ fn table(addr: &str, entries: &[Entry]) -> String {
         out.push_str("no runs stored yet\n");
         return out;
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
+    let mut t = crate::render::table();
     t.set_header([
         "id",
         "started (UTC)",
@@ -258,7 +255,7 @@ fn table(addr: &str, entries: &[Entry]) -> String {
             e.error.clone().unwrap_or_else(|| e.summary.clone()),
         ]);
     }
-    out.push_str(&t.to_string());
+    out.push_str(&crate::render::fit_table(t, width));
     out.push('\n');
     out
 }

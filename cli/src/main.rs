@@ -47,6 +47,7 @@ mod progress;
 mod recipe_args;
 mod recommend_cmd;
 mod render;
+mod width;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -257,7 +258,7 @@ fn collectives(cli: &GlobalArgs, a: &CollectivesArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&r)?;
     } else {
-        out!("{}", render::bench_collectives(&r));
+        out!("{}", render::bench_collectives(&r, cli.width()));
     }
     Ok(0)
 }

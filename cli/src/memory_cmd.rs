@@ -120,7 +120,7 @@ pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
         })?;
         return Ok(0);
     }
-    let mut s = crate::render::memory_plan(&plan);
+    let mut s = crate::render::memory_plan(&plan, cli.width());
     s.push_str(&rests_on(&m));
     if let Some(f) = &slices {
         s.push_str(&slice_lines(f));

@@ -151,7 +151,8 @@ impl RecommendArgs {
     }
 }
 
-pub fn render(r: &RecommendReport) -> String {
+/// The report as text, `width` columns wide at most.
+pub fn render(r: &RecommendReport, width: crate::width::Width) -> String {
     let mut s = if r.cpu_ranks && r.header.backend == ddpcheck_core::BackendKind::Real {
         // No driver or CUDA version to name: the ranks ran on the host's CPU.
         format!(
@@ -170,7 +171,10 @@ pub fn render(r: &RecommendReport) -> String {
     if let Some(c) = &r.compile {
         s.push_str(&compile_line(c));
     }
-    s.push_str(&crate::render::recommendation(&r.recommendation));
+    // The lines around the recommendation are prose: they wrap; its own code lines must not.
+    let head = crate::render::fit(&s, width);
+    let recommendation = crate::render::recommendation(&r.recommendation, width);
+    let mut s = String::new();
     let (gpus, one_gpu) = if r.cpu_ranks {
         ("CPU ranks", "one CPU rank")
     } else {
@@ -275,7 +279,7 @@ pub fn render(r: &RecommendReport) -> String {
             p.against_predicted_step_s * 1e3
         ));
     }
-    s
+    format!("{head}{recommendation}{}", crate::render::fit(&s, width))
 }
 
 /// One line: what recommend measured itself (each launch's variants as they ran, each sweep),
@@ -370,7 +374,7 @@ pub fn run(cli: &GlobalArgs, a: &RecommendArgs) -> Result<i32, RunError> {
     if cli.json {
         print_json(&report)?;
     } else {
-        out!("{}", render(&report));
+        out!("{}", render(&report, cli.width()));
     }
     // Measurements asked to be kept but not kept: the recommendation stands, with a warning.
     Ok(if saved.failed() > 0 {

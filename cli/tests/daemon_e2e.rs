@@ -342,7 +342,8 @@ fn history_lists_the_daemons_runs_newest_first() {
         64
     );
 
-    let o = d.cli(&["history"]);
+    // Wide enough that the table's cells stay whole (tests/fits_terminal.rs holds tables to 100).
+    let o = d.cli(&["history", "--width", "250"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("SIMULATED NODE"), "{text}");

@@ -71,6 +71,9 @@ fn a_saved_report_is_shown_and_plotted_again() {
         json.to_str().unwrap(),
         "--plot",
         svg.to_str().unwrap(),
+        // Wide enough that the table's cells stay whole (tests/fits_terminal.rs holds them to 100).
+        "--width",
+        "250",
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(stdout(&o).contains("bf16+accum4"), "{}", stdout(&o));
@@ -143,7 +146,8 @@ fn repeated_launches_are_reported_with_their_spread() {
         "--repeats",
         "3",
     ];
-    let mut local_args = vec!["--sim", "h200x2-nvlink"];
+    // Wide enough that the table's cells stay whole (tests/fits_terminal.rs holds them to 100).
+    let mut local_args = vec!["--sim", "h200x2-nvlink", "--width", "250"];
     local_args.extend(args);
     let o = local(&local_args);
     assert_eq!(code(&o), 0, "{}", stderr(&o));

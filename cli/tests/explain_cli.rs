@@ -385,7 +385,8 @@ fn consumer_p2p_causes_and_the_ab_after_a_hang() {
 /// all-reduce reference's sources).
 #[test]
 fn consumer_host_copies_print_their_published_reference_and_source() {
-    let (rc, v, text) = explain("rtx4090x4-phb", &[], &[]);
+    // Wide enough that the table's cells stay whole (tests/fits_terminal.rs holds them to 100).
+    let (rc, v, text) = explain("rtx4090x4-phb", &[], &["--width", "200"]);
     assert_eq!(rc, 0, "{text}");
     let findings = v["host_copy_findings"].as_array().unwrap();
     assert_eq!(findings.len(), 4, "{findings:?}");

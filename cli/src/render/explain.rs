@@ -8,6 +8,7 @@ use ddpcheck_core::report::ExplainReport;
 use ddpcheck_core::{Finding, Severity};
 
 use super::banner;
+use crate::width::Width;
 
 fn gbps(v: f64) -> String {
     if v >= 100.0 {
@@ -182,7 +183,8 @@ fn also_words(c: &Cause) -> String {
     format!("{}: {}", who.join("–"), parts.join("; "))
 }
 
-pub fn explain(r: &ExplainReport) -> String {
+/// A live explain, `width` columns wide at most.
+pub fn explain(r: &ExplainReport, width: Width) -> String {
     let mut s = banner(&r.header, "explain");
     s.push_str(&body(&Body {
         reason: &r.reason,
@@ -192,8 +194,9 @@ pub fn explain(r: &ExplainReport) -> String {
         host_copy_findings: &r.host_copy_findings,
         history: true,
         no_pairs: None,
+        width,
     }));
-    s
+    super::fit(&s, width)
 }
 
 /// What an explain report says below its banner, live or read from artifacts.
@@ -208,6 +211,8 @@ pub(super) struct Body<'a> {
     /// Why there is no pair where there are several GPUs (artifacts without a topo matrix);
     /// `None`: one GPU.
     pub no_pairs: Option<&'a str>,
+    /// The columns its tables fit in.
+    pub width: Width,
 }
 
 /// The reason, the pairs' chains, the node's all-reduce, the causes, the platform limits and
@@ -233,7 +238,7 @@ pub(super) fn body(b: &Body<'_>) -> String {
         }
     }
     if let Some(run) = b.host_copies {
-        s.push_str(&super::host_copies(b.gpus, run));
+        s.push_str(&super::host_copies(b.gpus, run, b.width));
     }
     for f in b.host_copy_findings {
         s.push_str(&format!("  {}: {}\n", f.severity.label(), f.message));

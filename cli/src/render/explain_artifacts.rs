@@ -5,6 +5,7 @@ use ddpcheck_artifacts::judge::ArtifactsReport;
 use ddpcheck_core::Severity;
 
 use super::explain::{body, Body};
+use crate::width::Width;
 
 fn banner(r: &ArtifactsReport) -> String {
     let v = &r.versions;
@@ -69,7 +70,8 @@ fn measured(r: &ArtifactsReport) -> String {
     )
 }
 
-pub fn explain_artifacts(r: &ArtifactsReport) -> String {
+/// The artifacts' explain, `width` columns wide at most.
+pub fn explain_artifacts(r: &ArtifactsReport, width: Width) -> String {
     let mut s = banner(r);
     s.push_str("\nRead:\n");
     for p in &r.provenance {
@@ -90,6 +92,7 @@ pub fn explain_artifacts(r: &ArtifactsReport) -> String {
         history: false,
         no_pairs: (r.topology.is_none() && r.gpus.len() > 1)
             .then_some("no topo matrix, so no pair is known"),
+        width,
     }));
     s.push_str(&measured(r));
     let findings: Vec<_> = r
@@ -114,5 +117,5 @@ pub fn explain_artifacts(r: &ArtifactsReport) -> String {
             s.push_str(&format!("  {u}\n"));
         }
     }
-    s
+    super::fit(&s, width)
 }

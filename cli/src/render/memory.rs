@@ -32,7 +32,7 @@ fn cells(r: &MemoryRow) -> Vec<String> {
 }
 
 /// The plan's table and what it rests on; the fit found where DDP does not fit.
-pub fn memory_plan(p: &MemoryPlan) -> String {
+pub fn memory_plan(p: &MemoryPlan, width: crate::width::Width) -> String {
     let mut s = String::new();
     let gpu = p.gpu_bytes.map_or("unknown".to_string(), |b| {
         format!(
@@ -63,8 +63,11 @@ pub fn memory_plan(p: &MemoryPlan) -> String {
         );
         table.push(row);
     }
-    s.push_str(&super::columns::layout(&table));
-    let _ = writeln!(s, "{}", activations_line(&p.model.activations));
+    s.push_str(&super::columns::layout(&table, width.tables));
+    s.push_str(&super::fit(
+        &format!("{}\n", activations_line(&p.model.activations)),
+        width,
+    ));
     s
 }
 

@@ -4,6 +4,7 @@ mod columns;
 mod diff;
 mod explain;
 mod explain_artifacts;
+mod fit;
 mod memory;
 mod nccl_table;
 mod recommend;
@@ -12,11 +13,11 @@ mod topology;
 pub use diff::diff;
 pub use explain::explain;
 pub use explain_artifacts::explain_artifacts;
+pub use fit::{fit, render as fit_table, table};
 pub use memory::memory_plan;
 pub use recommend::recommendation;
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::{Cell, Table};
+use comfy_table::Cell;
 use ddpcheck_core::ddp::{probe_curve, DdpResult, Reference, RunDevice};
 use ddpcheck_core::hostcopy::{self, CopyDirection, HostCopyRun};
 use ddpcheck_core::num::ToF64;
@@ -25,6 +26,9 @@ use ddpcheck_core::report::{
 };
 use ddpcheck_core::units::fmt_bytes;
 use ddpcheck_core::{BackendKind, Severity};
+use fit::render;
+
+use crate::width::Width;
 
 /// The first line of every text report: what was measured, and loudly when it was simulated.
 pub fn banner(h: &Header, what: &str) -> String {
@@ -42,12 +46,6 @@ pub fn banner(h: &Header, what: &str) -> String {
     }
 }
 
-fn table() -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t
-}
-
 pub fn topo(r: &TopoReport) -> String {
     let mut s = banner(&r.header, "topo");
     s.push('\n');
@@ -55,7 +53,8 @@ pub fn topo(r: &TopoReport) -> String {
     s
 }
 
-pub fn preflight(r: &PreflightReport) -> String {
+/// The preflight's steps, host copies, sweep and findings, `width` columns wide at most.
+pub fn preflight(r: &PreflightReport, width: Width) -> String {
     let mut s = banner(&r.header, "check");
     let mut steps = table();
     steps.set_header(vec!["step", "seconds", "status", "detail"]);
@@ -67,13 +66,13 @@ pub fn preflight(r: &PreflightReport) -> String {
             Cell::new(&st.detail),
         ]);
     }
-    s.push_str(&format!("\n{steps}\n"));
+    s.push_str(&format!("\n{}\n", render(steps, width)));
     if let Some(run) = &r.host_copies {
-        s.push_str(&host_copies(&r.gpus, run));
+        s.push_str(&host_copies(&r.gpus, run, width));
     }
     if let Some(sw) = &r.all_reduce {
         s.push('\n');
-        s.push_str(&nccl_table::sweep(sw));
+        s.push_str(&nccl_table::sweep(sw, width.tables));
     }
     if let Some(e) = &r.expected {
         s.push_str(&format!("# expected ≈ {:.2} GB/s busbw for {} (warning below {:.0}%, critical below {:.0}%; source: {})\n", e.busbw_gbps, e.class, ddpcheck_core::expect::WARN_RATIO * 100.0, ddpcheck_core::expect::CRITICAL_RATIO * 100.0, e.source));
@@ -95,17 +94,21 @@ pub fn preflight(r: &PreflightReport) -> String {
                 Cell::new(&x.message),
             ]);
         }
-        s.push_str(&format!("\n{f}\n"));
+        s.push_str(&format!("\n{}\n", render(f, width)));
     }
     s.push_str(&format!(
         "\nverdict: {} (exit {}) in {:.2} s — {}\n",
         r.verdict, r.exit_code, r.wall_seconds, r.reason
     ));
-    s
+    fit(&s, width)
 }
 
 /// Each GPU's best copy size per direction against its link's capacity and class reference.
-pub fn host_copies(gpus: &[ddpcheck_core::node_gpus::GpuInfo], run: &HostCopyRun) -> String {
+pub fn host_copies(
+    gpus: &[ddpcheck_core::node_gpus::GpuInfo],
+    run: &HostCopyRun,
+    width: Width,
+) -> String {
     let mut t = table();
     t.set_header(vec![
         "GPU",
@@ -142,8 +145,9 @@ pub fn host_copies(gpus: &[ddpcheck_core::node_gpus::GpuInfo], run: &HostCopyRun
         }
     }
     format!(
-        "\n# host↔device copies, pinned memory, best size of each direction (warning below {:.0}% of the link or below the reference)\n{t}\n",
-        hostcopy::CAPACITY_WARN_RATIO * 100.0
+        "\n# host↔device copies, pinned memory, best size of each direction (warning below {:.0}% of the link or below the reference)\n{}\n",
+        hostcopy::CAPACITY_WARN_RATIO * 100.0,
+        render(t, width)
     )
 }
 
@@ -183,7 +187,7 @@ pub fn copy_reference_lines(gpus: &[ddpcheck_core::node_gpus::GpuInfo]) -> Vec<S
     out
 }
 
-pub fn bench_collectives(r: &BenchCollectivesReport) -> String {
+pub fn bench_collectives(r: &BenchCollectivesReport, width: Width) -> String {
     let mut s = banner(&r.header, "bench collectives");
     for run in &r.runs {
         s.push_str(&format!(
@@ -198,7 +202,7 @@ pub fn bench_collectives(r: &BenchCollectivesReport) -> String {
             run.run.init_seconds
         ));
         for sw in &run.run.sweeps {
-            s.push_str(&nccl_table::sweep(sw));
+            s.push_str(&nccl_table::sweep(sw, width.tables));
         }
     }
     if r.runs.len() > 1 {
@@ -228,10 +232,10 @@ pub fn bench_collectives(r: &BenchCollectivesReport) -> String {
                 }
                 t.add_row(row);
             }
-            s.push_str(&format!("{t}\n"));
+            s.push_str(&format!("{}\n", render(t, width)));
         }
     }
-    s
+    fit(&s, width)
 }
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
@@ -477,7 +481,7 @@ fn layout_lines(results: &[DdpResult]) -> Vec<String> {
     out
 }
 
-pub fn bench_ddp(r: &DdpReport) -> String {
+pub fn bench_ddp(r: &DdpReport, width: Width) -> String {
     let mut s = banner(&r.header, "bench ddp");
     if r.results.iter().any(|x| x.device == RunDevice::Cpu) {
         s.push_str("CPU RANKS (gloo): a test of the benchmark and the model, not a GPU measurement; \"GPUs\" below are CPU processes\n");
@@ -527,7 +531,7 @@ pub fn bench_ddp(r: &DdpReport) -> String {
         }
         t.add_row(row);
     }
-    s.push_str(&format!("\n{t}\n"));
+    s.push_str(&format!("\n{}\n", render(t, width)));
     s.push_str(&reference_line(&r.results));
     if repeated {
         s.push_str("steps: the median over the launches of each launch's median step; spread: (slowest − fastest launch) / median\n");
@@ -574,5 +578,5 @@ pub fn bench_ddp(r: &DdpReport) -> String {
             s.push_str(&format!("  - {c}\n"));
         }
     }
-    s
+    fit(&s, width)
 }

@@ -9,56 +9,60 @@ use ddpcheck_core::recommend::{PowerSgdOffer, Recommendation, VariantRow};
 use ddpcheck_core::units::{fmt_bytes, fmt_count, fmt_money, fmt_s};
 
 use super::columns::layout;
+use super::fit::{fit, fit_code};
+use crate::width::Width;
 
-/// Plain-text report: the table, the recommendation, reasons, warnings, Python, environment.
-pub fn recommendation(r: &Recommendation) -> String {
+/// Plain-text report, `width` columns wide at most: the table, the recommendation, reasons,
+/// warnings, Python, environment.
+pub fn recommendation(r: &Recommendation, width: Width) -> String {
     // Where DDP does not fit, the answer rests on memory alone: no variants' table.
     let mut s = if r.rows.is_empty() && r.memory.is_some() {
         String::new()
     } else {
-        let mut s = inputs(r);
+        let mut s = fit(&inputs(r), width);
         s.push('\n');
-        s.push_str(&layout(&table(r)));
+        s.push_str(&layout(&table(r), width.tables));
         s
     };
     if let Some(plan) = &r.memory {
         s.push('\n');
-        s.push_str(&super::memory::memory_plan(plan));
+        s.push_str(&super::memory::memory_plan(plan, width));
     }
-    let _ = writeln!(s, "\nRecommendation: {}", r.summary);
+    let mut prose = format!("\nRecommendation: {}\n", r.summary);
     if !r.reasons.is_empty() {
-        s.push_str("\nWhy:\n");
+        prose.push_str("\nWhy:\n");
         for x in &r.reasons {
-            let _ = writeln!(s, "  - {}\n      rests on: {}", x.text, x.rests_on);
+            let _ = writeln!(prose, "  - {}\n      rests on: {}", x.text, x.rests_on);
         }
     }
     if !r.warnings.is_empty() {
-        s.push_str("\nWarnings:\n");
+        prose.push_str("\nWarnings:\n");
         for w in &r.warnings {
             let _ = writeln!(
-                s,
+                prose,
                 "  ! [{}] {}\n      rests on: {}",
                 w.code, w.text, w.rests_on
             );
         }
     }
+    s.push_str(&fit(&prose, width));
     if let Some(o) = &r.powersgd {
-        s.push_str(&powersgd(o));
+        s.push_str(&powersgd(o, width));
     }
     s.push_str("\nPython:\n");
     for l in r.python.lines() {
-        let _ = writeln!(s, "    {l}");
+        s.push_str(&fit_code(&format!("    {l}"), width));
     }
     s.push_str("\nEnvironment:\n");
     for l in &r.env {
-        let _ = writeln!(s, "    {l}");
+        s.push_str(&fit_code(&format!("    {l}"), width));
     }
     s
 }
 
 /// PowerSGD against the casting hook: the rank offered with its predicted step and its costs
 /// (numerics, error-feedback memory, warm-up) and registration lines, or why none is offered.
-fn powersgd(o: &PowerSgdOffer) -> String {
+fn powersgd(o: &PowerSgdOffer, width: Width) -> String {
     let cast = match o.against {
         CommHook::Fp16 => "fp16",
         _ => "bf16",
@@ -70,7 +74,7 @@ fn powersgd(o: &PowerSgdOffer) -> String {
             .as_deref()
             .unwrap_or("no rank beats the casting hook");
         let _ = writeln!(s, "  not offered: {why}");
-        return s;
+        return fit(&s, width);
     };
     let row = o.rows.iter().find(|x| x.rank == rank);
     let step = row.and_then(|x| x.step_s).unwrap_or(f64::NAN);
@@ -97,8 +101,9 @@ fn powersgd(o: &PowerSgdOffer) -> String {
     if let Some(cite) = &o.rests_on {
         let _ = writeln!(s, "      rests on: {cite}");
     }
+    let mut s = fit(&s, width);
     for l in o.snippet.iter().flat_map(|x| x.lines()) {
-        let _ = writeln!(s, "    {l}");
+        s.push_str(&fit_code(&format!("    {l}"), width));
     }
     s
 }
@@ -307,6 +312,12 @@ mod tests {
     use ddpcheck_core::step_time::LinkCurve;
     use ddpcheck_core::topology::LinkClass;
 
+    /// Wide enough that no line wraps: these tests read the content, not its layout.
+    const WIDE: Width = Width {
+        tables: 1000,
+        lines: Some(1000),
+    };
+
     /// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
     fn a6000_input() -> RecommendInput {
         RecommendInput {
@@ -364,7 +375,7 @@ mod tests {
             let line = text.lines().find(|l| l.starts_with("variant")).unwrap();
             line.to_string()
         };
-        let plain = recommendation(&recommend(&a6000_input()).unwrap());
+        let plain = recommendation(&recommend(&a6000_input()).unwrap(), WIDE);
         assert!(header(&plain).ends_with("target"), "{plain}");
         let mut input = a6000_input();
         input.measured = vec![MeasuredSpeedup {
@@ -374,7 +385,7 @@ mod tests {
             noise_bound: Some(0.1),
             rests_on: "bench ddp of base".into(),
         }];
-        let text = recommendation(&recommend(&input).unwrap());
+        let text = recommendation(&recommend(&input).unwrap(), WIDE);
         assert!(text.contains("measured"));
         assert!(header(&text).ends_with(" measured"), "{text}");
         assert!(text.contains("2.50× ±5.0%"), "{text}");
@@ -395,7 +406,7 @@ mod tests {
             rests_on: "bench ddp of base".into(),
         }];
         let r = recommend(&input).unwrap();
-        let text = recommendation(&r);
+        let text = recommendation(&r, WIDE);
         let said = fmt_money(r.answer.as_ref().unwrap().cost_per_million.unwrap());
         let line = text
             .lines()
@@ -431,7 +442,7 @@ mod tests {
         }];
         let r = recommend(&input).unwrap();
         assert!(!r.model_check.as_ref().unwrap().reliable);
-        let text = recommendation(&r);
+        let text = recommendation(&r, WIDE);
         let row = |name: &str| {
             text.lines()
                 .find(|l| l.starts_with(&format!("{name} ")))
@@ -449,7 +460,7 @@ mod tests {
         }
         // With a reliable model nothing is marked: the measured column says which rows are
         // predictions.
-        let text = recommendation(&recommend(&a6000_input()).unwrap());
+        let text = recommendation(&recommend(&a6000_input()).unwrap(), WIDE);
         assert!(
             !text.contains("yes (predicted)") && !text.contains("no (predicted)"),
             "{text}"
@@ -458,7 +469,7 @@ mod tests {
 
     #[test]
     fn the_text_says_the_reference_once() {
-        let text = recommendation(&recommend(&a6000_input()).unwrap());
+        let text = recommendation(&recommend(&a6000_input()).unwrap(), WIDE);
         assert!(
             text.contains("reference: one GPU inside DDP (no step without DDP measured"),
             "{text}"
@@ -471,7 +482,7 @@ mod tests {
             noise_bound: None,
             rests_on: "a test".into(),
         });
-        let text = recommendation(&recommend(&input).unwrap());
+        let text = recommendation(&recommend(&input).unwrap(), WIDE);
         assert!(
             text.contains("reference: one GPU without DDP (speedups, efficiencies, costs); DDP's own work at one GPU +16.0% (ddp_over_plain 1.160)"),
             "{text}"
@@ -488,7 +499,7 @@ mod tests {
             busbw_ratio: 2.3 / 4.3,
         });
         let r = recommend(&input).unwrap();
-        let text = recommendation(&r);
+        let text = recommendation(&r, WIDE);
         for want in [
             "bf16+accum8",
             "1 GPU",
@@ -502,14 +513,14 @@ mod tests {
         let json = serde_json::to_string(&r).unwrap();
         let back: Recommendation = serde_json::from_str(&json).unwrap();
         // serde_json may change the last bit of a float: compare the text.
-        assert_eq!(recommendation(&back), text);
+        assert_eq!(recommendation(&back, WIDE), text);
     }
 
     #[test]
     fn the_powersgd_offer_is_said_with_its_costs_and_its_rank_in_the_snippet() {
         let mut input = a6000_input();
         input.curve = LinkCurve::flat(4, 1.0, 50e-6).unwrap();
-        let text = recommendation(&recommend(&input).unwrap());
+        let text = recommendation(&recommend(&input).unwrap(), WIDE);
         assert!(
             text.contains("PowerSGD:\n  not offered: compression compute unmeasured: run bench ddp --gpus 1 --variants base,powersgd4"),
             "{text}"
@@ -519,7 +530,7 @@ mod tests {
             compute_s: 0.012,
             rests_on: "1-GPU powersgd2 run over base (test)".into(),
         }];
-        let text = recommendation(&recommend(&input).unwrap());
+        let text = recommendation(&recommend(&input).unwrap(), WIDE);
         for want in [
             "rank 2 beats bf16:",
             "numerics: PowerSGD is a biased compressor",
