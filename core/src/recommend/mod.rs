@@ -259,6 +259,12 @@ impl Recommendation {
 #[cfg(test)]
 mod levers_tests;
 #[cfg(test)]
+mod measured_tests;
+#[cfg(test)]
+mod own_work_tests;
+#[cfg(test)]
+mod powersgd_tests;
+#[cfg(test)]
 mod provenance_tests;
 #[cfg(test)]
 mod tests;
