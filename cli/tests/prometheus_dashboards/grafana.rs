@@ -1,4 +1,5 @@
-//! The Grafana dashboards read from the repository: panels, variables, queries with variables substituted, and their form.
+//! The Grafana dashboards read from the repository: panels, variables, queries with variables
+//! substituted, and their form.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! A real Prometheus for the tests: found as a service program, started on a free loopback port, queried through its HTTP API.
+//! A real Prometheus for the tests: found as a service program, started on a free loopback port,
+//! queried through its HTTP API.
 
 use super::*;
 

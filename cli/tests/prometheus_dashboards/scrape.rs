@@ -1,4 +1,5 @@
-//! Reading a scrape: bandwidth causes and host copies per node, families and the names of metrics and recording rules.
+//! Reading a scrape: bandwidth causes and host copies per node, families and the names of metrics
+//! and recording rules.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! A node's own recommend launches: plain DDP first within the budget, the 1-GPU launch without DDP, the budget's bound, `--compile`.
+//! A node's own recommend launches: plain DDP first within the budget, the 1-GPU launch without
+//! DDP, the budget's bound, `--compile`.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! recommend's PowerSGD offer: priced from a measured 1-GPU compression compute, measured where the link is slow.
+//! recommend's PowerSGD offer: priced from a measured 1-GPU compression compute, measured where the
+//! link is slow.
 
 use super::*;
 

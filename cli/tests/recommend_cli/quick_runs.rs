@@ -1,4 +1,5 @@
-//! recommend through the daemon's history and with quick runs on a simulated node: `--verify`, `--save-runs`/`--from`, the inherited NCCL environment.
+//! recommend through the daemon's history and with quick runs on a simulated node: `--verify`,
+//! `--save-runs`/`--from`, the inherited NCCL environment.
 
 use super::*;
 

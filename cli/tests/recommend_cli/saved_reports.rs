@@ -1,4 +1,5 @@
-//! recommend from saved reports: the offline recommendation, runs of another recipe set aside, measurements that overrule the model, the buffer broadcast read at accumulation one.
+//! recommend from saved reports: the offline recommendation, runs of another recipe set aside,
+//! measurements that overrule the model, the buffer broadcast read at accumulation one.
 
 use super::*;
 

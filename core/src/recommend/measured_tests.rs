@@ -1,4 +1,5 @@
-//! Tests of the recommendation beside measurements: measured speedups checked against the model, calibrations, side-by-side slowdowns, and measured rows that overrule a model that misses them.
+//! Tests of the recommendation beside measurements: measured speedups checked against the model,
+//! calibrations, side-by-side slowdowns, and measured rows that overrule a model that misses them.
 
 use super::tests::{a6000_input, codes, predicted, warning, with_measured};
 use super::*;

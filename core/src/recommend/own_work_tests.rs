@@ -1,4 +1,5 @@
-//! Tests of the recommendation with DDP's own work: against one GPU without DDP, and under `--reference ddp`.
+//! Tests of the recommendation with DDP's own work: against one GPU without DDP, and under
+//! `--reference ddp`.
 
 use super::tests::{a6000_input, codes, own_work_16, warning, with_measured};
 use super::*;

@@ -1,4 +1,5 @@
-//! Tests of the recommendation's PowerSGD offer: offered on a slow link with its compute measured, withheld, or naming what to run.
+//! Tests of the recommendation's PowerSGD offer: offered on a slow link with its compute measured,
+//! withheld, or naming what to run.
 
 use super::tests::{a6000_input, predicted};
 use super::*;

@@ -1,4 +1,5 @@
-//! Parsing: one layer of configuration (file, environment or flags) and the configuration file read from disk.
+//! Parsing: one layer of configuration (file, environment or flags) and the configuration file read
+//! from disk.
 
 use std::path::{Path, PathBuf};
 

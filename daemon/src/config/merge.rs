@@ -1,4 +1,5 @@
-//! Merging the layers (flags > environment > file > defaults) and showing the result as TOML or JSON.
+//! Merging the layers (flags > environment > file > defaults) and showing the result as TOML or
+//! JSON.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

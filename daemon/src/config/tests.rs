@@ -1,4 +1,5 @@
-//! Tests of the configuration: precedence, parsing, environment overrides, validation and rendering.
+//! Tests of the configuration: precedence, parsing, environment overrides, validation and
+//! rendering.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! How a supervised child failed (`SuperviseError`), with its stderr's tail and exit status in one message.
+//! How a supervised child failed (`SuperviseError`), with its stderr's tail and exit status in one
+//! message.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;

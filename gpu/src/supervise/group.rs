@@ -1,4 +1,5 @@
-//! Process groups: signalled, stopped (SIGTERM, grace, SIGKILL), swept after the leader, and orphans reaped by this process.
+//! Process groups: signalled, stopped (SIGTERM, grace, SIGKILL), swept after the leader, and
+//! orphans reaped by this process.
 
 use std::io::{self};
 use std::process::{Child, ExitStatus};

@@ -1,4 +1,5 @@
-//! Reading a child's pipes: stdout split into bounded lines, the last bytes of stderr kept and logged.
+//! Reading a child's pipes: stdout split into bounded lines, the last bytes of stderr kept and
+//! logged.
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read};

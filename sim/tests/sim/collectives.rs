@@ -1,4 +1,5 @@
-//! The simulated collective curves against the profiles' measured facts (seeds 000 and 002, the H200 pair), their determinism, and bad requests.
+//! The simulated collective curves against the profiles' measured facts (seeds 000 and 002, the
+//! H200 pair), their determinism, and bad requests.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The simulated DDP physics against Runcrate's 4xA6000 field report (seed 000), on NVLink, under faults, a slow GPU and a compiled recipe.
+//! The simulated DDP physics against Runcrate's 4xA6000 field report (seed 000), on NVLink, under
+//! faults, a slow GPU and a compiled recipe.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Each GPU's host copies over its own link on the simulated nodes, and how their failures skip or end the preflight.
+//! Each GPU's host copies over its own link on the simulated nodes, and how their failures skip or
+//! end the preflight.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Consumer cards' P2P status, forced P2P that hangs or a patched driver's wrong values, and the VM fault's platform.
+//! Consumer cards' P2P status, forced P2P that hangs or a patched driver's wrong values, and the VM
+//! fault's platform.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! core's preflight verdicts on the simulated profiles and faults: healthy passes, degraded PCIe, slow links, busy and broken GPUs, hangs, topology classes.
+//! core's preflight verdicts on the simulated profiles and faults: healthy passes, degraded PCIe,
+//! slow links, busy and broken GPUs, hangs, topology classes.
 
 use super::*;
 

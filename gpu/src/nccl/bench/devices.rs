@@ -1,4 +1,5 @@
-//! The request's GPUs mapped to CUDA devices, and this process's place in a communicator across processes.
+//! The request's GPUs mapped to CUDA devices, and this process's place in a communicator across
+//! processes.
 
 use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::num::len_u32;

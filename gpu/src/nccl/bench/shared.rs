@@ -1,4 +1,5 @@
-//! What the driver, the rank threads and the watchdog share: failures with their kind, the abortable state, and the ranks' messages.
+//! What the driver, the rank threads and the watchdog share: failures with their kind, the
+//! abortable state, and the ranks' messages.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

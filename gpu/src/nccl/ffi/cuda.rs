@@ -1,4 +1,5 @@
-//! The CUDA driver API the worker uses (`libcuda.so.1`): its function table, streams, events, pinned host memory and the host-copy calls.
+//! The CUDA driver API the worker uses (`libcuda.so.1`): its function table, streams, events,
+//! pinned host memory and the host-copy calls.
 
 use std::ffi::{c_char, c_float, c_int, c_uint, c_void};
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! The CUDA driver's and NCCL's types and constants as `cuda.h` and `nccl.h` define them, and the errors of their calls.
+//! The CUDA driver's and NCCL's types and constants as `cuda.h` and `nccl.h` define them, and the
+//! errors of their calls.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::fmt;
