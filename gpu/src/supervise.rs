@@ -14,13 +14,24 @@
 //! thread reaps it later.
 
 use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+mod error;
+mod group;
+mod pipes;
+
+pub use error::{truncate, SuperviseError};
+pub use group::{become_subreaper, group_exists, live_members};
+
+use error::describe_status;
+use group::{kill_group, stop_group, sweep_group};
+use pipes::{read_lines, read_stderr, Chunk};
 
 /// How to supervise one child.
 #[derive(Clone, Debug)]
@@ -97,131 +108,6 @@ pub struct Outcome {
     pub non_json: Vec<String>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum SuperviseError {
-    #[error("could not start {program}: {source}")]
-    Spawn {
-        program: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{program} did not finish within {:.1} s; its process group was stopped{}", .deadline.as_secs_f64(), tail_suffix(.stderr_tail))]
-    Timeout {
-        program: String,
-        pid: u32,
-        deadline: Duration,
-        lines: u64,
-        /// How it ended once stopped; `None` if it could not be reaped (stuck in the kernel).
-        exit: Option<ExitStatus>,
-        stderr_tail: String,
-    },
-    /// The callback said [`Next::Done`] and the child did not exit within the done grace.
-    #[error("{program} did not exit within {:.1} s of its last expected output; its process group was stopped{}", .grace.as_secs_f64(), tail_suffix(.stderr_tail))]
-    Lingered {
-        program: String,
-        pid: u32,
-        grace: Duration,
-        lines: u64,
-        exit: Option<ExitStatus>,
-        stderr_tail: String,
-    },
-    #[error("{program} printed a line that is not JSON (stdout line {line_no}): {line:?}{}", tail_suffix(.stderr_tail))]
-    NotJson {
-        program: String,
-        line_no: u64,
-        line: String,
-        stderr_tail: String,
-    },
-    #[error("{program}'s output ended inside a line (incomplete JSON): {text:?}{}", tail_suffix(.stderr_tail))]
-    Partial {
-        program: String,
-        text: String,
-        stderr_tail: String,
-    },
-    #[error("{program} printed a stdout line longer than {max} bytes{}", tail_suffix(.stderr_tail))]
-    LineTooLong {
-        program: String,
-        max: usize,
-        stderr_tail: String,
-    },
-    #[error("{program} {status}{}", tail_suffix(.stderr_tail))]
-    Failed {
-        program: String,
-        /// "exited with code 3", "was killed by signal 11".
-        status: String,
-        code: Option<i32>,
-        signal: Option<i32>,
-        exit: ExitStatus,
-        lines: u64,
-        stderr_tail: String,
-    },
-    #[error("supervising {program}: {what}: {source}")]
-    Io {
-        program: String,
-        what: String,
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl SuperviseError {
-    /// The child's last stderr bytes, where there were any.
-    pub fn stderr_tail(&self) -> &str {
-        match self {
-            SuperviseError::Timeout { stderr_tail, .. }
-            | SuperviseError::Lingered { stderr_tail, .. }
-            | SuperviseError::NotJson { stderr_tail, .. }
-            | SuperviseError::Partial { stderr_tail, .. }
-            | SuperviseError::LineTooLong { stderr_tail, .. }
-            | SuperviseError::Failed { stderr_tail, .. } => stderr_tail,
-            SuperviseError::Spawn { .. } | SuperviseError::Io { .. } => "",
-        }
-    }
-
-    pub fn is_timeout(&self) -> bool {
-        matches!(self, SuperviseError::Timeout { .. })
-    }
-
-    /// How the child ended where it was reaped: a non-zero exit, or the status after we
-    /// stopped it (deadline, done grace).
-    pub fn exit_status(&self) -> Option<ExitStatus> {
-        match self {
-            SuperviseError::Failed { exit, .. } => Some(*exit),
-            SuperviseError::Timeout { exit, .. } | SuperviseError::Lingered { exit, .. } => *exit,
-            _ => None,
-        }
-    }
-}
-
-/// The last `max` characters of the stderr tail, for a one-message summary.
-fn tail_suffix(t: &str) -> String {
-    let t = t.trim();
-    if t.is_empty() {
-        return String::new();
-    }
-    format!("; stderr ends with: {}", last_chars(t, 2000))
-}
-
-fn last_chars(s: &str, max: usize) -> &str {
-    let n = s.chars().count();
-    if n <= max {
-        return s;
-    }
-    let skip = s.char_indices().nth(n - max).map(|(i, _)| i).unwrap_or(0);
-    &s[skip..]
-}
-
-/// At most `max` characters, marked when cut.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(max).collect();
-        t.push('…');
-        t
-    }
-}
-
 /// Runs `cmd` with default [`Options`] for `deadline`; see [`run_json_lines_with`].
 pub fn run_json_lines(
     cmd: Command,
@@ -230,15 +116,6 @@ pub fn run_json_lines(
     on_line: impl FnMut(serde_json::Value),
 ) -> Result<Outcome, SuperviseError> {
     run_json_lines_with(cmd, stdin, &Options::new(deadline), on_line)
-}
-
-enum Chunk {
-    Line(Vec<u8>),
-    /// Bytes after the last newline at EOF.
-    Partial(Vec<u8>),
-    TooLong,
-    Eof,
-    Err(io::Error),
 }
 
 /// Starts `cmd` in its own process group (and session, see [`Options::new_session`]), writes
@@ -663,237 +540,6 @@ fn spawn_retrying(cmd: &mut Command) -> io::Result<Child> {
             }
             other => return other,
         }
-    }
-}
-
-/// Log target of the children's stderr lines (at trace level).
-const CHILD_LOG_TARGET: &str = "ddpcheck::child";
-
-/// Keeps the last `cap` bytes of the child's stderr in `tail`; with trace logging on for
-/// [`CHILD_LOG_TARGET`], also logs each line.
-fn read_stderr(mut e: ChildStderr, pid: u32, cap: usize, tail: &Mutex<VecDeque<u8>>) {
-    let trace = tracing::enabled!(target: CHILD_LOG_TARGET, tracing::Level::TRACE);
-    let mut pending: Vec<u8> = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match e.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                {
-                    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-                    t.extend(&buf[..n]);
-                    let excess = t.len().saturating_sub(cap);
-                    t.drain(..excess);
-                }
-                if trace {
-                    pending.extend_from_slice(&buf[..n]);
-                    while let Some(i) = pending.iter().position(|&b| b == b'\n') {
-                        let line: Vec<u8> = pending.drain(..=i).collect();
-                        let text = String::from_utf8_lossy(&line);
-                        tracing::trace!(target: CHILD_LOG_TARGET, pid, "{}", text.trim_end());
-                    }
-                    // A runaway line is logged in pieces rather than held.
-                    if pending.len() > 64 << 10 {
-                        let text = String::from_utf8_lossy(&pending);
-                        tracing::trace!(target: CHILD_LOG_TARGET, pid, "{text}");
-                        pending.clear();
-                    }
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        }
-    }
-    if trace && !pending.is_empty() {
-        let text = String::from_utf8_lossy(&pending);
-        tracing::trace!(target: CHILD_LOG_TARGET, pid, "{}", text.trim_end());
-    }
-}
-
-fn describe_status(st: &ExitStatus) -> String {
-    match (st.code(), st.signal()) {
-        (Some(c), _) => format!("exited with code {c}"),
-        (None, Some(s)) => format!("was killed by signal {s}{}", signal_name(s)),
-        _ => format!("ended with status {st}"),
-    }
-}
-
-fn signal_name(s: i32) -> &'static str {
-    match s {
-        libc::SIGSEGV => " (SIGSEGV)",
-        libc::SIGABRT => " (SIGABRT)",
-        libc::SIGKILL => " (SIGKILL)",
-        libc::SIGTERM => " (SIGTERM)",
-        libc::SIGBUS => " (SIGBUS)",
-        libc::SIGILL => " (SIGILL)",
-        libc::SIGFPE => " (SIGFPE)",
-        _ => "",
-    }
-}
-
-/// Splits stdout into lines. A line longer than `max` ends the reading ([`Chunk::TooLong`]),
-/// or with `cut` is handed on cut at `max` and the rest of it dropped.
-fn read_lines(out: impl Read, max: usize, cut: bool, tx: mpsc::Sender<Chunk>) {
-    let mut r = BufReader::with_capacity(64 << 10, out);
-    let mut buf: Vec<u8> = Vec::new();
-    // Dropping the rest of a line that was cut and handed on.
-    let mut skipping = false;
-    loop {
-        let avail = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let _ = tx.send(Chunk::Err(e));
-                return;
-            }
-        };
-        if avail.is_empty() {
-            if !buf.is_empty() {
-                let _ = tx.send(Chunk::Partial(std::mem::take(&mut buf)));
-            }
-            let _ = tx.send(Chunk::Eof);
-            return;
-        }
-        match avail.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                if !skipping {
-                    buf.extend_from_slice(&avail[..i]);
-                }
-                r.consume(i + 1);
-                if std::mem::take(&mut skipping) {
-                    continue;
-                }
-                // A whole over-long line can arrive in one read, newline included: the bound
-                // holds whether or not the reader saw it in pieces.
-                if buf.len() > max {
-                    if !cut {
-                        let _ = tx.send(Chunk::TooLong);
-                        return;
-                    }
-                    buf.truncate(max);
-                }
-                if tx.send(Chunk::Line(std::mem::take(&mut buf))).is_err() {
-                    return;
-                }
-            }
-            None => {
-                let n = avail.len();
-                if !skipping {
-                    buf.extend_from_slice(avail);
-                }
-                r.consume(n);
-            }
-        }
-        if buf.len() > max {
-            if !cut {
-                let _ = tx.send(Chunk::TooLong);
-                return;
-            }
-            buf.truncate(max);
-            skipping = true;
-            if tx.send(Chunk::Line(std::mem::take(&mut buf))).is_err() {
-                return;
-            }
-        }
-    }
-}
-
-/// Signals a whole process group. Never group 0 or 1 (that would be us or everyone).
-fn kill_group(pgid: libc::pid_t, sig: libc::c_int) -> bool {
-    if pgid <= 1 {
-        return false;
-    }
-    // SAFETY: plain syscall on a group we created with setsid.
-    unsafe { libc::kill(-pgid, sig) == 0 }
-}
-
-/// Whether any process (zombies included) is still in the group.
-pub fn group_exists(pgid: i32) -> bool {
-    if pgid <= 1 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for existence.
-    let r = unsafe { libc::kill(-pgid, 0) };
-    !(r == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH))
-}
-
-/// SIGTERM to the group, up to `grace` for the leader to exit, SIGKILL to the group, then up
-/// to 5 s to reap the leader. `None` if it could not be reaped (stuck in the kernel).
-fn stop_group(child: &mut Child, pgid: libc::pid_t, grace: Duration) -> Option<ExitStatus> {
-    kill_group(pgid, libc::SIGTERM);
-    let mut status = None;
-    let t = Instant::now();
-    while t.elapsed() < grace {
-        if let Ok(Some(st)) = child.try_wait() {
-            status = Some(st);
-            break;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    // Grandchildren that ignore SIGTERM, or a leader that does.
-    kill_group(pgid, libc::SIGKILL);
-    let t = Instant::now();
-    while status.is_none() && t.elapsed() < Duration::from_secs(5) {
-        match child.try_wait() {
-            Ok(Some(st)) => status = Some(st),
-            Ok(None) => thread::sleep(Duration::from_millis(10)),
-            Err(_) => break,
-        }
-    }
-    status
-}
-
-/// Live (not zombie) processes of a group, from /proc.
-pub fn live_members(pgid: i32) -> Vec<i32> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            // "pid (comm) state ppid pgrp ...": comm may contain anything, so split at the last ')'.
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                return false;
-            };
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            f.len() > 3 && f[2].parse::<i32>() == Ok(pgid) && f[0] != "Z" && f[0] != "X"
-        })
-        .collect()
-}
-
-/// After the leader is reaped: SIGKILL what is left of the group and reap those of them that
-/// are our children (they are, when we are a subreaper), until nothing of the group runs or
-/// `bound`. Zombies whose reaper is someone else (PID 1) are dead and not waited for.
-fn sweep_group(pgid: libc::pid_t, bound: Duration) -> bool {
-    let t = Instant::now();
-    loop {
-        // SAFETY: reaps only our own children in this group, without blocking.
-        while unsafe { libc::waitpid(-pgid, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
-        if !group_exists(pgid) || live_members(pgid).is_empty() {
-            return true;
-        }
-        if t.elapsed() >= bound {
-            return false;
-        }
-        kill_group(pgid, libc::SIGKILL);
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Makes this process the reaper of orphaned descendants (`PR_SET_CHILD_SUBREAPER`), so that
-/// grandchildren of a supervised child are reaped here rather than by PID 1. Worth calling
-/// once at daemon start where PID 1 does not reap (some containers), since a zombie keeps its
-/// process group alive.
-pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: plain prctl on this process.
-    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 

@@ -284,6 +284,12 @@ mod fit_tests;
 #[cfg(test)]
 mod levers_tests;
 #[cfg(test)]
+mod measured_tests;
+#[cfg(test)]
+mod own_work_tests;
+#[cfg(test)]
+mod powersgd_tests;
+#[cfg(test)]
 mod provenance_tests;
 #[cfg(test)]
 mod tests;
