@@ -52,10 +52,10 @@ def slowest_rank(launch, times):
     """Each step's time on its slowest rank (every rank gets the same list)."""
     torch, dist = launch.torch, launch.dist
     local = torch.tensor(times, dtype=torch.float64, device=launch.device)
-    if launch.on_cuda:
+    if launch.on_cuda and dist.get_backend() == "nccl":
         gathered = torch.empty((launch.world, len(times)), dtype=torch.float64, device=launch.device)
         dist.all_gather_into_tensor(gathered, local)
-    else:  # gloo has no all_gather_into_tensor on torch 1.13
+    else:  # gloo has no all_gather_into_tensor on torch 1.13, and refuses a 2-D output on CUDA (2.11)
         parts = [torch.empty_like(local) for _ in range(launch.world)]
         dist.all_gather(parts, local)
         gathered = torch.stack(parts)
