@@ -528,3 +528,21 @@ fn fabric_registration_in_progress_is_fabric_manager_down() {
         kinds(&na)
     );
 }
+
+/// A cut `nvlink -s` naming one of the three GPUs a topo matrix shows is part of the same node
+/// (NVIDIA/nccl#1608), not two nodes' files: judged, the GPU it names given its links.
+#[test]
+fn an_nvlink_listing_of_some_of_the_gpus_is_the_same_node() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/field-cases/nccl-1608-h100nvl-nv12-by-design/artifacts");
+    let r = judge(&read_all(&folder_sources(&dir).unwrap()).unwrap(), "t").unwrap();
+    assert_eq!(r.gpus.len(), 3);
+    assert_eq!(r.gpus[0].health.nvlinks_active, Some(12));
+    assert_eq!(r.gpus[0].name, "NVIDIA H100 NVL");
+    assert_eq!(r.gpus[2].health.nvlinks_active, None);
+    assert!(
+        !kinds(&r).contains(&CauseKind::NvlinkDown),
+        "{:?}",
+        kinds(&r)
+    );
+}
