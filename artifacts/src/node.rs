@@ -159,7 +159,7 @@ fn missing(b: &ByFormat<'_>, out: &mut Vec<String>) {
             .map(|(_, l)| (*l).to_string()),
     );
     out.push(
-        "IOMMU mode, NVSwitches and Fabric Manager, and XID events are in none of these artifacts: not judged"
+        "IOMMU mode, the Fabric Manager process, and XID events are in none of these artifacts: not judged (the GPUs' fabric registration is, in nvidia-smi -q)"
             .into(),
     );
 }

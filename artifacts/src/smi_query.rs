@@ -47,6 +47,8 @@ pub struct SmiGpu {
     pub memory_total_mib: Option<u64>,
     /// `Fabric > State` (`Completed`, `In Progress`, `N/A`).
     pub fabric_state: Option<String>,
+    /// `Fabric > Status` (`Success`, an error, `N/A`).
+    pub fabric_status: Option<String>,
 }
 
 /// A line of the tree: its key, its value (empty for a section) and the lines under it.
@@ -233,6 +235,7 @@ fn gpu(bus_id: &str, g: &Node) -> SmiGpu {
         compute_mode: g.val(&["Compute Mode"]).map(str::to_string),
         memory_total_mib: number(g.val(&["FB Memory Usage", "Total"])),
         fabric_state: g.val(&["Fabric", "State"]).map(str::to_string),
+        fabric_status: g.val(&["Fabric", "Status"]).map(str::to_string),
     }
 }
 

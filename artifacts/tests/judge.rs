@@ -497,3 +497,52 @@ fn pcie_cards_without_bridges_are_not_links_down() {
     );
     assert_eq!(r.verdict.as_str(), "ok", "{}", r.reason);
 }
+
+/// Fabric State `In Progress` in `nvidia-smi -q` on an NVSwitch system (NVIDIA/NVSentinel#883)
+/// is Fabric Manager down, with its fix; `N/A` (PCIe cards, no fabric) is nothing.
+#[test]
+fn fabric_registration_in_progress_is_fabric_manager_down() {
+    let q = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../fixtures/field-cases/nvsentinel-883-h100-fabric-manager-down/artifacts/smi-q.txt",
+    );
+    let r = judge(
+        &read_all(&[Source {
+            path: q,
+            wanted: None,
+        }])
+        .unwrap(),
+        "t",
+    )
+    .unwrap();
+    let c = r
+        .causes
+        .iter()
+        .find(|c| c.kind == CauseKind::FabricManagerDown)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&r)));
+    assert!(c.fix.contains("nvidia-fabricmanager"), "{}", c.fix);
+    assert_eq!(r.verdict.as_str(), "critical", "{}", r.reason);
+    let na = report("pcie-pair-log-only-shm");
+    assert!(
+        !kinds(&na).contains(&CauseKind::FabricManagerDown),
+        "{:?}",
+        kinds(&na)
+    );
+}
+
+/// A cut `nvlink -s` naming one of the three GPUs a topo matrix shows is part of the same node
+/// (NVIDIA/nccl#1608), not two nodes' files: judged, the GPU it names given its links.
+#[test]
+fn an_nvlink_listing_of_some_of_the_gpus_is_the_same_node() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/field-cases/nccl-1608-h100nvl-nv12-by-design/artifacts");
+    let r = judge(&read_all(&folder_sources(&dir).unwrap()).unwrap(), "t").unwrap();
+    assert_eq!(r.gpus.len(), 3);
+    assert_eq!(r.gpus[0].health.nvlinks_active, Some(12));
+    assert_eq!(r.gpus[0].name, "NVIDIA H100 NVL");
+    assert_eq!(r.gpus[2].health.nvlinks_active, None);
+    assert!(
+        !kinds(&r).contains(&CauseKind::NvlinkDown),
+        "{:?}",
+        kinds(&r)
+    );
+}

@@ -99,11 +99,18 @@ pub fn expected_allreduce(node: &NodeClass<'_>) -> Option<Expectation> {
     }
 }
 
-/// NVLinks a GPU of this SKU has (NVML's product name), with the source; `None` for PCIe cards
-/// and SKUs the table does not know.
+/// NVLinks a GPU of this SKU has by design (NVML's product name), with the source; `None` for
+/// PCIe cards whose bridges are optional and SKUs the table does not know.
 pub fn nvlinks_per_gpu(model: &str) -> Option<(u32, &'static str)> {
     let m = model.to_ascii_uppercase();
-    // PCIe and NVL cards carry bridges of fewer links, or none.
+    // The H100 NVL is sold bridged: NVML lists 18 links, the card uses 12.
+    if m.contains("H100 NVL") {
+        return Some((
+            12,
+            "NVIDIA H100 NVL product brief: 600 GB/s bidirectional over three NVLink bridges (12 fourth-generation NVLinks per GPU)",
+        ));
+    }
+    // Other PCIe and NVL cards carry bridges of fewer links, or none.
     if m.contains("PCIE") || m.contains(" NVL") {
         return None;
     }
@@ -248,6 +255,7 @@ mod tests {
             Some(8)
         );
         assert_eq!(nvlinks_per_gpu("NVIDIA H100 PCIe"), None);
+        assert_eq!(nvlinks_per_gpu("NVIDIA H100 NVL").map(|n| n.0), Some(12));
         assert_eq!(nvlinks_per_gpu("NVIDIA H200 NVL"), None);
         assert_eq!(nvlinks_per_gpu("NVIDIA RTX A6000"), None);
     }

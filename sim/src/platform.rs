@@ -114,6 +114,7 @@ pub fn facts(profile: &Profile, faults: &[Fault], gpus: &[GpuInfo]) -> PlatformF
             nvswitches: profile.nvswitches,
             manager_running: (profile.nvswitches > 0)
                 .then(|| !faults.contains(&Fault::NoFabricManager)),
+            gpu_state: None,
         },
         gpus: slots,
         source: "sim".into(),

@@ -17,7 +17,7 @@ fn info(index: u32, uuid: Option<String>, bus: String, name: String) -> GpuInfo 
     GpuInfo {
         index,
         // Where no artifact gives the UUID, the index stands in (never shaped like a UUID).
-        uuid: uuid.unwrap_or_else(|| format!("GPU{index}")),
+        uuid: uuid.unwrap_or_else(|| placeholder(index)),
         pci_bus_id: bus,
         name,
         memory_total_bytes: 0,
@@ -26,6 +26,11 @@ fn info(index: u32, uuid: Option<String>, bus: String, name: String) -> GpuInfo 
         processes: Vec::new(),
         state: ProbeState::Ok,
     }
+}
+
+/// The UUID that stands in where no artifact gives one.
+fn placeholder(index: u32) -> String {
+    format!("GPU{index}")
 }
 
 fn from_smi(i: u32, g: &SmiGpu) -> GpuInfo {
@@ -79,7 +84,8 @@ fn base(
     if let Some(q) = smi {
         return Some((0u32..).zip(&q.gpus).map(|(i, g)| from_smi(i, g)).collect());
     }
-    if let Some(s) = nvlink {
+    // A cut `nvlink -s` naming some of the GPUs a topo matrix shows: the matrix names the node.
+    if let Some(s) = nvlink.filter(|s| topo.is_none_or(|t| t.gpus.len() <= s.gpus.len())) {
         return Some(
             s.gpus
                 .iter()
@@ -121,10 +127,11 @@ fn inconsistent(why: String) -> ArtifactError {
     ArtifactError::Inconsistent(why)
 }
 
-/// NVLink counts from `nvlink -s`, matched by UUID (by index where it has none); a GPU it
-/// names that the others do not is another node's.
+/// NVLink counts from `nvlink -s`, matched by UUID (by index where it or the GPU has none); it
+/// may list some of the GPUs (a cut listing), but a GPU it names that the others do not is
+/// another node's.
 fn with_nvlinks(gpus: &mut [GpuInfo], s: &NvlinkStatus) -> Result<(), ArtifactError> {
-    if s.gpus.len() != gpus.len() {
+    if s.gpus.len() > gpus.len() {
         return Err(inconsistent(format!(
             "nvidia-smi nvlink -s lists {} GPUs, the others {}",
             s.gpus.len(),
@@ -132,17 +139,32 @@ fn with_nvlinks(gpus: &mut [GpuInfo], s: &NvlinkStatus) -> Result<(), ArtifactEr
         )));
     }
     for n in &s.gpus {
-        let g = match &n.uuid {
-            Some(u) => gpus.iter_mut().find(|g| &g.uuid == u),
-            None => gpus.iter_mut().find(|g| g.index == n.index),
-        }
-        .ok_or_else(|| {
+        let by_uuid = n
+            .uuid
+            .as_ref()
+            .and_then(|u| gpus.iter().position(|g| &g.uuid == u));
+        // A GPU named by index alone (topo -m) takes the listing's UUID and name.
+        let by_index = || {
+            gpus.iter().position(|g| {
+                g.index == n.index && (n.uuid.is_none() || g.uuid == placeholder(g.index))
+            })
+        };
+        let i = by_uuid.or_else(by_index).ok_or_else(|| {
             inconsistent(format!(
-                "nvidia-smi nvlink -s names GPU {} ({}), which nvidia-smi -q does not",
+                "nvidia-smi nvlink -s names GPU {} ({}), which the others do not",
                 n.index,
                 n.uuid.as_deref().unwrap_or("no UUID")
             ))
         })?;
+        let g = &mut gpus[i];
+        if g.uuid == placeholder(g.index) {
+            if let Some(u) = &n.uuid {
+                g.uuid.clone_from(u);
+            }
+        }
+        if g.name.is_empty() {
+            g.name.clone_from(&n.name);
+        }
         if n.present() > 0 {
             g.health.nvlinks_active = Some(n.active());
             g.health.nvlinks_present = Some(n.present());
@@ -192,6 +214,13 @@ pub(super) fn gpus(
     }
     if let Some(s) = nvlink {
         with_nvlinks(&mut gpus, s)?;
+        if s.gpus.len() < gpus.len() {
+            undecided.push(format!(
+                "nvidia-smi nvlink -s lists {} of the {} GPUs: the others' NVLinks not judged",
+                s.gpus.len(),
+                gpus.len()
+            ));
+        }
     }
     match (lspci, smi) {
         (Some(l), Some(_)) => check_lspci(&gpus, l)?,

@@ -1,9 +1,11 @@
 //! The platform under the GPUs as the artifacts show it: from `lspci -vvv` each GPU's bridges
 //! with their ACS control, its NUMA node and its link (as sysfs would state it, at rest), and
-//! NVSwitches; from `nvidia-smi -q` whether the GPUs are passed through to a VM.
+//! NVSwitches; from `nvidia-smi -q` whether the GPUs are passed through to a VM and their NVLink
+//! fabric registration.
 
 use ddpcheck_core::explain::platform::{
-    normalise_bdf, AcsState, Bridge, FabricFacts, GpuPlatform, PlatformFacts, SysfsLink,
+    normalise_bdf, AcsState, Bridge, FabricFacts, FabricState, GpuFabricState, GpuPlatform,
+    PlatformFacts, SysfsLink,
 };
 use ddpcheck_core::node_gpus::GpuInfo;
 
@@ -84,7 +86,43 @@ pub(super) fn facts(
                 l.devices.iter().filter(|d| d.is_nvswitch()).count(),
             ),
             manager_running: None,
+            gpu_state: None,
         };
     }
+    if let Some(s) = smi {
+        p.fabric.gpu_state = fabric_registration(s);
+    }
     p
+}
+
+/// The GPUs' fabric registration (`Fabric > State` and `Status`): the first GPU not registered,
+/// with how many are not, else `Completed`; `None` where no GPU gives a state (`N/A`: no
+/// NVSwitch fabric, a PCIe card, a VM).
+fn fabric_registration(smi: &SmiQuery) -> Option<GpuFabricState> {
+    let states: Vec<GpuFabricState> = smi
+        .gpus
+        .iter()
+        .filter_map(|g| {
+            let state = match g.fabric_state.as_deref()?.trim() {
+                s if s.eq_ignore_ascii_case("Completed") => FabricState::Completed,
+                s if s.eq_ignore_ascii_case("In Progress") => FabricState::InProgress,
+                s if s.eq_ignore_ascii_case("Not Started") => FabricState::NotStarted,
+                _ => return None,
+            };
+            Some(GpuFabricState {
+                state,
+                status: g.fabric_status.clone(),
+                gpus_not_registered: 0,
+                source: "nvidia-smi -q: Fabric State".into(),
+            })
+        })
+        .collect();
+    let not = ddpcheck_core::num::len_u32(states.iter().filter(|s| !s.registered()).count());
+    let mut first = states
+        .iter()
+        .find(|s| !s.registered())
+        .or(states.first())?
+        .clone();
+    first.gpus_not_registered = not;
+    Some(first)
 }

@@ -1,6 +1,6 @@
 //! Node-wide causes: a virtual machine, the IOMMU, Fabric Manager on NVSwitch systems.
 
-use super::platform::{IommuFacts, IommuMode};
+use super::platform::{GpuFabricState, IommuFacts, IommuMode};
 use super::{Action, Cause, CauseKind, ExplainInput};
 use crate::finding::{Evidence, Severity};
 use crate::topology::P2pStatus;
@@ -176,6 +176,9 @@ fn iommu(input: &ExplainInput<'_>) -> Option<Cause> {
 
 fn fabric_manager(input: &ExplainInput<'_>) -> Option<Cause> {
     let f = &input.platform.fabric;
+    if let Some(g) = f.gpu_state.as_ref().filter(|g| !g.registered()) {
+        return Some(fabric_not_registered(g));
+    }
     if f.nvswitches == 0 || f.manager_running != Some(false) {
         return None;
     }
@@ -189,12 +192,41 @@ fn fabric_manager(input: &ExplainInput<'_>) -> Option<Cause> {
         ),
     );
     c.short = "Fabric Manager is not running".into();
-    c.fix = "systemctl start nvidia-fabricmanager (and enable it at boot)".into();
+    c.fix = FABRIC_FIX.into();
     c.evidence = vec![
         Evidence::new("NVSwitch devices", f.nvswitches.to_string()),
         Evidence::new("nv-fabricmanager process", "not running").expected("running"),
     ];
-    c.source =
-        "NVIDIA Fabric Manager user guide (NVSwitch systems need it before CUDA starts)".into();
+    c.source = FABRIC_SOURCE.into();
     Some(c)
+}
+
+const FABRIC_FIX: &str = "systemctl start nvidia-fabricmanager (and enable it at boot)";
+const FABRIC_SOURCE: &str =
+    "NVIDIA Fabric Manager user guide (NVSwitch systems need it before CUDA starts)";
+
+/// GPUs of an NVSwitch fabric whose registration has not completed: Fabric Manager has not
+/// (or not successfully) brought the fabric up, and CUDA cannot start on them until it does.
+fn fabric_not_registered(g: &GpuFabricState) -> Cause {
+    let state = g.state.as_smi();
+    let shown = match g.status.as_deref() {
+        Some(s) if !s.eq_ignore_ascii_case("N/A") => format!("{state}, status {s}"),
+        _ => state.to_string(),
+    };
+    let mut c = cause(
+        CauseKind::FabricManagerDown,
+        Severity::Critical,
+        Action::StartFabricManager,
+        format!(
+            "{} GPUs' NVLink fabric registration is {shown}, not completed: Fabric Manager has not brought the NVSwitch fabric up, and CUDA cannot use these GPUs until it does",
+            g.gpus_not_registered
+        ),
+    );
+    c.short = format!("fabric registration {shown}: Fabric Manager not up");
+    c.fix = format!("{FABRIC_FIX}; if it runs, read its log (/var/log/fabricmanager.log)");
+    c.evidence = vec![Evidence::new("GPU fabric state", shown)
+        .expected("Completed, status Success")
+        .source(g.source.clone())];
+    c.source = FABRIC_SOURCE.into();
+    c
 }

@@ -186,19 +186,19 @@ fn mig(g: &GpuInfo, multi: bool) -> Option<Cause> {
     Some(c)
 }
 
-/// What a GPU's NVLinks are judged against: the links it has where known (a card with fewer
-/// links by design, a bridge of 12, is not missing the SKU's 18), else the SKU's count. A card
-/// the SKU table gives no count (a PCIe card) with none of its links up has no bridge on them:
-/// nothing to judge, as its links go nowhere.
+/// What a GPU's NVLinks are judged against: the links it has where known, capped by the SKU's
+/// design count (a card with fewer links by design, a bridge of 12, is not missing the SKU's
+/// 18; an H100 NVL lists 18 and uses 12), else the SKU's count. A card the SKU table gives no
+/// count (a PCIe card whose bridge is optional) with none of its links up has no bridge on
+/// them: nothing to judge, as its links go nowhere.
 fn nvlinks_expected(g: &GpuInfo, active: u32) -> Option<(u32, &'static str)> {
+    const PRESENT: &str = "the NVLinks the GPU has, up or not (NVML's link state answers; nvidia-smi nvlink -s lists them): links present";
     let sku = expect::nvlinks_per_gpu(&g.name);
-    match g.health.nvlinks_present.filter(|n| *n > 0) {
-        Some(_) if active == 0 && sku.is_none() => None,
-        Some(n) => Some((
-            n,
-            "the NVLinks the GPU has, up or not (NVML's link state answers; nvidia-smi nvlink -s lists them): links present",
-        )),
-        None => sku,
+    match (g.health.nvlinks_present.filter(|n| *n > 0), sku) {
+        (Some(_), None) if active == 0 => None,
+        (Some(n), Some((d, src))) if d < n => Some((d, src)),
+        (Some(n), _) => Some((n, PRESENT)),
+        (None, sku) => sku,
     }
 }
 

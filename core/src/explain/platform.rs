@@ -191,6 +191,57 @@ pub struct FabricFacts {
     pub nvswitches: u32,
     /// A `nv-fabricmanager` process runs. `None`: not looked for.
     pub manager_running: Option<bool>,
+    /// The GPUs' registration with the NVLink fabric (NVML's GPU fabric info; `nvidia-smi -q`'s
+    /// `Fabric > State`): `None` where not read or not supported (`N/A`: no NVSwitch fabric, a
+    /// PCIe card, a VM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_state: Option<GpuFabricState>,
+}
+
+/// Where the GPUs' fabric registration stands: Fabric Manager registers each GPU of an NVSwitch
+/// system with the fabric (`Not Started` → `In Progress` → `Completed`, with a status).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuFabricState {
+    /// The first GPU's state that is not a completed registration, else `Completed`.
+    pub state: FabricState,
+    /// The status beside it (`Success`, or an error), where given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// GPUs whose registration is not completed with success.
+    pub gpus_not_registered: u32,
+    /// Where it was read (`nvidia-smi -q`, `NVML`).
+    pub source: String,
+}
+
+/// NVML's GPU fabric states (`NVML_GPU_FABRIC_STATE_*`), less `NOT_SUPPORTED`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FabricState {
+    NotStarted,
+    InProgress,
+    Completed,
+}
+
+impl FabricState {
+    /// As `nvidia-smi -q` writes it.
+    pub fn as_smi(self) -> &'static str {
+        match self {
+            FabricState::NotStarted => "Not Started",
+            FabricState::InProgress => "In Progress",
+            FabricState::Completed => "Completed",
+        }
+    }
+}
+
+impl GpuFabricState {
+    /// Registered: completed, with success or no status given.
+    pub fn registered(&self) -> bool {
+        self.state == FabricState::Completed
+            && self
+                .status
+                .as_deref()
+                .is_none_or(|s| s.eq_ignore_ascii_case("success") || s.eq_ignore_ascii_case("N/A"))
+    }
 }
 
 /// Everything read of the platform; `None` where it could not be read.
@@ -238,6 +289,7 @@ impl PlatformFacts {
             fabric: FabricFacts {
                 nvswitches: 0,
                 manager_running: None,
+                gpu_state: None,
             },
             gpus: Vec::new(),
             source: source.to_string(),

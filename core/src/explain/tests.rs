@@ -64,6 +64,7 @@ fn bare_metal(gpus: &[GpuInfo]) -> PlatformFacts {
     p.fabric = FabricFacts {
         nvswitches: 0,
         manager_running: None,
+        gpu_state: None,
     };
     p.gpus = gpus
         .iter()
@@ -582,6 +583,7 @@ fn fabric_manager_down_on_nvswitch() {
     n.platform.fabric = FabricFacts {
         nvswitches: 4,
         manager_running: Some(false),
+        gpu_state: None,
     };
     let e = n.explain();
     let c = find(&e, CauseKind::FabricManagerDown);
@@ -656,3 +658,45 @@ mod cited;
 mod consumer;
 mod limits;
 mod nvlinks;
+
+/// GPUs whose NVLink fabric registration is not completed (`nvidia-smi -q`'s Fabric State
+/// `In Progress`, NVIDIA/NVSentinel#883) are Fabric Manager down even where no process was
+/// looked for; `N/A` (no fabric: PCIe, one GPU, a VM) is nothing.
+#[test]
+fn fabric_registration_not_completed_is_fabric_manager_down() {
+    use super::platform::{FabricState, GpuFabricState};
+    let mut n = Node::new(8, "NVIDIA H100 80GB HBM3", LinkClass::Nv(18));
+    n.platform.fabric.gpu_state = Some(GpuFabricState {
+        state: FabricState::InProgress,
+        status: None,
+        gpus_not_registered: 8,
+        source: "nvidia-smi -q".into(),
+    });
+    let e = n.explain();
+    let c = find(&e, CauseKind::FabricManagerDown);
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Critical, Action::StartFabricManager)
+    );
+    assert!(c.fix.contains("nvidia-fabricmanager"), "{}", c.fix);
+    assert!(
+        c.evidence[0].measured.contains("In Progress"),
+        "{:?}",
+        c.evidence
+    );
+    let failed = GpuFabricState {
+        state: FabricState::Completed,
+        status: Some("NVML_ERROR_UNKNOWN".into()),
+        gpus_not_registered: 1,
+        source: "NVML".into(),
+    };
+    n.platform.fabric.gpu_state = Some(failed);
+    assert!(kinds(&n.explain()).contains(&CauseKind::FabricManagerDown));
+    n.platform.fabric.gpu_state = Some(GpuFabricState {
+        state: FabricState::Completed,
+        status: Some("Success".into()),
+        gpus_not_registered: 0,
+        source: "NVML".into(),
+    });
+    assert_eq!(kinds(&n.explain()), vec![]);
+}

@@ -103,5 +103,6 @@ pub fn fabric(root: &Path) -> FabricFacts {
     FabricFacts {
         nvswitches,
         manager_running,
+        gpu_state: None,
     }
 }

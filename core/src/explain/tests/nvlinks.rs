@@ -71,3 +71,29 @@ fn a_pcie_card_without_a_bridge_has_no_links_down() {
     s.gpus[0].health.nvlinks_present = Some(18);
     assert!(kinds(&s.explain()).contains(&CauseKind::NvlinkDown));
 }
+
+/// An H100 NVL lists 18 links and is built with 12 (three bridges of four): 6 inactive is its
+/// design (Azure/azurehpc-health-checks#162), and none up of the 12 is links down
+/// (NVIDIA/DCGM#198), not a card without a bridge.
+#[test]
+fn h100_nvl_is_judged_against_its_twelve_links() {
+    let mut n = Node::new(2, "NVIDIA H100 NVL", LinkClass::Nv(12));
+    for g in &mut n.gpus {
+        g.health.nvlinks_active = Some(12);
+        g.health.nvlinks_present = Some(18);
+    }
+    assert!(
+        !kinds(&n.explain()).contains(&CauseKind::NvlinkDown),
+        "{:?}",
+        kinds(&n.explain())
+    );
+    let mut d = Node::new(2, "NVIDIA H100 NVL", LinkClass::Phb);
+    for g in &mut d.gpus {
+        g.health.nvlinks_active = Some(0);
+        g.health.nvlinks_present = Some(18);
+    }
+    let e = d.explain();
+    let c = find(&e, CauseKind::NvlinkDown);
+    assert!(c.message.contains("0 of 12"), "{}", c.message);
+    assert!(c.source.contains("H100 NVL"), "{}", c.source);
+}
