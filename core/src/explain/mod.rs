@@ -8,6 +8,7 @@ pub mod action;
 pub mod consumer;
 mod limit;
 mod node;
+mod node_env;
 mod pair;
 pub(crate) mod path_capacity;
 mod per_gpu;
@@ -348,6 +349,7 @@ pub struct ExplainInput<'a> {
 /// Judges the node: node and GPU causes, then one chain per pair of the topology.
 pub fn explain(input: &ExplainInput<'_>) -> Explanation {
     let mut causes = node::causes(input);
+    causes.extend(node_env::causes(input));
     causes.extend(per_gpu::causes(input));
     let pairs: Vec<PairChain> = match input.topology {
         Some(t) => t

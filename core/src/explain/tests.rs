@@ -654,5 +654,6 @@ fn action_and_cause_words_are_unique() {
 
 mod cited;
 mod consumer;
+mod env_node;
 mod limits;
 mod nvlinks;
