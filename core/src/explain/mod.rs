@@ -89,10 +89,14 @@ pub enum CauseKind {
     /// The pair's all-reduce hung or returned wrong values over P2P on PCIe that is forced, or
     /// on a card whose product has none (a patched driver).
     P2pBroken,
+    /// `NCCL_TOPO_FILE` is set: NCCL reads the node's topology from a file instead of detecting
+    /// it; the first suspect where the figure is below expected or the transport worse than the
+    /// topology allows.
+    NcclTopoFile,
 }
 
 impl CauseKind {
-    pub const ALL: [CauseKind; 23] = [
+    pub const ALL: [CauseKind; 24] = [
         CauseKind::TransportDowngraded,
         CauseKind::P2pDisabled,
         CauseKind::P2pLevelTooLow,
@@ -116,6 +120,7 @@ impl CauseKind {
         CauseKind::RingSlowestHop,
         CauseKind::P2pNotSupported,
         CauseKind::P2pBroken,
+        CauseKind::NcclTopoFile,
     ];
 
     /// The causes that are the platform's nature, not faults (action `platform_limit`).
@@ -156,6 +161,7 @@ impl CauseKind {
             CauseKind::RingSlowestHop => "ring_slowest_hop",
             CauseKind::P2pNotSupported => "p2p_not_supported",
             CauseKind::P2pBroken => "p2p_broken",
+            CauseKind::NcclTopoFile => "nccl_topo_file",
         }
     }
 }
@@ -360,6 +366,15 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
         None => Vec::new(),
     };
     let node = limit::node_chain(input, &pairs);
+    if let Some(c) = node_env::topo_file(input, &pairs, node.as_ref()) {
+        // Where it is a warning it is the first suspect: it comes first.
+        let at = if c.severity >= Severity::Warning {
+            0
+        } else {
+            causes.len()
+        };
+        causes.insert(at, c);
+    }
     Explanation {
         causes,
         pairs,

@@ -48,3 +48,48 @@ fn p2p_level_loc_with_a_topology_is_judged_per_pair_only() {
         .iter()
         .any(|c| c.kind == CauseKind::P2pLevelTooLow));
 }
+
+const TOPO: &str = "/opt/topo/ndv5-topo.xml";
+
+#[test]
+fn a_topology_file_on_a_healthy_node_is_info_only() {
+    let e = Node::new(2, "NVIDIA H200", LinkClass::Nv(18))
+        .env("NCCL_TOPO_FILE", TOPO)
+        .measure(327.0, Some("P2P/CUMEM"))
+        .explain();
+    let c = find(&e, CauseKind::NcclTopoFile);
+    assert_eq!(c.severity, Severity::Info);
+    assert!(
+        c.evidence.iter().any(|ev| ev.measured == TOPO),
+        "{:?}",
+        c.evidence
+    );
+    assert_eq!(e.verdict(), Verdict::Ok);
+    let none = Node::new(2, "NVIDIA H200", LinkClass::Nv(18))
+        .measure(327.0, Some("P2P/CUMEM"))
+        .explain();
+    assert_eq!(kinds(&none), vec![]);
+}
+
+#[test]
+fn a_topology_file_is_the_first_suspect_where_the_figure_is_low() {
+    let e = Node::new(2, "NVIDIA H200", LinkClass::Nv(18))
+        .env("NCCL_TOPO_FILE", TOPO)
+        .measure(15.1, Some("P2P/CUMEM"))
+        .explain();
+    let c = &e.causes[0];
+    assert_eq!(c.kind, CauseKind::NcclTopoFile);
+    assert_eq!(c.severity, Severity::Warning);
+    assert!(c.message.contains(TOPO), "{}", c.message);
+    assert!(c.fix.contains("NCCL_TOPO_FILE"), "{}", c.fix);
+}
+
+#[test]
+fn a_topology_file_is_the_first_suspect_where_the_transport_is_worse() {
+    let e = Node::new(2, "NVIDIA H200", LinkClass::Nv(18))
+        .env("NCCL_TOPO_FILE", TOPO)
+        .measure(300.0, Some("SHM/direct"))
+        .explain();
+    assert_eq!(e.causes[0].kind, CauseKind::NcclTopoFile);
+    assert_eq!(e.causes[0].severity, Severity::Warning);
+}
