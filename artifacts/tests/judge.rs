@@ -497,3 +497,15 @@ fn pcie_cards_without_bridges_are_not_links_down() {
     );
     assert_eq!(r.verdict.as_str(), "ok", "{}", r.reason);
 }
+
+/// A log alone names no GPU of the node, but sockets between nodes where an IB plugin was
+/// loaded are a fault found in what was read: a warning, not `unknown`.
+#[test]
+fn sockets_where_rdma_was_expected_are_a_warning_from_a_log_alone() {
+    let log = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/field-cases/nccl-952-ib-not-found-net-socket/artifacts/nccl-debug.log");
+    let r = judge(&one(&log, None), "t").unwrap();
+    assert_eq!(kinds(&r), vec![CauseKind::NetSocketInsteadOfRdma]);
+    assert_eq!(r.verdict, "warning");
+    assert!(r.reason.contains("NET/Socket"), "{}", r.reason);
+}

@@ -7,6 +7,7 @@
 pub mod action;
 pub mod consumer;
 mod limit;
+pub mod network;
 mod node;
 mod node_env;
 mod pair;
@@ -93,10 +94,13 @@ pub enum CauseKind {
     /// it; the first suspect where the figure is below expected or the transport worse than the
     /// topology allows.
     NcclTopoFile,
+    /// Channels between nodes over TCP sockets (`NET/Socket`) where the log shows an RDMA
+    /// network (InfiniBand, RoCE) was there or asked for.
+    NetSocketInsteadOfRdma,
 }
 
 impl CauseKind {
-    pub const ALL: [CauseKind; 24] = [
+    pub const ALL: [CauseKind; 25] = [
         CauseKind::TransportDowngraded,
         CauseKind::P2pDisabled,
         CauseKind::P2pLevelTooLow,
@@ -121,6 +125,7 @@ impl CauseKind {
         CauseKind::P2pNotSupported,
         CauseKind::P2pBroken,
         CauseKind::NcclTopoFile,
+        CauseKind::NetSocketInsteadOfRdma,
     ];
 
     /// The causes that are the platform's nature, not faults (action `platform_limit`).
@@ -162,6 +167,7 @@ impl CauseKind {
             CauseKind::P2pNotSupported => "p2p_not_supported",
             CauseKind::P2pBroken => "p2p_broken",
             CauseKind::NcclTopoFile => "nccl_topo_file",
+            CauseKind::NetSocketInsteadOfRdma => "net_socket_instead_of_rdma",
         }
     }
 }

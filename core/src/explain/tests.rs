@@ -656,4 +656,5 @@ mod cited;
 mod consumer;
 mod env_node;
 mod limits;
+mod network;
 mod nvlinks;
