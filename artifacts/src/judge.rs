@@ -111,6 +111,24 @@ fn reason(verdict: Verdict, e: &Explanation, findings: &[Finding]) -> String {
     format!("ddpcheck: {}: {line}", verdict.as_str())
 }
 
+/// Causes of the network between nodes, from each NCCL log read (core's
+/// `explain::network::net_socket` on its channels, network lines and variables).
+fn network_causes(reads: &[Read], env: &std::collections::BTreeMap<String, String>) -> Vec<Cause> {
+    reads
+        .iter()
+        .filter_map(|r| match &r.reading {
+            crate::Reading::NcclLog(l) => {
+                let via: Vec<String> = l.channels.iter().map(|c| c.via.clone()).collect();
+                let mut env = env.clone();
+                env.extend(l.env.clone());
+                explain::network::net_socket(&via, &l.network, &env)
+            }
+            _ => None,
+        })
+        .take(1)
+        .collect()
+}
+
 /// Judges what was read.
 pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, ArtifactError> {
     let a = assemble(reads)?;
@@ -123,6 +141,10 @@ pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, Arti
         node_measurement: a.node_measurement.as_ref(),
         history_busbw: &[],
     });
+    let mut explanation = explanation;
+    explanation
+        .causes
+        .extend(network_causes(reads, &a.nccl_env));
     let mut undecided = a.undecided.clone();
     let findings = findings(&a, &mut undecided);
     // A run that failed is UNKNOWN, as a live worker's error.
@@ -133,9 +155,13 @@ pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, Arti
         .chain(a.node_measurement.iter().filter_map(|n| n.error.as_deref()))
         .next()
         .map(str::to_string);
-    // Nothing named the GPUs: nothing was judged, which is no OK.
+    // Nothing named the GPUs: nothing of the node was judged, which is no OK; a fault found in
+    // what was read (the network between nodes) still speaks.
     let verdict = if a.gpus.is_empty() {
-        Verdict::Unknown
+        match explanation.verdict() {
+            Verdict::Ok => Verdict::Unknown,
+            v => v,
+        }
     } else {
         let v = explanation
             .verdict()
@@ -153,6 +179,7 @@ pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, Arti
         verdict: verdict.as_str().to_ascii_lowercase(),
         exit_code: verdict.exit_code(),
         reason: match (&failed, a.gpus.is_empty()) {
+            (_, true) if verdict != Verdict::Unknown => reason(verdict, &explanation, &findings),
             (_, true) => format!(
                 "ddpcheck: {}: {}",
                 verdict.as_str(),

@@ -546,3 +546,15 @@ fn an_nvlink_listing_of_some_of_the_gpus_is_the_same_node() {
         kinds(&r)
     );
 }
+
+/// A log alone names no GPU of the node, but sockets between nodes where an IB plugin was
+/// loaded are a fault found in what was read: a warning, not `unknown`.
+#[test]
+fn sockets_where_rdma_was_expected_are_a_warning_from_a_log_alone() {
+    let log = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/field-cases/nccl-952-ib-not-found-net-socket/artifacts/nccl-debug.log");
+    let r = judge(&one(&log, None), "t").unwrap();
+    assert_eq!(kinds(&r), vec![CauseKind::NetSocketInsteadOfRdma]);
+    assert_eq!(r.verdict, "warning");
+    assert!(r.reason.contains("NET/Socket"), "{}", r.reason);
+}

@@ -7,7 +7,9 @@
 pub mod action;
 pub mod consumer;
 mod limit;
+pub mod network;
 mod node;
+mod node_env;
 mod pair;
 pub(crate) mod path_capacity;
 mod per_gpu;
@@ -88,10 +90,17 @@ pub enum CauseKind {
     /// The pair's all-reduce hung or returned wrong values over P2P on PCIe that is forced, or
     /// on a card whose product has none (a patched driver).
     P2pBroken,
+    /// `NCCL_TOPO_FILE` is set: NCCL reads the node's topology from a file instead of detecting
+    /// it; the first suspect where the figure is below expected or the transport worse than the
+    /// topology allows.
+    NcclTopoFile,
+    /// Channels between nodes over TCP sockets (`NET/Socket`) where the log shows an RDMA
+    /// network (InfiniBand, RoCE) was there or asked for.
+    NetSocketInsteadOfRdma,
 }
 
 impl CauseKind {
-    pub const ALL: [CauseKind; 23] = [
+    pub const ALL: [CauseKind; 25] = [
         CauseKind::TransportDowngraded,
         CauseKind::P2pDisabled,
         CauseKind::P2pLevelTooLow,
@@ -115,6 +124,8 @@ impl CauseKind {
         CauseKind::RingSlowestHop,
         CauseKind::P2pNotSupported,
         CauseKind::P2pBroken,
+        CauseKind::NcclTopoFile,
+        CauseKind::NetSocketInsteadOfRdma,
     ];
 
     /// The causes that are the platform's nature, not faults (action `platform_limit`).
@@ -155,6 +166,8 @@ impl CauseKind {
             CauseKind::RingSlowestHop => "ring_slowest_hop",
             CauseKind::P2pNotSupported => "p2p_not_supported",
             CauseKind::P2pBroken => "p2p_broken",
+            CauseKind::NcclTopoFile => "nccl_topo_file",
+            CauseKind::NetSocketInsteadOfRdma => "net_socket_instead_of_rdma",
         }
     }
 }
@@ -348,6 +361,7 @@ pub struct ExplainInput<'a> {
 /// Judges the node: node and GPU causes, then one chain per pair of the topology.
 pub fn explain(input: &ExplainInput<'_>) -> Explanation {
     let mut causes = node::causes(input);
+    causes.extend(node_env::causes(input));
     causes.extend(per_gpu::causes(input));
     let pairs: Vec<PairChain> = match input.topology {
         Some(t) => t
@@ -358,6 +372,15 @@ pub fn explain(input: &ExplainInput<'_>) -> Explanation {
         None => Vec::new(),
     };
     let node = limit::node_chain(input, &pairs);
+    if let Some(c) = node_env::topo_file(input, &pairs, node.as_ref()) {
+        // Where it is a warning it is the first suspect: it comes first.
+        let at = if c.severity >= Severity::Warning {
+            0
+        } else {
+            causes.len()
+        };
+        causes.insert(at, c);
+    }
     Explanation {
         causes,
         pairs,

@@ -656,7 +656,9 @@ fn action_and_cause_words_are_unique() {
 
 mod cited;
 mod consumer;
+mod env_node;
 mod limits;
+mod network;
 mod nvlinks;
 
 /// GPUs whose NVLink fabric registration is not completed (`nvidia-smi -q`'s Fabric State
