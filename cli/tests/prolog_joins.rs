@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{bin, code, stderr, stdout, Daemon};
@@ -23,14 +23,13 @@ fn statuses(d: &Daemon) -> Vec<String> {
     rows.collect::<Result<_, _>>().unwrap()
 }
 
-#[test]
-fn a_prolog_joins_the_run_a_killed_client_left_and_answers_its_verdict() {
-    let d = Daemon::start_with(Some("h200x2-nvlink+hang"), &["--work-rate-per-minute", "0"]);
-    // The hang fault holds the collective until the run's own 3 s deadline: TIMEOUT.
-    let mut client = Command::new(bin("ddpcheck"))
+/// A `check` through the daemon with `deadline` seconds, returned once its run is `running`,
+/// with the time it was started.
+fn check_in_flight(d: &Daemon, deadline: &str) -> (Child, Instant) {
+    let client = Command::new(bin("ddpcheck"))
         .arg("--daemon")
         .arg(&d.socket)
-        .args(["check", "--deadline", "3"])
+        .args(["check", "--deadline", deadline])
         .env_remove("DDPCHECK_SIM")
         .env_remove("DDPCHECK_DAEMON")
         .stdout(Stdio::null())
@@ -38,13 +37,21 @@ fn a_prolog_joins_the_run_a_killed_client_left_and_answers_its_verdict() {
         .spawn()
         .unwrap();
     let t0 = Instant::now();
-    while statuses(&d) != ["running"] {
+    while statuses(d) != ["running"] {
         assert!(
             t0.elapsed() < Duration::from_secs(10),
             "the run never started"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    (client, t0)
+}
+
+#[test]
+fn a_prolog_joins_the_run_a_killed_client_left_and_answers_its_verdict() {
+    let d = Daemon::start_with(Some("h200x2-nvlink+hang"), &["--work-rate-per-minute", "0"]);
+    // The hang fault holds the collective until the run's own 3 s deadline: TIMEOUT.
+    let (mut client, t0) = check_in_flight(&d, "3");
     client.kill().unwrap();
     client.wait().unwrap();
 
@@ -64,24 +71,7 @@ fn a_prolog_joins_the_run_a_killed_client_left_and_answers_its_verdict() {
 #[test]
 fn a_prolog_that_cannot_wait_long_enough_is_a_timeout_not_a_pass() {
     let d = Daemon::start_with(Some("h200x2-nvlink+hang"), &["--work-rate-per-minute", "0"]);
-    let mut client = Command::new(bin("ddpcheck"))
-        .arg("--daemon")
-        .arg(&d.socket)
-        .args(["check", "--deadline", "4"])
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_DAEMON")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while statuses(&d) != ["running"] {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the run never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut client, _) = check_in_flight(&d, "4");
     // Another job's GPUs: not the same preflight, so it waits for the node, 1 s at most.
     let o = d.cli(&["check", "--prolog", "--deadline", "1", "--gpus", "0"]);
     let line = format!("{}{}", stdout(&o), stderr(&o));
