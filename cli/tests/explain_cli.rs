@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{code, local_env, stderr, stdout, Daemon};
+use common::{code, explain_causes, local_env, stderr, stdout, Daemon};
 use serde_json::Value;
 
 fn explain(sim: &str, env: &[(&str, &str)], extra: &[&str]) -> (i32, Value, String) {
@@ -37,27 +37,8 @@ fn assert_valid(v: &Value) {
     );
 }
 
-/// Every cause of the report (node, GPU and pair ones) as (kind, action, severity).
-fn causes(v: &Value) -> Vec<(String, String, String)> {
-    let node = v["causes"].as_array().unwrap().iter();
-    let pairs = v["pairs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["causes"].as_array().unwrap().iter());
-    node.chain(pairs)
-        .map(|c| {
-            (
-                c["kind"].as_str().unwrap().to_string(),
-                c["action"].as_str().unwrap().to_string(),
-                c["severity"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 fn has(v: &Value, kind: &str, action: &str, severity: &str) {
-    let all = causes(v);
+    let all = explain_causes(v);
     assert!(
         all.iter()
             .any(|(k, a, s)| k == kind && a == action && s == severity),
@@ -70,7 +51,7 @@ fn healthy_nvlink_pair_is_ok_with_its_transport() {
     let (rc, v, text) = explain("h200x2-nvlink", &[], &[]);
     assert_eq!(rc, 0, "{text}");
     assert_eq!(v["kind"], "explain");
-    assert!(causes(&v).is_empty(), "{:?}", causes(&v));
+    assert!(explain_causes(&v).is_empty(), "{:?}", explain_causes(&v));
     assert_eq!(v["pairs"][0]["transport"], "p2p");
     assert_eq!(v["pairs"][0]["transport_measured"], true);
     assert!(
@@ -115,7 +96,7 @@ fn acs_on_the_switch() {
     assert!(text.contains("ACS redirects P2P on 0000:01:00.0"), "{text}");
     // The same switch without the fault: no cause.
     let (rc, v, _) = explain("a6000x2-pxb", &[], &[]);
-    assert_eq!((rc, causes(&v).len()), (0, 0));
+    assert_eq!((rc, explain_causes(&v).len()), (0, 0));
 }
 
 #[test]
@@ -159,9 +140,9 @@ fn link_read_at_rest_and_under_load() {
     let (rc, v, text) = explain("a6000x4-phb+idle-downclock", &[], &[]);
     has(&v, "pcie_idle_downclock", "none", "info");
     assert!(
-        !causes(&v).iter().any(|c| c.0 == "pcie_downtrained"),
+        !explain_causes(&v).iter().any(|c| c.0 == "pcie_downtrained"),
         "{:?}",
-        causes(&v)
+        explain_causes(&v)
     );
     let g = &v["platform"]["gpus"][0];
     assert_eq!(g["link"]["current_gts"], 2.5);
@@ -246,7 +227,10 @@ fn through_the_daemon_the_same_causes_and_report_as_on_the_node() {
     ];
     for (spec, env, extra) in cases {
         let (rc, local, local_text) = explain(spec, env, extra);
-        assert!(!causes(&local).is_empty(), "{spec}: a fault with no cause");
+        assert!(
+            !explain_causes(&local).is_empty(),
+            "{spec}: a fault with no cause"
+        );
         let d = Daemon::start_env(Some(spec), &[], env);
         let mut args = vec!["explain", "--json"];
         args.extend_from_slice(extra);
@@ -255,7 +239,7 @@ fn through_the_daemon_the_same_causes_and_report_as_on_the_node() {
             .unwrap_or_else(|e| panic!("{spec}: not JSON ({e}): {} {}", stdout(&o), stderr(&o)));
         assert_valid(&v);
         assert_eq!(code(&o), rc, "{spec}: {}", stderr(&o));
-        assert_eq!(causes(&v), causes(&local), "{spec}");
+        assert_eq!(explain_causes(&v), explain_causes(&local), "{spec}");
         assert_eq!(v["pairs"], local["pairs"], "{spec}");
         let mut text_args = vec!["explain"];
         text_args.extend_from_slice(extra);

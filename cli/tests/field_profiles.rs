@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{code, local, stderr, stdout};
+use common::{code, explain_causes, local, stderr, stdout};
 use serde_json::Value;
 
 /// `ddpcheck --sim PROFILE ARGS --json`: the exit code and the JSON.
@@ -41,25 +41,6 @@ fn finding_codes(v: &Value) -> Vec<(String, String)> {
             (
                 f["code"].as_str().unwrap().to_string(),
                 f["severity"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-/// Every cause of an explain report (node and pairs) as (kind, action, severity).
-fn causes(v: &Value) -> Vec<(String, String, String)> {
-    let node = v["causes"].as_array().unwrap().iter();
-    let pairs = v["pairs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["causes"].as_array().unwrap().iter());
-    node.chain(pairs)
-        .map(|c| {
-            (
-                c["kind"].as_str().unwrap().to_string(),
-                c["action"].as_str().unwrap().to_string(),
-                c["severity"].as_str().unwrap().to_string(),
             )
         })
         .collect()
@@ -101,7 +82,7 @@ fn h100_pcie_bridged_pair_is_nvlink_with_twelve_links_by_design() {
     assert!((100.0..120.0).contains(&peak(&v)), "{}", peak(&v));
 
     let (rc, v) = explain("h100pcie-nvbridge");
-    let all = causes(&v);
+    let all = explain_causes(&v);
     assert!(all.iter().all(|(k, _, _)| k != "nvlink_down"), "{all:?}");
     assert!(all.iter().all(|(_, _, s)| s != "critical"), "{all:?}");
     assert!(rc < 2);
@@ -137,7 +118,7 @@ fn h100_pcie_pair_without_bridges_is_judged_as_a_pcie_pair() {
     let (rc, v) = explain("h100pcie-x2");
     assert_eq!(rc, 0);
     assert_eq!(
-        causes(&v),
+        explain_causes(&v),
         vec![(
             "shm_staging".to_string(),
             "platform_limit".to_string(),
@@ -189,7 +170,7 @@ fn a10g_vm_without_p2p_is_a_platform_limit_not_a_fault() {
         assert_eq!(p["causes"][0]["action"], "platform_limit");
         assert_eq!(p["causes"][0]["severity"], "info");
     }
-    let all = causes(&v);
+    let all = explain_causes(&v);
     assert!(all.iter().all(|(_, _, s)| s != "critical"), "{all:?}");
     assert!(all.contains(&(
         "virtual_machine".into(),
@@ -222,7 +203,7 @@ fn l40s_on_gen4_is_judged_on_its_gen4_links() {
     assert!(pairs
         .iter()
         .all(|p| p["capacity"]["path"] == "PCIe gen4 x16"));
-    assert!(causes(&v)
+    assert!(explain_causes(&v)
         .iter()
         .all(|c| c == &("shm_staging".into(), "platform_limit".into(), "info".into())));
 
@@ -248,11 +229,11 @@ fn hgx_slice_expects_nvlink_bandwidth() {
     let pair = &v["pairs"][0];
     assert_eq!(pair["transport"], "p2p");
     assert_eq!(pair["capacity"]["path"], "NV18: 18 × NVLink 4");
-    let mut kinds: Vec<String> = causes(&v).into_iter().map(|c| c.0).collect();
+    let mut kinds: Vec<String> = explain_causes(&v).into_iter().map(|c| c.0).collect();
     kinds.sort();
     kinds.dedup();
     assert_eq!(kinds, ["numa_unknown", "virtual_machine"]);
-    assert!(causes(&v).iter().all(|c| c.2 == "info"));
+    assert!(explain_causes(&v).iter().all(|c| c.2 == "info"));
 
     let (rc, v) = recommend("hgx-h100-slice2");
     assert_eq!(rc, 0);

@@ -380,3 +380,22 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
         stderr: err_t.join().expect("stderr reader"),
     }
 }
+
+/// Every cause of an `explain --json` report (node, GPU and pair ones) as (kind, action, severity).
+pub fn explain_causes(v: &serde_json::Value) -> Vec<(String, String, String)> {
+    let node = v["causes"].as_array().unwrap().iter();
+    let pairs = v["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["causes"].as_array().unwrap().iter());
+    node.chain(pairs)
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap().to_string(),
+                c["action"].as_str().unwrap().to_string(),
+                c["severity"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
