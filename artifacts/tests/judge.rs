@@ -558,3 +558,34 @@ fn sockets_where_rdma_was_expected_are_a_warning_from_a_log_alone() {
     assert_eq!(r.verdict, "warning");
     assert!(r.reason.contains("NET/Socket"), "{}", r.reason);
 }
+
+/// The operator's GPU count is set against an inventory of the node (`nvidia-smi -q`, `topo -m`)
+/// only: the GPUs a job's files name (nccl-tests, NCCL's log) are those it used, so there the
+/// count is said undecided, never a GPU missing.
+#[test]
+fn a_jobs_files_are_no_inventory_for_the_gpu_count() {
+    use ddpcheck_artifacts::judge::{judge_expecting, Expectations};
+    let x = Expectations { gpus: Some(9) };
+    let f = fixtures().join("formats/nccl_tests/h100x8-2.13.txt");
+    let r = judge_expecting(&one(&f, None), "t", x).unwrap();
+    assert!(!r.gpus.is_empty());
+    assert!(
+        !kinds(&r).contains(&CauseKind::GpuMissing),
+        "{:?}",
+        kinds(&r)
+    );
+    assert!(
+        r.undecided
+            .iter()
+            .any(|u| u.starts_with("--expect-gpus 9: no nvidia-smi -q or topo -m")),
+        "{:?}",
+        r.undecided
+    );
+    let r = judge_expecting(&reads("a6000x2-phb-p2p-forced"), "t", x).unwrap();
+    assert!(
+        kinds(&r).contains(&CauseKind::GpuMissing),
+        "{:?}",
+        kinds(&r)
+    );
+    assert_eq!(r.verdict, "critical");
+}
