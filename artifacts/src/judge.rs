@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::folder::{Provenance, Read};
 use crate::node::{assemble, Assembled};
 use crate::ArtifactError;
+use crate::Format;
 
 /// The report's `kind`.
 pub const KIND: &str = "explain_artifacts";
@@ -129,8 +130,52 @@ fn network_causes(reads: &[Read], env: &std::collections::BTreeMap<String, Strin
         .collect()
 }
 
+/// What the operator expects of the node, beyond what the artifacts show.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expectations {
+    /// The machine type's GPU count (`--expect-gpus`).
+    pub gpus: Option<usize>,
+}
+
+/// The node's GPU count against the operator's: judged only where an inventory of the node lists
+/// its GPUs (`nvidia-smi -q`, `topo -m`); a job's files (nccl-tests, NCCL's log) or a cut
+/// `nvlink -s` name only the GPUs they used.
+fn gpu_count(
+    reads: &[Read],
+    seen: usize,
+    x: Expectations,
+    undecided: &mut Vec<String>,
+) -> Option<Cause> {
+    let expected = x.gpus?;
+    let inventory = [Format::SmiQuery, Format::TopoMatrix]
+        .into_iter()
+        .find_map(|f| reads.iter().find(|r| r.provenance.format == f))
+        .map(|r| format!("{} ({})", r.provenance.command, r.provenance.file));
+    let Some(listed_by) = inventory else {
+        undecided.push(format!(
+            "--expect-gpus {expected}: no nvidia-smi -q or topo -m lists the node's GPUs (a job's files name only those it used): the count is not judged"
+        ));
+        return None;
+    };
+    explain::gpu_count::missing(
+        seen,
+        expected,
+        &listed_by,
+        &format!("--expect-gpus {expected}"),
+    )
+}
+
 /// Judges what was read.
 pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, ArtifactError> {
+    judge_expecting(reads, tool_version, Expectations::default())
+}
+
+/// Judges what was read against what the operator expects of the node.
+pub fn judge_expecting(
+    reads: &[Read],
+    tool_version: &str,
+    expect: Expectations,
+) -> Result<ArtifactsReport, ArtifactError> {
     let a = assemble(reads)?;
     let explanation = explain::explain(&ExplainInput {
         gpus: &a.gpus,
@@ -146,6 +191,11 @@ pub fn judge(reads: &[Read], tool_version: &str) -> Result<ArtifactsReport, Arti
         .causes
         .extend(network_causes(reads, &a.nccl_env));
     let mut undecided = a.undecided.clone();
+    if !a.gpus.is_empty() {
+        explanation
+            .causes
+            .extend(gpu_count(reads, a.gpus.len(), expect, &mut undecided));
+    }
     let findings = findings(&a, &mut undecided);
     // A run that failed is UNKNOWN, as a live worker's error.
     let failed = a

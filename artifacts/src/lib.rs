@@ -9,6 +9,7 @@ pub mod judge;
 pub mod lspci;
 pub mod nccl_log;
 pub mod nccl_tests;
+pub mod nccl_tuning;
 pub mod node;
 pub mod nvlink_status;
 pub mod smi_query;

@@ -1,7 +1,7 @@
 //! NCCL_DEBUG=INFO logs: the NCCL version, the transport of each channel's connection
 //! (`via P2P/IPC`, `P2P/CUMEM`, `P2P/CUMEM/read`, `SHM`, `NET/Socket`, `NET/IB`), rings and
 //! trees, the variables "set by environment", the network and plugin lines, each rank's bus id,
-//! and warnings. Only lines with `NCCL INFO` or `NCCL WARN` are read, so a log interleaved with
+//! the tuning lines (algorithm and protocol per collective), and warnings. Only lines with `NCCL INFO` or `NCCL WARN` are read, so a log interleaved with
 //! nccl-tests' or a training script's output reads as well.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,6 +35,10 @@ pub struct NcclLog {
     /// Each rank's host, from the line's prefix (`host:pid:tid`).
     pub rank_host: BTreeMap<u32, String>,
     pub warnings: Vec<String>,
+    /// Tuning lines (`AllReduce: N Bytes -> Algo RING proto SIMPLE …`), with
+    /// `NCCL_DEBUG_SUBSYS=TUNING`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tuning: Vec<crate::nccl_tuning::Tuning>,
 }
 
 /// `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC`.
@@ -177,6 +181,8 @@ fn read_line(log: &mut NcclLog, host: &str, msg: &str) {
         }
     } else if let Some(c) = connection(msg) {
         log.channels.push(c);
+    } else if let Some(t) = crate::nccl_tuning::parse(msg) {
+        log.tuning.push(t);
     } else if let Some(r) = ring(msg) {
         if !log.rings.contains(&r) {
             log.rings.push(r);

@@ -35,6 +35,8 @@ pub struct Assembled {
     pub driver_version: Option<String>,
     pub cuda_version: Option<String>,
     pub nccl_version: Option<String>,
+    /// The algorithm and protocol of the largest all-reduce NCCL's log shows (`Ring/Simple`).
+    pub algo_proto: Option<String>,
     /// What a missing artifact would have decided, one line each.
     pub undecided: Vec<String>,
 }
@@ -115,6 +117,7 @@ pub fn assemble(reads: &[Read]) -> Result<Assembled, ArtifactError> {
             .iter()
             .find_map(|l| l.nccl_version.clone())
             .or_else(|| b.tests.iter().find_map(|(t, _)| t.nccl_version.clone())),
+        algo_proto: algo_proto(&b),
         gpus,
         topology,
         platform,
@@ -123,6 +126,22 @@ pub fn assemble(reads: &[Read]) -> Result<Assembled, ArtifactError> {
         node_measurement: m.node,
         sweep: m.sweep,
         undecided,
+    })
+}
+
+/// The algorithm and protocol of the largest all-reduce: from the log of an nccl-tests
+/// all-reduce run's own file first (its numeric tuning lines are that run's), else from any log's
+/// lines that name the all-reduce.
+fn algo_proto(b: &ByFormat<'_>) -> Option<String> {
+    use crate::nccl_tuning::largest_all_reduce;
+    let run = b.tests.iter().find_map(|(t, own)| {
+        let own = own.filter(|_| t.op == Some(ddpcheck_core::collective::Collective::AllReduce))?;
+        largest_all_reduce(&own.tuning, true)
+    });
+    run.or_else(|| {
+        b.logs
+            .iter()
+            .find_map(|l| largest_all_reduce(&l.tuning, false))
     })
 }
 

@@ -558,3 +558,63 @@ fn sockets_where_rdma_was_expected_are_a_warning_from_a_log_alone() {
     assert_eq!(r.verdict, "warning");
     assert!(r.reason.contains("NET/Socket"), "{}", r.reason);
 }
+
+/// The operator's GPU count is set against an inventory of the node (`nvidia-smi -q`, `topo -m`)
+/// only: the GPUs a job's files name (nccl-tests, NCCL's log) are those it used, so there the
+/// count is said undecided, never a GPU missing.
+#[test]
+fn a_jobs_files_are_no_inventory_for_the_gpu_count() {
+    use ddpcheck_artifacts::judge::{judge_expecting, Expectations};
+    let x = Expectations { gpus: Some(9) };
+    let f = fixtures().join("formats/nccl_tests/h100x8-2.13.txt");
+    let r = judge_expecting(&one(&f, None), "t", x).unwrap();
+    assert!(!r.gpus.is_empty());
+    assert!(
+        !kinds(&r).contains(&CauseKind::GpuMissing),
+        "{:?}",
+        kinds(&r)
+    );
+    assert!(
+        r.undecided
+            .iter()
+            .any(|u| u.starts_with("--expect-gpus 9: no nvidia-smi -q or topo -m")),
+        "{:?}",
+        r.undecided
+    );
+    let r = judge_expecting(&reads("a6000x2-phb-p2p-forced"), "t", x).unwrap();
+    assert!(
+        kinds(&r).contains(&CauseKind::GpuMissing),
+        "{:?}",
+        kinds(&r)
+    );
+    assert_eq!(r.verdict, "critical");
+}
+
+/// The numeric tuning lines of NCCL before 2.19 name no collective: they are taken as the
+/// all-reduce's only inside an all-reduce run's own file, never from a log given apart (a
+/// training job's mixes collectives).
+#[test]
+fn numbered_tuning_lines_count_only_inside_an_all_reduce_run() {
+    let dir = std::env::temp_dir().join(format!("ddpcheck-tuning-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = std::fs::read_to_string(fixtures().join("nodes/a6000x2-phb-p2p-forced/all-reduce.txt"))
+        .unwrap()
+        .replacen(
+            "ws:31337:31337 [0] NCCL INFO Connected all rings\n",
+            "ws:31337:31337 [0] NCCL INFO Connected all rings\nws:31337:31337 [0] NCCL INFO 268435456 Bytes -> Algo 1 proto 2 time 1180.5\n",
+            1,
+        );
+    let f = dir.join("run.txt");
+    std::fs::write(&f, &run).unwrap();
+    let a = assemble(&one(&f, None)).unwrap();
+    assert_eq!(a.algo_proto.as_deref(), Some("Ring/Simple"));
+    let log = dir.join("train.log");
+    std::fs::write(
+        &log,
+        "h:1:2 [0] NCCL INFO NCCL version 2.18.5+cuda12.2\nh:1:2 [0] NCCL INFO 268435456 Bytes -> Algo 1 proto 2 time 1180.5\n",
+    )
+    .unwrap();
+    let apart = assemble(&one(&log, None)).unwrap().algo_proto;
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(apart, None);
+}

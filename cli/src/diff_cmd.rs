@@ -82,7 +82,7 @@ fn artifact_folder(path: &Path) -> Result<RunFacts, RunError> {
         nccl_version: a.nccl_version.clone(),
         driver_version: a.driver_version.clone(),
         cuda_version: a.cuda_version.clone(),
-        algo_proto: None,
+        algo_proto: a.algo_proto.clone(),
     }))
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ddpcheck_artifacts::folder::{folder_sources, read_all, Source};
+use ddpcheck_artifacts::judge::{judge_expecting, Expectations};
 use ddpcheck_artifacts::Format;
 use ddpcheck_engine::{job_gpus_from_env, ExplainParams, RunError};
 
@@ -60,6 +61,10 @@ pub struct ArtifactArgs {
     /// An `lspci -vvv` output (offline; as root, so that ACS is shown).
     #[arg(long, value_name = "FILE")]
     pub lspci: Vec<PathBuf>,
+    /// The GPUs the node's machine type has (offline): fewer in `nvidia-smi -q` or `topo -m` is
+    /// a GPU missing (critical).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub expect_gpus: Option<u16>,
 }
 
 impl ArtifactArgs {
@@ -131,7 +136,10 @@ fn run_offline(cli: &GlobalArgs, a: &ExplainArgs) -> Result<i32, RunError> {
         ));
     }
     let reads = read_all(&a.artifacts.sources()?).map_err(|e| RunError::Usage(e.to_string()))?;
-    let r = ddpcheck_artifacts::judge::judge(&reads, env!("CARGO_PKG_VERSION"))
+    let expect = Expectations {
+        gpus: a.artifacts.expect_gpus.map(usize::from),
+    };
+    let r = judge_expecting(&reads, env!("CARGO_PKG_VERSION"), expect)
         .map_err(|e| RunError::Usage(e.to_string()))?;
     if cli.json {
         print_json(&r)?;
@@ -144,6 +152,11 @@ fn run_offline(cli: &GlobalArgs, a: &ExplainArgs) -> Result<i32, RunError> {
 pub fn run(cli: &GlobalArgs, a: &ExplainArgs) -> Result<i32, RunError> {
     if a.artifacts.named() {
         return run_offline(cli, a);
+    }
+    if a.artifacts.expect_gpus.is_some() {
+        return Err(RunError::Usage(
+            "--expect-gpus judges artifacts: give --from-artifacts DIR or a file flag".into(),
+        ));
     }
     // Refused here, not only by the sweep: through the daemon a 0 would read as "unset".
     if a.max_bytes == 0 {

@@ -268,6 +268,60 @@ fn artifact_folders_are_compared_through_the_artifact_reader() {
     );
 }
 
+/// The algorithm and protocol NCCL's log shows for the largest all-reduce
+/// (`NCCL_DEBUG_SUBSYS=TUNING`: `AllReduce: N Bytes -> Algo RING proto SIMPLE …`) are read from
+/// each folder, and a change between the runs is named (`algo_proto`).
+#[test]
+fn the_algorithm_a_log_shows_is_compared_between_artifact_folders() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../artifacts/tests/fixtures/nodes/a6000x2-phb-p2p-forced");
+    let dir = tempfile::tempdir().unwrap();
+    let folder = |name: &str, algo: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        for f in ["smi-q.txt", "topo-m.txt"] {
+            std::fs::copy(src.join(f), d.join(f)).unwrap();
+        }
+        let run = std::fs::read_to_string(src.join("all-reduce.txt")).unwrap();
+        let tuning = format!(
+            "ws:31337:31337 [0] NCCL INFO AllReduce: 1024 Bytes -> Algo TREE proto LL channel{{Lo..Hi}}={{0..0}}\n\
+             ws:31337:31337 [0] NCCL INFO AllReduce: 268435456 Bytes -> Algo {algo} proto SIMPLE channel{{Lo..Hi}}={{0..1}}\n"
+        );
+        let run = run.replacen(
+            "ws:31337:31337 [0] NCCL INFO Connected all rings\n",
+            &format!("ws:31337:31337 [0] NCCL INFO Connected all rings\n{tuning}"),
+            1,
+        );
+        std::fs::write(d.join("all-reduce.txt"), run).unwrap();
+        d
+    };
+    let (a, b) = (folder("a", "RING"), folder("b", "TREE"));
+    let o = diff(&a, &b, true);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v = json(&o);
+    let c = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "algo_proto")
+        .unwrap_or_else(|| panic!("no algo_proto change: {v:#}"));
+    assert_eq!(
+        (c["before"].as_str(), c["after"].as_str()),
+        (Some("Ring/Simple"), Some("Tree/Simple")),
+        "{c:#}"
+    );
+    let o = diff(&a, &a, true);
+    let v = json(&o);
+    assert!(
+        !v["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "algo_proto"),
+        "{v:#}"
+    );
+}
+
 /// `history --compare`: the node's last two runs of a kind, or two ids; bad ids are refused.
 #[test]
 fn history_compares_the_nodes_own_runs() {

@@ -155,3 +155,30 @@ fn bad_input_is_one_line_naming_the_file_and_exit_64() {
     ]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
 }
+
+/// `--expect-gpus N`: the operator's count for the machine type. A node whose `nvidia-smi -q` or
+/// `topo -m` lists fewer GPUs is `gpu_missing` (critical); as many is no cause; a count read only
+/// from a job's files (nccl-tests device lines) is not the node's, so it is left undecided.
+#[test]
+fn expect_gpus_names_a_gpu_missing_from_the_nodes_inventory() {
+    let two = fixture("nodes/h100pcie-nvbridge-x2");
+    let (rc, v) = json(&["--from-artifacts", &two, "--expect-gpus", "3"]);
+    assert_eq!((rc, v["verdict"].as_str()), (2, Some("critical")), "{v}");
+    let c = v["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "gpu_missing")
+        .unwrap_or_else(|| panic!("no gpu_missing: {v}"));
+    assert_eq!(
+        (c["severity"].as_str(), c["action"].as_str()),
+        (Some("critical"), Some("drain"))
+    );
+    let m = c["message"].as_str().unwrap();
+    assert!(m.contains("2 GPUs") && m.contains('3'), "{m}");
+    let (rc, v) = json(&["--from-artifacts", &two, "--expect-gpus", "2"]);
+    assert_eq!((rc, v["verdict"].as_str()), (0, Some("ok")), "{v}");
+    let o = local(&["explain", "--expect-gpus", "8"]);
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--expect-gpus"), "{}", stderr(&o));
+}

@@ -1,8 +1,9 @@
 //! The corpus of public field cases (`fixtures/field-cases/`): every folder's `case.toml` has
 //! every field, every folder has a row in docs/field-cases.md and every row a folder, the rows
 //! agree with the cases' truth, and a replay of each case through the real binary (`explain
-//! --from-artifacts DIR --json`) gives the verdict and causes its row states, with the summary
-//! line's counts of false fails and false passes.
+//! --from-artifacts DIR --json`, with `--expect-gpus N` where the case gives the machine type's
+//! count) gives the verdict and causes its row states, with the summary line's counts of false
+//! fails and false passes.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 use std::collections::BTreeSet;
@@ -43,6 +44,14 @@ impl Case {
             .get("truth_healthy")
             .and_then(toml::Value::as_bool)
             .unwrap_or_else(|| panic!("{}: `truth_healthy` is not a bool", self.id))
+    }
+
+    /// The operator's GPU count for the machine type (`expect_gpus`), where the thread publishes
+    /// it; the replay passes it as `--expect-gpus`.
+    fn expect_gpus(&self) -> Option<i64> {
+        self.toml
+            .get("expect_gpus")
+            .and_then(toml::Value::as_integer)
     }
 
     /// The truth's cause where it is a word of ddpcheck's vocabulary.
@@ -197,6 +206,17 @@ fn check_fields(case: &Case) -> Vec<String> {
         "expected_verdict is not ok|warning|critical",
     );
     let _ = case.healthy();
+    let expect_from = case
+        .toml
+        .get("expect_gpus_from")
+        .and_then(toml::Value::as_str);
+    want(
+        case.toml
+            .get("expect_gpus")
+            .is_none_or(|v| v.as_integer().is_some_and(|n| n > 0))
+            && case.expect_gpus().is_some() == expect_from.is_some_and(|s| !s.is_empty()),
+        "expect_gpus (a positive integer) goes with expect_gpus_from (where the thread gives it)",
+    );
     want(
         cause_is_known(case.str("truth_cause")),
         "truth_cause is not a cause word",
@@ -326,12 +346,14 @@ impl Replay {
 /// A replay: the report's verdict and causes, or `refused` where ddpcheck turned the folder
 /// down as bad input (exit 64: truncated, mixed or foreign files), which its row must say.
 fn replay(case: &Case) -> Replay {
-    let out = Command::new(env!("CARGO_BIN_EXE_ddpcheck"))
-        .args(["explain", "--from-artifacts"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ddpcheck"));
+    cmd.args(["explain", "--from-artifacts"])
         .arg(case.dir.join("artifacts"))
-        .arg("--json")
-        .output()
-        .expect("run ddpcheck");
+        .arg("--json");
+    if let Some(n) = case.expect_gpus() {
+        cmd.args(["--expect-gpus", &n.to_string()]);
+    }
+    let out = cmd.output().expect("run ddpcheck");
     if out.status.code() == Some(64) {
         return Replay {
             verdict: "refused".to_string(),

@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod consumer;
+pub mod gpu_count;
 mod limit;
 pub mod network;
 mod node;
@@ -97,10 +98,13 @@ pub enum CauseKind {
     /// Channels between nodes over TCP sockets (`NET/Socket`) where the log shows an RDMA
     /// network (InfiniBand, RoCE) was there or asked for.
     NetSocketInsteadOfRdma,
+    /// Fewer GPUs on the node than the operator expects of its machine type (a GPU off the bus or
+    /// failing the driver's probe).
+    GpuMissing,
 }
 
 impl CauseKind {
-    pub const ALL: [CauseKind; 25] = [
+    pub const ALL: [CauseKind; 26] = [
         CauseKind::TransportDowngraded,
         CauseKind::P2pDisabled,
         CauseKind::P2pLevelTooLow,
@@ -126,6 +130,7 @@ impl CauseKind {
         CauseKind::P2pBroken,
         CauseKind::NcclTopoFile,
         CauseKind::NetSocketInsteadOfRdma,
+        CauseKind::GpuMissing,
     ];
 
     /// The causes that are the platform's nature, not faults (action `platform_limit`).
@@ -168,6 +173,7 @@ impl CauseKind {
             CauseKind::P2pBroken => "p2p_broken",
             CauseKind::NcclTopoFile => "nccl_topo_file",
             CauseKind::NetSocketInsteadOfRdma => "net_socket_instead_of_rdma",
+            CauseKind::GpuMissing => "gpu_missing",
         }
     }
 }
