@@ -64,7 +64,7 @@ pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) ->
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     }
 }
 
@@ -880,7 +880,7 @@ fn the_plain_reference_interleaves_blocks_in_abba_order_and_reaches_the_script()
     };
     let mlp = ModelSpec::square_mlp(256, 3);
     let mut req = request(DdpVariant::default(), vec![1], 100.0);
-    req.plain_reference = true;
+    req.reference = ddpcheck_core::ddp::Reference::Plain;
     let config = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
     let code = "calls = []\n\
                 def block(plain, n, first):\n\
@@ -914,7 +914,7 @@ fn the_plain_reference_interleaves_blocks_in_abba_order_and_reaches_the_script()
 fn the_plain_reference_reaches_only_the_one_gpu_launch() {
     let mlp = ModelSpec::square_mlp(256, 3);
     let mut req = request(DdpVariant::default(), vec![1, 2], 100.0);
-    req.plain_reference = true;
+    req.reference = ddpcheck_core::ddp::Reference::Plain;
     let config = |world: u32| -> serde_json::Value {
         let text = script_config(&req, &[(&mlp, &DdpVariant::default())], world, false);
         serde_json::from_str(&text).unwrap()
@@ -1217,7 +1217,7 @@ fn real_ddp_smoke_on_this_node() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     };
     let opts = DdpOptions {
         measure_nocomm: true,
@@ -1272,7 +1272,7 @@ fn real_ddp_deadline_stops_every_rank() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     };
     // Timed from the launch's own start: the torch check before it takes a few seconds.
     let mut launched: Option<Instant> = None;
@@ -1364,7 +1364,7 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     };
     let plan = plan(&req).unwrap();
     let groups = launch_groups(&req, &plan);
