@@ -36,12 +36,12 @@ async fn bench_ddp(
     panic!("the stream ended without a report");
 }
 
-/// A small request as the CLI sends it: an MLP at one and two GPUs, a hooked variant under its
-/// own NCCL variable, eager DDP options set away from torch's defaults.
-fn a_request() -> BenchDdpRequest {
+/// A small request as the CLI builds it: an MLP at one and two GPUs, a hooked variant under
+/// its own NCCL variable, eager DDP options set away from torch's defaults.
+fn the_request() -> DdpRequest {
     let mut hooked: ddpcheck_core::ddp::DdpVariant = "powersgd4+accum2".parse().unwrap();
     hooked.env = vec![("NCCL_ALGO".into(), "Ring".into())];
-    let req = DdpRequest {
+    DdpRequest {
         models: vec![ModelSpec::square_mlp(256, 2)],
         variants: vec!["bucket10+nobucketview".parse().unwrap(), hooked],
         world_sizes: vec![1, 2],
@@ -64,17 +64,20 @@ fn a_request() -> BenchDdpRequest {
         },
         device: ddpcheck_core::ddp::RunDevice::Cuda,
         reference: Reference::Ddp,
-    };
-    BenchDdpRequest::from(&req)
+    }
+}
+
+/// [`the_request`] as the CLI sends it.
+fn a_request() -> BenchDdpRequest {
+    BenchDdpRequest::from(&the_request())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typed_recipe_reaches_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let (_running, mut c) = daemon("h200x2-nvlink", dir.path()).await;
-    let sent = a_request();
-    let want = DdpRequest::try_from(sent.clone()).unwrap();
-    let r = bench_ddp(&mut c, sent).await.unwrap();
+    let want = the_request();
+    let r = bench_ddp(&mut c, a_request()).await.unwrap();
     let variants: std::collections::BTreeSet<&str> =
         r.results.iter().map(|x| x.variant.as_str()).collect();
     // The hooked variant's 1-GPU reference is added by the run, under its environment.

@@ -30,7 +30,7 @@ fn a_request() -> DdpRequest {
         recipe: Recipe {
             amp: Amp::Fp16,
             find_unused_parameters: true,
-            static_graph: false,
+            static_graph: true,
             gradient_as_bucket_view: false,
             broadcast_buffers: false,
             compile: Some(CompileMode::MaxAutotune),
@@ -41,7 +41,8 @@ fn a_request() -> DdpRequest {
     }
 }
 
-/// The whole request comes back equal, a variant's own environment included.
+/// The whole request comes back equal, a variant's own environment included; every flag of
+/// the recipe is set away from its default here (the unset request checks the defaults).
 #[test]
 fn a_ddp_request_survives_the_round_trip() {
     let r = a_request();
