@@ -42,7 +42,8 @@ pub struct DdpArgs {
     /// fsdp-noreshard, hsdp (replicate x shard, 4+ GPUs), each with MixedPrecisionPolicy bf16;
     /// nocomm: no gradient communication at all (N GPUs side by side; an input of `recommend`).
     /// Default: base,bf16,accum4,bf16+accum4; on CPU ranks (gloo, which has no bf16 hook)
-    /// base,fp16,accum4,fp16+accum4.
+    /// base,fp16,accum4,fp16+accum4. Reports name each by its parts in one order (wrapper,
+    /// nocomm, hook, accumN, bucketMB, nobucketview): accum4+bf16 is bf16+accum4.
     #[arg(long, value_parser = recipe_args::variants())]
     pub variants: Option<VariantList>,
     /// GPU counts to run, comma-separated (1 is added: speedup is against one GPU). Default:
