@@ -134,7 +134,7 @@ fn the_plain_reference_interleaves_blocks_in_abba_order_and_reaches_the_script()
     };
     let mlp = ModelSpec::square_mlp(256, 3);
     let mut req = request(DdpVariant::default(), vec![1], 100.0);
-    req.plain_reference = true;
+    req.reference = ddpcheck_core::ddp::Reference::Plain;
     let config = script_config(&req, &[(&mlp, &DdpVariant::default())], 1, false);
     let code = "calls = []\n\
                 def block(plain, n, first):\n\
@@ -168,7 +168,7 @@ fn the_plain_reference_interleaves_blocks_in_abba_order_and_reaches_the_script()
 fn the_plain_reference_reaches_only_the_one_gpu_launch() {
     let mlp = ModelSpec::square_mlp(256, 3);
     let mut req = request(DdpVariant::default(), vec![1, 2], 100.0);
-    req.plain_reference = true;
+    req.reference = ddpcheck_core::ddp::Reference::Plain;
     let config = |world: u32| -> serde_json::Value {
         let text = script_config(&req, &[(&mlp, &DdpVariant::default())], world, false);
         serde_json::from_str(&text).unwrap()

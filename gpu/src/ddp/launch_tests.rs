@@ -376,7 +376,7 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     };
     let plan = plan(&req).unwrap();
     let groups = launch_groups(&req, &plan);

@@ -39,7 +39,7 @@ fn real_ddp_smoke_on_this_node() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     };
     let opts = DdpOptions {
         measure_nocomm: true,
@@ -94,7 +94,7 @@ fn real_ddp_deadline_stops_every_rank() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     };
     // Timed from the launch's own start: the torch check before it takes a few seconds.
     let mut launched: Option<Instant> = None;

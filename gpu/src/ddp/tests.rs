@@ -60,7 +60,7 @@ pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) ->
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     }
 }
 
