@@ -95,8 +95,8 @@ pub(super) fn facts(
     p
 }
 
-/// The GPUs' fabric registration (`Fabric > State` and `Status`): the first GPU not registered,
-/// with how many are not, else `Completed`; `None` where no GPU gives a state (`N/A`: no
+/// The GPUs' fabric registration (`Fabric > State` and `Status`), judged for the node as NVML's
+/// live reading is (`GpuFabricState::of_node`); `None` where no GPU gives a state (`N/A`: no
 /// NVSwitch fabric, a PCIe card, a VM).
 fn fabric_registration(smi: &SmiQuery) -> Option<GpuFabricState> {
     let states: Vec<GpuFabricState> = smi
@@ -109,20 +109,12 @@ fn fabric_registration(smi: &SmiQuery) -> Option<GpuFabricState> {
                 s if s.eq_ignore_ascii_case("Not Started") => FabricState::NotStarted,
                 _ => return None,
             };
-            Some(GpuFabricState {
+            Some(GpuFabricState::of_gpu(
                 state,
-                status: g.fabric_status.clone(),
-                gpus_not_registered: 0,
-                source: "nvidia-smi -q: Fabric State".into(),
-            })
+                g.fabric_status.clone(),
+                "nvidia-smi -q: Fabric State",
+            ))
         })
         .collect();
-    let not = ddpcheck_core::num::len_u32(states.iter().filter(|s| !s.registered()).count());
-    let mut first = states
-        .iter()
-        .find(|s| !s.registered())
-        .or(states.first())?
-        .clone();
-    first.gpus_not_registered = not;
-    Some(first)
+    GpuFabricState::of_node(states)
 }
