@@ -52,6 +52,35 @@ fn gpu(l: &Lspci, g: &GpuInfo) -> Option<GpuPlatform> {
     })
 }
 
+/// Where bridges that redirect peer traffic (ACS) give no bus range, so that none can be placed
+/// above a GPU: the line that says ACS is not judged, naming them.
+pub(super) fn unplaced_acs(lspci: Option<&Lspci>) -> Option<String> {
+    let l = lspci?;
+    let mut domains: Vec<&str> = l.nvidia_gpus().map(PciDevice::domain).collect();
+    domains.dedup();
+    let redirecting: Vec<&str> = domains
+        .iter()
+        .flat_map(|d| l.unplaced_bridges(d))
+        .filter(|b| b.acs.as_ref().is_some_and(AcsState::redirects_p2p))
+        .map(|b| b.bdf.as_str())
+        .collect();
+    let shown = redirecting
+        .iter()
+        .take(4)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = if redirecting.len() > 4 { ", …" } else { "" };
+    (!redirecting.is_empty()).then(|| {
+        format!(
+            "lspci -vvv: ACS redirects peer traffic on {} PCI bridges ({shown}{more}) whose bus \
+             ranges (Bus: primary=, secondary=, subordinate=) it does not give: whether any is \
+             above a GPU is not known, so ACS is not judged (a whole lspci -vvv places them)",
+            redirecting.len()
+        )
+    })
+}
+
 /// `Pass-Through` or `VGPU` from `nvidia-smi -q`'s GPU Virtualization Mode: a VM.
 fn virtualization(smi: Option<&SmiQuery>) -> Option<(bool, String)> {
     let modes: Vec<&str> = smi?
