@@ -47,12 +47,10 @@ struct InfoV3 {
 const V2_SIZE: usize = offset_of!(InfoV3, health_summary);
 const _: () = assert!(size_of::<InfoV1>() == 28 && V2_SIZE == 36 && size_of::<InfoV3>() == 40);
 
-/// `NVML_STRUCT_VERSION(GpuFabricInfo, ver)`: the struct's size with the version in the top byte.
-const fn struct_version(size: usize, ver: u32) -> c_uint {
-    size as c_uint | (ver << 24)
-}
-const V2_TAG: c_uint = struct_version(V2_SIZE, 2);
-const V3_TAG: c_uint = struct_version(size_of::<InfoV3>(), 3);
+/// `NVML_STRUCT_VERSION(GpuFabricInfo, ver)`: the struct's size (asserted above) with the version
+/// in the top byte.
+const V2_TAG: c_uint = 36 | (2 << 24);
+const V3_TAG: c_uint = 40 | (3 << 24);
 
 type InfoVFn = unsafe extern "C" fn(*mut c_void, *mut InfoV3) -> c_uint;
 type InfoV1Fn = unsafe extern "C" fn(*mut c_void, *mut InfoV1) -> c_uint;
@@ -178,8 +176,9 @@ mod tests {
 
     #[test]
     fn version_words_are_nvml_struct_version() {
-        assert_eq!(V2_TAG, 0x0200_0024);
-        assert_eq!(V3_TAG, 0x0300_0028);
+        // sizeof(the struct) | version << 24, from this build's layouts.
+        assert_eq!(V2_TAG as usize, V2_SIZE | (2 << 24));
+        assert_eq!(V3_TAG as usize, size_of::<InfoV3>() | (3 << 24));
     }
 
     #[test]
