@@ -90,11 +90,14 @@ async fn the_typed_recipe_reaches_the_run() {
     }
 }
 
+/// A change made to a good request.
+type Edit = fn(&mut BenchDdpRequest);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_enum_value_is_invalid_argument_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let (_running, mut c) = daemon("h200x2-nvlink", dir.path()).await;
-    let cases: [(&str, fn(&mut BenchDdpRequest)); 5] = [
+    let cases: [(&str, Edit); 5] = [
         ("recipe.amp", |r| r.recipe.as_mut().unwrap().amp = 7),
         ("recipe.compile", |r| r.recipe.as_mut().unwrap().compile = 7),
         ("device", |r| r.device = 7),

@@ -226,6 +226,9 @@ fn every_enum_value_crosses_both_ways() {
     api_values_round_trip::<v1::Reference, Reference>(v1::Reference::Plain);
 }
 
+/// A change made to a good request.
+type Edit = fn(&mut v1::BenchDdpRequest);
+
 /// A value this build does not know (a newer client's) is refused, the field named; never
 /// read as the default.
 #[test]
@@ -234,7 +237,7 @@ fn unknown_enum_values_are_refused_naming_the_field() {
     fn recipe(r: &mut v1::BenchDdpRequest) -> &mut v1::Recipe {
         r.recipe.as_mut().unwrap()
     }
-    let cases: [(&str, fn(&mut v1::BenchDdpRequest)); 7] = [
+    let cases: [(&str, Edit); 7] = [
         ("device", |r| r.device = 9),
         ("reference", |r| r.reference = 9),
         ("recipe.amp", |r| recipe(r).amp = 9),
