@@ -363,20 +363,8 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
     let mut other_env: DdpVariant = "accum4".parse().unwrap();
     other_env.env = vec![("NCCL_P2P_DISABLE".into(), "1".into())];
     let req = DdpRequest {
-        models: vec![ModelSpec::gpt2_124m()],
         variants: vec![base.clone(), bf16.clone(), other_env.clone()],
-        world_sizes: vec![1, 2],
-        micro_batch: 8,
-        warmup_steps: 1,
-        steps: 2,
-        min_timed_s: 0.0,
-        price_per_gpu_hour: None,
-        env: Vec::new(),
-        deadline_s: 60.0,
-        repeats: 1,
-        recipe: Default::default(),
-        device: Default::default(),
-        plain_reference: false,
+        ..ddpcheck_testkit::ddp_request(&["gpt2-124m"], &[], &[1, 2])
     };
     let plan = plan(&req).unwrap();
     let groups = launch_groups(&req, &plan);

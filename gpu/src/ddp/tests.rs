@@ -47,20 +47,12 @@ pub(super) fn cfg(python: &Path) -> RealConfig {
 
 pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) -> DdpRequest {
     DdpRequest {
-        models: vec![ModelSpec::gpt2_124m()],
         variants: vec![variant],
         world_sizes: worlds,
-        micro_batch: 8,
-        warmup_steps: 1,
         steps: 3,
-        min_timed_s: 0.0,
         price_per_gpu_hour: Some(2.0),
-        env: vec![],
         deadline_s,
-        repeats: 1,
-        recipe: Default::default(),
-        device: Default::default(),
-        plain_reference: false,
+        ..ddpcheck_testkit::ddp_request(&["gpt2-124m"], &[], &[])
     }
 }
 
