@@ -96,12 +96,7 @@ fn a_link_that_trained_down_is_named_with_its_arithmetic() {
     let o = diff(&pa, &pb, true);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v = json(&o);
-    let link = v["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["kind"] == "pcie_link")
-        .unwrap_or_else(|| panic!("{v:#}"));
+    let link = change(&v, "pcie_link");
     assert_eq!(link["where"], serde_json::json!(["GPU1"]));
     assert_eq!(link["before"], "PCIe gen3 x16");
     assert!(link["explains_ratio"].as_f64().unwrap() < 1.0, "{v:#}");
@@ -156,16 +151,7 @@ fn each_kind_of_saved_report_is_read() {
         "no topology in the reports: {v:#}"
     );
 
-    let ddp = [
-        "bench",
-        "ddp",
-        "--sweep",
-        "mlp:1024",
-        "--variants",
-        "base",
-        "--steps",
-        "5",
-    ];
+    let ddp = common::words("bench ddp --sweep mlp:1024 --variants base --steps 5");
     let a = run("d1.json", "a6000x2-pxb", &ddp, &[]);
     let b = run("d2.json", "a6000x2-pxb", &ddp, &p2p_off);
     let v = compare(&a, &b);
@@ -213,16 +199,7 @@ fn bad_input_gets_one_line_and_exit_64() {
     );
     let ddp = sim_report(
         "a6000x2-pxb",
-        &[
-            "bench",
-            "ddp",
-            "--sweep",
-            "mlp:1024",
-            "--variants",
-            "base",
-            "--steps",
-            "5",
-        ],
+        &common::words("bench ddp --sweep mlp:1024 --variants base --steps 5"),
         &[],
     );
     let ddp = save(dir.path(), "ddp.json", &ddp);
@@ -299,12 +276,7 @@ fn the_algorithm_a_log_shows_is_compared_between_artifact_folders() {
     let o = diff(&a, &b, true);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v = json(&o);
-    let c = v["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["kind"] == "algo_proto")
-        .unwrap_or_else(|| panic!("no algo_proto change: {v:#}"));
+    let c = change(&v, "algo_proto");
     assert_eq!(
         (c["before"].as_str(), c["after"].as_str()),
         (Some("Ring/Simple"), Some("Tree/Simple")),

@@ -10,6 +10,18 @@ use common::{code, local, stderr, stdout};
 
 const EIGHT_B: &str = "decoder:32,4096,32,2048,32000,llama";
 
+/// `memory` of the 8B decoder at micro-batch 1 on an 80 GiB GPU, as JSON.
+const MEMORY_8B_ON_80G: [&str; 8] = [
+    "--json",
+    "memory",
+    "--model",
+    EIGHT_B,
+    "--micro-batch",
+    "1",
+    "--gpu-memory-gib",
+    "80",
+];
+
 fn json(args: &[&str]) -> serde_json::Value {
     let o = local(args);
     assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
@@ -80,19 +92,7 @@ fn the_simulated_gpu_runs_out_of_memory_where_ddp_does_not_fit() {
 #[test]
 fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
     let dir = tempfile::tempdir().unwrap();
-    let o = local(&[
-        "--sim",
-        "a6000x4-phb",
-        "--json",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "base,replicate,fsdp,fsdp-noreshard",
-        "--gpus",
-        "1",
-    ]);
+    let o = local(&common::words("--sim a6000x4-phb --json bench ddp --model gpt2-124m --variants base,replicate,fsdp,fsdp-noreshard --gpus 1"));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let report = dir.path().join("r.json");
     std::fs::write(&report, &o.stdout).unwrap();
@@ -127,18 +127,9 @@ fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
     ]));
     assert!(text.contains("Against torch's peaks"), "{text}");
     // The text names each wrapper's own work and its peak.
-    let text = stdout(&local(&[
-        "--sim",
-        "a6000x4-phb",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "fsdp",
-        "--gpus",
-        "1",
-    ]));
+    let text = stdout(&local(&common::words(
+        "--sim a6000x4-phb bench ddp --model gpt2-124m --variants fsdp --gpus 1",
+    )));
     assert!(text.contains("a step under fsdp"), "{text}");
     assert!(text.contains("fsdp's own work +5.0%"), "{text}");
     assert!(text.contains("; peak memory "), "{text}");
@@ -197,16 +188,7 @@ fn slices_of_a_model_too_big_to_launch_extrapolate_its_activations() {
         std::fs::write(&p, &o.stdout).unwrap();
         from.push(p.display().to_string());
     }
-    let mut args = vec![
-        "--json",
-        "memory",
-        "--model",
-        EIGHT_B,
-        "--micro-batch",
-        "1",
-        "--gpu-memory-gib",
-        "80",
-    ];
+    let mut args = MEMORY_8B_ON_80G.to_vec();
     for f in &from {
         args.extend(["--from", f.as_str()]);
     }
@@ -217,16 +199,7 @@ fn slices_of_a_model_too_big_to_launch_extrapolate_its_activations() {
     assert_eq!(slices["layers"], 32);
     let extrapolated = slices["extrapolated_bytes"].as_u64().unwrap();
     let estimated = {
-        let e = json(&[
-            "--json",
-            "memory",
-            "--model",
-            EIGHT_B,
-            "--micro-batch",
-            "1",
-            "--gpu-memory-gib",
-            "80",
-        ]);
+        let e = json(&MEMORY_8B_ON_80G);
         e["plan"]["model"]["activations"]["bytes"].as_u64().unwrap()
     };
     assert!(

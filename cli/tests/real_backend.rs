@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 use common::fake_gpu::FakeGpuLibs;
 use common::{bin, children_of, code, output_within, stderr, stdout};
 
+/// The fake GPU libraries and a runtime folder of the test's own (the node lock); `None` (the
+/// test is skipped) where the fakes cannot be built.
+fn fake_node() -> Option<(FakeGpuLibs, tempfile::TempDir)> {
+    Some((FakeGpuLibs::build()?, tempfile::tempdir().unwrap()))
+}
+
 /// `ddpcheck ARGS` on the fake GPUs, with its own runtime dir (the node lock) and env extras.
 fn ddpcheck(libs: &FakeGpuLibs, runtime: &Path, extra: &[(&str, &str)], args: &[&str]) -> Command {
     let mut cmd = Command::new(bin("ddpcheck"));
@@ -27,10 +33,9 @@ fn ddpcheck(libs: &FakeGpuLibs, runtime: &Path, extra: &[(&str, &str)], args: &[
 
 #[test]
 fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let wrong = [("FAKE_NCCL_WRONG", "1")];
     // The fake's all-reduce adds up host memory: up to 16 MiB, not the default 256, keeps the
     // sweep to a second or two on two busy cores, far inside the NCCL step's 30 s deadline.
@@ -85,10 +90,9 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
 /// `--no-host-copies` measures nothing.
 #[test]
 fn check_on_one_gpu_judges_its_own_link_from_timed_copies() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let check = |gbps: &str, extra: &[&str]| {
         let env = [("FAKE_GPUS", "1"), ("FAKE_COPY_GBPS", gbps)];
         let mut args = vec!["check", "--json"];
@@ -173,10 +177,9 @@ fn check_on_one_gpu_judges_its_own_link_from_timed_copies() {
 /// virtual machine whose guest sees no IOMMU, said as such, never "translated".
 #[test]
 fn explain_reads_the_platform_of_the_lent_h200_guest() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let tree = common::repo_root().join("gpu/src/platform/testdata/vm-h200");
     let tree = tree.to_string_lossy().into_owned();
     let env = [
@@ -263,10 +266,9 @@ fn assert_all_end(pids: &[u32], what: &str) {
 
 #[test]
 fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let mut child = ddpcheck(
         &libs,
         rt.path(),
@@ -335,26 +337,14 @@ echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"variant\":\"base\",\"para
 
 #[test]
 fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_launch() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let py = fake_python(rt.path());
     let py = py.to_str().unwrap();
-    let args = [
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "base",
-        "--gpus",
-        "1,2",
-        "--steps",
-        "5",
-        "--warmup-steps",
-        "1",
-    ];
+    let args = common::words(
+        "bench ddp --model gpt2-124m --variants base --gpus 1,2 --steps 5 --warmup-steps 1",
+    );
     let mut json_args = args.to_vec();
     json_args.extend(["--repeats", "2", "--json"]);
     let o = output_within(
@@ -416,10 +406,9 @@ fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_laun
 /// the pair's own run hung.
 #[test]
 fn forced_p2p_hang_on_the_fake_nccl_names_its_cause_and_the_ab_measures_the_fix() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let env = [
         ("FAKE_NCCL_P2P_HANG", "1"),
         ("NCCL_P2P_LEVEL", "SYS"),
@@ -457,15 +446,7 @@ fn forced_p2p_hang_on_the_fake_nccl_names_its_cause_and_the_ab_measures_the_fix(
             &libs,
             rt.path(),
             &env,
-            &[
-                "explain",
-                "--json",
-                "--ab",
-                "--max-bytes",
-                "16M",
-                "--deadline",
-                "3",
-            ],
+            &common::words("explain --json --ab --max-bytes 16M --deadline 3"),
         ),
         Duration::from_secs(120),
     );

@@ -36,6 +36,12 @@ fn torch_here(test: &str) -> bool {
     ok
 }
 
+/// The test's turn at torch, one test at a time; `None` (the test is skipped) where torch is
+/// missing.
+fn torch_turn(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    torch_here(test).then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 fn fixture(name: &str) -> PathBuf {
     std::fs::canonicalize(repo_root().join("cli/tests/fixtures").join(name)).unwrap()
 }
@@ -117,10 +123,9 @@ fn error_line(o: &Output) -> String {
 
 #[test]
 fn a_preset_runs_on_two_cpu_ranks_and_reports_its_layout() {
-    if !torch_here("a_preset_runs_on_two_cpu_ranks_and_reports_its_layout") {
+    let Some(_one) = torch_turn("a_preset_runs_on_two_cpu_ranks_and_reports_its_layout") else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let o = bench("preset", "mlp:64,2", &["--variants", "base,fp16"]);
     let r = report(&o);
     for world in [1, 2] {
@@ -154,22 +159,16 @@ fn a_preset_runs_on_two_cpu_ranks_and_reports_its_layout() {
 
 #[test]
 fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets() {
-    if !torch_here("a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets") {
+    let Some(_one) =
+        torch_turn("a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets")
+    else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let model = format!("py:{}:small", fixture("factories.py").display());
     let o = bench(
         "factory",
         &model,
-        &[
-            "--micro-batch",
-            "8",
-            "--static-graph",
-            "--no-broadcast-buffers",
-            "--amp",
-            "none",
-        ],
+        &common::words("--micro-batch 8 --static-graph --no-broadcast-buffers --amp none"),
     );
     let r = report(&o);
     for world in [1, 2] {
@@ -218,10 +217,11 @@ fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets()
 /// layer named in the report, and the buffers counted with their broadcast timed.
 #[test]
 fn unused_parameters_name_the_flag_and_keep_the_constructors_buckets() {
-    if !torch_here("unused_parameters_name_the_flag_and_keep_the_constructors_buckets") {
+    let Some(_one) =
+        torch_turn("unused_parameters_name_the_flag_and_keep_the_constructors_buckets")
+    else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let model = format!("py:{}:unused", fixture("factories.py").display());
     let flags = ["--micro-batch", "8", "--amp", "none"];
     let o = bench("unused", &model, &flags);
@@ -268,10 +268,11 @@ fn unused_parameters_name_the_flag_and_keep_the_constructors_buckets() {
 
 #[test]
 fn torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs() {
-    if !torch_here("torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs") {
+    let Some(_one) =
+        torch_turn("torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs")
+    else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let o = bench("resnet18", "torchvision:resnet18", &["--micro-batch", "2"]);
     let r = report(&o);
     let x = at(&r, 2);
@@ -294,21 +295,16 @@ fn torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs() {
 /// every speedup rests on that step: the 1-rank DDP row's own ratio is 1 / ddp_over_plain.
 #[test]
 fn the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it() {
-    if !torch_here("the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it") {
+    let Some(_one) =
+        torch_turn("the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it")
+    else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let model = format!("py:{}:small", fixture("factories.py").display());
     let o = bench(
         "plain",
         &model,
-        &[
-            "--micro-batch",
-            "8",
-            "--variants",
-            "base,nocomm",
-            "--find-unused-parameters",
-        ],
+        &common::words("--micro-batch 8 --variants base,nocomm --find-unused-parameters"),
     );
     let r = report(&o);
     assert_eq!(r.reference, Reference::Plain);
@@ -359,10 +355,11 @@ fn refused(mark: &str, model: &str, extra: &[&str], exit: i32, words: &[&str]) -
 
 #[test]
 fn each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process() {
-    if !torch_here("each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process") {
+    let Some(_one) =
+        torch_turn("each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process")
+    else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let f = fixture("factories.py");
     let file = f.display().to_string();
     let py = |function: &str| format!("py:{file}:{function}");
@@ -487,10 +484,9 @@ fn a_missing_library_is_one_line_naming_it_and_the_interpreter() {
 /// the launch left running. Before, the finished run was dropped and the exit was 3.
 #[test]
 fn a_deadline_after_the_first_run_keeps_it_and_exits_5() {
-    if !torch_here("a_deadline_after_the_first_run_keeps_it_and_exits_5") {
+    let Some(_one) = torch_turn("a_deadline_after_the_first_run_keeps_it_and_exits_5") else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let model = format!("py:{}:second_stalls", fixture("stalls.py").display());
     let mark = format!("stalls-{}", std::process::id());
     let o = local_env(

@@ -1,5 +1,6 @@
 //! Builders of core's types that the tests of several crates share: a quick DDP request, the
-//! seed-000 recommendation input, a two-GPU topology and a two-size all-reduce sweep.
+//! seed-000 recommendation input (as published, with its P2P level forced, under an unreliable
+//! model), a two-GPU topology and a two-size all-reduce sweep.
 //!
 //! Compiled for core's own tests and, with the `testkit` feature, for the `ddpcheck-testkit`
 //! crate, which the other crates' tests reach them through; never in a release build.
@@ -10,7 +11,9 @@ use std::collections::BTreeMap;
 use crate::collective::{Collective, Sample, Sweep, Timing};
 use crate::ddp::{DdpRequest, ModelSpec, Reference};
 use crate::num::ToF64;
-use crate::recommend::{ComputeSource, CurveProvenance, ModelInput, RecommendInput};
+use crate::recommend::{
+    recommend, ComputeSource, CurveProvenance, EnvAb, MeasuredSpeedup, ModelInput, RecommendInput,
+};
 use crate::step_time::LinkCurve;
 use crate::topology::{GpuRef, LinkClass, TopologyMatrix};
 
@@ -85,6 +88,34 @@ pub fn a6000_input() -> RecommendInput {
         other_recipe: None,
         device: Default::default(),
     }
+}
+
+/// The seed-000 machine as its users ran it: `NCCL_P2P_LEVEL=SYS` set, and its A/B run measured
+/// (2.3 of 4.3 GB/s with it).
+pub fn a6000_p2p_level_sys() -> RecommendInput {
+    let mut input = a6000_input();
+    input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
+    input.env_ab.push(EnvAb {
+        label: "NCCL_P2P_LEVEL=SYS".into(),
+        busbw_ratio: 2.3 / 4.3,
+    });
+    input
+}
+
+/// The seed-000 input with plain DDP measured at half its prediction: the model misses it, so
+/// its predictions for the node are unreliable.
+pub fn a6000_unreliable() -> RecommendInput {
+    let mut input = a6000_input();
+    let predicted = recommend(&input).unwrap();
+    let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
+    input.measured = vec![MeasuredSpeedup {
+        variant: "base".into(),
+        speedup: base.prediction.speedup * 0.5,
+        uncertainty: None,
+        noise_bound: None,
+        rests_on: "bench ddp of base (test)".into(),
+    }];
+    input
 }
 
 /// Two GPUs (`GPU-0`, `GPU-1` on buses 00 and 01) joined by `link`, with no P2P, affinity or

@@ -13,7 +13,7 @@ use ddpcheck_testkit::daemon::{ready_lines, sim_daemon};
 fn start_lines(names: &str) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = Path::new(env!("CARGO_BIN_EXE_ddpcheckd"));
-    let mut child = sim_daemon(bin, dir.path(), dir.path().join("d.sock"))
+    let mut child = sim_daemon(bin, "h200x2-nvlink", dir.path(), dir.path().join("d.sock"))
         .args(["--allow-env", names])
         .env_remove("DDPCHECK_ALLOW_ENV")
         .env("DDPCHECK_LOG", "warn")

@@ -45,11 +45,16 @@ fn bad_flags_and_bad_sim_specs_exit_64_with_one_line() {
 #[test]
 fn log_lines_on_a_pipe_have_no_colour_codes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = sim_daemon(bin(), dir.path(), dir.path().join("d.sock"))
-        .env("DDPCHECK_LOG", "info")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn ddpcheckd");
+    let mut child = sim_daemon(
+        bin(),
+        "h200x2-nvlink",
+        dir.path(),
+        dir.path().join("d.sock"),
+    )
+    .env("DDPCHECK_LOG", "info")
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn ddpcheckd");
     let lines = ready_lines(&mut child, std::time::Duration::from_secs(30));
     let _ = child.kill();
     let _ = child.wait();
@@ -68,11 +73,16 @@ fn log_lines_on_a_pipe_have_no_colour_codes() {
 fn listen_takes_unix_notation_and_refuses_other_schemes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sock = dir.path().join("sub").join("d.sock");
-    let mut child = sim_daemon(bin(), dir.path(), format!("unix:{}", sock.display()))
-        .current_dir(dir.path())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn ddpcheckd");
+    let mut child = sim_daemon(
+        bin(),
+        "h200x2-nvlink",
+        dir.path(),
+        format!("unix:{}", sock.display()),
+    )
+    .current_dir(dir.path())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn ddpcheckd");
     let ready = ready_lines(&mut child, std::time::Duration::from_secs(30));
     let bound = sock.exists();
     let _ = child.kill();
@@ -87,7 +97,7 @@ fn listen_takes_unix_notation_and_refuses_other_schemes() {
     assert!(!dir.path().join("unix:").exists(), "a folder named unix:");
 
     for bad in ["http://127.0.0.1:9402", "dns:node:50051", "unix-abstract:d"] {
-        let o = sim_daemon(bin(), dir.path(), bad)
+        let o = sim_daemon(bin(), "h200x2-nvlink", dir.path(), bad)
             .current_dir(dir.path())
             .output()
             .expect("run ddpcheckd");

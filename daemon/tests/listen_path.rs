@@ -9,7 +9,12 @@ use ddpcheck_testkit::daemon::{ready_lines, sim_daemon};
 
 /// `ddpcheckd` on a simulated node with its state and runtime folders in `dir`.
 fn ddpcheckd(dir: &Path, listen: &Path) -> Command {
-    sim_daemon(Path::new(env!("CARGO_BIN_EXE_ddpcheckd")), dir, listen)
+    sim_daemon(
+        Path::new(env!("CARGO_BIN_EXE_ddpcheckd")),
+        "h200x2-nvlink",
+        dir,
+        listen,
+    )
 }
 
 /// Starts `cmd`, waits for its ready line (30 s at most) and stops it again; whether it was

@@ -12,6 +12,7 @@ use ddpcheck_testkit::daemon::{ready_lines, sim_daemon};
 fn ddpcheckd(dir: &Path, socket: &str) -> Command {
     let mut cmd = sim_daemon(
         Path::new(env!("CARGO_BIN_EXE_ddpcheckd")),
+        "h200x2-nvlink",
         dir,
         dir.join(socket),
     );

@@ -11,13 +11,13 @@ use std::time::Duration;
 /// The line `ddpcheckd` prints once it serves.
 pub const READY: &str = "ddpcheckd: ready";
 
-/// `BIN --sim h200x2-nvlink --metrics-listen none --listen LISTEN --state-dir DIR/state
-/// --runtime-dir DIR/run`, without the caller's `DDPCHECK_SIM`, `DDPCHECK_CONFIG` and
-/// `DDPCHECK_LISTEN`: a daemon whose every folder is the test's own. Callers add arguments,
-/// variables and where its output goes.
-pub fn sim_daemon(bin: &Path, dir: &Path, listen: impl AsRef<OsStr>) -> Command {
+/// `BIN --sim SIM --metrics-listen none --listen LISTEN --state-dir DIR/state --runtime-dir
+/// DIR/run`, without the caller's `DDPCHECK_SIM`, `DDPCHECK_CONFIG` and `DDPCHECK_LISTEN`: a
+/// daemon whose every folder is the test's own. Callers add arguments, variables and where its
+/// output goes.
+pub fn sim_daemon(bin: &Path, sim: &str, dir: &Path, listen: impl AsRef<OsStr>) -> Command {
     let mut cmd = Command::new(bin);
-    cmd.args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
+    cmd.args(["--sim", sim, "--metrics-listen", "none"])
         .arg("--listen")
         .arg(listen)
         .arg("--state-dir")

@@ -304,7 +304,7 @@ fn ranks(device: RunDevice, n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ddpcheck_core::recommend::{recommend, EnvAb, MeasuredSpeedup, PowerSgdMeasured};
+    use ddpcheck_core::recommend::{recommend, MeasuredSpeedup, PowerSgdMeasured};
     use ddpcheck_core::step_time::LinkCurve;
 
     /// Wide enough that no line wraps: these tests read the content, not its layout.
@@ -375,18 +375,8 @@ mod tests {
 
     #[test]
     fn under_an_unreliable_model_the_target_column_marks_predictions() {
-        let mut input = a6000_input();
-        let predicted = recommend(&input).unwrap();
-        let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
         // Plain DDP measured at half its prediction: the model misses it.
-        input.measured = vec![MeasuredSpeedup {
-            variant: "base".into(),
-            speedup: base.prediction.speedup * 0.5,
-            uncertainty: None,
-            noise_bound: None,
-            rests_on: "bench ddp of base".into(),
-        }];
-        let r = recommend(&input).unwrap();
+        let r = recommend(&ddpcheck_testkit::a6000_unreliable()).unwrap();
         assert!(!r.model_check.as_ref().unwrap().reliable);
         let text = recommendation(&r, WIDE);
         let row = |name: &str| {
@@ -438,12 +428,7 @@ mod tests {
 
     #[test]
     fn the_a6000_text_reads_the_same_after_a_json_round_trip() {
-        let mut input = a6000_input();
-        input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
-        input.env_ab.push(EnvAb {
-            label: "NCCL_P2P_LEVEL=SYS".into(),
-            busbw_ratio: 2.3 / 4.3,
-        });
+        let input = ddpcheck_testkit::a6000_p2p_level_sys();
         let r = recommend(&input).unwrap();
         let text = recommendation(&r, WIDE);
         for want in [

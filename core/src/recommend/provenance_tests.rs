@@ -78,21 +78,7 @@ fn a_measured_rows_cost_is_the_answers_and_says_it_is_measured() {
     assert!(!bf16.cost_measured && bf16.cost_per_million.is_some());
 }
 
-/// The a6000 input with plain DDP measured at half its prediction: the model misses it, so its
-/// predictions for the node are unreliable.
-fn unreliable() -> RecommendInput {
-    let mut input = a6000_input();
-    let predicted = recommend(&input).unwrap();
-    let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
-    input.measured = vec![MeasuredSpeedup {
-        variant: "base".into(),
-        speedup: base.prediction.speedup * 0.5,
-        uncertainty: None,
-        noise_bound: None,
-        rests_on: "bench ddp of base (test)".into(),
-    }];
-    input
-}
+use crate::testkit::a6000_unreliable as unreliable;
 
 #[test]
 fn under_an_unreliable_model_powersgd_not_offered_is_said_to_be_a_prediction() {

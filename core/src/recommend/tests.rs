@@ -90,12 +90,7 @@ pub(super) fn warning<'a>(r: &'a Recommendation, code: &str) -> &'a Warning {
 
 #[test]
 fn a6000_picks_a_cheap_fix_and_explains_it() {
-    let mut input = a6000_input();
-    input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
-    input.env_ab.push(EnvAb {
-        label: "NCCL_P2P_LEVEL=SYS".into(),
-        busbw_ratio: 2.3 / 4.3,
-    });
+    let input = crate::testkit::a6000_p2p_level_sys();
     let r = recommend(&input).unwrap();
     assert_eq!(r.rows.len(), 9);
     let names: Vec<&str> = r.rows.iter().map(|x| x.variant.as_str()).collect();

@@ -2,6 +2,11 @@
 //! torchrun; the embedded benchmark package itself is compiled and its torch-free parts run with
 //! python3 (its own unit tests are pytest's, in gpu/tests/python).
 
+mod config;
+mod launch;
+mod real_gpu;
+mod script;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -172,19 +177,25 @@ pub(super) fn with_script_module(
          \x20   os.path.basename(folder) + '.' + n) for n in\n\
          \x20   ('config', 'errors', 'presets', 'ranks', 'timing', 'torchenv'))\n{body}"
     );
-    let out = Command::new(py)
-        .args(["-c", &code])
-        .arg(script)
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let out = succeeds(
+        Command::new(py)
+            .args(["-c", &code])
+            .arg(script)
+            .args(args)
+            .envs(env.iter().copied()),
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs `cmd` to its end and asserts that it succeeded (its stderr in the message).
+pub(super) fn succeeds(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out
 }
 
 #[test]

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec, RunDevice};
 use ddpcheck_core::ProbeError;
 
-use super::launch::{sh_quote, shebang_python};
-use super::tests::{bf16_p2p_off, cfg, fake, good_body, is_gone, read, request};
-use super::*;
+use super::super::launch::{sh_quote, shebang_python};
+use super::super::*;
+use super::{bf16_p2p_off, cfg, fake, good_body, is_gone, read, request};
 
 #[test]
 fn hanging_benchmark_times_out_and_leaves_no_process() {
@@ -481,7 +481,7 @@ fn a_cpu_launch_runs_the_script_itself_with_the_recipe_and_its_rank_count() {
 /// the daemon's unit), and a cache folder the caller chose stays theirs; eager sets none.
 #[test]
 fn a_compiled_launch_keeps_its_cache_in_ddpchecks_cache_folder() {
-    use super::launch::compile_cache_env;
+    use super::super::launch::compile_cache_env;
     use std::ffi::OsString;
     let env = |pairs: &'static [(&'static str, &'static str)]| {
         move |k: &str| {
