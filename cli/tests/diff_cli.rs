@@ -30,6 +30,18 @@ fn save(dir: &Path, name: &str, v: &Value) -> PathBuf {
     p
 }
 
+/// Two reports saved as `a.json` and `b.json` in `dir`.
+fn save_pair(dir: &Path, a: &Value, b: &Value) -> (PathBuf, PathBuf) {
+    (save(dir, "a.json", a), save(dir, "b.json", b))
+}
+
+/// `diff A B --json`, which must succeed, as JSON.
+fn diff_json(a: &Path, b: &Path) -> Value {
+    let o = diff(a, b, true);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    json(&o)
+}
+
 fn diff(a: &Path, b: &Path, json_out: bool) -> std::process::Output {
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     if json_out {
@@ -52,14 +64,8 @@ fn a_transport_change_under_a_new_nccl_ranks_first_with_the_version_as_its_cause
     a["provenance"]["nccl_version"] = "2.21.5".into();
     b["provenance"]["nccl_version"] = "2.23.4".into();
     b["provenance"]["nccl_env"] = serde_json::json!({});
-    let (pa, pb) = (
-        save(dir.path(), "a.json", &a),
-        save(dir.path(), "b.json", &b),
-    );
-
-    let o = diff(&pa, &pb, true);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v = json(&o);
+    let (pa, pb) = save_pair(dir.path(), &a, &b);
+    let v = diff_json(&pa, &pb);
     assert_eq!(v["kind"], "diff");
     let changes = v["changes"].as_array().unwrap();
     assert_eq!(changes[0]["kind"], "transport", "{v:#}");
@@ -89,13 +95,8 @@ fn a_link_that_trained_down_is_named_with_its_arithmetic() {
     let dir = tempfile::tempdir().unwrap();
     let a = sim_report("a6000x4-phb", &["explain"], &[]);
     let b = sim_report("a6000x4-phb+degraded-pcie", &["explain"], &[]);
-    let (pa, pb) = (
-        save(dir.path(), "a.json", &a),
-        save(dir.path(), "b.json", &b),
-    );
-    let o = diff(&pa, &pb, true);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v = json(&o);
+    let (pa, pb) = save_pair(dir.path(), &a, &b);
+    let v = diff_json(&pa, &pb);
     let link = change(&v, "pcie_link");
     assert_eq!(link["where"], serde_json::json!(["GPU1"]));
     assert_eq!(link["before"], "PCIe gen3 x16");

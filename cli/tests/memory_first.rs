@@ -10,6 +10,14 @@ use common::{code, local, stderr, stdout};
 
 const EIGHT_B: &str = "decoder:32,4096,32,2048,32000,llama";
 
+/// `GLOBAL bench ddp --model MODEL` of plain DDP on one GPU at micro-batch 1.
+fn one_gpu_base<'a>(global: &[&'a str], model: &'a str) -> Vec<&'a str> {
+    let mut args = global.to_vec();
+    args.extend(["bench", "ddp", "--model", model]);
+    args.extend(["--variants", "base", "--gpus", "1", "--micro-batch", "1"]);
+    args
+}
+
 /// `memory` of the 8B decoder at micro-batch 1 on an 80 GiB GPU, as JSON.
 const MEMORY_8B_ON_80G: [&str; 8] = [
     "--json",
@@ -67,20 +75,7 @@ fn an_8b_decoder_on_4x48gb_gets_fully_shard_without_a_launch() {
 
 #[test]
 fn the_simulated_gpu_runs_out_of_memory_where_ddp_does_not_fit() {
-    let o = local(&[
-        "--sim",
-        "a6000x4-phb",
-        "bench",
-        "ddp",
-        "--model",
-        EIGHT_B,
-        "--variants",
-        "base",
-        "--gpus",
-        "1",
-        "--micro-batch",
-        "1",
-    ]);
+    let o = local(&one_gpu_base(&["--sim", "a6000x4-phb"], EIGHT_B));
     assert_ne!(code(&o), 0);
     assert!(
         stderr(&o).contains("micro-batch 1 does not fit on GPU0 (NVIDIA RTX A6000"),
@@ -168,21 +163,11 @@ fn slices_of_a_model_too_big_to_launch_extrapolate_its_activations() {
     let dir = tempfile::tempdir().unwrap();
     let mut from = Vec::new();
     for layers in [2, 4] {
-        let o = local(&[
-            "--sim",
-            "hgx-h100-slice2",
-            "--json",
-            "bench",
-            "ddp",
-            "--model",
-            &format!("decoder:{layers},4096,32,2048,32000,llama"),
-            "--variants",
-            "base",
-            "--gpus",
-            "1",
-            "--micro-batch",
-            "1",
-        ]);
+        let model = format!("decoder:{layers},4096,32,2048,32000,llama");
+        let o = local(&one_gpu_base(
+            &["--sim", "hgx-h100-slice2", "--json"],
+            &model,
+        ));
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         let p = dir.path().join(format!("slice{layers}.json"));
         std::fs::write(&p, &o.stdout).unwrap();

@@ -223,6 +223,25 @@ fn explain_reads_the_platform_of_the_lent_h200_guest() {
 }
 
 /// Gone, or a zombie nobody reaped yet: either way it runs nothing.
+/// Polls `found` until it gives something, while `child` (ddpcheck) still runs; panics with
+/// `what` past `limit`, or when ddpcheck ends first.
+fn wait_while_running<T>(
+    child: &mut std::process::Child,
+    limit: Duration,
+    what: &str,
+    mut found: impl FnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(t) = found() {
+            return t;
+        }
+        assert!(start.elapsed() < limit, "{what}");
+        assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn ended(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
@@ -282,19 +301,12 @@ fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
     let pid = child.id();
 
     // Wait for the NCCL worker (hanging by request) to be running.
-    let start = Instant::now();
-    let workers = loop {
-        let w = children_of(pid);
-        if !w.is_empty() {
-            break w;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no worker started"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let workers = wait_while_running(
+        &mut child,
+        Duration::from_secs(60),
+        "no worker started",
+        || Some(children_of(pid)).filter(|w| !w.is_empty()),
+    );
     std::thread::sleep(Duration::from_millis(300));
     let status = interrupt(&mut child);
     let mut err = String::new();
@@ -380,21 +392,16 @@ fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_laun
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let start = Instant::now();
-    let sleeper = loop {
-        if let Some(pid) = std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-        {
-            break pid;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no launch started"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let sleeper = wait_while_running(
+        &mut child,
+        Duration::from_secs(30),
+        "no launch started",
+        || {
+            std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+        },
+    );
     assert_eq!(interrupt(&mut child).code(), Some(130));
     assert_all_end(&[sleeper], "the launch's sleep");
 }

@@ -98,6 +98,12 @@ fn left_behind(mark: &str) -> Vec<String> {
         .collect()
 }
 
+/// `bench` of the fixtures' small factory (`factories.py:small`) on two CPU ranks.
+fn bench_small_factory(mark: &str, extra: &[&str]) -> Output {
+    let model = format!("py:{}:small", fixture("factories.py").display());
+    bench(mark, &model, extra)
+}
+
 fn report(o: &Output) -> DdpReport {
     assert_eq!(code(o), 0, "{}", stderr(o));
     serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
@@ -164,13 +170,10 @@ fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets()
     else {
         return;
     };
-    let model = format!("py:{}:small", fixture("factories.py").display());
-    let o = bench(
+    let r = report(&bench_small_factory(
         "factory",
-        &model,
         &common::words("--micro-batch 8 --static-graph --no-broadcast-buffers --amp none"),
-    );
-    let r = report(&o);
+    ));
     for world in [1, 2] {
         let x = at(&r, world);
         let layout = x.param_layout.as_ref().expect("a layout");
@@ -300,13 +303,10 @@ fn the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it() {
     else {
         return;
     };
-    let model = format!("py:{}:small", fixture("factories.py").display());
-    let o = bench(
+    let r = report(&bench_small_factory(
         "plain",
-        &model,
         &common::words("--micro-batch 8 --variants base,nocomm --find-unused-parameters"),
-    );
-    let r = report(&o);
+    ));
     assert_eq!(r.reference, Reference::Plain);
     let one = at(&r, 1);
     // The DDP side keeps exactly the 3 steps asked; the plain side as many, a round each.

@@ -105,12 +105,26 @@ pub fn a6000_p2p_level_sys() -> RecommendInput {
 /// The seed-000 input with plain DDP measured at half its prediction: the model misses it, so
 /// its predictions for the node are unreliable.
 pub fn a6000_unreliable() -> RecommendInput {
+    base_measured_at(a6000_input(), 0.5)
+}
+
+/// The seed-000 input on a fast link (plain DDP reaches the target and is chosen), plain DDP
+/// measured 5% below its prediction: within the model's tolerance, so the model stands.
+pub fn a6000_fast_base_measured() -> RecommendInput {
     let mut input = a6000_input();
+    input.curve = LinkCurve::flat(4, 400.0, 20e-6).unwrap();
+    assert_eq!(recommend(&input).unwrap().chosen, "base");
+    base_measured_at(input, 0.95)
+}
+
+/// `input` with plain DDP's speedup measured at `fraction` of what the model predicts for it, as
+/// the node's only measured speedup.
+pub fn base_measured_at(mut input: RecommendInput, fraction: f64) -> RecommendInput {
     let predicted = recommend(&input).unwrap();
     let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
     input.measured = vec![MeasuredSpeedup {
         variant: "base".into(),
-        speedup: base.prediction.speedup * 0.5,
+        speedup: base.prediction.speedup * fraction,
         uncertainty: None,
         noise_bound: None,
         rests_on: "bench ddp of base (test)".into(),

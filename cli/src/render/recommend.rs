@@ -340,18 +340,7 @@ mod tests {
     #[test]
     fn the_chosen_rows_cost_is_the_recommendations_with_its_source() {
         // A fast link (plain DDP reaches the target), plain DDP measured 5% below its prediction.
-        let mut input = a6000_input();
-        input.curve = LinkCurve::flat(4, 400.0, 20e-6).unwrap();
-        let predicted = recommend(&input).unwrap();
-        let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
-        input.measured = vec![MeasuredSpeedup {
-            variant: "base".into(),
-            speedup: base.prediction.speedup * 0.95,
-            uncertainty: None,
-            noise_bound: None,
-            rests_on: "bench ddp of base".into(),
-        }];
-        let r = recommend(&input).unwrap();
+        let r = recommend(&ddpcheck_testkit::a6000_fast_base_measured()).unwrap();
         let text = recommendation(&r, WIDE);
         let said = fmt_money(r.answer.as_ref().unwrap().cost_per_million.unwrap());
         let line = text
