@@ -18,6 +18,19 @@ fn one_gpu_base<'a>(global: &[&'a str], model: &'a str) -> Vec<&'a str> {
     args
 }
 
+/// `memory` of gpt2-124m on a 48 GiB GPU, beside the peaks of the report at `report`.
+fn memory_beside(report: &str) -> [&str; 7] {
+    [
+        "memory",
+        "--model",
+        "gpt2-124m",
+        "--gpu-memory-gib",
+        "48",
+        "--from",
+        report,
+    ]
+}
+
 /// `memory` of the 8B decoder at micro-batch 1 on an 80 GiB GPU, as JSON.
 const MEMORY_8B_ON_80G: [&str; 8] = [
     "--json",
@@ -92,16 +105,7 @@ fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
     let report = dir.path().join("r.json");
     std::fs::write(&report, &o.stdout).unwrap();
     let r = report.to_str().unwrap();
-    let v = json(&[
-        "--json",
-        "memory",
-        "--model",
-        "gpt2-124m",
-        "--gpu-memory-gib",
-        "48",
-        "--from",
-        r,
-    ]);
+    let v = json(&[&["--json"][..], &memory_beside(r)].concat());
     let checks = v["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 4);
     // The simulator's peak is ddpcheck's own prediction: no error, and the DDP run's measured
@@ -111,15 +115,7 @@ fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
     }
     assert_eq!(checks[2]["wrapper"], "fsdp");
     assert_eq!(checks[2]["from_measured_error"].as_f64().unwrap(), 0.0);
-    let text = stdout(&local(&[
-        "memory",
-        "--model",
-        "gpt2-124m",
-        "--gpu-memory-gib",
-        "48",
-        "--from",
-        r,
-    ]));
+    let text = stdout(&local(&memory_beside(r)));
     assert!(text.contains("Against torch's peaks"), "{text}");
     // The text names each wrapper's own work and its peak.
     let text = stdout(&local(&common::words(

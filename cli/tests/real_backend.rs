@@ -13,6 +13,23 @@ use std::time::{Duration, Instant};
 use common::fake_gpu::FakeGpuLibs;
 use common::{bin, children_of, code, output_within, stderr, stdout};
 
+/// `check --json SWEEP...` on the fake GPUs (two minutes at most), which must exit `want`, as JSON.
+fn check_json(
+    libs: &FakeGpuLibs,
+    runtime: &Path,
+    env: &[(&str, &str)],
+    sweep: &[&str],
+    want: i32,
+) -> serde_json::Value {
+    let args = [&["check", "--json"][..], sweep].concat();
+    let o = output_within(
+        &mut ddpcheck(libs, runtime, env, &args),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code(&o), want, "{}\n{}", stdout(&o), stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// The fake GPU libraries and a runtime folder of the test's own (the node lock); `None` (the
 /// test is skipped) where the fakes cannot be built.
 fn fake_node() -> Option<(FakeGpuLibs, tempfile::TempDir)> {
@@ -41,12 +58,7 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
     // sweep to a second or two on two busy cores, far inside the NCCL step's 30 s deadline.
     let sweep = ["--min-bytes", "8M", "--max-bytes", "16M"];
     let args = |extra: &[&'static str]| [extra, &sweep[..]].concat();
-    let o = output_within(
-        &mut ddpcheck(&libs, rt.path(), &wrong, &args(&["check", "--json"])),
-        Duration::from_secs(120),
-    );
-    assert_eq!(code(&o), 2, "{}\n{}", stdout(&o), stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = check_json(&libs, rt.path(), &wrong, &sweep, 2);
     assert_eq!(r["backend"], "real");
     assert_eq!(r["verdict"], "CRITICAL");
     assert_eq!(r["provenance"]["driver_version"], "999.99-fake");
@@ -425,13 +437,7 @@ fn forced_p2p_hang_on_the_fake_nccl_names_its_cause_and_the_ab_measures_the_fix(
         ("FAKE_P2P_N", "5"),
     ];
     let sweep = ["--min-bytes", "8M", "--max-bytes", "16M", "--deadline", "3"];
-    let args = |cmd: &[&'static str]| [cmd, &sweep[..]].concat();
-    let o = output_within(
-        &mut ddpcheck(&libs, rt.path(), &env, &args(&["check", "--json"])),
-        Duration::from_secs(120),
-    );
-    assert_eq!(code(&o), 5, "{}\n{}", stdout(&o), stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = check_json(&libs, rt.path(), &env, &sweep, 5);
     let reason = r["reason"].as_str().unwrap();
     assert!(reason.starts_with("ddpcheck: TIMEOUT: "), "{reason}");
     assert!(reason.contains("NCCL_P2P_LEVEL=SYS forces P2P"), "{reason}");

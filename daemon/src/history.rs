@@ -280,10 +280,22 @@ impl History {
         kind: &str,
         backend_label: &str,
     ) -> Result<Option<StoredReport>, HistoryError> {
+        self.newest(kind, backend_label, |status| {
+            status == "complete" || status == "failed"
+        })
+    }
+
+    /// The newest of the last 50 reports of a kind for this backend whose status `wanted` takes.
+    fn newest(
+        &self,
+        kind: &str,
+        backend_label: &str,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Option<StoredReport>, HistoryError> {
         Ok(self
             .recent(kind, Some(backend_label), 50)?
             .into_iter()
-            .find(|r| r.status == "complete" || r.status == "failed"))
+            .find(|r| wanted(&r.status)))
     }
 
     #[cfg(test)]
@@ -327,10 +339,7 @@ impl History {
         kind: &str,
         backend_label: &str,
     ) -> Result<Option<StoredReport>, HistoryError> {
-        Ok(self
-            .recent(kind, Some(backend_label), 50)?
-            .into_iter()
-            .find(|r| r.status == "complete"))
+        self.newest(kind, backend_label, |status| status == "complete")
     }
 
     /// Large-message all-reduce busbw of the last `n` complete preflights (oldest first): the
