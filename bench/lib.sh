@@ -66,6 +66,12 @@ out_dir() {
     export OUT
 }
 
+# new_summary: SUMMARY is $OUT/summary.txt, emptied: each run of a script starts its own.
+new_summary() {
+    SUMMARY=$OUT/summary.txt
+    : > "$SUMMARY"
+}
+
 # say TEXT...: a line on stdout and appended to $SUMMARY.
 say() {
     echo "$*" | tee -a "${SUMMARY:?set SUMMARY before say}"

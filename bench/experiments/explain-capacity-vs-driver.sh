@@ -18,8 +18,7 @@ set -uo pipefail
 out_dir "${1:-}"
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
+new_summary
 run() { logged "$LOGS" txt "$@"; }
 fact() { raw_fact "$LOGS" "$1" 15 "${*:2}"; }
 

@@ -14,8 +14,7 @@ set -uo pipefail
 out_dir "${1:-}" /tmp/ddpcheck-explain
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
+new_summary
 # run NAME SECONDS CMD...: output to logs/NAME.txt, stderr to logs/NAME.err, rc in the summary.
 run() { logged "$LOGS" txt "$@"; }
 # fact NAME CMD...: a raw fact, never more than 10 s.

@@ -10,8 +10,7 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}" /tmp/ddpcheck-p2p
 need_bin ddpcheck
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
+new_summary
 run() { logged "$OUT" json "$@"; }
 say "nvml-p2p-status-one-gpu $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
 nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader >> "$SUMMARY" 2>&1

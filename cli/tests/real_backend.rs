@@ -30,6 +30,16 @@ fn check_json(
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// The `field` of each item of the JSON array `items`, as text.
+fn each_str<'a>(items: &'a serde_json::Value, field: &str) -> Vec<&'a str> {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i[field].as_str().unwrap())
+        .collect()
+}
+
 /// The fake GPU libraries and a runtime folder of the test's own (the node lock); `None` (the
 /// test is skipped) where the fakes cannot be built.
 fn fake_node() -> Option<(FakeGpuLibs, tempfile::TempDir)> {
@@ -62,12 +72,7 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
     assert_eq!(r["backend"], "real");
     assert_eq!(r["verdict"], "CRITICAL");
     assert_eq!(r["provenance"]["driver_version"], "999.99-fake");
-    let uuids: Vec<&str> = r["gpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["uuid"].as_str().unwrap())
-        .collect();
+    let uuids: Vec<&str> = each_str(&r["gpus"], "uuid");
     assert_eq!(
         uuids,
         [
@@ -77,12 +82,7 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
     );
     assert_eq!(r["gpus"][1]["pcie"]["width_current"], 16);
     assert_eq!(r["topology"]["links"][0][1], "PHB");
-    let codes: Vec<&str> = r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect();
+    let codes: Vec<&str> = each_str(&r["findings"], "code");
     assert!(codes.contains(&"allreduce_wrong"), "{codes:?}");
 
     // The same node as a Slurm prolog: drain (exit 1) with one line that says why.
@@ -156,12 +156,7 @@ fn check_on_one_gpu_judges_its_own_link_from_timed_copies() {
     let (c, r) = check("6", &[]);
     assert_eq!(c, 1, "{r}");
     assert_eq!(r["verdict"], "WARNING");
-    let codes: Vec<&str> = r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect();
+    let codes: Vec<&str> = each_str(&r["findings"], "code");
     assert_eq!(
         codes
             .iter()
@@ -466,12 +461,7 @@ fn forced_p2p_hang_on_the_fake_nccl_names_its_cause_and_the_ab_measures_the_fix(
     let r: serde_json::Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
     let pair = &r["pairs"][0];
-    let kinds: Vec<&str> = pair["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["kind"].as_str().unwrap())
-        .collect();
+    let kinds: Vec<&str> = each_str(&pair["causes"], "kind");
     assert!(kinds.contains(&"p2p_broken"), "{kinds:?}");
     assert!(pair["busbw_gbps"].is_null(), "{pair}");
     assert_eq!(pair["ab"]["overrides"][0][0], "NCCL_P2P_DISABLE", "{pair}");

@@ -21,8 +21,9 @@ const PYTHON: &str = "/usr/bin/python3";
 /// Two ranks on a 2-core machine: one launch at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Whether torch (and torchvision) can run here; panics under DDPCHECK_REQUIRE_SERVICES=1.
-fn torch_here(test: &str) -> bool {
+/// Whether torch (and torchvision) can run here; panics under DDPCHECK_REQUIRE_SERVICES=1. A
+/// skip names the test (libtest names each test's thread after it).
+fn torch_here() -> bool {
     let ok = Command::new(PYTHON)
         .args(["-c", "import torch, torchvision"])
         .output()
@@ -31,6 +32,10 @@ fn torch_here(test: &str) -> bool {
         panic!("DDPCHECK_REQUIRE_SERVICES=1 but {PYTHON} has no torch/torchvision; .ci/install-services installs python3-torch python3-torchvision");
     }
     if !ok {
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("a test")
+            .to_string();
         eprintln!("skipping {test}: {PYTHON} cannot import torch and torchvision");
     }
     ok
@@ -38,8 +43,8 @@ fn torch_here(test: &str) -> bool {
 
 /// The test's turn at torch, one test at a time; `None` (the test is skipped) where torch is
 /// missing.
-fn torch_turn(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    torch_here(test).then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+fn torch_turn() -> Option<std::sync::MutexGuard<'static, ()>> {
+    torch_here().then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -129,7 +134,7 @@ fn error_line(o: &Output) -> String {
 
 #[test]
 fn a_preset_runs_on_two_cpu_ranks_and_reports_its_layout() {
-    let Some(_one) = torch_turn("a_preset_runs_on_two_cpu_ranks_and_reports_its_layout") else {
+    let Some(_one) = torch_turn() else {
         return;
     };
     let o = bench("preset", "mlp:64,2", &["--variants", "base,fp16"]);
@@ -165,9 +170,7 @@ fn a_preset_runs_on_two_cpu_ranks_and_reports_its_layout() {
 
 #[test]
 fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets() {
-    let Some(_one) =
-        torch_turn("a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets")
-    else {
+    let Some(_one) = torch_turn() else {
         return;
     };
     let r = report(&bench_small_factory(
@@ -220,9 +223,7 @@ fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets()
 /// layer named in the report, and the buffers counted with their broadcast timed.
 #[test]
 fn unused_parameters_name_the_flag_and_keep_the_constructors_buckets() {
-    let Some(_one) =
-        torch_turn("unused_parameters_name_the_flag_and_keep_the_constructors_buckets")
-    else {
+    let Some(_one) = torch_turn() else {
         return;
     };
     let model = format!("py:{}:unused", fixture("factories.py").display());
@@ -271,9 +272,7 @@ fn unused_parameters_name_the_flag_and_keep_the_constructors_buckets() {
 
 #[test]
 fn torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs() {
-    let Some(_one) =
-        torch_turn("torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs")
-    else {
+    let Some(_one) = torch_turn() else {
         return;
     };
     let o = bench("resnet18", "torchvision:resnet18", &["--micro-batch", "2"]);
@@ -298,9 +297,7 @@ fn torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs() {
 /// every speedup rests on that step: the 1-rank DDP row's own ratio is 1 / ddp_over_plain.
 #[test]
 fn the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it() {
-    let Some(_one) =
-        torch_turn("the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it")
-    else {
+    let Some(_one) = torch_turn() else {
         return;
     };
     let r = report(&bench_small_factory(
@@ -355,9 +352,7 @@ fn refused(mark: &str, model: &str, extra: &[&str], exit: i32, words: &[&str]) -
 
 #[test]
 fn each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process() {
-    let Some(_one) =
-        torch_turn("each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process")
-    else {
+    let Some(_one) = torch_turn() else {
         return;
     };
     let f = fixture("factories.py");
@@ -460,7 +455,7 @@ fn each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process() {
 
 #[test]
 fn a_missing_library_is_one_line_naming_it_and_the_interpreter() {
-    if !torch_here("a_missing_library_is_one_line_naming_it_and_the_interpreter") {
+    if !torch_here() {
         return;
     }
     let probe = Command::new(PYTHON).args(["-c", "import timm"]).output();
@@ -484,7 +479,7 @@ fn a_missing_library_is_one_line_naming_it_and_the_interpreter() {
 /// the launch left running. Before, the finished run was dropped and the exit was 3.
 #[test]
 fn a_deadline_after_the_first_run_keeps_it_and_exits_5() {
-    let Some(_one) = torch_turn("a_deadline_after_the_first_run_keeps_it_and_exits_5") else {
+    let Some(_one) = torch_turn() else {
         return;
     };
     let model = format!("py:{}:second_stalls", fixture("stalls.py").display());
@@ -539,7 +534,7 @@ fn a_deadline_after_the_first_run_keeps_it_and_exits_5() {
 /// (bench/experiments/eager-vs-compiled-one-gpu.sh).
 #[test]
 fn compile_on_a_torch_without_torch_compile_is_one_line() {
-    if !torch_here("compile_on_a_torch_without_torch_compile_is_one_line") {
+    if !torch_here() {
         return;
     }
     let probe = Command::new(PYTHON)
