@@ -10,6 +10,39 @@ use common::{code, local, stderr, stdout};
 
 const EIGHT_B: &str = "decoder:32,4096,32,2048,32000,llama";
 
+/// `GLOBAL bench ddp --model MODEL` of plain DDP on one GPU at micro-batch 1.
+fn one_gpu_base<'a>(global: &[&'a str], model: &'a str) -> Vec<&'a str> {
+    let mut args = global.to_vec();
+    args.extend(["bench", "ddp", "--model", model]);
+    args.extend(["--variants", "base", "--gpus", "1", "--micro-batch", "1"]);
+    args
+}
+
+/// `memory` of gpt2-124m on a 48 GiB GPU, beside the peaks of the report at `report`.
+fn memory_beside(report: &str) -> [&str; 7] {
+    [
+        "memory",
+        "--model",
+        "gpt2-124m",
+        "--gpu-memory-gib",
+        "48",
+        "--from",
+        report,
+    ]
+}
+
+/// `memory` of the 8B decoder at micro-batch 1 on an 80 GiB GPU, as JSON.
+const MEMORY_8B_ON_80G: [&str; 8] = [
+    "--json",
+    "memory",
+    "--model",
+    EIGHT_B,
+    "--micro-batch",
+    "1",
+    "--gpu-memory-gib",
+    "80",
+];
+
 fn json(args: &[&str]) -> serde_json::Value {
     let o = local(args);
     assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
@@ -55,20 +88,7 @@ fn an_8b_decoder_on_4x48gb_gets_fully_shard_without_a_launch() {
 
 #[test]
 fn the_simulated_gpu_runs_out_of_memory_where_ddp_does_not_fit() {
-    let o = local(&[
-        "--sim",
-        "a6000x4-phb",
-        "bench",
-        "ddp",
-        "--model",
-        EIGHT_B,
-        "--variants",
-        "base",
-        "--gpus",
-        "1",
-        "--micro-batch",
-        "1",
-    ]);
+    let o = local(&one_gpu_base(&["--sim", "a6000x4-phb"], EIGHT_B));
     assert_ne!(code(&o), 0);
     assert!(
         stderr(&o).contains("micro-batch 1 does not fit on GPU0 (NVIDIA RTX A6000"),
@@ -80,33 +100,12 @@ fn the_simulated_gpu_runs_out_of_memory_where_ddp_does_not_fit() {
 #[test]
 fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
     let dir = tempfile::tempdir().unwrap();
-    let o = local(&[
-        "--sim",
-        "a6000x4-phb",
-        "--json",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "base,replicate,fsdp,fsdp-noreshard",
-        "--gpus",
-        "1",
-    ]);
+    let o = local(&common::words("--sim a6000x4-phb --json bench ddp --model gpt2-124m --variants base,replicate,fsdp,fsdp-noreshard --gpus 1"));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let report = dir.path().join("r.json");
     std::fs::write(&report, &o.stdout).unwrap();
     let r = report.to_str().unwrap();
-    let v = json(&[
-        "--json",
-        "memory",
-        "--model",
-        "gpt2-124m",
-        "--gpu-memory-gib",
-        "48",
-        "--from",
-        r,
-    ]);
+    let v = json(&[&["--json"][..], &memory_beside(r)].concat());
     let checks = v["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 4);
     // The simulator's peak is ddpcheck's own prediction: no error, and the DDP run's measured
@@ -116,29 +115,12 @@ fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
     }
     assert_eq!(checks[2]["wrapper"], "fsdp");
     assert_eq!(checks[2]["from_measured_error"].as_f64().unwrap(), 0.0);
-    let text = stdout(&local(&[
-        "memory",
-        "--model",
-        "gpt2-124m",
-        "--gpu-memory-gib",
-        "48",
-        "--from",
-        r,
-    ]));
+    let text = stdout(&local(&memory_beside(r)));
     assert!(text.contains("Against torch's peaks"), "{text}");
     // The text names each wrapper's own work and its peak.
-    let text = stdout(&local(&[
-        "--sim",
-        "a6000x4-phb",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "fsdp",
-        "--gpus",
-        "1",
-    ]));
+    let text = stdout(&local(&common::words(
+        "--sim a6000x4-phb bench ddp --model gpt2-124m --variants fsdp --gpus 1",
+    )));
     assert!(text.contains("a step under fsdp"), "{text}");
     assert!(text.contains("fsdp's own work +5.0%"), "{text}");
     assert!(text.contains("; peak memory "), "{text}");
@@ -177,36 +159,17 @@ fn slices_of_a_model_too_big_to_launch_extrapolate_its_activations() {
     let dir = tempfile::tempdir().unwrap();
     let mut from = Vec::new();
     for layers in [2, 4] {
-        let o = local(&[
-            "--sim",
-            "hgx-h100-slice2",
-            "--json",
-            "bench",
-            "ddp",
-            "--model",
-            &format!("decoder:{layers},4096,32,2048,32000,llama"),
-            "--variants",
-            "base",
-            "--gpus",
-            "1",
-            "--micro-batch",
-            "1",
-        ]);
+        let model = format!("decoder:{layers},4096,32,2048,32000,llama");
+        let o = local(&one_gpu_base(
+            &["--sim", "hgx-h100-slice2", "--json"],
+            &model,
+        ));
         assert_eq!(code(&o), 0, "{}", stderr(&o));
         let p = dir.path().join(format!("slice{layers}.json"));
         std::fs::write(&p, &o.stdout).unwrap();
         from.push(p.display().to_string());
     }
-    let mut args = vec![
-        "--json",
-        "memory",
-        "--model",
-        EIGHT_B,
-        "--micro-batch",
-        "1",
-        "--gpu-memory-gib",
-        "80",
-    ];
+    let mut args = MEMORY_8B_ON_80G.to_vec();
     for f in &from {
         args.extend(["--from", f.as_str()]);
     }
@@ -217,16 +180,7 @@ fn slices_of_a_model_too_big_to_launch_extrapolate_its_activations() {
     assert_eq!(slices["layers"], 32);
     let extrapolated = slices["extrapolated_bytes"].as_u64().unwrap();
     let estimated = {
-        let e = json(&[
-            "--json",
-            "memory",
-            "--model",
-            EIGHT_B,
-            "--micro-batch",
-            "1",
-            "--gpu-memory-gib",
-            "80",
-        ]);
+        let e = json(&MEMORY_8B_ON_80G);
         e["plan"]["model"]["activations"]["bytes"].as_u64().unwrap()
     };
     assert!(

@@ -102,15 +102,9 @@ fn recommend_measures_verifies_and_replays_a_users_factory() {
 #[test]
 fn a_model_built_by_code_needs_a_launch_or_a_report() {
     let o = local_env(
-        &[
-            "--sim",
-            "h200x2-nvlink",
-            "recommend",
-            "--model",
-            "torchvision:resnet50",
-            "--step-time-ms",
-            "30",
-        ],
+        &common::words(
+            "--sim h200x2-nvlink recommend --model torchvision:resnet50 --step-time-ms 30",
+        ),
         &[],
     );
     assert_eq!(code(&o), 64, "{}", stderr(&o));
@@ -234,17 +228,8 @@ fn cpu_ranks_default_to_the_cores_run_fp16_and_say_what_they_are() {
         return;
     }
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
-    let args = [
-        "recommend",
-        "--device",
-        "cpu",
-        "--model",
-        "mlp:256,2",
-        "--micro-batch",
-        "32",
-        "--budget",
-        "150",
-    ];
+    let args =
+        common::words("recommend --device cpu --model mlp:256,2 --micro-batch 32 --budget 150");
     let o = local_env(&args, &[("DDPCHECK_PYTHON", PYTHON)]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
