@@ -24,6 +24,7 @@ pub mod activations;
 pub mod check;
 #[cfg(test)]
 mod fixture_tests;
+pub mod phases;
 mod predict;
 pub mod slices;
 #[cfg(test)]
