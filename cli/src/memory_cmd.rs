@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_core::ddp::{DdpVariant, ModelSpec, RunDevice, Wrapper};
+use ddpcheck_core::ddp::{DdpVariant, ModelSpec, RunDevice, RunPhases, Wrapper};
 use ddpcheck_core::memory::check::{check_peaks, MeasuredPeak, PeakCheck};
 use ddpcheck_core::memory::slices::{fit_slices, SliceFit, SlicePeak};
 use ddpcheck_core::memory::{self, ActivationSource, MemoryModel, MemoryPlan, Moment, FIT_SHARE};
@@ -58,10 +58,12 @@ struct MemoryReport {
     slices: Vec<SliceFit>,
 }
 
-/// A 1-GPU run of a report: its parameters, and its peak with its wrapper.
+/// A 1-GPU run of a report: its parameters, its peak with its wrapper, and one step read at its
+/// phases where the launch read them.
 struct Run {
     params: u64,
     peak: MeasuredPeak,
+    phases: Option<RunPhases>,
 }
 
 pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
@@ -116,6 +118,7 @@ pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
     if !checks.is_empty() {
         s.push_str(&peak_table(&checks));
     }
+    s.push_str(&phase_table(&all, estimate.params));
     out!("{s}");
     Ok(0)
 }
@@ -215,6 +218,7 @@ fn peaks(a: &MemoryArgs) -> Result<Vec<Run>, RunError> {
                 continue;
             };
             out.push(Run {
+                phases: row.memory_phases.clone(),
                 params: row.params,
                 peak: MeasuredPeak {
                     variant: row.variant.clone(),
@@ -249,6 +253,51 @@ fn gib(b: u64) -> String {
 
 fn pct(x: f64) -> String {
     format!("{:+.1}%", x * 100.0)
+}
+
+/// The model's runs read at their phases (GiB): what the forward kept for backward, and where
+/// each phase peaked; empty where no run was read.
+fn phase_table(all: &[Run], params: u64) -> String {
+    let rows: Vec<(String, &ddpcheck_core::memory::phases::MemoryPhases)> = all
+        .iter()
+        .filter(|r| r.params == params)
+        .flat_map(|r| {
+            let p = r.phases.as_ref();
+            let wrapped = p.map(|p| (r.peak.variant.clone(), &p.wrapped));
+            let plain = p
+                .and_then(|p| p.plain.as_ref())
+                .map(|x| (format!("{} plain", r.peak.variant), x));
+            wrapped.into_iter().chain(plain)
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\nOne step after the timed ones, read at its phases (allocated GiB; kept: what the \
+         forward left for backward):\n",
+    );
+    let _ = writeln!(
+        s,
+        "  {:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "run", "before", "at loss", "kept", "peak fw", "after bw", "peak bw", "after", "peak st"
+    );
+    for (name, p) in rows {
+        let _ = writeln!(
+            s,
+            "  {:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            name,
+            gib(p.before_forward),
+            gib(p.after_forward),
+            gib(p.forward_kept()),
+            gib(p.peak_forward),
+            gib(p.after_backward),
+            gib(p.peak_backward),
+            gib(p.after_step),
+            gib(p.peak_step)
+        );
+    }
+    s
 }
 
 /// Each run's peak beside its predictions, and whether each holds within 10%.

@@ -289,3 +289,38 @@ fn the_8b_llama_on_one_80gb_gpu_gets_fully_shard_on_two_without_a_launch() {
     );
     assert!(v.get("own_measurements").is_none(), "nothing was launched");
 }
+
+#[test]
+fn a_run_read_at_its_phases_shows_what_its_forward_kept() {
+    // A report whose DDP run read one step at its phases, as the benchmark does on a GPU.
+    let dir = tempfile::tempdir().unwrap();
+    let path = slice_report(dir.path(), 2, "base");
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let gib = 1u64 << 30;
+    let phases = serde_json::json!({
+        "wrapped": {"before_forward": 10 * gib, "after_forward": 13 * gib, "peak_forward": 14 * gib,
+                    "after_backward": 11 * gib, "peak_backward": 15 * gib,
+                    "after_step": 10 * gib, "peak_step": 10 * gib},
+    });
+    report["results"][0]["memory_phases"] = phases;
+    std::fs::write(&path, report.to_string()).unwrap();
+    let text = stdout(&local(&[
+        "memory",
+        "--model",
+        "decoder:2,4096,32,2048,32000,llama",
+        "--micro-batch",
+        "1",
+        "--gpu-memory-gib",
+        "80",
+        "--from",
+        &path,
+    ]));
+    assert!(text.contains("read at its phases"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("base "))
+        .unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..4], ["10.00", "13.00", "3.00"], "{row}");
+}
