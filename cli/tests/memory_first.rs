@@ -317,7 +317,8 @@ fn a_run_read_at_its_phases_shows_what_its_forward_kept() {
         &path,
     ]));
     assert!(text.contains("read at its phases"), "{text}");
-    let row = text
+    let phases_at = text.find("read at its phases").unwrap();
+    let row = text[phases_at..]
         .lines()
         .find(|l| l.trim_start().starts_with("base "))
         .unwrap();
