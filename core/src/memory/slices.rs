@@ -54,9 +54,12 @@ fn with_layers(d: &Decoder, layers: u32) -> ModelSpec {
     })
 }
 
+/// The most layers a slice may have (a slice deeper than the model checks a shallower one).
+const MAX_SLICE_LAYERS: u32 = 512;
+
 /// The layers a slice of `d` with `params` parameters has, where they count exactly.
 fn layers_of(d: &Decoder, params: u64) -> Option<u32> {
-    (1..=d.layers).find(|&l| with_layers(d, l).params() == params)
+    (1..=d.layers.max(MAX_SLICE_LAYERS)).find(|&l| with_layers(d, l).params() == params)
 }
 
 /// The line through `wrapper`'s slices' activations, extrapolated to `d`'s layers; `None`
