@@ -5,12 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::predict::PEAK_TOLERANCE;
 use super::{predict, ActivationSource, MemoryModel, Moment};
 use crate::ddp::Wrapper;
 use crate::num::ToF64;
-
-/// Within this share of torch's peak a prediction holds.
-pub const PEAK_TOLERANCE: f64 = 0.10;
 
 /// One launch's run: its wrapper, GPUs and torch's peak.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

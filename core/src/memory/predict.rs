@@ -26,6 +26,9 @@ use crate::num::{floor_u64, ToF64};
 /// prediction so that no fit rests on leaving it out.
 pub const DDP_UNIDENTIFIED_BYTES_PER_PARAM: f64 = 4.0;
 
+/// Within this share of torch's peak a prediction holds.
+pub const PEAK_TOLERANCE: f64 = 0.10;
+
 /// Which moment of the step a row's total is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -147,7 +150,7 @@ pub fn predict(m: &MemoryModel, wrapper: Wrapper, gpus: u32) -> MemoryRow {
 
 /// Activations read from a launch: its peak less what the wrapper holds beside them when
 /// backward starts. `None` where the peak is below that, or where the backward's end alone
-/// comes within [`super::check::PEAK_TOLERANCE`] of it: a peak that needs no activations says
+/// comes within [`PEAK_TOLERANCE`] of it: a peak that needs no activations says
 /// nothing of them.
 pub fn activations_from_peak(
     m: &MemoryModel,
@@ -157,7 +160,7 @@ pub fn activations_from_peak(
 ) -> Option<u64> {
     let without = m.with_activations(wrapper, super::ActivationSource::Unknown);
     let (start, end) = moments_without_activations(&predict(&without, wrapper, gpus));
-    if end.to_f64() >= peak.to_f64() * (1.0 - super::check::PEAK_TOLERANCE) {
+    if end.to_f64() >= peak.to_f64() * (1.0 - PEAK_TOLERANCE) {
         return None;
     }
     peak.checked_sub(start)
