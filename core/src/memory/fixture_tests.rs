@@ -8,6 +8,7 @@ use super::check::{check_peaks, MeasuredPeak, PeakCheck, PEAK_TOLERANCE};
 use super::slices::{fit_slices, SlicePeak};
 use super::*;
 use crate::ddp::{DdpVariant, Decoder, ModelSpec, RunDevice};
+use crate::num::ToF64;
 use crate::report::DdpReport;
 
 const SMALL: &str =
@@ -94,7 +95,7 @@ fn measured_from_other_slice(layers: u32, other: &str) -> MemoryModel {
 }
 
 fn table(name: &str, checks: &[PeakCheck]) -> String {
-    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let gib = |b: u64| b.to_f64() / f64::from(1u32 << 30);
     checks
         .iter()
         .map(|c| {
@@ -195,8 +196,8 @@ fn without_the_unidentified_term_ddp_misses_the_8b_slices_by_more_than_10_percen
     // The term is what the slices hold beyond the mechanism; the test shows it is not decoration.
     let m = MemoryModel::of_spec(&spec("decoder:4,4096,32,2048,32000,llama"), 1, Amp::Bf16);
     let with = predict(&m, Wrapper::Ddp, 1).total_bytes;
-    let unidentified = floor_u64(DDP_UNIDENTIFIED_BYTES_PER_PARAM * m.trainable as f64);
+    let unidentified = floor_u64(DDP_UNIDENTIFIED_BYTES_PER_PARAM * m.trainable.to_f64());
     let peak = runs(FOUR)[0].1.peak_bytes;
-    assert!(((with - unidentified) as f64 / peak as f64 - 1.0).abs() > PEAK_TOLERANCE);
-    assert!((with as f64 / peak as f64 - 1.0).abs() <= PEAK_TOLERANCE);
+    assert!(((with - unidentified).to_f64() / peak.to_f64() - 1.0).abs() > PEAK_TOLERANCE);
+    assert!((with.to_f64() / peak.to_f64() - 1.0).abs() <= PEAK_TOLERANCE);
 }

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::ddp::ModelSpec;
+use crate::num::ToF64;
 
 /// `decoder:32,4096,32,2048,32000,llama`: 8.7B parameters.
 fn llama_8b() -> ModelSpec {
@@ -136,7 +137,7 @@ fn a_block_saves_what_the_presets_code_keeps_for_backward() {
     );
     let (bytes, how) = decoder_activation_bytes(d, 1, ddp);
     assert_eq!(
-        bytes as f64,
+        bytes.to_f64(),
         2048.0 * (32.0 * block_bytes_per_token(d, ddp) + outside_bytes_per_token(d, ddp))
     );
     assert!(how.contains("residual stream fp32"), "{how}");
@@ -318,7 +319,7 @@ fn slices_of_a_decoder_extrapolate_their_wrappers_activations() {
     assert_eq!(fit.extrapolated_bytes, 17_000_000_000, "1 GB + 32 × 0.5 GB");
     // One slice alone is scaled along the count's split between the blocks and the rest.
     let one = fit_slices(d, 1, Amp::Bf16, Wrapper::Ddp, &[slice(2)]).unwrap();
-    let ratio = one.extrapolated_bytes as f64 / 2e9;
+    let ratio = one.extrapolated_bytes.to_f64() / 2e9;
     let (full, _) = decoder_activation_bytes(d, 1, Dtypes::of(Wrapper::Ddp, Amp::Bf16));
     let (two, _) = decoder_activation_bytes(
         &crate::ddp::Decoder {
@@ -328,7 +329,7 @@ fn slices_of_a_decoder_extrapolate_their_wrappers_activations() {
         1,
         Dtypes::of(Wrapper::Ddp, Amp::Bf16),
     );
-    assert!((ratio - full as f64 / two as f64).abs() < 1e-6);
+    assert!((ratio - full.to_f64() / two.to_f64()).abs() < 1e-6);
     // Another wrapper's slices are not DDP's; a report of another model is no slice.
     assert!(fit_slices(d, 1, Amp::Bf16, Wrapper::Fsdp, &[slice(2), slice(4)]).is_none());
     let other = SlicePeak {
