@@ -997,9 +997,12 @@ pub fn side_by_side<'a>(
 
 mod baseline;
 mod calibrate;
+pub mod fsdp;
+pub mod fsdp_own;
 mod grad_layout;
 mod grad_tensor;
 pub mod mechanisms;
+pub mod op_curve;
 pub mod powersgd;
 pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
@@ -1009,6 +1012,8 @@ pub use grad_layout::{
 };
 pub use grad_tensor::GradTensor;
 
+#[cfg(test)]
+mod fsdp_tests;
 #[cfg(test)]
 mod powersgd_tests;
 #[cfg(test)]
