@@ -217,6 +217,7 @@ pub fn sharded_answer(
         python,
         env: Vec::new(),
         memory: Some(plan),
+        wrapper_step: None,
     }
 }
 

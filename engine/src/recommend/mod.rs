@@ -9,6 +9,7 @@ mod measured;
 mod measurements;
 mod report;
 mod verify;
+mod wrapper_step;
 
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::ProbeError;

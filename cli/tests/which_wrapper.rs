@@ -1,0 +1,105 @@
+//! Which wrapper, end to end on simulated nodes: where DDP does not fit, the sharded answer's
+//! step comes from FSDP2's step-time model on the all-gather and reduce-scatter curves
+//! recommend sweeps on the node, and is said as times sooner and money per million tokens.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
+
+mod common;
+
+use common::{code, local, stderr, stdout};
+
+const EIGHT_B: &str = "decoder:32,4096,32,2048,32000,llama";
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let o = local(args);
+    assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+fn recommend(profile: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--sim", profile, "--json", "recommend", "--model", EIGHT_B];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
+#[test]
+fn the_sharded_answer_gets_its_step_from_the_nodes_gather_curves() {
+    let v = recommend(
+        "a6000x4-phb",
+        &["--estimate-tflops", "150", "--price-per-hour", "4"],
+    );
+    assert_eq!(v["chosen"], "fsdp", "{}", v["summary"]);
+    let step = &v["wrapper_step"];
+    let p = &step["prediction"];
+    assert_eq!(step["wrapper"], "fsdp");
+    let (plain, total) = (
+        p["plain_step_s"].as_f64().unwrap(),
+        p["step_s"].as_f64().unwrap(),
+    );
+    let (gather, reduce) = (
+        p["gather_s"].as_f64().unwrap(),
+        p["reduce_s"].as_f64().unwrap(),
+    );
+    let exposed = p["exposed_s"].as_f64().unwrap();
+    // The step is the compute plus what of the collectives it does not hide; fsdp gathers
+    // every block twice, each bf16 byte once per gather, and reduces each fp32 gradient once.
+    assert!((total - plain - exposed).abs() < 1e-9, "{p}");
+    assert!(exposed > 0.0 && exposed <= gather + reduce, "{p}");
+    assert!(gather > 0.0 && reduce > 0.0);
+    // The curves were swept on the node, within the budget, and said so.
+    assert!(step["curves_how"].as_str().unwrap().contains("swept here"));
+    let sweeps = v["own_measurements"]["sweeps"].as_array().unwrap();
+    assert!(
+        sweeps.iter().any(|s| s["purpose"] == "FSDP2's collectives"),
+        "{sweeps:?}"
+    );
+    // The answer in the user's terms, at the predicted step.
+    let a = &v["answer"];
+    assert_eq!(
+        (a["variant"].as_str(), a["measured"].as_bool()),
+        (Some("fsdp"), Some(false))
+    );
+    let one_gpu_plain = plain / (2.0 - 2.0 / 3.0); // the recompute of checkpointing taken off
+    let sooner = 4.0 * one_gpu_plain / total;
+    assert!(
+        (a["times_sooner"].as_f64().unwrap() - sooner).abs() < 1e-6,
+        "{a}"
+    );
+    assert!(a["cost_per_million"].as_f64().unwrap() > 0.0);
+    assert!(v["summary"]
+        .as_str()
+        .unwrap()
+        .contains("fsdp's step predicted"));
+}
+
+#[test]
+fn a_faster_network_predicts_a_shorter_sharded_step() {
+    let slow = recommend("a6000x4-phb", &["--estimate-tflops", "150"]);
+    let fast = recommend(
+        "h200x8-nvswitch",
+        &["--gpus", "4", "--estimate-tflops", "150"],
+    );
+    let exposed = |v: &serde_json::Value| v["wrapper_step"]["prediction"]["exposed_s"].as_f64();
+    let (s, f) = (exposed(&slow).unwrap(), exposed(&fast).unwrap());
+    assert!(
+        f < s / 4.0,
+        "NVLink {f} s against PCIe through the host {s} s"
+    );
+}
+
+#[test]
+fn without_a_plain_step_the_answer_says_what_it_needs_and_sweeps_nothing() {
+    let v = recommend("a6000x4-phb", &[]);
+    assert!(v.get("wrapper_step").is_none());
+    assert!(v.get("own_measurements").is_none(), "nothing was measured");
+    let reasons = v["reasons"].to_string();
+    assert!(reasons.contains("--estimate-tflops"), "{reasons}");
+    let text = stdout(&local(&[
+        "--sim",
+        "a6000x4-phb",
+        "recommend",
+        "--model",
+        EIGHT_B,
+    ]));
+    assert!(text.contains("Its step time is not predicted"), "{text}");
+}
