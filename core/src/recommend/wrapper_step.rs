@@ -144,3 +144,93 @@ pub fn predict_wrapper_step(
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+    use crate::recommend::{recommend, tests::a6000_input, ModelInput, RecommendInput};
+    use crate::step_time::op_curve::{OpCurve, OpPoint};
+
+    fn sharded() -> Recommendation {
+        let input = RecommendInput {
+            model: ModelInput::Spec {
+                spec: "decoder:32,4096,32,2048,32000,llama".parse().unwrap(),
+            },
+            ..a6000_input()
+        };
+        recommend(&input).unwrap()
+    }
+
+    fn curve(op: Collective) -> OpCurve {
+        let at = |bytes: u64| OpPoint {
+            bytes,
+            out_of_place_s: bytes as f64 / 10e9,
+            in_place_s: None,
+        };
+        OpCurve {
+            op,
+            ranks: 4,
+            points: vec![at(1 << 20), at(1 << 30)],
+        }
+    }
+
+    fn input(measured: Option<f64>) -> WrapperStepInput {
+        let rec = sharded();
+        let m = &rec.memory.as_ref().unwrap().model;
+        WrapperStepInput {
+            units: Fsdp2Units::uniform(m.params, 32, m.largest_block),
+            plain_step_s: 2.0,
+            plain_how: "given".into(),
+            reference_step_s: 2.0,
+            units_per_micro_batch: 4.0 * 2048.0,
+            unit_word: "tokens".into(),
+            own: None,
+            measured_step_s: measured,
+            price_per_gpu_hour: Some(1.0),
+            curves_how: "invented".into(),
+        }
+    }
+
+    fn curves() -> Fsdp2Curves {
+        Fsdp2Curves {
+            all_gather: Some(curve(Collective::AllGather)),
+            reduce_scatter: Some(curve(Collective::ReduceScatter)),
+            all_reduce: None,
+        }
+    }
+
+    #[test]
+    fn the_prediction_answers_and_a_measured_step_overrules_it() {
+        let mut rec = sharded();
+        predict_wrapper_step(&mut rec, Wrapper::Fsdp, input(None), &curves()).unwrap();
+        let predicted = rec.wrapper_step.as_ref().unwrap().prediction.step_s;
+        let a = rec.answer.as_ref().unwrap();
+        assert!(!a.measured && (a.times_sooner - 4.0 * 2.0 / predicted).abs() < 1e-12);
+        assert!(
+            rec.summary.contains("fsdp's step predicted"),
+            "{}",
+            rec.summary
+        );
+
+        let mut rec = sharded();
+        let measured = predicted * 1.5;
+        predict_wrapper_step(&mut rec, Wrapper::Fsdp, input(Some(measured)), &curves()).unwrap();
+        let a = rec.answer.as_ref().unwrap();
+        assert!(a.measured && (a.times_sooner - 4.0 * 2.0 / measured).abs() < 1e-12);
+        assert!(rec.summary.contains("fsdp measured"), "{}", rec.summary);
+        assert!(
+            rec.summary.contains("predicted") && rec.summary.contains("-33%"),
+            "{}",
+            rec.summary
+        );
+    }
+
+    #[test]
+    fn hsdp_without_an_all_reduce_curve_is_not_predicted() {
+        let mut rec = sharded();
+        let err = predict_wrapper_step(&mut rec, Wrapper::Hsdp, input(None), &curves());
+        assert!(err.unwrap_err().contains("all_reduce"));
+        assert!(rec.wrapper_step.is_none() && rec.answer.is_none());
+    }
+}
