@@ -103,3 +103,73 @@ fn without_a_plain_step_the_answer_says_what_it_needs_and_sweeps_nothing() {
     ]));
     assert!(text.contains("Its step time is not predicted"), "{text}");
 }
+
+/// `--from` a node's collectives (all-reduce, all-gather, reduce-scatter), its topology and a
+/// one-GPU launch of `fsdp-noreshard` beside DDP.
+fn ddp_fits_with_wrappers_measured() -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = ["--sim", "h200x2-nvlink", "--json"];
+    let runs: [(&str, &[&str]); 3] = [
+        (
+            "c.json",
+            &[
+                "bench",
+                "collectives",
+                "--ops",
+                "all_reduce,all_gather,reduce_scatter",
+            ],
+        ),
+        ("t.json", &["topo"]),
+        (
+            "one.json",
+            &[
+                "bench",
+                "ddp",
+                "--model",
+                "gpt2-124m",
+                "--gpus",
+                "1",
+                "--variants",
+                "base,fsdp-noreshard",
+            ],
+        ),
+    ];
+    let mut from = Vec::new();
+    for (file, args) in runs {
+        let o = local(&[&sim[..], args].concat());
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+        let path = dir.path().join(file);
+        std::fs::write(&path, stdout(&o)).unwrap();
+        from.extend(["--from".to_string(), path.display().to_string()]);
+    }
+    (dir, from)
+}
+
+#[test]
+fn where_ddp_fits_the_wrappers_stand_beside_it_with_their_own_work() {
+    let (_dir, from) = ddp_fits_with_wrappers_measured();
+    let mut args = vec![
+        "--sim",
+        "h200x2-nvlink",
+        "--json",
+        "recommend",
+        "--model",
+        "gpt2-124m",
+    ];
+    args.extend(from.iter().map(String::as_str));
+    let v = json(&args);
+    let rows = v["wrapper_rows"].as_array().unwrap();
+    let of = |w: &str| rows.iter().find(|r| r["wrapper"] == w).unwrap();
+    // fsdp-noreshard's own work was measured at one GPU; replicate gathers as often and takes it.
+    assert_eq!(of("fsdp-no-reshard")["own_known"], true);
+    assert!(of("replicate")["own_how"]
+        .as_str()
+        .unwrap()
+        .starts_with("fsdp-noreshard's"));
+    // Nothing measured at two GPUs, so no wrapper replaces DDP's answer.
+    assert!(rows.iter().all(|r| r["measured"] == false));
+    assert_ne!(v["chosen"], "replicate");
+    args.retain(|a| *a != "--json");
+    let text = stdout(&local(&args));
+    assert!(text.contains("FSDP2's wrappers at 2 GPUs"), "{text}");
+}

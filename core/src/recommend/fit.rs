@@ -218,6 +218,7 @@ pub fn sharded_answer(
         env: Vec::new(),
         memory: Some(plan),
         wrapper_step: None,
+        wrapper_rows: Vec::new(),
     }
 }
 

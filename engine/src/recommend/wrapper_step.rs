@@ -5,7 +5,7 @@
 //! FSDP2 model ([`ddpcheck_core::recommend::predict_wrapper_step`]).
 
 use ddpcheck_core::collective::{Collective, Sweep};
-use ddpcheck_core::ddp::{DdpVariant, Wrapper};
+use ddpcheck_core::ddp::Wrapper;
 use ddpcheck_core::memory::MemoryPlan;
 use ddpcheck_core::params::CollectiveParams;
 use ddpcheck_core::recommend::{
@@ -83,25 +83,10 @@ impl Gathering<'_> {
             .unwrap_or(0);
         let units = Fsdp2Units::uniform(m.params, layers, m.largest_block);
         let curves = self.fsdp2_curves(rec.gpus)?;
-        let name = model.name();
-        let fsdp2_runs = |world: u32| {
-            let name = name.clone();
-            self.m
-                .ddp
-                .iter()
-                .filter(move |(r, _)| r.model == name && r.world_size == world)
-                .filter_map(|(r, _)| {
-                    let w = r.variant.parse::<DdpVariant>().ok()?.wrapper();
-                    w.is_fsdp2().then_some((w, r))
-                })
-        };
-        let own_measured: Vec<(Wrapper, f64)> = fsdp2_runs(1)
-            .filter_map(|(w, r)| {
-                let plain = r.plain_reference.as_ref()?.step_time_median_s;
-                Some((w, r.step_time_median_s - plain))
-            })
-            .collect();
-        let measured_step_s = fsdp2_runs(rec.gpus)
+        let own_measured = self.fsdp2_own_measured(model);
+        let measured_step_s = self
+            .fsdp2_runs(model, rec.gpus)
+            .into_iter()
             .find(|(w, r)| *w == wrapper && r.micro_batch == rec.micro_batch && r.accum == 1)
             .map(|(_, r)| r.step_time_median_s);
         let one_gpu_copy = self.fsdp2_one_gpu_copy();
@@ -159,6 +144,15 @@ impl Gathering<'_> {
                 how = "swept here by recommend";
             }
         }
+        let (curves, ranks) = self.fsdp2_curves_given(gpus)?;
+        Ok((
+            curves,
+            format!("all_gather and reduce_scatter over {ranks} GPUs, {how}"),
+        ))
+    }
+
+    /// The curves the measurements hold (given, or swept before), and the all-gather's ranks.
+    pub(super) fn fsdp2_curves_given(&self, gpus: u32) -> Result<(Fsdp2Curves, u32), String> {
         let pick = |op: Collective| -> Option<OpCurve> {
             let best: &Sweep = self
                 .m
@@ -179,10 +173,7 @@ impl Gathering<'_> {
                 .and_then(|(s, _)| LinkCurve::from_sweep(s).ok()),
         };
         let ranks = curves.all_gather.as_ref().map_or(0, |c| c.ranks);
-        Ok((
-            curves,
-            format!("all_gather and reduce_scatter over {ranks} GPUs, {how}"),
-        ))
+        Ok((curves, ranks))
     }
 
     fn has_fsdp2_sweeps(&self) -> bool {
@@ -190,7 +181,7 @@ impl Gathering<'_> {
     }
 
     /// A one-GPU all-gather sweep given (its out-of-place time is a copy on the GPU).
-    fn fsdp2_one_gpu_copy(&self) -> Option<OpCurve> {
+    pub(super) fn fsdp2_one_gpu_copy(&self) -> Option<OpCurve> {
         self.m
             .fsdp2_sweeps
             .iter()
