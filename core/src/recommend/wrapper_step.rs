@@ -149,6 +149,7 @@ pub fn predict_wrapper_step(
 mod tests {
     use super::*;
     use crate::collective::Collective;
+    use crate::num::ToF64;
     use crate::recommend::{recommend, tests::a6000_input, ModelInput, RecommendInput};
     use crate::step_time::op_curve::{OpCurve, OpPoint};
 
@@ -165,7 +166,7 @@ mod tests {
     fn curve(op: Collective) -> OpCurve {
         let at = |bytes: u64| OpPoint {
             bytes,
-            out_of_place_s: bytes as f64 / 10e9,
+            out_of_place_s: bytes.to_f64() / 10e9,
             in_place_s: None,
         };
         OpCurve {

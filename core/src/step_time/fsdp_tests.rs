@@ -4,6 +4,7 @@
 
 use crate::collective::{Collective, Sample, Sweep, Timing};
 use crate::ddp::{DdpVariant, Wrapper};
+use crate::num::ToF64;
 use crate::report::DdpReport;
 
 use super::fsdp::{predict_fsdp2, Fsdp2Curves, Fsdp2Inputs, Fsdp2Units};
@@ -93,7 +94,7 @@ const REPORTS: [(&str, &str); 3] = [
 /// 7 degrees of freedom for 8 rounds) times the standard error of the rounds' ratios, in
 /// seconds of its plain step.
 fn noise_s(run: &Run) -> f64 {
-    let n = run.ratios.len() as f64;
+    let n = run.ratios.len().to_f64();
     let mean = run.ratios.iter().sum::<f64>() / n;
     let var = run.ratios.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0);
     2.365 * (var / n).sqrt() * run.plain
@@ -167,8 +168,8 @@ fn regather_copies_scale_with_the_blocks_and_the_curve() {
 fn linear(op: Collective, ranks: u32, gbps: f64) -> OpCurve {
     let at = |bytes: u64| super::op_curve::OpPoint {
         bytes,
-        out_of_place_s: bytes as f64 / (gbps * 1e9),
-        in_place_s: Some(bytes as f64 / (gbps * 1e9)),
+        out_of_place_s: bytes.to_f64() / (gbps * 1e9),
+        in_place_s: Some(bytes.to_f64() / (gbps * 1e9)),
     };
     OpCurve {
         op,
@@ -199,13 +200,13 @@ fn resharding_gathers_the_blocks_twice_and_replicate_only_all_reduces() {
         at(Wrapper::Replicate, 4, 1.0, &c),
     );
     // 500 Mi parameters in bf16 over the curve: the root and 8 blocks once, the blocks again.
-    let once = (500u64 << 21) as f64 / 10e9;
+    let once = (500u64 << 21).to_f64() / 10e9;
     assert!((nr.gather_s - once).abs() < 1e-9, "{}", nr.gather_s);
-    let blocks = (400u64 << 21) as f64 / 10e9;
+    let blocks = (400u64 << 21).to_f64() / 10e9;
     assert!((fs.gather_s - once - blocks).abs() < 1e-9);
     assert_eq!(rep.gather_s, 0.0);
     // replicate all-reduces the fp32 gradients over 4 GPUs: 2·3/4 of them over the link.
-    let ar = (500u64 << 22) as f64 * 1.5 / 10e9;
+    let ar = (500u64 << 22).to_f64() * 1.5 / 10e9;
     assert!((rep.reduce_s - ar).abs() < 1e-9, "{}", rep.reduce_s);
 }
 
@@ -215,9 +216,9 @@ fn long_compute_hides_all_but_each_passs_first_gather_and_the_last_reduction() {
     let p = at(Wrapper::Fsdp, 4, 10.0, &c);
     // Forward waits for the root, backward for the last block gathered again; the root's
     // gradients, reduced last, end the step.
-    let root = (100u64 << 21) as f64 / 100e9;
-    let last_block = (50u64 << 21) as f64 / 100e9;
-    let last_reduce = (100u64 << 22) as f64 / 100e9;
+    let root = (100u64 << 21).to_f64() / 100e9;
+    let last_block = (50u64 << 21).to_f64() / 100e9;
+    let last_reduce = (100u64 << 22).to_f64() / 100e9;
     let exposed = root + last_block + last_reduce;
     assert!((p.exposed_s - exposed).abs() < 1e-9, "{}", p.exposed_s);
     let nr = at(Wrapper::FsdpNoReshard, 4, 10.0, &c);
