@@ -153,7 +153,7 @@ fn unit_costs(i: &Fsdp2Inputs, c: &Fsdp2Curves, params: u64) -> Result<(f64, f64
     let p = params.to_f64();
     let need = |what: &str| {
         ModelError::NoData(format!(
-            "no {what} curve over {} GPUs: run `ddpcheck bench collectives --op {what}`",
+            "no {what} curve over {} GPUs: run `ddpcheck bench collectives --ops {what}`",
             i.world
         ))
     };

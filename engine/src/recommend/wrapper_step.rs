@@ -122,8 +122,13 @@ impl Gathering<'_> {
         if !self.has_fsdp2_sweeps() && self.req.from.is_empty() {
             let here = self.node_gpus_here().map_err(|e| e.to_string())?;
             if here >= 2 {
+                // HSDP and replicate() all-reduce over the replicas too.
+                let mut ops = vec![Collective::AllGather, Collective::ReduceScatter];
+                if self.m.sweep.is_none() {
+                    ops.push(Collective::AllReduce);
+                }
                 let params = CollectiveParams {
-                    ops: vec![Collective::AllGather, Collective::ReduceScatter],
+                    ops,
                     min_bytes: 64 << 10,
                     max_bytes: 1 << 30,
                     iters: 10,
@@ -136,6 +141,9 @@ impl Gathering<'_> {
                     .map_err(|e| e.to_string())?;
                 self.saved.save("sweep-fsdp2", &r);
                 let h = r.header.clone();
+                if let (None, Some(s)) = (&self.m.sweep, r.all_reduce()) {
+                    self.m.sweep = Some((s.clone(), h.clone()));
+                }
                 for run in r.runs.iter().take(1) {
                     for s in &run.run.sweeps {
                         self.m.fsdp2_sweeps.push((s.clone(), h.clone()));
