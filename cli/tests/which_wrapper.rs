@@ -173,3 +173,25 @@ fn where_ddp_fits_the_wrappers_stand_beside_it_with_their_own_work() {
     let text = stdout(&local(&args));
     assert!(text.contains("FSDP2's wrappers at 2 GPUs"), "{text}");
 }
+
+#[test]
+fn bench_ddp_predicts_each_wrapper_from_another_that_gathers_as_often() {
+    let report = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/results/2026-12-06-h100-fsdp2-variants/llama8b-4layers.json"
+    );
+    let text = stdout(&local(&["bench", "ddp", "--from", report]));
+    let line = |w: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("llama-4x4096 {w} at 1 GPU: FSDP2's step model")))
+            .map(str::to_string)
+    };
+    let rep = line("replicate").unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        rep.contains("from fsdp-noreshard's") && rep.contains("measured 51.58 ms"),
+        "{rep}"
+    );
+    assert!(line("fsdp-noreshard").unwrap().contains("from replicate's"));
+    // fsdp gathers twice: without the GPU's copy curve nothing here predicts it.
+    assert!(line("fsdp").is_none(), "{text}");
+}

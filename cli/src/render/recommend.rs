@@ -70,7 +70,7 @@ fn wrappers(r: &Recommendation) -> String {
     if let Some(first) = r.wrapper_rows.first() {
         let _ = writeln!(
             s,
-            "\nFSDP2's wrappers at {} GPUs (one GPU's plain step = 1x):",
+            "\nFSDP2's wrappers at {} GPUs (one GPU's plain step = 1×):",
             first.gpus
         );
     }
@@ -78,7 +78,7 @@ fn wrappers(r: &Recommendation) -> String {
         let step = w.measured_step_s.or(w.predicted_step_s).unwrap_or(0.0);
         let _ = writeln!(
             s,
-            "  {:<15} {:.2}x, {:.2} ms a micro-batch ({}); own work at one GPU: {}",
+            "  {:<15} {:.2}×, {:.2} ms a micro-batch ({}); own work at one GPU: {}",
             w.wrapper.as_str(),
             w.speedup,
             step * 1e3,
