@@ -28,7 +28,8 @@ pub fn recommendation(r: &Recommendation, width: Width) -> String {
         s.push('\n');
         s.push_str(&super::memory::memory_plan(plan, width));
     }
-    let mut prose = format!("\nRecommendation: {}\n", r.summary);
+    let mut prose = wrappers(r);
+    let _ = write!(prose, "\nRecommendation: {}\n", r.summary);
     if !r.reasons.is_empty() {
         prose.push_str("\nWhy:\n");
         for x in &r.reasons {
@@ -62,6 +63,32 @@ pub fn recommendation(r: &Recommendation, width: Width) -> String {
 
 /// PowerSGD against the casting hook: the rank offered with its predicted step and its costs
 /// (numerics, error-feedback memory, warm-up) and registration lines, or why none is offered.
+///
+/// Before it, where DDP fits: the FSDP2 wrappers weighed beside it, one line each.
+fn wrappers(r: &Recommendation) -> String {
+    let mut s = String::new();
+    if let Some(first) = r.wrapper_rows.first() {
+        let _ = writeln!(
+            s,
+            "\nFSDP2's wrappers at {} GPUs (one GPU's plain step = 1×):",
+            first.gpus
+        );
+    }
+    for w in &r.wrapper_rows {
+        let step = w.measured_step_s.or(w.predicted_step_s).unwrap_or(0.0);
+        let _ = writeln!(
+            s,
+            "  {:<15} {:.2}×, {:.2} ms a micro-batch ({}); own work at one GPU: {}",
+            w.wrapper.as_str(),
+            w.speedup,
+            step * 1e3,
+            if w.measured { "measured" } else { "predicted" },
+            w.own_how
+        );
+    }
+    s
+}
+
 fn powersgd(o: &PowerSgdOffer, width: Width) -> String {
     let cast = match o.against {
         CommHook::Fp16 => "fp16",

@@ -222,6 +222,8 @@ pub fn sharded_answer(
         python,
         env: Vec::new(),
         memory: Some(plan),
+        wrapper_step: None,
+        wrapper_rows: Vec::new(),
     }
 }
 

@@ -9,6 +9,8 @@ mod measured;
 mod measurements;
 mod report;
 mod verify;
+mod wrapper_step;
+mod wrappers;
 
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::ProbeError;
@@ -771,7 +773,8 @@ pub fn build(
         device: if cpu_ranks { RunDevice::Cpu } else { a.device },
         model,
     };
-    let rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
+    let mut rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
+    g.weigh_wrappers(&input.model, &mut rec);
     let h = &chosen.header;
     let header = Header::new(
         ReportKind::Recommend,
