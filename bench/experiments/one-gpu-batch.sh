@@ -12,12 +12,12 @@
 #                                                          inspector inspector2 plain
 #                                                          plainstep plainstep8
 #                                                          plainstep6omp1 plainclocks powersgd
-#                                                          fabric fsdp2 fsdp2step;
+#                                                          fabric fsdp2 fsdp2step fsdp2curves;
 #                                                          the default three: about 10 minutes)
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd] [fabric] [fsdp2] [fsdp2step]"
+[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd] [fabric] [fsdp2] [fsdp2step] [fsdp2curves]"
 out_dir "$1"
 shift
 PARTS=${*:-copies models footprint}
@@ -52,6 +52,7 @@ for p in $PARTS; do
         fabric) part fabric 120 fabric-state-one-gpu.sh ;;
         fsdp2) part fsdp2 480 fsdp2-variants-one-gpu.sh ;;
         fsdp2step) part fsdp2step 400 fsdp2-step-time-one-gpu.sh ;;
+        fsdp2curves) part fsdp2curves 150 fsdp2-step-time-one-gpu.sh PARTS=curves ;;
         *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
     esac
 done
