@@ -66,6 +66,12 @@ out_dir() {
     export OUT
 }
 
+# make_logs: LOGS is $OUT/logs, made.
+make_logs() {
+    LOGS=$OUT/logs
+    mkdir -p "$LOGS"
+}
+
 # new_summary: SUMMARY is $OUT/summary.txt, emptied: each run of a script starts its own.
 new_summary() {
     SUMMARY=$OUT/summary.txt

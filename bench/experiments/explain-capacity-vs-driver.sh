@@ -16,8 +16,7 @@ set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}"
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
+make_logs
 new_summary
 run() { logged "$LOGS" txt "$@"; }
 fact() { raw_fact "$LOGS" "$1" 15 "${*:2}"; }

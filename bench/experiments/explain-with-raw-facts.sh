@@ -12,8 +12,7 @@ set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}" /tmp/ddpcheck-explain
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
+make_logs
 new_summary
 # run NAME SECONDS CMD...: output to logs/NAME.txt, stderr to logs/NAME.err, rc in the summary.
 run() { logged "$LOGS" txt "$@"; }

@@ -32,10 +32,7 @@ fn torch_here() -> bool {
         panic!("DDPCHECK_REQUIRE_SERVICES=1 but {PYTHON} has no torch/torchvision; .ci/install-services installs python3-torch python3-torchvision");
     }
     if !ok {
-        let test = std::thread::current()
-            .name()
-            .unwrap_or("a test")
-            .to_string();
+        let test = this_test();
         eprintln!("skipping {test}: {PYTHON} cannot import torch and torchvision");
     }
     ok
@@ -45,6 +42,28 @@ fn torch_here() -> bool {
 /// missing.
 fn torch_turn() -> Option<std::sync::MutexGuard<'static, ()>> {
     torch_here().then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// As `torch_turn`, for a test of something this torch lacks: `None` (skipped) also where
+/// `python3 -c PROBE` succeeds, which finds it there (`present` says so in the skip line).
+fn torch_turn_lacking(probe: &str, present: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if !torch_here() {
+        return None;
+    }
+    let probe = Command::new(PYTHON).args(["-c", probe]).output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipping {}: {present}", this_test());
+        return None;
+    }
+    torch_turn()
+}
+
+/// The running test's name: libtest names each test's thread after it.
+fn this_test() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string()
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -455,15 +474,9 @@ fn each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process() {
 
 #[test]
 fn a_missing_library_is_one_line_naming_it_and_the_interpreter() {
-    if !torch_here() {
+    let Some(_one) = torch_turn_lacking("import timm", "timm is installed") else {
         return;
-    }
-    let probe = Command::new(PYTHON).args(["-c", "import timm"]).output();
-    if probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipping a_missing_library_is_one_line_naming_it_and_the_interpreter: timm is installed");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     // Unavailable: the UNKNOWN verdict's code.
     refused(
         "timm",
@@ -534,20 +547,10 @@ fn a_deadline_after_the_first_run_keeps_it_and_exits_5() {
 /// (bench/experiments/eager-vs-compiled-one-gpu.sh).
 #[test]
 fn compile_on_a_torch_without_torch_compile_is_one_line() {
-    if !torch_here() {
+    let probe = "import torch, sys; sys.exit(0 if hasattr(torch, 'compile') else 1)";
+    let Some(_one) = torch_turn_lacking(probe, "this torch has torch.compile") else {
         return;
-    }
-    let probe = Command::new(PYTHON)
-        .args([
-            "-c",
-            "import torch, sys; sys.exit(0 if hasattr(torch, 'compile') else 1)",
-        ])
-        .output();
-    if probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipping compile_on_a_torch_without_torch_compile_is_one_line: this torch has torch.compile");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     refused(
         "nocompile",
         "mlp:64x2",

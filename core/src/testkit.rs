@@ -1,6 +1,6 @@
 //! Builders of core's types that the tests of several crates share: a quick DDP request, the
 //! seed-000 recommendation input (as published, with its P2P level forced, under an unreliable
-//! model), a two-GPU topology and a two-size all-reduce sweep.
+//! model), a healthy GPU, a two-GPU topology and a two-size all-reduce sweep.
 //!
 //! Compiled for core's own tests and, with the `testkit` feature, for the `ddpcheck-testkit`
 //! crate, which the other crates' tests reach them through; never in a release build.
@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::collective::{Collective, Sample, Sweep, Timing};
 use crate::ddp::{DdpRequest, ModelSpec, Reference};
+use crate::node_gpus::{GpuHealth, GpuInfo, ProbeState};
 use crate::num::ToF64;
 use crate::recommend::{
     recommend, ComputeSource, CurveProvenance, EnvAb, MeasuredSpeedup, ModelInput, RecommendInput,
@@ -130,6 +131,21 @@ pub fn base_measured_at(mut input: RecommendInput, fraction: f64) -> RecommendIn
         rests_on: "bench ddp of base (test)".into(),
     }];
     input
+}
+
+/// GPU `i` as a healthy probe reports it: on bus `0x18 + i`, no PCIe facts and no processes.
+pub fn healthy_gpu(i: u32, uuid: String, name: &str, memory_total_bytes: u64) -> GpuInfo {
+    GpuInfo {
+        index: i,
+        uuid,
+        pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
+        name: name.into(),
+        memory_total_bytes,
+        pcie: None,
+        health: GpuHealth::default(),
+        processes: vec![],
+        state: ProbeState::Ok,
+    }
 }
 
 /// Two GPUs (`GPU-0`, `GPU-1` on buses 00 and 01) joined by `link`, with no P2P, affinity or
