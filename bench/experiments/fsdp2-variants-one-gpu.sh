@@ -173,7 +173,7 @@ for part in $PARTS; do
                 rc=$?
                 { echo "== --backend $b: rc $rc, $((SECONDS - t0)) s"
                   tail -2 "$OUT/backend-$b.stderr" | sed 's/^/  stderr: /'
-                  "$PYTHON" -c 'import json, sys
+                  [ "$rc" -eq 0 ] && "$PYTHON" -c 'import json, sys
 r = json.load(open(sys.argv[1]))["results"][0]
 print("  step %.2f ms, recipe %s" % (r["step_time_median_s"] * 1e3, r.get("recipe")))' \
                       "$OUT/backend-$b.json" 2>&1; } >> "$SUMMARY"
