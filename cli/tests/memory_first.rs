@@ -64,13 +64,8 @@ fn an_8b_decoder_on_4x48gb_gets_fully_shard_without_a_launch() {
     assert!(v["memory"]["fit"].get("checkpointing").is_none());
     assert!(v.get("own_measurements").is_none(), "nothing was launched");
     assert!(v["python"].as_str().unwrap().contains("fully_shard(model"));
-    let text = stdout(&local(&[
-        "--sim",
-        "a6000x4-phb",
-        "recommend",
-        "--model",
-        EIGHT_B,
-    ]));
+    let line = format!("--sim a6000x4-phb recommend --model {EIGHT_B}");
+    let text = stdout(&local(&common::words(&line)));
     assert!(text.contains("Recommendation: DDP does not fit"), "{text}");
     assert!(text.contains("Memory per GPU at micro-batch 8"), "{text}");
 }
@@ -132,18 +127,9 @@ fn a_6_7b_hf_llama_on_one_80gb_gpu_gets_an_answer_without_building_it() {
     // (and the simulated node could not build it at all).
     let model = "hf:llama,hidden_size=4096,intermediate_size=11008,num_hidden_layers=32,num_attention_heads=32,num_key_value_heads=32";
     let started = std::time::Instant::now();
-    let v = json(&[
-        "--sim",
-        "hgx-h100-slice2",
-        "--json",
-        "recommend",
-        "--gpus",
-        "1",
-        "--micro-batch",
-        "1",
-        "--model",
-        model,
-    ]);
+    let line =
+        format!("--sim hgx-h100-slice2 --json recommend --gpus 1 --micro-batch 1 --model {model}");
+    let v = json(&common::words(&line));
     assert!(started.elapsed().as_secs() < 10);
     assert_eq!(v["params"], 6_738_415_616u64);
     assert_eq!(v["memory"]["ddp_fits"], false);
@@ -246,16 +232,8 @@ fn the_8b_llama_on_one_80gb_gpu_gets_fully_shard_on_two_without_a_launch() {
     // GPUs at micro-batch 1 (8 B of state per parameter when backward ends, 66.7 GiB of the
     // 71.7 GiB usable), answered from memory alone, never by running out of it.
     let started = std::time::Instant::now();
-    let v = json(&[
-        "--sim",
-        "hgx-h100-slice2",
-        "--json",
-        "recommend",
-        "--gpus",
-        "1",
-        "--model",
-        EIGHT_B,
-    ]);
+    let line = format!("--sim hgx-h100-slice2 --json recommend --gpus 1 --model {EIGHT_B}");
+    let v = json(&common::words(&line));
     assert!(started.elapsed().as_secs() < 10);
     assert_eq!(v["memory"]["ddp_fits"], false);
     assert_eq!(v["chosen"], "fsdp", "{}", v["summary"]);

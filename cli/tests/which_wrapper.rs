@@ -101,13 +101,8 @@ fn without_a_plain_step_the_answer_says_what_it_needs_and_sweeps_nothing() {
     assert!(v.get("own_measurements").is_none(), "nothing was measured");
     let reasons = v["reasons"].to_string();
     assert!(reasons.contains("--estimate-tflops"), "{reasons}");
-    let text = stdout(&local(&[
-        "--sim",
-        "a6000x4-phb",
-        "recommend",
-        "--model",
-        EIGHT_B,
-    ]));
+    let line = format!("--sim a6000x4-phb recommend --model {EIGHT_B}");
+    let text = stdout(&local(&common::words(&line)));
     assert!(text.contains("Its step time is not predicted"), "{text}");
 }
 

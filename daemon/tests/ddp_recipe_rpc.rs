@@ -3,24 +3,15 @@
 //! the daemon does not know is INVALID_ARGUMENT naming the field, before any work.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
+mod common;
+
+use common::daemon;
+
 use ddpcheck_core::ddp::{DdpRequest, ModelSpec, Reference};
 use ddpcheck_core::report::DdpReport;
 use ddpcheck_proto::v1::ddpcheck_client::DdpcheckClient;
 use ddpcheck_proto::v1::{self, work_event, BenchDdpRequest};
-use ddpcheck_sim::SimBackend;
-use ddpcheckd::run::{self, DaemonConfig, Running};
 use tonic::transport::Channel;
-
-async fn daemon(spec: &str, dir: &std::path::Path) -> (Running, DdpcheckClient<Channel>) {
-    let backend = std::sync::Arc::new(SimBackend::parse(spec).unwrap());
-    let running = run::start(DaemonConfig::in_dir(dir), backend)
-        .await
-        .unwrap();
-    let client = ddpcheck_client::connect(&running.socket.display().to_string())
-        .await
-        .unwrap();
-    (running, client)
-}
 
 /// The call's report, or the status it ended with.
 async fn bench_ddp(
@@ -44,15 +35,6 @@ fn the_request() -> DdpRequest {
     DdpRequest {
         models: vec![ModelSpec::square_mlp(256, 2)],
         variants: vec!["bucket10+nobucketview".parse().unwrap(), hooked],
-        world_sizes: vec![1, 2],
-        micro_batch: 8,
-        warmup_steps: 1,
-        steps: 2,
-        min_timed_s: 0.0,
-        price_per_gpu_hour: None,
-        env: Vec::new(),
-        deadline_s: 60.0,
-        repeats: 1,
         recipe: ddpcheck_core::ddp::Recipe {
             amp: ddpcheck_core::ddp::Amp::None,
             find_unused_parameters: true,
@@ -63,7 +45,7 @@ fn the_request() -> DdpRequest {
             backend: ddpcheck_core::ddp::Backend::Gloo,
         },
         device: ddpcheck_core::ddp::RunDevice::Cuda,
-        reference: Reference::Ddp,
+        ..ddpcheck_testkit::ddp_request(&[], &[], &[1, 2])
     }
 }
 

@@ -3,23 +3,14 @@
 //! goes on answering.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
+mod common;
+
+use common::daemon;
+
 use ddpcheck_core::report::ExplainReport;
 use ddpcheck_proto::v1::ddpcheck_client::DdpcheckClient;
 use ddpcheck_proto::v1::{work_event, ExplainRequest, GetHistoryRequest, GetNodeRequest, Report};
-use ddpcheck_sim::SimBackend;
-use ddpcheckd::run::{self, DaemonConfig, Running};
 use tonic::transport::Channel;
-
-async fn daemon(spec: &str, dir: &std::path::Path) -> (Running, DdpcheckClient<Channel>) {
-    let backend = std::sync::Arc::new(SimBackend::parse(spec).unwrap());
-    let running = run::start(DaemonConfig::in_dir(dir), backend)
-        .await
-        .unwrap();
-    let client = ddpcheck_client::connect(&running.socket.display().to_string())
-        .await
-        .unwrap();
-    (running, client)
-}
 
 /// The call's progress stages and its report, or the status it ended with.
 async fn explain(
