@@ -5,6 +5,7 @@ use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec, Reference};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::saved;
+use ddpcheck_core::unknown_name::UnknownName;
 use ddpcheck_engine::read_file;
 
 use crate::flag_values::parse_u32_list;
@@ -15,7 +16,7 @@ use crate::{print_json, progress, render};
 use ddpcheck_engine::RunError;
 
 /// `--reference plain|ddp`.
-pub fn parse_reference(s: &str) -> Result<Reference, String> {
+pub fn parse_reference(s: &str) -> Result<Reference, UnknownName> {
     s.parse()
 }
 
@@ -231,9 +232,9 @@ pub(crate) fn saved_ddp_report(
     let usage = |e: String| RunError::Usage(format!("--from {}: {e}", file.display()));
     let not_ddp = |e: serde_json::Error| usage(format!("not a bench ddp report: {e}"));
     let v: serde_json::Value = serde_json::from_str(text).map_err(not_ddp)?;
-    saved::check_schema_version(&v).map_err(usage)?;
+    saved::check_schema_version(&v).map_err(|e| usage(e.to_string()))?;
     let r = serde_json::from_value(v).map_err(not_ddp)?;
-    saved::check_ddp(&r).map_err(usage)?;
+    saved::check_ddp(&r).map_err(|e| usage(e.to_string()))?;
     Ok(r)
 }
 

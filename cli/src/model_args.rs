@@ -50,7 +50,7 @@ impl TypedValueParser for ReadAtEdge {
 /// absolute and canonical and checked to exist: a missing file is one line before anything
 /// starts, and a daemon, which reads only such paths, gets one.
 fn parse_model(arg: &str) -> Result<ModelSpec, String> {
-    let spec = arg.parse::<ModelSpec>()?;
+    let spec = arg.parse::<ModelSpec>().map_err(|e| e.to_string())?;
     let Some(source) = spec.source() else {
         return Ok(spec);
     };

@@ -29,6 +29,7 @@ pub mod saved;
 pub mod step_time;
 pub mod topology;
 pub mod units;
+pub mod unknown_name;
 pub mod verdict;
 
 pub use backend::{BackendKind, NodeBackend};

@@ -52,7 +52,8 @@ impl Service {
         &self,
         vars: impl IntoIterator<Item = &'a (String, String)>,
     ) -> Result<(), Status> {
-        caller_env::check(vars, &self.node.allow_env).map_err(Status::permission_denied)
+        caller_env::check(vars, &self.node.allow_env)
+            .map_err(|e| Status::permission_denied(e.to_string()))
     }
 
     /// Reads the history on a blocking thread: SQLite, and a lock a run's write may hold through

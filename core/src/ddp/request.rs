@@ -368,7 +368,7 @@ impl DdpRequest {
             return bad("too many models (16), variants (32) or GPU counts (16)".into());
         }
         for m in &self.models {
-            m.validate().map_err(crate::ProbeError::Invalid)?;
+            m.validate()?;
         }
         for v in &self.variants {
             if !(1..=1024).contains(&v.accum) {

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::decoder::Decoder;
+use super::model_error::ShapeError;
 use super::source::ModelSource;
 use super::wrapper::Wrapper;
 use crate::num::ToF64;
@@ -123,10 +124,10 @@ impl ModelSpec {
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ShapeError> {
         match self {
             ModelSpec::Decoder(d) => d.validate(),
-            ModelSpec::External { source } => source.validate(),
+            ModelSpec::External { source } => Ok(source.validate()?),
             ModelSpec::Mlp {
                 width,
                 depth,
@@ -134,9 +135,10 @@ impl ModelSpec {
                 output,
             } => {
                 if !(8..=65536).contains(width) || !(1..=64).contains(depth) {
-                    return Err(format!(
-                        "MLP width {width} (8..=65536) or depth {depth} (1..=64) out of range"
-                    ));
+                    return Err(ShapeError::MlpSize {
+                        width: *width,
+                        depth: *depth,
+                    });
                 }
                 match (input, output) {
                     (None, None) => Ok(()),
@@ -145,12 +147,11 @@ impl ModelSpec {
                     {
                         Ok(())
                     }
-                    (Some(_), Some(_)) => Err(format!(
-                        "MLP input {} or output {} outside 1..=1048576",
-                        input.unwrap_or(0),
-                        output.unwrap_or(0)
-                    )),
-                    _ => Err("an MLP takes both an input and an output width, or neither".into()),
+                    (Some(i), Some(o)) => Err(ShapeError::MlpInOut {
+                        input: *i,
+                        output: *o,
+                    }),
+                    _ => Err(ShapeError::MlpInOutPair),
                 }
             }
         }

@@ -456,6 +456,7 @@ fn rows_of_reports_before_the_reference_field_rest_on_the_ddp_step() {
     assert!("both"
         .parse::<Reference>()
         .unwrap_err()
+        .to_string()
         .contains("plain or ddp"));
 }
 
