@@ -71,14 +71,15 @@ impl PciDevice {
 
 impl Lspci {
     /// The bridges above a device, outermost first; `None` where the output has neither a PCI
-    /// bridge nor a host bridge (a filtered `lspci -s`), so that none seen is never read as
-    /// none there. A whole listing of a VM's flat tree has its host bridge.
+    /// bridge nor a host bridge (a filtered `lspci -s`), or where a PCI bridge of the device's
+    /// domain gives no bus range (an excerpt: that bridge may be above it), so that none seen
+    /// is never read as none there. A whole listing of a VM's flat tree has its host bridge.
     pub fn bridges_above(&self, dev: &PciDevice) -> Option<Vec<&PciDevice>> {
         let whole = self
             .devices
             .iter()
             .any(|d| d.is_bridge() || d.class == "Host bridge");
-        if !whole {
+        if !whole || !self.unplaced_bridges(dev.domain()).is_empty() {
             return None;
         }
         let bus = dev.bus()?;
@@ -90,6 +91,14 @@ impl Lspci {
             .collect();
         up.sort_by_key(|b| b.bus_range.map(|(s, e)| (std::cmp::Reverse(e - s), s)));
         Some(up)
+    }
+
+    /// PCI bridges of this domain whose bus range the output does not give (no `Bus:` line).
+    pub fn unplaced_bridges(&self, domain: &str) -> Vec<&PciDevice> {
+        self.devices
+            .iter()
+            .filter(|b| b.is_bridge() && b.domain() == domain && b.bus_range.is_none())
+            .collect()
     }
 
     pub fn nvidia_gpus(&self) -> impl Iterator<Item = &PciDevice> {

@@ -104,6 +104,7 @@ pub fn assemble(reads: &[Read]) -> Result<Assembled, ArtifactError> {
     let gpus = gpus::gpus(smi, nvlink, topo, &b.tests, lspci, &mut undecided)?;
     let topology = topology::matrix(topo, &b.p2p, &gpus, &mut undecided)?;
     let mut platform = platform::facts(lspci, smi, &gpus);
+    undecided.extend(platform::unplaced_acs(lspci));
     platform.evidence_from = Some(cited(reads));
     let log = measure::log_for_env(&b);
     let nccl_env = log.map(|l| l.env.clone()).unwrap_or_default();

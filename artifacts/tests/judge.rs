@@ -423,6 +423,37 @@ fn acs_on_the_switch_between_a_pair_is_found_from_lspci() {
     );
 }
 
+/// `ACSCtl` lines of bridges whose bus ranges the file does not give (NVIDIA/nccl#2079's, as the
+/// thread published them) place no bridge above either GPU: the GPUs' bridges are unknown, never
+/// "none", and the report says ACS is not judged, naming the bridges; no ACS cause is guessed.
+#[test]
+fn acs_on_bridges_without_bus_ranges_is_said_not_judged() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/field-cases/nccl-2079-rtx5880-acs/artifacts");
+    let r = judge(&read_all(&folder_sources(&dir).unwrap()).unwrap(), "t").unwrap();
+    assert!(!kinds(&r).contains(&CauseKind::Acs), "{:?}", kinds(&r));
+    assert_eq!(r.platform.gpus.len(), 2);
+    assert!(
+        r.platform.gpus.iter().all(|g| g.bridges.is_none()),
+        "{:?}",
+        r.platform.gpus
+    );
+    let line = r
+        .undecided
+        .iter()
+        .find(|u| u.contains("ACS"))
+        .unwrap_or_else(|| panic!("{:?}", r.undecided));
+    assert!(line.contains("10 PCI bridges (0000:00:03.1"), "{line}");
+    assert!(line.contains("not judged"), "{line}");
+    // A whole listing with bus ranges still places them (and finds the ACS).
+    let placed = report("titanxp-x2-plx-acs");
+    assert!(
+        placed.undecided.iter().all(|u| !u.contains("bus ranges")),
+        "{:?}",
+        placed.undecided
+    );
+}
+
 /// A `topo -p2p` matrix whose command line is not in the file may be NVLink's or atomics'
 /// (NS on every PCIe pair): its bare NS is not read as "no P2P", and that is said; a named
 /// reason (CNS, GNS, TNS, DR) is the pair's alike for every capability and stands.

@@ -2,7 +2,7 @@
 
 use clap::Args;
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec, Reference};
+use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec, Reference, RunDevice};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::saved;
 use ddpcheck_core::unknown_name::UnknownName;
@@ -11,7 +11,7 @@ use ddpcheck_engine::read_file;
 use crate::flag_values::parse_u32_list;
 use crate::global_args::{make_target, GlobalArgs};
 use crate::model_args;
-use crate::recipe_args::RecipeArgs;
+use crate::recipe_args::{self, RecipeArgs, VariantList};
 use crate::{print_json, progress, render};
 use ddpcheck_engine::RunError;
 
@@ -43,9 +43,10 @@ pub struct DdpArgs {
     /// fsdp-noreshard, hsdp (replicate x shard, 4+ GPUs), each with MixedPrecisionPolicy bf16;
     /// nocomm: no gradient communication at all (N GPUs side by side; an input of `recommend`).
     /// Default: base,bf16,accum4,bf16+accum4; on CPU ranks (gloo, which has no bf16 hook)
-    /// base,fp16,accum4,fp16+accum4.
-    #[arg(long)]
-    pub variants: Option<String>,
+    /// base,fp16,accum4,fp16+accum4. Reports name each by its parts in one order (wrapper,
+    /// nocomm, hook, accumN, bucketMB, nobucketview): accum4+bf16 is bf16+accum4.
+    #[arg(long, value_parser = recipe_args::variants())]
+    pub variants: Option<VariantList>,
     /// GPU counts to run, comma-separated (1 is added: speedup is against one GPU). Default:
     /// 1,2, or 1 on a node of one GPU.
     #[arg(long)]
@@ -153,6 +154,19 @@ fn sweep_models(sweep: &str) -> Result<Vec<ModelSpec>, RunError> {
     Ok(models)
 }
 
+/// The variants run where `--variants` names none; on CPU ranks fp16, since gloo has no bf16
+/// hook.
+fn default_variants(device: RunDevice) -> Result<Vec<DdpVariant>, RunError> {
+    let names = match device {
+        RunDevice::Cuda => ["base", "bf16", "accum4", "bf16+accum4"],
+        RunDevice::Cpu => ["base", "fp16", "accum4", "fp16+accum4"],
+    };
+    names
+        .iter()
+        .map(|v| v.parse().map_err(RunError::Usage))
+        .collect()
+}
+
 pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest, RunError> {
     let mut models: Vec<ModelSpec> = a.models.clone();
     models.extend(a.model_configs.iter().cloned());
@@ -162,20 +176,11 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
     if models.is_empty() {
         models.push(ModelSpec::gpt2_124m());
     }
-    let device = a.recipe.device()?;
-    let default_variants = match device {
-        ddpcheck_core::ddp::RunDevice::Cuda => "base,bf16,accum4,bf16+accum4",
-        ddpcheck_core::ddp::RunDevice::Cpu => "base,fp16,accum4,fp16+accum4",
+    let device = a.recipe.device;
+    let variants = match &a.variants {
+        Some(VariantList(given)) => given.clone(),
+        None => default_variants(device)?,
     };
-    let variants = a
-        .variants
-        .as_deref()
-        .unwrap_or(default_variants)
-        .split(',')
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(|v| v.parse::<DdpVariant>().map_err(RunError::Usage))
-        .collect::<Result<Vec<_>, _>>()?;
     let default_gpus = if node_gpus == Some(1) { "1" } else { "1,2" };
     let mut world_sizes =
         parse_u32_list(a.gpus.as_deref().unwrap_or(default_gpus)).map_err(RunError::Usage)?;
@@ -218,9 +223,9 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         env,
         deadline_s: a.deadline,
         repeats: a.repeats,
-        recipe: a.recipe.recipe()?,
+        recipe: a.recipe.recipe(),
         device,
-        plain_reference: a.reference == Reference::Plain,
+        reference: a.reference,
     })
 }
 
@@ -250,7 +255,7 @@ pub fn run(cli: &GlobalArgs, a: &DdpArgs) -> Result<i32, RunError> {
     let target = make_target(cli)?;
     // The price's split, and the default GPU counts.
     // CPU ranks ask no GPU of the node (there may be none).
-    let cpu = a.recipe.device()? == ddpcheck_core::ddp::RunDevice::Cpu;
+    let cpu = a.recipe.device == RunDevice::Cpu;
     let node_gpus = if !cpu && (a.price_per_hour.is_some() || a.gpus.is_none()) {
         Some(target.topo("")?.gpus.len())
     } else {
@@ -329,20 +334,39 @@ mod tests {
         assert_eq!(names(&["--device", "cpu", "--variants", "base"]), ["base"]);
     }
 
-    /// --compile and --compile-mode reach the request's recipe; an unknown mode is a usage error.
+    /// --compile and --compile-mode reach the request's recipe; an unknown mode is refused
+    /// where clap reads it, with the reader's own line.
     #[test]
     fn compile_flags_set_the_recipes_mode() {
         use ddpcheck_core::ddp::CompileMode;
-        let mode = |v: &[&str]| build_request(&args(v), None).map(|r| r.recipe.compile);
-        assert_eq!(mode(&[]).unwrap(), None);
-        assert_eq!(mode(&["--compile"]).unwrap(), Some(CompileMode::Default));
+        let mode = |v: &[&str]| build_request(&args(v), None).unwrap().recipe.compile;
+        assert_eq!(mode(&[]), None);
+        assert_eq!(mode(&["--compile"]), Some(CompileMode::Default));
         assert_eq!(
-            mode(&["--compile-mode", "reduce-overhead"]).unwrap(),
+            mode(&["--compile-mode", "reduce-overhead"]),
             Some(CompileMode::ReduceOverhead)
         );
-        let bad = mode(&["--compile-mode", "fast"]).unwrap_err();
-        assert_eq!(bad.exit_code(), 64);
+        let bad = Wrap::try_parse_from(["bench-ddp", "--compile-mode", "fast"])
+            .err()
+            .unwrap();
+        assert_eq!(bad.kind(), clap::error::ErrorKind::ValueValidation);
         assert!(bad.to_string().contains("max-autotune"), "{bad}");
+    }
+
+    /// `--variants` is read into its parts where clap reads it, empty items skipped; a bad part
+    /// is refused there.
+    #[test]
+    fn variants_are_read_at_the_edge() {
+        let given = args(&["--variants", "bf16+accum4,, fsdp "])
+            .variants
+            .unwrap();
+        let names: Vec<&str> = given.0.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["bf16+accum4", "fsdp"]);
+        assert_eq!(given.0[0].hook, ddpcheck_core::ddp::CommHook::Bf16);
+        let bad = Wrap::try_parse_from(["bench-ddp", "--variants", "base,turbo"])
+            .err()
+            .unwrap();
+        assert!(bad.to_string().contains("unknown variant part"), "{bad}");
     }
 
     #[test]

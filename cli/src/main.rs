@@ -44,6 +44,7 @@ mod memory_cmd;
 mod model_args;
 mod plot;
 mod progress;
+mod read_at_edge;
 mod recipe_args;
 mod recommend_cmd;
 mod render;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_core::ddp::{DdpVariant, ModelSpec, RunDevice, Wrapper};
+use ddpcheck_core::ddp::{Amp, DdpVariant, ModelSpec, RunDevice, Wrapper};
 use ddpcheck_core::memory::check::{check_peaks, measured_activations, MeasuredPeak, PeakCheck};
 use ddpcheck_core::memory::slices::{fit_slices, SliceFit, SlicePeak};
 use ddpcheck_core::memory::{self, ActivationSource, MemoryPlan, FIT_SHARE};
@@ -21,6 +21,7 @@ use serde::Serialize;
 use crate::global_args::{make_target, GlobalArgs};
 use crate::model_args;
 use crate::print_json;
+use crate::read_at_edge::typed;
 
 #[derive(Args, Debug)]
 pub struct MemoryArgs {
@@ -37,8 +38,8 @@ pub struct MemoryArgs {
     #[arg(long, value_name = "GIB")]
     pub gpu_memory_gib: Option<f64>,
     /// Autocast, as the training runs: bf16 (MixedPrecisionPolicy bf16 for FSDP2) or none.
-    #[arg(long, default_value = "bf16", value_name = "bf16|none")]
-    pub amp: String,
+    #[arg(long, default_value = "bf16", value_name = "bf16|none", value_parser = typed::<Amp>())]
+    pub amp: Amp,
     /// `bench ddp` reports of this model at one GPU: each run's torch peak beside its
     /// prediction. Reports of the same decoder with fewer layers are its slices: their DDP runs'
     /// activations, extrapolated to the model's layers, replace the estimate.
@@ -63,7 +64,7 @@ struct Run {
 }
 
 pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
-    let amp = a.amp.parse().map_err(RunError::Usage)?;
+    let amp = a.amp;
     let all = peaks(a)?;
     let mut model = ModelInput::Spec {
         spec: a.model.clone(),

@@ -3,20 +3,14 @@
 //! and nothing reads a model's text again. A factory's file and an `hf:` config.json are made
 //! absolute here (the launch, and a daemon, run elsewhere) and checked to exist.
 
-use std::ffi::OsStr;
 use std::path::Path;
 
-use clap::builder::TypedValueParser;
-use clap::error::ErrorKind;
 use ddpcheck_core::ddp::{is_file_target, ModelSource, ModelSpec};
 
-/// A clap value parser whose refusal is the reader's own line (`ddpcheck: model "x": ...`,
-/// exit 64), not clap's "invalid value" wrapped around it.
-#[derive(Clone)]
-pub struct ReadAtEdge(fn(&OsStr) -> Result<ModelSpec, String>);
+use crate::read_at_edge::ReadAtEdge;
 
 /// `--model`'s parser.
-pub fn model() -> ReadAtEdge {
+pub fn model() -> ReadAtEdge<ModelSpec> {
     ReadAtEdge(|v| {
         let text = v
             .to_str()
@@ -27,23 +21,10 @@ pub fn model() -> ReadAtEdge {
 
 /// `--model-config`'s parser: the file read (bounded, as every file a caller names) and the
 /// decoder it describes.
-pub fn model_config() -> ReadAtEdge {
+pub fn model_config() -> ReadAtEdge<ModelSpec> {
     ReadAtEdge(|v| {
         ddpcheck_engine::model_config::read_model_config(Path::new(v)).map_err(|e| e.to_string())
     })
-}
-
-impl TypedValueParser for ReadAtEdge {
-    type Value = ModelSpec;
-
-    fn parse_ref(
-        &self,
-        _cmd: &clap::Command,
-        _arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<ModelSpec, clap::Error> {
-        self.0(value).map_err(|e| clap::Error::raw(ErrorKind::ValueValidation, format!("{e}\n")))
-    }
 }
 
 /// A model argument read as a spec, a factory's file or a Hugging Face `config.json` made

@@ -1,16 +1,37 @@
 //! The training recipe's flags shared by `bench ddp` and `recommend` (`--amp`, DDP's options,
-//! `--device`, `--backend`).
+//! `--compile`, `--device`, `--backend`), read once, where clap reads the command line, into
+//! core's typed values: the commands, the engine and the API carry those, never the text.
 
 use clap::Args;
-use ddpcheck_core::ddp::{CompileMode, Recipe, RunDevice};
-use ddpcheck_engine::RunError;
+use ddpcheck_core::ddp::{Amp, Backend, CompileMode, DdpVariant, Recipe, RunDevice};
+
+use crate::read_at_edge::{typed, ReadAtEdge};
+
+/// `--variants`: a comma-separated list, each read into its parts (empty items skipped).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VariantList(pub Vec<DdpVariant>);
+
+/// `--variants`' parser.
+pub fn variants() -> ReadAtEdge<VariantList> {
+    ReadAtEdge(|v| {
+        let text = v
+            .to_str()
+            .ok_or_else(|| format!("--variants {}: not UTF-8", v.to_string_lossy()))?;
+        text.split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map(VariantList)
+    })
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct RecipeArgs {
     /// Autocast of the forward pass, as your training runs it: bf16, fp16 (with a gradient
     /// scaler) or none.
-    #[arg(long, default_value = "bf16", value_name = "bf16|fp16|none")]
-    pub amp: String,
+    #[arg(long, default_value = "bf16", value_name = "bf16|fp16|none", value_parser = typed::<Amp>())]
+    pub amp: Amp,
     /// DDP(find_unused_parameters=True), as your training sets it.
     #[arg(long)]
     pub find_unused_parameters: bool,
@@ -30,46 +51,34 @@ pub struct RecipeArgs {
     #[arg(long)]
     pub compile: bool,
     /// torch.compile's mode (implies --compile).
-    #[arg(long, value_name = "default|reduce-overhead|max-autotune")]
-    pub compile_mode: Option<String>,
+    #[arg(long, value_name = "default|reduce-overhead|max-autotune", value_parser = typed::<CompileMode>())]
+    pub compile_mode: Option<CompileMode>,
     /// Where the ranks run: cuda (GPUs, torchrun, NCCL), or cpu (processes over gloo: a test of
     /// the benchmark and your factory where there is no GPU; CPU figures, never GPU ones).
-    #[arg(long, default_value = "cuda", value_name = "cuda|cpu")]
-    pub device: String,
+    #[arg(long, default_value = "cuda", value_name = "cuda|cpu", value_parser = typed::<RunDevice>())]
+    pub device: RunDevice,
     /// The process group's backend on GPUs, as your training's init_process_group names it:
     /// nccl, gloo, or nccl2 where the torch has it (one line where it does not).
-    #[arg(long, default_value = "nccl", value_name = "nccl|gloo|nccl2")]
-    pub backend: String,
+    #[arg(long, default_value = "nccl", value_name = "nccl|gloo|nccl2", value_parser = typed::<Backend>())]
+    pub backend: Backend,
 }
 
 impl RecipeArgs {
-    pub fn recipe(&self) -> Result<Recipe, RunError> {
-        Ok(Recipe {
-            amp: self.amp.parse().map_err(RunError::Usage)?,
+    pub fn recipe(&self) -> Recipe {
+        Recipe {
+            amp: self.amp,
             find_unused_parameters: self.find_unused_parameters,
             static_graph: self.static_graph,
             gradient_as_bucket_view: !self.no_gradient_as_bucket_view,
             broadcast_buffers: !self.no_broadcast_buffers,
-            compile: self.compile_mode()?,
-            backend: self.backend.parse().map_err(RunError::Usage)?,
-        })
+            compile: self.compile_mode(),
+            backend: self.backend,
+        }
     }
 
     /// `--compile` and `--compile-mode`: torch.compile's mode, or `None` for eager.
-    pub fn compile_mode(&self) -> Result<Option<CompileMode>, RunError> {
-        match &self.compile_mode {
-            Some(mode) => Ok(Some(mode.parse().map_err(RunError::Usage)?)),
-            None => Ok(self.compile.then_some(CompileMode::Default)),
-        }
-    }
-
-    pub fn device(&self) -> Result<RunDevice, RunError> {
-        match self.device.trim().to_ascii_lowercase().as_str() {
-            "cuda" | "gpu" => Ok(RunDevice::Cuda),
-            "cpu" => Ok(RunDevice::Cpu),
-            other => Err(RunError::Usage(format!(
-                "--device {other:?}: expected cuda or cpu"
-            ))),
-        }
+    pub fn compile_mode(&self) -> Option<CompileMode> {
+        self.compile_mode
+            .or(self.compile.then_some(CompileMode::Default))
     }
 }

@@ -144,8 +144,8 @@ impl RecommendArgs {
             repeats: self.repeats,
             quick: self.quick,
             budget_s: self.budget,
-            recipe: self.recipe.recipe()?,
-            device: self.recipe.device()?,
+            recipe: self.recipe.recipe(),
+            device: self.recipe.device,
             reference: self.reference,
         })
     }

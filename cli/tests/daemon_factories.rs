@@ -163,7 +163,7 @@ fn a_daemon_refuses_model_fields_out_of_bounds_from_a_raw_call() {
         for (model, code, says) in cases {
             let req = v1::BenchDdpRequest {
                 models: vec![model.clone()],
-                variants: vec!["base".into()],
+                variants: vec![v1::Variant::default()],
                 world_sizes: vec![1],
                 ..Default::default()
             };
@@ -212,7 +212,7 @@ fn a_daemon_reads_hf_configs_only_inside_its_factory_dirs_and_tells_nothing_else
             for path in [&existing, &missing] {
                 let req = v1::BenchDdpRequest {
                     models: vec![hf(path)],
-                    variants: vec!["base".into()],
+                    variants: vec![v1::Variant::default()],
                     world_sizes: vec![1],
                     ..Default::default()
                 };

@@ -221,7 +221,7 @@ fn the_api_carries_each_model_to_the_scripts_config_unchanged() {
     use ddpcheck_proto::v1;
     let cases = models_and_their_config();
     let mut local_req = DdpRequest::try_from(v1::BenchDdpRequest {
-        variants: vec!["base".into()],
+        variants: vec![v1::Variant::default()],
         world_sizes: vec![1],
         ..Default::default()
     })

@@ -189,7 +189,7 @@ mod tests {
             repeats: 1,
             recipe: Default::default(),
             device: Default::default(),
-            plain_reference: false,
+            reference: ddpcheck_core::ddp::Reference::Ddp,
         }
     }
 

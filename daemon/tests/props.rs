@@ -11,7 +11,7 @@ use std::time::Duration;
 use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{
-    CommHook, DdpVariant, Decoder, DecoderArch, ModelSource, ModelSpec, GPT2_VOCAB,
+    CommHook, DdpRequest, DdpVariant, Decoder, DecoderArch, ModelSource, ModelSpec, GPT2_VOCAB,
 };
 use ddpcheck_core::node_gpus::{select_gpus, GpuHealth, GpuInfo, ProbeState};
 use ddpcheck_core::params::ExplainParams;
@@ -576,7 +576,7 @@ fn raw_fields() -> impl Strategy<Value = Vec<u8>> {
         }
     }
     let field = (
-        prop_oneof![1u64..13, any::<u32>().prop_map(u64::from)],
+        prop_oneof![1u64..26, any::<u32>().prop_map(u64::from)],
         0u64..8,
         any::<u64>(),
         proptest::collection::vec(any::<u8>(), 0..24),
@@ -653,8 +653,9 @@ fn decode_all(bytes: &[u8]) {
                 );
             }
         }
-        for s in &m.variants {
-            let _ = s.parse::<DdpVariant>();
+        // Each variant read from its fields: accepted only within the text form's bounds.
+        if let Ok(r) = DdpRequest::try_from(m.clone()) {
+            assert!(r.variants.iter().all(variant_in_bounds), "{m:?}");
         }
     }
     if let Ok(mut m) = ExplainRequest::decode(bytes) {
@@ -722,7 +723,12 @@ proptest! {
         decode_all(&bytes[..cut.index(bytes.len() + 1)]);
         let ddp = BenchDdpRequest {
             models: ops.iter().map(|name| library_model(name, nums.2)).collect(),
-            variants: ops,
+            variants: ops.iter().map(|_| v1::Variant {
+                hook: i32::from_ne_bytes(nums.2.to_ne_bytes()),
+                accumulation: nums.3,
+                bucket_cap_mb: deadline,
+                ..Default::default()
+            }).collect(),
             world_sizes: vec![nums.2, nums.3],
             micro_batch: nums.3,
             warmup_steps: nums.2,

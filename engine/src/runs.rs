@@ -273,7 +273,7 @@ pub fn run_bench_ddp(
     Ok(DdpReport {
         header: Header::new(ReportKind::BenchDdp, backend.kind(), backend.label(), prov),
         results: outcome.results,
-        reference: req.reference(),
+        reference: req.reference,
         stopped: outcome.stopped.as_ref().and_then(DdpStopped::from_error),
     })
 }

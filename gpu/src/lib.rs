@@ -21,7 +21,9 @@ use std::time::Duration;
 use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::cluster::{ClusterJob, ClusterMember, NodeResult};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
-use ddpcheck_core::explain::platform::{LinkReading, PlatformFacts, PlatformReader};
+use ddpcheck_core::explain::platform::{
+    GpuFabricState, LinkReading, PlatformFacts, PlatformReader,
+};
 use ddpcheck_core::hostcopy::{CopyRequest, HostCopier, HostCopyRun};
 use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory};
 use ddpcheck_core::topology::TopologyMatrix;
@@ -128,7 +130,13 @@ impl PlatformReader for RealBackend {
     fn platform(&self, gpus: &[GpuInfo]) -> Result<PlatformFacts, ProbeError> {
         let root = platform_root();
         let ids: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
-        Ok(platform::read(&root, &ids))
+        let mut facts = platform::read(&root, &ids);
+        // The fabric registration is NVML's; without NVML it stays unread (`None`).
+        match self.nvml.fabric(gpus) {
+            Ok(states) => facts.fabric.gpu_state = GpuFabricState::of_node(states),
+            Err(e) => tracing::debug!(error = %e, "no fabric state from NVML"),
+        }
+        Ok(facts)
     }
 
     fn link_state(&self, gpus: &[GpuInfo]) -> Result<Vec<LinkReading>, ProbeError> {

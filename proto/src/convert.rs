@@ -2,9 +2,10 @@
 //! parameters into requests (`From`), the daemon turns requests back into parameters
 //! (`TryFrom`), refusing what it must not run and filling the defaults an unset field means.
 //!
-//! The parameter types live in core (`core::params`, `core::ddp::DdpRequest`,
-//! `core::cluster::PhaseCall`), not in the engine, so that proto can name them while
-//! dependencies keep pointing one way: core <- proto <- engine <- daemon, cli.
+//! The parameter types live in core (`core::params`, `core::cluster::PhaseCall`; a DDP
+//! benchmark's `core::ddp::DdpRequest` converts in `ddp_request`), not in the engine, so that
+//! proto can name them while dependencies keep pointing one way: core <- proto <- engine <-
+//! daemon, cli.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -12,7 +13,6 @@ use std::time::Duration;
 use ddpcheck_core::backend::CollectiveRequest;
 use ddpcheck_core::cluster::{ClusterJob, Phase, PhaseCall, MAX_RENDEZVOUS};
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::ddp::{Amp, Backend, DdpRequest, DdpVariant, ModelSpec, Recipe, RunDevice};
 use ddpcheck_core::params::{or_default, CollectiveParams, ExplainParams, PreflightParams};
 use ddpcheck_core::ProbeError;
 
@@ -58,7 +58,7 @@ fn wait_if_busy(secs: f64) -> Result<Option<Duration>, Invalid> {
 }
 
 /// NCCL variables of a request, in a fixed (sorted) order.
-fn env_pairs(m: &HashMap<String, String>) -> Vec<(String, String)> {
+pub(crate) fn env_pairs(m: &HashMap<String, String>) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     v.sort();
     v
@@ -163,103 +163,6 @@ impl TryFrom<v1::BenchCollectivesRequest> for CollectiveParams {
     }
 }
 
-impl From<&DdpRequest> for v1::BenchDdpRequest {
-    fn from(r: &DdpRequest) -> Self {
-        v1::BenchDdpRequest {
-            models: r.models.iter().map(v1::ModelChoice::from).collect(),
-            variants: r.variants.iter().map(|v| v.name.clone()).collect(),
-            world_sizes: r.world_sizes.clone(),
-            micro_batch: r.micro_batch,
-            warmup_steps: r.warmup_steps,
-            steps: r.steps,
-            price_per_gpu_hour: r.price_per_gpu_hour.unwrap_or(0.0),
-            env: r.env.iter().cloned().collect(),
-            deadline_seconds: r.deadline_s,
-            repeats: r.repeats,
-            min_timed_seconds: r.min_timed_s,
-            amp: r.recipe.amp.as_str().into(),
-            find_unused_parameters: r.recipe.find_unused_parameters,
-            static_graph: r.recipe.static_graph,
-            no_gradient_as_bucket_view: !r.recipe.gradient_as_bucket_view,
-            no_broadcast_buffers: !r.recipe.broadcast_buffers,
-            compile: r
-                .recipe
-                .compile
-                .map(|m| m.as_str().to_string())
-                .unwrap_or_default(),
-            device: match r.device {
-                RunDevice::Cuda => String::new(),
-                RunDevice::Cpu => "cpu".into(),
-            },
-            plain_reference: r.plain_reference,
-            backend: if r.recipe.backend.is_nccl() {
-                String::new()
-            } else {
-                r.recipe.backend.as_str().into()
-            },
-        }
-    }
-}
-
-/// Unset fields take the seed recipe: micro-batch 8, 10 warm-up and 40 timed steps, one
-/// launch, a 600 s deadline.
-impl TryFrom<v1::BenchDdpRequest> for DdpRequest {
-    type Error = Invalid;
-
-    fn try_from(req: v1::BenchDdpRequest) -> Result<Self, Invalid> {
-        let models = req
-            .models
-            .into_iter()
-            .map(ModelSpec::try_from)
-            .collect::<Result<Vec<_>, _>>()?;
-        let variants = req
-            .variants
-            .iter()
-            .map(|v| v.parse::<DdpVariant>().map_err(Invalid))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(DdpRequest {
-            models,
-            variants,
-            world_sizes: req.world_sizes,
-            micro_batch: or_default(req.micro_batch, 8),
-            warmup_steps: or_default(req.warmup_steps, 10),
-            steps: or_default(req.steps, 40),
-            min_timed_s: req.min_timed_seconds,
-            price_per_gpu_hour: (req.price_per_gpu_hour > 0.0).then_some(req.price_per_gpu_hour),
-            env: env_pairs(&req.env),
-            deadline_s: deadline(req.deadline_seconds, 600.0)?.as_secs_f64(),
-            repeats: or_default(req.repeats, 1),
-            recipe: Recipe {
-                amp: if req.amp.is_empty() {
-                    Amp::default()
-                } else {
-                    req.amp.parse().map_err(Invalid)?
-                },
-                find_unused_parameters: req.find_unused_parameters,
-                static_graph: req.static_graph,
-                gradient_as_bucket_view: !req.no_gradient_as_bucket_view,
-                broadcast_buffers: !req.no_broadcast_buffers,
-                compile: if req.compile.is_empty() {
-                    None
-                } else {
-                    Some(req.compile.parse().map_err(Invalid)?)
-                },
-                backend: if req.backend.is_empty() {
-                    Backend::default()
-                } else {
-                    req.backend.parse().map_err(Invalid)?
-                },
-            },
-            device: match req.device.as_str() {
-                "" | "cuda" => RunDevice::Cuda,
-                "cpu" => RunDevice::Cpu,
-                other => return Err(Invalid(format!("device {other:?}: expected cuda or cpu"))),
-            },
-            plain_reference: req.plain_reference,
-        })
-    }
-}
-
 impl From<&ExplainParams> for v1::ExplainRequest {
     fn from(p: &ExplainParams) -> Self {
         v1::ExplainRequest {
@@ -359,7 +262,7 @@ impl TryFrom<v1::ClusterCollectiveRequest> for PhaseCall {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use ddpcheck_core::ddp::{CompileMode, ModelSource};
+    use ddpcheck_core::ddp::{ModelSource, ModelSpec};
 
     #[test]
     fn preflight_parameters_survive_the_round_trip() {
@@ -458,56 +361,6 @@ mod tests {
         };
         let e = CollectiveParams::try_from(many).unwrap_err();
         assert!(e.0.contains("env_ab"), "{e}");
-    }
-
-    #[test]
-    fn a_ddp_request_survives_the_round_trip() {
-        let r = DdpRequest {
-            models: vec!["gpt2-124m".parse().unwrap(), "mlp:1024,4".parse().unwrap()],
-            variants: vec!["base".parse().unwrap(), "bf16".parse().unwrap()],
-            world_sizes: vec![1, 2],
-            micro_batch: 4,
-            warmup_steps: 3,
-            steps: 20,
-            min_timed_s: 2.0,
-            price_per_gpu_hour: Some(2.5),
-            env: vec![("NCCL_ALGO".into(), "Ring".into())],
-            deadline_s: 300.0,
-            repeats: 3,
-            recipe: Recipe {
-                amp: Amp::Fp16,
-                find_unused_parameters: true,
-                static_graph: false,
-                gradient_as_bucket_view: false,
-                broadcast_buffers: false,
-                compile: Some(CompileMode::MaxAutotune),
-                backend: Backend::Gloo,
-            },
-            device: RunDevice::Cpu,
-            plain_reference: false,
-        };
-        let back = DdpRequest::try_from(v1::BenchDdpRequest::from(&r)).unwrap();
-        assert_eq!(back, r);
-    }
-
-    #[test]
-    fn an_unset_ddp_request_takes_the_seed_recipe_and_bad_names_are_refused() {
-        let unset = DdpRequest::try_from(v1::BenchDdpRequest::default()).unwrap();
-        assert_eq!(
-            (
-                unset.micro_batch,
-                unset.warmup_steps,
-                unset.steps,
-                unset.repeats
-            ),
-            (8, 10, 40, 1)
-        );
-        assert_eq!((unset.deadline_s, unset.price_per_gpu_hour), (600.0, None));
-        let bad = v1::BenchDdpRequest {
-            models: vec![v1::ModelChoice::default()],
-            ..Default::default()
-        };
-        assert!(DdpRequest::try_from(bad).is_err());
     }
 
     /// Every kind of model the CLI reads crosses the wire field by field and comes back equal.

@@ -1,8 +1,11 @@
 //! ddpcheck-proto: generated types, client and server of the `ddpcheck.v1` gRPC API, and the
-//! conversions between its requests and the engine's parameters (`convert`; a model's in
-//! `model_choice`).
+//! conversions between its requests and the engine's parameters (`convert`; a DDP benchmark's
+//! in `ddp_request`, a model's in `model_choice`).
 
 pub mod convert;
+mod ddp_request;
+#[cfg(test)]
+mod ddp_request_tests;
 mod model_choice;
 pub mod status;
 

@@ -52,6 +52,35 @@ fn gpu(l: &Lspci, g: &GpuInfo) -> Option<GpuPlatform> {
     })
 }
 
+/// Where bridges that redirect peer traffic (ACS) give no bus range, so that none can be placed
+/// above a GPU: the line that says ACS is not judged, naming them.
+pub(super) fn unplaced_acs(lspci: Option<&Lspci>) -> Option<String> {
+    let l = lspci?;
+    let mut domains: Vec<&str> = l.nvidia_gpus().map(PciDevice::domain).collect();
+    domains.dedup();
+    let redirecting: Vec<&str> = domains
+        .iter()
+        .flat_map(|d| l.unplaced_bridges(d))
+        .filter(|b| b.acs.as_ref().is_some_and(AcsState::redirects_p2p))
+        .map(|b| b.bdf.as_str())
+        .collect();
+    let shown = redirecting
+        .iter()
+        .take(4)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = if redirecting.len() > 4 { ", …" } else { "" };
+    (!redirecting.is_empty()).then(|| {
+        format!(
+            "lspci -vvv: ACS redirects peer traffic on {} PCI bridges ({shown}{more}) whose bus \
+             ranges (Bus: primary=, secondary=, subordinate=) it does not give: whether any is \
+             above a GPU is not known, so ACS is not judged (a whole lspci -vvv places them)",
+            redirecting.len()
+        )
+    })
+}
+
 /// `Pass-Through` or `VGPU` from `nvidia-smi -q`'s GPU Virtualization Mode: a VM.
 fn virtualization(smi: Option<&SmiQuery>) -> Option<(bool, String)> {
     let modes: Vec<&str> = smi?
@@ -95,8 +124,8 @@ pub(super) fn facts(
     p
 }
 
-/// The GPUs' fabric registration (`Fabric > State` and `Status`): the first GPU not registered,
-/// with how many are not, else `Completed`; `None` where no GPU gives a state (`N/A`: no
+/// The GPUs' fabric registration (`Fabric > State` and `Status`), judged for the node as NVML's
+/// live reading is (`GpuFabricState::of_node`); `None` where no GPU gives a state (`N/A`: no
 /// NVSwitch fabric, a PCIe card, a VM).
 fn fabric_registration(smi: &SmiQuery) -> Option<GpuFabricState> {
     let states: Vec<GpuFabricState> = smi
@@ -109,20 +138,12 @@ fn fabric_registration(smi: &SmiQuery) -> Option<GpuFabricState> {
                 s if s.eq_ignore_ascii_case("Not Started") => FabricState::NotStarted,
                 _ => return None,
             };
-            Some(GpuFabricState {
+            Some(GpuFabricState::of_gpu(
                 state,
-                status: g.fabric_status.clone(),
-                gpus_not_registered: 0,
-                source: "nvidia-smi -q: Fabric State".into(),
-            })
+                g.fabric_status.clone(),
+                "nvidia-smi -q: Fabric State",
+            ))
         })
         .collect();
-    let not = ddpcheck_core::num::len_u32(states.iter().filter(|s| !s.registered()).count());
-    let mut first = states
-        .iter()
-        .find(|s| !s.registered())
-        .or(states.first())?
-        .clone();
-    first.gpus_not_registered = not;
-    Some(first)
+    GpuFabricState::of_node(states)
 }

@@ -43,7 +43,7 @@ impl std::str::FromStr for Reference {
     }
 }
 
-/// A run's plain reference (`DdpRequest::plain_reference`): the same model, parameters,
+/// A run's plain reference (`DdpRequest::reference`): the same model, parameters,
 /// optimizer and batches called without its DDP wrapper, in rounds of a DDP block and a plain
 /// block (A B B A). One GPU's launches spread ±7–12% and two runs of one launch 3–8%
 /// (docs/results/2026-12-01-h200-one-gpu-launch-noise.md), so only blocks interleaved in one

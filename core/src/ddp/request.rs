@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{one_gpu_reference, CommHook, DdpVariant, ModelSpec};
+use super::{CommHook, DdpVariant, ModelSpec, Reference};
 
 /// CPU ranks one request may start (`RunDevice::Cpu`): a test of the script, not a cluster.
 pub const MAX_CPU_RANKS: u32 = 8;
@@ -40,29 +40,19 @@ pub struct DdpRequest {
     /// testing the script where there is no GPU; its figures are CPU figures, labelled so.
     #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
     pub device: RunDevice,
-    /// Also time the model without DDP in each 1-GPU launch, blocks interleaved with its DDP
-    /// steps ([`super::PlainReference`]): the reference every speedup is taken against
-    /// ([`super::Reference::Plain`]) and DDP's own per-step work, read where the launch's speed
-    /// cancels. Doubles the 1-GPU runs' timed steps. Off (`--reference ddp`): the speedups rest
-    /// on the 1-GPU step in DDP.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub plain_reference: bool,
+    /// What the speedups rest on. [`Reference::Plain`]: each 1-GPU launch also times the model
+    /// without DDP, blocks interleaved with its DDP steps ([`super::PlainReference`]), the
+    /// reference every speedup is taken against and DDP's own per-step work, read where the
+    /// launch's speed cancels; it doubles the 1-GPU runs' timed steps. [`Reference::Ddp`]
+    /// (`--reference ddp`): the speedups rest on the 1-GPU step in DDP.
+    #[serde(default = "Reference::before_the_field")]
+    pub reference: Reference,
 }
 
 impl DdpRequest {
-    /// The reference the request's speedups rest on: one GPU without DDP where its 1-GPU
-    /// launches time the plain step.
-    pub fn reference(&self) -> super::Reference {
-        if self.plain_reference {
-            super::Reference::Plain
-        } else {
-            super::Reference::Ddp
-        }
-    }
-
     /// Whether the launch at `world` GPUs times the plain blocks: its 1-GPU launch only.
     pub fn plain_blocks_at(&self, world: u32) -> bool {
-        self.plain_reference && world == 1
+        self.reference == Reference::Plain && world == 1
     }
 }
 
@@ -282,6 +272,24 @@ impl RunDevice {
     pub fn is_cuda(&self) -> bool {
         *self == RunDevice::Cuda
     }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunDevice::Cuda => "cuda",
+            RunDevice::Cpu => "cpu",
+        }
+    }
+}
+
+impl std::str::FromStr for RunDevice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cuda" | "gpu" => Ok(RunDevice::Cuda),
+            "cpu" => Ok(RunDevice::Cpu),
+            other => Err(format!("--device {other:?}: expected cuda or cpu")),
+        }
+    }
 }
 
 fn one_launch() -> u32 {
@@ -337,17 +345,14 @@ impl DdpRequest {
         if !self.world_sizes.contains(&1) {
             return self;
         }
-        let mut added = Vec::new();
+        let mut added: Vec<DdpVariant> = Vec::new();
         for v in &self.variants {
-            let name = one_gpu_reference(&v.name);
-            let present = |list: &[DdpVariant]| list.iter().any(|x| x.name == name);
-            if name == v.name || present(&self.variants) || present(&added) {
+            let reference = v.without_hook();
+            let present = |list: &[DdpVariant]| list.iter().any(|x| x.name == reference.name);
+            if reference.name == v.name || present(&self.variants) || present(&added) {
                 continue;
             }
-            if let Ok(mut reference) = name.parse::<DdpVariant>() {
-                reference.env = v.env.clone();
-                added.push(reference);
-            }
+            added.push(reference);
         }
         let room = MAX_VARIANTS.saturating_sub(self.variants.len());
         self.variants.extend(added.into_iter().take(room));

@@ -95,7 +95,7 @@ pub struct DdpResult {
     #[serde(default, skip_serializing_if = "RunDevice::is_cuda")]
     pub device: RunDevice,
     /// The model timed without DDP in the same launch, interleaved with these steps
-    /// (`DdpRequest::plain_reference`).
+    /// (`DdpRequest::reference`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plain_reference: Option<PlainReference>,
     /// The parameters that got no gradient and the buffers DDP broadcasts, with the broadcast

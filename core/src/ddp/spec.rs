@@ -237,13 +237,40 @@ fn is_ddp(w: &Wrapper) -> bool {
     *w == Wrapper::Ddp
 }
 
+/// Gradient accumulation's bounds, 1..=1024; `what` is the part or variant refused.
+fn accum_in_bounds(what: &str, k: u32) -> Result<(), String> {
+    if (1..=1024).contains(&k) {
+        Ok(())
+    } else {
+        Err(format!("{what:?}: accumulation must be 1..=1024"))
+    }
+}
+
+/// PowerSGD's rank bounds, 1..=[`POWERSGD_MAX_RANK`].
+fn rank_in_bounds(what: &str, r: u32) -> Result<(), String> {
+    if (1..=POWERSGD_MAX_RANK).contains(&r) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what:?}: PowerSGD's rank must be 1..={POWERSGD_MAX_RANK}"
+        ))
+    }
+}
+
+/// DDP's `bucket_cap_mb` bounds, 0.1..=4096 MB.
+fn bucket_in_bounds(what: &str, mb: f64) -> Result<(), String> {
+    if mb.is_finite() && (0.1..=4096.0).contains(&mb) {
+        Ok(())
+    } else {
+        Err(format!("{what:?}: bucket_cap_mb must be 0.1..=4096"))
+    }
+}
+
 impl FromStr for DdpVariant {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut v = DdpVariant {
-            name: s.trim().to_string(),
-            ..DdpVariant::default()
-        };
+        let mut v = DdpVariant::default();
+        let mut wrapper_named = false;
         for part in s.trim().split('+') {
             let p = part.trim().to_ascii_lowercase();
             match p.as_str() {
@@ -256,37 +283,28 @@ impl FromStr for DdpVariant {
                 "nobucketview" => v.gradient_as_bucket_view = false,
                 _ => {
                     if let Some(w) = Wrapper::from_part(&p) {
-                        if v.fsdp && v.wrapper != w {
+                        if wrapper_named && v.wrapper != w {
                             return Err(format!("{s:?}: one wrapper per variant"));
                         }
                         v.wrapper = w;
-                        v.fsdp = true;
+                        wrapper_named = true;
                     } else if let Some(k) = p.strip_prefix("accum") {
-                        let k: u32 = k.parse().map_err(|_| {
+                        v.accum = k.parse().map_err(|_| {
                             format!("{part:?}: accumulation needs a number, e.g. accum4")
                         })?;
-                        if !(1..=1024).contains(&k) {
-                            return Err(format!("{part:?}: accumulation must be 1..=1024"));
-                        }
-                        v.accum = k;
+                        accum_in_bounds(part, v.accum)?;
                     } else if let Some(r) = p.strip_prefix("powersgd") {
                         let r: u32 = r.parse().map_err(|_| {
                             format!("{part:?}: PowerSGD's rank needs a number, e.g. powersgd4")
                         })?;
-                        if !(1..=POWERSGD_MAX_RANK).contains(&r) {
-                            return Err(format!(
-                                "{part:?}: PowerSGD's rank must be 1..={POWERSGD_MAX_RANK}"
-                            ));
-                        }
+                        rank_in_bounds(part, r)?;
                         v.hook = CommHook::PowerSgd;
                         v.powersgd_rank = Some(r);
                     } else if let Some(mb) = p.strip_prefix("bucket") {
                         let mb: f64 = mb.parse().map_err(|_| {
                             format!("{part:?}: bucket size needs MB, e.g. bucket50")
                         })?;
-                        if !(0.1..=4096.0).contains(&mb) {
-                            return Err(format!("{part:?}: bucket_cap_mb must be 0.1..=4096"));
-                        }
+                        bucket_in_bounds(part, mb)?;
                         v.bucket_cap_mb = Some(mb);
                     } else {
                         return Err(format!(
@@ -296,22 +314,92 @@ impl FromStr for DdpVariant {
                 }
             }
         }
-        if v.fsdp && v.hook != CommHook::None {
-            return Err(format!(
-                "{s:?}: {} is FSDP2's and takes no DDP comm hook",
-                v.wrapper
-            ));
-        }
-        if v.nocomm && (v.fsdp || v.hook != CommHook::None) {
-            return Err(format!(
-                "{s:?}: nocomm sends no gradients, so it takes no comm hook and no FSDP"
-            ));
-        }
-        Ok(v)
+        v.checked()
     }
 }
 
 impl DdpVariant {
+    /// The variant with its derived fields set from its parts (`fsdp` from the wrapper, `name`
+    /// spelled from the parts, [`DdpVariant::spelled`]), or why its parts cannot run together
+    /// or lie out of bounds. The text form and the API's fields both end here: one set of rules.
+    pub fn checked(mut self) -> Result<Self, String> {
+        self.wrapper = self.wrapper();
+        self.fsdp = self.wrapper.is_fsdp2();
+        self.name = self.spelled();
+        let name = &self.name;
+        accum_in_bounds(name, self.accum)?;
+        if let Some(r) = self.powersgd_rank {
+            if self.hook != CommHook::PowerSgd {
+                return Err(format!(
+                    "{name:?}: a PowerSGD rank without the PowerSGD hook"
+                ));
+            }
+            rank_in_bounds(name, r)?;
+        }
+        if let Some(mb) = self.bucket_cap_mb {
+            bucket_in_bounds(name, mb)?;
+        }
+        if self.fsdp && self.hook != CommHook::None {
+            return Err(format!(
+                "{name:?}: {} is FSDP2's and takes no DDP comm hook",
+                self.wrapper
+            ));
+        }
+        if self.nocomm && (self.fsdp || self.hook != CommHook::None) {
+            return Err(format!(
+                "{name:?}: nocomm sends no gradients, so it takes no comm hook and no FSDP"
+            ));
+        }
+        Ok(self)
+    }
+
+    /// The variant's text form from its parts, in one order: the wrapper, `nocomm`, the hook,
+    /// `accumN`, `bucketMB`, `nobucketview`, joined with `+`; `base` where there are none.
+    pub fn spelled(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if self.wrapper().is_fsdp2() {
+            parts.push(self.wrapper().as_str().into());
+        }
+        if self.nocomm {
+            parts.push("nocomm".into());
+        }
+        match (self.hook, self.powersgd_rank) {
+            (CommHook::None, _) => {}
+            (CommHook::Bf16, _) => parts.push("bf16".into()),
+            (CommHook::Fp16, _) => parts.push("fp16".into()),
+            (CommHook::PowerSgd, None) => parts.push("powersgd".into()),
+            (CommHook::PowerSgd, Some(r)) => parts.push(format!("powersgd{r}")),
+        }
+        if self.accum != 1 {
+            parts.push(format!("accum{}", self.accum));
+        }
+        if let Some(mb) = self.bucket_cap_mb {
+            parts.push(format!("bucket{mb}"));
+        }
+        if !self.gradient_as_bucket_view {
+            parts.push("nobucketview".into());
+        }
+        if parts.is_empty() {
+            "base".into()
+        } else {
+            parts.join("+")
+        }
+    }
+
+    /// The same recipe without its comm hook, under the same environment: the run its 1-GPU
+    /// speedup is taken against ([`one_gpu_reference`]).
+    pub fn without_hook(&self) -> DdpVariant {
+        let bare = DdpVariant {
+            hook: CommHook::None,
+            powersgd_rank: None,
+            ..self.clone()
+        };
+        DdpVariant {
+            name: bare.spelled(),
+            ..bare
+        }
+    }
+
     /// The wrapper the variant trains under; a variant stored before wrappers were named
     /// (`fsdp` set, no `wrapper`) is `fully_shard`.
     pub fn wrapper(&self) -> Wrapper {

@@ -55,6 +55,33 @@ fn parses_variants_and_rejects_nonsense() {
         .contains("unknown variant part"));
 }
 
+/// A variant's name is spelled from its parts in one order, however it was typed, so that the
+/// text form and the API's fields name it alike.
+#[test]
+fn variant_names_are_spelled_from_their_parts() {
+    let name = |s: &str| s.parse::<DdpVariant>().unwrap().name;
+    assert_eq!(name("baseline"), "base");
+    assert_eq!(name(" accum4 + BF16 "), "bf16+accum4");
+    assert_eq!(name("nobucketview+bucket50.0+ddp"), "bucket50+nobucketview");
+    assert_eq!(name("accum2+fsdp_noreshard"), "fsdp-noreshard+accum2");
+    assert_eq!(name("accum8+nocomm"), "nocomm+accum8");
+    assert_eq!(name("powersgd4"), "powersgd4");
+    let mut hooked: DdpVariant = "powersgd4+accum2+bucket10".parse().unwrap();
+    hooked.env = vec![("NCCL_ALGO".into(), "Ring".into())];
+    let bare = hooked.without_hook();
+    assert_eq!(bare.name, one_gpu_reference(&hooked.name));
+    assert_eq!(
+        bare,
+        "accum2+bucket10"
+            .parse::<DdpVariant>()
+            .map(|v| DdpVariant {
+                env: hooked.env.clone(),
+                ..v
+            })
+            .unwrap()
+    );
+}
+
 #[test]
 fn model_args_read_back_to_the_same_spec() {
     for arg in [
@@ -295,7 +322,7 @@ fn a_request_gets_the_one_gpu_references_its_hooked_variants_need() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: Reference::Ddp,
     };
     req.variants[1].env = vec![("NCCL_P2P_DISABLE".into(), "1".into())];
     let got = req.clone().with_one_gpu_references();
@@ -365,7 +392,7 @@ fn a_minimum_timed_stretch_outside_zero_to_sixty_seconds_is_refused() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: Reference::Ddp,
     };
     assert!(req.validate(1).is_ok());
     for bad in [-1.0, 61.0, f64::NAN] {
@@ -534,7 +561,7 @@ fn wrappers_parse_as_users_name_them_and_refuse_what_cannot_run() {
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: Reference::Ddp,
     };
     let e = req.validate(8).unwrap_err().to_string();
     assert!(

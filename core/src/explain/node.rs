@@ -176,8 +176,13 @@ fn iommu(input: &ExplainInput<'_>) -> Option<Cause> {
 
 fn fabric_manager(input: &ExplainInput<'_>) -> Option<Cause> {
     let f = &input.platform.fabric;
-    if let Some(g) = f.gpu_state.as_ref().filter(|g| !g.registered()) {
-        return Some(fabric_not_registered(g));
+    if let Some(g) = f.gpu_state.as_ref() {
+        if !g.registered() {
+            return Some(fabric_not_registered(g));
+        }
+        if !g.health.is_empty() {
+            return Some(fabric_unhealthy(g));
+        }
     }
     if f.nvswitches == 0 || f.manager_running != Some(false) {
         return None;
@@ -226,6 +231,32 @@ fn fabric_not_registered(g: &GpuFabricState) -> Cause {
     c.fix = format!("{FABRIC_FIX}; if it runs, read its log (/var/log/fabricmanager.log)");
     c.evidence = vec![Evidence::new("GPU fabric state", shown)
         .expected("Completed, status Success")
+        .source(g.source.clone())];
+    c.source = FABRIC_SOURCE.into();
+    c
+}
+
+/// Registered GPUs whose fabric reports itself unhealthy (NVML's health mask): Fabric Manager
+/// brought the fabric up, but at reduced bandwidth, over an unhealthy route or misconfigured.
+/// Jobs start, so it warns; Fabric Manager's log says which links or switches.
+fn fabric_unhealthy(g: &GpuFabricState) -> Cause {
+    let issues = g.health.join(", ");
+    let mut c = cause(
+        CauseKind::FabricManagerDown,
+        Severity::Warning,
+        Action::CheckLink,
+        format!(
+            "{} GPUs' NVLink fabric is registered but reports {issues}: the fabric Fabric Manager \
+             brought up is not whole, and traffic over it may be slower or fail",
+            g.gpus_unhealthy
+        ),
+    );
+    c.short = format!("NVLink fabric health: {issues}");
+    c.fix = "read Fabric Manager's log (/var/log/fabricmanager.log) and nvidia-smi nvlink -s for \
+             the links or switches at fault; drain the node while the fabric stays unhealthy"
+        .into();
+    c.evidence = vec![Evidence::new("GPU fabric health", issues)
+        .expected("healthy")
         .source(g.source.clone())];
     c.source = FABRIC_SOURCE.into();
     c

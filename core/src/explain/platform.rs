@@ -209,8 +209,20 @@ pub struct GpuFabricState {
     pub status: Option<String>,
     /// GPUs whose registration is not completed with success.
     pub gpus_not_registered: u32,
+    /// What the fabric reports wrong of this GPU while registered (NVML's health mask: bandwidth
+    /// degraded, a route unhealthy or being recovered, an incorrect configuration), in words;
+    /// empty where healthy or not reported (`nvidia-smi -q` is not read for it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<String>,
+    /// Registered GPUs whose fabric reports a health issue.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpus_unhealthy: u32,
     /// Where it was read (`nvidia-smi -q`, `NVML`).
     pub source: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// NVML's GPU fabric states (`NVML_GPU_FABRIC_STATE_*`), less `NOT_SUPPORTED`.
@@ -234,6 +246,39 @@ impl FabricState {
 }
 
 impl GpuFabricState {
+    /// One GPU's reading, before the node's counts are set.
+    pub fn of_gpu(state: FabricState, status: Option<String>, source: &str) -> GpuFabricState {
+        GpuFabricState {
+            state,
+            status,
+            gpus_not_registered: 0,
+            health: Vec::new(),
+            gpus_unhealthy: 0,
+            source: source.to_string(),
+        }
+    }
+
+    /// The node's registration from each GPU's: the first GPU not registered, else the first whose
+    /// fabric reports a health issue, else the first, with how many are not registered and how
+    /// many unhealthy; `None` where no GPU gives a state (no fabric, or not read).
+    pub fn of_node(gpus: Vec<GpuFabricState>) -> Option<GpuFabricState> {
+        let not = crate::num::len_u32(gpus.iter().filter(|g| !g.registered()).count());
+        let unhealthy = crate::num::len_u32(
+            gpus.iter()
+                .filter(|g| g.registered() && !g.health.is_empty())
+                .count(),
+        );
+        let pick = gpus
+            .iter()
+            .position(|g| !g.registered())
+            .or_else(|| gpus.iter().position(|g| !g.health.is_empty()))
+            .unwrap_or(0);
+        let mut first = gpus.into_iter().nth(pick)?;
+        first.gpus_not_registered = not;
+        first.gpus_unhealthy = unhealthy;
+        Some(first)
+    }
+
     /// Registered: completed, with success or no status given.
     pub fn registered(&self) -> bool {
         self.state == FabricState::Completed

@@ -672,6 +672,8 @@ fn fabric_registration_not_completed_is_fabric_manager_down() {
         state: FabricState::InProgress,
         status: None,
         gpus_not_registered: 8,
+        health: vec![],
+        gpus_unhealthy: 0,
         source: "nvidia-smi -q".into(),
     });
     let e = n.explain();
@@ -690,6 +692,8 @@ fn fabric_registration_not_completed_is_fabric_manager_down() {
         state: FabricState::Completed,
         status: Some("NVML_ERROR_UNKNOWN".into()),
         gpus_not_registered: 1,
+        health: vec![],
+        gpus_unhealthy: 0,
         source: "NVML".into(),
     };
     n.platform.fabric.gpu_state = Some(failed);
@@ -698,7 +702,43 @@ fn fabric_registration_not_completed_is_fabric_manager_down() {
         state: FabricState::Completed,
         status: Some("Success".into()),
         gpus_not_registered: 0,
+        health: vec![],
+        gpus_unhealthy: 0,
         source: "NVML".into(),
     });
     assert_eq!(kinds(&n.explain()), vec![]);
+}
+
+/// A registered fabric that reports itself unhealthy (NVML's health mask, live) warns with the
+/// issues named; the node's state is the first GPU not registered, else the first unhealthy.
+#[test]
+fn fabric_health_issues_warn_and_the_worst_gpu_speaks_for_the_node() {
+    use super::platform::{FabricState, GpuFabricState};
+    let ok = || GpuFabricState::of_gpu(FabricState::Completed, Some("Success".into()), "NVML");
+    let mut sick = ok();
+    sick.health = vec!["bandwidth degraded".into()];
+    let node = GpuFabricState::of_node(vec![ok(), sick.clone(), sick]).unwrap();
+    assert_eq!((node.gpus_not_registered, node.gpus_unhealthy), (0, 2));
+    let mut n = Node::new(8, "NVIDIA H100 80GB HBM3", LinkClass::Nv(18));
+    n.platform.fabric.gpu_state = Some(node);
+    let e = n.explain();
+    let c = find(&e, CauseKind::FabricManagerDown);
+    assert_eq!(
+        (c.severity, c.action),
+        (Severity::Warning, Action::CheckLink)
+    );
+    assert_eq!(c.evidence[0].measured, "bandwidth degraded");
+
+    let starting = GpuFabricState::of_gpu(FabricState::NotStarted, None, "NVML");
+    let node = GpuFabricState::of_node(vec![ok(), starting]).unwrap();
+    assert_eq!(
+        (node.state, node.gpus_not_registered),
+        (FabricState::NotStarted, 1)
+    );
+    n.platform.fabric.gpu_state = Some(node);
+    assert_eq!(
+        find(&n.explain(), CauseKind::FabricManagerDown).severity,
+        Severity::Critical
+    );
+    assert_eq!(GpuFabricState::of_node(vec![]), None);
 }

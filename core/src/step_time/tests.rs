@@ -5,10 +5,10 @@
 //! nothing here is tuned per test.
 
 use super::*;
-use crate::collective::{Sample, Timing};
+use crate::collective::{Collective, Sample, Sweep, Timing};
 use crate::num::{floor_u64, ToF64};
 
-fn close(a: f64, b: f64, tol: f64) -> bool {
+pub(super) fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
 }
 
@@ -16,11 +16,11 @@ fn close(a: f64, b: f64, tol: f64) -> bool {
 
 /// Published inputs: 4 GPUs, flat all-reduce busbw 4.3 GB/s (2.3 with NCCL_P2P_LEVEL=SYS), no α
 /// published (0), ≈130 ms of compute per micro-batch of 8×1024 tokens, fp32 gradients.
-fn a6000(busbw: f64) -> LinkCurve {
+pub(super) fn a6000(busbw: f64) -> LinkCurve {
     LinkCurve::flat(4, busbw, 0.0).unwrap()
 }
 
-fn gpt2_124m(accum: u32, hook: CommHook) -> StepInputs {
+pub(super) fn gpt2_124m(accum: u32, hook: CommHook) -> StepInputs {
     StepInputs::for_model(&ModelSpec::gpt2_124m(), 8, 0.130, 4, accum).with_hook(hook)
 }
 
@@ -314,7 +314,7 @@ fn layouts_match_the_presets() {
     assert_eq!(GradLayout::uniform(1234567).params(), 1234567);
 }
 
-fn synthetic_sweep(ranks: u32, alpha_s: f64, busbw_gbps: f64) -> Sweep {
+pub(super) fn synthetic_sweep(ranks: u32, alpha_s: f64, busbw_gbps: f64) -> Sweep {
     let f = Collective::AllReduce.busbw_factor(ranks);
     let samples = crate::collective::size_ladder(1024, 1 << 30, 4)
         .into_iter()
@@ -381,7 +381,7 @@ fn curve_errors() {
     assert!(predict(&bad, &a6000(4.3)).is_err());
 }
 
-fn result(model: &ModelSpec, variant: &str, world: u32, step: f64) -> DdpResult {
+pub(super) fn result(model: &ModelSpec, variant: &str, world: u32, step: f64) -> DdpResult {
     let v: DdpVariant = variant.parse().unwrap();
     DdpResult {
         model: model.name(),
@@ -396,148 +396,6 @@ fn result(model: &ModelSpec, variant: &str, world: u32, step: f64) -> DdpResult 
         throughput_unit: "tokens/s".into(),
         ..DdpResult::default()
     }
-}
-
-/// The three models the calibration tests run.
-fn calibration_models() -> [(ModelSpec, f64); 3] {
-    [
-        (ModelSpec::gpt2_124m(), 0.030),
-        (ModelSpec::square_mlp(512, 4), 0.001),
-        (ModelSpec::square_mlp(2048, 4), 0.004),
-    ]
-}
-
-/// "Measured" runs of `spec` (one micro-batch `compute` s) made by the model itself with the
-/// given overheads and backward fraction, at 1 and 2 GPUs, four variants. The hook costs 0.4 ms a
-/// step: its 1-GPU run measures the reference plus that, and the calibration takes it back out as
-/// `predict` pays it, bucket by bucket.
-fn model_made_runs(
-    spec: &ModelSpec,
-    compute: f64,
-    truth: Overheads,
-    truth_bf: f64,
-    curve: &LinkCurve,
-) -> Vec<DdpResult> {
-    let hook_s = 0.4e-3;
-    let mut runs = Vec::new();
-    for variant in ["base", "bf16", "accum4", "bf16+accum4"] {
-        let v: DdpVariant = variant.parse().unwrap();
-        let mut i = StepInputs::for_model(spec, 8, compute, 2, 1).with_variant(&v);
-        i.overheads = truth;
-        i.backward_fraction = truth_bf;
-        let hook = if v.hook == CommHook::None {
-            0.0
-        } else {
-            hook_s
-        };
-        i.hook_compute_s = hook;
-        let p = predict(&i, curve).unwrap();
-        runs.push(result(spec, variant, 1, p.single_gpu_step_s + hook));
-        runs.push(result(spec, variant, 2, p.step_s));
-    }
-    runs
-}
-
-fn calibration_curve() -> LinkCurve {
-    LinkCurve::from_sweep(&synthetic_sweep(2, 30e-6, 27.0)).unwrap()
-}
-
-#[test]
-fn calibration_recovers_known_overheads() {
-    // "Measured" runs made by the model itself with known overheads on a measured-like curve.
-    let curve = calibration_curve();
-    let truth = Overheads {
-        ddp_fixed_s: 2e-3,
-        per_bucket_s: 150e-6,
-        hook_per_bucket_s: Overheads::default().hook_per_bucket_s,
-    };
-    let runs: Vec<DdpResult> = calibration_models()
-        .iter()
-        .flat_map(|(spec, compute)| model_made_runs(spec, *compute, truth, 0.6, &curve))
-        .collect();
-    let cal = calibrate(&runs, &curve).unwrap();
-    assert_eq!(cal.runs_used, 12);
-    assert!(cal.rms_log_error_after < 0.01, "{cal:?}");
-    assert!(cal.rms_log_error_after < cal.rms_log_error_before);
-    assert!(close(cal.overheads.ddp_fixed_s, 2e-3, 0.3e-3), "{cal:?}");
-    assert!(close(cal.overheads.per_bucket_s, 150e-6, 50e-6), "{cal:?}");
-    assert!(close(cal.backward_fraction, 0.6, 0.1), "{cal:?}");
-    let mut i = StepInputs::for_model(&ModelSpec::gpt2_124m(), 8, 0.03, 2, 1);
-    cal.apply(&mut i);
-    assert_eq!(i.overheads, cal.overheads);
-    // Nothing usable: an error, not a panic.
-    let only_single: Vec<DdpResult> = runs.iter().filter(|r| r.world_size == 1).cloned().collect();
-    assert!(matches!(
-        calibrate(&only_single, &curve),
-        Err(ModelError::NoData(_))
-    ));
-    // Where every model shares the overheads, a fit on two of them predicts the third better
-    // than the defaults: the cross-check keeps the calibration.
-    let x = cross_check(&runs, &curve).unwrap();
-    assert_eq!((x.models, x.runs), (3, 12));
-    assert!(x.helps(), "{x:?}");
-    assert!(x.rms_log_error_calibrated < 0.01, "{x:?}");
-    // One model: nothing to hold out.
-    let one: Vec<DdpResult> = runs
-        .iter()
-        .filter(|r| r.model == "gpt2-124m")
-        .cloned()
-        .collect();
-    assert_eq!(cross_check(&one, &curve), None);
-    assert!(cross_check(&only_single, &curve).is_none());
-}
-
-#[test]
-fn the_cross_check_rejects_a_fit_that_does_not_carry_to_other_models() {
-    // Two models behave as the defaults say; the third pays 5 ms more a step. Fitted on it and
-    // one other, the overheads predict the held-out default model worse than the defaults do,
-    // while no fit predicts the odd one from the others: calibrating does not pay here.
-    let curve = calibration_curve();
-    let defaults = Overheads::default();
-    let odd = Overheads {
-        ddp_fixed_s: defaults.ddp_fixed_s + 5e-3,
-        ..defaults
-    };
-    let [a, b, c] = calibration_models();
-    let mut runs = model_made_runs(&a.0, a.1, odd, DEFAULT_BACKWARD_FRACTION, &curve);
-    runs.extend(model_made_runs(
-        &b.0,
-        b.1,
-        defaults,
-        DEFAULT_BACKWARD_FRACTION,
-        &curve,
-    ));
-    runs.extend(model_made_runs(
-        &c.0,
-        c.1,
-        defaults,
-        DEFAULT_BACKWARD_FRACTION,
-        &curve,
-    ));
-    // In sample the fit still looks better than the defaults.
-    let cal = calibrate(&runs, &curve).unwrap();
-    assert!(
-        cal.rms_log_error_after < cal.rms_log_error_before,
-        "{cal:?}"
-    );
-    let x = cross_check(&runs, &curve).unwrap();
-    assert!(!x.helps(), "{x:?}");
-}
-
-#[test]
-fn calibration_on_the_seed_baseline() {
-    // The seed's measured 4-GPU steps (124M: 255 ms at 4.3 GB/s) against its 1-GPU step: the fit
-    // moves the prediction towards the measurement and stays within its bounds.
-    let curve = a6000(4.3);
-    let spec = ModelSpec::gpt2_124m();
-    let runs = vec![
-        result(&spec, "base", 1, 0.130),
-        result(&spec, "base", 4, 0.255),
-    ];
-    let cal = calibrate(&runs, &curve).unwrap();
-    assert!(cal.rms_log_error_after <= cal.rms_log_error_before);
-    assert!(cal.rms_log_error_after < 0.02, "{cal:?}");
-    assert!((0.0..=0.25).contains(&cal.overheads.ddp_fixed_s));
 }
 
 #[test]
@@ -652,248 +510,4 @@ fn a_hooks_cost_is_paid_bucket_by_bucket_as_each_becomes_ready() {
     // Bucket 1 starts at 42.5 ms and ends at 52.5; bucket 2, ready at 48 ms, runs until 62.5.
     assert!(close(queued_paid.step_s, 0.0625, 1e-9), "{queued_paid:?}");
     assert!(queued_paid.step_s - queued_free.step_s < 0.008);
-}
-
-#[test]
-fn side_by_side_slowdown_stretches_what_no_communication_waits_cover() {
-    // Communication far below the backward: the slowdown alone sets the speedup, N / s.
-    let fast = LinkCurve::flat(2, 1e6, 0.0).unwrap();
-    let mut i = StepInputs::for_model(&ModelSpec::gpt2_124m(), 8, 0.040, 2, 8);
-    i.overheads = Overheads {
-        ddp_fixed_s: 0.0,
-        per_bucket_s: 0.0,
-        hook_per_bucket_s: 0.0,
-    };
-    i.optimizer_s = 0.005;
-    i.side_by_side_slowdown = 1.25;
-    let p = predict(&i, &fast).unwrap();
-    let single = 8.0 * 0.040 + 0.005;
-    assert!(close(p.single_gpu_step_s, single, 1e-12), "{p:?}");
-    // The no_sync micro-batches and the optimizer in full; the synchronising micro-batch less
-    // the sliver of exposed communication it waits anyway (the tied embedding's gradient is
-    // ready only when the backward ends).
-    let waits = p.exposed_comm_s;
-    assert!(waits < 1e-4, "{p:?}");
-    assert!(
-        close(p.side_by_side_s, 0.25 * single - waits, 1e-12),
-        "{p:?}"
-    );
-    assert!(close(p.speedup, 2.0 / 1.25, 1e-3), "{p:?}");
-    // It is part of the communication share, as measured runs define it.
-    assert!(close(p.comm_share, 0.25 / 1.25, 1e-3), "{p:?}");
-    // One GPU is its own reference: nothing side by side.
-    let one = predict(&i.clone().with_world(1), &fast).unwrap();
-    assert!(close(one.step_s, single, 1e-12) && one.side_by_side_s == 0.0);
-    // Without accumulation on a slow link the rank waits longer for its all-reduces than the
-    // stretch lasts: the step does not grow (measured on 2xH200: the MLPs' unaccumulated runs
-    // showed no slowdown where their accumulated and nocomm runs did).
-    let slow = a6000(4.3);
-    let mut plain = gpt2_124m(1, CommHook::None);
-    plain.overheads = i.overheads;
-    // Against no side-by-side cost at all (not the default host time of
-    // `mechanisms::NO_SYNC_HOST_S`, which a counted slowdown replaces).
-    plain.no_sync_host_s = Some(0.0);
-    let mut crowded = plain.clone();
-    crowded.side_by_side_slowdown = 1.1;
-    let (a, b) = (
-        predict(&plain, &slow).unwrap(),
-        predict(&crowded, &slow).unwrap(),
-    );
-    assert!(a.exposed_comm_s > 0.1 * plain.compute_s, "{a:?}");
-    assert!(
-        close(b.step_s, a.step_s, 1e-12) && b.side_by_side_s == 0.0,
-        "{b:?}"
-    );
-    // Accumulated on the same link: the seven no_sync micro-batches stretch in full.
-    let (a4, b4) = (
-        predict(&plain.clone().with_accum(8), &slow).unwrap(),
-        predict(&crowded.clone().with_accum(8), &slow).unwrap(),
-    );
-    assert!(
-        close(b4.step_s - a4.step_s, 0.1 * 7.0 * plain.compute_s, 1e-12),
-        "{a4:?} {b4:?}"
-    );
-    // Out of range: invalid input.
-    let mut bad = i.clone();
-    bad.side_by_side_slowdown = f64::NAN;
-    assert!(predict(&bad, &fast).is_err());
-    bad.side_by_side_slowdown = 0.0;
-    assert!(predict(&bad, &fast).is_err());
-}
-
-#[test]
-fn side_by_side_reads_the_nocomm_runs() {
-    let mlp = ModelSpec::square_mlp(1024, 4);
-    let base1 = result(&mlp, "base", 1, 0.010);
-    let nocomm1 = result(&mlp, "nocomm", 1, 0.011);
-    let nocomm2 = result(&mlp, "nocomm", 2, 0.0132);
-    let acc_n2 = result(&mlp, "nocomm+accum8", 2, 0.100);
-    let acc_1 = result(&mlp, "accum8", 1, 0.080);
-    let other = result(&ModelSpec::gpt2_124m(), "nocomm", 2, 0.050);
-    // Against the 1-GPU nocomm run when there is one.
-    let rows = [&base1, &nocomm1, &nocomm2, &other];
-    let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
-    assert!(close(s.slowdown, 1.2, 1e-12), "{s:?}");
-    assert_eq!(s.one_gpu.unwrap().variant, "nocomm");
-    // Else against the plain run.
-    let rows = [&base1, &nocomm2];
-    let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
-    assert!(close(s.slowdown, 1.32, 1e-12), "{s:?}");
-    assert_eq!(s.one_gpu.unwrap().variant, "base");
-    // Accumulation 1 first; an accumulated pair is used when it is all there is.
-    let rows = [&acc_n2, &acc_1, &base1, &nocomm2];
-    assert_eq!(
-        side_by_side(&rows, &mlp.name(), 8, 2).unwrap().nocomm.accum,
-        1
-    );
-    let rows = [&acc_n2, &acc_1, &base1];
-    let s = side_by_side(&rows, &mlp.name(), 8, 2).unwrap();
-    assert!(close(s.slowdown, 1.25, 1e-12), "{s:?}");
-    // Single launches: measured, not counted (a launch of a short step moves more than this).
-    assert!(!s.distinct() && !s.repeated() && s.counted() == 1.0);
-    assert_eq!(s.fewest_launches(), 1);
-    assert_eq!(s.noise_bound, None);
-    // Repeated launches: counted only where the slowdown (here 1.2, ln 0.18) lies beyond twice
-    // its standard error over the launches.
-    let launched = |r: &DdpResult, l: &[f64]| DdpResult {
-        launch_step_medians_s: l.to_vec(),
-        speedup_uncertainty: None,
-        all_reduce_probe: None,
-        ..r.clone()
-    };
-    let one = launched(&nocomm1, &[0.0105, 0.011, 0.0115]);
-    let steady = launched(&nocomm2, &[0.0125, 0.0132, 0.014]);
-    let s = side_by_side(&[&one, &steady], &mlp.name(), 8, 2).unwrap();
-    assert!(
-        s.distinct() && s.repeated() && close(s.counted(), 1.2, 1e-12),
-        "{s:?}"
-    );
-    // The same medians with launches spread wide (standard error ~0.15): not counted.
-    let spread = launched(&nocomm2, &[0.008, 0.0132, 0.020]);
-    let s = side_by_side(&[&one, &spread], &mlp.name(), 8, 2).unwrap();
-    assert!(!s.distinct() && s.repeated() && s.counted() == 1.0, "{s:?}");
-    // The bound it was held to travels with it (recommend prints it).
-    let bound = s.noise_bound.unwrap();
-    assert_eq!(Some(bound), crate::ddp::speedup_noise_bound(&spread, &one));
-    assert!(bound > s.slowdown.ln(), "{s:?}");
-    // Ten launches a side whose ranges overlap (one slow 1-GPU launch, one fast N-GPU one)
-    // but whose medians stand well apart: counted; a test of disjoint ranges would not count it.
-    let mut ten_one = vec![0.011; 9];
-    ten_one.push(0.0135);
-    let mut ten_n = vec![0.0132; 9];
-    ten_n.push(0.0105);
-    let (ten_one, ten_n) = (launched(&nocomm1, &ten_one), launched(&nocomm2, &ten_n));
-    let s = side_by_side(&[&ten_one, &ten_n], &mlp.name(), 8, 2).unwrap();
-    assert!(s.distinct() && close(s.counted(), 1.2, 1e-12), "{s:?}");
-    // Two launches a side (the quick runs of mlp:2048x4 at 2026-11-30 19:49: 2.86 and 3.98 ms at 2 GPUs,
-    // 1.41 and 1.60 ms at 1): 2.27x is 3.7 standard errors, but those errors rest on about one
-    // degree of freedom, where Student's t is about 8. Not counted; the same spread over eight
-    // launches a side is.
-    let quick = |r: &DdpResult, l: &[f64]| DdpResult {
-        step_time_median_s: (l[0] + l[1]) / 2.0,
-        ..launched(r, l)
-    };
-    let two_n = quick(&nocomm2, &[0.00286, 0.00398]);
-    let two_one = quick(&nocomm1, &[0.00141, 0.00160]);
-    let s = side_by_side(&[&two_one, &two_n], &mlp.name(), 8, 2).unwrap();
-    assert!(close(s.slowdown, 0.00342 / 0.001505, 1e-9), "{s:?}");
-    let u = crate::ddp::speedup_uncertainty(&two_n, &two_one).unwrap();
-    assert!(s.slowdown.ln() > 3.5 * u, "{u}");
-    assert!(!s.distinct() && s.repeated() && s.counted() == 1.0, "{s:?}");
-    assert_eq!(s.fewest_launches(), 2);
-    let eight = |r: &DdpResult, pair: [f64; 2]| DdpResult {
-        launch_step_medians_s: pair.repeat(4),
-        ..quick(r, &pair)
-    };
-    let (eight_one, eight_n) = (
-        eight(&nocomm1, [0.00141, 0.00160]),
-        eight(&nocomm2, [0.00286, 0.00398]),
-    );
-    let s = side_by_side(&[&eight_one, &eight_n], &mlp.name(), 8, 2).unwrap();
-    assert!(s.distinct() && s.counted() > 2.0, "{s:?}");
-    // Another world size, micro-batch or model, or no 1-GPU partner: nothing.
-    let rows = [&base1, &nocomm2];
-    assert!(side_by_side(&rows, &mlp.name(), 8, 4).is_none());
-    assert!(side_by_side(&rows, &mlp.name(), 16, 2).is_none());
-    assert!(side_by_side(&rows, "gpt2-124m", 8, 2).is_none());
-    assert!(side_by_side(&[&nocomm2], &mlp.name(), 8, 2).is_none());
-    // A nocomm run that timed one GPU alone in each of its launches is compared with that, not
-    // with the separately launched 1-GPU run beside it: launches spreading ±20% (a separate
-    // comparison cannot see 1.1x through that) whose two sides move together.
-    let speeds = [1.0, 1.2, 0.8, 1.1, 0.9, 1.15, 0.85, 1.05];
-    let paired = DdpResult {
-        launch_step_medians_s: speeds.iter().map(|v| 0.011 * v).collect(),
-        launch_solo_step_medians_s: speeds.iter().map(|v| 0.010 * v).collect(),
-        solo_step_time_median_s: Some(0.010),
-        ..launched(&nocomm2, &[])
-    };
-    let s = side_by_side(&[&one, &paired], &mlp.name(), 8, 2).unwrap();
-    assert!(s.within_launch() && s.one_gpu.is_none(), "{s:?}");
-    assert!(s.distinct() && close(s.counted(), 1.1, 1e-9), "{s:?}");
-    assert_eq!(s.noise_bound, paired.solo_slowdown().unwrap().noise_bound);
-    assert!(s.noise_bound.unwrap() < 1.1f64.ln(), "{s:?}");
-    assert_eq!(s.fewest_launches(), 8);
-    // The same with one launch: measured, not counted.
-    let single = DdpResult {
-        solo_step_time_median_s: Some(0.010),
-        ..nocomm2.clone()
-    };
-    let s = side_by_side(&[&single], &mlp.name(), 8, 2).unwrap();
-    assert!(
-        s.within_launch() && !s.distinct() && s.counted() == 1.0,
-        "{s:?}"
-    );
-    assert_eq!(s.fewest_launches(), 1);
-}
-
-#[test]
-fn calibration_counts_the_side_by_side_slowdown_and_skips_nocomm_runs() {
-    // Runs made by the model with a known slowdown of 1.2 and known overheads; the nocomm runs
-    // measure the slowdown. Calibration must recover the overheads, not absorb the slowdown.
-    let curve = LinkCurve::from_sweep(&synthetic_sweep(2, 30e-6, 27.0)).unwrap();
-    let truth = Overheads {
-        ddp_fixed_s: 1e-3,
-        per_bucket_s: 100e-6,
-        hook_per_bucket_s: Overheads::default().hook_per_bucket_s,
-    };
-    let models = [
-        (ModelSpec::square_mlp(1024, 4), 0.002),
-        (ModelSpec::square_mlp(2048, 4), 0.004),
-    ];
-    let mut runs = Vec::new();
-    for (spec, compute) in &models {
-        for variant in ["base", "bf16", "accum4", "bf16+accum4"] {
-            let v: DdpVariant = variant.parse().unwrap();
-            let mut i = StepInputs::for_model(spec, 8, *compute, 2, 1).with_variant(&v);
-            i.overheads = truth;
-            i.side_by_side_slowdown = 1.2;
-            let p = predict(&i, &curve).unwrap();
-            runs.push(result(spec, variant, 1, p.single_gpu_step_s));
-            runs.push(result(spec, variant, 2, p.step_s));
-        }
-        // Three launches each, every 2-GPU launch slower than every 1-GPU one: counted.
-        let mut one = result(spec, "nocomm", 1, *compute);
-        one.launch_step_medians_s = vec![0.98 * compute, *compute, 1.02 * compute];
-        let mut two = result(spec, "nocomm", 2, 1.2 * compute);
-        two.launch_step_medians_s = vec![1.18 * compute, 1.2 * compute, 1.22 * compute];
-        runs.push(one);
-        runs.push(two);
-    }
-    let cal = calibrate(&runs, &curve).unwrap();
-    assert_eq!(cal.runs_used, 8, "{cal:?}");
-    assert!(cal.rms_log_error_after < 0.01, "{cal:?}");
-    assert!(close(cal.overheads.ddp_fixed_s, 1e-3, 0.3e-3), "{cal:?}");
-    // Without the nocomm runs the fit must put the slowdown somewhere: a worse fit or a larger
-    // fixed cost.
-    let blind: Vec<DdpResult> = runs
-        .iter()
-        .filter(|r| !r.variant.contains("nocomm"))
-        .cloned()
-        .collect();
-    let b = calibrate(&blind, &curve).unwrap();
-    assert!(
-        b.rms_log_error_after > 2.0 * cal.rms_log_error_after.max(1e-4)
-            || b.overheads.ddp_fixed_s > 1.5e-3,
-        "{b:?}"
-    );
 }

@@ -81,7 +81,7 @@ pub struct RecommendRequest {
     /// Where recommend's own launches run (CPU ranks: a test of the flow, CPU figures).
     pub device: RunDevice,
     /// What the speedups rest on: with `plain` its own 1-GPU launches also time the model
-    /// without DDP (`DdpRequest::plain_reference`), the compute is that step and DDP's own work
+    /// without DDP (`DdpRequest::reference`), the compute is that step and DDP's own work
     /// a term of every step; with `ddp` the 1-GPU step in DDP.
     pub reference: Reference,
 }
@@ -110,7 +110,6 @@ impl RecommendRequest {
     ) -> Result<DdpRequest, RunError> {
         // The runners time the plain blocks in the 1-GPU launch only
         // (`DdpRequest::plain_blocks_at`): that is where DDP's own work sets the reference.
-        let plain_reference = self.reference == Reference::Plain;
         Ok(DdpRequest {
             models,
             variants: variants
@@ -132,7 +131,7 @@ impl RecommendRequest {
             repeats: self.repeats,
             recipe: self.recipe.clone(),
             device: self.device,
-            plain_reference,
+            reference: self.reference,
         })
     }
 

@@ -48,11 +48,19 @@
 //! environment, config JSON, the by-hand line), `probe` checks torch before any launch, and
 //! `outcome` reads a launch's stdout and judges how it ended.
 
+#[cfg(test)]
+mod config_tests;
 mod launch;
+#[cfg(test)]
+mod launch_tests;
 mod outcome;
 mod probe;
 #[cfg(test)]
+mod real_gpu_tests;
+#[cfg(test)]
 mod script_models;
+#[cfg(test)]
+mod script_tests;
 #[cfg(test)]
 mod tests;
 

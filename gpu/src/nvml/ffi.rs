@@ -1,4 +1,5 @@
-//! NVML functions nvml-wrapper 0.11 does not wrap (remapped rows, NVLink remote device type),
+//! NVML functions nvml-wrapper 0.11 does not wrap (remapped rows, NVLink remote device type; the
+//! fabric's in `fabric`),
 //! looked up by name in the already loaded libnvidia-ml.so.1; a missing symbol is an error, not a panic.
 //!
 //! nvml-wrapper-sys's own methods for these `expect()` the symbol, so we never call them.
@@ -53,7 +54,7 @@ impl Extra {
         Extra { lib: None }
     }
 
-    fn symbol<T: Copy>(&self, name: &'static [u8]) -> Result<T, NvmlError> {
+    pub(super) fn symbol<T: Copy>(&self, name: &'static [u8]) -> Result<T, NvmlError> {
         let missing = || {
             NvmlError::FailedToLoadSymbol(
                 String::from_utf8_lossy(name).trim_end_matches('\0').into(),

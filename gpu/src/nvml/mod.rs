@@ -25,6 +25,7 @@
 //! ```
 
 mod convert;
+mod fabric;
 mod ffi;
 mod links;
 mod procs;
@@ -35,6 +36,7 @@ mod thread;
 
 use std::time::Duration;
 
+use ddpcheck_core::explain::platform::GpuFabricState;
 use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory, ProbeState};
 use ddpcheck_core::topology::{LinkClass, TopologyMatrix};
 use ddpcheck_core::ProbeError;
@@ -127,6 +129,28 @@ impl NvmlProbe {
             Outcome::Stuck(s) => Err(ProbeError::Timeout {
                 stage: format!(
                     "NVML topology ({} hangs on {})",
+                    s.label,
+                    s.involved.describe()
+                ),
+                seconds: self.deadline().as_secs_f64(),
+            }),
+        }
+    }
+
+    /// Each of `gpus`' NVLink fabric registration (`nvidia-smi -q`'s Fabric State), left out
+    /// where a GPU has none (PCIe GPUs, drivers without the call).
+    pub fn fabric(&self, gpus: &[GpuInfo]) -> Result<Vec<GpuFabricState>, ProbeError> {
+        let owned = gpus.to_vec();
+        let involved = Involved::Gpus(gpus.iter().map(|g| g.index).collect());
+        match self
+            .worker
+            .call("NVML fabric", involved, move |r, t| r.fabric(t, &owned))
+        {
+            Outcome::Done(r) => r,
+            Outcome::Unavailable(line) => Err(ProbeError::Unavailable(line)),
+            Outcome::Stuck(s) => Err(ProbeError::Timeout {
+                stage: format!(
+                    "NVML fabric ({} hangs on {})",
                     s.label,
                     s.involved.describe()
                 ),

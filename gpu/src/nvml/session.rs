@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use ddpcheck_core::explain::platform::GpuFabricState;
 use ddpcheck_core::node_gpus::{GpuHealth, GpuInfo, NodeInventory, PcieLink, ProbeState};
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{GpuRef, LinkClass, P2pCaps, P2pReason, P2pStatus, TopologyMatrix};
@@ -17,6 +18,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, EventSet, Nvml};
 
 use super::convert::{self, parse_bus_id, BusKey};
+use super::fabric;
 use super::ffi::Extra;
 use super::links::{self, FarEnd};
 use super::snapshot::{placeholder, Involved};
@@ -284,6 +286,15 @@ impl<'n> Session<'n> {
 }
 
 impl Reader for Session<'_> {
+    fn fabric(&mut self, t: &Tracker, gpus: &[GpuInfo]) -> Result<Vec<GpuFabricState>, ProbeError> {
+        let mut out = Vec::new();
+        for g in gpus {
+            t.step(Involved::Gpus(vec![g.index]));
+            out.extend(self.fabric_of(g)?);
+        }
+        Ok(out)
+    }
+
     fn inventory(&mut self, t: &Tracker) -> Result<NodeInventory, ProbeError> {
         t.step(Involved::All);
         let driver = self.nvml.sys_driver_version().ok();
@@ -414,6 +425,22 @@ impl Reader for Session<'_> {
             nvlinks_active,
             nvlinks_to_switch,
         })
+    }
+}
+
+impl Session<'_> {
+    /// One GPU's fabric registration; `None` where it has none (NOT_SUPPORTED, no such call).
+    fn fabric_of(&self, g: &GpuInfo) -> Result<Option<GpuFabricState>, ProbeError> {
+        let dev = self.device_for(g)?;
+        let mut lost = false;
+        let reading = got(self.extra.gpu_fabric(&dev), &mut lost, "fabric info");
+        if lost {
+            return Err(ProbeError::GpuFailed(format!(
+                "GPU {} ({}): lost while its fabric state was read",
+                g.index, g.pci_bus_id
+            )));
+        }
+        Ok(reading.as_ref().and_then(fabric::to_state))
     }
 }
 

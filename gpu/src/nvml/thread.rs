@@ -14,6 +14,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use ddpcheck_core::explain::platform::GpuFabricState;
 use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory};
 use ddpcheck_core::ProbeError;
 
@@ -28,6 +29,11 @@ const OVERALL_DEADLINES: u32 = 8;
 pub(crate) trait Reader {
     fn inventory(&mut self, t: &Tracker) -> Result<NodeInventory, ProbeError>;
     fn topology(&mut self, t: &Tracker, gpus: &[GpuInfo]) -> Result<TopologyDetail, ProbeError>;
+    /// Each GPU's fabric registration, those with a fabric only. Default: none read.
+    fn fabric(&mut self, t: &Tracker, gpus: &[GpuInfo]) -> Result<Vec<GpuFabricState>, ProbeError> {
+        let _ = (t, gpus);
+        Ok(Vec::new())
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -21,7 +21,7 @@ fn ddp_req(models: &[&str], variants: &[&str], worlds: &[u32], e: &[(&str, &str)
         repeats: 1,
         recipe: Default::default(),
         device: Default::default(),
-        plain_reference: false,
+        reference: ddpcheck_core::ddp::Reference::Ddp,
     }
 }
 

@@ -7,7 +7,15 @@
  * write, NVLink, atomics) set nvmlDeviceGetP2PStatus's answer for that capability: a bare status
  * (nvmlGpuP2PStatus_t: 0 OK, 1 chipset, 2 GPU, 3 IOH topology not supported, 4 regkey, 5 not
  * supported, 6 unknown) for every pair, then `I-J=S` entries for one ordered pair, comma-separated
- * ("2,0-1=0"). With none of them set the call is NOT_SUPPORTED, as on a driver without it. Functions not written here are missing symbols, which
+ * ("2,0-1=0"). With none of them set the call is NOT_SUPPORTED, as on a driver without it.
+ * FAKE_FABRIC sets each GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfoV and
+ * nvmlDeviceGetGpuFabricInfo): entries STATE[/STATUS[/HEALTH_MASK]] for every GPU, then
+ * I=STATE[/STATUS[/HEALTH_MASK]] for GPU I, comma-separated, numbers as nvml.h has them
+ * (NVML_GPU_FABRIC_STATE_*: 0 not supported, 1 not started, 2 in progress, 3 completed; STATUS an
+ * nvmlReturn_t; the health mask's fields), e.g. "3/0,1=2". Unset, or state 0, the call is
+ * NOT_SUPPORTED, as on PCIe GPUs. FAKE_FABRIC_API=v2 refuses the v3 struct (version mismatch, as a
+ * driver before it), =v1 answers the V call FUNCTION_NOT_FOUND (only nvmlGpuFabricInfo_t).
+ * Functions not written here are missing symbols, which
  * nvml-wrapper reports as an error for that one field. Built by the tests with:
  * cc -shared -fPIC -o libnvidia-ml.so.1 fake_nvml.c */
 #include <stdint.h>
@@ -139,5 +147,67 @@ int nvmlDeviceGetP2PStatus(void *a, void *b, int cap, int *status) {
   if (!any) return NOT_SUPPORTED;
   int s = p2p_from_env(vars[cap], i, j);
   *status = s < 0 ? 5 : s;
+  return OK;
+}
+
+/* GPU `gpu`'s fabric from FAKE_FABRIC: 1 with state, status and health mask set, 0 for none. */
+struct fabric { unsigned state, status, health; };
+static int fabric_from_env(unsigned gpu, struct fabric *f) {
+  const char *s = getenv("FAKE_FABRIC");
+  int found = 0;
+  while (s && *s) {
+    unsigned i = gpu, v[3] = { 0, 0, 0 };
+    int n = 0, k = 0;
+    if (sscanf(s, "%u=%n", &i, &n) == 1 && n > 0) s += n;
+    else i = gpu;
+    for (k = 0; k < 3; k++) {
+      if (sscanf(s, "%u%n", &v[k], &n) != 1) break;
+      s += n;
+      if (*s != '/') { k++; break; }
+      s++;
+    }
+    if (k == 0) return 0;
+    if (i == gpu) { f->state = v[0]; f->status = v[1]; f->health = v[2]; found = 1; }
+    if (*s == ',') s++;
+    else if (*s) return 0;
+  }
+  return found && f->state != 0;
+}
+
+enum { FUNCTION_NOT_FOUND = 13, VERSION_MISMATCH = 25 };
+/* nvml.h's nvmlGpuFabricInfo_t and nvmlGpuFabricInfo_v3_t (v2 is v3 without healthSummary). */
+struct fabric_v1 { unsigned char cluster_uuid[16]; int status; unsigned clique_id; unsigned char state; };
+struct fabric_v3 {
+  unsigned version; unsigned char cluster_uuid[16]; int status; unsigned clique_id;
+  unsigned char state; unsigned health_mask; unsigned char health_summary;
+};
+#define FABRIC_V2_SIZE 36u
+#define FABRIC_V2_TAG (FABRIC_V2_SIZE | (2u << 24))
+#define FABRIC_V3_TAG ((unsigned)sizeof(struct fabric_v3) | (3u << 24))
+
+int nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v3 *out) {
+  DEVICE(dev, i);
+  const char *api = getenv("FAKE_FABRIC_API");
+  if (api && strcmp(api, "v1") == 0) return FUNCTION_NOT_FOUND;
+  int v3_ok = !(api && strcmp(api, "v2") == 0);
+  if (out->version != FABRIC_V2_TAG && !(v3_ok && out->version == FABRIC_V3_TAG)) return VERSION_MISMATCH;
+  struct fabric f;
+  if (!fabric_from_env(i, &f)) return NOT_SUPPORTED;
+  memset(out->cluster_uuid, 0, sizeof out->cluster_uuid);
+  out->status = (int)f.status;
+  out->clique_id = 0;
+  out->state = (unsigned char)f.state;
+  out->health_mask = f.health;
+  if (out->version == FABRIC_V3_TAG) out->health_summary = 0;
+  return OK;
+}
+
+int nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *out) {
+  DEVICE(dev, i);
+  struct fabric f;
+  if (!fabric_from_env(i, &f)) return NOT_SUPPORTED;
+  memset(out, 0, sizeof *out);
+  out->status = (int)f.status;
+  out->state = (unsigned char)f.state;
   return OK;
 }

@@ -1,0 +1,34 @@
+//! A clap value parser that reads a flag's text into one of core's typed values, once, where
+//! clap reads the command line; its refusal is the reader's own line (`ddpcheck: --amp "fp8":
+//! expected bf16, fp16 or none`, exit 64), not clap's "invalid value" wrapped around it.
+
+use std::ffi::OsStr;
+
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
+
+#[derive(Clone)]
+pub struct ReadAtEdge<T>(pub fn(&OsStr) -> Result<T, String>);
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for ReadAtEdge<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        self.0(value).map_err(|e| clap::Error::raw(ErrorKind::ValueValidation, format!("{e}\n")))
+    }
+}
+
+/// A value of core's read from its text form (`FromStr`), the flag named where the text is not
+/// UTF-8.
+pub fn typed<T: std::str::FromStr<Err = String>>() -> ReadAtEdge<T> {
+    ReadAtEdge(|v| {
+        v.to_str()
+            .ok_or_else(|| format!("{}: not UTF-8", v.to_string_lossy()))?
+            .parse()
+    })
+}
