@@ -66,7 +66,37 @@ out_dir() {
     export OUT
 }
 
+# make_logs: LOGS is $OUT/logs, made.
+make_logs() {
+    LOGS=$OUT/logs
+    mkdir -p "$LOGS"
+}
+
+# new_summary: SUMMARY is $OUT/summary.txt, emptied: each run of a script starts its own.
+new_summary() {
+    SUMMARY=$OUT/summary.txt
+    : > "$SUMMARY"
+}
+
 # say TEXT...: a line on stdout and appended to $SUMMARY.
 say() {
     echo "$*" | tee -a "${SUMMARY:?set SUMMARY before say}"
+}
+
+# logged DIR EXT NAME SECONDS CMD...: CMD under a timeout (killed 5 s past it), its stdout in
+# DIR/NAME.EXT and its stderr in DIR/NAME.err, `NAME rc=N` in the summary (say). A step that
+# fails is a fact to read, not the script's end.
+logged() {
+    local dir=$1 ext=$2 name=$3 secs=$4
+    shift 4
+    timeout -k 5 "$secs" "$@" > "$dir/$name.$ext" 2> "$dir/$name.err"
+    say "$name rc=$?"
+}
+
+# raw_fact DIR NAME SECONDS COMMAND: the output of `bash -c COMMAND` under a timeout, and its rc,
+# in DIR/fact-NAME.txt.
+raw_fact() {
+    local dir=$1 name=$2 secs=$3
+    timeout -k 2 "$secs" bash -c "$4" > "$dir/fact-$name.txt" 2>&1
+    echo "rc=$?" >> "$dir/fact-$name.txt"
 }

@@ -4,7 +4,7 @@
 //! the report labelled with each file's provenance and what stays undecided.
 
 use ddpcheck_core::explain::{
-    self, Cause, ExplainInput, Explanation, NodeMeasurement, PairMeasurement, PlatformFacts,
+    self, Cause, Explanation, NodeMeasurement, PairMeasurement, PlatformFacts,
 };
 use ddpcheck_core::node_gpus::GpuInfo;
 use ddpcheck_core::preflight;
@@ -177,15 +177,7 @@ pub fn judge_expecting(
     expect: Expectations,
 ) -> Result<ArtifactsReport, ArtifactError> {
     let a = assemble(reads)?;
-    let explanation = explain::explain(&ExplainInput {
-        gpus: &a.gpus,
-        topology: a.topology.as_ref(),
-        platform: &a.platform,
-        nccl_env: &a.nccl_env,
-        measurements: &a.measurements,
-        node_measurement: a.node_measurement.as_ref(),
-        history_busbw: &[],
-    });
+    let explanation = explain::explain(&a.explain_input());
     let mut explanation = explanation;
     explanation
         .causes

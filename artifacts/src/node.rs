@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use ddpcheck_core::collective::Sweep;
 use ddpcheck_core::explain::platform::PlatformFacts;
-use ddpcheck_core::explain::{NodeMeasurement, PairMeasurement};
+use ddpcheck_core::explain::{ExplainInput, NodeMeasurement, PairMeasurement};
 use ddpcheck_core::node_gpus::GpuInfo;
 use ddpcheck_core::topology::TopologyMatrix;
 
@@ -39,6 +39,21 @@ pub struct Assembled {
     pub algo_proto: Option<String>,
     /// What a missing artifact would have decided, one line each.
     pub undecided: Vec<String>,
+}
+
+impl Assembled {
+    /// What core's `explain` takes, as a live run gives it (no history from artifacts).
+    pub fn explain_input(&self) -> ExplainInput<'_> {
+        ExplainInput {
+            gpus: &self.gpus,
+            topology: self.topology.as_ref(),
+            platform: &self.platform,
+            nccl_env: &self.nccl_env,
+            measurements: &self.measurements,
+            node_measurement: self.node_measurement.as_ref(),
+            history_busbw: &[],
+        }
+    }
 }
 
 /// The readings of each format, in file order.

@@ -9,7 +9,7 @@ use ddpcheck_artifacts::folder::{folder_sources, read_all, Read, Source};
 use ddpcheck_artifacts::judge::{judge, ArtifactsReport};
 use ddpcheck_artifacts::node::assemble;
 use ddpcheck_artifacts::{ArtifactError, Format};
-use ddpcheck_core::explain::{explain, CauseKind, ExplainInput};
+use ddpcheck_core::explain::{explain, CauseKind};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -102,15 +102,7 @@ fn the_chain_is_the_live_judges_on_the_same_input() {
     ] {
         let rs = reads(dir);
         let a = assemble(&rs).unwrap();
-        let live = explain(&ExplainInput {
-            gpus: &a.gpus,
-            topology: a.topology.as_ref(),
-            platform: &a.platform,
-            nccl_env: &a.nccl_env,
-            measurements: &a.measurements,
-            node_measurement: a.node_measurement.as_ref(),
-            history_busbw: &[],
-        });
+        let live = explain(&a.explain_input());
         assert_eq!(judge(&rs, "t").unwrap().explanation, live, "{dir}");
     }
 }

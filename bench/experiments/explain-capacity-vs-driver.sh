@@ -16,22 +16,10 @@ set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}"
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
-run() {
-    local name=$1 secs=$2
-    shift 2
-    timeout -k 5 "$secs" "$@" > "$LOGS/$name.txt" 2> "$LOGS/$name.err"
-    say "$name rc=$?"
-}
-fact() {
-    local name=$1
-    shift
-    timeout -k 2 15 bash -c "$*" > "$LOGS/fact-$name.txt" 2>&1
-    echo "rc=$?" >> "$LOGS/fact-$name.txt"
-}
+make_logs
+new_summary
+run() { logged "$LOGS" txt "$@"; }
+fact() { raw_fact "$LOGS" "$1" 15 "${*:2}"; }
 
 say "explain-capacity-vs-driver $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
 fact smi-pcie 'nvidia-smi --query-gpu=index,name,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv'

@@ -12,26 +12,12 @@ set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}" /tmp/ddpcheck-explain
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
+make_logs
+new_summary
 # run NAME SECONDS CMD...: output to logs/NAME.txt, stderr to logs/NAME.err, rc in the summary.
-run() {
-    local name=$1 secs=$2
-    shift 2
-    timeout -k 5 "$secs" "$@" > "$LOGS/$name.txt" 2> "$LOGS/$name.err"
-    local rc=$?
-    say "$name rc=$rc"
-    return 0
-}
+run() { logged "$LOGS" txt "$@"; }
 # fact NAME CMD...: a raw fact, never more than 10 s.
-fact() {
-    local name=$1
-    shift
-    timeout -k 2 10 bash -c "$*" > "$LOGS/fact-$name.txt" 2>&1
-    echo "rc=$?" >> "$LOGS/fact-$name.txt"
-}
+fact() { raw_fact "$LOGS" "$1" 10 "${*:2}"; }
 
 say "explain-with-raw-facts $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname) sim=${DDPCHECK_SIM:-none}"
 if [ ! -x "$DDPCHECK" ]; then

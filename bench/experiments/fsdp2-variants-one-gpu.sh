@@ -2,27 +2,31 @@
 # DDP, FSDP2's replicate(), fully_shard and fully_shard without resharding on one GPU, each
 # against the plain step in the same launch (`bench ddp --gpus 1 --plain-reference`): a LLaMA-style
 # decoder preset and torchvision's resnet50. Per run: the step, the wrapper's own work, torch's
-# peak memory (torch.cuda.max_memory_allocated) and, where this ddpcheck has `memory`, its
-# prediction beside it. Then slices of an 8.7B LLaMA config (2 and 4 of its 32 layers), whose
-# peaks give the per-layer figure, and `recommend` on the whole config, which does not fit one
-# 80 GB GPU with DDP: its answer must come without an out-of-memory or a timeout. Last, torch's
-# process-group backends through `bench ddp --backend`: gloo on the GPU, and nccl2.
+# peak memory (torch.cuda.max_memory_allocated), one step read at its phases (what each wrapper's
+# forward keeps for backward, measured by the run itself: `memory_phases` in the report) and,
+# where this ddpcheck has `memory`, its prediction beside the peak. Then slices of an 8.7B LLaMA
+# config (2 and 4 of its 32 layers): each slice's peaks are predicted before launch and from the
+# other slice's activations under the same wrapper. Then `recommend` on the whole config, which
+# does not fit one 80 GB GPU with DDP: its answer must come without an out-of-memory or a
+# timeout. Then torch's process-group backends through `bench ddp --backend`: gloo on the GPU,
+# and nccl2. Last (`table`), memory-table.md: every run's peak beside its predictions and its
+# phases, the table of the results page.
 #
 #   bench/experiments/fsdp2-variants-one-gpu.sh OUTDIR      (about 7 minutes on one H100 or H200)
-#   PARTS="models slices recommend backends" ...            (some parts)
+#   PARTS="models slices recommend backends table" ...      (some parts)
 #   BUDGET_S=390                                            (no launch starts after it)
 #
 # Needs ddpcheck in DDPCHECK_BIN_DIR and torch >= 2.6 with fully_shard (replicate() where the torch
 # has torch.distributed._composable.replicate_with_fsdp; its run says so where not), torchvision
 # for PYTHON (bench/lib.sh); no network. Writes OUTDIR/NAME.json (bench ddp's reports), their
-# stderr, memory-NAME.txt, recommend-{8b,hf7b}.{txt,stderr}, summary.txt, and all of it in
-# OUTDIR/fsdp2-variants.tar.gz.
+# stderr, memory-NAME.{txt,json}, recommend-{8b,hf7b}.{txt,stderr}, memory-table.md,
+# summary.txt, and all of it in OUTDIR/fsdp2-variants.tar.gz.
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}"
 need_bin ddpcheck
-PARTS=${PARTS:-models slices recommend backends}
+PARTS=${PARTS:-models slices recommend backends table}
 VARIANTS=${VARIANTS:-base,replicate,fsdp,fsdp-noreshard}
 SMALL_LLAMA="decoder:12,1024,16,1024,32000,llama"
 BIG=(32 4096 32 2048 32000)  # layers, width, heads, seq, vocab: 8.7B parameters
@@ -102,13 +106,22 @@ bench() { # TAG MODEL MICRO_BATCH DEADLINE: every variant in one launch; any it 
     for v in $(missing "$OUT/$tag.json"); do
         launch "$tag-$v" "$model" "$mb" "$deadline" "$v"
     done
-    if [ "$HAVE_MEMORY" = 1 ]; then
-        local from=() f
-        for f in "$OUT/$tag".json "$OUT/$tag"-*.json; do [ -s "$f" ] && from+=(--from "$f"); done
-        "$DDPCHECK" memory --model "$model" --micro-batch "$mb" --gpus 1 "${from[@]}" \
-            > "$OUT/memory-$tag.txt" 2>&1
-        sed 's/^/  /' "$OUT/memory-$tag.txt" >> "$SUMMARY"
-    fi
+    memory "$tag" "$model" "$mb"
+}
+
+memory() { # TAG MODEL MICRO_BATCH [SLICE_TAG...]: the model's peaks beside its predictions, as
+    # text and JSON; the slices' reports give each wrapper's measured activations.
+    local tag=$1 model=$2 mb=$3 from=() f t
+    shift 3
+    [ "$HAVE_MEMORY" = 1 ] || return 0
+    for t in "$tag" "$@"; do
+        for f in "$OUT/$t".json "$OUT/$t"-*.json; do [ -s "$f" ] && from+=(--from "$f"); done
+    done
+    "$DDPCHECK" memory --model "$model" --micro-batch "$mb" --gpus 1 "${from[@]}" \
+        > "$OUT/memory-$tag.txt" 2>&1
+    "$DDPCHECK" --json memory --model "$model" --micro-batch "$mb" --gpus 1 "${from[@]}" \
+        > "$OUT/memory-$tag.json" 2> "$OUT/memory-$tag.stderr"
+    sed 's/^/  /' "$OUT/memory-$tag.txt" >> "$SUMMARY"
 }
 
 for part in $PARTS; do
@@ -118,8 +131,12 @@ for part in $PARTS; do
             bench resnet50 torchvision:resnet50 64 150 ;;
         slices)
             # Two and four of the 8.7B config's layers: the difference is one layer's memory.
+            # Each slice is checked again from the other's activations, wrapper by wrapper.
             bench llama8b-2layers "$(big 2)" 1 120
-            bench llama8b-4layers "$(big 4)" 1 120 ;;
+            bench llama8b-4layers "$(big 4)" 1 120
+            echo "== the slices, each from the other's measured activations" >> "$SUMMARY"
+            memory llama8b-2layers "$(big 2)" 1 llama8b-4layers
+            memory llama8b-4layers "$(big 4)" 1 llama8b-2layers ;;
         recommend)
             t0=$SECONDS
             timeout 170 "$DDPCHECK" recommend --gpus 1 --model "$(big "${BIG[0]}")" --micro-batch 1 \
@@ -156,12 +173,18 @@ for part in $PARTS; do
                 rc=$?
                 { echo "== --backend $b: rc $rc, $((SECONDS - t0)) s"
                   tail -2 "$OUT/backend-$b.stderr" | sed 's/^/  stderr: /'
-                  "$PYTHON" -c 'import json, sys
+                  [ "$rc" -eq 0 ] && "$PYTHON" -c 'import json, sys
 r = json.load(open(sys.argv[1]))["results"][0]
 print("  step %.2f ms, recipe %s" % (r["step_time_median_s"] * 1e3, r.get("recipe")))' \
                       "$OUT/backend-$b.json" 2>&1; } >> "$SUMMARY"
             done ;;
-        *) die "unknown part $part (models slices recommend backends)" ;;
+        table)
+            # Every run's peak beside its predictions and its phases, as the results page's
+            # table (memory-table.md).
+            "$PYTHON" "$(dirname "$0")/memory-table.py" "$OUT" > "$OUT/memory-table.md" \
+                2> "$OUT/memory-table.stderr"
+            { echo "== memory-table.md"; cat "$OUT/memory-table.md" "$OUT/memory-table.stderr"; } >> "$SUMMARY" ;;
+        *) die "unknown part $part (models slices recommend backends table)" ;;
     esac
 done
 date -u +%FT%TZ >> "$SUMMARY"

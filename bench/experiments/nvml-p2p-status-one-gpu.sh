@@ -10,14 +10,8 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 out_dir "${1:-}" /tmp/ddpcheck-p2p
 need_bin ddpcheck
-SUMMARY=$OUT/summary.txt
-: > "$SUMMARY"
-run() {
-    local name=$1 secs=$2
-    shift 2
-    timeout -k 5 "$secs" "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
-    say "$name rc=$?"
-}
+new_summary
+run() { logged "$OUT" json "$@"; }
 say "nvml-p2p-status-one-gpu $(date -u +%Y-%m-%dT%H:%M:%SZ) host $(hostname)"
 nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader >> "$SUMMARY" 2>&1
 for cap in r w a n; do

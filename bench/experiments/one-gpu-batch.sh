@@ -11,12 +11,13 @@
 #   bench/experiments/one-gpu-batch.sh OUTDIR [PART...]   (parts: copies models footprint
 #                                                          inspector inspector2 plain
 #                                                          plainstep plainstep8
-#                                                          plainstep6omp1 plainclocks powersgd;
+#                                                          plainstep6omp1 plainclocks powersgd
+#                                                          fabric fsdp2 fsdp2step fsdp2curves;
 #                                                          the default three: about 10 minutes)
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd]"
+[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd] [fabric] [fsdp2] [fsdp2step] [fsdp2curves]"
 out_dir "$1"
 shift
 PARTS=${*:-copies models footprint}
@@ -48,6 +49,10 @@ for p in $PARTS; do
         plainstep6omp1) part plainstep6omp1 570 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=6 LOOP_OMP1=1 ;;
         plainclocks) part plainclocks 330 bench-step-vs-plain-loops.sh MODELS=llama ROUNDS=4 SAMPLE_CLOCKS=1 ;;
         powersgd) part powersgd 250 powersgd-and-levers-one-gpu.sh MODELS="resnet50 llama" ;;
+        fabric) part fabric 120 fabric-state-one-gpu.sh ;;
+        fsdp2) part fsdp2 480 fsdp2-variants-one-gpu.sh ;;
+        fsdp2step) part fsdp2step 400 fsdp2-step-time-one-gpu.sh ;;
+        fsdp2curves) part fsdp2curves 150 fsdp2-step-time-one-gpu.sh PARTS=curves ;;
         *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
     esac
 done

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_core::ddp::{Amp, DdpVariant, ModelSpec, RunDevice, Wrapper};
-use ddpcheck_core::memory::check::{check_peaks, measured_activations, MeasuredPeak, PeakCheck};
+use ddpcheck_core::ddp::{Amp, DdpVariant, ModelSpec, RunDevice, RunPhases, Wrapper};
+use ddpcheck_core::memory::check::{check_peaks, MeasuredPeak, PeakCheck};
 use ddpcheck_core::memory::slices::{fit_slices, SliceFit, SlicePeak};
-use ddpcheck_core::memory::{self, ActivationSource, MemoryPlan, FIT_SHARE};
+use ddpcheck_core::memory::{self, ActivationSource, MemoryModel, MemoryPlan, Moment, FIT_SHARE};
 use ddpcheck_core::num::{floor_u64, ToF64};
 use ddpcheck_core::recommend::{memory_model, ModelInput};
 use ddpcheck_core::report::DdpReport;
@@ -41,8 +41,9 @@ pub struct MemoryArgs {
     #[arg(long, default_value = "bf16", value_name = "bf16|none", value_parser = typed::<Amp>())]
     pub amp: Amp,
     /// `bench ddp` reports of this model at one GPU: each run's torch peak beside its
-    /// prediction. Reports of the same decoder with fewer layers are its slices: their DDP runs'
-    /// activations, extrapolated to the model's layers, replace the estimate.
+    /// prediction. Reports of the same decoder with other depths are its slices: each wrapper's
+    /// activations measured on them, extrapolated to the model's layers, replace that wrapper's
+    /// estimate.
     #[arg(long, value_name = "REPORT")]
     pub from: Vec<PathBuf>,
 }
@@ -52,15 +53,18 @@ struct MemoryReport {
     plan: MemoryPlan,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     checks: Vec<PeakCheck>,
-    /// Activations from slices of the model (the same decoder with fewer layers), extrapolated.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    slices: Option<SliceFit>,
+    /// Each wrapper's activations from slices of the model (the same decoder at other depths),
+    /// extrapolated.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    slices: Vec<SliceFit>,
 }
 
-/// A 1-GPU run of a report: its parameters, and its peak with its wrapper.
+/// A 1-GPU run of a report: its parameters, its peak with its wrapper, and one step read at its
+/// phases where the launch read them.
 struct Run {
     params: u64,
     peak: MeasuredPeak,
+    phases: Option<RunPhases>,
 }
 
 pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
@@ -79,40 +83,26 @@ pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
         })?;
         model = ModelInput::Params { params };
     }
-    let mut m = memory_model(&model, model.params(), a.micro_batch, amp);
+    let estimate = memory_model(&model, model.params(), a.micro_batch, amp);
     // The model's own runs are checked; other depths of its decoder are its slices.
     let runs: Vec<MeasuredPeak> = all
         .iter()
-        .filter(|r| a.model.params() == 0 || r.params == m.params)
+        .filter(|r| a.model.params() == 0 || r.params == estimate.params)
         .map(|r| r.peak.clone())
         .collect();
-    let slices = a.model.decoder().and_then(|d| {
-        let s: Vec<SlicePeak> = all
-            .iter()
-            .filter(|r| r.params != m.params && r.peak.wrapper == Wrapper::Ddp)
-            .map(|r| SlicePeak {
-                params: r.params,
-                peak_bytes: r.peak.peak_bytes,
-            })
-            .collect();
-        fit_slices(d, a.micro_batch, amp, &s)
-    });
-    if let Some(f) = &slices {
-        m.activations = ActivationSource::Measured {
-            bytes: f.extrapolated_bytes,
-            what: format!(
-                "EXTRAPOLATED to {} layers from slices of {} layers",
-                f.layers,
-                f.points
-                    .iter()
-                    .map(|(l, _)| l.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            ),
-        };
+    let slices = slice_fits(a, amp, &all, estimate.params);
+    let mut m = estimate.clone();
+    for f in &slices {
+        m = m.with_activations(
+            f.wrapper,
+            ActivationSource::Measured {
+                bytes: f.extrapolated_bytes,
+                what: f.what(),
+            },
+        );
     }
     let plan = memory::plan(&m, a.gpus, gpu_bytes(cli, a)?);
-    let checks = check_peaks(&m, &runs);
+    let checks = check_peaks(&estimate, (!slices.is_empty()).then_some(&m), &runs);
     if cli.json {
         print_json(&MemoryReport {
             plan,
@@ -123,12 +113,13 @@ pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
     }
     let mut s = crate::render::memory_plan(&plan, cli.width());
     s.push_str(&rests_on(&m));
-    if let Some(f) = &slices {
+    for f in &slices {
         s.push_str(&slice_lines(f));
     }
     if !checks.is_empty() {
-        s.push_str(&peak_table(&m, &runs, &checks));
+        s.push_str(&peak_table(&checks));
     }
+    s.push_str(&phase_table(&all, estimate.params));
     out!("{s}");
     Ok(0)
 }
@@ -163,10 +154,47 @@ fn reports(a: &MemoryArgs) -> Result<Vec<DdpReport>, RunError> {
         .collect()
 }
 
+/// Each wrapper's fit of the slices of the model in the reports: the runs of the same decoder
+/// at other depths.
+fn slice_fits(
+    a: &MemoryArgs,
+    amp: ddpcheck_core::ddp::Amp,
+    all: &[Run],
+    params: u64,
+) -> Vec<SliceFit> {
+    let Some(d) = a.model.decoder() else {
+        return Vec::new();
+    };
+    let s: Vec<SlicePeak> = all
+        .iter()
+        .filter(|r| r.params != params)
+        .map(|r| SlicePeak {
+            params: r.params,
+            wrapper: r.peak.wrapper,
+            peak_bytes: r.peak.peak_bytes,
+        })
+        .collect();
+    let mut wrappers: Vec<Wrapper> = s.iter().map(|x| x.wrapper).collect();
+    wrappers.dedup();
+    let mut fits: Vec<SliceFit> = Vec::new();
+    for w in wrappers {
+        // FSDP2's wrappers save the same activations: the first that measured them speaks.
+        let fsdp2_had = fits.iter().any(|f| f.wrapper != Wrapper::Ddp);
+        if (w != Wrapper::Ddp && fsdp2_had) || fits.iter().any(|f| f.wrapper == w) {
+            continue;
+        }
+        fits.extend(fit_slices(d, a.micro_batch, amp, w, &s));
+    }
+    fits
+}
+
 /// Each slice's measured activations and the line through them.
 fn slice_lines(f: &SliceFit) -> String {
-    let mut s =
-        String::from("\nActivations from slices (torch's peak less the predicted state):\n");
+    let mut s = format!(
+        "\nActivations of {} from slices (torch's peak less the predicted state when backward \
+         starts):\n",
+        f.wrapper
+    );
     for (l, b) in &f.points {
         let _ = writeln!(s, "  {l:>3} layers: {} GiB", gib(*b));
     }
@@ -191,6 +219,7 @@ fn peaks(a: &MemoryArgs) -> Result<Vec<Run>, RunError> {
                 continue;
             };
             out.push(Run {
+                phases: row.memory_phases.clone(),
                 params: row.params,
                 peak: MeasuredPeak {
                     variant: row.variant.clone(),
@@ -212,7 +241,7 @@ fn reported_params(a: &MemoryArgs) -> Result<Option<u64>, RunError> {
         .find(|p| *p > 0))
 }
 
-fn rests_on(m: &memory::MemoryModel) -> String {
+fn rests_on(m: &MemoryModel) -> String {
     format!(
         "\nrests on: {}\n",
         ddpcheck_core::recommend::memory_rests_on(m)
@@ -227,38 +256,82 @@ fn pct(x: f64) -> String {
     format!("{:+.1}%", x * 100.0)
 }
 
-/// Each run's peak beside its predictions, and whether each holds within 10%.
-fn peak_table(m: &memory::MemoryModel, runs: &[MeasuredPeak], checks: &[PeakCheck]) -> String {
-    let mut s = String::new();
-    let measured = measured_activations(m, runs);
-    let _ = writeln!(
-        s,
-        "\nAgainst torch's peaks (max_memory_allocated, GiB){}:",
-        measured.as_ref().map_or(String::new(), |(b, v)| format!(
-            "; activations measured on {v}: {} GiB",
-            gib(*b)
-        ))
+/// The model's runs read at their phases (GiB): what the forward kept for backward, and where
+/// each phase peaked; empty where no run was read.
+fn phase_table(all: &[Run], params: u64) -> String {
+    let rows: Vec<(String, &ddpcheck_core::memory::phases::MemoryPhases)> = all
+        .iter()
+        .filter(|r| r.params == params)
+        .flat_map(|r| {
+            let p = r.phases.as_ref();
+            let wrapped = p.map(|p| (r.peak.variant.clone(), &p.wrapped));
+            let plain = p
+                .and_then(|p| p.plain.as_ref())
+                .map(|x| (format!("{} plain", r.peak.variant), x));
+            wrapped.into_iter().chain(plain)
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\nOne step after the timed ones, read at its phases (allocated GiB; kept: what the \
+         forward left for backward):\n",
     );
     let _ = writeln!(
         s,
-        "  {:<16} {:>8} {:>10} {:>8} {:>14} {:>8}",
-        "run", "peak", "predicted", "error", "from measured", "error"
+        "  {:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "run", "before", "at loss", "kept", "peak fw", "after bw", "peak bw", "after", "peak st"
+    );
+    for (name, p) in rows {
+        let _ = writeln!(
+            s,
+            "  {:<22} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            name,
+            gib(p.before_forward),
+            gib(p.after_forward),
+            gib(p.forward_kept()),
+            gib(p.peak_forward),
+            gib(p.after_backward),
+            gib(p.peak_backward),
+            gib(p.after_step),
+            gib(p.peak_step)
+        );
+    }
+    s
+}
+
+/// Each run's peak beside its predictions, and whether each holds within 10%.
+fn peak_table(checks: &[PeakCheck]) -> String {
+    let mut s = String::from(
+        "\nAgainst torch's peaks (max_memory_allocated, GiB): before launch, and from the \
+         activations slices of the model measured under the run's wrapper:\n",
+    );
+    let _ = writeln!(
+        s,
+        "  {:<16} {:>8} {:>10} {:>8} {:>6} {:>14} {:>8}",
+        "run", "peak", "predicted", "error", "at", "from measured", "error"
     );
     for c in checks {
         let _ = writeln!(
             s,
-            "  {:<16} {:>8} {:>10} {:>8} {:>14} {:>8}",
+            "  {:<16} {:>8} {:>10} {:>8} {:>6} {:>14} {:>8}",
             c.variant,
             gib(c.peak_bytes),
             gib(c.predicted_bytes),
             pct(c.error),
+            match c.peak_at {
+                Moment::BackwardStart => "start",
+                Moment::BackwardEnd => "end",
+            },
             c.from_measured_bytes.map_or("-".into(), gib),
             c.from_measured_error.map_or("-".into(), pct)
         );
     }
     let _ = writeln!(
         s,
-        "  (a prediction holds within {:.0}% of the peak; fits are judged at {:.0}% of the GPU)",
+        "  (at: the backward's start or end, the moment the prediction puts the peak at; a \
+         prediction holds within {:.0}% of the peak; fits are judged at {:.0}% of the GPU)",
         memory::check::PEAK_TOLERANCE * 100.0,
         FIT_SHARE * 100.0
     );

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::{bin, code, free_loopback_port, output_within, stderr, stdout, Daemon};
+use ddpcheck_testkit::daemon::sim_daemon;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
@@ -348,17 +349,9 @@ fn tcp_without_tls_files_is_a_usage_error() {
     let port = free_loopback_port().to_string();
     let addr = format!("127.0.0.1:{port}");
     let base = |extra: &[&str]| {
-        let mut cmd = Command::new(bin("ddpcheckd"));
-        cmd.args(["--sim", "h200x2-nvlink", "--tcp", &addr])
-            .args(extra)
-            .arg("--listen")
-            .arg(dir.path().join("d.sock"))
-            .arg("--runtime-dir")
-            .arg(dir.path().join("run"))
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .args(["--metrics-listen", "127.0.0.1:0"])
-            .env_remove("DDPCHECK_SIM");
+        let bin = bin("ddpcheckd");
+        let mut cmd = sim_daemon(&bin, "h200x2-nvlink", dir.path(), dir.path().join("d.sock"));
+        cmd.args(["--tcp", &addr]).args(extra);
         for v in [
             "DDPCHECK_TLS_CERT",
             "DDPCHECK_TLS_KEY",

@@ -48,23 +48,11 @@ fn endless_files_are_refused_at_their_limit() {
             "--from /dev/zero: larger than 64.0 MiB, the limit for a saved report",
         ),
         (
-            &[
-                "--sim",
-                "h200x2-nvlink",
-                "recommend",
-                "--model-config",
-                "/dev/zero",
-            ],
+            &common::words("--sim h200x2-nvlink recommend --model-config /dev/zero"),
             "--model-config /dev/zero: larger than 1.0 MiB, the limit for a configuration file",
         ),
         (
-            &[
-                "--daemon",
-                "https://127.0.0.1:1",
-                "--tls-ca",
-                "/dev/zero",
-                "topo",
-            ],
+            &common::words("--daemon https://127.0.0.1:1 --tls-ca /dev/zero topo"),
             "--tls-ca /dev/zero: larger than 1.0 MiB, the limit for a PEM file",
         ),
         (
@@ -91,19 +79,9 @@ fn endless_files_are_refused_at_their_limit() {
 
 /// A saved `bench ddp --json` of the simulated H200 pair, as JSON to edit.
 fn saved_ddp_report() -> serde_json::Value {
-    let o = common::local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "base",
-        "--gpus",
-        "1,2",
-        "--json",
-    ]);
+    let o = common::local(&common::words(
+        "--sim h200x2-nvlink bench ddp --model gpt2-124m --variants base --gpus 1,2 --json",
+    ));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap()
 }

@@ -11,19 +11,9 @@ use std::time::{Duration, Instant};
 fn a_closed_stdout_ends_the_command_with_141_and_no_panic() {
     // Thousands of lines of JSON into a pipe whose reader is gone before the first write.
     let mut child = Command::new(common::bin("ddpcheck"))
-        .args([
-            "--sim",
-            "h200x8-nvswitch",
-            "bench",
-            "collectives",
-            "--ops",
-            "all",
-            "-b",
-            "1K",
-            "-e",
-            "1G",
-            "--json",
-        ])
+        .args(common::words(
+            "--sim h200x8-nvswitch bench collectives --ops all -b 1K -e 1G --json",
+        ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -219,21 +219,7 @@ fn real_backend_daemons_join_one_communicator_through_fake_gpu_libraries() {
         let e: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
         Daemon::start_env(None, &["--cluster-address", "127.0.0.1"], &e)
     };
-    let args = [
-        "--json",
-        "--gpus-per-node",
-        "1",
-        "--network",
-        "tcp10",
-        "--min-bytes",
-        "64K",
-        "--max-bytes",
-        "1M",
-        "--iters",
-        "5",
-        "--stage-deadline",
-        "20",
-    ];
+    let args = common::words("--json --gpus-per-node 1 --network tcp10 --min-bytes 64K --max-bytes 1M --iters 5 --stage-deadline 20");
 
     let (a, b) = (start(false), start(false));
     let o = cluster(&[&a, &b], &args);
@@ -289,14 +275,9 @@ fn real_backend_daemons_join_one_communicator_through_fake_gpu_libraries() {
 fn usage_errors_exit_64() {
     let o = common::local(&["cluster", "check", "--nodes", "/only/one.sock"]);
     assert_eq!(code(&o), 64, "{}", stderr(&o));
-    let o = common::local(&[
-        "cluster",
-        "check",
-        "--nodes",
-        "/a,/b",
-        "--network",
-        "token-ring",
-    ]);
+    let o = common::local(&common::words(
+        "cluster check --nodes /a,/b --network token-ring",
+    ));
     assert_eq!(code(&o), 64, "{}", stderr(&o));
     assert!(stderr(&o).contains("ndr400"), "{}", stderr(&o));
 }

@@ -28,14 +28,11 @@ const SIZES: [&str; 4] = ["--min-bytes", "1M", "--max-bytes", "64M"];
 #[test]
 fn outside_srun_is_a_usage_error_in_one_line() {
     let o = output_within(
-        Command::new(bin("ddpcheck")).env_clear().args([
-            "--sim",
-            "h200x2-nvlink",
-            "cluster",
-            "srun",
-            "--gpus-per-node",
-            "2",
-        ]),
+        Command::new(bin("ddpcheck"))
+            .env_clear()
+            .args(common::words(
+                "--sim h200x2-nvlink cluster srun --gpus-per-node 2",
+            )),
         Duration::from_secs(30),
     );
     assert_eq!(code(&o), 64, "{}{}", stdout(&o), stderr(&o));

@@ -120,14 +120,9 @@ fn usage_errors_exit_64_with_one_clear_line() {
     );
     let o = local(&["check", "--no-such-flag"]);
     assert_eq!(code(&o), 64);
-    let o = local(&[
-        "bench",
-        "collectives",
-        "--sim",
-        "h200x2-nvlink",
-        "--min-bytes",
-        "lots",
-    ]);
+    let o = local(&common::words(
+        "bench collectives --sim h200x2-nvlink --min-bytes lots",
+    ));
     assert_eq!(code(&o), 64);
 }
 
@@ -184,17 +179,9 @@ fn topo_prints_nv18_and_bench_has_nccl_tests_footer() {
     let o = d.cli(&["topo", "--json"]);
     assert_valid(&json(&o));
     // A DDP report, its 4-GPU row with the all-reduce probe its run timed.
-    let o = d.cli(&[
-        "bench",
-        "ddp",
-        "--model",
-        "mlp:256,2",
-        "--variants",
-        "base",
-        "--gpus",
-        "1,4",
-        "--json",
-    ]);
+    let o = d.cli(&common::words(
+        "bench ddp --model mlp:256,2 --variants base --gpus 1,4 --json",
+    ));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v = json(&o);
     assert_valid(&v);
@@ -326,16 +313,9 @@ fn history_lists_the_daemons_runs_newest_first() {
         code(&d.cli(&["bench", "collectives", "-b", "1M", "-e", "64M"])),
         0
     );
-    let o = d.cli(&[
-        "bench",
-        "ddp",
-        "--sweep",
-        "mlp:1024",
-        "--variants",
-        "base",
-        "--steps",
-        "5",
-    ]);
+    let o = d.cli(&common::words(
+        "bench ddp --sweep mlp:1024 --variants base --steps 5",
+    ));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert_eq!(
         code(&d.cli(&["bench", "ddp", "--gpus", "1,5", "--sweep", "mlp:1024"])),

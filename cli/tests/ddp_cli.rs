@@ -50,17 +50,9 @@ fn sweep_plots_speedup_with_the_y1_line_and_labels_the_simulation() {
 fn a_saved_report_is_shown_and_plotted_again() {
     let d = tempfile::tempdir().unwrap();
     let json = d.path().join("ddp.json");
-    let o = local(&[
-        "--sim",
-        "a6000x4-phb",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--gpus",
-        "1,4",
-        "--json",
-    ]);
+    let o = local(&common::words(
+        "--sim a6000x4-phb bench ddp --model gpt2-124m --gpus 1,4 --json",
+    ));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     std::fs::write(&json, &o.stdout).unwrap();
     let svg = d.path().join("again.svg");
@@ -87,43 +79,15 @@ fn a_saved_report_is_shown_and_plotted_again() {
 #[test]
 fn bad_ddp_requests_are_usage_errors() {
     for args in [
-        vec![
-            "--sim",
-            "h200x2-nvlink",
-            "bench",
-            "ddp",
-            "--variants",
-            "turbo",
-        ],
-        vec![
-            "--sim",
-            "h200x2-nvlink",
-            "bench",
-            "ddp",
-            "--model",
-            "resnet50",
-        ],
+        common::words("--sim h200x2-nvlink bench ddp --variants turbo"),
+        common::words("--sim h200x2-nvlink bench ddp --model resnet50"),
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--gpus", "1,16"],
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--sweep", "cnn:3"],
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--env", "FOO=1"],
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--repeats", "0"],
         vec!["--sim", "h200x2-nvlink", "bench", "ddp", "--repeats", "21"],
-        vec![
-            "--sim",
-            "h200x2-nvlink",
-            "bench",
-            "ddp",
-            "--min-timed-seconds",
-            "-1",
-        ],
-        vec![
-            "--sim",
-            "h200x2-nvlink",
-            "bench",
-            "ddp",
-            "--min-timed-seconds",
-            "61",
-        ],
+        common::words("--sim h200x2-nvlink bench ddp --min-timed-seconds -1"),
+        common::words("--sim h200x2-nvlink bench ddp --min-timed-seconds 61"),
     ] {
         let o = local(&args);
         assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
@@ -134,21 +98,11 @@ fn bad_ddp_requests_are_usage_errors() {
 /// table shows the launches and their spread, the JSON each launch's median.
 #[test]
 fn repeated_launches_are_reported_with_their_spread() {
-    let args = [
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "base,bf16",
-        "--gpus",
-        "1,2",
-        "--repeats",
-        "3",
-    ];
+    let args =
+        common::words("bench ddp --model gpt2-124m --variants base,bf16 --gpus 1,2 --repeats 3");
     // Wide enough that the table's cells stay whole (tests/fits_terminal.rs holds them to 100).
     let mut local_args = vec!["--sim", "h200x2-nvlink", "--width", "250"];
-    local_args.extend(args);
+    local_args.extend(&args);
     let o = local(&local_args);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let table = stdout(&o);
@@ -188,18 +142,8 @@ fn repeated_launches_are_reported_with_their_spread() {
 /// `bench ddp` of gpt2-124m on the simulated 2xH200 at 1 and 2 GPUs, with these variants and
 /// more arguments.
 fn sim_gpt2_bench(variants: &str, more: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "--sim",
-        "h200x2-nvlink",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--gpus",
-        "1,2",
-        "--variants",
-        variants,
-    ];
+    let mut args = common::words("--sim h200x2-nvlink bench ddp --model gpt2-124m --gpus 1,2");
+    args.extend_from_slice(&["--variants", variants]);
     args.extend_from_slice(more);
     local(&args)
 }
@@ -322,18 +266,9 @@ fn a_hooked_variant_is_measured_against_one_gpu_without_its_hook() {
 #[test]
 fn a_minimum_timed_stretch_lengthens_short_runs_only() {
     let run = |more: &[&str]| {
-        let mut args = vec![
-            "--sim",
-            "h200x2-nvlink",
-            "bench",
-            "ddp",
-            "--sweep",
-            "mlp:1024,8192",
-            "--variants",
-            "base",
-            "--steps",
-            "40",
-        ];
+        let mut args = common::words(
+            "--sim h200x2-nvlink bench ddp --sweep mlp:1024,8192 --variants base --steps 40",
+        );
         args.extend_from_slice(more);
         let text = local(&args);
         args.push("--json");
@@ -438,18 +373,9 @@ fn bench_ddp_rows_say_their_reference_and_the_one_gpu_ddp_row_is_below_one() {
 #[test]
 fn compile_reaches_the_daemon_and_a_failed_compile_is_one_line_with_exit_1() {
     let d = Daemon::start(Some("h200x2-nvlink"));
-    let args = [
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--gpus",
-        "1,2",
-        "--variants",
-        "base",
-        "--compile-mode",
-        "max-autotune",
-    ];
+    let args = common::words(
+        "bench ddp --model gpt2-124m --gpus 1,2 --variants base --compile-mode max-autotune",
+    );
     let text = d.cli(&args);
     assert_eq!(code(&text), 0, "{}", stderr(&text));
     assert!(

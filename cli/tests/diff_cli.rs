@@ -30,6 +30,18 @@ fn save(dir: &Path, name: &str, v: &Value) -> PathBuf {
     p
 }
 
+/// Two reports saved as `a.json` and `b.json` in `dir`.
+fn save_pair(dir: &Path, a: &Value, b: &Value) -> (PathBuf, PathBuf) {
+    (save(dir, "a.json", a), save(dir, "b.json", b))
+}
+
+/// `diff A B --json`, which must succeed, as JSON.
+fn diff_json(a: &Path, b: &Path) -> Value {
+    let o = diff(a, b, true);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    json(&o)
+}
+
 fn diff(a: &Path, b: &Path, json_out: bool) -> std::process::Output {
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     if json_out {
@@ -52,14 +64,8 @@ fn a_transport_change_under_a_new_nccl_ranks_first_with_the_version_as_its_cause
     a["provenance"]["nccl_version"] = "2.21.5".into();
     b["provenance"]["nccl_version"] = "2.23.4".into();
     b["provenance"]["nccl_env"] = serde_json::json!({});
-    let (pa, pb) = (
-        save(dir.path(), "a.json", &a),
-        save(dir.path(), "b.json", &b),
-    );
-
-    let o = diff(&pa, &pb, true);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v = json(&o);
+    let (pa, pb) = save_pair(dir.path(), &a, &b);
+    let v = diff_json(&pa, &pb);
     assert_eq!(v["kind"], "diff");
     let changes = v["changes"].as_array().unwrap();
     assert_eq!(changes[0]["kind"], "transport", "{v:#}");
@@ -89,19 +95,9 @@ fn a_link_that_trained_down_is_named_with_its_arithmetic() {
     let dir = tempfile::tempdir().unwrap();
     let a = sim_report("a6000x4-phb", &["explain"], &[]);
     let b = sim_report("a6000x4-phb+degraded-pcie", &["explain"], &[]);
-    let (pa, pb) = (
-        save(dir.path(), "a.json", &a),
-        save(dir.path(), "b.json", &b),
-    );
-    let o = diff(&pa, &pb, true);
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let v = json(&o);
-    let link = v["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["kind"] == "pcie_link")
-        .unwrap_or_else(|| panic!("{v:#}"));
+    let (pa, pb) = save_pair(dir.path(), &a, &b);
+    let v = diff_json(&pa, &pb);
+    let link = change(&v, "pcie_link");
     assert_eq!(link["where"], serde_json::json!(["GPU1"]));
     assert_eq!(link["before"], "PCIe gen3 x16");
     assert!(link["explains_ratio"].as_f64().unwrap() < 1.0, "{v:#}");
@@ -156,16 +152,7 @@ fn each_kind_of_saved_report_is_read() {
         "no topology in the reports: {v:#}"
     );
 
-    let ddp = [
-        "bench",
-        "ddp",
-        "--sweep",
-        "mlp:1024",
-        "--variants",
-        "base",
-        "--steps",
-        "5",
-    ];
+    let ddp = common::words("bench ddp --sweep mlp:1024 --variants base --steps 5");
     let a = run("d1.json", "a6000x2-pxb", &ddp, &[]);
     let b = run("d2.json", "a6000x2-pxb", &ddp, &p2p_off);
     let v = compare(&a, &b);
@@ -213,16 +200,7 @@ fn bad_input_gets_one_line_and_exit_64() {
     );
     let ddp = sim_report(
         "a6000x2-pxb",
-        &[
-            "bench",
-            "ddp",
-            "--sweep",
-            "mlp:1024",
-            "--variants",
-            "base",
-            "--steps",
-            "5",
-        ],
+        &common::words("bench ddp --sweep mlp:1024 --variants base --steps 5"),
         &[],
     );
     let ddp = save(dir.path(), "ddp.json", &ddp);
@@ -299,12 +277,7 @@ fn the_algorithm_a_log_shows_is_compared_between_artifact_folders() {
     let o = diff(&a, &b, true);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v = json(&o);
-    let c = v["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["kind"] == "algo_proto")
-        .unwrap_or_else(|| panic!("no algo_proto change: {v:#}"));
+    let c = change(&v, "algo_proto");
     assert_eq!(
         (c["before"].as_str(), c["after"].as_str()),
         (Some("Ring/Simple"), Some("Tree/Simple")),

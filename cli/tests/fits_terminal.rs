@@ -41,13 +41,7 @@ fn commands() -> Vec<Vec<String>> {
         v.extend(rest.iter().map(|s| (*s).to_string()));
         v
     };
-    let gpt2 = [
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--price-per-hour",
-        "2.64",
-    ];
+    let gpt2 = common::words("recommend --model gpt2-124m --price-per-hour 2.64");
     let mut all = vec![
         sim("a6000x4-phb", &["check"]),
         sim("a6000x4-phb+degraded-pcie", &["check"]),

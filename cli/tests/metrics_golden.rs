@@ -126,16 +126,9 @@ fn a_restart_shows_the_stored_verdict_and_ddp_results_again() {
     let sim = "h200x2-nvlink+degraded-pcie";
     let d = Daemon::start(Some(sim));
     assert_eq!(code(&d.cli(&["check"])), 1);
-    let o = d.cli(&[
-        "bench",
-        "ddp",
-        "--sweep",
-        "mlp:1024",
-        "--variants",
-        "base",
-        "--steps",
-        "5",
-    ]);
+    let o = d.cli(&common::words(
+        "bench ddp --sweep mlp:1024 --variants base --steps 5",
+    ));
     assert_eq!(code(&o), 0, "{}", common::stderr(&o));
     let before = d.scrape();
     let (status, dir) = d.stop_keeping_dir();

@@ -17,14 +17,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::bin;
+use ddpcheck_testkit::daemon::{ready_lines, sim_daemon};
 use rusqlite::{Connection, OpenFlags};
 
 /// A daemon on a fixed directory: socket, runtime dir and state dir survive its restarts.
@@ -36,36 +36,17 @@ struct Daemon {
 impl Daemon {
     fn start(root: &Path, sim: &str) -> Daemon {
         let socket = root.join("d.sock");
-        let mut child = Command::new(bin("ddpcheckd"))
-            .args(["--sim", sim, "--metrics-listen", "none"])
+        let mut child = sim_daemon(&bin("ddpcheckd"), sim, root, &socket)
             // Clients here run checks back to back on purpose: no rate limit.
             .args(["--work-rate-per-minute", "0"])
-            .arg("--listen")
-            .arg(&socket)
-            .arg("--runtime-dir")
-            .arg(root.join("run"))
-            .arg("--state-dir")
-            .arg(root.join("state"))
-            .env_remove("DDPCHECK_SIM")
-            .env_remove("DDPCHECK_CONFIG")
             .env("DDPCHECK_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn ddpcheckd");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        // Keeps draining stderr after the ready line so the daemon never blocks on the pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.starts_with("ddpcheckd: ready") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+        if let Err(lines) = ready_lines(&mut child, Duration::from_secs(20)) {
             let _ = child.kill();
-            panic!("ddpcheckd ({sim}) did not become ready within 20 s");
+            panic!("ddpcheckd ({sim}) did not become ready within 20 s: {lines:?}");
         }
         Daemon { child, socket }
     }
@@ -116,13 +97,9 @@ struct Seen {
 }
 
 fn spawn_check(socket: &Path, args: &[&str]) -> Child {
-    Command::new(bin("ddpcheck"))
-        .arg("--daemon")
-        .arg(socket)
+    common::client(socket)
         .args(["check", "--json"])
         .args(args)
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_DAEMON")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -400,12 +377,8 @@ fn repeated_kill9_loses_no_reported_check_and_marks_in_flight_runs_interrupted()
     }
     // `ddpcheck history` shows the same runs as the file, interrupted ones included (those of
     // this daemon's backend: the `+hang` rounds ran on another).
-    let listed = Command::new(bin("ddpcheck"))
-        .arg("--daemon")
-        .arg(&d.socket)
+    let listed = common::client(&d.socket)
         .args(["history", "--json", "--limit", "1000"])
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_DAEMON")
         .output()
         .expect("run ddpcheck history");
     assert!(listed.status.success(), "{listed:?}");

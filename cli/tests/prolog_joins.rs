@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, code, stderr, stdout, Daemon};
+use common::{code, stderr, stdout, Daemon};
 use rusqlite::{Connection, OpenFlags};
 
 /// The statuses of the daemon's stored preflights, oldest first.
@@ -26,12 +26,8 @@ fn statuses(d: &Daemon) -> Vec<String> {
 /// A `check` through the daemon with `deadline` seconds, returned once its run is `running`,
 /// with the time it was started.
 fn check_in_flight(d: &Daemon, deadline: &str) -> (Child, Instant) {
-    let client = Command::new(bin("ddpcheck"))
-        .arg("--daemon")
-        .arg(&d.socket)
+    let client = common::client(&d.socket)
         .args(["check", "--deadline", deadline])
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_DAEMON")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

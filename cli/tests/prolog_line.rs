@@ -90,12 +90,8 @@ fn a_worker_that_dies_with_lines_on_stderr_gives_one_prolog_line() {
 fn a_second_check_says_busy_once() {
     let d = Daemon::start(Some("h200x2-nvlink+hang"));
     // The first check holds the daemon for its 8 s deadline.
-    let mut first = Command::new(bin("ddpcheck"))
-        .arg("--daemon")
-        .arg(&d.socket)
+    let mut first = common::client(&d.socket)
         .args(["check", "--deadline", "8"])
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_DAEMON")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -55,18 +55,9 @@ fn metrics_catalogue_promtool_and_dashboards_against_a_real_prometheus() {
                 stderr(&o)
             );
         }
-        let o = d.cli(&[
-            "bench",
-            "ddp",
-            "--model",
-            "gpt2-124m",
-            "--gpus",
-            "1,2",
-            "--steps",
-            "4",
-            "--warmup-steps",
-            "1",
-        ]);
+        let o = d.cli(&common::words(
+            "bench ddp --model gpt2-124m --gpus 1,2 --steps 4 --warmup-steps 1",
+        ));
         // A stuck GPU refuses CUDA work: that node's DDP benchmark fails, the others must run.
         if !spec.contains("stuck-nvml") {
             assert_eq!(

@@ -105,6 +105,14 @@ fn count(metrics: &str, series: &str) -> u64 {
         .unwrap_or_else(|| panic!("{series} missing:\n{metrics}"))
 }
 
+/// The sim node's `ddpcheck_work_runs_total` of `call` that ended ok.
+fn runs_ok(m: &str, call: &str) -> u64 {
+    count(
+        m,
+        &format!("ddpcheck_work_runs_total{{call=\"{call}\",outcome=\"ok\",backend=\"sim\"}}"),
+    )
+}
+
 #[test]
 fn three_calls_run_then_preflights_and_benchmarks_are_rate_limited_and_busy_costs_no_token() {
     let d = Daemon::start_with(
@@ -202,27 +210,9 @@ fn three_calls_run_then_preflights_and_benchmarks_are_rate_limited_and_busy_cost
         ),
         0
     );
-    assert_eq!(
-        count(
-            &m,
-            "ddpcheck_work_runs_total{call=\"preflight\",outcome=\"ok\",backend=\"sim\"}"
-        ),
-        2
-    );
-    assert_eq!(
-        count(
-            &m,
-            "ddpcheck_work_runs_total{call=\"bench_collectives\",outcome=\"ok\",backend=\"sim\"}"
-        ),
-        1
-    );
-    assert_eq!(
-        count(
-            &m,
-            "ddpcheck_work_runs_total{call=\"bench_ddp\",outcome=\"ok\",backend=\"sim\"}"
-        ),
-        0
-    );
+    assert_eq!(runs_ok(&m, "preflight"), 2);
+    assert_eq!(runs_ok(&m, "bench_collectives"), 1);
+    assert_eq!(runs_ok(&m, "bench_ddp"), 0);
     d.stop();
 }
 
@@ -246,13 +236,7 @@ fn zero_turns_the_limit_off() {
         );
     }
     let m = d.scrape();
-    assert_eq!(
-        count(
-            &m,
-            "ddpcheck_work_runs_total{call=\"preflight\",outcome=\"ok\",backend=\"sim\"}"
-        ),
-        n
-    );
+    assert_eq!(runs_ok(&m, "preflight"), n);
     assert_eq!(
         count(
             &m,
@@ -271,18 +255,16 @@ fn bad_limits_are_refused_at_start_with_one_line() {
         ["--work-burst=2.5", "--work-burst"],
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let o = std::process::Command::new(common::bin("ddpcheckd"))
-            .args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
-            .arg("--listen")
-            .arg(dir.path().join("d.sock"))
-            .arg("--runtime-dir")
-            .arg(dir.path().join("run"))
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .arg(args[0])
-            .env_remove("DDPCHECK_CONFIG")
-            .output()
-            .unwrap();
+        let bin = common::bin("ddpcheckd");
+        let o = ddpcheck_testkit::daemon::sim_daemon(
+            &bin,
+            "h200x2-nvlink",
+            dir.path(),
+            dir.path().join("d.sock"),
+        )
+        .arg(args[0])
+        .output()
+        .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");

@@ -13,6 +13,39 @@ use std::time::{Duration, Instant};
 use common::fake_gpu::FakeGpuLibs;
 use common::{bin, children_of, code, output_within, stderr, stdout};
 
+/// `check --json SWEEP...` on the fake GPUs (two minutes at most), which must exit `want`, as JSON.
+fn check_json(
+    libs: &FakeGpuLibs,
+    runtime: &Path,
+    env: &[(&str, &str)],
+    sweep: &[&str],
+    want: i32,
+) -> serde_json::Value {
+    let args = [&["check", "--json"][..], sweep].concat();
+    let o = output_within(
+        &mut ddpcheck(libs, runtime, env, &args),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code(&o), want, "{}\n{}", stdout(&o), stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The `field` of each item of the JSON array `items`, as text.
+fn each_str<'a>(items: &'a serde_json::Value, field: &str) -> Vec<&'a str> {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i[field].as_str().unwrap())
+        .collect()
+}
+
+/// The fake GPU libraries and a runtime folder of the test's own (the node lock); `None` (the
+/// test is skipped) where the fakes cannot be built.
+fn fake_node() -> Option<(FakeGpuLibs, tempfile::TempDir)> {
+    Some((FakeGpuLibs::build()?, tempfile::tempdir().unwrap()))
+}
+
 /// `ddpcheck ARGS` on the fake GPUs, with its own runtime dir (the node lock) and env extras.
 fn ddpcheck(libs: &FakeGpuLibs, runtime: &Path, extra: &[(&str, &str)], args: &[&str]) -> Command {
     let mut cmd = Command::new(bin("ddpcheck"));
@@ -27,30 +60,19 @@ fn ddpcheck(libs: &FakeGpuLibs, runtime: &Path, extra: &[(&str, &str)], args: &[
 
 #[test]
 fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let wrong = [("FAKE_NCCL_WRONG", "1")];
     // The fake's all-reduce adds up host memory: up to 16 MiB, not the default 256, keeps the
     // sweep to a second or two on two busy cores, far inside the NCCL step's 30 s deadline.
     let sweep = ["--min-bytes", "8M", "--max-bytes", "16M"];
     let args = |extra: &[&'static str]| [extra, &sweep[..]].concat();
-    let o = output_within(
-        &mut ddpcheck(&libs, rt.path(), &wrong, &args(&["check", "--json"])),
-        Duration::from_secs(120),
-    );
-    assert_eq!(code(&o), 2, "{}\n{}", stdout(&o), stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = check_json(&libs, rt.path(), &wrong, &sweep, 2);
     assert_eq!(r["backend"], "real");
     assert_eq!(r["verdict"], "CRITICAL");
     assert_eq!(r["provenance"]["driver_version"], "999.99-fake");
-    let uuids: Vec<&str> = r["gpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["uuid"].as_str().unwrap())
-        .collect();
+    let uuids: Vec<&str> = each_str(&r["gpus"], "uuid");
     assert_eq!(
         uuids,
         [
@@ -60,12 +82,7 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
     );
     assert_eq!(r["gpus"][1]["pcie"]["width_current"], 16);
     assert_eq!(r["topology"]["links"][0][1], "PHB");
-    let codes: Vec<&str> = r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect();
+    let codes: Vec<&str> = each_str(&r["findings"], "code");
     assert!(codes.contains(&"allreduce_wrong"), "{codes:?}");
 
     // The same node as a Slurm prolog: drain (exit 1) with one line that says why.
@@ -85,10 +102,9 @@ fn check_reads_the_gpus_from_nvml_and_fails_a_node_whose_all_reduce_is_wrong() {
 /// `--no-host-copies` measures nothing.
 #[test]
 fn check_on_one_gpu_judges_its_own_link_from_timed_copies() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let check = |gbps: &str, extra: &[&str]| {
         let env = [("FAKE_GPUS", "1"), ("FAKE_COPY_GBPS", gbps)];
         let mut args = vec!["check", "--json"];
@@ -140,12 +156,7 @@ fn check_on_one_gpu_judges_its_own_link_from_timed_copies() {
     let (c, r) = check("6", &[]);
     assert_eq!(c, 1, "{r}");
     assert_eq!(r["verdict"], "WARNING");
-    let codes: Vec<&str> = r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect();
+    let codes: Vec<&str> = each_str(&r["findings"], "code");
     assert_eq!(
         codes
             .iter()
@@ -173,10 +184,9 @@ fn check_on_one_gpu_judges_its_own_link_from_timed_copies() {
 /// virtual machine whose guest sees no IOMMU, said as such, never "translated".
 #[test]
 fn explain_reads_the_platform_of_the_lent_h200_guest() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let tree = common::repo_root().join("gpu/src/platform/testdata/vm-h200");
     let tree = tree.to_string_lossy().into_owned();
     let env = [
@@ -220,6 +230,25 @@ fn explain_reads_the_platform_of_the_lent_h200_guest() {
 }
 
 /// Gone, or a zombie nobody reaped yet: either way it runs nothing.
+/// Polls `found` until it gives something, while `child` (ddpcheck) still runs; panics with
+/// `what` past `limit`, or when ddpcheck ends first.
+fn wait_while_running<T>(
+    child: &mut std::process::Child,
+    limit: Duration,
+    what: &str,
+    mut found: impl FnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(t) = found() {
+            return t;
+        }
+        assert!(start.elapsed() < limit, "{what}");
+        assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn ended(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
@@ -263,10 +292,9 @@ fn assert_all_end(pids: &[u32], what: &str) {
 
 #[test]
 fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let mut child = ddpcheck(
         &libs,
         rt.path(),
@@ -280,19 +308,12 @@ fn ctrl_c_of_a_local_check_ends_its_worker_and_exits_130() {
     let pid = child.id();
 
     // Wait for the NCCL worker (hanging by request) to be running.
-    let start = Instant::now();
-    let workers = loop {
-        let w = children_of(pid);
-        if !w.is_empty() {
-            break w;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no worker started"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let workers = wait_while_running(
+        &mut child,
+        Duration::from_secs(60),
+        "no worker started",
+        || Some(children_of(pid)).filter(|w| !w.is_empty()),
+    );
     std::thread::sleep(Duration::from_millis(300));
     let status = interrupt(&mut child);
     let mut err = String::new();
@@ -335,26 +356,14 @@ echo "{{\"event\":\"result\",\"model\":\"gpt2-124m\",\"variant\":\"base\",\"para
 
 #[test]
 fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_launch() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let py = fake_python(rt.path());
     let py = py.to_str().unwrap();
-    let args = [
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        "base",
-        "--gpus",
-        "1,2",
-        "--steps",
-        "5",
-        "--warmup-steps",
-        "1",
-    ];
+    let args = common::words(
+        "bench ddp --model gpt2-124m --variants base --gpus 1,2 --steps 5 --warmup-steps 1",
+    );
     let mut json_args = args.to_vec();
     json_args.extend(["--repeats", "2", "--json"]);
     let o = output_within(
@@ -390,21 +399,16 @@ fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_laun
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let start = Instant::now();
-    let sleeper = loop {
-        if let Some(pid) = std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-        {
-            break pid;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no launch started"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "ddpcheck ended early");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let sleeper = wait_while_running(
+        &mut child,
+        Duration::from_secs(30),
+        "no launch started",
+        || {
+            std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+        },
+    );
     assert_eq!(interrupt(&mut child).code(), Some(130));
     assert_all_end(&[sleeper], "the launch's sleep");
 }
@@ -416,10 +420,9 @@ fn bench_ddp_runs_the_launcher_through_the_real_backend_and_ctrl_c_ends_the_laun
 /// the pair's own run hung.
 #[test]
 fn forced_p2p_hang_on_the_fake_nccl_names_its_cause_and_the_ab_measures_the_fix() {
-    let Some(libs) = FakeGpuLibs::build() else {
+    let Some((libs, rt)) = fake_node() else {
         return;
     };
-    let rt = tempfile::tempdir().unwrap();
     let env = [
         ("FAKE_NCCL_P2P_HANG", "1"),
         ("NCCL_P2P_LEVEL", "SYS"),
@@ -429,13 +432,7 @@ fn forced_p2p_hang_on_the_fake_nccl_names_its_cause_and_the_ab_measures_the_fix(
         ("FAKE_P2P_N", "5"),
     ];
     let sweep = ["--min-bytes", "8M", "--max-bytes", "16M", "--deadline", "3"];
-    let args = |cmd: &[&'static str]| [cmd, &sweep[..]].concat();
-    let o = output_within(
-        &mut ddpcheck(&libs, rt.path(), &env, &args(&["check", "--json"])),
-        Duration::from_secs(120),
-    );
-    assert_eq!(code(&o), 5, "{}\n{}", stdout(&o), stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = check_json(&libs, rt.path(), &env, &sweep, 5);
     let reason = r["reason"].as_str().unwrap();
     assert!(reason.starts_with("ddpcheck: TIMEOUT: "), "{reason}");
     assert!(reason.contains("NCCL_P2P_LEVEL=SYS forces P2P"), "{reason}");
@@ -457,27 +454,14 @@ fn forced_p2p_hang_on_the_fake_nccl_names_its_cause_and_the_ab_measures_the_fix(
             &libs,
             rt.path(),
             &env,
-            &[
-                "explain",
-                "--json",
-                "--ab",
-                "--max-bytes",
-                "16M",
-                "--deadline",
-                "3",
-            ],
+            &common::words("explain --json --ab --max-bytes 16M --deadline 3"),
         ),
         Duration::from_secs(120),
     );
     let r: serde_json::Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
     let pair = &r["pairs"][0];
-    let kinds: Vec<&str> = pair["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["kind"].as_str().unwrap())
-        .collect();
+    let kinds: Vec<&str> = each_str(&pair["causes"], "kind");
     assert!(kinds.contains(&"p2p_broken"), "{kinds:?}");
     assert!(pair["busbw_gbps"].is_null(), "{pair}");
     assert_eq!(pair["ab"]["overrides"][0][0], "NCCL_P2P_DISABLE", "{pair}");

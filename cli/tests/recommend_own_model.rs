@@ -33,6 +33,17 @@ fn json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(o)))
 }
 
+/// `recommend --from CURVE --from REPORT --model MODEL --micro-batch MB --gpus 2`.
+fn recommend_from<'a>(
+    curve: &'a str,
+    report: &'a str,
+    model: &'a str,
+    mb: &'a str,
+) -> Vec<&'a str> {
+    let mut args = vec!["recommend", "--from", curve, "--from", report];
+    args.extend(["--model", model, "--micro-batch", mb, "--gpus", "2"]);
+    args
+}
 #[test]
 fn recommend_measures_verifies_and_replays_a_users_factory() {
     if !torch_here() {
@@ -102,15 +113,9 @@ fn recommend_measures_verifies_and_replays_a_users_factory() {
 #[test]
 fn a_model_built_by_code_needs_a_launch_or_a_report() {
     let o = local_env(
-        &[
-            "--sim",
-            "h200x2-nvlink",
-            "recommend",
-            "--model",
-            "torchvision:resnet50",
-            "--step-time-ms",
-            "30",
-        ],
+        &common::words(
+            "--sim h200x2-nvlink recommend --model torchvision:resnet50 --step-time-ms 30",
+        ),
         &[],
     );
     assert_eq!(code(&o), 64, "{}", stderr(&o));
@@ -147,23 +152,8 @@ fn recommend_from_the_h200_reports_of_library_models() {
             curve.display().to_string(),
             dir.join(report).display().to_string(),
         );
-        let o = local_env(
-            &[
-                "--json",
-                "recommend",
-                "--from",
-                &c,
-                "--from",
-                &r,
-                "--model",
-                model,
-                "--micro-batch",
-                mb,
-                "--gpus",
-                "2",
-            ],
-            &[],
-        );
+        let args = [&["--json"][..], &recommend_from(&c, &r, model, mb)].concat();
+        let o = local_env(&args, &[]);
         assert_eq!(code(&o), 0, "{model}: {}", stderr(&o));
         let v = json(&o);
         assert_eq!(v["params"], params, "{model}");
@@ -197,21 +187,8 @@ fn a_factorys_declared_tokens_per_sample_make_recommend_speak_in_tokens() {
     std::fs::write(&saved, report).unwrap();
     let model = format!("py:{}:make", factory.display());
     let (c, r) = (curve.display().to_string(), saved.display().to_string());
-    let args = [
-        "recommend",
-        "--from",
-        &c,
-        "--from",
-        &r,
-        "--model",
-        &model,
-        "--micro-batch",
-        "8",
-        "--gpus",
-        "2",
-        "--price-per-hour",
-        "10",
-    ];
+    let mut args = recommend_from(&c, &r, &model, "8");
+    args.extend(["--price-per-hour", "10"]);
     let o = local_env(&[&["--json"], &args[..]].concat(), &[]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v = json(&o);
@@ -234,17 +211,8 @@ fn cpu_ranks_default_to_the_cores_run_fp16_and_say_what_they_are() {
         return;
     }
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
-    let args = [
-        "recommend",
-        "--device",
-        "cpu",
-        "--model",
-        "mlp:256,2",
-        "--micro-batch",
-        "32",
-        "--budget",
-        "150",
-    ];
+    let args =
+        common::words("recommend --device cpu --model mlp:256,2 --micro-batch 32 --budget 150");
     let o = local_env(&args, &[("DDPCHECK_PYTHON", PYTHON)]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);

@@ -21,8 +21,9 @@ const PYTHON: &str = "/usr/bin/python3";
 /// Two ranks on a 2-core machine: one launch at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Whether torch (and torchvision) can run here; panics under DDPCHECK_REQUIRE_SERVICES=1.
-fn torch_here(test: &str) -> bool {
+/// Whether torch (and torchvision) can run here; panics under DDPCHECK_REQUIRE_SERVICES=1. A
+/// skip names the test (libtest names each test's thread after it).
+fn torch_here() -> bool {
     let ok = Command::new(PYTHON)
         .args(["-c", "import torch, torchvision"])
         .output()
@@ -31,9 +32,38 @@ fn torch_here(test: &str) -> bool {
         panic!("DDPCHECK_REQUIRE_SERVICES=1 but {PYTHON} has no torch/torchvision; .ci/install-services installs python3-torch python3-torchvision");
     }
     if !ok {
+        let test = this_test();
         eprintln!("skipping {test}: {PYTHON} cannot import torch and torchvision");
     }
     ok
+}
+
+/// The test's turn at torch, one test at a time; `None` (the test is skipped) where torch is
+/// missing.
+fn torch_turn() -> Option<std::sync::MutexGuard<'static, ()>> {
+    torch_here().then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// As `torch_turn`, for a test of something this torch lacks: `None` (skipped) also where
+/// `python3 -c PROBE` succeeds, which finds it there (`present` says so in the skip line).
+fn torch_turn_lacking(probe: &str, present: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if !torch_here() {
+        return None;
+    }
+    let probe = Command::new(PYTHON).args(["-c", probe]).output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipping {}: {present}", this_test());
+        return None;
+    }
+    torch_turn()
+}
+
+/// The running test's name: libtest names each test's thread after it.
+fn this_test() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string()
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -92,6 +122,12 @@ fn left_behind(mark: &str) -> Vec<String> {
         .collect()
 }
 
+/// `bench` of the fixtures' small factory (`factories.py:small`) on two CPU ranks.
+fn bench_small_factory(mark: &str, extra: &[&str]) -> Output {
+    let model = format!("py:{}:small", fixture("factories.py").display());
+    bench(mark, &model, extra)
+}
+
 fn report(o: &Output) -> DdpReport {
     assert_eq!(code(o), 0, "{}", stderr(o));
     serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
@@ -117,10 +153,9 @@ fn error_line(o: &Output) -> String {
 
 #[test]
 fn a_preset_runs_on_two_cpu_ranks_and_reports_its_layout() {
-    if !torch_here("a_preset_runs_on_two_cpu_ranks_and_reports_its_layout") {
+    let Some(_one) = torch_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let o = bench("preset", "mlp:64,2", &["--variants", "base,fp16"]);
     let r = report(&o);
     for world in [1, 2] {
@@ -154,24 +189,13 @@ fn a_preset_runs_on_two_cpu_ranks_and_reports_its_layout() {
 
 #[test]
 fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets() {
-    if !torch_here("a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets") {
+    let Some(_one) = torch_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let model = format!("py:{}:small", fixture("factories.py").display());
-    let o = bench(
+    };
+    let r = report(&bench_small_factory(
         "factory",
-        &model,
-        &[
-            "--micro-batch",
-            "8",
-            "--static-graph",
-            "--no-broadcast-buffers",
-            "--amp",
-            "none",
-        ],
-    );
-    let r = report(&o);
+        &common::words("--micro-batch 8 --static-graph --no-broadcast-buffers --amp none"),
+    ));
     for world in [1, 2] {
         let x = at(&r, world);
         let layout = x.param_layout.as_ref().expect("a layout");
@@ -218,10 +242,9 @@ fn a_factory_with_a_frozen_part_reports_which_tensors_train_and_torchs_buckets()
 /// layer named in the report, and the buffers counted with their broadcast timed.
 #[test]
 fn unused_parameters_name_the_flag_and_keep_the_constructors_buckets() {
-    if !torch_here("unused_parameters_name_the_flag_and_keep_the_constructors_buckets") {
+    let Some(_one) = torch_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let model = format!("py:{}:unused", fixture("factories.py").display());
     let flags = ["--micro-batch", "8", "--amp", "none"];
     let o = bench("unused", &model, &flags);
@@ -268,10 +291,9 @@ fn unused_parameters_name_the_flag_and_keep_the_constructors_buckets() {
 
 #[test]
 fn torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs() {
-    if !torch_here("torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs") {
+    let Some(_one) = torch_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let o = bench("resnet18", "torchvision:resnet18", &["--micro-batch", "2"]);
     let r = report(&o);
     let x = at(&r, 2);
@@ -294,23 +316,13 @@ fn torchvision_resnet18_has_torchs_own_count_and_the_tuple_form_runs() {
 /// every speedup rests on that step: the 1-rank DDP row's own ratio is 1 / ddp_over_plain.
 #[test]
 fn the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it() {
-    if !torch_here("the_one_rank_launch_carries_the_plain_step_and_the_speedups_rest_on_it") {
+    let Some(_one) = torch_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let model = format!("py:{}:small", fixture("factories.py").display());
-    let o = bench(
+    };
+    let r = report(&bench_small_factory(
         "plain",
-        &model,
-        &[
-            "--micro-batch",
-            "8",
-            "--variants",
-            "base,nocomm",
-            "--find-unused-parameters",
-        ],
-    );
-    let r = report(&o);
+        &common::words("--micro-batch 8 --variants base,nocomm --find-unused-parameters"),
+    ));
     assert_eq!(r.reference, Reference::Plain);
     let one = at(&r, 1);
     // The DDP side keeps exactly the 3 steps asked; the plain side as many, a round each.
@@ -359,10 +371,9 @@ fn refused(mark: &str, model: &str, extra: &[&str], exit: i32, words: &[&str]) -
 
 #[test]
 fn each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process() {
-    if !torch_here("each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process") {
+    let Some(_one) = torch_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let f = fixture("factories.py");
     let file = f.display().to_string();
     let py = |function: &str| format!("py:{file}:{function}");
@@ -463,15 +474,9 @@ fn each_bad_factory_is_one_line_with_its_exit_code_and_leaves_no_process() {
 
 #[test]
 fn a_missing_library_is_one_line_naming_it_and_the_interpreter() {
-    if !torch_here("a_missing_library_is_one_line_naming_it_and_the_interpreter") {
+    let Some(_one) = torch_turn_lacking("import timm", "timm is installed") else {
         return;
-    }
-    let probe = Command::new(PYTHON).args(["-c", "import timm"]).output();
-    if probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipping a_missing_library_is_one_line_naming_it_and_the_interpreter: timm is installed");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     // Unavailable: the UNKNOWN verdict's code.
     refused(
         "timm",
@@ -487,10 +492,9 @@ fn a_missing_library_is_one_line_naming_it_and_the_interpreter() {
 /// the launch left running. Before, the finished run was dropped and the exit was 3.
 #[test]
 fn a_deadline_after_the_first_run_keeps_it_and_exits_5() {
-    if !torch_here("a_deadline_after_the_first_run_keeps_it_and_exits_5") {
+    let Some(_one) = torch_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let model = format!("py:{}:second_stalls", fixture("stalls.py").display());
     let mark = format!("stalls-{}", std::process::id());
     let o = local_env(
@@ -543,20 +547,10 @@ fn a_deadline_after_the_first_run_keeps_it_and_exits_5() {
 /// (bench/experiments/eager-vs-compiled-one-gpu.sh).
 #[test]
 fn compile_on_a_torch_without_torch_compile_is_one_line() {
-    if !torch_here("compile_on_a_torch_without_torch_compile_is_one_line") {
+    let probe = "import torch, sys; sys.exit(0 if hasattr(torch, 'compile') else 1)";
+    let Some(_one) = torch_turn_lacking(probe, "this torch has torch.compile") else {
         return;
-    }
-    let probe = Command::new(PYTHON)
-        .args([
-            "-c",
-            "import torch, sys; sys.exit(0 if hasattr(torch, 'compile') else 1)",
-        ])
-        .output();
-    if probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipping compile_on_a_torch_without_torch_compile_is_one_line: this torch has torch.compile");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     refused(
         "nocompile",
         "mlp:64x2",

@@ -27,6 +27,8 @@ pub mod recommend;
 pub mod report;
 pub mod saved;
 pub mod step_time;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod topology;
 pub mod units;
 pub mod unknown_name;

@@ -651,9 +651,12 @@ mod baseline;
 mod calibrate;
 mod crowd;
 mod curve;
+pub mod fsdp;
+pub mod fsdp_own;
 mod grad_layout;
 mod grad_tensor;
 pub mod mechanisms;
+pub mod op_curve;
 pub mod powersgd;
 pub use baseline::BaselineFit;
 pub use calibrate::{calibrate, cross_check, Calibration, CrossCheck};
@@ -667,6 +670,8 @@ pub use grad_tensor::GradTensor;
 
 #[cfg(test)]
 mod calibrate_tests;
+#[cfg(test)]
+mod fsdp_tests;
 #[cfg(test)]
 mod powersgd_tests;
 #[cfg(test)]

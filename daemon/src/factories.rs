@@ -175,22 +175,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn req(models: &[&str]) -> DdpRequest {
-        DdpRequest {
-            models: models.iter().map(|m| m.parse().unwrap()).collect(),
-            variants: vec!["base".parse().unwrap()],
-            world_sizes: vec![1],
-            micro_batch: 8,
-            warmup_steps: 1,
-            steps: 2,
-            min_timed_s: 0.0,
-            price_per_gpu_hour: None,
-            env: Vec::new(),
-            deadline_s: 60.0,
-            repeats: 1,
-            recipe: Default::default(),
-            device: Default::default(),
-            reference: ddpcheck_core::ddp::Reference::Ddp,
-        }
+        ddpcheck_testkit::ddp_request(models, &["base"], &[1])
     }
 
     fn chmod(p: &Path, mode: u32) {

@@ -280,10 +280,22 @@ impl History {
         kind: &str,
         backend_label: &str,
     ) -> Result<Option<StoredReport>, HistoryError> {
+        self.newest(kind, backend_label, |status| {
+            status == "complete" || status == "failed"
+        })
+    }
+
+    /// The newest of the last 50 reports of a kind for this backend whose status `wanted` takes.
+    fn newest(
+        &self,
+        kind: &str,
+        backend_label: &str,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Option<StoredReport>, HistoryError> {
         Ok(self
             .recent(kind, Some(backend_label), 50)?
             .into_iter()
-            .find(|r| r.status == "complete" || r.status == "failed"))
+            .find(|r| wanted(&r.status)))
     }
 
     #[cfg(test)]
@@ -327,10 +339,7 @@ impl History {
         kind: &str,
         backend_label: &str,
     ) -> Result<Option<StoredReport>, HistoryError> {
-        Ok(self
-            .recent(kind, Some(backend_label), 50)?
-            .into_iter()
-            .find(|r| r.status == "complete"))
+        self.newest(kind, backend_label, |status| status == "complete")
     }
 
     /// Large-message all-reduce busbw of the last `n` complete preflights (oldest first): the
@@ -361,6 +370,20 @@ impl History {
 mod tests {
     use super::*;
 
+    /// Stores run `id` as a complete OK preflight whose all-reduce reached 300 GB/s, at time 2.
+    fn ok_at_300_gbps(h: &History, id: i64) {
+        h.complete(
+            id,
+            "complete",
+            Some("OK"),
+            Some(0),
+            Some(300.0),
+            Some("{}"),
+            2.0,
+        )
+        .unwrap();
+    }
+
     #[test]
     fn run_lifecycle_and_interrupted_marking() {
         let d = tempfile::tempdir().unwrap();
@@ -368,16 +391,7 @@ mod tests {
         {
             let h = History::open(&path).unwrap();
             let a = h.begin("preflight", "sim", "sim:x", 1.0).unwrap();
-            h.complete(
-                a,
-                "complete",
-                Some("OK"),
-                Some(0),
-                Some(300.0),
-                Some("{}"),
-                2.0,
-            )
-            .unwrap();
+            ok_at_300_gbps(&h, a);
             let _b = h.begin("preflight", "sim", "sim:x", 3.0).unwrap();
             // process "dies" here with b running
         }
@@ -437,16 +451,7 @@ mod tests {
     fn an_interrupted_run_is_no_verdict() {
         let h = History::open_in_memory().unwrap();
         let a = h.begin("preflight", "real", "real", 1.0).unwrap();
-        h.complete(
-            a,
-            "complete",
-            Some("OK"),
-            Some(0),
-            Some(300.0),
-            Some("{}"),
-            2.0,
-        )
-        .unwrap();
+        ok_at_300_gbps(&h, a);
         let b = h.begin("preflight", "real", "real", 3.0).unwrap();
         h.interrupt(b, "ddpcheckd was stopped during the run", 4.0)
             .unwrap();

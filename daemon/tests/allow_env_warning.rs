@@ -3,52 +3,28 @@
 //! starts, and warns at start, once per such name, what it lets callers do. Other names start
 //! without a word.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
+
+use ddpcheck_testkit::daemon::{ready_lines, sim_daemon};
 
 /// The stderr lines of a `ddpcheckd` started with `--allow-env names` until its ready line.
 fn start_lines(names: &str) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ddpcheckd"))
-        .args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
-        .arg("--listen")
-        .arg(dir.path().join("d.sock"))
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("--runtime-dir")
-        .arg(dir.path().join("run"))
+    let bin = Path::new(env!("CARGO_BIN_EXE_ddpcheckd"));
+    let mut child = sim_daemon(bin, "h200x2-nvlink", dir.path(), dir.path().join("d.sock"))
         .args(["--allow-env", names])
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_CONFIG")
         .env_remove("DDPCHECK_ALLOW_ENV")
         .env("DDPCHECK_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ddpcheckd");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let ready = line.starts_with("ddpcheckd: ready");
-            lines.push(line);
-            if ready {
-                let _ = tx.send(lines);
-                return;
-            }
-        }
-        let _ = tx.send(lines);
-    });
-    let lines = rx.recv_timeout(Duration::from_secs(30)).expect("lines");
+    let lines = ready_lines(&mut child, Duration::from_secs(30));
     let _ = child.kill();
     let _ = child.wait();
-    assert!(
-        lines.iter().any(|l| l.starts_with("ddpcheckd: ready")),
-        "not ready: {lines:?}"
-    );
-    lines
+    lines.unwrap_or_else(|lines| panic!("not ready: {lines:?}"))
 }
 
 #[test]

@@ -1,7 +1,14 @@
 //! The `ddpcheckd` binary itself: help and bad flags. (Also makes `cargo test --workspace` build
 //! the binary, which the CLI's end-to-end tests start.)
 
+use std::path::Path;
 use std::process::Command;
+
+use ddpcheck_testkit::daemon::{ready_lines, sim_daemon};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ddpcheckd"))
+}
 
 fn ddpcheckd(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_ddpcheckd"))
@@ -37,35 +44,18 @@ fn bad_flags_and_bad_sim_specs_exit_64_with_one_line() {
 /// The log on a pipe (as under systemd, where stderr is the journal) carries no colour codes.
 #[test]
 fn log_lines_on_a_pipe_have_no_colour_codes() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ddpcheckd"))
-        .args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
-        .arg("--listen")
-        .arg(dir.path().join("d.sock"))
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("--runtime-dir")
-        .arg(dir.path().join("run"))
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_CONFIG")
-        .env("DDPCHECK_LOG", "info")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn ddpcheckd");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let ready = line.starts_with("ddpcheckd: ready");
-            seen.push(line);
-            if ready {
-                let _ = tx.send(seen.clone());
-            }
-        }
-    });
-    let lines = rx.recv_timeout(std::time::Duration::from_secs(30));
+    let mut child = sim_daemon(
+        bin(),
+        "h200x2-nvlink",
+        dir.path(),
+        dir.path().join("d.sock"),
+    )
+    .env("DDPCHECK_LOG", "info")
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn ddpcheckd");
+    let lines = ready_lines(&mut child, std::time::Duration::from_secs(30));
     let _ = child.kill();
     let _ = child.wait();
     let lines = lines.expect("ddpcheckd became ready within 30 s");
@@ -81,38 +71,24 @@ fn log_lines_on_a_pipe_have_no_colour_codes() {
 /// one line with 64, without making a folder named after it in the working directory.
 #[test]
 fn listen_takes_unix_notation_and_refuses_other_schemes() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().expect("tempdir");
     let sock = dir.path().join("sub").join("d.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ddpcheckd"))
-        .args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
-        .arg("--listen")
-        .arg(format!("unix:{}", sock.display()))
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("--runtime-dir")
-        .arg(dir.path().join("run"))
-        .current_dir(dir.path())
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_CONFIG")
-        .env_remove("DDPCHECK_LISTEN")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn ddpcheckd");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with("ddpcheckd: ready") {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let ready = rx.recv_timeout(std::time::Duration::from_secs(30));
+    let mut child = sim_daemon(
+        bin(),
+        "h200x2-nvlink",
+        dir.path(),
+        format!("unix:{}", sock.display()),
+    )
+    .current_dir(dir.path())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn ddpcheckd");
+    let ready = ready_lines(&mut child, std::time::Duration::from_secs(30));
     let bound = sock.exists();
     let _ = child.kill();
     let _ = child.wait();
     let ready = ready.expect("ddpcheckd became ready within 30 s");
+    let ready = ready.last().expect("the ready line");
     assert!(
         ready.contains(&format!("socket={}", sock.display())),
         "{ready}"
@@ -121,16 +97,8 @@ fn listen_takes_unix_notation_and_refuses_other_schemes() {
     assert!(!dir.path().join("unix:").exists(), "a folder named unix:");
 
     for bad in ["http://127.0.0.1:9402", "dns:node:50051", "unix-abstract:d"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_ddpcheckd"))
-            .args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
-            .args(["--listen", bad])
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .arg("--runtime-dir")
-            .arg(dir.path().join("run"))
+        let o = sim_daemon(bin(), "h200x2-nvlink", dir.path(), bad)
             .current_dir(dir.path())
-            .env_remove("DDPCHECK_SIM")
-            .env_remove("DDPCHECK_CONFIG")
             .output()
             .expect("run ddpcheckd");
         assert_eq!(o.status.code(), Some(64), "{bad}");

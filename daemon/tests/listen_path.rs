@@ -1,41 +1,27 @@
 //! `ddpcheckd --listen PATH` replaces only a socket nobody answers on: a regular file at PATH
 //! (the daemon's own history database, say) is refused with one line and exit 64, and kept.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ddpcheck_testkit::daemon::{ready_lines, sim_daemon};
+
 /// `ddpcheckd` on a simulated node with its state and runtime folders in `dir`.
 fn ddpcheckd(dir: &Path, listen: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ddpcheckd"));
-    cmd.args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
-        .arg("--listen")
-        .arg(listen)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("--runtime-dir")
-        .arg(dir.join("run"))
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_CONFIG")
-        .env_remove("DDPCHECK_LISTEN");
-    cmd
+    sim_daemon(
+        Path::new(env!("CARGO_BIN_EXE_ddpcheckd")),
+        "h200x2-nvlink",
+        dir,
+        listen,
+    )
 }
 
 /// Starts `cmd`, waits for its ready line (30 s at most) and stops it again; whether it was
 /// ready.
 fn became_ready(cmd: &mut Command) -> bool {
     let mut child = cmd.stderr(Stdio::piped()).spawn().expect("spawn ddpcheckd");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with("ddpcheckd: ready") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let ready = rx.recv_timeout(Duration::from_secs(30)).is_ok();
+    let ready = ready_lines(&mut child, Duration::from_secs(30)).is_ok();
     stop(&mut child);
     ready
 }

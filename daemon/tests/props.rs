@@ -13,7 +13,7 @@ use ddpcheck_core::collective::Collective;
 use ddpcheck_core::ddp::{
     CommHook, DdpRequest, DdpVariant, Decoder, DecoderArch, ModelSource, ModelSpec, GPT2_VOCAB,
 };
-use ddpcheck_core::node_gpus::{select_gpus, GpuHealth, GpuInfo, ProbeState};
+use ddpcheck_core::node_gpus::{select_gpus, GpuInfo};
 use ddpcheck_core::params::ExplainParams;
 use ddpcheck_core::topology::{GpuRef, LinkClass};
 use ddpcheck_proto::v1::{
@@ -369,17 +369,8 @@ fn collective_request() -> impl Strategy<Value = CollectiveRequest> {
 }
 
 fn gpu(i: u32) -> GpuInfo {
-    GpuInfo {
-        index: i,
-        uuid: format!("GPU-{i:04x}beef-0000-4000-8000-{i:012x}"),
-        pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
-        name: "Prop GPU".into(),
-        memory_total_bytes: 1 << 30,
-        pcie: None,
-        health: GpuHealth::default(),
-        processes: vec![],
-        state: ProbeState::Ok,
-    }
+    let uuid = format!("GPU-{i:04x}beef-0000-4000-8000-{i:012x}");
+    ddpcheck_testkit::healthy_gpu(i, uuid, "Prop GPU", 1 << 30)
 }
 
 fn gpu_spec(n: u32) -> impl Strategy<Value = String> {

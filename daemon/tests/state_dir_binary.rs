@@ -3,46 +3,31 @@
 //! log line that names where it went, and the daemon starts.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use ddpcheck_testkit::daemon::{ready_lines, sim_daemon};
+
 fn ddpcheckd(dir: &Path, socket: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ddpcheckd"));
-    cmd.args(["--sim", "h200x2-nvlink", "--metrics-listen", "none"])
-        .arg("--listen")
-        .arg(dir.join(socket))
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("--runtime-dir")
-        .arg(dir.join("run"))
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_CONFIG")
-        .env("DDPCHECK_LOG", "warn");
+    let mut cmd = sim_daemon(
+        Path::new(env!("CARGO_BIN_EXE_ddpcheckd")),
+        "h200x2-nvlink",
+        dir,
+        dir.join(socket),
+    );
+    cmd.env("DDPCHECK_LOG", "warn");
     cmd
 }
 
 /// Starts it and returns it with its stderr lines up to the ready line.
 fn start(mut cmd: Command) -> (Child, Vec<String>) {
     let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let ready = line.starts_with("ddpcheckd: ready");
-            seen.push(line);
-            if ready {
-                let _ = tx.send(seen.clone());
-            }
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(20)) {
+    match ready_lines(&mut child, Duration::from_secs(20)) {
         Ok(lines) => (child, lines),
-        Err(_) => {
+        Err(lines) => {
             let _ = child.kill();
-            panic!("ddpcheckd did not become ready");
+            panic!("ddpcheckd did not become ready: {lines:?}");
         }
     }
 }

@@ -75,6 +75,17 @@ impl Options {
             read_while_stopping: false,
         }
     }
+
+    /// For a test whose child is this test binary again: libtest prints its own header on the
+    /// child's stdout, and a short grace keeps the test quick.
+    #[cfg(test)]
+    pub(crate) fn test_binary_child(deadline: Duration) -> Self {
+        Options {
+            allow_non_json: true,
+            grace: Duration::from_millis(500),
+            ..Options::new(deadline)
+        }
+    }
 }
 
 /// One stdout line for a [`run_lines`] callback. Blank lines are not handed on.

@@ -86,6 +86,14 @@ fn within(measured: f64, expected: f64, tol: f64) -> bool {
     (measured / expected - 1.0).abs() <= tol
 }
 
+/// Asserts that `measured` is within `tol` (relative) of `expected`.
+fn assert_within(measured: f64, expected: f64, tol: f64) {
+    assert!(
+        within(measured, expected, tol),
+        "{measured} is not within {tol} of {expected}"
+    );
+}
+
 #[test]
 fn every_profile_parses_and_labels_itself() {
     assert_eq!(

@@ -28,15 +28,23 @@ fn picks(p: &Picks, groups: usize) -> String {
 
 fn row(label: &str, predictor: &str, s: &Score) -> String {
     format!(
-        "| {label} | {predictor} | {} | {} | {} | {} | {} of {} | {} | {} |\n",
+        "| {label} | {predictor} | {} | {} | {} |\n",
+        error_cells(s),
+        picks(&s.choice, s.groups),
+        picks(&s.fastest, s.groups),
+    )
+}
+
+/// A score's cases, median and largest |error|, bias and pairs ranked right, as table cells.
+fn error_cells(s: &Score) -> String {
+    format!(
+        "{} | {} | {} | {} | {} of {}",
         s.cases,
         pct(s.median),
         pct(s.largest),
         signed(s.bias),
         s.pairs_right,
         s.pairs,
-        picks(&s.choice, s.groups),
-        picks(&s.fastest, s.groups),
     )
 }
 
@@ -278,14 +286,9 @@ pub fn readme_table(datasets: &[Dataset]) -> String {
         let s = score(&cases(p, &judged, Knobs::default()), model);
         let _ = writeln!(
             t,
-            "| {} | {reads} | {} | {} | {} | {} | {} of {} | {} of {} ({} by > 5%) |",
+            "| {} | {reads} | {} | {} of {} ({} by > 5%) |",
             p.short(),
-            s.cases,
-            pct(s.median),
-            pct(s.largest),
-            signed(s.bias),
-            s.pairs_right,
-            s.pairs,
+            error_cells(&s),
             s.choice.slower,
             s.groups,
             s.choice.slower_beyond_gap

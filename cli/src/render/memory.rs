@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use ddpcheck_core::memory::{ActivationSource, MemoryPlan, MemoryRow, FIT_SHARE};
+use ddpcheck_core::memory::{ActivationSource, MemoryPlan, MemoryRow, Moment, FIT_SHARE};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::units::fmt_bytes;
 
@@ -11,7 +11,8 @@ fn gib(b: u64) -> String {
     format!("{:.1}", b.to_f64() / f64::from(1u32 << 30))
 }
 
-/// One row's cells: wrapper, GPUs, shard group, the five parts and the total (GiB), and the fit.
+/// One row's cells: wrapper, GPUs, shard group, the six parts and the total (GiB; `e` where the
+/// peak is the backward's end), and the fit.
 fn cells(r: &MemoryRow) -> Vec<String> {
     vec![
         r.wrapper.to_string(),
@@ -22,7 +23,16 @@ fn cells(r: &MemoryRow) -> Vec<String> {
         gib(r.optimizer_bytes),
         gib(r.compute_bytes),
         gib(r.activations_bytes),
-        gib(r.total_bytes),
+        gib(r.other_bytes),
+        format!(
+            "{}{}",
+            gib(r.total_bytes),
+            if r.peak_at == Moment::BackwardEnd {
+                "e"
+            } else {
+                ""
+            }
+        ),
         match r.fits {
             Some(true) => "yes".into(),
             Some(false) => "NO".into(),
@@ -47,8 +57,8 @@ pub fn memory_plan(p: &MemoryPlan, width: crate::width::Width) -> String {
         p.model.micro_batch
     );
     let mut table = vec![[
-        "wrapper", "GPUs", "shard", "params", "grads", "optim", "computed", "activ.", "total",
-        "fits",
+        "wrapper", "GPUs", "shard", "params", "grads", "optim", "computed", "activ.", "other",
+        "total", "fits",
     ]
     .map(String::from)
     .to_vec()];
@@ -65,21 +75,38 @@ pub fn memory_plan(p: &MemoryPlan, width: crate::width::Width) -> String {
     }
     s.push_str(&super::columns::layout(&table, width.tables));
     s.push_str(&super::fit(
-        &format!("{}\n", activations_line(&p.model.activations)),
+        &format!(
+            "total: the larger of the backward's start (every activation; FSDP2's gradients not \
+             yet there) and its end (every gradient, no activation; marked e); other: DDP's \
+             unidentified bytes, FSDP2's reduce of the last block\n{}\n",
+            activations_line(p)
+        ),
         width,
     ));
     s
 }
 
-/// Where the table's activations come from, in one line.
-fn activations_line(a: &ActivationSource) -> String {
-    match a {
-        ActivationSource::Measured { what, .. } => format!("activations measured: {what}"),
-        ActivationSource::Estimated { .. } => {
-            "activations ESTIMATED after Korthikanti et al. 2022 \
-            (docs/recommend.md, \"Memory first\")"
-                .to_string()
+/// Where the table's activations come from, in one line: DDP's, and FSDP2's where they differ.
+fn activations_line(p: &MemoryPlan) -> String {
+    let m = &p.model;
+    let ddp = source_words(&m.activations);
+    match &m.fsdp2_activations {
+        Some(f) if f != &m.activations => {
+            format!(
+                "activations of DDP {ddp}; of FSDP2's wrappers {}",
+                source_words(f)
+            )
         }
-        ActivationSource::Unknown => "activations unknown: left out of the totals".to_string(),
+        _ => format!("activations {ddp}"),
+    }
+}
+
+fn source_words(a: &ActivationSource) -> String {
+    match a {
+        ActivationSource::Measured { what, .. } => format!("measured: {what}"),
+        ActivationSource::Estimated { .. } => "ESTIMATED from the tensors each block saves for \
+                                               backward (docs/recommend.md, \"Memory first\")"
+            .to_string(),
+        ActivationSource::Unknown => "unknown: left out of the totals".to_string(),
     }
 }

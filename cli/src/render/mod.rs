@@ -5,6 +5,7 @@ mod diff;
 mod explain;
 mod explain_artifacts;
 mod fit;
+mod fsdp2;
 mod memory;
 mod nccl_table;
 mod recommend;
@@ -564,6 +565,10 @@ pub fn bench_ddp(r: &DdpReport, width: Width) -> String {
         s.push('\n');
     }
     for line in plain_lines(&r.results) {
+        s.push_str(&line);
+        s.push('\n');
+    }
+    for line in fsdp2::fsdp2_lines(&r.results) {
         s.push_str(&line);
         s.push('\n');
     }

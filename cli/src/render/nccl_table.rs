@@ -126,30 +126,7 @@ fn timing_columns(t: Option<Timing>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ddpcheck_core::collective::{Collective, Sample};
-    use ddpcheck_core::num::ToF64;
-
-    fn two_sizes() -> Sweep {
-        let mk = |bytes: u64, bus: f64| {
-            // 2 ranks: busbw factor 1, so time = bytes / busbw.
-            let t_us = bytes.to_f64() / (bus * 1e9) * 1e6;
-            let t = Timing::from_time(Collective::AllReduce, 2, bytes, t_us, Some(0));
-            Sample {
-                bytes,
-                count: bytes / 4,
-                dtype: "float".into(),
-                out_of_place: t,
-                in_place: Some(t),
-            }
-        };
-        Sweep {
-            op: Collective::AllReduce,
-            ranks: 2,
-            redop: "sum".into(),
-            root: -1,
-            samples: vec![mk(1 << 20, 100.0), mk(1 << 30, 300.0)],
-        }
-    }
+    use ddpcheck_testkit::two_size_sweep as two_sizes;
 
     #[test]
     fn table_has_nccl_tests_columns_and_footer() {

@@ -28,7 +28,8 @@ pub fn recommendation(r: &Recommendation, width: Width) -> String {
         s.push('\n');
         s.push_str(&super::memory::memory_plan(plan, width));
     }
-    let mut prose = format!("\nRecommendation: {}\n", r.summary);
+    let mut prose = wrappers(r);
+    let _ = write!(prose, "\nRecommendation: {}\n", r.summary);
     if !r.reasons.is_empty() {
         prose.push_str("\nWhy:\n");
         for x in &r.reasons {
@@ -62,6 +63,32 @@ pub fn recommendation(r: &Recommendation, width: Width) -> String {
 
 /// PowerSGD against the casting hook: the rank offered with its predicted step and its costs
 /// (numerics, error-feedback memory, warm-up) and registration lines, or why none is offered.
+///
+/// Before it, where DDP fits: the FSDP2 wrappers weighed beside it, one line each.
+fn wrappers(r: &Recommendation) -> String {
+    let mut s = String::new();
+    if let Some(first) = r.wrapper_rows.first() {
+        let _ = writeln!(
+            s,
+            "\nFSDP2's wrappers at {} GPUs (one GPU's plain step = 1×):",
+            first.gpus
+        );
+    }
+    for w in &r.wrapper_rows {
+        let step = w.measured_step_s.or(w.predicted_step_s).unwrap_or(0.0);
+        let _ = writeln!(
+            s,
+            "  {:<15} {:.2}×, {:.2} ms a micro-batch ({}); own work at one GPU: {}",
+            w.wrapper.as_str(),
+            w.speedup,
+            step * 1e3,
+            if w.measured { "measured" } else { "predicted" },
+            w.own_how
+        );
+    }
+    s
+}
+
 fn powersgd(o: &PowerSgdOffer, width: Width) -> String {
     let cast = match o.against {
         CommHook::Fp16 => "fp16",
@@ -304,13 +331,8 @@ fn ranks(device: RunDevice, n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ddpcheck_core::ddp::ModelSpec;
-    use ddpcheck_core::recommend::{
-        recommend, ComputeSource, CurveProvenance, EnvAb, MeasuredSpeedup, ModelInput,
-        PowerSgdMeasured, RecommendInput,
-    };
+    use ddpcheck_core::recommend::{recommend, MeasuredSpeedup, PowerSgdMeasured};
     use ddpcheck_core::step_time::LinkCurve;
-    use ddpcheck_core::topology::LinkClass;
 
     /// Wide enough that no line wraps: these tests read the content, not its layout.
     const WIDE: Width = Width {
@@ -318,56 +340,7 @@ mod tests {
         lines: Some(1000),
     };
 
-    /// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
-    fn a6000_input() -> RecommendInput {
-        RecommendInput {
-            model: ModelInput::Spec {
-                spec: ModelSpec::gpt2_124m(),
-            },
-            micro_batch: 8,
-            seq: 1024,
-            tokens_per_sample: None,
-            gpus: 4,
-            node_gpus: 4,
-            price_per_hour: Some(2.64),
-            target_efficiency: 0.85,
-            curve: LinkCurve::flat(4, 4.3, 0.0).unwrap(),
-            curve_provenance: CurveProvenance {
-                host: "runcrate-a6000x4".into(),
-                time: "2026-10-26T09:00:00Z".into(),
-                backend: None,
-                label: "seed 000".into(),
-                method: String::new(),
-            },
-            worst_link: Some(LinkClass::Phb),
-            nccl_env: Default::default(),
-            env_ab: Vec::new(),
-            p2p: None,
-            compute: ComputeSource::Given {
-                seconds: 0.130,
-                detail: "seed 000".into(),
-            },
-            calibration: None,
-            bucket_cap_mb: None,
-            gpu_memory_bytes: Some(48 << 30),
-            memory_peak: None,
-            optimizer_s: None,
-            hook_compute_s: None,
-            hook_rests_on: None,
-            powersgd_compute: Vec::new(),
-            side_by_side: None,
-            measured: Vec::new(),
-            other_curve: None,
-            baseline: None,
-            param_layout: None,
-            recipe: Default::default(),
-            ddp_own_work: None,
-            reference: ddpcheck_core::ddp::Reference::Plain,
-            host: None,
-            other_recipe: None,
-            device: Default::default(),
-        }
-    }
+    use ddpcheck_testkit::a6000_input;
 
     #[test]
     fn the_table_shows_what_the_node_measured_beside_the_prediction() {
@@ -394,18 +367,7 @@ mod tests {
     #[test]
     fn the_chosen_rows_cost_is_the_recommendations_with_its_source() {
         // A fast link (plain DDP reaches the target), plain DDP measured 5% below its prediction.
-        let mut input = a6000_input();
-        input.curve = LinkCurve::flat(4, 400.0, 20e-6).unwrap();
-        let predicted = recommend(&input).unwrap();
-        let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
-        input.measured = vec![MeasuredSpeedup {
-            variant: "base".into(),
-            speedup: base.prediction.speedup * 0.95,
-            uncertainty: None,
-            noise_bound: None,
-            rests_on: "bench ddp of base".into(),
-        }];
-        let r = recommend(&input).unwrap();
+        let r = recommend(&ddpcheck_testkit::a6000_fast_base_measured()).unwrap();
         let text = recommendation(&r, WIDE);
         let said = fmt_money(r.answer.as_ref().unwrap().cost_per_million.unwrap());
         let line = text
@@ -429,18 +391,8 @@ mod tests {
 
     #[test]
     fn under_an_unreliable_model_the_target_column_marks_predictions() {
-        let mut input = a6000_input();
-        let predicted = recommend(&input).unwrap();
-        let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
         // Plain DDP measured at half its prediction: the model misses it.
-        input.measured = vec![MeasuredSpeedup {
-            variant: "base".into(),
-            speedup: base.prediction.speedup * 0.5,
-            uncertainty: None,
-            noise_bound: None,
-            rests_on: "bench ddp of base".into(),
-        }];
-        let r = recommend(&input).unwrap();
+        let r = recommend(&ddpcheck_testkit::a6000_unreliable()).unwrap();
         assert!(!r.model_check.as_ref().unwrap().reliable);
         let text = recommendation(&r, WIDE);
         let row = |name: &str| {
@@ -492,12 +444,7 @@ mod tests {
 
     #[test]
     fn the_a6000_text_reads_the_same_after_a_json_round_trip() {
-        let mut input = a6000_input();
-        input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
-        input.env_ab.push(EnvAb {
-            label: "NCCL_P2P_LEVEL=SYS".into(),
-            busbw_ratio: 2.3 / 4.3,
-        });
+        let input = ddpcheck_testkit::a6000_p2p_level_sys();
         let r = recommend(&input).unwrap();
         let text = recommendation(&r, WIDE);
         for want in [

@@ -49,23 +49,7 @@ pub fn topo_m(t: &TopologyMatrix) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ddpcheck_core::topology::GpuRef;
-
-    fn two(link: LinkClass) -> TopologyMatrix {
-        let g = |i: u32| GpuRef {
-            index: i,
-            uuid: format!("GPU-{i}"),
-            pci_bus_id: format!("00000000:0{i}:00.0"),
-        };
-        TopologyMatrix {
-            gpus: vec![g(0), g(1)],
-            links: vec![vec![LinkClass::X, link], vec![link, LinkClass::X]],
-            p2p: vec![],
-            p2p_status: vec![],
-            cpu_affinity: vec![],
-            numa_affinity: vec![],
-        }
-    }
+    use ddpcheck_testkit::two_gpus as two;
 
     #[test]
     fn renders_nv18_pair() {

@@ -6,10 +6,9 @@
 pub mod fake_gpu;
 pub mod slurm;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+
 use std::time::Duration;
 
 pub fn bin(name: &str) -> PathBuf {
@@ -129,12 +128,8 @@ impl Daemon {
 
     /// Runs `ddpcheck --daemon SOCKET ARGS...`.
     pub fn cli(&self, args: &[&str]) -> Output {
-        without_nccl_env(&mut Command::new(bin("ddpcheck")))
-            .arg("--daemon")
-            .arg(&self.socket)
+        client(&self.socket)
             .args(args)
-            .env_remove("DDPCHECK_SIM")
-            .env_remove("DDPCHECK_DAEMON")
             .output()
             .expect("run ddpcheck")
     }
@@ -181,6 +176,41 @@ impl Drop for Daemon {
 }
 
 /// Minimal HTTP/1.0 GET over loopback (no client crate needed for one request).
+/// `ddpcheck --daemon SOCKET`, without the caller's NCCL and CUDA variables, `DDPCHECK_SIM` and
+/// `DDPCHECK_DAEMON`; the caller adds the command, where its output goes, and runs it.
+pub fn client(socket: &Path) -> Command {
+    let mut cmd = Command::new(bin("ddpcheck"));
+    without_nccl_env(&mut cmd)
+        .arg("--daemon")
+        .arg(socket)
+        .env_remove("DDPCHECK_SIM")
+        .env_remove("DDPCHECK_DAEMON");
+    cmd
+}
+
+/// The status of every run a daemon stored in its state folder, oldest first.
+pub fn history_statuses(state: &Path) -> Vec<String> {
+    let db = rusqlite::Connection::open(state.join("history.db")).unwrap();
+    let mut stmt = db
+        .prepare("SELECT status FROM reports ORDER BY id")
+        .unwrap();
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0)).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// Waits until a run the daemon stored in `state` is `running` (its row is written as it
+/// begins); panics with `what` past 20 s.
+pub fn wait_for_running(state: &Path, what: &str) {
+    let start = std::time::Instant::now();
+    while !history_statuses(state).iter().any(|s| s == "running") {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{what}: no run began"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect /metrics");
@@ -223,6 +253,12 @@ pub fn local_env(args: &[&str], env: &[(&str, &str)]) -> Output {
         .envs(env.iter().copied())
         .output()
         .expect("run ddpcheck")
+}
+
+/// A command line's words, as a user types it: `local(&words("--sim h200x2-nvlink check"))`.
+/// Split at white space, so no word may hold one (those go in an array).
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
 }
 
 pub fn code(o: &Output) -> i32 {
@@ -303,22 +339,16 @@ pub fn services_must_run() -> bool {
 /// (killed and a panic past it); stderr is drained after it, so the daemon never blocks on the
 /// pipe.
 pub fn ready_line(child: &mut Child, limit: Duration) -> String {
-    let stderr = child.stderr.take().expect("ddpcheckd's stderr piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with("ddpcheckd: ready") {
-                let _ = tx.send(line);
-            }
+    match ddpcheck_testkit::daemon::ready_lines(child, limit) {
+        Ok(mut lines) => lines.pop().unwrap_or_default(),
+        Err(lines) => {
+            let _ = child.kill();
+            panic!(
+                "ddpcheckd did not become ready within {} s: {lines:?}",
+                limit.as_secs()
+            );
         }
-    });
-    rx.recv_timeout(limit).unwrap_or_else(|_| {
-        let _ = child.kill();
-        panic!(
-            "ddpcheckd did not become ready within {} s",
-            limit.as_secs()
-        );
-    })
+    }
 }
 
 /// The processes whose parent is `pid`, from /proc.

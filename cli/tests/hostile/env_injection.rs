@@ -24,19 +24,9 @@ fn collectives(d: &Daemon, env_ab: &str) -> std::process::Output {
 }
 
 fn ddp(d: &Daemon, env: &str) -> std::process::Output {
-    d.cli(&[
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--gpus",
-        "1,2",
-        "--variants",
-        "base",
-        "--env",
-        env,
-        "--json",
-    ])
+    let mut args = crate::common::words("bench ddp --model gpt2-124m --gpus 1,2 --variants base");
+    args.extend_from_slice(&["--env", env, "--json"]);
+    d.cli(&args)
 }
 
 /// The runs the daemon stored: a refused call stores none (no worker ran).

@@ -3,11 +3,11 @@
 //! `check --max-age … --prolog` (the Kubernetes init container's form) does not fail the node
 //! for it, it checks the node afresh.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::fake_gpu::FakeGpuLibs;
-use crate::common::{bin, children_of, code, stderr, stdout, Daemon};
+use crate::common::{children_of, code, stderr, stdout, Daemon};
 
 /// Sizes that keep the fake all-reduce to a second or two on two busy cores.
 const SWEEP: [&str; 4] = ["--min-bytes", "8M", "--max-bytes", "16M"];
@@ -30,13 +30,9 @@ fn a_preflight_the_daemon_stops_is_interrupted_not_the_nodes_verdict() {
     let d = Daemon::start_env(None, &[], &env);
 
     // A preflight whose NCCL worker hangs (by request) until the daemon is stopped.
-    let mut check = Command::new(bin("ddpcheck"))
-        .arg("--daemon")
-        .arg(&d.socket)
+    let mut check = crate::common::client(&d.socket)
         .args(["check", "--inject-hang", "--deadline", "120"])
         .args(SWEEP)
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_DAEMON")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

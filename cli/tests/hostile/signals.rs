@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -69,12 +69,8 @@ impl Logged {
     }
 
     fn cli(&self, args: &[&str]) -> std::process::Output {
-        Command::new(bin("ddpcheck"))
-            .arg("--daemon")
-            .arg(self.socket())
+        crate::common::client(&self.socket())
             .args(args)
-            .env_remove("DDPCHECK_SIM")
-            .env_remove("DDPCHECK_DAEMON")
             .output()
             .unwrap()
     }
@@ -131,14 +127,7 @@ impl Drop for Logged {
     }
 }
 
-fn statuses(state: &Path) -> Vec<String> {
-    let db = rusqlite::Connection::open(state.join("history.db")).unwrap();
-    let mut stmt = db
-        .prepare("SELECT status FROM reports ORDER BY id")
-        .unwrap();
-    let rows = stmt.query_map([], |r| r.get::<_, String>(0)).unwrap();
-    rows.map(Result::unwrap).collect()
-}
+use crate::common::history_statuses as statuses;
 
 #[test]
 fn hup_usr1_usr2_and_alrm_are_logged_and_ignored() {
@@ -167,21 +156,13 @@ fn hup_usr1_usr2_and_alrm_are_logged_and_ignored() {
 fn quit_during_a_hung_explain_stops_in_order_within_5_s() {
     let mut d = Logged::start("h200x2-nvlink+hang", None);
     let state = d.dir.path().join("state");
-    let client = Command::new(bin("ddpcheck"))
-        .arg("--daemon")
-        .arg(d.socket())
+    let client = crate::common::client(&d.socket())
         .args(["explain", "--deadline", "600"])
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_DAEMON")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !statuses(&state).iter().any(|s| s == "running") {
-        assert!(start.elapsed() < Duration::from_secs(20), "no run began");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::common::wait_for_running(&state, "explain");
     d.signal(libc::SIGQUIT);
     let (status, took) = d.exit_within(Duration::from_secs(30));
     assert!(status.success(), "{status:?}");

@@ -11,15 +11,7 @@ use crate::common::{bin, code, output_within, ready_line, stderr, Daemon};
 /// Well under systemd's stop timeout (the unit's TimeoutStopSec is 30 s).
 const STOP_BOUND: Duration = Duration::from_secs(5);
 
-/// Status of every row in the daemon's history file.
-fn statuses(state: &Path) -> Vec<String> {
-    let db = rusqlite::Connection::open(state.join("history.db")).unwrap();
-    let mut stmt = db
-        .prepare("SELECT status FROM reports ORDER BY id")
-        .unwrap();
-    let rows = stmt.query_map([], |r| r.get::<_, String>(0)).unwrap();
-    rows.map(Result::unwrap).collect()
-}
+use crate::common::history_statuses as statuses;
 
 fn sigterm(child: &Child) {
     let pid = libc::pid_t::try_from(child.id()).unwrap();
@@ -52,25 +44,13 @@ fn sigterm_during_a_hung_simulated_run_stops_promptly_and_leaves_no_running_row(
     ] {
         let mut d = Daemon::start(Some("h200x2-nvlink+hang"));
         let state = d.dir.path().join("state");
-        let client = Command::new(bin("ddpcheck"))
-            .arg("--daemon")
-            .arg(&d.socket)
+        let client = crate::common::client(&d.socket)
             .args(args)
-            .env_remove("DDPCHECK_SIM")
-            .env_remove("DDPCHECK_DAEMON")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // The run has begun once its row is stored.
-        let start = Instant::now();
-        while !statuses(&state).iter().any(|s| s == "running") {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "{args:?}: no run began"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        crate::common::wait_for_running(&state, &format!("{args:?}"));
         sigterm(&d.child);
         let took = exit_within(&mut d.child, Duration::from_secs(30));
         let o = client.wait_with_output().unwrap();

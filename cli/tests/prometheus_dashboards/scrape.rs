@@ -3,14 +3,16 @@
 
 use super::*;
 
+/// The value of label `name` on one series line of a scrape.
+fn label(line: &str, name: &str) -> Option<String> {
+    let key = format!("{name}=\"");
+    let start = line.find(&key)? + key.len();
+    let len = line[start..].find('"')?;
+    Some(line[start..start + len].to_string())
+}
+
 /// `ddpcheck_bandwidth_cause` series of a scrape, as (cause, action, severity, gpus).
 fn causes(scrape: &str) -> BTreeSet<(String, String, String, String)> {
-    let label = |line: &str, name: &str| {
-        let key = format!("{name}=\"");
-        let start = line.find(&key)? + key.len();
-        let len = line[start..].find('"')?;
-        Some(line[start..start + len].to_string())
-    };
     scrape
         .lines()
         .filter(|l| l.starts_with("ddpcheck_bandwidth_cause{") && l.ends_with(" 1"))
@@ -50,12 +52,6 @@ pub(super) fn assert_fleet_causes(scrapes: &[(&str, String)]) {
 
 /// Values of one family of a scrape by its (`gpu`, `direction`) labels.
 fn by_gpu_direction(scrape: &str, family: &str) -> BTreeMap<(String, String), f64> {
-    let label = |line: &str, name: &str| {
-        let key = format!("{name}=\"");
-        let start = line.find(&key)? + key.len();
-        let len = line[start..].find('"')?;
-        Some(line[start..start + len].to_string())
-    };
     scrape
         .lines()
         .filter(|l| l.starts_with(&format!("{family}{{")))

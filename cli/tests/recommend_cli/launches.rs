@@ -206,15 +206,9 @@ fn the_budget_bounds_every_launch_and_sweep() {
     // A launch that would run past the budget is stopped at its end: a hung one ends with the
     // budget, not with the runner's own deadline of 600 s, and says so.
     let started = Instant::now();
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink+hang",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--budget",
-        "3",
-    ]);
+    let o = local(&common::words(
+        "--sim h200x2-nvlink+hang recommend --model gpt2-124m --budget 3",
+    ));
     assert_eq!(code(&o), 5, "TIMEOUT: {}", stderr(&o));
     assert!(
         started.elapsed().as_secs_f64() < 60.0,
@@ -233,14 +227,9 @@ fn the_budget_bounds_every_launch_and_sweep() {
 /// the bucket advice names DDPOptimizer's graph pieces.
 #[test]
 fn recommend_with_compile_says_so_and_compiles_in_the_snippet() {
-    let o = local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--compile",
-    ]);
+    let o = local(&common::words(
+        "--sim h200x2-nvlink recommend --model gpt2-124m --compile",
+    ));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = stdout(&o);
     assert!(
@@ -253,12 +242,8 @@ fn recommend_with_compile_says_so_and_compiles_in_the_snippet() {
         text.contains("bucket_cap_mb also sets how many graph pieces torch.compile makes"),
         "{text}"
     );
-    let eager = stdout(&local(&[
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-    ]));
+    let eager = stdout(&local(&common::words(
+        "--sim h200x2-nvlink recommend --model gpt2-124m",
+    )));
     assert!(!eager.contains("torch.compile"), "{eager}");
 }

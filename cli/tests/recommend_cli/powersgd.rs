@@ -97,15 +97,9 @@ fn a_fresh_node_without_nvlink_measures_powersgd_and_verify_runs_the_offered_ran
             .map(|x| x.as_str().unwrap().to_string())
             .collect()
     };
-    let o = local(&[
-        "--sim",
-        "a6000x4-phb",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--verify",
-        "--json",
-    ]);
+    let o = local(&common::words(
+        "--sim a6000x4-phb recommend --model gpt2-124m --verify --json",
+    ));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(

@@ -77,15 +77,9 @@ fn quick_runs_and_verify_on_a_simulated_node() {
 
     // --repeats 3: every DDP run launched three times (in a budget that covers three 2-GPU
     // launches); verify says how far apart they landed.
-    let o = recommend(&[
-        "--model",
-        "gpt2-124m",
-        "--verify",
-        "--repeats",
-        "3",
-        "--budget",
-        "300",
-    ]);
+    let o = recommend(&common::words(
+        "--model gpt2-124m --verify --repeats 3 --budget 300",
+    ));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let t = stdout(&o);
     assert!(t.contains("% apart)"), "{t}");
@@ -93,16 +87,9 @@ fn quick_runs_and_verify_on_a_simulated_node() {
     assert!(t.contains("one GPU during these runs: base "), "{t}");
     // ... and how uncertain the measured speedup is, and whether the error stands out of it.
     assert!(t.contains("measured ±"), "{t}");
-    let o = recommend(&[
-        "--model",
-        "gpt2-124m",
-        "--verify",
-        "--repeats",
-        "3",
-        "--budget",
-        "300",
-        "--json",
-    ]);
+    let o = recommend(&common::words(
+        "--model gpt2-124m --verify --repeats 3 --budget 300 --json",
+    ));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = doc["verify"].as_array().unwrap();
@@ -155,14 +142,7 @@ fn verify_measures_the_recommendation_against_the_baseline() {
     // The simulated 4xA6000 PHB box recommends bf16 with accumulation: --verify runs both and
     // says how much faster the recommendation trained, launch by launch with --repeats.
     let verify = |extra: &[&str]| {
-        let mut all = vec![
-            "--sim",
-            "a6000x4-phb",
-            "recommend",
-            "--model",
-            "gpt2-124m",
-            "--verify",
-        ];
+        let mut all = common::words("--sim a6000x4-phb recommend --model gpt2-124m --verify");
         all.extend_from_slice(extra);
         local(&all)
     };
@@ -293,16 +273,8 @@ fn the_simulated_node_runs_under_the_nccl_environment_it_inherits() {
     // As a real worker would: NCCL_P2P_DISABLE=1 in the caller's environment takes the
     // simulated 2xH200 off NVLink (shared memory, ~27 GB/s against ~330), and the warning about
     // it rests on the curve it caused.
-    let args = [
-        "--sim",
-        "h200x2-nvlink",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-        "--step-time-ms",
-        "40",
-        "--json",
-    ];
+    let args =
+        common::words("--sim h200x2-nvlink recommend --model gpt2-124m --step-time-ms 40 --json");
     let run = |env: &[(&str, &str)]| {
         let o = local_env(&args, env);
         assert_eq!(code(&o), 0, "{}", stderr(&o));

@@ -9,15 +9,7 @@ fn recommends_from_saved_reports_offline_in_under_a_second() {
     let coll = save(
         d.path(),
         "coll.json",
-        &[
-            "--sim",
-            "a6000x4-phb",
-            "bench",
-            "collectives",
-            "--json",
-            "-e",
-            "256M",
-        ],
+        &common::words("--sim a6000x4-phb bench collectives --json -e 256M"),
     );
     let ddp = save_a6000_gpt2(d.path(), "ddp.json", "base,bf16+accum4", "1,4", &[]);
     // recommend from the saved reports and `more` arguments.
@@ -295,13 +287,7 @@ fn measurements_overrule_a_model_that_misses_them() {
     // A model that does not: GPU 1 computes at 60% of its speed, which neither the 1-GPU launch
     // (GPU 0) nor nocomm shows, so every synchronising 2-GPU step is slower than the model,
     // calibrated on what it can see, predicts.
-    let args = [
-        "--sim",
-        "h200x2-nvlink+slow-gpu",
-        "recommend",
-        "--model",
-        "gpt2-124m",
-    ];
+    let args = common::words("--sim h200x2-nvlink+slow-gpu recommend --model gpt2-124m");
     let o = local(&[&args[..], &["--json"]].concat());
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

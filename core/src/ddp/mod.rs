@@ -46,8 +46,8 @@ pub use request::{
 pub use request::{PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS};
 pub use result::{
     compile_failure, fill_scaling, fill_scaling_against, merge_repeats, one_gpu_partner,
-    probe_curve, speedup_noise_bound, speedup_uncertainty, CompileOutcome, DdpResult, SoloSlowdown,
-    ALL_REDUCE_PROBE_BYTES,
+    probe_curve, speedup_noise_bound, speedup_uncertainty, CompileOutcome, DdpResult, RunPhases,
+    SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
 };
 pub use source::{is_file_target, ModelSource, SourceError, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{

@@ -111,6 +111,18 @@ pub struct DdpResult {
     /// when repeated; absent on CPU ranks and from older reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_memory_bytes: Option<u64>,
+    /// One step after the timed ones read at its phases on rank 0 (the wrapped step, and for
+    /// DDP the plain step too); absent on CPU ranks and from older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_phases: Option<RunPhases>,
+}
+
+/// A run's steps read at their phases: the wrapped model's, and the plain model's beside it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPhases {
+    pub wrapped: crate::memory::phases::MemoryPhases,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain: Option<crate::memory::phases::MemoryPhases>,
 }
 
 /// How a run's `torch.compile` went: its warm-up ran until steps were steady, and the time it

@@ -3,6 +3,7 @@
 use super::*;
 use crate::collective::Sweep;
 use crate::num::ToF64;
+use crate::testkit::ddp_request;
 
 /// An `mlp:1024x4` run at micro-batch 256 (its p90 = its median, nothing filled in).
 fn mlp_run(variant: &str, world: u32, accum: u32, step: f64) -> DdpResult {
@@ -306,24 +307,7 @@ fn a_hooked_variants_speedup_is_against_one_gpu_without_the_hook() {
 
 #[test]
 fn a_request_gets_the_one_gpu_references_its_hooked_variants_need() {
-    let variants =
-        |names: &[&str]| -> Vec<DdpVariant> { names.iter().map(|n| n.parse().unwrap()).collect() };
-    let mut req = DdpRequest {
-        models: vec![ModelSpec::gpt2_124m()],
-        variants: variants(&["bf16+accum4", "fp16", "accum8"]),
-        world_sizes: vec![1, 2],
-        micro_batch: 8,
-        warmup_steps: 1,
-        steps: 2,
-        min_timed_s: 0.0,
-        price_per_gpu_hour: None,
-        env: Vec::new(),
-        deadline_s: 60.0,
-        repeats: 1,
-        recipe: Default::default(),
-        device: Default::default(),
-        reference: Reference::Ddp,
-    };
+    let mut req = ddp_request(&["gpt2-124m"], &["bf16+accum4", "fp16", "accum8"], &[1, 2]);
     req.variants[1].env = vec![("NCCL_P2P_DISABLE".into(), "1".into())];
     let got = req.clone().with_one_gpu_references();
     let names: Vec<&str> = got.variants.iter().map(|v| v.name.as_str()).collect();
@@ -379,20 +363,9 @@ fn throughput_ratio_cancels_the_launches_common_speed() {
 #[test]
 fn a_minimum_timed_stretch_outside_zero_to_sixty_seconds_is_refused() {
     let mut req = DdpRequest {
-        models: vec![ModelSpec::gpt2_124m()],
         variants: vec![DdpVariant::default()],
-        world_sizes: vec![1],
-        micro_batch: 8,
-        warmup_steps: 1,
-        steps: 2,
         min_timed_s: 2.0,
-        price_per_gpu_hour: None,
-        env: Vec::new(),
-        deadline_s: 60.0,
-        repeats: 1,
-        recipe: Default::default(),
-        device: Default::default(),
-        reference: Reference::Ddp,
+        ..ddp_request(&["gpt2-124m"], &[], &[1])
     };
     assert!(req.validate(1).is_ok());
     for bad in [-1.0, 61.0, f64::NAN] {
@@ -547,22 +520,7 @@ fn wrappers_parse_as_users_name_them_and_refuse_what_cannot_run() {
     )
     .unwrap();
     assert_eq!(old.wrapper(), Wrapper::Fsdp);
-    let mut req = DdpRequest {
-        models: vec![ModelSpec::gpt2_124m()],
-        variants: vec!["hsdp".parse().unwrap()],
-        world_sizes: vec![2],
-        micro_batch: 8,
-        warmup_steps: 1,
-        steps: 2,
-        min_timed_s: 0.0,
-        price_per_gpu_hour: None,
-        env: Vec::new(),
-        deadline_s: 60.0,
-        repeats: 1,
-        recipe: Default::default(),
-        device: Default::default(),
-        reference: Reference::Ddp,
-    };
+    let mut req = ddp_request(&["gpt2-124m"], &["hsdp"], &[2]);
     let e = req.validate(8).unwrap_err().to_string();
     assert!(
         e.contains("hsdp needs an even GPU count of at least 4"),

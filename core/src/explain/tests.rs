@@ -106,6 +106,20 @@ impl Node {
             history: vec![],
         }
     }
+    /// `n` cards of `name` on PCIe gen `gen` x16 and no NVLink, joined by `link`.
+    fn on_pcie(n: u32, name: &str, link: LinkClass, gen: u32) -> Node {
+        let mut node = Node::new(n, name, link);
+        for g in &mut node.gpus {
+            g.pcie = Some(PcieLink {
+                gen_current: gen,
+                gen_max: gen,
+                width_current: 16,
+                width_max: 16,
+            });
+            g.health.nvlinks_active = Some(0);
+        }
+        node
+    }
     fn env(mut self, k: &str, v: &str) -> Node {
         self.env.insert(k.into(), v.into());
         self

@@ -1,12 +1,11 @@
-//! Activation memory of one micro-batch: measured where a launch gave it, else a stated estimate
-//! for decoders after Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-//! Transformer Models" (arXiv:2205.05198), §4.1: per layer `s·b·h·(34 + 5·a·s/h)` bytes with
-//! 16-bit activations and no recomputation.
+//! Activation memory of one micro-batch: measured where a launch gave it, else counted tensor by
+//! tensor for decoders: what a block of ddpcheck's decoder presets saves for backward, in the
+//! dtypes its wrapper computes in ([`Dtypes`]), plus what the loss holds when backward starts.
 
 use serde::{Deserialize, Serialize};
 
-use crate::ddp::{Amp, Decoder, DecoderArch, ModelSpec};
-use crate::num::ToF64;
+use crate::ddp::{Amp, Decoder, DecoderArch, ModelSpec, Wrapper};
+use crate::num::{floor_u64, ToF64};
 
 /// Where a prediction's activation bytes come from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -14,7 +13,7 @@ use crate::num::ToF64;
 pub enum ActivationSource {
     /// A launch's peak less its predicted training state (`peak_bytes` on `what`).
     Measured { bytes: u64, what: String },
-    /// The formula below, for a decoder.
+    /// Counted from the model's shape ([`decoder_activation_bytes`]).
     Estimated { bytes: u64, how: String },
     /// Neither: activations left out of the prediction (a model of unknown shape, not measured).
     Unknown,
@@ -28,99 +27,125 @@ impl ActivationSource {
             ActivationSource::Unknown => 0,
         }
     }
-}
 
-/// Bytes per activation element: 2 under bf16 or fp16 autocast, 4 in full precision.
-fn element_bytes(amp: Amp) -> f64 {
-    match amp {
-        Amp::Bf16 | Amp::Fp16 => 2.0,
-        Amp::None => 4.0,
-    }
-}
-
-/// One layer's activations per Korthikanti et al. 2022 (§4.1, eq. 1), bytes:
-/// `s·b·h·(34 + 5·a·s/h)` at 16 bits. `fused_attention` leaves out the `5·a·s²·b` term (attention
-/// scores, softmax and its dropout mask), which a fused attention kernel (torch's
-/// scaled_dot_product_attention, as the presets run it on torch >= 2.0) never stores.
-pub fn korthikanti_layer_bytes(
-    seq: u64,
-    batch: u64,
-    hidden: u64,
-    heads: u64,
-    fused_attention: bool,
-) -> f64 {
-    let (s, b, h, a) = (
-        seq.to_f64(),
-        batch.to_f64(),
-        hidden.to_f64(),
-        heads.to_f64(),
-    );
-    let scores = if fused_attention {
-        0.0
-    } else {
-        5.0 * a * s / h
-    };
-    s * b * h * (34.0 + scores)
-}
-
-/// A decoder's activations for one micro-batch of `batch` sequences, bytes, and how they were
-/// counted. Per layer [`korthikanti_layer_bytes`] (fused attention); a LLaMA block's gated MLP
-/// keeps its input, the gate-and-up output, the SiLU output and the product, `2·h + 8·f` bytes
-/// per token at 16 bits, where the formula counts GPT's 4h GELU MLP as `19·h`. On top: the
-/// token embedding's output (`2·s·b·h`) and the logits through the loss (bf16 logits, their fp32
-/// copy and fp32 log-softmax: `10·s·b·V`). Full precision doubles every 16-bit term.
-pub fn decoder_activation_bytes(d: &Decoder, batch: u32, amp: Amp) -> (u64, String) {
-    let (s, b, h) = (u64::from(d.seq), u64::from(batch), u64::from(d.width));
-    let f = d.ffn.map_or(4 * h, u64::from).to_f64();
-    let tokens = (s * b).to_f64();
-    let mut layer = korthikanti_layer_bytes(s, b, h, u64::from(d.heads), true);
-    if d.arch == DecoderArch::Llama {
-        layer += tokens * (2.0 * h.to_f64() + 8.0 * f) - tokens * 19.0 * h.to_f64();
-    }
-    let scale = element_bytes(amp) / 2.0;
-    let body = f64::from(d.layers) * layer + 2.0 * tokens * h.to_f64();
-    let logits = 10.0 * tokens * f64::from(d.vocab);
-    let bytes = crate::num::floor_u64(body * scale + logits);
-    let how = format!(
-        "{} layers × s·b·h·34 bytes (Korthikanti et al. 2022, no recomputation; attention fused, \
-         so no 5·a·s²·b term{}), plus the embedding's output and the logits through the loss \
-         (10·s·b·V){}",
-        d.layers,
-        if d.arch == DecoderArch::Llama {
-            "; the gated MLP as 2·h + 8·ffn per token"
-        } else {
-            ""
-        },
-        if amp == Amp::None {
-            "; full precision: twice the 16-bit terms"
-        } else {
-            ""
+    /// The same source with its bytes scaled by `ratio` (another micro-batch, another depth).
+    pub fn scaled(&self, ratio: f64) -> Self {
+        let scale = |b: u64| floor_u64(b.to_f64() * ratio);
+        match self {
+            ActivationSource::Measured { bytes, what } => ActivationSource::Measured {
+                bytes: scale(*bytes),
+                what: what.clone(),
+            },
+            ActivationSource::Estimated { bytes, how } => ActivationSource::Estimated {
+                bytes: scale(*bytes),
+                how: how.clone(),
+            },
+            ActivationSource::Unknown => ActivationSource::Unknown,
         }
+    }
+}
+
+/// Bytes per element of what a wrapper saves: the residual stream (embedding output and each
+/// block's sums, which the norms save), what the matmuls take and give, and the loss.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dtypes {
+    pub residual: f64,
+    pub compute: f64,
+    pub loss: f64,
+}
+
+impl Dtypes {
+    /// DDP under 16-bit autocast keeps its fp32 weights: the embedding's output and every
+    /// residual sum stay fp32, the matmuls' inputs and outputs are 16-bit casts, and
+    /// `cross_entropy` (on autocast's fp32 list) runs in fp32. FSDP2's wrappers compute on
+    /// MixedPrecisionPolicy's 16-bit parameters without autocast: everything is 16-bit, the loss
+    /// too. In full precision everything is 4 bytes.
+    pub fn of(wrapper: Wrapper, amp: Amp) -> Dtypes {
+        let (residual, compute, loss) = match (wrapper, amp) {
+            (_, Amp::None) => (4.0, 4.0, 4.0),
+            (Wrapper::Ddp, _) => (4.0, 2.0, 4.0),
+            _ => (2.0, 2.0, 2.0),
+        };
+        Dtypes {
+            residual,
+            compute,
+            loss,
+        }
+    }
+
+    fn words(self) -> String {
+        let name = |b: f64| if b > 2.0 { "fp32" } else { "16-bit" };
+        format!(
+            "residual stream {}, matmuls {}, loss {}",
+            name(self.residual),
+            name(self.compute),
+            name(self.loss)
+        )
+    }
+}
+
+/// Bytes one block saves for backward, per token. Both norms save their input (the residual
+/// stream); the attention's linear saves its input; `scaled_dot_product_attention` (flash on
+/// CUDA) saves q, k, v and its output, and the projection the output's contiguous copy; the MLP
+/// saves its input and its hidden activations. For LLaMA with as many key/value heads as query
+/// heads, `v` is a view of the qkv output, so that whole output stays, beside the rotated q and k;
+/// with fewer, the repeated k and v are saved instead. The gated MLP keeps the gate-and-up output
+/// (`2·ffn`), the SiLU output and the product; GPT-2's keeps the fc output and the GELU output.
+/// The log-sum-exp of the attention is 4 bytes per head.
+pub fn block_bytes_per_token(d: &Decoder, t: Dtypes) -> f64 {
+    let h = f64::from(d.width);
+    let heads = f64::from(d.heads.max(1));
+    let kv = h / heads * f64::from(d.kv_heads.unwrap_or(d.heads));
+    let f = f64::from(d.ffn.unwrap_or(4 * d.width));
+    let (qkv, mlp) = match d.arch {
+        DecoderArch::Llama if kv < h => (3.0 * h, 4.0 * f),
+        DecoderArch::Llama => ((h + 2.0 * kv) + h + kv, 4.0 * f),
+        DecoderArch::Gpt2 => (h + 2.0 * kv, 2.0 * f),
+    };
+    // ln1's output, the attention's output and its contiguous copy, ln2's output.
+    let compute = h + qkv + 2.0 * h + h + mlp;
+    2.0 * t.residual * h + t.compute * compute + 4.0 * heads
+}
+
+/// Bytes outside the blocks per token when backward starts: the final norm's input and output,
+/// and the loss: its log-softmax output, the gradient the loss hands back and the gradient
+/// log-softmax passes on, three `vocab`-wide tensors in the loss's dtype.
+pub fn outside_bytes_per_token(d: &Decoder, t: Dtypes) -> f64 {
+    let h = f64::from(d.width);
+    (t.residual + t.compute) * h + 3.0 * t.loss * f64::from(d.vocab)
+}
+
+/// A decoder's activations for one micro-batch of `batch` sequences under `t`, bytes, and how
+/// they were counted.
+pub fn decoder_activation_bytes(d: &Decoder, batch: u32, t: Dtypes) -> (u64, String) {
+    let tokens = f64::from(d.seq) * f64::from(batch);
+    let body = f64::from(d.layers) * block_bytes_per_token(d, t);
+    let bytes = floor_u64(tokens * (body + outside_bytes_per_token(d, t)));
+    let how = format!(
+        "{} layers × the tensors each block saves for backward ({:.0} bytes per token; {}), \
+         plus the final norm and the loss when backward starts (3 × vocab per token)",
+        d.layers,
+        block_bytes_per_token(d, t),
+        t.words()
     );
     (bytes, how)
 }
 
 /// A decoder's activations with every block checkpointed (`torch.utils.checkpoint` around each
-/// block): each block keeps only its input (`2·s·b·h` at 16 bits) and one block at a time holds
-/// its own in backward, on top of the embedding's output and the logits, bytes.
-pub fn decoder_checkpointed_bytes(d: &Decoder, batch: u32, amp: Amp) -> u64 {
-    let (full, _) = decoder_activation_bytes(d, batch, amp);
-    let (s, b, h) = (u64::from(d.seq), u64::from(batch), u64::from(d.width));
-    let tokens = (s * b).to_f64();
-    let scale = element_bytes(amp) / 2.0;
-    let logits = 10.0 * tokens * f64::from(d.vocab);
-    let body = full.to_f64() - logits;
-    let one_layer = (body / scale - 2.0 * tokens * h.to_f64()) / f64::from(d.layers.max(1));
-    let kept = (f64::from(d.layers) + 1.0) * 2.0 * tokens * h.to_f64();
-    crate::num::floor_u64((kept + one_layer) * scale + logits)
+/// block): each block keeps only its input, one block at a time holds its own in backward, on
+/// top of what lies outside the blocks, bytes.
+pub fn decoder_checkpointed_bytes(d: &Decoder, batch: u32, t: Dtypes) -> u64 {
+    let tokens = f64::from(d.seq) * f64::from(batch);
+    let kept = f64::from(d.layers) * t.residual * f64::from(d.width);
+    floor_u64(tokens * (kept + block_bytes_per_token(d, t) + outside_bytes_per_token(d, t)))
 }
 
 /// The estimate for a model ddpcheck knows the shape of: decoders only (an MLP's activations
 /// are small beside its state, a model built by code has no shape here).
-pub fn estimate(spec: &ModelSpec, batch: u32, amp: Amp) -> ActivationSource {
+pub fn estimate(spec: &ModelSpec, batch: u32, t: Dtypes) -> ActivationSource {
     match spec.decoder() {
         Some(d) => {
-            let (bytes, how) = decoder_activation_bytes(d, batch, amp);
+            let (bytes, how) = decoder_activation_bytes(d, batch, t);
             ActivationSource::Estimated { bytes, how }
         }
         None => ActivationSource::Unknown,

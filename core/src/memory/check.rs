@@ -1,16 +1,14 @@
 //! Predictions against torch's own peaks (`torch.cuda.max_memory_allocated` of a launch): each
-//! run's prediction from the estimate, and from the activations one run measured (its peak less
-//! its predicted state), so that the other wrappers' predictions are checked on a figure they
-//! did not see.
+//! run's prediction before any launch, and, where another launch of the same wrapper measured
+//! its activations (a slice of the model's layers), the prediction from those, so that each
+//! check rests on a figure the checked run did not give.
 
 use serde::{Deserialize, Serialize};
 
-use super::{activations_from_peak, predict, ActivationSource, MemoryModel};
+pub use super::predict::PEAK_TOLERANCE;
+use super::{predict, ActivationSource, MemoryModel, Moment};
 use crate::ddp::Wrapper;
 use crate::num::ToF64;
-
-/// Within this share of torch's peak a prediction holds.
-pub const PEAK_TOLERANCE: f64 = 0.10;
 
 /// One launch's run: its wrapper, GPUs and torch's peak.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,61 +26,63 @@ pub struct PeakCheck {
     pub wrapper: Wrapper,
     pub gpus: u32,
     pub peak_bytes: u64,
-    /// From the model's own activations (estimated, or unknown: left out).
+    /// Before any launch: the model's own activations (estimated, or unknown: left out).
     pub predicted_bytes: u64,
     /// predicted / peak - 1.
     pub error: f64,
-    /// From the activations the reference run measured; `None` for the reference itself.
+    /// The moment the prediction puts the peak at.
+    #[serde(default)]
+    pub peak_at: Moment,
+    /// From the activations another launch of this wrapper measured; `None` where none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_measured_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_measured_error: Option<f64>,
 }
 
-/// Activations as the reference run measured them (the DDP run, else the first): its peak less
-/// its predicted state; with the run's name.
-pub fn measured_activations(m: &MemoryModel, runs: &[MeasuredPeak]) -> Option<(u64, String)> {
-    let reference = runs
-        .iter()
-        .find(|r| r.wrapper == Wrapper::Ddp)
-        .or(runs.first())?;
-    let bytes = activations_from_peak(m, reference.wrapper, reference.gpus, reference.peak_bytes)?;
-    Some((bytes, reference.variant.clone()))
-}
-
 fn ratio(predicted: u64, peak: u64) -> f64 {
     predicted.to_f64() / peak.to_f64().max(1.0) - 1.0
 }
 
-/// Every run's peak beside its predictions.
-pub fn check_peaks(m: &MemoryModel, runs: &[MeasuredPeak]) -> Vec<PeakCheck> {
-    let measured = measured_activations(m, runs);
+/// Every run's peak beside its predictions: from `m` (before any launch) and from `measured`
+/// (the same model with the activations other launches measured), where that model's
+/// activations for the run's wrapper are measured.
+pub fn check_peaks(
+    m: &MemoryModel,
+    measured: Option<&MemoryModel>,
+    runs: &[MeasuredPeak],
+) -> Vec<PeakCheck> {
     runs.iter()
         .map(|r| {
-            let predicted = predict(m, r.wrapper, r.gpus).total_bytes;
+            let row = predict(m, r.wrapper, r.gpus);
             let from_measured = measured
-                .as_ref()
-                .filter(|(_, name)| *name != r.variant)
-                .map(|(bytes, name)| {
-                    let with = MemoryModel {
-                        activations: ActivationSource::Measured {
-                            bytes: *bytes,
-                            what: name.clone(),
-                        },
-                        ..m.clone()
-                    };
-                    predict(&with, r.wrapper, r.gpus).total_bytes
-                });
+                .filter(|mm| {
+                    matches!(
+                        mm.activations_for(r.wrapper),
+                        ActivationSource::Measured { .. }
+                    )
+                })
+                .map(|mm| predict(mm, r.wrapper, r.gpus).total_bytes);
             PeakCheck {
                 variant: r.variant.clone(),
                 wrapper: r.wrapper,
                 gpus: r.gpus,
                 peak_bytes: r.peak_bytes,
-                predicted_bytes: predicted,
-                error: ratio(predicted, r.peak_bytes),
+                predicted_bytes: row.total_bytes,
+                error: ratio(row.total_bytes, r.peak_bytes),
+                peak_at: row.peak_at,
                 from_measured_bytes: from_measured,
                 from_measured_error: from_measured.map(|p| ratio(p, r.peak_bytes)),
             }
         })
         .collect()
+}
+
+/// Whether every check holds within [`PEAK_TOLERANCE`], before launch and from measured.
+pub fn all_hold(checks: &[PeakCheck]) -> bool {
+    checks.iter().all(|c| {
+        c.error.abs() <= PEAK_TOLERANCE
+            && c.from_measured_error
+                .is_none_or(|e| e.abs() <= PEAK_TOLERANCE)
+    })
 }

@@ -8,18 +8,24 @@
 //!   buckets are views of them); AdamW's two moments in fp32, 8. DDP and `replicate()` keep all
 //!   of them on every GPU; `fully_shard` (with or without resharding) divides them by its shard
 //!   group, the world size; HSDP by its shard group, half the world ([`Wrapper::shard_group`]).
-//! - the parameters as computed: under bf16 a 2-byte copy (autocast's cast cache for DDP,
-//!   MixedPrecisionPolicy's unsharded parameters for FSDP2), in full precision none for DDP and
-//!   a 4-byte gathered copy for FSDP2. DDP, `replicate()` and `fsdp-noreshard` hold every
-//!   parameter's copy at the end of forward; `fsdp` and `hsdp` one block and the next (prefetched)
-//!   and the parameters outside the blocks (the root unit: embeddings, final norm). FSDP2 also
-//!   holds one block's unsharded gradient and its fp32 copy for the reduce-scatter.
-//! - activations: [`activations`].
+//! - the parameters as computed: under bf16 a 2-byte copy (autocast's casts for DDP, saved for
+//!   backward; MixedPrecisionPolicy's unsharded parameters for FSDP2), in full precision none
+//!   for DDP and a 4-byte gathered copy for FSDP2. DDP, `replicate()` and `fsdp-noreshard` hold
+//!   every parameter's copy when backward starts; `fsdp` and `hsdp` the parameters outside the
+//!   blocks (the root unit: embeddings, final norm) and the last block (prefetched).
+//! - activations: [`activations`], in the dtypes each wrapper computes in (DDP under autocast
+//!   keeps an fp32 residual stream and an fp32 loss; FSDP2's bf16 parameters keep neither).
+//! - the peak: the larger of two moments of a step, the backward's start and its end
+//!   ([`predict`]).
 //!
 //! Frozen parameters keep their fp32 weights only, unsharded by DDP and sharded by FSDP2.
 
 pub mod activations;
 pub mod check;
+#[cfg(test)]
+mod fixture_tests;
+pub mod phases;
+mod predict;
 pub mod slices;
 #[cfg(test)]
 mod tests;
@@ -28,7 +34,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::ddp::{Amp, ModelSpec, Wrapper};
 use crate::num::{floor_u64, ToF64};
-pub use activations::{decoder_activation_bytes, korthikanti_layer_bytes, ActivationSource};
+pub use activations::{decoder_activation_bytes, ActivationSource, Dtypes};
+pub use predict::{
+    activations_from_peak, predict, MemoryRow, Moment, DDP_UNIDENTIFIED_BYTES_PER_PARAM,
+};
 
 /// The share of a GPU's memory a prediction may fill: the rest is the CUDA context, NCCL's
 /// buffers and the caching allocator's fragmentation, none of which `max_memory_allocated`
@@ -50,17 +59,27 @@ pub struct MemoryModel {
     pub root: u64,
     pub amp: Amp,
     pub micro_batch: u32,
-    /// One micro-batch's activations.
+    /// One micro-batch's activations under DDP (autocast, where the recipe has it).
     pub activations: ActivationSource,
     /// The same with every block checkpointed, where ddpcheck can say (decoders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpointed_bytes: Option<u64>,
+    /// One micro-batch's activations under FSDP2's wrappers (MixedPrecisionPolicy, no
+    /// autocast), where they differ from DDP's; `None`: DDP's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsdp2_activations: Option<ActivationSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsdp2_checkpointed_bytes: Option<u64>,
 }
 
 impl MemoryModel {
     /// A model ddpcheck knows the shape of, its activations estimated for `micro_batch`; an
     /// `hf:llama,...` source counted as the decoder it builds ([`hf_shape`]).
     pub fn of_spec(spec: &ModelSpec, micro_batch: u32, amp: Amp) -> Self {
+        let (ddp, fsdp2) = (
+            Dtypes::of(Wrapper::Ddp, amp),
+            Dtypes::of(Wrapper::Fsdp, amp),
+        );
         let shaped = hf_shape(spec);
         let spec = shaped.as_ref().unwrap_or(spec);
         let params = spec.params();
@@ -81,11 +100,36 @@ impl MemoryModel {
             root,
             amp,
             micro_batch,
-            activations: activations::estimate(spec, micro_batch, amp),
+            activations: activations::estimate(spec, micro_batch, ddp),
             checkpointed_bytes: spec
                 .decoder()
-                .map(|d| activations::decoder_checkpointed_bytes(d, micro_batch, amp)),
+                .map(|d| activations::decoder_checkpointed_bytes(d, micro_batch, ddp)),
+            fsdp2_activations: spec
+                .decoder()
+                .map(|_| activations::estimate(spec, micro_batch, fsdp2)),
+            fsdp2_checkpointed_bytes: spec
+                .decoder()
+                .map(|d| activations::decoder_checkpointed_bytes(d, micro_batch, fsdp2)),
         }
+    }
+
+    /// The activations `wrapper` keeps.
+    pub fn activations_for(&self, wrapper: Wrapper) -> &ActivationSource {
+        match (wrapper, &self.fsdp2_activations) {
+            (Wrapper::Ddp, _) | (_, None) => &self.activations,
+            (_, Some(a)) => a,
+        }
+    }
+
+    /// The model with `wrapper`'s activations set to `a` (FSDP2's wrappers share theirs).
+    pub fn with_activations(&self, wrapper: Wrapper, a: ActivationSource) -> Self {
+        let mut m = self.clone();
+        if wrapper == Wrapper::Ddp {
+            m.activations = a;
+        } else {
+            m.fsdp2_activations = Some(a);
+        }
+        m
     }
 
     /// The model at another micro-batch: activations scale with it (every term of the estimate
@@ -93,36 +137,29 @@ impl MemoryModel {
     pub fn at_micro_batch(&self, micro_batch: u32) -> Self {
         let ratio = f64::from(micro_batch) / f64::from(self.micro_batch.max(1));
         let scale = |b: u64| floor_u64(b.to_f64() * ratio);
-        let activations = match &self.activations {
-            ActivationSource::Measured { bytes, what } => ActivationSource::Measured {
-                bytes: scale(*bytes),
-                what: what.clone(),
-            },
-            ActivationSource::Estimated { bytes, how } => ActivationSource::Estimated {
-                bytes: scale(*bytes),
-                how: how.clone(),
-            },
-            ActivationSource::Unknown => ActivationSource::Unknown,
-        };
         MemoryModel {
             micro_batch,
-            activations,
+            activations: self.activations.scaled(ratio),
             checkpointed_bytes: self.checkpointed_bytes.map(scale),
+            fsdp2_activations: self.fsdp2_activations.as_ref().map(|a| a.scaled(ratio)),
+            fsdp2_checkpointed_bytes: self.fsdp2_checkpointed_bytes.map(scale),
             ..self.clone()
         }
     }
 
     /// The model with every block checkpointed; `None` where ddpcheck cannot say.
     pub fn checkpointed(&self) -> Option<Self> {
-        let bytes = self.checkpointed_bytes?;
+        let how = |bytes| ActivationSource::Estimated {
+            bytes,
+            how: "every block checkpointed: each keeps its input, one block at a time its \
+                  activations"
+                .into(),
+        };
         Some(MemoryModel {
-            activations: ActivationSource::Estimated {
-                bytes,
-                how: "every block checkpointed: each keeps its input, one block at a time its \
-                      activations"
-                    .into(),
-            },
+            activations: how(self.checkpointed_bytes?),
             checkpointed_bytes: None,
+            fsdp2_activations: self.fsdp2_checkpointed_bytes.map(how),
+            fsdp2_checkpointed_bytes: None,
             ..self.clone()
         })
     }
@@ -142,65 +179,6 @@ pub fn hf_shape(spec: &ModelSpec) -> Option<ModelSpec> {
         return None;
     };
     crate::ddp::hf_llama_decoder(t, overrides, *seq).map(ModelSpec::Decoder)
-}
-
-/// One wrapper's bytes on each GPU at `gpus` GPUs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MemoryRow {
-    pub wrapper: Wrapper,
-    pub gpus: u32,
-    /// GPUs one copy of the sharded state spans.
-    pub shard_group: u32,
-    pub params_bytes: u64,
-    pub grads_bytes: u64,
-    pub optimizer_bytes: u64,
-    /// Parameters (and FSDP2's one block of gradients) as computed: gathered or cast.
-    pub compute_bytes: u64,
-    pub activations_bytes: u64,
-    pub total_bytes: u64,
-    /// Whether `total_bytes` is within [`FIT_SHARE`] of the GPU's memory; `None` where the
-    /// GPU's memory is unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fits: Option<bool>,
-}
-
-/// The wrapper's bytes per GPU at `gpus` GPUs.
-pub fn predict(m: &MemoryModel, wrapper: Wrapper, gpus: u32) -> MemoryRow {
-    let shard = wrapper.shard_group(gpus.max(1));
-    let per = |bytes_per_param: f64, n: u64| bytes_per_param * n.to_f64() / f64::from(shard);
-    let compute_dtype = if m.amp == Amp::None { 4.0 } else { 2.0 };
-    let block = m.largest_block.to_f64();
-    let compute = match wrapper {
-        Wrapper::Ddp if m.amp == Amp::None => 0.0,
-        Wrapper::Ddp => compute_dtype * m.params.to_f64(),
-        Wrapper::Replicate | Wrapper::FsdpNoReshard => {
-            compute_dtype * m.params.to_f64() + (compute_dtype + 4.0) * block
-        }
-        Wrapper::Fsdp | Wrapper::Hsdp => {
-            compute_dtype * (2.0 * block + m.root.to_f64()) + (compute_dtype + 4.0) * block
-        }
-    };
-    let params_bytes = floor_u64(per(4.0, m.params));
-    let grads_bytes = floor_u64(per(4.0, m.trainable));
-    let optimizer_bytes = floor_u64(per(8.0, m.trainable));
-    let compute_bytes = floor_u64(compute);
-    let activations_bytes = m.activations.bytes();
-    MemoryRow {
-        wrapper,
-        gpus,
-        shard_group: shard,
-        params_bytes,
-        grads_bytes,
-        optimizer_bytes,
-        compute_bytes,
-        activations_bytes,
-        total_bytes: params_bytes
-            + grads_bytes
-            + optimizer_bytes
-            + compute_bytes
-            + activations_bytes,
-        fits: None,
-    }
 }
 
 /// The wrappers in the order recommend weighs them when memory decides: least sharding (and
@@ -348,19 +326,4 @@ impl MemoryPlan {
     pub fn row(&self, wrapper: Wrapper) -> Option<&MemoryRow> {
         self.rows.iter().find(|r| r.wrapper == wrapper)
     }
-}
-
-/// Activations read from a launch: its peak less the wrapper's predicted training state and
-/// compute copies; `None` where the peak is below that.
-pub fn activations_from_peak(
-    m: &MemoryModel,
-    wrapper: Wrapper,
-    gpus: u32,
-    peak: u64,
-) -> Option<u64> {
-    let without = MemoryModel {
-        activations: ActivationSource::Unknown,
-        ..m.clone()
-    };
-    peak.checked_sub(predict(&without, wrapper, gpus).total_bytes)
 }

@@ -25,6 +25,8 @@ pub fn memory_model(model: &ModelInput, trainable: u64, micro_batch: u32, amp: A
             micro_batch,
             activations: ActivationSource::Unknown,
             checkpointed_bytes: None,
+            fsdp2_activations: None,
+            fsdp2_checkpointed_bytes: None,
         },
     };
     // A model built by code counts 0 before a launch reports its parameters: all train.
@@ -52,14 +54,17 @@ pub fn memory_plan(input: &RecommendInput) -> Option<MemoryPlan> {
         if let Some(bytes) =
             memory::activations_from_peak(&m, run.wrapper, run.gpus, run.peak_bytes)
         {
-            m.activations = ActivationSource::Measured {
-                bytes,
-                what: format!(
-                    "the 1-GPU run of {}: torch's peak {} less its predicted state",
-                    run.variant,
-                    gib(run.peak_bytes)
-                ),
-            };
+            m = m.with_activations(
+                run.wrapper,
+                ActivationSource::Measured {
+                    bytes,
+                    what: format!(
+                        "the 1-GPU run of {}: torch's peak {} less its predicted state",
+                        run.variant,
+                        gib(run.peak_bytes)
+                    ),
+                },
+            );
         }
     }
     Some(memory::plan(&m, input.gpus, input.gpu_memory_bytes))
@@ -217,6 +222,8 @@ pub fn sharded_answer(
         python,
         env: Vec::new(),
         memory: Some(plan),
+        wrapper_step: None,
+        wrapper_rows: Vec::new(),
     }
 }
 
@@ -255,15 +262,27 @@ fn batch_words(requested: u32, mb: u32, accum: u32) -> String {
 
 /// What the prediction rests on: the bytes per parameter, and where the activations come from.
 pub fn memory_rests_on(m: &MemoryModel) -> String {
-    let act = match &m.activations {
-        ActivationSource::Measured { what, .. } => format!("activations measured: {what}"),
-        ActivationSource::Estimated { how, .. } => format!("activations ESTIMATED: {how}"),
-        ActivationSource::Unknown => "activations unknown, left out".into(),
+    let words = |a: &ActivationSource| match a {
+        ActivationSource::Measured { what, .. } => format!("measured: {what}"),
+        ActivationSource::Estimated { how, .. } => format!("ESTIMATED: {how}"),
+        ActivationSource::Unknown => "unknown, left out".into(),
+    };
+    let act = match &m.fsdp2_activations {
+        Some(f) => format!(
+            "DDP's activations {}; FSDP2's {}",
+            words(&m.activations),
+            words(f)
+        ),
+        None => format!("activations {}", words(&m.activations)),
     };
     format!(
         "ddpcheck's memory model: fp32 parameters 4 B, fp32 gradients 4 B and AdamW's two fp32 \
          moments 8 B per parameter, divided by the shard group; the bf16 copies computed on; \
-         {act}; {:.0}% of the GPU usable (CUDA context, NCCL buffers, fragmentation)",
+         {act}; the peak the larger of the backward's start (FSDP2's gradients freed) and its \
+         end (every gradient, no activation); DDP {:.0} B per parameter more, as its launches \
+         held (not identified); {:.0}% of the GPU usable (CUDA context, NCCL buffers, \
+         fragmentation)",
+        memory::DDP_UNIDENTIFIED_BYTES_PER_PARAM,
         FIT_SHARE * 100.0
     )
 }

@@ -35,6 +35,8 @@ mod snippet;
 mod warnings;
 mod words;
 mod wrapper_snippet;
+mod wrapper_step;
+mod wrappers;
 
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +64,8 @@ pub use powersgd_offer::{
 };
 pub use snippet::{powersgd_registration, python_snippet};
 pub use wrapper_snippet::fsdp2_snippet;
+pub use wrapper_step::{predict_wrapper_step, WrapperStep, WrapperStepInput};
+pub use wrappers::{weigh_wrappers, WrapperRow};
 
 /// The efficiency (speedup over N GPUs) recommend aims at unless told otherwise: the simplest
 /// change that reaches it is chosen.
@@ -194,6 +198,13 @@ pub struct Recommendation {
     /// empty: no DDP variant is offered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<crate::memory::MemoryPlan>,
+    /// The sharded answer's FSDP2 step, predicted on the node's all-gather and reduce-scatter
+    /// curves (and measured where the node ran it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrapper_step: Option<WrapperStep>,
+    /// Where DDP fits: each FSDP2 wrapper that fits, predicted (or measured) at the job's GPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wrapper_rows: Vec<WrapperRow>,
 }
 
 /// Predicts the variants and chooses one. See the module docs for the rule. Memory first: where
@@ -264,6 +275,8 @@ pub fn recommend(input: &RecommendInput) -> Result<Recommendation, ModelError> {
         reasons,
         warnings,
         memory,
+        wrapper_step: None,
+        wrapper_rows: Vec::new(),
     })
 }
 

@@ -39,23 +39,7 @@ fn a_factorys_declared_tokens_per_sample_make_its_rates_tokens() {
     assert!(r.summary.contains("per million tokens"), "{}", r.summary);
 }
 
-/// The a6000 input on a fast link (plain DDP reaches the target), plain DDP measured 5% below
-/// its prediction: within the model's tolerance, so the model stands and base is chosen.
-fn measured_base() -> RecommendInput {
-    let mut input = a6000_input();
-    input.curve = crate::step_time::LinkCurve::flat(4, 400.0, 20e-6).unwrap();
-    let predicted = recommend(&input).unwrap();
-    assert_eq!(predicted.chosen, "base");
-    let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
-    input.measured = vec![MeasuredSpeedup {
-        variant: "base".into(),
-        speedup: base.prediction.speedup * 0.95,
-        uncertainty: None,
-        noise_bound: None,
-        rests_on: "bench ddp of base (test)".into(),
-    }];
-    input
-}
+use crate::testkit::a6000_fast_base_measured as measured_base;
 
 #[test]
 fn a_measured_rows_cost_is_the_answers_and_says_it_is_measured() {
@@ -78,21 +62,7 @@ fn a_measured_rows_cost_is_the_answers_and_says_it_is_measured() {
     assert!(!bf16.cost_measured && bf16.cost_per_million.is_some());
 }
 
-/// The a6000 input with plain DDP measured at half its prediction: the model misses it, so its
-/// predictions for the node are unreliable.
-fn unreliable() -> RecommendInput {
-    let mut input = a6000_input();
-    let predicted = recommend(&input).unwrap();
-    let base = predicted.rows.iter().find(|r| r.variant == "base").unwrap();
-    input.measured = vec![MeasuredSpeedup {
-        variant: "base".into(),
-        speedup: base.prediction.speedup * 0.5,
-        uncertainty: None,
-        noise_bound: None,
-        rests_on: "bench ddp of base (test)".into(),
-    }];
-    input
-}
+use crate::testkit::a6000_unreliable as unreliable;
 
 #[test]
 fn under_an_unreliable_model_powersgd_not_offered_is_said_to_be_a_prediction() {

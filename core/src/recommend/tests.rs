@@ -1,8 +1,6 @@
 //! Tests of the recommendation: the choice, its reasons and warnings, on the seed machines; and
 //! the builders the recommendation's other test files share.
 
-use std::collections::BTreeMap;
-
 use super::choice::CHANGE_ORDER;
 use super::*;
 use crate::backend::BackendKind;
@@ -11,56 +9,7 @@ use crate::step_time::LinkCurve;
 use crate::topology::LinkClass;
 use crate::units::fmt_s;
 
-/// The seed-000 machine: 4× A6000, PHB, flat 4.3 GB/s, $2.64/h, 130 ms per micro-batch.
-pub(super) fn a6000_input() -> RecommendInput {
-    RecommendInput {
-        model: ModelInput::Spec {
-            spec: ModelSpec::gpt2_124m(),
-        },
-        micro_batch: 8,
-        seq: 1024,
-        tokens_per_sample: None,
-        gpus: 4,
-        node_gpus: 4,
-        price_per_hour: Some(2.64),
-        target_efficiency: 0.85,
-        curve: LinkCurve::flat(4, 4.3, 0.0).unwrap(),
-        curve_provenance: CurveProvenance {
-            host: "runcrate-a6000x4".into(),
-            time: "2026-10-26T09:00:00Z".into(),
-            backend: None,
-            label: "seed 000".into(),
-            method: String::new(),
-        },
-        worst_link: Some(LinkClass::Phb),
-        nccl_env: BTreeMap::new(),
-        env_ab: Vec::new(),
-        p2p: None,
-        compute: ComputeSource::Given {
-            seconds: 0.130,
-            detail: "seed 000".into(),
-        },
-        calibration: None,
-        bucket_cap_mb: None,
-        gpu_memory_bytes: Some(48 << 30),
-        memory_peak: None,
-        optimizer_s: None,
-        hook_compute_s: None,
-        hook_rests_on: None,
-        powersgd_compute: Vec::new(),
-        side_by_side: None,
-        measured: Vec::new(),
-        other_curve: None,
-        baseline: None,
-        param_layout: None,
-        recipe: Default::default(),
-        ddp_own_work: None,
-        reference: crate::ddp::Reference::Plain,
-        host: None,
-        other_recipe: None,
-        device: Default::default(),
-    }
-}
+pub(super) use crate::testkit::a6000_input;
 
 #[test]
 fn a_hook_is_judged_against_one_gpu_without_it() {
@@ -141,12 +90,7 @@ pub(super) fn warning<'a>(r: &'a Recommendation, code: &str) -> &'a Warning {
 
 #[test]
 fn a6000_picks_a_cheap_fix_and_explains_it() {
-    let mut input = a6000_input();
-    input.nccl_env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
-    input.env_ab.push(EnvAb {
-        label: "NCCL_P2P_LEVEL=SYS".into(),
-        busbw_ratio: 2.3 / 4.3,
-    });
+    let input = crate::testkit::a6000_p2p_level_sys();
     let r = recommend(&input).unwrap();
     assert_eq!(r.rows.len(), 9);
     let names: Vec<&str> = r.rows.iter().map(|x| x.variant.as_str()).collect();

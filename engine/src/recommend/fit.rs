@@ -42,15 +42,17 @@ impl Gathering<'_> {
             h.backend_label.clone(),
             h.provenance.clone(),
         );
+        let mut recommendation = sharded_answer(model, plan, &a.recipe, a.device);
+        self.wrapper_step(model, &mut recommendation);
         Some(RecommendReport {
             header,
-            recommendation: sharded_answer(model, plan, &a.recipe, a.device),
+            recommendation,
             verify: Vec::new(),
             verify_gain: None,
             verify_network: None,
             verify_compute: Vec::new(),
             verify_powersgd: None,
-            own_measurements: None,
+            own_measurements: (!self.own.is_empty()).then(|| self.own.clone()),
             seconds: started.elapsed().as_secs_f64(),
             cpu_ranks: false,
             compile: None,

@@ -21,20 +21,22 @@ pub(super) type MeasuredCompute = (ComputeSource, Option<f64>);
 /// The model's parameters as the newest launch of it reported them (a run of any GPU count,
 /// micro-batch or variant: the parameters do not change with them).
 pub(super) fn measured_layout(m: &Measurements, model: &ModelInput) -> Option<ParamLayout> {
-    let ModelInput::Spec { spec } = model else {
-        return None;
-    };
-    let name = spec.name();
-    m.ddp
-        .iter()
-        .rev()
-        .filter(|(r, _)| r.model == name)
-        .find_map(|(r, _)| r.param_layout.clone())
+    newest_of(m, model, |r| r.param_layout.clone())
 }
 
 /// Tokens in one sample of a model built by code, as the newest launch of it that counted its
 /// throughput in tokens declared them (a factory's `tokens_per_sample`).
 pub(super) fn measured_tokens_per_sample(m: &Measurements, model: &ModelInput) -> Option<u32> {
+    newest_of(m, model, DdpResult::tokens_per_sample)
+}
+
+/// What `read` finds in the newest launch of this model that has it (none for a model given by
+/// its numbers, which no launch ran).
+fn newest_of<T>(
+    m: &Measurements,
+    model: &ModelInput,
+    read: impl Fn(&DdpResult) -> Option<T>,
+) -> Option<T> {
     let ModelInput::Spec { spec } = model else {
         return None;
     };
@@ -43,7 +45,7 @@ pub(super) fn measured_tokens_per_sample(m: &Measurements, model: &ModelInput) -
         .iter()
         .rev()
         .filter(|(r, _)| r.model == name)
-        .find_map(|(r, _)| r.tokens_per_sample())
+        .find_map(|(r, _)| read(r))
 }
 
 /// Per-step cost of a compressing hook on one GPU: a 1-GPU bf16 (else fp16) run minus the plain

@@ -1,7 +1,7 @@
 //! What a recommendation rests on: the reports read from files (`--from`) or the daemon's
 //! history, and the runs recommend made itself, sorted by what each gives the model.
 
-use ddpcheck_core::collective::Sweep;
+use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{fill_scaling, DdpResult, Recipe};
 use ddpcheck_core::recommend::ModelInput;
 use ddpcheck_core::report::{
@@ -22,6 +22,9 @@ pub(super) struct Measurements {
     /// `topo --json`: the GPU links and memory, where no preflight gives them.
     pub topo: Option<TopoReport>,
     pub ddp: Vec<(DdpResult, Header)>,
+    /// The all-gather and reduce-scatter sweeps of `bench collectives` reports (FSDP2's
+    /// collectives), the newest of each collective and rank count last.
+    pub fsdp2_sweeps: Vec<(Sweep, Header)>,
 }
 
 impl Measurements {
@@ -56,6 +59,16 @@ impl Measurements {
                 // A full sweep (from small messages) beats the preflight's large-message one.
                 if let Some(s) = r.all_reduce() {
                     self.sweep = Some((s.clone(), r.header.clone()));
+                }
+                let fsdp2 = [Collective::AllGather, Collective::ReduceScatter];
+                for run in r.runs.iter().take(1) {
+                    self.fsdp2_sweeps.extend(
+                        run.run
+                            .sweeps
+                            .iter()
+                            .filter(|s| fsdp2.contains(&s.op))
+                            .map(|s| (s.clone(), r.header.clone())),
+                    );
                 }
             }
             "bench_ddp" => {

@@ -9,6 +9,8 @@ mod measured;
 mod measurements;
 mod report;
 mod verify;
+mod wrapper_step;
+mod wrappers;
 
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::ProbeError;
@@ -233,15 +235,7 @@ impl Gathering<'_> {
         if here < 2 {
             return Err(RunError::Usage(one_gpu_node(here)));
         }
-        let params = CollectiveParams {
-            ops: vec![Collective::AllReduce],
-            min_bytes: 4 << 10,
-            max_bytes: 256 << 20,
-            iters: 10,
-            warmup_iters: 3,
-            in_place: false,
-            ..CollectiveParams::default()
-        };
+        let params = all_reduce_to_256m(4 << 10);
         let r = self.budgeted_sweep(params, wanted.unwrap_or(0), "curve")?;
         self.saved.save("sweep", &r);
         if let Some(s) = r.all_reduce() {
@@ -459,14 +453,8 @@ impl Gathering<'_> {
             return Ok(Vec::new());
         };
         let params = CollectiveParams {
-            ops: vec![Collective::AllReduce],
-            min_bytes: 64 << 20,
-            max_bytes: 256 << 20,
-            iters: 10,
-            warmup_iters: 3,
-            in_place: false,
             env_ab: parse_env_ab(spec)?,
-            ..CollectiveParams::default()
+            ..all_reduce_to_256m(64 << 20)
         };
         let r = self.budgeted_sweep(params, 0, "env_ab")?;
         let base = r.all_reduce().and_then(busbw_large);
@@ -771,7 +759,8 @@ pub fn build(
         device: if cpu_ranks { RunDevice::Cpu } else { a.device },
         model,
     };
-    let rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
+    let mut rec = recommend(&input).map_err(|e| RunError::Usage(format!("recommend: {e}")))?;
+    g.weigh_wrappers(&input.model, &mut rec);
     let h = &chosen.header;
     let header = Header::new(
         ReportKind::Recommend,
@@ -792,4 +781,17 @@ pub fn build(
         cpu_ranks,
         compile,
     })
+}
+
+/// All-reduce alone from `min_bytes` to 256 MiB, 10 timed iterations after 3, out of place.
+fn all_reduce_to_256m(min_bytes: u64) -> CollectiveParams {
+    CollectiveParams {
+        ops: vec![Collective::AllReduce],
+        min_bytes,
+        max_bytes: 256 << 20,
+        iters: 10,
+        warmup_iters: 3,
+        in_place: false,
+        ..CollectiveParams::default()
+    }
 }

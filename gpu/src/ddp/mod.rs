@@ -48,19 +48,11 @@
 //! environment, config JSON, the by-hand line), `probe` checks torch before any launch, and
 //! `outcome` reads a launch's stdout and judges how it ended.
 
-#[cfg(test)]
-mod config_tests;
 mod launch;
-#[cfg(test)]
-mod launch_tests;
 mod outcome;
 mod probe;
 #[cfg(test)]
-mod real_gpu_tests;
-#[cfg(test)]
 mod script_models;
-#[cfg(test)]
-mod script_tests;
 #[cfg(test)]
 mod tests;
 
@@ -104,7 +96,7 @@ macro_rules! package_files {
 }
 
 /// The benchmark package, every Python file of `bench_ddp/` (a test holds the list to the folder).
-const PACKAGE: [(&str, &str); 19] = package_files![
+const PACKAGE: [(&str, &str); 20] = package_files![
     "__init__.py",
     "__main__.py",
     "bench.py",
@@ -116,6 +108,7 @@ const PACKAGE: [(&str, &str); 19] = package_files![
     "layout.py",
     "main.py",
     "models.py",
+    "phases.py",
     "presets.py",
     "ranks.py",
     "recipe.py",
@@ -776,6 +769,7 @@ fn result_of(
         device: ev.device.unwrap_or(device),
         compile: ev.compile,
         max_memory_bytes: ev.max_memory_bytes,
+        memory_phases: ev.memory_phases,
         ..DdpResult::default()
     }
 }

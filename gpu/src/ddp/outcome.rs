@@ -146,6 +146,8 @@ pub(super) struct ResultEvent {
     #[serde(default)]
     pub(super) max_memory_bytes: Option<u64>,
     #[serde(default)]
+    pub(super) memory_phases: Option<ddpcheck_core::ddp::RunPhases>,
+    #[serde(default)]
     pub(super) final_loss: Option<f64>,
     #[serde(default)]
     pub(super) step_times_s: Vec<f64>,

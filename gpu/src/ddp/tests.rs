@@ -2,6 +2,11 @@
 //! torchrun; the embedded benchmark package itself is compiled and its torch-free parts run with
 //! python3 (its own unit tests are pytest's, in gpu/tests/python).
 
+mod config;
+mod launch;
+mod real_gpu;
+mod script;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -47,20 +52,12 @@ pub(super) fn cfg(python: &Path) -> RealConfig {
 
 pub(super) fn request(variant: DdpVariant, worlds: Vec<u32>, deadline_s: f64) -> DdpRequest {
     DdpRequest {
-        models: vec![ModelSpec::gpt2_124m()],
         variants: vec![variant],
         world_sizes: worlds,
-        micro_batch: 8,
-        warmup_steps: 1,
         steps: 3,
-        min_timed_s: 0.0,
         price_per_gpu_hour: Some(2.0),
-        env: vec![],
         deadline_s,
-        repeats: 1,
-        recipe: Default::default(),
-        device: Default::default(),
-        reference: ddpcheck_core::ddp::Reference::Ddp,
+        ..ddpcheck_testkit::ddp_request(&["gpt2-124m"], &[], &[])
     }
 }
 
@@ -180,19 +177,25 @@ pub(super) fn with_script_module(
          \x20   os.path.basename(folder) + '.' + n) for n in\n\
          \x20   ('config', 'errors', 'presets', 'ranks', 'timing', 'torchenv'))\n{body}"
     );
-    let out = Command::new(py)
-        .args(["-c", &code])
-        .arg(script)
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let out = succeeds(
+        Command::new(py)
+            .args(["-c", &code])
+            .arg(script)
+            .args(args)
+            .envs(env.iter().copied()),
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs `cmd` to its end and asserts that it succeeded (its stderr in the message).
+pub(super) fn succeeds(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out
 }
 
 #[test]

@@ -72,12 +72,7 @@ fn request(deadline: Duration) -> CopyRequest {
 }
 
 fn opts(deadline: Duration) -> Options {
-    Options {
-        // libtest prints its own header on stdout in the child.
-        allow_non_json: true,
-        grace: Duration::from_millis(500),
-        ..Options::new(deadline)
-    }
+    Options::test_binary_child(deadline)
 }
 
 #[test]

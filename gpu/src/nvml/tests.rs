@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use ddpcheck_core::node_gpus::{GpuHealth, GpuInfo, NodeInventory, ProbeState};
+use ddpcheck_core::node_gpus::{GpuInfo, NodeInventory, ProbeState};
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{LinkClass, TopologyMatrix};
 use ddpcheck_core::ProbeError;
@@ -15,17 +15,7 @@ use super::thread::{Outcome, Reader, Tracker};
 use super::{Involved, NvmlProbe, TopologyDetail};
 
 fn gpu(i: u32) -> GpuInfo {
-    GpuInfo {
-        index: i,
-        uuid: format!("GPU-fake-{i}"),
-        pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
-        name: "Fake H200".into(),
-        memory_total_bytes: 141 << 30,
-        pcie: None,
-        health: GpuHealth::default(),
-        processes: vec![],
-        state: ProbeState::Ok,
-    }
+    ddpcheck_testkit::healthy_gpu(i, format!("GPU-fake-{i}"), "Fake H200", 141 << 30)
 }
 
 /// A reader that takes `per_gpu` for each GPU, and `slow.1` more on GPU `slow.0`.

@@ -46,29 +46,13 @@ fn ddp_on_a6000_reproduces_seed_000() {
         .unwrap();
     assert_eq!(rows.len(), 6);
     let one = row(&rows, "base", 1);
-    assert!(
-        within(one.step_time_median_s, 0.130, 0.01),
-        "{}",
-        one.step_time_median_s
-    );
+    assert_within(one.step_time_median_s, 0.130, 0.01);
     let base4 = row(&rows, "base", 4);
-    assert!(
-        within(base4.speedup.unwrap(), 2.04, 0.10),
-        "{:?}",
-        base4.speedup
-    );
+    assert_within(base4.speedup.unwrap(), 2.04, 0.10);
     let both1 = row(&rows, "bf16+accum4", 1);
-    assert!(
-        within(both1.throughput, 66_189.0, 0.01),
-        "{}",
-        both1.throughput
-    );
+    assert_within(both1.throughput, 66_189.0, 0.01);
     let both4 = row(&rows, "bf16+accum4", 4);
-    assert!(
-        within(both4.speedup.unwrap(), 3.52, 0.10),
-        "{:?}",
-        both4.speedup
-    );
+    assert_within(both4.speedup.unwrap(), 3.52, 0.10);
     // Per token, one GPU still wins (seed 000, surprise 4).
     assert!(both4.cost_per_million.unwrap() > both1.cost_per_million.unwrap());
     assert!(base4.exposed_comm_fraction.unwrap() > both4.exposed_comm_fraction.unwrap());
@@ -84,11 +68,7 @@ fn ddp_on_a6000_reproduces_seed_000() {
             &mut |_| {},
         )
         .unwrap();
-    assert!(
-        within(sys[0].throughput, 80_000.0, 0.10),
-        "{}",
-        sys[0].throughput
-    );
+    assert_within(sys[0].throughput, 80_000.0, 0.10);
 }
 
 #[test]

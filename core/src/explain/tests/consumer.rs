@@ -6,16 +6,7 @@ use crate::topology::{P2pCaps, P2pReason};
 
 /// Two cards of `name` through the host bridge on PCIe gen4 x16, NVML giving `caps` between them.
 fn pair(name: &str, caps: P2pCaps) -> Node {
-    let mut n = Node::new(2, name, LinkClass::Phb);
-    for g in &mut n.gpus {
-        g.pcie = Some(PcieLink {
-            gen_current: 4,
-            gen_max: 4,
-            width_current: 16,
-            width_max: 16,
-        });
-        g.health.nvlinks_active = Some(0);
-    }
+    let mut n = Node::on_pcie(2, name, LinkClass::Phb, 4);
     let read = caps.read.summary();
     n.topo.p2p = vec![vec![P2pStatus::Ok, read], vec![read, P2pStatus::Ok]];
     let own = P2pCaps::all(P2pReason::Ok);

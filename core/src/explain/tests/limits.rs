@@ -6,17 +6,7 @@ const GEN3_X16: f64 = 8.0 * 128.0 / 130.0 * 16.0 / 8.0;
 
 /// A node of `n` GPUs on PCIe gen3 x16 (the field reports' machines).
 fn gen3(n: u32, name: &str, link: LinkClass) -> Node {
-    let mut node = Node::new(n, name, link);
-    for g in &mut node.gpus {
-        g.pcie = Some(PcieLink {
-            gen_current: 3,
-            gen_max: 3,
-            width_current: 16,
-            width_max: 16,
-        });
-        g.health.nvlinks_active = Some(0);
-    }
-    node
+    Node::on_pcie(n, name, link, 3)
 }
 
 fn ab(before: f64, after: f64, overrides: &[(String, String)]) -> AbFigure {

@@ -12,6 +12,7 @@ from .errors import Fatal
 from .host import buffer_facts, grad_check, params_without_grad, refuse_without_find_unused
 from .layout import param_layout, torch_buckets
 from .models import check_trainable, external_workload, is_oom, move_model, try_micro_batch
+from .phases import run_phases
 from .presets import preset_workload
 from .ranks import launcher_name
 from .recipe import autocast_for, compiled_nets, ddp_optimizer_on, grad_scaler, make_optimizer, wrap
@@ -93,24 +94,30 @@ def bench_one(launch, spec, var):
     mode = cfg["recipe"].get("compile")
     nets = compiled_nets(torch, model, wrapped, mode, var["fsdp"])
     trainer = Trainer(launch, var, model, wrapped, opt, (autocast, scaler), work, nets)
-    peak = None
+    peak = phases = None
     if var["fsdp"]:
         # MixedPrecisionPolicy casts the parameters: the wrapped step runs without autocast, as
         # users run it; the plain step is the one-GPU training with autocast.
         trainer.autocasts[False] = contextlib.nullcontext
         if plain_copy is not None:
             peak = wrapper_peak(launch, trainer)
+            phases = run_phases(launch, trainer, False)
             trainer.plain_side(plain_copy.to(launch.device), make_optimizer(torch, work, plain_copy, launch.on_cuda)[0])
     compiled = compile_warmup(launch, trainer, var, mode)
     timed, loss, steps = time_run(launch, trainer, var, wrapped, params)
     buckets = None if var["fsdp"] else torch_buckets(torch, launch.dist, model, wrapped, var["bucket_cap_mb"])
     timed["nocomm"] = nocomm_reference(launch, trainer, var, steps)
     host = None if var["fsdp"] else {"no_grad": no_grad, "buffers": buffer_facts(launch, wrapped, model)}
+    if peak is None:
+        # The run's own peak first: reading the phases resets the counter.
+        peak = peak_memory(launch)
+        if launch.world == 1 and var["accum"] == 1 and not var["nocomm"]:
+            phases = run_phases(launch, trainer, with_plain and not var["fsdp"])
 
     set_stage("reporting")
     facts = {
         "params": params, "tokens_per_sample": work["tokens_per_sample"],
-        "max_memory_bytes": peak if peak is not None else peak_memory(launch),
+        "max_memory_bytes": peak, "memory_phases": phases,
         "final_loss": finite_or_none(loss.item()) if loss is not None else None,
         "optimizer": opt_name, "all_reduce_probe": probe, "launcher": launcher_name(launch.on_cuda),
         "recipe": recipe_report(amp, {} if var["fsdp"] else ddp_kwargs, wrapped, compiled),

@@ -51,15 +51,24 @@ def probe_one(launch, nbytes):
 def slowest_rank(launch, times):
     """Each step's time on its slowest rank (every rank gets the same list)."""
     torch, dist = launch.torch, launch.dist
-    local = torch.tensor(times, dtype=torch.float64, device=launch.device)
     if launch.on_cuda and dist.get_backend() == "nccl":
+        local = torch.tensor(times, dtype=torch.float64, device=launch.device)
         gathered = torch.empty((launch.world, len(times)), dtype=torch.float64, device=launch.device)
         dist.all_gather_into_tensor(gathered, local)
-    else:  # gloo has no all_gather_into_tensor on torch 1.13, and refuses a 2-D output on CUDA (2.11)
-        parts = [torch.empty_like(local) for _ in range(launch.world)]
-        dist.all_gather(parts, local)
-        gathered = torch.stack(parts)
-    return gathered.max(dim=0).values.tolist()
+        return gathered.max(dim=0).values.tolist()
+    return gather_on_cpu(torch, dist, launch.world, times).max(dim=0).values.tolist()
+
+
+def gather_on_cpu(torch, dist, world, values):
+    """Every rank's `values` as a (world, len) tensor, through gloo on the CPU: gloo gathers CPU
+    tensors, in the list form (torch 1.13's gloo has no all_gather_into_tensor), each part 1-D
+    with the local tensor's shape; gloo refuses parts of another shape, a (1, n) part for an (n)
+    tensor ("invalid tensor size at index 0 (expected (5), got (1, 5))", which torch 2.11's
+    all_gather_into_tensor on gloo makes of a 2-D output on one H100)."""
+    local = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    parts = [torch.empty_like(local) for _ in range(world)]
+    dist.all_gather(parts, local)
+    return torch.stack(parts)
 
 
 def peak_memory(launch):

@@ -47,6 +47,8 @@ def result_event(spec, var, cfg, world, timed, facts):
         "plain_step_time_median_s": median(timed["plain"]) if timed["plain"] else None,
         "plain_rounds": timed["plain_rounds"],
         "max_memory_bytes": facts["max_memory_bytes"], "final_loss": facts["final_loss"],
+        # One step after the timed ones read at its phases (phases.py); None on CPU.
+        "memory_phases": facts.get("memory_phases"),
         "optimizer": facts["optimizer"], "autocast": cfg["recipe"]["amp"],
         "powersgd_start_iter": POWERSGD_START_ITER if var["hook"] == "powersgd" else None,
         "powersgd_rank": var.get("powersgd_rank") if var["hook"] == "powersgd" else None,

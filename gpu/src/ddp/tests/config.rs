@@ -7,8 +7,8 @@ use ddpcheck_core::ddp::{
     POWERSGD_MAX_RANK,
 };
 
-use super::tests::{embedded_script, request, with_script_module};
-use super::*;
+use super::super::*;
+use super::{embedded_script, request, with_script_module};
 
 #[test]
 fn rust_config_is_what_the_script_reads() {

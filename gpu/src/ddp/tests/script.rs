@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::ddp::DdpVariant;
 use ddpcheck_core::ProbeError;
 
-use super::tests::{
-    embedded_script, python3, read, request, run_script, torch_importable, with_script_module,
+use super::super::*;
+use super::{
+    embedded_script, python3, read, request, run_script, succeeds, torch_importable,
+    with_script_module,
 };
-use super::*;
 use crate::RealConfig;
 
 #[test]
@@ -49,17 +50,12 @@ fn embedded_script_compiles() {
     let probe = dir.path().join("probe.py");
     fs::write(&probe, PROBE).unwrap();
     let folder = script.parent().unwrap();
-    let out = Command::new(py)
-        .arg("-m")
-        .arg("py_compile")
-        .args(package_files().iter().map(|(name, _)| folder.join(name)))
-        .arg(&probe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        Command::new(py)
+            .arg("-m")
+            .arg("py_compile")
+            .args(package_files().iter().map(|(name, _)| folder.join(name)))
+            .arg(&probe),
     );
 }
 

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::ddp::{CommHook, DdpRequest, DdpVariant, ModelSpec, RunDevice};
 use ddpcheck_core::ProbeError;
 
-use super::launch::{sh_quote, shebang_python};
-use super::tests::{bf16_p2p_off, cfg, fake, good_body, is_gone, read, request};
-use super::*;
+use super::super::launch::{sh_quote, shebang_python};
+use super::super::*;
+use super::{bf16_p2p_off, cfg, fake, good_body, is_gone, read, request};
 
 #[test]
 fn hanging_benchmark_times_out_and_leaves_no_process() {
@@ -363,20 +363,8 @@ fn runs_of_one_world_size_and_environment_share_a_launch() {
     let mut other_env: DdpVariant = "accum4".parse().unwrap();
     other_env.env = vec![("NCCL_P2P_DISABLE".into(), "1".into())];
     let req = DdpRequest {
-        models: vec![ModelSpec::gpt2_124m()],
         variants: vec![base.clone(), bf16.clone(), other_env.clone()],
-        world_sizes: vec![1, 2],
-        micro_batch: 8,
-        warmup_steps: 1,
-        steps: 2,
-        min_timed_s: 0.0,
-        price_per_gpu_hour: None,
-        env: Vec::new(),
-        deadline_s: 60.0,
-        repeats: 1,
-        recipe: Default::default(),
-        device: Default::default(),
-        reference: ddpcheck_core::ddp::Reference::Ddp,
+        ..ddpcheck_testkit::ddp_request(&["gpt2-124m"], &[], &[1, 2])
     };
     let plan = plan(&req).unwrap();
     let groups = launch_groups(&req, &plan);
@@ -493,7 +481,7 @@ fn a_cpu_launch_runs_the_script_itself_with_the_recipe_and_its_rank_count() {
 /// the daemon's unit), and a cache folder the caller chose stays theirs; eager sets none.
 #[test]
 fn a_compiled_launch_keeps_its_cache_in_ddpchecks_cache_folder() {
-    use super::launch::compile_cache_env;
+    use super::super::launch::compile_cache_env;
     use std::ffi::OsString;
     let env = |pairs: &'static [(&'static str, &'static str)]| {
         move |k: &str| {

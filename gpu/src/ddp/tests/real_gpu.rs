@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec};
 use ddpcheck_core::ProbeError;
 
-use super::tests::is_gone;
-use super::*;
+use super::super::*;
+use super::is_gone;
 use crate::RealConfig;
 
 /// The real thing, on a node with torch and GPUs:

@@ -1,0 +1,100 @@
+//! Which wrapper where DDP fits: each FSDP2 wrapper the memory plan fits at the job's GPUs,
+//! predicted on the all-gather and reduce-scatter curves the reports gave (none is swept for
+//! it: DDP's answer stands without them) with its own work at one GPU where the node measured
+//! one, and its step where the node measured it ([`ddpcheck_core::recommend::weigh_wrappers`]).
+
+use ddpcheck_core::ddp::{DdpResult, DdpVariant, RunDevice, Wrapper};
+use ddpcheck_core::recommend::{weigh_wrappers, ModelInput, Recommendation, WrapperRow};
+use ddpcheck_core::step_time::fsdp::{predict_fsdp2, Fsdp2Inputs, Fsdp2Units};
+use ddpcheck_core::step_time::fsdp_own::one_gpu_own;
+
+use super::Gathering;
+
+const WEIGHED: [Wrapper; 4] = [
+    Wrapper::Replicate,
+    Wrapper::FsdpNoReshard,
+    Wrapper::Hsdp,
+    Wrapper::Fsdp,
+];
+
+impl Gathering<'_> {
+    /// The FSDP2 runs of `model` at `world` GPUs the node measured, with their wrapper.
+    pub(super) fn fsdp2_runs(&self, model: &ModelInput, world: u32) -> Vec<(Wrapper, &DdpResult)> {
+        let name = model.name();
+        self.m
+            .ddp
+            .iter()
+            .filter(|(r, _)| r.model == name && r.world_size == world)
+            .filter_map(|(r, _)| {
+                let w = r.variant.parse::<DdpVariant>().ok()?.wrapper();
+                w.is_fsdp2().then_some((w, r))
+            })
+            .collect()
+    }
+
+    /// Each wrapper's own work at one GPU the node measured: its step less its plain step.
+    pub(super) fn fsdp2_own_measured(&self, model: &ModelInput) -> Vec<(Wrapper, f64)> {
+        self.fsdp2_runs(model, 1)
+            .into_iter()
+            .filter_map(|(w, r)| {
+                let plain = r.plain_reference.as_ref()?.step_time_median_s;
+                Some((w, r.step_time_median_s - plain))
+            })
+            .collect()
+    }
+
+    /// Weighs the FSDP2 wrappers beside DDP's answer (GPUs only; the plan must fit them).
+    pub(super) fn weigh_wrappers(&mut self, model: &ModelInput, rec: &mut Recommendation) {
+        if rec.device != RunDevice::Cuda || rec.single_gpu.step_s <= 0.0 {
+            return;
+        }
+        let Some(plan) = rec.memory.clone() else {
+            return;
+        };
+        let m = &plan.model;
+        let layers = (m.params.saturating_sub(m.root))
+            .checked_div(m.largest_block)
+            .unwrap_or(0);
+        let units = Fsdp2Units::uniform(m.params, layers, m.largest_block);
+        let Ok((curves, _)) = self.fsdp2_curves_given(rec.gpus) else {
+            return;
+        };
+        let own_measured = self.fsdp2_own_measured(model);
+        let copy = self.fsdp2_one_gpu_copy();
+        let at_n = self.fsdp2_runs(model, rec.gpus);
+        let plain = rec.single_gpu.step_s;
+        let fits = |w: Wrapper| {
+            plan.rows
+                .iter()
+                .any(|r| r.wrapper == w && r.gpus == rec.gpus && r.fits != Some(false))
+        };
+        let mut rows = Vec::new();
+        for w in WEIGHED
+            .into_iter()
+            .filter(|w| fits(*w) && w.refuses(rec.gpus).is_none())
+        {
+            let own = one_gpu_own(w, &own_measured, &units, 2.0, copy.as_ref());
+            let mut i = Fsdp2Inputs::new(w, rec.gpus, units.clone(), plain);
+            i.own_one_gpu_s = own.as_ref().map_or(0.0, |o| o.seconds);
+            let predicted = predict_fsdp2(&i, &curves).ok().map(|p| p.step_s);
+            let measured = at_n
+                .iter()
+                .find(|(k, r)| *k == w && r.micro_batch == rec.micro_batch && r.accum == 1)
+                .map(|(_, r)| r.step_time_median_s);
+            let Some(step) = measured.or(predicted) else {
+                continue;
+            };
+            rows.push(WrapperRow {
+                wrapper: w,
+                gpus: rec.gpus,
+                predicted_step_s: predicted,
+                measured_step_s: measured,
+                speedup: f64::from(rec.gpus) * plain / step,
+                measured: measured.is_some(),
+                own_known: own.is_some(),
+                own_how: own.map_or_else(|| "not measured (left out)".into(), |o| o.how),
+            });
+        }
+        weigh_wrappers(rec, rows, self.req.recipe.amp);
+    }
+}
