@@ -126,8 +126,7 @@ fn sweep_models(sweep: &str) -> Result<Vec<ModelSpec>, RunError> {
     let number = |s: &str| s.trim().parse::<u32>().map_err(|_| usage());
     let body = sweep.trim().strip_prefix("mlp:").ok_or_else(usage)?;
     let models: Vec<ModelSpec> = match body.split_once("->") {
-        None => parse_u32_list(body)
-            .map_err(RunError::Usage)?
+        None => parse_u32_list(body)?
             .into_iter()
             .map(|width| ModelSpec::square_mlp(width, 4))
             .collect(),
@@ -135,8 +134,7 @@ fn sweep_models(sweep: &str) -> Result<Vec<ModelSpec>, RunError> {
             let (widths, output) = rest.split_once("->").ok_or_else(usage)?;
             let (widths, depth) = widths.split_once('x').ok_or_else(usage)?;
             let (input, depth, output) = (number(input)?, number(depth)?, number(output)?);
-            parse_u32_list(widths)
-                .map_err(RunError::Usage)?
+            parse_u32_list(widths)?
                 .into_iter()
                 .map(|width| ModelSpec::Mlp {
                     width,
@@ -163,7 +161,7 @@ fn default_variants(device: RunDevice) -> Result<Vec<DdpVariant>, RunError> {
     };
     names
         .iter()
-        .map(|v| v.parse().map_err(RunError::Usage))
+        .map(|v| v.parse().map_err(RunError::usage))
         .collect()
 }
 
@@ -182,8 +180,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         None => default_variants(device)?,
     };
     let default_gpus = if node_gpus == Some(1) { "1" } else { "1,2" };
-    let mut world_sizes =
-        parse_u32_list(a.gpus.as_deref().unwrap_or(default_gpus)).map_err(RunError::Usage)?;
+    let mut world_sizes = parse_u32_list(a.gpus.as_deref().unwrap_or(default_gpus))?;
     if !world_sizes.contains(&1) {
         world_sizes.insert(0, 1);
     }

@@ -42,6 +42,11 @@ pub enum RunError {
 }
 
 impl RunError {
+    /// Bad input, in the words of the layer's error that refused it (exit 64).
+    pub fn usage(e: impl std::fmt::Display) -> RunError {
+        RunError::Usage(e.to_string())
+    }
+
     /// The exit code this error stands for: 64 for bad input, a failed probe's verdict's code
     /// (UNKNOWN's for an interrupted run), BUSY's, UNKNOWN's for a daemon that cannot be
     /// reached or answers nonsense, 141 or 74 for output that cannot be written.

@@ -5,6 +5,7 @@
 
 mod check;
 mod srun;
+mod srun_error;
 
 use std::time::Duration;
 

@@ -51,7 +51,8 @@ pub use result::{
 };
 pub use source::{is_file_target, ModelSource, SourceError, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{
-    one_gpu_reference, CommHook, DdpVariant, ModelSpec, POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK,
+    one_gpu_reference, CommHook, DdpVariant, ModelSpec, VariantError, POWERSGD_DEFAULT_RANK,
+    POWERSGD_MAX_RANK,
 };
 pub use wrapper::{Wrapper, HSDP_REPLICAS};
 

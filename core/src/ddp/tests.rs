@@ -53,6 +53,7 @@ fn parses_variants_and_rejects_nonsense() {
     assert!("turbo"
         .parse::<DdpVariant>()
         .unwrap_err()
+        .to_string()
         .contains("unknown variant part"));
 }
 
@@ -540,6 +541,7 @@ fn the_backend_is_part_of_the_recipe_and_left_out_when_nccl() {
     assert!("mpi"
         .parse::<Backend>()
         .unwrap_err()
+        .to_string()
         .contains("expected nccl, gloo or nccl2"));
     let gloo = Recipe {
         backend: Backend::Gloo,
