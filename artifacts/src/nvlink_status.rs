@@ -50,7 +50,7 @@ pub(crate) fn gpu_line(line: &str) -> Option<(u32, String, Option<String>)> {
 }
 
 /// `Link 3: 26.562 GB/s` or `Link 3: <inactive>`.
-fn link_line(line: &str) -> Option<Result<(u32, Option<f64>), String>> {
+fn link_line(line: &str) -> Option<Result<(u32, Option<f64>), ArtifactError>> {
     let rest = line.trim().strip_prefix("Link ")?;
     let (n, v) = rest.split_once(':')?;
     let n: u32 = n.trim().parse().ok()?;
@@ -64,7 +64,10 @@ fn link_line(line: &str) -> Option<Result<(u32, Option<f64>), String>> {
         .and_then(|s| s.parse::<f64>().ok());
     Some(match speed {
         Some(s) if v.contains("GB/s") => Ok((n, Some(s))),
-        _ => Err(format!("link {n}: {v:?} is neither a speed nor <inactive>")),
+        _ => Err(ArtifactError::malformed(
+            F,
+            format!("link {n}: {v:?} is neither a speed nor <inactive>"),
+        )),
     })
 }
 
@@ -85,7 +88,7 @@ pub fn parse(text: &str) -> Result<NvlinkStatus, ArtifactError> {
                 g.none_active = true;
             }
         } else if let Some(l) = link_line(line) {
-            let l = l.map_err(|why| ArtifactError::malformed(F, why))?;
+            let l = l?;
             let g = gpus
                 .last_mut()
                 .ok_or_else(|| ArtifactError::truncated(F, "link lines before any GPU line"))?;

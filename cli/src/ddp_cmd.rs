@@ -5,6 +5,7 @@ use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::ddp::{DdpRequest, DdpVariant, ModelSpec, Reference, RunDevice};
 use ddpcheck_core::num::ToF64;
 use ddpcheck_core::saved;
+use ddpcheck_core::unknown_name::UnknownName;
 use ddpcheck_engine::read_file;
 
 use crate::flag_values::parse_u32_list;
@@ -15,7 +16,7 @@ use crate::{print_json, progress, render};
 use ddpcheck_engine::RunError;
 
 /// `--reference plain|ddp`.
-pub fn parse_reference(s: &str) -> Result<Reference, String> {
+pub fn parse_reference(s: &str) -> Result<Reference, UnknownName> {
     s.parse()
 }
 
@@ -125,8 +126,7 @@ fn sweep_models(sweep: &str) -> Result<Vec<ModelSpec>, RunError> {
     let number = |s: &str| s.trim().parse::<u32>().map_err(|_| usage());
     let body = sweep.trim().strip_prefix("mlp:").ok_or_else(usage)?;
     let models: Vec<ModelSpec> = match body.split_once("->") {
-        None => parse_u32_list(body)
-            .map_err(RunError::Usage)?
+        None => parse_u32_list(body)?
             .into_iter()
             .map(|width| ModelSpec::square_mlp(width, 4))
             .collect(),
@@ -134,8 +134,7 @@ fn sweep_models(sweep: &str) -> Result<Vec<ModelSpec>, RunError> {
             let (widths, output) = rest.split_once("->").ok_or_else(usage)?;
             let (widths, depth) = widths.split_once('x').ok_or_else(usage)?;
             let (input, depth, output) = (number(input)?, number(depth)?, number(output)?);
-            parse_u32_list(widths)
-                .map_err(RunError::Usage)?
+            parse_u32_list(widths)?
                 .into_iter()
                 .map(|width| ModelSpec::Mlp {
                     width,
@@ -162,7 +161,7 @@ fn default_variants(device: RunDevice) -> Result<Vec<DdpVariant>, RunError> {
     };
     names
         .iter()
-        .map(|v| v.parse().map_err(RunError::Usage))
+        .map(|v| v.parse().map_err(RunError::usage))
         .collect()
 }
 
@@ -181,8 +180,7 @@ pub fn build_request(a: &DdpArgs, node_gpus: Option<usize>) -> Result<DdpRequest
         None => default_variants(device)?,
     };
     let default_gpus = if node_gpus == Some(1) { "1" } else { "1,2" };
-    let mut world_sizes =
-        parse_u32_list(a.gpus.as_deref().unwrap_or(default_gpus)).map_err(RunError::Usage)?;
+    let mut world_sizes = parse_u32_list(a.gpus.as_deref().unwrap_or(default_gpus))?;
     if !world_sizes.contains(&1) {
         world_sizes.insert(0, 1);
     }
@@ -236,9 +234,9 @@ pub(crate) fn saved_ddp_report(
     let usage = |e: String| RunError::Usage(format!("--from {}: {e}", file.display()));
     let not_ddp = |e: serde_json::Error| usage(format!("not a bench ddp report: {e}"));
     let v: serde_json::Value = serde_json::from_str(text).map_err(not_ddp)?;
-    saved::check_schema_version(&v).map_err(usage)?;
+    saved::check_schema_version(&v).map_err(|e| usage(e.to_string()))?;
     let r = serde_json::from_value(v).map_err(not_ddp)?;
-    saved::check_ddp(&r).map_err(usage)?;
+    saved::check_ddp(&r).map_err(|e| usage(e.to_string()))?;
     Ok(r)
 }
 

@@ -92,7 +92,7 @@ pub fn facts_from_json(text: &str, origin: &str) -> Result<RunFacts, RunError> {
     let usage = |e: String| RunError::Usage(format!("{origin}: {e}"));
     let v: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| usage(format!("not a ddpcheck JSON report: {e}")))?;
-    saved::check_schema_version(&v).map_err(usage)?;
+    saved::check_schema_version(&v).map_err(|e| usage(e.to_string()))?;
     let kind = v
         .get("kind")
         .and_then(|k| k.as_str())
@@ -102,12 +102,12 @@ pub fn facts_from_json(text: &str, origin: &str) -> Result<RunFacts, RunError> {
     match kind.as_str() {
         "preflight" => {
             let r: PreflightReport = serde_json::from_value(v).map_err(bad)?;
-            saved::check_preflight(&r).map_err(usage)?;
+            saved::check_preflight(&r).map_err(|e| usage(e.to_string()))?;
             Ok(diff::from_preflight(&r))
         }
         "bench_collectives" => {
             let r: BenchCollectivesReport = serde_json::from_value(v).map_err(bad)?;
-            saved::check_collectives(&r).map_err(usage)?;
+            saved::check_collectives(&r).map_err(|e| usage(e.to_string()))?;
             Ok(diff::from_collectives(&r))
         }
         "explain" => {
@@ -116,7 +116,7 @@ pub fn facts_from_json(text: &str, origin: &str) -> Result<RunFacts, RunError> {
         }
         "bench_ddp" => {
             let r: DdpReport = serde_json::from_value(v).map_err(bad)?;
-            saved::check_ddp(&r).map_err(usage)?;
+            saved::check_ddp(&r).map_err(|e| usage(e.to_string()))?;
             Ok(diff::from_ddp(&r))
         }
         other => Err(usage(format!(

@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use args::{BenchCommand, Cli, CollectivesArgs, Command, TopoArgs};
 use clap::Parser;
 use ddpcheck_core::collective::Collective;
-use ddpcheck_core::verdict::EXIT_USAGE;
+use ddpcheck_core::verdict::EXIT_BROKEN_PIPE;
 use ddpcheck_engine::RunError;
 use ddpcheck_engine::{self as engine, CollectiveParams};
 use flag_values::secs;
@@ -78,11 +78,12 @@ fn main() -> ExitCode {
             // Bad flags: one clear line and exit 64 (scripts read the first line of stderr).
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            errln!(
-                "ddpcheck: {} (see --help)",
+            let usage = RunError::Usage(format!(
+                "{} (see --help)",
                 first.trim_start_matches("error: ")
-            );
-            return ExitCode::from(u8::try_from(EXIT_USAGE).unwrap_or(u8::MAX));
+            ));
+            errln!("ddpcheck: {usage}");
+            return exit_code(usage.exit_code());
         }
         Err(e) => {
             let _ = e.print();
@@ -103,6 +104,11 @@ fn main() -> ExitCode {
             e.exit_code()
         }
     };
+    exit_code(code)
+}
+
+/// A verdict's code, or the code [`RunError::exit_code`] gives an error (docs/exit-codes.md).
+fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
@@ -208,7 +214,7 @@ fn topo(cli: &GlobalArgs, a: &TopoArgs) -> Result<i32, RunError> {
 }
 
 fn collectives(cli: &GlobalArgs, a: &CollectivesArgs) -> Result<i32, RunError> {
-    let backend: ddpcheck_core::ddp::Backend = a.backend.parse().map_err(RunError::Usage)?;
+    let backend: ddpcheck_core::ddp::Backend = a.backend.parse().map_err(RunError::usage)?;
     if !backend.is_nccl() {
         return Err(RunError::Usage(format!(
             "--backend {}: bench collectives runs NCCL itself, not through torch; torch's {} \
@@ -276,10 +282,10 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
     }
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
+        let failed = RunError::Output(e);
+        if failed.exit_code() != EXIT_BROKEN_PIPE {
+            errln!("ddpcheck: {failed}");
         }
-        errln!("ddpcheck: writing the output: {e}");
-        std::process::exit(74);
+        std::process::exit(failed.exit_code());
     }
 }

@@ -10,10 +10,22 @@ use ddpcheck_core::BackendKind;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-type PlotResult = Result<(), String>;
+type PlotResult = Result<(), PlotError>;
 
-fn err<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
+/// Why no plot was written.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    #[error("no multi-GPU results to plot")]
+    NoMultiGpu,
+    #[error("no speedups to plot (1-GPU rows missing?)")]
+    NoSpeedups,
+    /// plotters' drawing or writing failed, in its words.
+    #[error("{0}")]
+    Draw(String),
+}
+
+fn err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError::Draw(e.to_string())
 }
 
 /// variant -> [(params, speedup, exposed communication share)], by parameters.
@@ -23,12 +35,12 @@ type Series = BTreeMap<String, Vec<(f64, f64, f64)>>;
 pub fn ddp_svg(r: &DdpReport, path: &Path) -> PlotResult {
     let n = r.results.iter().map(|x| x.world_size).max().unwrap_or(1);
     if n < 2 {
-        return Err("no multi-GPU results to plot".into());
+        return Err(PlotError::NoMultiGpu);
     }
     let series = speedup_series(r, n);
     let all: Vec<&(f64, f64, f64)> = series.values().flatten().collect();
     if all.is_empty() {
-        return Err("no speedups to plot (1-GPU rows missing?)".into());
+        return Err(PlotError::NoSpeedups);
     }
     let pmin = all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let pmax = all.iter().map(|p| p.0).fold(0.0, f64::max);

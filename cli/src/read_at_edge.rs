@@ -7,8 +7,18 @@ use std::ffi::OsStr;
 use clap::builder::TypedValueParser;
 use clap::error::ErrorKind;
 
+/// Why a flag's text gives no value: the error of the layer that read it (core's
+/// `UnknownName`, `VariantError`, a model's), said as it words it.
+pub type EdgeError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A flag's text that is not UTF-8; `0` is the flag and the text as far as it reads
+/// (`--model X`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: not UTF-8")]
+pub struct NotUtf8(pub String);
+
 #[derive(Clone)]
-pub struct ReadAtEdge<T>(pub fn(&OsStr) -> Result<T, String>);
+pub struct ReadAtEdge<T>(pub fn(&OsStr) -> Result<T, EdgeError>);
 
 impl<T: Clone + Send + Sync + 'static> TypedValueParser for ReadAtEdge<T> {
     type Value = T;
@@ -25,10 +35,15 @@ impl<T: Clone + Send + Sync + 'static> TypedValueParser for ReadAtEdge<T> {
 
 /// A value of core's read from its text form (`FromStr`), the flag named where the text is not
 /// UTF-8.
-pub fn typed<T: std::str::FromStr<Err = String>>() -> ReadAtEdge<T> {
+pub fn typed<T>() -> ReadAtEdge<T>
+where
+    T: std::str::FromStr,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
     ReadAtEdge(|v| {
-        v.to_str()
-            .ok_or_else(|| format!("{}: not UTF-8", v.to_string_lossy()))?
-            .parse()
+        let text = v
+            .to_str()
+            .ok_or_else(|| NotUtf8(v.to_string_lossy().into_owned()))?;
+        Ok(text.parse::<T>()?)
     })
 }

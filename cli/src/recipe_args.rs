@@ -5,7 +5,7 @@
 use clap::Args;
 use ddpcheck_core::ddp::{Amp, Backend, CompileMode, DdpVariant, Recipe, RunDevice};
 
-use crate::read_at_edge::{typed, ReadAtEdge};
+use crate::read_at_edge::{typed, NotUtf8, ReadAtEdge};
 
 /// `--variants`: a comma-separated list, each read into its parts (empty items skipped).
 #[derive(Clone, Debug, PartialEq)]
@@ -16,13 +16,14 @@ pub fn variants() -> ReadAtEdge<VariantList> {
     ReadAtEdge(|v| {
         let text = v
             .to_str()
-            .ok_or_else(|| format!("--variants {}: not UTF-8", v.to_string_lossy()))?;
-        text.split(',')
+            .ok_or_else(|| NotUtf8(format!("--variants {}", v.to_string_lossy())))?;
+        let list = text
+            .split(',')
             .map(str::trim)
             .filter(|v| !v.is_empty())
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .map(VariantList)
+            .map(str::parse::<DdpVariant>)
+            .collect::<Result<_, _>>()?;
+        Ok(VariantList(list))
     })
 }
 

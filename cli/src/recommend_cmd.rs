@@ -15,6 +15,7 @@ use ddpcheck_engine::saved_runs::SavedRuns;
 use ddpcheck_engine::{RunError, Runner};
 
 use crate::flag_values::parse_seconds_up_to_a_day;
+use crate::flag_values::FlagValueError;
 use crate::global_args::{make_target, GlobalArgs};
 use crate::model_args;
 use crate::recipe_args::RecipeArgs;
@@ -108,7 +109,7 @@ pub struct RecommendArgs {
 }
 
 /// `124M`, `1.3B`, `350000`.
-pub fn parse_count(s: &str) -> Result<u64, String> {
+pub fn parse_count(s: &str) -> Result<u64, FlagValueError> {
     let t = s.trim();
     let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
         Some('K') => (&t[..t.len() - 1], 1e3),
@@ -118,10 +119,10 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
     };
     let v: f64 = num
         .parse()
-        .map_err(|_| format!("{s:?} is not a parameter count (e.g. 124M, 1.3B)"))?;
+        .map_err(|_| FlagValueError::NotACount(s.to_string()))?;
     let n = v * mult;
     if !(n.is_finite() && (1e3..=1e13).contains(&n)) {
-        return Err(format!("{s:?}: parameter count outside 1K..10T"));
+        return Err(FlagValueError::CountRange(s.to_string()));
     }
     Ok(ddpcheck_core::num::floor_u64(n))
 }

@@ -75,34 +75,59 @@ impl ClientTls {
 
     /// Reads the PEM files, or gives a one-line reason why not. Without a client certificate
     /// the handshake is still attempted, so that the refusal is the daemon's own.
-    fn load(&self) -> Result<LoadedTls, String> {
-        let ca = self.ca.as_deref().ok_or_else(|| {
-            format!(
-                "https:// needs the CA certificate that signed ddpcheckd's certificate: set --tls-ca or {}",
-                Self::ENV_CA
-            )
-        })?;
+    fn load(&self) -> Result<LoadedTls, TlsFileError> {
+        let ca = self.ca.as_deref().ok_or(TlsFileError::NoCa)?;
         let ca = read_pem(ca, "--tls-ca")?;
         let identity = match (self.cert.as_deref(), self.key.as_deref()) {
             (Some(cert), Some(key)) => {
                 Some((read_pem(cert, "--tls-cert")?, read_pem(key, "--tls-key")?))
             }
             (None, None) => None,
-            (Some(_), None) => {
-                return Err(format!(
-                    "--tls-cert needs its key: set --tls-key or {}",
-                    Self::ENV_KEY
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(format!(
-                    "--tls-key needs its certificate: set --tls-cert or {}",
-                    Self::ENV_CERT
-                ))
-            }
+            (Some(_), None) => return Err(TlsFileError::CertWithoutKey),
+            (None, Some(_)) => return Err(TlsFileError::KeyWithoutCert),
         };
         Ok(LoadedTls { ca, identity })
     }
+}
+
+/// Why the client's TLS settings give no configuration: a flag missing its partner, a file
+/// that cannot be read or holds no usable PEM. A usage error (exit 64).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsFileError {
+    #[error(
+        "https:// needs the CA certificate that signed ddpcheckd's certificate: set --tls-ca or {}",
+        ClientTls::ENV_CA
+    )]
+    NoCa,
+    #[error("--tls-cert needs its key: set --tls-key or {}", ClientTls::ENV_KEY)]
+    CertWithoutKey,
+    #[error(
+        "--tls-key needs its certificate: set --tls-cert or {}",
+        ClientTls::ENV_CERT
+    )]
+    KeyWithoutCert,
+    #[error("{flag} {}: {error}", path.display())]
+    Read {
+        flag: &'static str,
+        path: PathBuf,
+        error: ddpcheck_core::bounded::BoundedReadError,
+    },
+    #[error("{flag} {}: not a PEM file", path.display())]
+    NotPem { flag: &'static str, path: PathBuf },
+    #[error("{flag}: {error}")]
+    Pem {
+        flag: &'static str,
+        error: rustls::pki_types::pem::Error,
+    },
+    #[error("{flag}: no certificate in the file")]
+    NoCertificate { flag: &'static str },
+    /// rustls refused the settings: `what` names them (`--tls-ca`, `TLS settings`,
+    /// `--tls-cert/--tls-key`).
+    #[error("{what}: {error}")]
+    Rustls {
+        what: &'static str,
+        error: rustls::Error,
+    },
 }
 
 /// The PEM bytes of [`ClientTls`]: the CA, and the client's certificate chain and key.
@@ -124,35 +149,37 @@ impl LoadedTls {
     }
 
     /// The same settings for the access check (tonic parses its PEMs late; this names the file).
-    fn rustls_config(&self) -> Result<rustls::ClientConfig, String> {
+    fn rustls_config(&self) -> Result<rustls::ClientConfig, TlsFileError> {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let pem = |flag| move |error| TlsFileError::Pem { flag, error };
+        let refused = |what| move |error| TlsFileError::Rustls { what, error };
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_slice_iter(&self.ca) {
-            let c = c.map_err(|e| format!("--tls-ca: {e}"))?;
-            roots.add(c).map_err(|e| format!("--tls-ca: {e}"))?;
+            roots
+                .add(c.map_err(pem("--tls-ca"))?)
+                .map_err(refused("--tls-ca"))?;
         }
         if roots.is_empty() {
-            return Err("--tls-ca: no certificate in the file".into());
+            return Err(TlsFileError::NoCertificate { flag: "--tls-ca" });
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS settings: {e}"))?
+            .map_err(refused("TLS settings"))?
             .with_root_certificates(roots);
         let mut config = match &self.identity {
             Some((cert, key)) => {
                 let chain = CertificateDer::pem_slice_iter(cert)
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("--tls-cert: {e}"))?;
+                    .map_err(pem("--tls-cert"))?;
                 if chain.is_empty() {
-                    return Err("--tls-cert: no certificate in the file".into());
+                    return Err(TlsFileError::NoCertificate { flag: "--tls-cert" });
                 }
-                let key =
-                    PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("--tls-key: {e}"))?;
+                let key = PrivateKeyDer::from_pem_slice(key).map_err(pem("--tls-key"))?;
                 builder
                     .with_client_auth_cert(chain, key)
-                    .map_err(|e| format!("--tls-cert/--tls-key: {e}"))?
+                    .map_err(refused("--tls-cert/--tls-key"))?
             }
             None => builder.with_no_client_auth(),
         };
@@ -170,7 +197,7 @@ type Refusal = (bool, String);
 /// see a broken pipe.
 async fn check_access(host: &str, port: u16, tls: &LoadedTls) -> Result<(), Refusal> {
     use tokio::io::AsyncReadExt;
-    let config = tls.rustls_config().map_err(|r| (true, r))?;
+    let config = tls.rustls_config().map_err(|r| (true, r.to_string()))?;
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
         .map_err(|e| (true, format!("{host}: {e}")))?;
     let reach = |r: String| (false, r);
@@ -210,14 +237,21 @@ async fn check_access(host: &str, port: u16, tls: &LoadedTls) -> Result<(), Refu
     }
 }
 
-fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>, String> {
+fn read_pem(path: &Path, flag: &'static str) -> Result<Vec<u8>, TlsFileError> {
     use ddpcheck_core::bounded::{read_bytes, FileKind};
     let bytes = std::fs::File::open(path)
         .map_err(Into::into)
         .and_then(|f| read_bytes(f, FileKind::Pem))
-        .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        .map_err(|error| TlsFileError::Read {
+            flag,
+            path: path.to_path_buf(),
+            error,
+        })?;
     if !String::from_utf8_lossy(&bytes).contains("-----BEGIN ") {
-        return Err(format!("{flag} {}: not a PEM file", path.display()));
+        return Err(TlsFileError::NotPem {
+            flag,
+            path: path.to_path_buf(),
+        });
     }
     Ok(bytes)
 }
@@ -348,7 +382,7 @@ async fn connect_tls(addr: &str, tls: &ClientTls) -> Result<DdpcheckClient<Chann
         .trim_end_matches(']')
         .to_string();
     let port = uri.port_u16().unwrap_or(443);
-    let loaded = tls.load().map_err(usage)?;
+    let loaded = tls.load().map_err(|e| usage(e.to_string()))?;
     check_access(&host, port, &loaded).await?;
     let endpoint = Endpoint::from(uri)
         .tls_config(loaded.tonic_config(&host))

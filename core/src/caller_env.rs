@@ -132,28 +132,42 @@ pub fn allowance_warning(name: &str) -> Option<String> {
     })
 }
 
+/// Why the daemon refuses a caller's variable (the daemon answers it as permission denied).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallerEnvError {
+    /// Neither tunable nor allowed by the operator; `names_code` when it names a library, a
+    /// plugin, a file or a path.
+    #[error("{name}: the daemon does not pass this variable from a caller ({}); run without --daemon, or ask the operator to allow it by name (allow_env)", why_not(*names_code))]
+    NotPassed { name: String, names_code: bool },
+    /// A value too long or with control characters.
+    #[error("{name}: a value of at most {MAX_VALUE_LEN} printable characters, please")]
+    Value { name: String },
+}
+
+fn why_not(names_code: bool) -> &'static str {
+    if names_code {
+        "it names a library, a plugin, a file or a path"
+    } else {
+        "it is not one of the transport and algorithm settings a caller may set"
+    }
+}
+
 /// `Ok` when a caller may set every variable of `vars` through the daemon: each is on
 /// [`TUNABLE`] or on the operator's `allowed` list, with a value of at most [`MAX_VALUE_LEN`]
 /// printable characters. Else the one line that says why not.
 pub fn check<'a>(
     vars: impl IntoIterator<Item = &'a (String, String)>,
     allowed: &[String],
-) -> Result<(), String> {
+) -> Result<(), CallerEnvError> {
     for (name, value) in vars {
         if !(is_tunable(name) || allowed.iter().any(|a| a == name)) {
-            let what = if names_code_or_path(name) {
-                "it names a library, a plugin, a file or a path"
-            } else {
-                "it is not one of the transport and algorithm settings a caller may set"
-            };
-            return Err(format!(
-                "{name}: the daemon does not pass this variable from a caller ({what}); run without --daemon, or ask the operator to allow it by name (allow_env)"
-            ));
+            return Err(CallerEnvError::NotPassed {
+                name: name.clone(),
+                names_code: names_code_or_path(name),
+            });
         }
         if value.len() > MAX_VALUE_LEN || value.chars().any(char::is_control) {
-            return Err(format!(
-                "{name}: a value of at most {MAX_VALUE_LEN} printable characters, please"
-            ));
+            return Err(CallerEnvError::Value { name: name.clone() });
         }
     }
     Ok(())
@@ -182,7 +196,9 @@ mod tests {
             "NCCL_GRAPH_FILE",
             "NCCL_CONF_FILE",
         ] {
-            let e = check(&vars(&[(name, "/dev/shm/x.so")]), &[]).unwrap_err();
+            let e = check(&vars(&[(name, "/dev/shm/x.so")]), &[])
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with(name), "{e}");
             assert!(
                 e.contains("names a library, a plugin, a file or a path"),
@@ -200,7 +216,7 @@ mod tests {
             "NCCL_NET",
             "NCCL_SOMETHING_NEW",
         ] {
-            let e = check(&vars(&[(name, "x")]), &[]).unwrap_err();
+            let e = check(&vars(&[(name, "x")]), &[]).unwrap_err().to_string();
             assert!(
                 e.contains("not one of the transport and algorithm settings"),
                 "{e}"

@@ -255,16 +255,27 @@ impl fmt::Display for Network {
     }
 }
 
+/// A network name that is none of [`NETWORKS`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown network {name:?}; networks: {}", network_names())]
+pub struct UnknownNetwork {
+    pub name: String,
+}
+
+fn network_names() -> String {
+    let names: Vec<&str> = NETWORKS.iter().map(|(_, n)| *n).collect();
+    names.join(", ")
+}
+
 impl FromStr for Network {
-    type Err = String;
+    type Err = UnknownNetwork;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         NETWORKS
             .iter()
             .find(|(_, n)| n.eq_ignore_ascii_case(s.trim()))
             .map(|(n, _)| *n)
-            .ok_or_else(|| {
-                let names: Vec<&str> = NETWORKS.iter().map(|(_, n)| *n).collect();
-                format!("unknown network {s:?}; networks: {}", names.join(", "))
+            .ok_or_else(|| UnknownNetwork {
+                name: s.to_string(),
             })
     }
 }

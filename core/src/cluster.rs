@@ -16,6 +16,7 @@ use crate::explain::PathCapacity;
 use crate::finding::{Evidence, Finding, Severity, Subject};
 use crate::probe_error::ProbeError;
 use crate::report::Header;
+use crate::unknown_name::UnknownName;
 use crate::verdict::Verdict;
 
 /// What a backend without cluster support answers (the trait's default; the daemon maps it to
@@ -42,13 +43,13 @@ impl Phase {
 }
 
 impl FromStr for Phase {
-    type Err = String;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Phase, String> {
+    fn from_str(s: &str) -> Result<Phase, UnknownName> {
         match s {
             "prepare" => Ok(Phase::Prepare),
             "join" => Ok(Phase::Join),
-            p => Err(format!("phase {p:?}: expected prepare or join")),
+            p => Err(UnknownName::new("phase", p, "prepare or join")),
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod step_time;
 pub mod testkit;
 pub mod topology;
 pub mod units;
+pub mod unknown_name;
 pub mod verdict;
 
 pub use backend::{BackendKind, NodeBackend};

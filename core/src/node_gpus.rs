@@ -118,9 +118,31 @@ pub fn busy_among(gpus: &[GpuInfo], job: &str) -> Vec<String> {
     busy_gpus(&select_gpus(gpus, job).unwrap_or_else(|_| gpus.to_vec()))
 }
 
+/// Why a job's GPU list selects nothing: an entry names no GPU of the node (a usage error).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GpuSelectError {
+    /// `item` is none of the node's GPUs; `known` lists them as `index (uuid)`.
+    #[error("GPU {item:?} is not on this node; it has {}", listed(known))]
+    NotOnNode { item: String, known: Vec<String> },
+}
+
+fn listed(known: &[String]) -> String {
+    if known.is_empty() {
+        "no GPUs".into()
+    } else {
+        known.join(", ")
+    }
+}
+
+impl From<GpuSelectError> for crate::ProbeError {
+    fn from(e: GpuSelectError) -> Self {
+        crate::ProbeError::Invalid(e.to_string())
+    }
+}
+
 /// Selects the job's GPUs from `CUDA_VISIBLE_DEVICES` / `SLURM_JOB_GPUS` style lists: entries are
 /// indices, full UUIDs (`GPU-…`) or UUID prefixes, or PCI bus ids. Unknown entries are an error.
-pub fn select_gpus(gpus: &[GpuInfo], spec: &str) -> Result<Vec<GpuInfo>, String> {
+pub fn select_gpus(gpus: &[GpuInfo], spec: &str) -> Result<Vec<GpuInfo>, GpuSelectError> {
     let spec = spec.trim();
     if spec.is_empty() || spec.eq_ignore_ascii_case("all") {
         return Ok(gpus.to_vec());
@@ -146,18 +168,13 @@ pub fn select_gpus(gpus: &[GpuInfo], spec: &str) -> Result<Vec<GpuInfo>, String>
             Some(g) if !out.iter().any(|o| o.uuid == g.uuid) => out.push(g.clone()),
             Some(_) => {}
             None => {
-                let known: Vec<String> = gpus
-                    .iter()
-                    .map(|g| format!("{} ({})", g.index, g.uuid))
-                    .collect();
-                return Err(format!(
-                    "GPU {item:?} is not on this node; it has {}",
-                    if known.is_empty() {
-                        "no GPUs".into()
-                    } else {
-                        known.join(", ")
-                    }
-                ));
+                return Err(GpuSelectError::NotOnNode {
+                    item: item.to_string(),
+                    known: gpus
+                        .iter()
+                        .map(|g| format!("{} ({})", g.index, g.uuid))
+                        .collect(),
+                });
             }
         }
     }
@@ -212,7 +229,7 @@ mod tests {
         assert_eq!(pick("GPU-aaaa1"), vec![1]);
         assert_eq!(pick("00000000:12:00.0"), vec![2]);
         assert_eq!(pick(""), vec![0, 1, 2]);
-        let err = select_gpus(&g, "7").unwrap_err();
+        let err = select_gpus(&g, "7").unwrap_err().to_string();
         assert!(err.contains("\"7\" is not on this node"), "{err}");
     }
 }

@@ -253,7 +253,7 @@ fn read_inventory(
     }
     g.prov.driver_version = inv.driver_version.clone();
     g.prov.cuda_version = inv.cuda_driver_version.clone();
-    g.gpus = select_gpus(&inv.gpus, &opts.gpu_filter).map_err(ProbeError::Invalid)?;
+    g.gpus = select_gpus(&inv.gpus, &opts.gpu_filter)?;
     g.prov.gpus = g.gpus.iter().map(GpuInfo::gpu_ref).collect();
     if g.gpus.is_empty() {
         return Ok(Some((

@@ -16,24 +16,54 @@ use crate::report::{BenchCollectivesReport, DdpReport, PreflightReport, SCHEMA_V
 pub const READABLE_SCHEMA_VERSIONS: RangeInclusive<u32> = 1..=SCHEMA_VERSION;
 
 /// The `schema_version` of a report's JSON, checked before the report itself is read.
-pub fn check_schema_version(report: &serde_json::Value) -> Result<(), String> {
-    let readable = format!(
-        "it reads versions {} to {}",
-        READABLE_SCHEMA_VERSIONS.start(),
-        READABLE_SCHEMA_VERSIONS.end()
-    );
+pub fn check_schema_version(report: &serde_json::Value) -> Result<(), SavedError> {
     let Some(found) = report.get("schema_version") else {
-        return Err(format!("no schema_version ({readable})"));
+        return Err(SavedError::NoVersion);
     };
     match found.as_u64().and_then(|v| u32::try_from(v).ok()) {
         Some(v) if READABLE_SCHEMA_VERSIONS.contains(&v) => Ok(()),
-        Some(v) if v > SCHEMA_VERSION => Err(format!(
-            "schema_version {v} is newer than this ddpcheck ({readable}): read it with the ddpcheck that wrote it"
-        )),
-        _ => Err(format!(
-            "schema_version {found} is not a version ddpcheck wrote ({readable})"
-        )),
+        Some(version) if version > SCHEMA_VERSION => Err(SavedError::NewerVersion { version }),
+        _ => Err(SavedError::UnknownVersion {
+            found: found.to_string(),
+        }),
     }
+}
+
+/// Why a saved report is refused (a usage error: the file given is not one to read).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SavedError {
+    #[error("no schema_version ({})", readable())]
+    NoVersion,
+    #[error("schema_version {version} is newer than this ddpcheck ({}): read it with the ddpcheck that wrote it", readable())]
+    NewerVersion { version: u32 },
+    /// `found` as the JSON has it.
+    #[error(
+        "schema_version {found} is not a version ddpcheck wrote ({})",
+        readable()
+    )]
+    UnknownVersion { found: String },
+    /// `field` is its path in the report (`results[0].throughput`).
+    #[error("{field} = {value}: must be above 0")]
+    NotPositive { field: String, value: f64 },
+    #[error("{field} = {value}: must be 0 or more")]
+    Negative { field: String, value: f64 },
+    #[error("{field} = 0: must be at least 1")]
+    ZeroCount { field: String },
+    #[error("{p90_field} = {p90} is below {median_field} = {median}: a 90th percentile is never below the median")]
+    P90BelowMedian {
+        p90_field: String,
+        p90: f64,
+        median_field: String,
+        median: f64,
+    },
+}
+
+fn readable() -> String {
+    format!(
+        "it reads versions {} to {}",
+        READABLE_SCHEMA_VERSIONS.start(),
+        READABLE_SCHEMA_VERSIONS.end()
+    )
 }
 
 /// Where a figure lies in the report, for the one line that names it.
@@ -48,27 +78,35 @@ impl At {
         }
     }
 
-    fn positive(&self, name: &str, v: f64) -> Result<(), String> {
+    fn positive(&self, name: &str, v: f64) -> Result<(), SavedError> {
         if v.is_finite() && v > 0.0 {
             Ok(())
         } else {
-            Err(format!("{} = {v}: must be above 0", self.field(name)))
+            Err(SavedError::NotPositive {
+                field: self.field(name),
+                value: v,
+            })
         }
     }
 
-    fn not_negative(&self, name: &str, v: f64) -> Result<(), String> {
+    fn not_negative(&self, name: &str, v: f64) -> Result<(), SavedError> {
         if v.is_finite() && v >= 0.0 {
             Ok(())
         } else {
-            Err(format!("{} = {v}: must be 0 or more", self.field(name)))
+            Err(SavedError::Negative {
+                field: self.field(name),
+                value: v,
+            })
         }
     }
 
-    fn count(&self, name: &str, v: u64) -> Result<(), String> {
+    fn count(&self, name: &str, v: u64) -> Result<(), SavedError> {
         if v > 0 {
             Ok(())
         } else {
-            Err(format!("{} = 0: must be at least 1", self.field(name)))
+            Err(SavedError::ZeroCount {
+                field: self.field(name),
+            })
         }
     }
 
@@ -77,14 +115,14 @@ impl At {
     }
 }
 
-pub fn check_ddp(r: &DdpReport) -> Result<(), String> {
+pub fn check_ddp(r: &DdpReport) -> Result<(), SavedError> {
     for (i, result) in r.results.iter().enumerate() {
         check_ddp_result(result, &At(format!("results[{i}]")))?;
     }
     Ok(())
 }
 
-fn check_ddp_result(r: &DdpResult, at: &At) -> Result<(), String> {
+fn check_ddp_result(r: &DdpResult, at: &At) -> Result<(), SavedError> {
     at.count("params", r.params)?;
     at.count("world_size", r.world_size.into())?;
     at.count("micro_batch", r.micro_batch.into())?;
@@ -92,13 +130,12 @@ fn check_ddp_result(r: &DdpResult, at: &At) -> Result<(), String> {
     at.positive("step_time_median_s", r.step_time_median_s)?;
     at.positive("step_time_p90_s", r.step_time_p90_s)?;
     if r.step_time_p90_s < r.step_time_median_s {
-        return Err(format!(
-            "{} = {} is below {} = {}: a 90th percentile is never below the median",
-            at.field("step_time_p90_s"),
-            r.step_time_p90_s,
-            at.field("step_time_median_s"),
-            r.step_time_median_s
-        ));
+        return Err(SavedError::P90BelowMedian {
+            p90_field: at.field("step_time_p90_s"),
+            p90: r.step_time_p90_s,
+            median_field: at.field("step_time_median_s"),
+            median: r.step_time_median_s,
+        });
     }
     at.positive("throughput", r.throughput)?;
     let optional_positive = [
@@ -135,7 +172,7 @@ fn check_ddp_result(r: &DdpResult, at: &At) -> Result<(), String> {
     Ok(())
 }
 
-pub fn check_preflight(r: &PreflightReport) -> Result<(), String> {
+pub fn check_preflight(r: &PreflightReport) -> Result<(), SavedError> {
     if let Some(s) = &r.all_reduce {
         check_sweep(s, &At("all_reduce".into()))?;
     }
@@ -145,7 +182,7 @@ pub fn check_preflight(r: &PreflightReport) -> Result<(), String> {
     Ok(())
 }
 
-pub fn check_collectives(r: &BenchCollectivesReport) -> Result<(), String> {
+pub fn check_collectives(r: &BenchCollectivesReport) -> Result<(), SavedError> {
     for (i, run) in r.runs.iter().enumerate() {
         for (j, s) in run.run.sweeps.iter().enumerate() {
             check_sweep(s, &At(format!("runs[{i}].run.sweeps[{j}]")))?;
@@ -156,7 +193,7 @@ pub fn check_collectives(r: &BenchCollectivesReport) -> Result<(), String> {
 
 /// A sweep's sizes and timings. `Timing::from_time` takes a time of 0 (and gives bandwidths of
 /// 0), so times and bandwidths need only not be negative.
-fn check_sweep(s: &Sweep, at: &At) -> Result<(), String> {
+fn check_sweep(s: &Sweep, at: &At) -> Result<(), SavedError> {
     at.count("ranks", s.ranks.into())?;
     for (i, sample) in s.samples.iter().enumerate() {
         let at = at.inner(&format!("samples[{i}]"));
@@ -176,7 +213,7 @@ fn check_sweep(s: &Sweep, at: &At) -> Result<(), String> {
     Ok(())
 }
 
-fn check_host_copies(h: &HostCopyRun, at: &At) -> Result<(), String> {
+fn check_host_copies(h: &HostCopyRun, at: &At) -> Result<(), SavedError> {
     for (i, g) in h.gpus.iter().enumerate() {
         for (j, s) in g.samples.iter().enumerate() {
             let at = at.inner(&format!("gpus[{i}].samples[{j}]"));
@@ -197,6 +234,7 @@ mod tests {
     fn versions_outside_the_readable_ones_are_refused() {
         let v = |n: serde_json::Value| {
             check_schema_version(&serde_json::json!({ "schema_version": n }))
+                .map_err(|e| e.to_string())
         };
         assert!(v(1.into()).is_ok());
         assert!(v(SCHEMA_VERSION.into()).is_ok());
@@ -213,6 +251,7 @@ mod tests {
         assert!(v("2".into()).is_err());
         assert!(check_schema_version(&serde_json::json!({}))
             .unwrap_err()
+            .to_string()
             .starts_with("no schema_version"));
     }
 
@@ -240,14 +279,18 @@ mod tests {
             ..result()
         };
         assert_eq!(
-            check_ddp_result(&negative, &At("results[0]".into())).unwrap_err(),
+            check_ddp_result(&negative, &At("results[0]".into()))
+                .unwrap_err()
+                .to_string(),
             "results[0].step_time_p90_s = -1: must be above 0"
         );
         let unordered = DdpResult {
             step_time_p90_s: 0.05,
             ..result()
         };
-        let e = check_ddp_result(&unordered, &At("results[0]".into())).unwrap_err();
+        let e = check_ddp_result(&unordered, &At("results[0]".into()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("never below the median"), "{e}");
         let zero_gpus = DdpResult {
             world_size: 0,
@@ -255,6 +298,7 @@ mod tests {
         };
         assert!(check_ddp_result(&zero_gpus, &At(String::new()))
             .unwrap_err()
+            .to_string()
             .starts_with("world_size = 0"));
     }
 }

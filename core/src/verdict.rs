@@ -8,6 +8,10 @@ use crate::finding::{Finding, Severity};
 
 /// Exit code for a usage error (bad flags, unknown profile): sysexits' EX_USAGE.
 pub const EXIT_USAGE: i32 = 64;
+/// Exit code when the output cannot be written (a full disk behind a redirect): EX_IOERR.
+pub const EXIT_IOERR: i32 = 74;
+/// Exit code when the output's reader went away: 128 + SIGPIPE, as a shell reports it.
+pub const EXIT_BROKEN_PIPE: i32 = 141;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -13,4 +13,7 @@ pub enum DaemonError {
     },
     #[error(transparent)]
     History(#[from] crate::history::HistoryError),
+    /// `--listen` names no socket this daemon binds.
+    #[error(transparent)]
+    Listen(#[from] crate::listen::ListenError),
 }

@@ -9,16 +9,48 @@ use std::path::{Path, PathBuf};
 /// other form) or a plain path. Another scheme (`http://`, `dns:`, `tcp:`, `unix-abstract:`)
 /// is an error saying what is taken, so that it does not become a folder named after the
 /// scheme in the working directory.
-pub fn socket_path(value: &str) -> Result<PathBuf, String> {
+pub fn socket_path(value: &str) -> Result<PathBuf, ListenError> {
     let path = socket_path_form(value)?;
     let len = path.as_os_str().len();
     if len > MAX_SOCKET_PATH {
-        return Err(format!(
-            "{} is {len} bytes long; a Unix socket's path may have at most {MAX_SOCKET_PATH} bytes: name a shorter one",
-            path.display()
-        ));
+        return Err(ListenError::TooLong { path, len });
     }
     Ok(path)
+}
+
+/// What `listen` takes, for its refusals.
+const WANT: &str = "want unix:/PATH, unix:RELATIVE or a plain path";
+
+/// Why `listen` names no socket this daemon binds (a usage error: exit 64).
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("empty socket path")]
+    Empty,
+    /// A newline or an escape sequence, which log lines would carry as they are.
+    #[error("control character in the socket path {0:?}; {WANT}")]
+    Control(String),
+    #[error("unix:// takes an absolute path (unix:///run/x.sock); {WANT}")]
+    RelativeUri,
+    #[error("unix: without a path; {WANT}")]
+    NoPath,
+    #[error("abstract sockets are not served: no file mode or group guards them; {WANT}")]
+    Abstract,
+    #[error("not a Unix socket: TCP is --tcp (mutual TLS only); {WANT}")]
+    Tcp,
+    #[error("unknown scheme {scheme}:; {WANT} (./{value} for a file of that name)")]
+    Scheme { scheme: String, value: String },
+    #[error("{} is {len} bytes long; a Unix socket's path may have at most {MAX_SOCKET_PATH} bytes: name a shorter one", path.display())]
+    TooLong { path: PathBuf, len: usize },
+    #[error("--listen {}: {error}", path.display())]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// `what` lies there (a regular file, a folder, a link...): never replaced.
+    #[error("--listen {} is {what}, not a socket: refusing to replace it (name a path of its own)", path.display())]
+    NotASocket { path: PathBuf, what: &'static str },
+    #[error("{} is in use by a running daemon", .0.display())]
+    InUse(PathBuf),
 }
 
 /// The longest path a Unix socket may be bound at: `sun_path` holds 108 bytes, the last one the
@@ -26,42 +58,34 @@ pub fn socket_path(value: &str) -> Result<PathBuf, String> {
 pub const MAX_SOCKET_PATH: usize = 107;
 
 /// [`socket_path`]'s reading of the notation, before the path's length is checked.
-fn socket_path_form(value: &str) -> Result<PathBuf, String> {
-    const WANT: &str = "want unix:/PATH, unix:RELATIVE or a plain path";
+fn socket_path_form(value: &str) -> Result<PathBuf, ListenError> {
     if value.is_empty() {
-        return Err("empty socket path".into());
+        return Err(ListenError::Empty);
     }
     // A newline or an escape sequence would be written into log lines as it is.
     if value.chars().any(char::is_control) {
-        return Err(format!(
-            "control character in the socket path {value:?}; {WANT}"
-        ));
+        return Err(ListenError::Control(value.to_string()));
     }
     if let Some(rest) = value.strip_prefix("unix://") {
         // gRPC: "unix://absolute_path", three slashes in all.
         if !rest.starts_with('/') {
-            return Err(format!(
-                "unix:// takes an absolute path (unix:///run/x.sock); {WANT}"
-            ));
+            return Err(ListenError::RelativeUri);
         }
         return Ok(PathBuf::from(rest));
     }
     if let Some(rest) = value.strip_prefix("unix:") {
         if rest.is_empty() {
-            return Err(format!("unix: without a path; {WANT}"));
+            return Err(ListenError::NoPath);
         }
         return Ok(PathBuf::from(rest));
     }
     match scheme(value) {
-        Some("unix-abstract") => Err(format!(
-            "abstract sockets are not served: no file mode or group guards them; {WANT}"
-        )),
-        Some("tcp" | "http" | "https" | "dns" | "ipv4" | "ipv6") => Err(format!(
-            "not a Unix socket: TCP is --tcp (mutual TLS only); {WANT}"
-        )),
-        Some(other) => Err(format!(
-            "unknown scheme {other}:; {WANT} (./{value} for a file of that name)"
-        )),
+        Some("unix-abstract") => Err(ListenError::Abstract),
+        Some("tcp" | "http" | "https" | "dns" | "ipv4" | "ipv6") => Err(ListenError::Tcp),
+        Some(other) => Err(ListenError::Scheme {
+            scheme: other.to_string(),
+            value: value.to_string(),
+        }),
         None => Ok(PathBuf::from(value)),
     }
 }
@@ -77,11 +101,15 @@ pub enum AtSocketPath {
 /// Decides what may be done with `path` before binding: nothing there, or a stale socket, is
 /// fine; a socket a daemon answers on, or anything that is not a socket (a regular file, such
 /// as the history database, a folder, a link), is refused and never removed.
-pub fn before_bind(path: &Path) -> Result<AtSocketPath, String> {
+pub fn before_bind(path: &Path) -> Result<AtSocketPath, ListenError> {
+    let io = |error| ListenError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AtSocketPath::Nothing),
-        Err(e) => return Err(format!("--listen {}: {e}", path.display())),
+        Err(e) => return Err(io(e)),
     };
     let kind = meta.file_type();
     if !kind.is_socket() {
@@ -98,17 +126,17 @@ pub fn before_bind(path: &Path) -> Result<AtSocketPath, String> {
         } else {
             "something else"
         };
-        return Err(format!(
-            "--listen {} is {what}, not a socket: refusing to replace it (name a path of its own)",
-            path.display()
-        ));
+        return Err(ListenError::NotASocket {
+            path: path.to_path_buf(),
+            what,
+        });
     }
     match std::os::unix::net::UnixStream::connect(path) {
-        Ok(_) => Err(format!("{} is in use by a running daemon", path.display())),
+        Ok(_) => Err(ListenError::InUse(path.to_path_buf())),
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             Ok(AtSocketPath::StaleSocket)
         }
-        Err(e) => Err(format!("--listen {}: {e}", path.display())),
+        Err(e) => Err(io(e)),
     }
 }
 
@@ -149,7 +177,7 @@ mod tests {
     #[test]
     fn only_a_socket_nobody_answers_on_may_be_replaced() {
         let d = tempfile::tempdir().unwrap();
-        let at = |name: &str| before_bind(&d.path().join(name));
+        let at = |name: &str| before_bind(&d.path().join(name)).map_err(|e| e.to_string());
         assert_eq!(at("absent.sock"), Ok(AtSocketPath::Nothing));
         std::fs::write(d.path().join("history.db"), "SQLite format 3").unwrap();
         let e = at("history.db").unwrap_err();
@@ -181,15 +209,21 @@ mod tests {
             "unix://run/x.sock",
             "",
         ] {
-            let e = socket_path(v).unwrap_err();
+            let e = socket_path(v).unwrap_err().to_string();
             assert!(!e.contains('\n'), "{v}: {e}");
             assert!(
                 e.contains("want unix:/PATH") || v.is_empty(),
                 "{v}: {e} should say what is taken"
             );
         }
-        assert!(socket_path("vsock:3").unwrap_err().contains("./vsock:3"));
-        assert!(socket_path("http://x").unwrap_err().contains("--tcp"));
+        assert!(socket_path("vsock:3")
+            .unwrap_err()
+            .to_string()
+            .contains("./vsock:3"));
+        assert!(socket_path("http://x")
+            .unwrap_err()
+            .to_string()
+            .contains("--tcp"));
     }
 
     #[test]
@@ -200,7 +234,7 @@ mod tests {
             "/tmp/\u{1b}[31mx",
             "/tmp/a\tb",
         ] {
-            let e = socket_path(v).unwrap_err();
+            let e = socket_path(v).unwrap_err().to_string();
             assert!(e.contains("control character"), "{v:?}: {e}");
             assert!(!e.chars().any(char::is_control), "{v:?}: {e:?}");
         }

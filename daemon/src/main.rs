@@ -286,7 +286,8 @@ async fn daemon(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     // Anything at the socket path but a stale socket is refused before anything starts (64).
-    ddpcheckd::listen::before_bind(&settings.listen).map_err(engine::UsageError)?;
+    ddpcheckd::listen::before_bind(&settings.listen)
+        .map_err(|e| engine::UsageError(e.to_string()))?;
     let runtime_dir = settings
         .runtime_dir
         .or_else(|| std::env::var_os("RUNTIME_DIRECTORY").map(PathBuf::from))

@@ -24,8 +24,39 @@ use ddpcheck_engine::lock::{LockError, NodeLock};
 pub struct Snapshot {
     pub taken: Instant,
     pub taken_unix: f64,
-    pub inventory: Result<NodeInventory, String>,
+    pub inventory: Result<NodeInventory, SnapshotError>,
     pub topology: Option<TopologyMatrix>,
+}
+
+/// Why a snapshot holds no inventory: none taken yet, or the backend's error.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("no snapshot yet")]
+    NotYet,
+    #[error(transparent)]
+    Probe(#[from] ddpcheck_core::ProbeError),
+}
+
+/// Why the node takes no new work: a test already runs on it, in this daemon or beside it.
+/// Said as BUSY (RESOURCE_EXHAUSTED) to the caller.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeBusy {
+    #[error("BUSY: another test is already running in this daemon; {0} not started")]
+    InDaemon(String),
+    /// Another process holds the node lock (its words name it).
+    #[error(transparent)]
+    Locked(LockError),
+    #[error("BUSY: cannot take the node lock: {0}")]
+    Lock(LockError),
+}
+
+/// Why the daemon cannot tell its last preflight (`--max-age` then reuses none).
+#[derive(Debug, thiserror::Error)]
+pub enum LastPreflightError {
+    #[error(transparent)]
+    Lost(#[from] crate::unsaved::LostPreflight),
+    #[error("{0}")]
+    History(#[from] crate::history::HistoryError),
 }
 
 impl Snapshot {
@@ -33,7 +64,7 @@ impl Snapshot {
         Snapshot {
             taken: Instant::now(),
             taken_unix: 0.0,
-            inventory: Err("no snapshot yet".into()),
+            inventory: Err(SnapshotError::NotYet),
             topology: None,
         }
     }
@@ -160,13 +191,15 @@ impl Node {
     }
 
     /// Single flight: succeeds only if no other test runs on this node (daemon or local CLI).
-    pub fn try_start_work(&self, call: &str) -> Result<WorkGuard, String> {
-        let inproc = self.work.clone().try_lock_owned().map_err(|_| {
-            format!("BUSY: another test is already running in this daemon; {call} not started")
-        })?;
+    pub fn try_start_work(&self, call: &str) -> Result<WorkGuard, NodeBusy> {
+        let inproc = self
+            .work
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| NodeBusy::InDaemon(call.to_string()))?;
         let file = NodeLock::try_acquire(&self.lock_path, call).map_err(|e| match e {
-            LockError::Busy { .. } => e.to_string(),
-            other => format!("BUSY: cannot take the node lock: {other}"),
+            LockError::Busy { .. } => NodeBusy::Locked(e),
+            other => NodeBusy::Lock(other),
         })?;
         Ok(WorkGuard {
             _inproc: inproc,
@@ -202,7 +235,7 @@ impl Node {
         let snap = Snapshot {
             taken: Instant::now(),
             taken_unix: engine::unix_now(),
-            inventory: inv.map_err(|e| e.to_string()),
+            inventory: inv.map_err(SnapshotError::from),
             topology,
         };
         match self.snapshot.write() {
@@ -291,15 +324,14 @@ impl Node {
     /// The node's last preflight as its callers were told it: the newest kept in memory, else
     /// the history's newest finished one (a `failed` one included: no older verdict is reused
     /// past it). `Err` when the daemon cannot tell.
-    pub fn last_preflight(&self) -> Result<Option<StoredReport>, String> {
+    pub fn last_preflight(&self) -> Result<Option<StoredReport>, LastPreflightError> {
         let label = self.backend.label();
         self.with_history(|h| {
             let u = lock(&self.unsaved);
             if let Some(r) = u.last_preflight(&label)? {
                 return Ok(Some(r.as_stored()));
             }
-            h.last_finished("preflight", &label)
-                .map_err(|e| e.to_string())
+            Ok(h.last_finished("preflight", &label)?)
         })
     }
 

@@ -127,9 +127,7 @@ fn bind_unix(path: &Path) -> Result<(UnixListener, Vec<PathBuf>), DaemonError> {
         Some(dir) => create_dirs(dir)?,
         None => Vec::new(),
     };
-    if crate::listen::before_bind(path).map_err(DaemonError::Config)?
-        == crate::listen::AtSocketPath::StaleSocket
-    {
+    if crate::listen::before_bind(path)? == crate::listen::AtSocketPath::StaleSocket {
         std::fs::remove_file(path).map_err(io(format!("removing stale {}", path.display())))?;
     }
     let l = UnixListener::bind(path).map_err(io(format!("binding {}", path.display())))?;

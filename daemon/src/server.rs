@@ -19,7 +19,7 @@ use ddpcheck_proto::v1::{
 use tonic::{Request, Response, Status};
 
 use crate::history::{StoredReport, RECENT_BUSBW};
-use crate::node::Node;
+use crate::node::{LastPreflightError, Node};
 use crate::work::{probe_status, to_json, EventStream, Finished, Meet, Work};
 use ddpcheck_engine::{self as engine, CollectiveParams, ExplainParams, PreflightParams};
 
@@ -52,7 +52,8 @@ impl Service {
         &self,
         vars: impl IntoIterator<Item = &'a (String, String)>,
     ) -> Result<(), Status> {
-        caller_env::check(vars, &self.node.allow_env).map_err(Status::permission_denied)
+        caller_env::check(vars, &self.node.allow_env)
+            .map_err(|e| Status::permission_denied(e.to_string()))
     }
 
     /// Reads the history on a blocking thread: SQLite, and a lock a run's write may hold through
@@ -102,9 +103,11 @@ fn preflight_meet(p: &PreflightParams) -> Meet {
 
 /// The node's last preflight as `--max-age` may reuse it: a verdict; a failed run is none to
 /// reuse (and no older one is reused past it); a daemon that cannot tell says so.
-fn last_preflight_reply(last: Result<Option<StoredReport>, String>) -> Result<Report, Status> {
+fn last_preflight_reply(
+    last: Result<Option<StoredReport>, LastPreflightError>,
+) -> Result<Report, Status> {
     match last {
-        Err(why) => Err(Status::unavailable(why)),
+        Err(why) => Err(Status::unavailable(why.to_string())),
         Ok(None) => Err(Status::not_found("no preflight has run on this node yet")),
         Ok(Some(r)) if r.status == "failed" => Err(Status::not_found(format!(
             "the last preflight failed ({}): no verdict to reuse",
@@ -130,7 +133,7 @@ impl Ddpcheck for Service {
                 String::new(),
                 inv.hostname.clone(),
             ),
-            Err(e) => (String::new(), e.clone(), engine::local_hostname()),
+            Err(e) => (String::new(), e.to_string(), engine::local_hostname()),
         };
         Ok(Response::new(NodeSnapshot {
             backend: self.node.backend.kind().as_str().into(),
@@ -150,7 +153,9 @@ impl Ddpcheck for Service {
         _req: Request<GetTopologyRequest>,
     ) -> Result<Response<Report>, Status> {
         let snap = self.node.read_snapshot();
-        let inv = snap.inventory.map_err(Status::unavailable)?;
+        let inv = snap
+            .inventory
+            .map_err(|e| Status::unavailable(e.to_string()))?;
         let topology = snap
             .topology
             .ok_or_else(|| Status::unavailable("topology not read yet"))?;
@@ -293,7 +298,7 @@ impl Ddpcheck for Service {
         // Before any work: a caller never has the daemon import code it did not allow, and
         // the run imports each factory by the canonical path that was checked.
         let ddp = crate::factories::admit(ddp, &self.node.factory_dirs)
-            .map_err(Status::permission_denied)?;
+            .map_err(|e| Status::permission_denied(e.to_string()))?;
         let stream = self.spawn_work("bench_ddp", Meet::BUSY, move |node, progress| {
             let r = engine::run_bench_ddp(node.backend.as_ref(), &ddp, progress)?;
             let f = Finished::plain("bench_ddp", r.header.backend, &r)?;
@@ -335,9 +340,9 @@ impl Ddpcheck for Service {
         // Single flight only, not the rate limit: a cluster check's isolation rounds make two
         // phase calls per node per round, up to 2 log2(nodes) + 4 rounds, within seconds, and a
         // phase refused midway is taken for a failed node (docs/reliability.md).
-        let guard = self.node.try_start_work("cluster").map_err(|msg| {
+        let guard = self.node.try_start_work("cluster").map_err(|busy| {
             self.node.metrics.work_rejected("cluster");
-            Status::resource_exhausted(msg)
+            Status::resource_exhausted(busy.to_string())
         })?;
         let node = self.node.clone();
         let work = tokio::task::spawn_blocking(move || {
@@ -421,7 +426,11 @@ mod tests {
         assert!(failed.message().contains("worker died"), "{failed:?}");
         let none = last_preflight_reply(Ok(None)).unwrap_err();
         assert_eq!(none.code(), tonic::Code::NotFound);
-        let unknown = last_preflight_reply(Err("dropped".into())).unwrap_err();
+        let lost = crate::unsaved::LostPreflight {
+            why: "dropped".into(),
+        };
+        let unknown = last_preflight_reply(Err(lost.into())).unwrap_err();
+        assert!(unknown.message().contains("dropped"), "{unknown:?}");
         assert_eq!(unknown.code(), tonic::Code::Unavailable);
     }
 

@@ -94,15 +94,17 @@ impl Unsaved {
 
     /// The newest finished preflight of `label` kept here: `Ok(None)` when there is none and the
     /// history's is the newest, `Err` when a dropped one makes the newest unknown.
-    pub fn last_preflight(&self, label: &str) -> Result<Option<&FinishedRow>, String> {
+    pub fn last_preflight(&self, label: &str) -> Result<Option<&FinishedRow>, LostPreflight> {
         if let Some(r) = self.rows.iter().rev().find(|r| is_preflight_of(r, label)) {
             return Ok(Some(r));
         }
         if self.lost_preflight {
-            return Err(format!(
-                "ddpcheckd could not store its last preflight and no longer holds it ({}): the node's last verdict is not known",
-                self.last_error.as_deref().unwrap_or("history writes fail")
-            ));
+            return Err(LostPreflight {
+                why: self
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "history writes fail".into()),
+            });
         }
         Ok(None)
     }
@@ -111,6 +113,14 @@ impl Unsaved {
     pub fn newest_first(&self) -> impl Iterator<Item = &FinishedRow> {
         self.rows.iter().rev()
     }
+}
+
+/// The newest preflight was dropped unstored: the node's last verdict is not known. `why`: the
+/// history's last write error.
+#[derive(Debug, thiserror::Error)]
+#[error("ddpcheckd could not store its last preflight and no longer holds it ({why}): the node's last verdict is not known")]
+pub struct LostPreflight {
+    pub why: String,
 }
 
 /// A finished preflight of `label`: a verdict, or a failure (`--max-age` reuses no older

@@ -18,10 +18,73 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 #[derive(Debug, thiserror::Error)]
-#[error("web config file {}: {message}", path.display())]
+#[error("web config file {}: {problem}", path.display())]
 pub struct WebConfigError {
     pub path: PathBuf,
-    pub message: String,
+    pub problem: WebConfigProblem,
+}
+
+/// What is wrong with a web configuration: each refusal names the key, as the file spells it.
+#[derive(Debug, thiserror::Error)]
+pub enum WebConfigProblem {
+    #[error("{0}")]
+    Read(#[from] ddpcheck_core::bounded::BoundedReadError),
+    /// The YAML parser's first line.
+    #[error("{0}")]
+    Yaml(String),
+    #[error("http_server_config is not supported by ddpcheckd")]
+    HttpServerConfig,
+    #[error("basic_auth_users: user name {0:?} is empty or contains ':'")]
+    UserName(String),
+    #[error("basic_auth_users: {user}: not a bcrypt hash ({error})")]
+    NotBcrypt {
+        user: String,
+        error: bcrypt::BcryptError,
+    },
+    #[error("{key}: {version} is not supported (rustls speaks TLS12 and TLS13)")]
+    OldTls { key: &'static str, version: String },
+    #[error("{key}: unknown version {version:?} (want TLS12 or TLS13)")]
+    TlsVersion { key: &'static str, version: String },
+    #[error("min_version is above max_version")]
+    VersionOrder,
+    /// `what`: cert or key.
+    #[error("{what}_file and {what} are exclusive")]
+    PemTwice { what: &'static str },
+    #[error("{what}_file {}: {error}", path.display())]
+    PemFile {
+        what: &'static str,
+        path: PathBuf,
+        error: ddpcheck_core::bounded::BoundedReadError,
+    },
+    #[error("tls_server_config.{0} is not supported by ddpcheckd (rustls chooses)")]
+    TlsKey(&'static str),
+    #[error("tls_server_config needs cert_file and key_file")]
+    CertAndKey,
+    #[error("certificate: {0}")]
+    Certificate(rustls::pki_types::pem::Error),
+    #[error("certificate: no CERTIFICATE in the PEM")]
+    NoCertificate,
+    #[error("key: {0}")]
+    Key(rustls::pki_types::pem::Error),
+    #[error("TLS versions: {0}")]
+    Versions(rustls::Error),
+    #[error("client_auth_type {0} (unverified client certificates) is not supported; use VerifyClientCertIfGiven or RequireAndVerifyClientCert")]
+    Unverified(String),
+    #[error("client_auth_type: unknown value {0:?}")]
+    ClientAuthType(String),
+    #[error("client_ca_file is set but client_auth_type is NoClientCert")]
+    CaWithoutAuth,
+    #[error("client_auth_type {0} needs client_ca_file")]
+    AuthWithoutCa(String),
+    /// The file could not be read, or holds a certificate rustls refuses.
+    #[error("client_ca_file {}: {error}", path.display())]
+    ClientCa { path: PathBuf, error: String },
+    #[error("client_ca_file {}: no certificate", .0.display())]
+    NoClientCa(PathBuf),
+    #[error("client CA: {0}")]
+    ClientVerifier(rustls::server::VerifierBuilderError),
+    #[error("certificate and key: {0}")]
+    CertKey(rustls::Error),
 }
 
 /// The file as written. Every key optional; unknown keys rejected.
@@ -100,16 +163,16 @@ pub enum Auth {
     Denied,
 }
 
-fn tls_version(s: &str, key: &str) -> Result<&'static rustls::SupportedProtocolVersion, String> {
+fn tls_version(
+    s: &str,
+    key: &'static str,
+) -> Result<&'static rustls::SupportedProtocolVersion, WebConfigProblem> {
+    let version = s.to_string();
     match s {
         "TLS12" => Ok(&rustls::version::TLS12),
         "TLS13" => Ok(&rustls::version::TLS13),
-        "TLS10" | "TLS11" => Err(format!(
-            "{key}: {s} is not supported (rustls speaks TLS12 and TLS13)"
-        )),
-        other => Err(format!(
-            "{key}: unknown version {other:?} (want TLS12 or TLS13)"
-        )),
+        "TLS10" | "TLS11" => Err(WebConfigProblem::OldTls { key, version }),
+        _ => Err(WebConfigProblem::TlsVersion { key, version }),
     }
 }
 
@@ -118,22 +181,23 @@ impl WebConfig {
     /// hashes. Relative file names inside are taken from the file's directory, as
     /// exporter-toolkit does.
     pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
-        let err = |message: String| WebConfigError {
+        let err = |problem| WebConfigError {
             path: path.to_path_buf(),
-            message,
+            problem,
         };
-        let text = read_file(path, FileKind::Config).map_err(|e| err(e.to_string()))?;
+        let text = read_file(path, FileKind::Config).map_err(|e| err(e.into()))?;
         Self::parse(&text, path).map_err(err)
     }
 
     /// Parses the text of a web configuration file found at `path`.
-    pub fn parse(text: &str, path: &Path) -> Result<WebConfig, String> {
+    pub fn parse(text: &str, path: &Path) -> Result<WebConfig, WebConfigProblem> {
         // An empty document (or only comments) is a valid, empty configuration.
-        let file: Option<FileFormat> = serde_norway::from_str(text)
-            .map_err(|e| e.to_string().lines().next().unwrap_or("").to_string())?;
+        let file: Option<FileFormat> = serde_norway::from_str(text).map_err(|e| {
+            WebConfigProblem::Yaml(e.to_string().lines().next().unwrap_or("").to_string())
+        })?;
         let file = file.unwrap_or_default();
         if file.http_server_config.is_some() {
-            return Err("http_server_config is not supported by ddpcheckd".into());
+            return Err(WebConfigProblem::HttpServerConfig);
         }
         let dir = path.parent().unwrap_or(Path::new("."));
         let tls = match file.tls_server_config {
@@ -143,12 +207,13 @@ impl WebConfig {
         let users = file.basic_auth_users.unwrap_or_default();
         for (user, hash) in &users {
             if user.is_empty() || user.contains(':') {
-                return Err(format!(
-                    "basic_auth_users: user name {user:?} is empty or contains ':'"
-                ));
+                return Err(WebConfigProblem::UserName(user.clone()));
             }
             hash.parse::<bcrypt::HashParts>()
-                .map_err(|e| format!("basic_auth_users: {user}: not a bcrypt hash ({e})"))?;
+                .map_err(|error| WebConfigProblem::NotBcrypt {
+                    user: user.clone(),
+                    error,
+                })?;
         }
         Ok(WebConfig {
             path: path.to_path_buf(),
@@ -245,22 +310,25 @@ fn read_pem(
     dir: &Path,
     file: Option<&PathBuf>,
     inline: Option<&String>,
-    what: &str,
-) -> Result<Option<Vec<u8>>, String> {
+    what: &'static str,
+) -> Result<Option<Vec<u8>>, WebConfigProblem> {
     match (file, inline) {
-        (Some(_), Some(_)) => Err(format!("{what}_file and {what} are exclusive")),
+        (Some(_), Some(_)) => Err(WebConfigProblem::PemTwice { what }),
         (Some(f), None) => {
-            let p = resolve(dir, f);
-            read_file_bytes(&p, FileKind::Pem)
+            let path = resolve(dir, f);
+            read_file_bytes(&path, FileKind::Pem)
                 .map(Some)
-                .map_err(|e| format!("{what}_file {}: {e}", p.display()))
+                .map_err(|error| WebConfigProblem::PemFile { what, path, error })
         }
         (None, Some(s)) => Ok(Some(s.as_bytes().to_vec())),
         (None, None) => Ok(None),
     }
 }
 
-fn build_tls(t: TlsFormat, dir: &Path) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+fn build_tls(
+    t: TlsFormat,
+    dir: &Path,
+) -> Result<Option<Arc<rustls::ServerConfig>>, WebConfigProblem> {
     for (name, set) in [
         ("cipher_suites", t.cipher_suites.is_some()),
         ("curve_preferences", t.curve_preferences.is_some()),
@@ -271,9 +339,7 @@ fn build_tls(t: TlsFormat, dir: &Path) -> Result<Option<Arc<rustls::ServerConfig
         ("client_allowed_sans", t.client_allowed_sans.is_some()),
     ] {
         if set {
-            return Err(format!(
-                "tls_server_config.{name} is not supported by ddpcheckd (rustls chooses)"
-            ));
+            return Err(WebConfigProblem::TlsKey(name));
         }
     }
     let cert = read_pem(dir, t.cert_file.as_ref(), t.cert.as_ref(), "cert")?;
@@ -284,15 +350,15 @@ fn build_tls(t: TlsFormat, dir: &Path) -> Result<Option<Arc<rustls::ServerConfig
         return Ok(None);
     }
     let (Some(cert), Some(key)) = (cert, key) else {
-        return Err("tls_server_config needs cert_file and key_file".into());
+        return Err(WebConfigProblem::CertAndKey);
     };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("certificate: {e}"))?;
+        .map_err(WebConfigProblem::Certificate)?;
     if certs.is_empty() {
-        return Err("certificate: no CERTIFICATE in the PEM".into());
+        return Err(WebConfigProblem::NoCertificate);
     }
-    let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| format!("key: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&key).map_err(WebConfigProblem::Key)?;
 
     let min = tls_version(t.min_version.as_deref().unwrap_or("TLS12"), "min_version")?;
     let max = tls_version(t.max_version.as_deref().unwrap_or("TLS13"), "max_version")?;
@@ -307,46 +373,41 @@ fn build_tls(t: TlsFormat, dir: &Path) -> Result<Option<Arc<rustls::ServerConfig
             })
             .collect();
     if versions.is_empty() {
-        return Err("min_version is above max_version".into());
+        return Err(WebConfigProblem::VersionOrder);
     }
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("TLS versions: {e}"))?;
+        .map_err(WebConfigProblem::Versions)?;
     let auth_type = t.client_auth_type.as_deref().unwrap_or("NoClientCert");
     let verify_optional = match auth_type {
         "NoClientCert" => None,
         "VerifyClientCertIfGiven" => Some(true),
         "RequireAndVerifyClientCert" => Some(false),
         "RequestClientCert" | "RequireAnyClientCert" => {
-            return Err(format!(
-                "client_auth_type {auth_type} (unverified client certificates) is not supported; use VerifyClientCertIfGiven or RequireAndVerifyClientCert"
-            ))
+            return Err(WebConfigProblem::Unverified(auth_type.to_string()))
         }
-        other => return Err(format!("client_auth_type: unknown value {other:?}")),
+        other => return Err(WebConfigProblem::ClientAuthType(other.to_string())),
     };
     let builder = match (verify_optional, &t.client_ca_file) {
         (None, None) => builder.with_no_client_auth(),
-        (None, Some(_)) => {
-            return Err("client_ca_file is set but client_auth_type is NoClientCert".into())
-        }
-        (Some(_), None) => {
-            return Err(format!("client_auth_type {auth_type} needs client_ca_file"))
-        }
+        (None, Some(_)) => return Err(WebConfigProblem::CaWithoutAuth),
+        (Some(_), None) => return Err(WebConfigProblem::AuthWithoutCa(auth_type.to_string())),
         (Some(optional), Some(ca)) => {
             let p = resolve(dir, ca);
-            let pem = read_file_bytes(&p, FileKind::Pem)
-                .map_err(|e| format!("client_ca_file {}: {e}", p.display()))?;
+            let ca_error = |e: &dyn std::fmt::Display| WebConfigProblem::ClientCa {
+                path: p.clone(),
+                error: e.to_string(),
+            };
+            let pem = read_file_bytes(&p, FileKind::Pem).map_err(|e| ca_error(&e))?;
             let mut roots = rustls::RootCertStore::empty();
             for c in CertificateDer::pem_slice_iter(&pem) {
-                let c = c.map_err(|e| format!("client_ca_file {}: {e}", p.display()))?;
-                roots
-                    .add(c)
-                    .map_err(|e| format!("client_ca_file {}: {e}", p.display()))?;
+                let c = c.map_err(|e| ca_error(&e))?;
+                roots.add(c).map_err(|e| ca_error(&e))?;
             }
             if roots.is_empty() {
-                return Err(format!("client_ca_file {}: no certificate", p.display()));
+                return Err(WebConfigProblem::NoClientCa(p));
             }
             let v = rustls::server::WebPkiClientVerifier::builder_with_provider(
                 Arc::new(roots),
@@ -357,12 +418,12 @@ fn build_tls(t: TlsFormat, dir: &Path) -> Result<Option<Arc<rustls::ServerConfig
             } else {
                 v
             };
-            builder.with_client_cert_verifier(v.build().map_err(|e| format!("client CA: {e}"))?)
+            builder.with_client_cert_verifier(v.build().map_err(WebConfigProblem::ClientVerifier)?)
         }
     };
     let mut cfg = builder
         .with_single_cert(certs, key)
-        .map_err(|e| format!("certificate and key: {e}"))?;
+        .map_err(WebConfigProblem::CertKey)?;
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Some(Arc::new(cfg)))
 }
@@ -373,7 +434,7 @@ mod tests {
     use base64::Engine;
 
     fn parse(text: &str) -> Result<WebConfig, String> {
-        WebConfig::parse(text, Path::new("/etc/ddpcheck/web.yml"))
+        WebConfig::parse(text, Path::new("/etc/ddpcheck/web.yml")).map_err(|e| e.to_string())
     }
 
     fn basic(user: &str, pw: &str) -> Vec<u8> {
@@ -450,18 +511,21 @@ mod tests {
             &web,
         )
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
         assert!(e.contains("above"), "{e}");
         let e = WebConfig::parse(
             &format!("{ok}  client_auth_type: RequireAndVerifyClientCert\n"),
             &web,
         )
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
         assert!(e.contains("client_ca_file"), "{e}");
         let e = WebConfig::parse(&format!("{ok}  client_ca_file: c.pem\n"), &web)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(e.contains("NoClientCert"), "{e}");
         let c = WebConfig::parse(
             &format!(
@@ -477,7 +541,8 @@ mod tests {
             &web,
         )
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
         assert!(e.contains("certificate"), "{e}");
     }
 

@@ -116,7 +116,7 @@ pub(crate) fn start_work(node: &Node, call: &'static str) -> Result<WorkGuard, S
         Ok(Ok(guard)) => Ok(guard),
         Ok(Err(busy)) => {
             node.metrics.work_rejected(call);
-            Err(Status::resource_exhausted(busy))
+            Err(Status::resource_exhausted(busy.to_string()))
         }
         Err(limited) => {
             node.metrics.work_rate_limited(call);

@@ -33,7 +33,7 @@ pub fn run_explain(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ExplainReport, ProbeError> {
     let inv = backend.inventory()?;
-    let gpus = select_gpus(&inv.gpus, &params.gpus).map_err(ProbeError::Invalid)?;
+    let gpus = select_gpus(&inv.gpus, &params.gpus)?;
     if gpus.is_empty() {
         return Err(ProbeError::Unavailable("no GPU found on this node".into()));
     }

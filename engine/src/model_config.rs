@@ -11,5 +11,5 @@ use crate::RunError;
 pub fn read_model_config(path: &Path) -> Result<ModelSpec, RunError> {
     let failed = |e: String| RunError::Usage(format!("--model-config {}: {e}", path.display()));
     let text = crate::read_file(path, FileKind::Config).map_err(|e| failed(e.to_string()))?;
-    from_hf_config(&text).map_err(failed)
+    from_hf_config(&text).map_err(|e| failed(e.to_string()))
 }

@@ -11,14 +11,16 @@ use ddpcheck_core::params::{CollectiveParams, ExplainParams, PreflightParams};
 use ddpcheck_core::report::{
     BenchCollectivesReport, DdpReport, ExplainReport, PreflightReport, TopoReport,
 };
-use ddpcheck_core::verdict::EXIT_USAGE;
+use ddpcheck_core::verdict::{EXIT_BROKEN_PIPE, EXIT_IOERR, EXIT_USAGE};
 use ddpcheck_core::{FullBackend, ProbeError, Verdict};
 use ddpcheck_gpu::RealConfig;
 
 use crate::lock::{default_runtime_dir, lock_path, NodeLock};
 use crate::runs::{self, UsageError};
 
-/// Why a command gave no report; each kind stands for an exit code.
+/// Why a command gave no report; each kind stands for an exit code, and [`RunError::exit_code`]
+/// is the one place that says which (docs/exit-codes.md). The layers below give their own typed
+/// errors; a command turns each into one of these where it knows which kind it is.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// Bad input: exit 64.
@@ -33,15 +35,29 @@ pub enum RunError {
     /// The daemon could not be reached or answered nonsense, or the output failed: UNKNOWN.
     #[error("{0}")]
     Daemon(String),
+    /// The command's output could not be written: 141 where its reader went away (a closed
+    /// pipe, as a shell reports SIGPIPE), else 74 (EX_IOERR: a full disk behind a redirect).
+    #[error("writing the output: {0}")]
+    Output(std::io::Error),
 }
 
 impl RunError {
+    /// Bad input, in the words of the layer's error that refused it (exit 64).
+    pub fn usage(e: impl std::fmt::Display) -> RunError {
+        RunError::Usage(e.to_string())
+    }
+
+    /// The exit code this error stands for: 64 for bad input, a failed probe's verdict's code
+    /// (UNKNOWN's for an interrupted run), BUSY's, UNKNOWN's for a daemon that cannot be
+    /// reached or answers nonsense, 141 or 74 for output that cannot be written.
     pub fn exit_code(&self) -> i32 {
         match self {
             RunError::Usage(_) => EXIT_USAGE,
             RunError::Probe(e) => e.exit_code(),
             RunError::Busy(_) => Verdict::Busy.exit_code(),
             RunError::Daemon(_) => Verdict::Unknown.exit_code(),
+            RunError::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_BROKEN_PIPE,
+            RunError::Output(_) => EXIT_IOERR,
         }
     }
 }
@@ -225,5 +241,33 @@ mod tests {
             RunError::Daemon("gone".into()).exit_code(),
             Verdict::Unknown.exit_code()
         );
+    }
+
+    /// docs/exit-codes.md's table, class by class: each error kind's code, by number.
+    #[test]
+    fn each_class_of_error_has_the_documented_code() {
+        let io = |kind| RunError::Output(std::io::Error::from(kind));
+        let probe = |e: ProbeError| RunError::from(e).exit_code();
+        let timeout = ProbeError::Timeout {
+            stage: "sweep".into(),
+            seconds: 1.0,
+        };
+        let cases = [
+            (RunError::Usage("--seq 0".into()).exit_code(), 64),
+            (probe(ProbeError::Invalid("bad".into())), 64),
+            (probe(ProbeError::Unavailable("no driver".into())), 3),
+            (probe(ProbeError::Worker("died".into())), 3),
+            (probe(ProbeError::Interrupted("stopped".into())), 3),
+            (probe(ProbeError::GpuFailed("fell off".into())), 2),
+            (probe(ProbeError::Busy("held".into())), 4),
+            (RunError::Busy("held".into()).exit_code(), 4),
+            (probe(timeout), 5),
+            (RunError::Daemon("gone".into()).exit_code(), 3),
+            (io(std::io::ErrorKind::StorageFull).exit_code(), 74),
+            (io(std::io::ErrorKind::BrokenPipe).exit_code(), 141),
+        ];
+        for (i, (got, want)) in cases.into_iter().enumerate() {
+            assert_eq!(got, want, "case {i}");
+        }
     }
 }

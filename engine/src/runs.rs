@@ -121,7 +121,7 @@ pub fn run_preflight(
 
 pub fn run_topo(backend: &dyn FullBackend, gpu_filter: &str) -> Result<TopoReport, ProbeError> {
     let inv = backend.inventory()?;
-    let gpus = select_gpus(&inv.gpus, gpu_filter).map_err(ProbeError::Invalid)?;
+    let gpus = select_gpus(&inv.gpus, gpu_filter)?;
     let topology = backend.topology(&gpus)?;
     topology
         .validate()
@@ -182,7 +182,7 @@ pub fn run_bench_collectives(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<BenchCollectivesReport, ProbeError> {
     let inv = backend.inventory()?;
-    let gpus = select_gpus(&inv.gpus, &params.gpus).map_err(ProbeError::Invalid)?;
+    let gpus = select_gpus(&inv.gpus, &params.gpus)?;
     if gpus.len() < 2 {
         return Err(ProbeError::Invalid(format!(
             "collectives need at least 2 GPUs; {} selected",

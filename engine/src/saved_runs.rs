@@ -60,14 +60,15 @@ impl SavedRuns {
     }
 }
 
-fn write_whole<T: Serialize>(dir: &Path, path: &Path, report: &T) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
-    tmp.write_all(text.as_bytes())
-        .and_then(|()| tmp.write_all(b"\n"))
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| e.to_string())?;
-    tmp.persist(path).map_err(|e| e.error.to_string())?;
+/// The report written to a temporary file in `dir`, synced, then renamed to `path`: a reader
+/// finds the whole file or none. A report that does not serialise is `InvalidData`.
+fn write_whole<T: Serialize>(dir: &Path, path: &Path, report: &T) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(report)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.write_all(b"\n")?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 

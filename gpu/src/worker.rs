@@ -39,18 +39,39 @@ pub const EXIT_USAGE: i32 = 64;
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
 /// Parses and validates the request read from stdin.
-pub fn parse_request(bytes: &[u8]) -> Result<CollectiveRequest, String> {
+pub fn parse_request(bytes: &[u8]) -> Result<CollectiveRequest, RequestError> {
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(
-            "no request on stdin: expected one JSON CollectiveRequest (ops, gpus, min_bytes, ...)"
-                .into(),
-        );
+        return Err(RequestError::Empty);
     }
-    let req: CollectiveRequest = serde_json::from_slice(bytes)
-        .map_err(|e| format!("the request on stdin is not a valid CollectiveRequest: {e}"))?;
-    req.validate()
-        .map_err(|e| format!("invalid collective request: {e}"))?;
+    let req: CollectiveRequest =
+        serde_json::from_slice(bytes).map_err(|e| RequestError::NotJson {
+            what: "CollectiveRequest",
+            reason: e.to_string(),
+        })?;
+    req.validate().map_err(|cause| RequestError::Refused {
+        what: "collective request",
+        cause,
+    })?;
     Ok(req)
+}
+
+/// Why the worker runs nothing: the request on its stdin cannot be read or is refused. The
+/// worker says it in its terminal `invalid` event and exits 64.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error(
+        "no request on stdin: expected one JSON CollectiveRequest (ops, gpus, min_bytes, ...)"
+    )]
+    Empty,
+    /// `what`: the request's type, as the parent writes it.
+    #[error("the request on stdin is not a valid {what}: {reason}")]
+    NotJson { what: &'static str, reason: String },
+    /// Read, but outside what a request may ask for.
+    #[error("invalid {what}: {cause}")]
+    Refused {
+        what: &'static str,
+        cause: ddpcheck_core::ProbeError,
+    },
 }
 
 /// The worker's deadline: the request's, less a margin so that our own timeout event and the
@@ -290,7 +311,7 @@ pub fn main_from_args(args: &[String]) -> i32 {
     }
     let req = match parse_request(&input) {
         Ok(r) => r,
-        Err(message) => return out.invalid(message),
+        Err(e) => return out.invalid(e.to_string()),
     };
     apply_env(&req.env);
     // A communicator across processes: every process derives the same unique id from the
@@ -382,11 +403,15 @@ pub fn main_from_args(args: &[String]) -> i32 {
 pub const HOST_COPIES_ARG: &str = "host-copies";
 
 /// Parses and validates a host-copy request.
-pub fn parse_copy_request(bytes: &[u8]) -> Result<CopyRequest, String> {
-    let req: CopyRequest = serde_json::from_slice(bytes)
-        .map_err(|e| format!("the request on stdin is not a valid CopyRequest: {e}"))?;
-    req.validate()
-        .map_err(|e| format!("invalid host-copy request: {e}"))?;
+pub fn parse_copy_request(bytes: &[u8]) -> Result<CopyRequest, RequestError> {
+    let req: CopyRequest = serde_json::from_slice(bytes).map_err(|e| RequestError::NotJson {
+        what: "CopyRequest",
+        reason: e.to_string(),
+    })?;
+    req.validate().map_err(|cause| RequestError::Refused {
+        what: "host-copy request",
+        cause,
+    })?;
     Ok(req)
 }
 
@@ -394,7 +419,7 @@ pub fn parse_copy_request(bytes: &[u8]) -> Result<CopyRequest, String> {
 fn host_copies_main(out: &Arc<Output>, input: &[u8]) -> i32 {
     let req = match parse_copy_request(input) {
         Ok(r) => r,
-        Err(message) => return out.invalid(message),
+        Err(e) => return out.invalid(e.to_string()),
     };
     apply_env(&[]);
     let started = Instant::now();
@@ -466,20 +491,26 @@ mod tests {
         assert_eq!(req.iters, 20);
         assert!(!req.inject_hang);
 
-        let e = parse_request(b"").unwrap_err();
+        let e = parse_request(b"").unwrap_err().to_string();
         assert!(e.contains("no request on stdin"), "{e}");
-        let e = parse_request(b"{\"ops\": [\"all_reduce\"],").unwrap_err();
+        let e = parse_request(b"{\"ops\": [\"all_reduce\"],")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a valid CollectiveRequest"), "{e}");
-        let e = parse_request(b"[1,2]").unwrap_err();
+        let e = parse_request(b"[1,2]").unwrap_err().to_string();
         assert!(e.contains("not a valid CollectiveRequest"), "{e}");
         let mut bad_op = good();
         bad_op["ops"] = serde_json::json!(["all_reduce2"]);
-        let e = parse_request(bad_op.to_string().as_bytes()).unwrap_err();
+        let e = parse_request(bad_op.to_string().as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("all_reduce2"), "{e}");
         // Parsed but refused by validation: an environment override that is not NCCL's.
         let mut bad_env = good();
         bad_env["env"] = serde_json::json!([["LD_PRELOAD", "/tmp/x.so"]]);
-        let e = parse_request(bad_env.to_string().as_bytes()).unwrap_err();
+        let e = parse_request(bad_env.to_string().as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("invalid collective request") && e.contains("LD_PRELOAD"),
             "{e}"

@@ -225,7 +225,10 @@ impl TryFrom<v1::ClusterCollectiveRequest> for PhaseCall {
     type Error = Invalid;
 
     fn try_from(req: v1::ClusterCollectiveRequest) -> Result<Self, Invalid> {
-        let phase = req.phase.parse::<Phase>().map_err(Invalid)?;
+        let phase = req
+            .phase
+            .parse::<Phase>()
+            .map_err(|e| Invalid(e.to_string()))?;
         if req.rendezvous.len() > MAX_RENDEZVOUS
             || req.rendezvous.iter().any(|r| r.len() > MAX_RENDEZVOUS)
         {

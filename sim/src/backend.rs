@@ -20,12 +20,13 @@ use ddpcheck_core::num::len_u32;
 use ddpcheck_core::topology::{GpuRef, LinkClass, P2pCaps, P2pReason, P2pStatus, TopologyMatrix};
 use ddpcheck_core::{BackendKind, NodeBackend, ProbeError};
 
+use crate::catalog_error::CatalogError;
 use crate::fault::{self, Fault, FAULTS};
 use crate::profile::{catalog, Catalog, P2p, Profile};
 use crate::timing::{degraded_gen, jitter, Fabric};
 
 /// Why a `--sim` spec was refused. The CLI turns it into a usage error (exit 64).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum SimError {
     #[error("empty sim spec: expected PROFILE[+FAULT...]; profiles: {}", .profiles.join(", "))]
     Empty { profiles: Vec<String> },
@@ -35,7 +36,7 @@ pub enum SimError {
     UnknownFault { name: String, valid: Vec<String> },
     /// The embedded profile data is broken (a build defect, never user input).
     #[error("sim profile data is unusable: {0}")]
-    Data(String),
+    Data(#[from] CatalogError),
 }
 
 /// A simulated node. Cheap to build; holds only references into the static catalog.
@@ -62,7 +63,7 @@ impl SimBackend {
     /// Parses `PROFILE[+FAULT...]` (an optional `sim:` prefix is accepted, so a label parses
     /// back). Names are case-insensitive; a repeated fault counts once.
     pub fn parse(spec: &str) -> Result<SimBackend, SimError> {
-        let cat = catalog().map_err(SimError::Data)?;
+        let cat = catalog()?;
         let spec = spec.trim();
         let spec = spec.strip_prefix("sim:").unwrap_or(spec);
         let mut parts = spec.split('+').map(str::trim);

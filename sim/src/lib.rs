@@ -9,6 +9,7 @@
 //! deadline and then reports a timeout, so tests use short deadlines.
 
 pub mod backend;
+pub mod catalog_error;
 pub mod cluster;
 pub mod ddp;
 pub mod fault;

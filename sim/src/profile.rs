@@ -12,6 +12,8 @@ use ddpcheck_core::num::ToF64;
 use ddpcheck_core::topology::{LinkClass, P2pCaps, P2pReason, P2pStatus};
 use serde::Deserialize;
 
+use crate::catalog_error::{CatalogError, ProfileProblem, RegimeProblem};
+
 const PROFILES_JSON: &str = include_str!("../data/profiles.json");
 
 /// The whole data file.
@@ -276,115 +278,144 @@ impl Catalog {
     }
 
     /// Checks everything the simulation relies on, so that no lookup can fail later.
-    pub fn validate(&self) -> Result<(), String> {
-        let pos = |x: f64| x.is_finite() && x > 0.0;
+    pub fn validate(&self) -> Result<(), CatalogError> {
         for op in Collective::ALL {
             if op != Collective::AllReduce && self.derive_rule(op).is_none() {
-                return Err(format!("no derive rule for {op}"));
+                return Err(CatalogError::NoDeriveRule(op));
             }
         }
         for d in &self.derive {
             if !pos(d.busbw_scale) || !pos(d.alpha_scale) {
-                return Err(format!("derive rule for {} has a non-positive scale", d.op));
+                return Err(CatalogError::DeriveScale(d.op));
             }
         }
         for m in &self.gpu_models {
             if !pos(m.mem_bw_gbps) || m.memory_total_bytes == 0 || m.pcie_gen == 0 {
-                return Err(format!("GPU model {} has a zero field", m.key));
+                return Err(CatalogError::GpuModelZero(m.key.clone()));
             }
         }
         let mut uuids = std::collections::BTreeSet::new();
         for (i, p) in self.profiles.iter().enumerate() {
-            let at = |m: String| Err(format!("profile {}: {m}", p.name));
+            let at = |problem| CatalogError::Profile {
+                profile: p.name.clone(),
+                problem,
+            };
             if self.profiles[..i].iter().any(|q| q.name == p.name) {
-                return at("duplicate name".into());
+                return Err(at(ProfileProblem::DuplicateName));
             }
             if self.gpu_model(&p.gpu_model).is_none() {
-                return at(format!("unknown gpu_model {:?}", p.gpu_model));
+                return Err(at(ProfileProblem::UnknownGpuModel(p.gpu_model.clone())));
             }
-            if p.gpus.len() < 2 {
-                return at("needs at least two GPUs".into());
-            }
-            for g in &p.gpus {
-                if !uuids.insert(g.uuid.clone()) {
-                    return at(format!("UUID {} used twice", g.uuid));
-                }
-                if !is_uuid(&g.uuid) {
-                    return at(format!("{} is not a GPU-<uuid>", g.uuid));
-                }
-            }
-            match p.pair_link.parse::<LinkClass>() {
-                Ok(LinkClass::X) | Err(_) => {
-                    return at(format!("pair_link {:?} is not a pair class", p.pair_link))
-                }
-                Ok(_) => {}
-            }
-            if let Some(st) = &p.p2p_status {
-                let read_ok = st.read.summary() == P2pStatus::Ok;
-                if read_ok != (p.p2p == P2p::Ok) || st.source.is_empty() {
-                    return at("p2p_status disagrees with p2p or has no source".into());
-                }
-            }
-            if p.vm && p.vm_source.is_empty() {
-                return at("vm without vm_source".into());
-            }
-            if !pos(p.nccl_init_seconds) {
-                return at("nccl_init_seconds must be > 0".into());
-            }
-            match p.regimes.first() {
-                Some(r) if r.when.is_empty() && r.unless.is_empty() => {}
-                _ => return at("the first regime must be the unconditional default".into()),
-            }
-            for r in &p.regimes {
-                if !(r.overlap_rate.is_finite() && (0.0..=1.0).contains(&r.overlap_rate)) {
-                    return at(format!("regime {}: overlap_rate outside 0..=1", r.name));
-                }
-                if !r.collectives.iter().any(|c| c.op == Collective::AllReduce) {
-                    return at(format!("regime {}: no all_reduce curve", r.name));
-                }
-                for c in &r.collectives {
-                    if c.ranks < 2 || c.ranks as usize > p.gpus.len() {
-                        return at(format!("regime {}: {} at {} ranks", r.name, c.op, c.ranks));
-                    }
-                    if !pos(c.alpha_us) || c.points.is_empty() {
-                        return at(format!("regime {}: {} curve is empty", r.name, c.op));
-                    }
-                    let factor = c.op.busbw_factor(c.ranks);
-                    for w in c.points.windows(2) {
-                        if w[0].0 >= w[1].0 {
-                            return at(format!("regime {}: {} points not ascending", r.name, c.op));
-                        }
-                    }
-                    for (bytes, busbw) in &c.points {
-                        let t_us = bytes.to_f64() * factor / (busbw * 1e3);
-                        if !pos(*busbw) || t_us <= c.alpha_us {
-                            return at(format!(
-                                "regime {}: {} point ({bytes} B, {busbw} GB/s) is faster than its alpha allows",
-                                r.name, c.op
-                            ));
-                        }
-                    }
-                }
-            }
-            let cp = &p.compute;
-            if !pos(cp.decoder_tflops)
-                || !pos(cp.mlp_tflops)
-                || cp.fixed_ms_per_micro < 0.0
-                || !pos(cp.optimizer_ns_per_param)
-            {
-                return at("compute rates must be positive".into());
-            }
-            for m in &cp.models {
-                if m.model.parse::<ModelSpec>().is_err() {
-                    return at(format!("unknown model {:?}", m.model));
-                }
-                if m.micro_batch == 0 || !pos(m.micro_ms) || m.step_overhead_ms < 0.0 {
-                    return at(format!("model {} has a non-positive time", m.model));
-                }
-            }
+            check_profile(p, &mut uuids).map_err(at)?;
         }
         Ok(())
     }
+}
+
+fn pos(x: f64) -> bool {
+    x.is_finite() && x > 0.0
+}
+
+/// One profile's GPUs, links, regimes and compute rates; `uuids` holds every profile's GPUs
+/// seen so far (a UUID names one GPU in the whole catalog).
+fn check_profile(
+    p: &Profile,
+    uuids: &mut std::collections::BTreeSet<String>,
+) -> Result<(), ProfileProblem> {
+    if p.gpus.len() < 2 {
+        return Err(ProfileProblem::TooFewGpus);
+    }
+    for g in &p.gpus {
+        if !uuids.insert(g.uuid.clone()) {
+            return Err(ProfileProblem::UuidTwice(g.uuid.clone()));
+        }
+        if !is_uuid(&g.uuid) {
+            return Err(ProfileProblem::NotUuid(g.uuid.clone()));
+        }
+    }
+    match p.pair_link.parse::<LinkClass>() {
+        Ok(LinkClass::X) | Err(_) => return Err(ProfileProblem::PairLink(p.pair_link.clone())),
+        Ok(_) => {}
+    }
+    if let Some(st) = &p.p2p_status {
+        let read_ok = st.read.summary() == P2pStatus::Ok;
+        if read_ok != (p.p2p == P2p::Ok) || st.source.is_empty() {
+            return Err(ProfileProblem::P2pStatus);
+        }
+    }
+    if p.vm && p.vm_source.is_empty() {
+        return Err(ProfileProblem::VmSource);
+    }
+    if !pos(p.nccl_init_seconds) {
+        return Err(ProfileProblem::NcclInit);
+    }
+    match p.regimes.first() {
+        Some(r) if r.when.is_empty() && r.unless.is_empty() => {}
+        _ => return Err(ProfileProblem::FirstRegime),
+    }
+    for r in &p.regimes {
+        check_regime(r, p.gpus.len()).map_err(|problem| ProfileProblem::Regime {
+            regime: r.name.clone(),
+            problem,
+        })?;
+    }
+    check_compute(&p.compute)
+}
+
+/// One regime's overlap and curves, on a node of `gpus` GPUs.
+fn check_regime(r: &Regime, gpus: usize) -> Result<(), RegimeProblem> {
+    if !(r.overlap_rate.is_finite() && (0.0..=1.0).contains(&r.overlap_rate)) {
+        return Err(RegimeProblem::Overlap);
+    }
+    if !r.collectives.iter().any(|c| c.op == Collective::AllReduce) {
+        return Err(RegimeProblem::NoAllReduce);
+    }
+    for c in &r.collectives {
+        if c.ranks < 2 || c.ranks as usize > gpus {
+            return Err(RegimeProblem::Ranks {
+                op: c.op,
+                ranks: c.ranks,
+            });
+        }
+        if !pos(c.alpha_us) || c.points.is_empty() {
+            return Err(RegimeProblem::EmptyCurve(c.op));
+        }
+        let factor = c.op.busbw_factor(c.ranks);
+        if c.points.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(RegimeProblem::NotAscending(c.op));
+        }
+        for (bytes, busbw) in &c.points {
+            let t_us = bytes.to_f64() * factor / (busbw * 1e3);
+            if !pos(*busbw) || t_us <= c.alpha_us {
+                return Err(RegimeProblem::FasterThanAlpha {
+                    op: c.op,
+                    bytes: *bytes,
+                    busbw: *busbw,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The compute rates and every model timed on the profile.
+fn check_compute(cp: &Compute) -> Result<(), ProfileProblem> {
+    if !pos(cp.decoder_tflops)
+        || !pos(cp.mlp_tflops)
+        || cp.fixed_ms_per_micro < 0.0
+        || !pos(cp.optimizer_ns_per_param)
+    {
+        return Err(ProfileProblem::ComputeRates);
+    }
+    for m in &cp.models {
+        if m.model.parse::<ModelSpec>().is_err() {
+            return Err(ProfileProblem::UnknownModel(m.model.clone()));
+        }
+        if m.micro_batch == 0 || !pos(m.micro_ms) || m.step_overhead_ms < 0.0 {
+            return Err(ProfileProblem::ModelTime(m.model.clone()));
+        }
+    }
+    Ok(())
 }
 
 /// `GPU-` then 8-4-4-4-12 hex digits, as NVML prints a UUID.
@@ -401,12 +432,12 @@ fn is_uuid(s: &str) -> bool {
 }
 
 /// The parsed, validated catalog; `Err` carries why the embedded data is unusable.
-pub fn catalog() -> Result<&'static Catalog, String> {
-    static CATALOG: OnceLock<Result<Catalog, String>> = OnceLock::new();
+pub fn catalog() -> Result<&'static Catalog, CatalogError> {
+    static CATALOG: OnceLock<Result<Catalog, CatalogError>> = OnceLock::new();
     CATALOG
         .get_or_init(|| {
             let c: Catalog = serde_json::from_str(PROFILES_JSON)
-                .map_err(|e| format!("data/profiles.json does not parse: {e}"))?;
+                .map_err(|e| CatalogError::Parse(e.to_string()))?;
             c.validate()?;
             Ok(c)
         })
@@ -428,6 +459,36 @@ mod tests {
             assert!(p.nccl_version.ends_with("(sim)"), "{}", p.name);
             assert!(p.cuda_driver_version.ends_with("(sim)"), "{}", p.name);
         }
+    }
+
+    /// A fresh copy of the embedded catalog, to break.
+    fn fresh() -> Catalog {
+        serde_json::from_str(PROFILES_JSON).unwrap()
+    }
+
+    #[test]
+    fn a_broken_catalog_names_the_profile_the_regime_and_the_curve() {
+        let mut c = fresh();
+        let name = c.profiles[0].name.clone();
+        c.profiles[1].name = name.clone();
+        assert_eq!(
+            c.validate(),
+            Err(CatalogError::Profile {
+                profile: name,
+                problem: ProfileProblem::DuplicateName
+            })
+        );
+        let mut c = fresh();
+        let regime = &mut c.profiles[0].regimes[0];
+        let curve = &mut regime.collectives[0];
+        curve.points.reverse();
+        let (op, regime_name) = (curve.op, regime.name.clone());
+        let e = c.validate().unwrap_err();
+        assert!(
+            matches!(&e, CatalogError::Profile { problem: ProfileProblem::Regime { regime, problem: RegimeProblem::NotAscending(o) }, .. } if *regime == regime_name && *o == op),
+            "{e:?}"
+        );
+        assert!(e.to_string().ends_with("points not ascending"), "{e}");
     }
 
     #[test]

@@ -529,13 +529,26 @@ fn render(r: &ClusterReport) -> String {
     s
 }
 
+/// Why one daemon of a cluster run gave no client: that node is taken for unreachable.
+#[derive(Debug, thiserror::Error)]
+enum Unreachable {
+    #[error("{0}")]
+    Connect(RunError),
+    /// Seconds of the stage's bound.
+    #[error("connect did not finish within {0:.1} s")]
+    Timeout(f64),
+    /// A bad address: the whole run fails with its usage error, so this is never said.
+    #[error("bad address")]
+    BadAddress,
+}
+
 /// Connects to every daemon at once, each within the stage deadline; a usage error (a bad
 /// address) fails the whole run, any other failure marks that node unreachable.
 fn connect_all(
     rt: &tokio::runtime::Runtime,
     addrs: &[String],
     stage: Duration,
-) -> Result<Vec<Result<Client, String>>, RunError> {
+) -> Result<Vec<Result<Client, Unreachable>>, RunError> {
     rt.block_on(async {
         let mut js = JoinSet::new();
         for (i, addr) in addrs.iter().enumerate() {
@@ -545,23 +558,17 @@ fn connect_all(
                 (i, r)
             });
         }
-        let mut out: Vec<(usize, Result<Client, String>)> = Vec::new();
+        let mut out: Vec<(usize, Result<Client, Unreachable>)> = Vec::new();
         let mut usage = None;
         while let Some(j) = js.join_next().await {
             match j {
                 Ok((i, Ok(Ok(c)))) => out.push((i, Ok(c))),
                 Ok((i, Ok(Err(RunError::Usage(m))))) => {
                     usage.get_or_insert(m);
-                    out.push((i, Err(String::new())));
+                    out.push((i, Err(Unreachable::BadAddress)));
                 }
-                Ok((i, Ok(Err(e)))) => out.push((i, Err(e.to_string()))),
-                Ok((i, Err(_))) => out.push((
-                    i,
-                    Err(format!(
-                        "connect did not finish within {:.1} s",
-                        stage.as_secs_f64()
-                    )),
-                )),
+                Ok((i, Ok(Err(e)))) => out.push((i, Err(Unreachable::Connect(e)))),
+                Ok((i, Err(_))) => out.push((i, Err(Unreachable::Timeout(stage.as_secs_f64())))),
                 Err(e) => return Err(RunError::Daemon(format!("connect task: {e}"))),
             }
         }
@@ -576,7 +583,7 @@ fn connect_all(
 /// The daemons that answered (their addresses and clients, in order) and those that did not.
 fn split_reachable(
     addrs: &[String],
-    conns: Vec<Result<Client, String>>,
+    conns: Vec<Result<Client, Unreachable>>,
 ) -> (Vec<String>, Vec<Client>, Vec<DeadNode>) {
     let mut live_addrs = Vec::new();
     let mut clients = Vec::new();
@@ -589,7 +596,7 @@ fn split_reachable(
             }
             Err(reason) => unreachable.push(DeadNode {
                 node: addr.clone(),
-                reason,
+                reason: reason.to_string(),
             }),
         }
     }

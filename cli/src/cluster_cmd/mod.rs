@@ -5,11 +5,12 @@
 
 mod check;
 mod srun;
+mod srun_error;
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use ddpcheck_core::capacity::Network;
+use ddpcheck_core::capacity::{Network, UnknownNetwork};
 use ddpcheck_core::cluster::ClusterJob;
 
 use crate::flag_values::parse_message_size;
@@ -53,7 +54,10 @@ pub struct ClusterRunArgs {
 impl ClusterRunArgs {
     /// The network and the stage deadline, checked (usage errors before any work).
     fn settings(&self) -> Result<(Network, Duration), RunError> {
-        let network: Network = self.network.parse().map_err(RunError::Usage)?;
+        let network: Network = self
+            .network
+            .parse()
+            .map_err(|e: UnknownNetwork| RunError::Usage(e.to_string()))?;
         if !(self.stage_deadline.is_finite()
             && self.stage_deadline > 0.0
             && self.stage_deadline <= 3600.0)

@@ -12,12 +12,10 @@ use ddpcheck_core::{BackendKind, ProbeError, Severity, Verdict};
 use ddpcheck_engine as engine;
 use ddpcheck_engine::cluster::{self as engine_cluster, ClusterRun};
 
+use super::srun_error::{HostlistError, ScontrolError, StepError};
 use super::{ClusterRunArgs, GRACE};
 use crate::global_args::GlobalArgs;
 use ddpcheck_engine::RunError;
-
-/// How the mode is started; every usage error names it.
-const SRUN_LINE: &str = "srun --ntasks-per-node=1 ddpcheck cluster srun ...";
 
 /// The default root port lies in `PORT_BASE..PORT_BASE + PORT_SPAN` (20000-31999): no root
 /// needed, clear of Slurm's own ports (6817-6819), below Linux's ephemeral range (32768-60999),
@@ -58,7 +56,7 @@ pub struct SlurmStep {
 impl SlurmStep {
     /// Reads the step from `get` (the process environment, or a test's map). Errors are usage
     /// errors in one line: not under srun, more than one task per node, fewer than two nodes.
-    pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Result<SlurmStep, String> {
+    pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Result<SlurmStep, StepError> {
         // The first of `names` that is set and not empty, with the name it was read from.
         let var = |names: &[&'static str]| -> Option<(&'static str, String)> {
             names.iter().find_map(|n| {
@@ -73,43 +71,35 @@ impl SlurmStep {
             var(&["SLURM_STEP_ID", "SLURM_STEPID"]),
             var(&["SLURM_JOB_ID", "SLURM_JOBID"]),
         ) else {
-            return Err(format!(
-                "cluster srun runs as the tasks of a Slurm step (SLURM_PROCID, SLURM_STEP_ID and SLURM_JOB_ID are not all set): start it as `{SRUN_LINE}`"
-            ));
+            return Err(StepError::NotUnderSrun);
         };
-        fn num<T: std::str::FromStr>((name, v): &(&str, String)) -> Result<T, String> {
-            v.parse()
-                .map_err(|_| format!("{name}={v:?} is not a number Slurm would give"))
+        fn num<T: std::str::FromStr>((name, v): &(&'static str, String)) -> Result<T, StepError> {
+            v.parse().map_err(|_| StepError::NotANumber {
+                name,
+                value: v.clone(),
+            })
         }
         let step_id: u64 = num(&step)?;
         // Slurm's special steps (batch, extern, interactive, pending) sit at the top of u32.
         if step_id >= 0xFFFF_FFF0 {
-            return Err(format!(
-                "this is Slurm's special step {step_id} (a batch script or allocation shell), not a step of srun: start it as `{SRUN_LINE}`"
-            ));
+            return Err(StepError::SpecialStep(step_id));
         }
         let count = |names: &[&'static str]| {
             var(names)
-                .ok_or_else(|| format!("{} is not set: start it as `{SRUN_LINE}`", names[0]))
+                .ok_or(StepError::Unset(names[0]))
                 .and_then(|v| num::<u32>(&v))
         };
         let tasks = count(&["SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"])?;
         let nodes = count(&["SLURM_STEP_NUM_NODES", "SLURM_NNODES"])?;
         if tasks != nodes {
-            return Err(format!(
-                "{tasks} tasks on {nodes} node(s): cluster srun needs exactly one task per node (`{SRUN_LINE}`)"
-            ));
+            return Err(StepError::TasksPerNode { tasks, nodes });
         }
         if nodes < 2 {
-            return Err(format!(
-                "the step has {nodes} node(s): a cluster all-reduce needs at least 2 (srun -N2 or more, --ntasks-per-node=1)"
-            ));
+            return Err(StepError::TooFewNodes(nodes));
         }
         let rank: u32 = num(&procid)?;
         if rank >= nodes {
-            return Err(format!(
-                "SLURM_PROCID {rank} outside the step's {nodes} tasks"
-            ));
+            return Err(StepError::Rank { rank, nodes });
         }
         // The job's list names the step's nodes only when the step spans the whole job.
         let job_list_is_step = var(&["SLURM_JOB_NUM_NODES", "SLURM_NNODES"])
@@ -148,7 +138,11 @@ pub fn default_port(job_id: u64, step_id: u64) -> u16 {
 
 /// The first host of a Slurm hostlist: read directly when its first element has no range,
 /// else expanded by `scontrol show hostnames` (`program`), bounded by `timeout`.
-pub fn first_host(nodelist: &str, program: &str, timeout: Duration) -> Result<String, String> {
+pub fn first_host(
+    nodelist: &str,
+    program: &str,
+    timeout: Duration,
+) -> Result<String, HostlistError> {
     let list = nodelist.trim();
     let end = list.find([',', '[']).unwrap_or(list.len());
     if !list[end..].starts_with('[') && end > 0 {
@@ -156,20 +150,24 @@ pub fn first_host(nodelist: &str, program: &str, timeout: Duration) -> Result<St
     }
     let mut cmd = std::process::Command::new(program);
     cmd.args(["show", "hostnames", list]);
-    let out = output_bounded(cmd, timeout)
-    .map_err(|e| {
-        format!("cannot expand the step's node list {list:?} with `{program} show hostnames`: {e}; give the root with --root HOST:PORT")
+    let out = output_bounded(cmd, timeout).map_err(|why| HostlistError::Expand {
+        list: list.to_string(),
+        program: program.to_string(),
+        why,
     })?;
     out.lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(str::to_string)
-        .ok_or_else(|| format!("`{program} show hostnames {list}` named no host; give the root with --root HOST:PORT"))
+        .ok_or_else(|| HostlistError::NoHost {
+            list: list.to_string(),
+            program: program.to_string(),
+        })
 }
 
 /// A short command's standard output (blank lines dropped), through the same supervisor as
 /// every other child of ddpcheck: its own process group, stopped past `timeout`.
-fn output_bounded(cmd: std::process::Command, timeout: Duration) -> Result<String, String> {
+fn output_bounded(cmd: std::process::Command, timeout: Duration) -> Result<String, ScontrolError> {
     use ddpcheck_gpu::supervise::{self, Next, SuperviseError};
     let mut opts = supervise::Options::new(timeout);
     opts.allow_non_json = true;
@@ -181,12 +179,10 @@ fn output_bounded(cmd: std::process::Command, timeout: Duration) -> Result<Strin
     })
     .map_err(|e| match e {
         SuperviseError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            "it is not installed here".to_string()
+            ScontrolError::NotInstalled
         }
-        SuperviseError::Spawn { source, .. } => source.to_string(),
-        SuperviseError::Timeout { .. } => {
-            format!("it did not answer within {:.0} s", timeout.as_secs_f64())
-        }
+        SuperviseError::Spawn { source, .. } => ScontrolError::Spawn(source),
+        SuperviseError::Timeout { .. } => ScontrolError::Timeout(timeout.as_secs_f64()),
         SuperviseError::Failed {
             status,
             stderr_tail,
@@ -196,9 +192,12 @@ fn output_bounded(cmd: std::process::Command, timeout: Duration) -> Result<Strin
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("");
-            format!("it failed ({status}): {}", why.trim())
+            ScontrolError::Failed {
+                why: why.trim().to_string(),
+                status,
+            }
         }
-        other => other.to_string(),
+        other => ScontrolError::Supervise(Box::new(other)),
     })?;
     Ok(out)
 }
@@ -214,7 +213,8 @@ fn root_address(a: &ClusterSrunArgs, step: &SlurmStep) -> Result<String, RunErro
                         .into(),
                 )
             })?;
-            let host = first_host(list, "scontrol", SCONTROL_TIMEOUT).map_err(RunError::Usage)?;
+            let host = first_host(list, "scontrol", SCONTROL_TIMEOUT)
+                .map_err(|e| RunError::Usage(e.to_string()))?;
             // NCCL's rank 0 opens the root: task 0 must be on the first node (it is, under
             // block or cyclic distribution; an arbitrary one can move it).
             if let (0, Some(me)) = (step.rank, step.node_name.as_deref()) {
@@ -266,7 +266,8 @@ struct SrunInfo {
 pub(super) fn run_srun(cli: &GlobalArgs, a: &ClusterSrunArgs) -> Result<i32, RunError> {
     let started = Instant::now();
     let (network, stage) = a.run.settings()?;
-    let step = SlurmStep::from_env(&|k| std::env::var(k).ok()).map_err(RunError::Usage)?;
+    let step = SlurmStep::from_env(&|k| std::env::var(k).ok())
+        .map_err(|e| RunError::Usage(e.to_string()))?;
     let root = root_address(a, &step)?;
     let job = a.run.job(step.run_id(), step.rank, step.nodes, stage);
     job.validate()?;
@@ -481,6 +482,7 @@ fn fit_line(line: &str, max: usize) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::cluster_cmd::srun_error::SRUN_LINE;
     use std::collections::HashMap;
     use std::os::unix::fs::PermissionsExt;
 
@@ -502,7 +504,7 @@ mod tests {
     }
 
     fn parse(env: &HashMap<&'static str, String>) -> Result<SlurmStep, String> {
-        SlurmStep::from_env(&|k| env.get(k).cloned())
+        SlurmStep::from_env(&|k| env.get(k).cloned()).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -538,25 +540,25 @@ mod tests {
 
     #[test]
     fn outside_srun_and_bad_steps_are_usage_errors() {
-        let e = parse(&HashMap::new()).unwrap_err();
+        let e = parse(&HashMap::new()).unwrap_err().to_string();
         assert!(e.contains("SLURM_PROCID") && e.contains(SRUN_LINE), "{e}");
         // A batch script: a job, but no step of srun.
         let mut batch = srun_env(0, 2);
         batch.insert("SLURM_STEP_ID", "4294967294".into());
-        let e = parse(&batch).unwrap_err();
+        let e = parse(&batch).unwrap_err().to_string();
         assert!(e.contains("special step"), "{e}");
         // Two tasks on one node (srun -N1 -n2): the step's counts differ.
         let mut two = srun_env(1, 2);
         two.insert("SLURM_STEP_NUM_NODES", "1".into());
-        let e = parse(&two).unwrap_err();
+        let e = parse(&two).unwrap_err().to_string();
         assert!(e.contains("2 tasks on 1 node(s)"), "{e}");
         assert!(e.contains("one task per node"), "{e}");
         // One node: no network to measure.
-        let e = parse(&srun_env(0, 1)).unwrap_err();
+        let e = parse(&srun_env(0, 1)).unwrap_err().to_string();
         assert!(e.contains("at least 2"), "{e}");
         let mut bad = srun_env(0, 2);
         bad.insert("SLURM_PROCID", "zero".into());
-        let e = parse(&bad).unwrap_err();
+        let e = parse(&bad).unwrap_err().to_string();
         assert!(e.contains("SLURM_PROCID=\"zero\""), "{e}");
         let mut out = srun_env(0, 2);
         out.insert("SLURM_PROCID", "2".into());
@@ -634,7 +636,9 @@ mod tests {
             r#"[ "$1 $2 $3" = "show hostnames gpu[07-08],x" ] || exit 9; printf 'gpu07\ngpu08\nx\n'"#,
         );
         assert_eq!(first_host("gpu[07-08],x", &ok, t).unwrap(), "gpu07");
-        let e = first_host("gpu[07-08]", "/nonexistent/scontrol", t).unwrap_err();
+        let e = first_host("gpu[07-08]", "/nonexistent/scontrol", t)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("not installed") && e.contains("--root HOST:PORT"),
             "{e}"
@@ -643,11 +647,14 @@ mod tests {
             d.path(),
             "echo 'scontrol: error: no controller' >&2; exit 1",
         );
-        let e = first_host("gpu[07-08]", &failing, t).unwrap_err();
+        let e = first_host("gpu[07-08]", &failing, t)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no controller"), "{e}");
         let empty = stub(d.path(), "exit 0");
         assert!(first_host("gpu[07-08]", &empty, t)
             .unwrap_err()
+            .to_string()
             .contains("named no host"));
     }
 
@@ -657,7 +664,9 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let hung = stub(d.path(), "exec sleep 30");
         let t0 = Instant::now();
-        let e = first_host("gpu[07-08]", &hung, Duration::from_millis(300)).unwrap_err();
+        let e = first_host("gpu[07-08]", &hung, Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         assert!(e.contains("did not answer"), "{e}");
     }

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::model_error::ShapeError;
+
 /// GPT-2's BPE vocabulary, used by the decoder presets.
 pub const GPT2_VOCAB: u32 = 50257;
 
@@ -119,7 +121,7 @@ impl Decoder {
     }
 
     /// The bounds the benchmark script builds within; the error says which field is out.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ShapeError> {
         let Decoder {
             layers,
             width,
@@ -129,33 +131,26 @@ impl Decoder {
             ..
         } = *self;
         if !(1..=256).contains(&layers) {
-            return Err(format!("layers {layers} outside 1..=256"));
+            return Err(ShapeError::Layers(layers));
         }
         if !(8..=32768).contains(&width) || !(1..=256).contains(&heads) || width % heads != 0 {
-            return Err(format!("width {width} with {heads} heads: width must be 8..=32768 and divisible by heads (1..=256)"));
+            return Err(ShapeError::WidthHeads { width, heads });
         }
         if !(8..=131072).contains(&seq) || !(2..=1_000_000).contains(&vocab) {
-            return Err(format!(
-                "sequence {seq} (8..=131072) or vocabulary {vocab} (2..=1000000) out of range"
-            ));
+            return Err(ShapeError::SeqVocab { seq, vocab });
         }
         if let Some(f) = self.ffn.filter(|f| !(8..=262_144).contains(f)) {
-            return Err(format!("MLP width ffn={f} outside 8..=262144"));
+            return Err(ShapeError::Ffn(f));
         }
         if let Some(kv) = self.kv_heads.filter(|kv| *kv == 0 || heads % kv != 0) {
-            return Err(format!(
-                "{kv} key/value heads: must divide the {heads} query heads"
-            ));
+            return Err(ShapeError::KvHeads { kv, heads });
         }
         if self.arch == DecoderArch::Llama && (width / heads) % 2 != 0 {
-            return Err(format!(
-                "head width {} (width {width} / {heads} heads) must be even for rotary positions",
-                width / heads
-            ));
+            return Err(ShapeError::OddHeadWidth { width, heads });
         }
         let printable = |c: char| c.is_ascii_graphic();
         if self.name.is_empty() || self.name.len() > 128 || !self.name.chars().all(printable) {
-            return Err("a decoder's name is 1 to 128 printable ASCII characters".into());
+            return Err(ShapeError::DecoderName);
         }
         Ok(())
     }

@@ -7,33 +7,31 @@
 use serde_json::{Map, Value};
 
 use super::decoder::{Decoder, DecoderArch, GPT2_VOCAB};
+use super::model_error::HfConfigError;
 use super::spec::ModelSpec;
 
 /// The `model_type`s read as LLaMA-style decoders.
 const LLAMA_TYPES: [&str; 2] = ["llama", "mistral"];
 
 /// The decoder a config describes; a GPT-2 preset's shape comes back as that preset.
-pub fn from_hf_config(text: &str) -> Result<ModelSpec, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
-    let c = value
-        .as_object()
-        .ok_or("not a JSON object with the model's hyperparameters")?;
+pub fn from_hf_config(text: &str) -> Result<ModelSpec, HfConfigError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| HfConfigError::NotJson(e.to_string()))?;
+    let c = value.as_object().ok_or(HfConfigError::NotAnObject)?;
     let model_type = c.get("model_type").and_then(Value::as_str);
-    let decoder = if model_type == Some("gpt2")
-        || (model_type.is_none() && c.contains_key("n_layer"))
-    {
-        gpt2(c)?
-    } else if model_type.is_none_or(|t| LLAMA_TYPES.contains(&t))
-        && c.contains_key("num_hidden_layers")
-    {
-        llama(c)?
-    } else {
-        return Err(format!(
-            "model_type {:?} is not one ddpcheck builds: it reads GPT-2 configs (n_layer, n_embd, n_head) and LLaMA-style ones (model_type {}); give the shape as --model decoder:... or only --params",
-            model_type.unwrap_or("(none)"),
-            LLAMA_TYPES.join(" or ")
-        ));
-    };
+    let decoder =
+        if model_type == Some("gpt2") || (model_type.is_none() && c.contains_key("n_layer")) {
+            gpt2(c)?
+        } else if model_type.is_none_or(|t| LLAMA_TYPES.contains(&t))
+            && c.contains_key("num_hidden_layers")
+        {
+            llama(c)?
+        } else {
+            return Err(HfConfigError::ModelType {
+                model_type: model_type.unwrap_or("(none)").to_string(),
+                llama_types: LLAMA_TYPES.join(" or "),
+            });
+        };
     decoder.validate()?;
     Ok(ModelSpec::Decoder(decoder.as_preset()))
 }
@@ -74,7 +72,7 @@ pub fn hf_llama_decoder(
     Some(d)
 }
 
-fn gpt2(c: &Map<String, Value>) -> Result<Decoder, String> {
+fn gpt2(c: &Map<String, Value>) -> Result<Decoder, HfConfigError> {
     let (layers, width) = (count(c, "n_layer")?, count(c, "n_embd")?);
     let seq = match c.get("n_positions") {
         Some(_) => count(c, "n_positions")?,
@@ -94,26 +92,20 @@ fn gpt2(c: &Map<String, Value>) -> Result<Decoder, String> {
     })
 }
 
-fn llama(c: &Map<String, Value>) -> Result<Decoder, String> {
+fn llama(c: &Map<String, Value>) -> Result<Decoder, HfConfigError> {
     let (layers, width) = (count(c, "num_hidden_layers")?, count(c, "hidden_size")?);
     let heads = count(c, "num_attention_heads")?;
     for key in ["attention_bias", "mlp_bias"] {
         if flag(c, key, false)? {
-            return Err(format!(
-                "{key} is true: the benchmark's LLaMA blocks have no biases"
-            ));
+            return Err(HfConfigError::Bias(key));
         }
     }
     if let Some(act) = c.get("hidden_act").filter(|a| a.as_str() != Some("silu")) {
-        return Err(format!(
-            "hidden_act {act}: the benchmark's LLaMA MLP is gated SiLU"
-        ));
+        return Err(HfConfigError::Activation(act.to_string()));
     }
     if let Some(hd) = optional_count(c, "head_dim")?.filter(|hd| heads == 0 || *hd != width / heads)
     {
-        return Err(format!(
-            "head_dim {hd} is not hidden_size / num_attention_heads: not supported"
-        ));
+        return Err(HfConfigError::HeadDim(hd));
     }
     let kv = optional_count(c, "num_key_value_heads")?.filter(|kv| *kv != heads);
     Ok(Decoder {
@@ -131,7 +123,7 @@ fn llama(c: &Map<String, Value>) -> Result<Decoder, String> {
     })
 }
 
-fn optional_count(c: &Map<String, Value>, key: &str) -> Result<Option<u32>, String> {
+fn optional_count(c: &Map<String, Value>, key: &str) -> Result<Option<u32>, HfConfigError> {
     match c.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
@@ -139,22 +131,28 @@ fn optional_count(c: &Map<String, Value>, key: &str) -> Result<Option<u32>, Stri
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n > 0)
             .map(Some)
-            .ok_or_else(|| format!("{key} must be a positive integer, got {v}")),
+            .ok_or_else(|| HfConfigError::NotACount {
+                key: key.to_string(),
+                value: v.to_string(),
+            }),
     }
 }
 
-fn count(c: &Map<String, Value>, key: &str) -> Result<u32, String> {
-    optional_count(c, key)?.ok_or_else(|| format!("{key} is missing"))
+fn count(c: &Map<String, Value>, key: &str) -> Result<u32, HfConfigError> {
+    optional_count(c, key)?.ok_or_else(|| HfConfigError::Missing(key.to_string()))
 }
 
-fn count_or(c: &Map<String, Value>, key: &str, default: u32) -> Result<u32, String> {
+fn count_or(c: &Map<String, Value>, key: &str, default: u32) -> Result<u32, HfConfigError> {
     Ok(optional_count(c, key)?.unwrap_or(default))
 }
 
-fn flag(c: &Map<String, Value>, key: &str, default: bool) -> Result<bool, String> {
+fn flag(c: &Map<String, Value>, key: &str, default: bool) -> Result<bool, HfConfigError> {
     match c.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(v) => Err(format!("{key} must be true or false, got {v}")),
+        Some(v) => Err(HfConfigError::NotAFlag {
+            key: key.to_string(),
+            value: v.to_string(),
+        }),
     }
 }

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::model_error::LayoutError;
+
 /// One parameter tensor, as `model.named_parameters()` yields it (a tied weight once).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParamTensor {
@@ -144,18 +146,18 @@ impl ParamLayout {
     }
 
     /// Checks what a launch reported: at least one tensor, shapes of positive sizes.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LayoutError> {
         if self.tensors.is_empty() {
-            return Err("the model has no parameters".into());
+            return Err(LayoutError::NoParameters);
         }
         if self.trainable_params() == 0 {
-            return Err("the model has no trainable parameters (every one is frozen)".into());
+            return Err(LayoutError::NoTrainable);
         }
         match self.tensors.iter().find(|t| t.shape.contains(&0)) {
-            Some(t) => Err(format!(
-                "parameter {} has an empty shape {:?}",
-                t.name, t.shape
-            )),
+            Some(t) => Err(LayoutError::EmptyShape {
+                name: t.name.clone(),
+                shape: t.shape.clone(),
+            }),
             None => Ok(()),
         }
     }

@@ -2,7 +2,8 @@
 //! the scaling arithmetic (speedup, efficiency, exposed communication, cost) shared by all backends.
 //!
 //! Parts: `spec` (models, hooks, variants), `decoder` (a decoder's shape, one struct),
-//! `model_arg` (a model's text form, read at the command line's edge), `source` (models built by
+//! `model_arg` (a model's text form, read at the command line's edge), `model_error` (why a model
+//! is refused: its text, its shape's bounds, a `config.json`, a launch's parameters), `source` (models built by
 //! code: the user's factory, torchvision, timm, Hugging Face), `architecture` (a preset's
 //! tensors and parameter count), `layout` (parameters as torch registers them, DDP's buckets), `hf_config` (a decoder from a Hugging Face
 //! `config.json`), `request`, `result` (one configuration, repeats folded, scaling, the speedup's uncertainty),
@@ -15,6 +16,7 @@ mod hf_config;
 mod host;
 mod layout;
 mod model_arg;
+mod model_error;
 mod noise;
 mod plain;
 mod ratio;
@@ -33,6 +35,7 @@ pub use layout::{
     ParamTensor, TorchBuckets,
 };
 pub use model_arg::MODEL_FORMS;
+pub use model_error::{FormError, HfConfigError, LayoutError, ModelSpecError, ShapeError};
 pub use noise::{beyond_noise, describe_noise_bound, noise_bound, rounds_noise_bound};
 pub use plain::{PlainReference, Reference};
 pub use ratio::{throughput_ratio, ThroughputRatio};
@@ -46,9 +49,10 @@ pub use result::{
     probe_curve, speedup_noise_bound, speedup_uncertainty, CompileOutcome, DdpResult, RunPhases,
     SoloSlowdown, ALL_REDUCE_PROBE_BYTES,
 };
-pub use source::{is_file_target, ModelSource, HF_DEFAULT_SEQ, SOURCE_FORMS};
+pub use source::{is_file_target, ModelSource, SourceError, HF_DEFAULT_SEQ, SOURCE_FORMS};
 pub use spec::{
-    one_gpu_reference, CommHook, DdpVariant, ModelSpec, POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK,
+    one_gpu_reference, CommHook, DdpVariant, ModelSpec, VariantError, POWERSGD_DEFAULT_RANK,
+    POWERSGD_MAX_RANK,
 };
 pub use wrapper::{Wrapper, HSDP_REPLICAS};
 

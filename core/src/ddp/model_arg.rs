@@ -7,7 +7,8 @@
 use std::str::FromStr;
 
 use super::decoder::{Decoder, DecoderArch, GPT2_VOCAB};
-use super::source::ModelSource;
+use super::model_error::{FormError, ModelSpecError};
+use super::source::{ModelSource, SOURCE_FORMS};
 use super::spec::ModelSpec;
 
 /// The forms `parse` accepts, for error messages.
@@ -32,7 +33,7 @@ impl ModelSpec {
 }
 
 impl FromStr for ModelSpec {
-    type Err = String;
+    type Err = ModelSpecError;
     /// See [`MODEL_FORMS`] for the accepted forms.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         parse(s)
@@ -61,12 +62,23 @@ fn decoder_arg(d: &Decoder) -> String {
 }
 
 /// Reads a model spec; the error says what is wrong and lists the accepted forms.
-fn parse(s: &str) -> Result<ModelSpec, String> {
+fn parse(s: &str) -> Result<ModelSpec, ModelSpecError> {
     let s = s.trim();
     // Sources before lower-casing: a factory's path keeps its case.
     if let Some(source) = ModelSource::parse(s) {
-        return source.map(|source| ModelSpec::External { source });
+        return source
+            .map(|source| ModelSpec::External { source })
+            .map_err(|cause| ModelSpecError::Source {
+                arg: s.to_string(),
+                cause,
+                expected: SOURCE_FORMS,
+            });
     }
+    let form = |cause| ModelSpecError::Form {
+        arg: s.to_string(),
+        cause,
+        expected: MODEL_FORMS,
+    };
     let lower = s.to_ascii_lowercase();
     let spec = match lower.as_str() {
         "gpt2-124m" | "gpt2" => ModelSpec::gpt2_124m(),
@@ -76,32 +88,35 @@ fn parse(s: &str) -> Result<ModelSpec, String> {
         } else if let Some(rest) = other.strip_prefix("decoder:") {
             parse_decoder(rest)
         } else {
-            Err("unknown model".into())
+            Err(FormError::Unknown)
         }
-        .map_err(|e| format!("model {s:?}: {e}; expected {MODEL_FORMS}"))?,
+        .map_err(form)?,
     };
-    spec.validate().map_err(|e| format!("model {s:?}: {e}"))?;
+    spec.validate().map_err(|cause| ModelSpecError::Shape {
+        arg: s.to_string(),
+        cause,
+    })?;
     Ok(spec)
 }
 
-fn number(p: &str) -> Result<u32, String> {
+fn number(p: &str) -> Result<u32, FormError> {
     p.trim()
         .parse::<u32>()
-        .map_err(|_| format!("{:?} is not a number", p.trim()))
+        .map_err(|_| FormError::NotANumber(p.trim().to_string()))
 }
 
 /// `W[,D]`, `WxD` or `IN->WxD->OUT`.
-fn parse_mlp(rest: &str) -> Result<ModelSpec, String> {
-    let width_depth = |p: &str| -> Result<(u32, u32), String> {
+fn parse_mlp(rest: &str) -> Result<ModelSpec, FormError> {
+    let width_depth = |p: &str| -> Result<(u32, u32), FormError> {
         let (w, d) = p
             .split_once('x')
-            .ok_or_else(|| format!("{:?} is not WIDTHxDEPTH", p.trim()))?;
+            .ok_or_else(|| FormError::NotWidthByDepth(p.trim().to_string()))?;
         Ok((number(w)?, number(d)?))
     };
     if rest.contains("->") {
         let parts: Vec<&str> = rest.split("->").collect();
         let [input, body, output] = parts[..] else {
-            return Err("the in/out form is IN->WIDTHxDEPTH->OUT".into());
+            return Err(FormError::MlpInOut);
         };
         let (width, depth) = width_depth(body)?;
         return Ok(ModelSpec::Mlp {
@@ -119,12 +134,12 @@ fn parse_mlp(rest: &str) -> Result<ModelSpec, String> {
     match v[..] {
         [width] => Ok(ModelSpec::square_mlp(width, 4)),
         [width, depth] => Ok(ModelSpec::square_mlp(width, depth)),
-        _ => Err("mlp:WIDTH[,DEPTH] takes one or two numbers".into()),
+        _ => Err(FormError::MlpNumbers),
     }
 }
 
 /// `LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]]`, then options: `llama`, `ffn=N`, `kv=N`, `untied`.
-fn parse_decoder(rest: &str) -> Result<ModelSpec, String> {
+fn parse_decoder(rest: &str) -> Result<ModelSpec, FormError> {
     let parts: Vec<&str> = rest.split(',').map(str::trim).collect();
     let numeric = parts
         .iter()
@@ -135,9 +150,7 @@ fn parse_decoder(rest: &str) -> Result<ModelSpec, String> {
         .map(|p| number(p))
         .collect::<Result<Vec<_>, _>>()?;
     if !(3..=5).contains(&v.len()) {
-        return Err(
-            "a decoder needs three to five numbers: LAYERS,WIDTH,HEADS[,SEQ[,VOCAB]]".into(),
-        );
+        return Err(FormError::DecoderNumbers);
     }
     let (mut arch, mut ffn, mut kv_heads, mut untied) = (DecoderArch::Gpt2, None, None, false);
     for option in &parts[numeric..] {
@@ -147,11 +160,7 @@ fn parse_decoder(rest: &str) -> Result<ModelSpec, String> {
             None if *option == "untied" => untied = true,
             Some(("ffn", n)) => ffn = Some(number(n)?),
             Some(("kv", n)) => kv_heads = Some(number(n)?),
-            _ => {
-                return Err(format!(
-                    "unknown decoder option {option:?} (options: llama, gpt2, ffn=N, kv=N, untied)"
-                ))
-            }
+            _ => return Err(FormError::DecoderOption(option.to_string())),
         }
     }
     let decoder = Decoder {

@@ -33,12 +33,12 @@ impl Reference {
 }
 
 impl std::str::FromStr for Reference {
-    type Err = String;
+    type Err = crate::unknown_name::UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "plain" => Ok(Reference::Plain),
             "ddp" => Ok(Reference::Ddp),
-            other => Err(format!("--reference {other:?}: expected plain or ddp")),
+            other => Err(Self::Err::new("--reference", other, "plain or ddp")),
         }
     }
 }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{CommHook, DdpVariant, ModelSpec, Reference};
+use crate::unknown_name::UnknownName;
 
 /// CPU ranks one request may start (`RunDevice::Cpu`): a test of the script, not a cluster.
 pub const MAX_CPU_RANKS: u32 = 8;
@@ -69,13 +70,13 @@ pub enum Amp {
 }
 
 impl std::str::FromStr for Amp {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "bf16" | "bfloat16" => Ok(Amp::Bf16),
             "fp16" | "float16" | "half" => Ok(Amp::Fp16),
             "none" | "fp32" | "off" => Ok(Amp::None),
-            other => Err(format!("--amp {other:?}: expected bf16, fp16 or none")),
+            other => Err(UnknownName::new("--amp", other, "bf16, fp16 or none")),
         }
     }
 }
@@ -144,13 +145,13 @@ impl Backend {
 }
 
 impl std::str::FromStr for Backend {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "nccl" => Ok(Backend::Nccl),
             "gloo" => Ok(Backend::Gloo),
             "nccl2" => Ok(Backend::Nccl2),
-            other => Err(format!("--backend {other:?}: expected nccl, gloo or nccl2")),
+            other => Err(UnknownName::new("--backend", other, "nccl, gloo or nccl2")),
         }
     }
 }
@@ -166,14 +167,16 @@ pub enum CompileMode {
 }
 
 impl std::str::FromStr for CompileMode {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
             "default" => Ok(CompileMode::Default),
             "reduce-overhead" => Ok(CompileMode::ReduceOverhead),
             "max-autotune" => Ok(CompileMode::MaxAutotune),
-            other => Err(format!(
-                "--compile-mode {other:?}: expected default, reduce-overhead or max-autotune"
+            other => Err(UnknownName::new(
+                "--compile-mode",
+                other,
+                "default, reduce-overhead or max-autotune",
             )),
         }
     }
@@ -282,12 +285,12 @@ impl RunDevice {
 }
 
 impl std::str::FromStr for RunDevice {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "cuda" | "gpu" => Ok(RunDevice::Cuda),
             "cpu" => Ok(RunDevice::Cpu),
-            other => Err(format!("--device {other:?}: expected cuda or cpu")),
+            other => Err(UnknownName::new("--device", other, "cuda or cpu")),
         }
     }
 }
@@ -373,7 +376,7 @@ impl DdpRequest {
             return bad("too many models (16), variants (32) or GPU counts (16)".into());
         }
         for m in &self.models {
-            m.validate().map_err(crate::ProbeError::Invalid)?;
+            m.validate()?;
         }
         for v in &self.variants {
             if !(1..=1024).contains(&v.accum) {

@@ -47,7 +47,7 @@ pub enum ModelSource {
 impl ModelSource {
     /// Reads `py:...`, `torchvision:...`, `timm:...` or `hf:...`; `None` when `s` is none of
     /// these forms (a preset or spec), `Some(Err)` when it is one of them and malformed.
-    pub fn parse(s: &str) -> Option<Result<Self, String>> {
+    pub fn parse(s: &str) -> Option<Result<Self, SourceError>> {
         let s = s.trim();
         let (scheme, rest) = s.split_once(':')?;
         let parsed = match scheme.to_ascii_lowercase().as_str() {
@@ -57,7 +57,7 @@ impl ModelSource {
             "hf" => parse_hf(rest),
             _ => return None,
         };
-        Some(parsed.map_err(|e| format!("model {s:?}: {e}; expected {SOURCE_FORMS}")))
+        Some(parsed)
     }
 
     /// The text form `parse` reads back: how the model travels in the API and in results.
@@ -92,7 +92,7 @@ impl ModelSource {
 
     /// The bounds `parse` reads by, for a source that arrives already split into its fields
     /// (the API's `ModelChoice`): what a daemon checks before anything runs.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SourceError> {
         match self {
             ModelSource::Python { target, function } => check_factory(target, function),
             ModelSource::Torchvision { name } | ModelSource::Timm { name } => {
@@ -141,6 +141,40 @@ impl fmt::Display for ModelSource {
     }
 }
 
+/// What is wrong with a model built by code, read from text or from the API's fields.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    #[error("a factory is py:FILE.py:FUNCTION or py:MODULE:FUNCTION")]
+    FactoryForm,
+    #[error("{0:?} is not a Python function name")]
+    Function(String),
+    #[error("{0:?} is neither a .py file nor a dotted module name")]
+    FactoryTarget(String),
+    #[error("the factory's path holds control characters")]
+    FactoryControl,
+    #[error("{0:?} is not a model name")]
+    ModelName(String),
+    /// An `hf:` part or override that is not `KEY=VALUE` with a key Python names.
+    #[error("{0:?} is not KEY=VALUE")]
+    NotKeyValue(String),
+    #[error("seq={0}: a sequence length in 8..=131072")]
+    Seq(String),
+    #[error("{0:?}: a key or value is at most {HF_MAX_TEXT} bytes")]
+    OverrideLength(String),
+    #[error("{0}: outside -{HF_MAX_INT}..={HF_MAX_INT}")]
+    IntRange(String),
+    #[error("{0}: outside -1e9..=1e9")]
+    DecimalRange(String),
+    #[error("{0:?} is not KEY=VALUE (a number, true, false or a word)")]
+    OverrideValue(String),
+    #[error("{0} overrides: at most {HF_MAX_OVERRIDES} overrides")]
+    Overrides(usize),
+    #[error("a config.json's path is at most {HF_MAX_PATH} bytes, without control characters")]
+    ConfigPath,
+    #[error("{0:?} is neither a model type (llama, gpt2, ...) nor a config.json")]
+    HfTarget(String),
+}
+
 /// A factory target names a file when it has a path separator or ends in `.py`.
 pub fn is_file_target(target: &str) -> bool {
     target.contains('/') || target.ends_with(".py")
@@ -155,10 +189,8 @@ fn is_identifier(s: &str) -> bool {
 }
 
 /// `FILE.py:FUNCTION` or `MODULE:FUNCTION` (the last `:` splits, so a path may hold one).
-fn parse_python(rest: &str) -> Result<ModelSource, String> {
-    let (target, function) = rest
-        .rsplit_once(':')
-        .ok_or("a factory is py:FILE.py:FUNCTION or py:MODULE:FUNCTION")?;
+fn parse_python(rest: &str) -> Result<ModelSource, SourceError> {
+    let (target, function) = rest.rsplit_once(':').ok_or(SourceError::FactoryForm)?;
     check_factory(target, function)?;
     Ok(ModelSource::Python {
         target: target.to_string(),
@@ -166,28 +198,26 @@ fn parse_python(rest: &str) -> Result<ModelSource, String> {
     })
 }
 
-fn check_factory(target: &str, function: &str) -> Result<(), String> {
+fn check_factory(target: &str, function: &str) -> Result<(), SourceError> {
     if !is_identifier(function) {
-        return Err(format!("{function:?} is not a Python function name"));
+        return Err(SourceError::Function(function.to_string()));
     }
     let module_ok = || target.split('.').all(is_identifier);
     if target.is_empty() || !(is_file_target(target) || module_ok()) {
-        return Err(format!(
-            "{target:?} is neither a .py file nor a dotted module name"
-        ));
+        return Err(SourceError::FactoryTarget(target.to_string()));
     }
     if target.chars().any(char::is_control) {
-        return Err("the factory's path holds control characters".into());
+        return Err(SourceError::FactoryControl);
     }
     Ok(())
 }
 
 /// A library's model name: letters, digits, `_`, `.` and `-` (timm's tags), at most 128.
-fn library_name(rest: &str) -> Result<String, String> {
+fn library_name(rest: &str) -> Result<String, SourceError> {
     check_library_name(rest).map(|()| rest.to_string())
 }
 
-fn check_library_name(name: &str) -> Result<(), String> {
+fn check_library_name(name: &str) -> Result<(), SourceError> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && name
@@ -196,22 +226,22 @@ fn check_library_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("{name:?} is not a model name"))
+        Err(SourceError::ModelName(name.to_string()))
     }
 }
 
 /// `MODEL_TYPE[,KEY=VALUE...]` or `PATH/config.json[,KEY=VALUE...]`; `seq=N` sets the batch's
 /// sequence length rather than a configuration field.
-fn parse_hf(rest: &str) -> Result<ModelSource, String> {
+fn parse_hf(rest: &str) -> Result<ModelSource, SourceError> {
     let mut parts = rest.split(',').map(str::trim);
     let what = parts.next().unwrap_or("");
     let (mut overrides, mut seq) = (Vec::new(), HF_DEFAULT_SEQ);
     for part in parts {
         let (k, v) = part
             .split_once('=')
-            .ok_or_else(|| format!("{part:?} is not KEY=VALUE"))?;
+            .ok_or_else(|| SourceError::NotKeyValue(part.to_string()))?;
         if k == "seq" {
-            seq = v.parse().map_err(|_| seq_range(v))?;
+            seq = v.parse().map_err(|_| SourceError::Seq(v.to_string()))?;
         } else {
             overrides.push((k.to_string(), v.to_string()));
         }
@@ -232,10 +262,6 @@ fn is_config_path(what: &str) -> bool {
     what.ends_with(".json") || what.contains('/')
 }
 
-fn seq_range(v: impl fmt::Display) -> String {
-    format!("seq={v}: a sequence length in 8..=131072")
-}
-
 /// At most this many `KEY=VALUE` overrides, each key and value at most [`HF_MAX_TEXT`] bytes.
 pub const HF_MAX_OVERRIDES: usize = 32;
 /// The longest key or value of an override.
@@ -252,29 +278,26 @@ pub const HF_MAX_DECIMAL: f64 = 1e9;
 /// One override as the script reads it (`typed`: `true`/`false`, an int, a float, else text):
 /// a number within its bounds, or a word of letters, digits, `_`, `.` and `-` that starts with a
 /// letter and that Python does not read as a number (`nan`, `inf`).
-fn check_override(k: &str, v: &str) -> Result<(), String> {
+fn check_override(k: &str, v: &str) -> Result<(), SourceError> {
     let pair = || format!("{k}={v}");
     if k.len() > HF_MAX_TEXT || v.len() > HF_MAX_TEXT {
-        return Err(format!(
-            "{:?}: a key or value is at most {HF_MAX_TEXT} bytes",
-            pair()
-        ));
+        return Err(SourceError::OverrideLength(pair()));
     }
     if !is_identifier(k) || k == "seq" {
-        return Err(format!("{:?} is not KEY=VALUE", pair()));
+        return Err(SourceError::NotKeyValue(pair()));
     }
     if let Ok(n) = v.parse::<i64>() {
         return if n.abs() <= HF_MAX_INT {
             Ok(())
         } else {
-            Err(format!("{}: outside -{HF_MAX_INT}..={HF_MAX_INT}", pair()))
+            Err(SourceError::IntRange(pair()))
         };
     }
     if let Ok(x) = v.parse::<f64>() {
         return if x.is_finite() && x.abs() <= HF_MAX_DECIMAL {
             Ok(())
         } else {
-            Err(format!("{}: outside -1e9..=1e9", pair()))
+            Err(SourceError::DecimalRange(pair()))
         };
     }
     let word = v.starts_with(|c: char| c.is_ascii_alphabetic())
@@ -283,10 +306,7 @@ fn check_override(k: &str, v: &str) -> Result<(), String> {
     if word {
         Ok(())
     } else {
-        Err(format!(
-            "{:?} is not KEY=VALUE (a number, true, false or a word)",
-            pair()
-        ))
+        Err(SourceError::OverrideValue(pair()))
     }
 }
 
@@ -296,23 +316,18 @@ fn check_hf(
     config_path: Option<&str>,
     overrides: &[(String, String)],
     seq: u32,
-) -> Result<(), String> {
+) -> Result<(), SourceError> {
     if overrides.len() > HF_MAX_OVERRIDES {
-        return Err(format!(
-            "{} overrides: at most {HF_MAX_OVERRIDES} overrides",
-            overrides.len()
-        ));
+        return Err(SourceError::Overrides(overrides.len()));
     }
     for (k, v) in overrides {
         check_override(k, v)?;
     }
     if config_path.is_some_and(|p| p.len() > HF_MAX_PATH || p.chars().any(char::is_control)) {
-        return Err(format!(
-            "a config.json's path is at most {HF_MAX_PATH} bytes, without control characters"
-        ));
+        return Err(SourceError::ConfigPath);
     }
     if !(8..=131_072).contains(&seq) {
-        return Err(seq_range(seq));
+        return Err(SourceError::Seq(seq.to_string()));
     }
     let target_ok = match (model_type, config_path) {
         (Some(t), None) => !is_config_path(t) && library_name(t).is_ok(),
@@ -320,9 +335,8 @@ fn check_hf(
         _ => false,
     };
     if !target_ok {
-        return Err(format!(
-            "{:?} is neither a model type (llama, gpt2, ...) nor a config.json",
-            config_path.or(model_type).unwrap_or("")
+        return Err(SourceError::HfTarget(
+            config_path.or(model_type).unwrap_or("").to_string(),
         ));
     }
     Ok(())
@@ -356,7 +370,12 @@ mod tests {
 
     #[test]
     fn malformed_sources_say_what_is_wrong() {
-        let err = |a: &str| ModelSource::parse(a).expect("source").unwrap_err();
+        let err = |a: &str| {
+            ModelSource::parse(a)
+                .expect("source")
+                .unwrap_err()
+                .to_string()
+        };
         assert!(err("py:model.py").contains("py:FILE.py:FUNCTION"));
         assert!(err("py:model.py:2make").contains("not a Python function name"));
         assert!(err("py:my-module:make").contains("neither a .py file"));
@@ -367,7 +386,12 @@ mod tests {
 
     #[test]
     fn hf_overrides_are_bounded() {
-        let err = |a: &str| ModelSource::parse(a).expect("source").unwrap_err();
+        let err = |a: &str| {
+            ModelSource::parse(a)
+                .expect("source")
+                .unwrap_err()
+                .to_string()
+        };
         for ok in [
             "hf:llama,hidden_size=16384,rms_norm_eps=1e-06,rope_theta=500000.0,tie_word_embeddings=false,hidden_act=silu",
             "hf:llama,pad_token_id=-1,vocab_size=262144",

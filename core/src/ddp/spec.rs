@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::decoder::Decoder;
+use super::model_error::ShapeError;
 use super::source::ModelSource;
 use super::wrapper::Wrapper;
 use crate::num::ToF64;
@@ -123,10 +124,10 @@ impl ModelSpec {
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ShapeError> {
         match self {
             ModelSpec::Decoder(d) => d.validate(),
-            ModelSpec::External { source } => source.validate(),
+            ModelSpec::External { source } => Ok(source.validate()?),
             ModelSpec::Mlp {
                 width,
                 depth,
@@ -134,9 +135,10 @@ impl ModelSpec {
                 output,
             } => {
                 if !(8..=65536).contains(width) || !(1..=64).contains(depth) {
-                    return Err(format!(
-                        "MLP width {width} (8..=65536) or depth {depth} (1..=64) out of range"
-                    ));
+                    return Err(ShapeError::MlpSize {
+                        width: *width,
+                        depth: *depth,
+                    });
                 }
                 match (input, output) {
                     (None, None) => Ok(()),
@@ -145,12 +147,11 @@ impl ModelSpec {
                     {
                         Ok(())
                     }
-                    (Some(_), Some(_)) => Err(format!(
-                        "MLP input {} or output {} outside 1..=1048576",
-                        input.unwrap_or(0),
-                        output.unwrap_or(0)
-                    )),
-                    _ => Err("an MLP takes both an input and an output width, or neither".into()),
+                    (Some(i), Some(o)) => Err(ShapeError::MlpInOut {
+                        input: *i,
+                        output: *o,
+                    }),
+                    _ => Err(ShapeError::MlpInOutPair),
                 }
             }
         }
@@ -236,37 +237,64 @@ fn is_ddp(w: &Wrapper) -> bool {
     *w == Wrapper::Ddp
 }
 
+/// Why a variant (its text, or the API's fields) names nothing the benchmark runs: a part
+/// unknown or out of its bounds, or parts that cannot run together. Each names the part or the
+/// variant refused, as its text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VariantError {
+    #[error("{0:?}: one wrapper per variant")]
+    TwoWrappers(String),
+    #[error("{0:?}: accumulation needs a number, e.g. accum4")]
+    AccumNumber(String),
+    #[error("{0:?}: accumulation must be 1..=1024")]
+    AccumRange(String),
+    #[error("{0:?}: PowerSGD's rank needs a number, e.g. powersgd4")]
+    RankNumber(String),
+    #[error("{0:?}: PowerSGD's rank must be 1..={POWERSGD_MAX_RANK}")]
+    RankRange(String),
+    #[error("{0:?}: bucket size needs MB, e.g. bucket50")]
+    BucketNumber(String),
+    #[error("{0:?}: bucket_cap_mb must be 0.1..=4096")]
+    BucketRange(String),
+    #[error("unknown variant part {0:?}: expected base, bf16, fp16, powersgd, powersgdN, accumN, bucketMB, replicate, fsdp, fsdp-noreshard, hsdp, nocomm, nobucketview, joined with +")]
+    UnknownPart(String),
+    #[error("{0:?}: a PowerSGD rank without the PowerSGD hook")]
+    RankWithoutHook(String),
+    #[error("{name:?}: {wrapper} is FSDP2's and takes no DDP comm hook")]
+    HookOnFsdp { name: String, wrapper: Wrapper },
+    #[error("{0:?}: nocomm sends no gradients, so it takes no comm hook and no FSDP")]
+    NocommWith(String),
+}
+
 /// Gradient accumulation's bounds, 1..=1024; `what` is the part or variant refused.
-fn accum_in_bounds(what: &str, k: u32) -> Result<(), String> {
+fn accum_in_bounds(what: &str, k: u32) -> Result<(), VariantError> {
     if (1..=1024).contains(&k) {
         Ok(())
     } else {
-        Err(format!("{what:?}: accumulation must be 1..=1024"))
+        Err(VariantError::AccumRange(what.to_string()))
     }
 }
 
 /// PowerSGD's rank bounds, 1..=[`POWERSGD_MAX_RANK`].
-fn rank_in_bounds(what: &str, r: u32) -> Result<(), String> {
+fn rank_in_bounds(what: &str, r: u32) -> Result<(), VariantError> {
     if (1..=POWERSGD_MAX_RANK).contains(&r) {
         Ok(())
     } else {
-        Err(format!(
-            "{what:?}: PowerSGD's rank must be 1..={POWERSGD_MAX_RANK}"
-        ))
+        Err(VariantError::RankRange(what.to_string()))
     }
 }
 
 /// DDP's `bucket_cap_mb` bounds, 0.1..=4096 MB.
-fn bucket_in_bounds(what: &str, mb: f64) -> Result<(), String> {
+fn bucket_in_bounds(what: &str, mb: f64) -> Result<(), VariantError> {
     if mb.is_finite() && (0.1..=4096.0).contains(&mb) {
         Ok(())
     } else {
-        Err(format!("{what:?}: bucket_cap_mb must be 0.1..=4096"))
+        Err(VariantError::BucketRange(what.to_string()))
     }
 }
 
 impl FromStr for DdpVariant {
-    type Err = String;
+    type Err = VariantError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut v = DdpVariant::default();
         let mut wrapper_named = false;
@@ -283,32 +311,30 @@ impl FromStr for DdpVariant {
                 _ => {
                     if let Some(w) = Wrapper::from_part(&p) {
                         if wrapper_named && v.wrapper != w {
-                            return Err(format!("{s:?}: one wrapper per variant"));
+                            return Err(VariantError::TwoWrappers(s.to_string()));
                         }
                         v.wrapper = w;
                         wrapper_named = true;
                     } else if let Some(k) = p.strip_prefix("accum") {
-                        v.accum = k.parse().map_err(|_| {
-                            format!("{part:?}: accumulation needs a number, e.g. accum4")
-                        })?;
+                        v.accum = k
+                            .parse()
+                            .map_err(|_| VariantError::AccumNumber(part.to_string()))?;
                         accum_in_bounds(part, v.accum)?;
                     } else if let Some(r) = p.strip_prefix("powersgd") {
-                        let r: u32 = r.parse().map_err(|_| {
-                            format!("{part:?}: PowerSGD's rank needs a number, e.g. powersgd4")
-                        })?;
+                        let r: u32 = r
+                            .parse()
+                            .map_err(|_| VariantError::RankNumber(part.to_string()))?;
                         rank_in_bounds(part, r)?;
                         v.hook = CommHook::PowerSgd;
                         v.powersgd_rank = Some(r);
                     } else if let Some(mb) = p.strip_prefix("bucket") {
-                        let mb: f64 = mb.parse().map_err(|_| {
-                            format!("{part:?}: bucket size needs MB, e.g. bucket50")
-                        })?;
+                        let mb: f64 = mb
+                            .parse()
+                            .map_err(|_| VariantError::BucketNumber(part.to_string()))?;
                         bucket_in_bounds(part, mb)?;
                         v.bucket_cap_mb = Some(mb);
                     } else {
-                        return Err(format!(
-                            "unknown variant part {part:?}: expected base, bf16, fp16, powersgd, powersgdN, accumN, bucketMB, replicate, fsdp, fsdp-noreshard, hsdp, nocomm, nobucketview, joined with +"
-                        ));
+                        return Err(VariantError::UnknownPart(part.to_string()));
                     }
                 }
             }
@@ -321,7 +347,7 @@ impl DdpVariant {
     /// The variant with its derived fields set from its parts (`fsdp` from the wrapper, `name`
     /// spelled from the parts, [`DdpVariant::spelled`]), or why its parts cannot run together
     /// or lie out of bounds. The text form and the API's fields both end here: one set of rules.
-    pub fn checked(mut self) -> Result<Self, String> {
+    pub fn checked(mut self) -> Result<Self, VariantError> {
         self.wrapper = self.wrapper();
         self.fsdp = self.wrapper.is_fsdp2();
         self.name = self.spelled();
@@ -329,9 +355,7 @@ impl DdpVariant {
         accum_in_bounds(name, self.accum)?;
         if let Some(r) = self.powersgd_rank {
             if self.hook != CommHook::PowerSgd {
-                return Err(format!(
-                    "{name:?}: a PowerSGD rank without the PowerSGD hook"
-                ));
+                return Err(VariantError::RankWithoutHook(name.clone()));
             }
             rank_in_bounds(name, r)?;
         }
@@ -339,15 +363,13 @@ impl DdpVariant {
             bucket_in_bounds(name, mb)?;
         }
         if self.fsdp && self.hook != CommHook::None {
-            return Err(format!(
-                "{name:?}: {} is FSDP2's and takes no DDP comm hook",
-                self.wrapper
-            ));
+            return Err(VariantError::HookOnFsdp {
+                name: name.clone(),
+                wrapper: self.wrapper,
+            });
         }
         if self.nocomm && (self.fsdp || self.hook != CommHook::None) {
-            return Err(format!(
-                "{name:?}: nocomm sends no gradients, so it takes no comm hook and no FSDP"
-            ));
+            return Err(VariantError::NocommWith(name.clone()));
         }
         Ok(self)
     }

@@ -53,6 +53,7 @@ fn parses_variants_and_rejects_nonsense() {
     assert!("turbo"
         .parse::<DdpVariant>()
         .unwrap_err()
+        .to_string()
         .contains("unknown variant part"));
 }
 
@@ -456,6 +457,7 @@ fn rows_of_reports_before_the_reference_field_rest_on_the_ddp_step() {
     assert!("both"
         .parse::<Reference>()
         .unwrap_err()
+        .to_string()
         .contains("plain or ddp"));
 }
 
@@ -539,6 +541,7 @@ fn the_backend_is_part_of_the_recipe_and_left_out_when_nccl() {
     assert!("mpi"
         .parse::<Backend>()
         .unwrap_err()
+        .to_string()
         .contains("expected nccl, gloo or nccl2"));
     let gloo = Recipe {
         backend: Backend::Gloo,

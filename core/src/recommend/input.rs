@@ -417,7 +417,8 @@ pub(super) fn validate(input: &RecommendInput) -> Result<(), ModelError> {
         };
     }
     if let ModelInput::Spec { spec } = &input.model {
-        spec.validate().map_err(ModelError::Invalid)?;
+        spec.validate()
+            .map_err(|e| ModelError::Invalid(e.to_string()))?;
     }
     for m in &input.measured {
         let ok = |x: Option<f64>| x.is_none_or(|u| u.is_finite() && u >= 0.0);

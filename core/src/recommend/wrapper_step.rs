@@ -10,6 +10,7 @@ use crate::step_time::fsdp::{
     predict_fsdp2, Fsdp2Curves, Fsdp2Inputs, Fsdp2Prediction, Fsdp2Units,
 };
 use crate::step_time::fsdp_own::OneGpuOwn;
+use crate::step_time::ModelError;
 
 use super::answer::Answer;
 use super::{Reason, Recommendation};
@@ -56,10 +57,10 @@ pub fn predict_wrapper_step(
     wrapper: Wrapper,
     input: WrapperStepInput,
     curves: &Fsdp2Curves,
-) -> Result<(), String> {
+) -> Result<(), ModelError> {
     let mut i = Fsdp2Inputs::new(wrapper, rec.gpus, input.units, input.plain_step_s);
     i.own_one_gpu_s = input.own.as_ref().map_or(0.0, |o| o.seconds);
-    let p = predict_fsdp2(&i, curves).map_err(|e| e.to_string())?;
+    let p = predict_fsdp2(&i, curves)?;
     let own_how = input.own.map_or_else(
         || "not measured (left out): measure it with `bench ddp --gpus 1`".to_string(),
         |o| o.how,
@@ -231,7 +232,7 @@ mod tests {
     fn hsdp_without_an_all_reduce_curve_is_not_predicted() {
         let mut rec = sharded();
         let err = predict_wrapper_step(&mut rec, Wrapper::Hsdp, input(None), &curves());
-        assert!(err.unwrap_err().contains("all_reduce"));
+        assert!(err.unwrap_err().to_string().contains("all_reduce"));
         assert!(rec.wrapper_step.is_none() && rec.answer.is_none());
     }
 }

@@ -54,9 +54,8 @@ impl Effective {
             None => PathBuf::from(ddpcheck_proto::DEFAULT_SOCKET),
             // A path that is not UTF-8 names no scheme: it is a path.
             Some(p) => match p.to_str() {
-                Some(text) => {
-                    crate::listen::socket_path(text).map_err(|e| self.invalid("listen", text, e))?
-                }
+                Some(text) => crate::listen::socket_path(text)
+                    .map_err(|e| self.invalid("listen", text, e.to_string()))?,
                 None if p
                     .as_os_str()
                     .as_encoded_bytes()
@@ -137,7 +136,11 @@ impl Effective {
             None => None,
             Some(p) if p.as_os_str().is_empty() => None,
             Some(p) => Some(Arc::new(WebConfig::load(p).map_err(|e| {
-                self.invalid("web_config_file", p.display().to_string(), e.message)
+                self.invalid(
+                    "web_config_file",
+                    p.display().to_string(),
+                    e.problem.to_string(),
+                )
             })?)),
         };
         if tcp.is_some() && tls.is_none() {
@@ -176,7 +179,7 @@ impl Effective {
         for part in text.split(':').map(str::trim).filter(|p| !p.is_empty()) {
             let dir = Path::new(part);
             crate::factories::strict_dir(dir)
-                .map_err(|e| self.invalid("factory_dirs", text.to_string(), e))?;
+                .map_err(|e| self.invalid("factory_dirs", text.to_string(), e.to_string()))?;
             dirs.push(dir.to_path_buf());
         }
         Ok(dirs)

@@ -31,7 +31,7 @@ impl Measurements {
     pub(super) fn add_json(&mut self, text: &str, origin: &str) -> Result<(), RunError> {
         let v: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| RunError::Usage(format!("{origin}: not a ddpcheck JSON report: {e}")))?;
-        let out_of_range = |e: String| RunError::Usage(format!("{origin}: {e}"));
+        let out_of_range = |e: saved::SavedError| RunError::Usage(format!("{origin}: {e}"));
         saved::check_schema_version(&v).map_err(out_of_range)?;
         let kind = v
             .get("kind")

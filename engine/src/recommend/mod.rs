@@ -119,7 +119,7 @@ impl RecommendRequest {
                 .map(|v| {
                     self.measured_as(v)
                         .parse::<DdpVariant>()
-                        .map_err(RunError::Usage)
+                        .map_err(RunError::usage)
                 })
                 .collect::<Result<_, _>>()?,
             world_sizes: sizes,

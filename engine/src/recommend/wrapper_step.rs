@@ -17,6 +17,22 @@ use ddpcheck_core::step_time::op_curve::OpCurve;
 use ddpcheck_core::step_time::{LinkCurve, DEFAULT_BACKWARD_FRACTION};
 
 use super::Gathering;
+use crate::RunError;
+
+/// Why the sharded answer's step is not predicted (said in one reason; the answer stands).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum WrapperStepError {
+    #[error("it needs one GPU's plain step, which a model that does not fit one GPU cannot measure: give --step-time-ms or --estimate-tflops")]
+    NoPlainStep,
+    #[error("no memory plan")]
+    NoMemoryPlan,
+    /// The node's GPUs could not be counted, or its sweep did not run.
+    #[error("{0}")]
+    Node(#[from] RunError),
+    /// FSDP2's model refused the inputs (a missing curve, a mesh that cannot run).
+    #[error("{0}")]
+    Model(#[from] ddpcheck_core::step_time::ModelError),
+}
 
 impl Gathering<'_> {
     /// Predicts the sharded answer's step where a plain step is known; otherwise says in one
@@ -28,7 +44,7 @@ impl Gathering<'_> {
         let plan = rec.memory.clone();
         let result = self
             .step_input(model, rec, plan.as_ref(), wrapper)
-            .and_then(|(input, curves)| predict_wrapper_step(rec, wrapper, input, &curves));
+            .and_then(|(input, curves)| Ok(predict_wrapper_step(rec, wrapper, input, &curves)?));
         if let Err(why) = result {
             rec.reasons.push(ddpcheck_core::recommend::Reason {
                 text: format!("{wrapper}'s step is not predicted: {why}."),
@@ -43,7 +59,7 @@ impl Gathering<'_> {
         rec: &Recommendation,
         plan: Option<&MemoryPlan>,
         wrapper: Wrapper,
-    ) -> Result<(WrapperStepInput, Fsdp2Curves), String> {
+    ) -> Result<(WrapperStepInput, Fsdp2Curves), WrapperStepError> {
         let a = self.req;
         let (plain_step_s, plain_how) = if let Some(ms) = a.step_time_ms {
             let scaled = ms / 1e3 * f64::from(rec.micro_batch) / f64::from(a.micro_batch.max(1));
@@ -58,11 +74,7 @@ impl Gathering<'_> {
                 format!("ESTIMATED from {flops:.3e} FLOPs at {tflops} TFLOP/s"),
             )
         } else {
-            return Err(
-                "it needs one GPU's plain step, which a model that does not fit one \
-                        GPU cannot measure: give --step-time-ms or --estimate-tflops"
-                    .into(),
-            );
+            return Err(WrapperStepError::NoPlainStep);
         };
         // Every block checkpointed runs its forward again in backward.
         let ckpt = plan
@@ -77,7 +89,9 @@ impl Gathering<'_> {
         } else {
             (plain_step_s, plain_how)
         };
-        let m = plan.map(|p| &p.model).ok_or("no memory plan")?;
+        let m = plan
+            .map(|p| &p.model)
+            .ok_or(WrapperStepError::NoMemoryPlan)?;
         let layers = (m.params.saturating_sub(m.root))
             .checked_div(m.largest_block)
             .unwrap_or(0);
@@ -117,10 +131,10 @@ impl Gathering<'_> {
 
     /// The all-gather and reduce-scatter curves at (or nearest above one GPU to) `gpus`, from
     /// the reports given, else swept here; the all-reduce curve beside them.
-    fn fsdp2_curves(&mut self, gpus: u32) -> Result<(Fsdp2Curves, String), String> {
+    fn fsdp2_curves(&mut self, gpus: u32) -> Result<(Fsdp2Curves, String), RunError> {
         let mut how = "from the reports given";
         if !self.has_fsdp2_sweeps() && self.req.from.is_empty() {
-            let here = self.node_gpus_here().map_err(|e| e.to_string())?;
+            let here = self.node_gpus_here()?;
             if here >= 2 {
                 // HSDP and replicate() all-reduce over the replicas too.
                 let mut ops = vec![Collective::AllGather, Collective::ReduceScatter];
@@ -136,9 +150,7 @@ impl Gathering<'_> {
                     in_place: true,
                     ..CollectiveParams::default()
                 };
-                let r = self
-                    .budgeted_sweep(params, gpus, "FSDP2's collectives")
-                    .map_err(|e| e.to_string())?;
+                let r = self.budgeted_sweep(params, gpus, "FSDP2's collectives")?;
                 self.saved.save("sweep-fsdp2", &r);
                 let h = r.header.clone();
                 if let (None, Some(s)) = (&self.m.sweep, r.all_reduce()) {
@@ -152,7 +164,7 @@ impl Gathering<'_> {
                 how = "swept here by recommend";
             }
         }
-        let (curves, ranks) = self.fsdp2_curves_given(gpus)?;
+        let (curves, ranks) = self.fsdp2_curves_given(gpus);
         Ok((
             curves,
             format!("all_gather and reduce_scatter over {ranks} GPUs, {how}"),
@@ -160,7 +172,7 @@ impl Gathering<'_> {
     }
 
     /// The curves the measurements hold (given, or swept before), and the all-gather's ranks.
-    pub(super) fn fsdp2_curves_given(&self, gpus: u32) -> Result<(Fsdp2Curves, u32), String> {
+    pub(super) fn fsdp2_curves_given(&self, gpus: u32) -> (Fsdp2Curves, u32) {
         let pick = |op: Collective| -> Option<OpCurve> {
             let best: &Sweep = self
                 .m
@@ -181,7 +193,7 @@ impl Gathering<'_> {
                 .and_then(|(s, _)| LinkCurve::from_sweep(s).ok()),
         };
         let ranks = curves.all_gather.as_ref().map_or(0, |c| c.ranks);
-        Ok((curves, ranks))
+        (curves, ranks)
     }
 
     fn has_fsdp2_sweeps(&self) -> bool {

@@ -56,9 +56,7 @@ impl Gathering<'_> {
             .checked_div(m.largest_block)
             .unwrap_or(0);
         let units = Fsdp2Units::uniform(m.params, layers, m.largest_block);
-        let Ok((curves, _)) = self.fsdp2_curves_given(rec.gpus) else {
-            return;
-        };
+        let (curves, _) = self.fsdp2_curves_given(rec.gpus);
         let own_measured = self.fsdp2_own_measured(model);
         let copy = self.fsdp2_one_gpu_copy();
         let at_n = self.fsdp2_runs(model, rec.gpus);

@@ -18,7 +18,7 @@ pub(super) struct Ended {
     /// We stopped it: at the deadline, or when it did not exit after its last result.
     pub(super) stopped: bool,
     /// Its exit status, or why there is none.
-    pub(super) exit: Result<ExitStatus, String>,
+    pub(super) exit: Exit,
     /// The last lines of stderr, oldest first.
     pub(super) stderr_tail: Vec<String>,
 }
@@ -34,7 +34,7 @@ impl Ended {
             Ok(o) => {
                 return Ok(Ended {
                     stopped: false,
-                    exit: Ok(o.status),
+                    exit: Exit::Status(o.status),
                     stderr_tail: tail_lines(&o.stderr_tail),
                 })
             }
@@ -46,10 +46,10 @@ impl Ended {
             SuperviseError::Timeout { .. } | SuperviseError::Lingered { .. }
         );
         let exit = match e.exit_status() {
-            Some(st) => Ok(st),
-            None if stopped => Err("not reaped after SIGKILL".to_string()),
+            Some(st) => Exit::Status(st),
+            None if stopped => Exit::NotReaped,
             // The supervisor's own trouble (an I/O error; lenient lines never fail): its words.
-            None => Err(clip(&e.to_string(), 500)),
+            None => Exit::Supervisor(clip(&e.to_string(), 500)),
         };
         Ok(Ended {
             stopped,
@@ -59,15 +59,26 @@ impl Ended {
     }
 
     pub(super) fn success(&self) -> bool {
-        matches!(&self.exit, Ok(st) if st.success())
+        matches!(&self.exit, Exit::Status(st) if st.success())
     }
 
     pub(super) fn describe(&self) -> String {
         match &self.exit {
-            Ok(st) => describe_exit(st),
-            Err(why) => why.clone(),
+            Exit::Status(st) => describe_exit(st),
+            Exit::NotReaped => "not reaped after SIGKILL".to_string(),
+            Exit::Supervisor(why) => why.clone(),
         }
     }
+}
+
+/// A child's exit status, or why there is none.
+#[derive(Debug)]
+pub(super) enum Exit {
+    Status(ExitStatus),
+    /// Stopped by us and still not reaped after SIGKILL.
+    NotReaped,
+    /// The supervisor's own trouble (an I/O error), in its words.
+    Supervisor(String),
 }
 
 /// The supervisor's stderr tail as its last [`TAIL_LINES`] lines, each cut at

@@ -187,10 +187,10 @@ impl SearchPlan {
     pub fn open(&self, probe_symbol: &str) -> Result<Found, LoadError> {
         if let Some((p, how)) = &self.explicit {
             // An explicit choice is honoured or reported, never replaced.
-            let lib = dlopen(p).map_err(|detail| LoadError::Open {
+            let lib = dlopen(p).map_err(|e| LoadError::Open {
                 path: p.display().to_string(),
                 how: how.clone(),
-                detail,
+                detail: e.to_string(),
             })?;
             return Ok(Found {
                 lib,
@@ -211,9 +211,7 @@ impl SearchPlan {
                     });
                 }
                 // "cannot open shared object file" is the expected miss; keep other reasons.
-                Err(e) if !e.contains("No such file") && !e.contains("cannot open shared") => {
-                    failures.push(format!("{name}: {e}"))
-                }
+                Err(e) if !e.is_missing() => failures.push(format!("{name}: {e}")),
                 Err(_) => {}
             }
         }
@@ -251,13 +249,25 @@ pub fn open_cuda(explicit: Option<&Path>) -> Result<(Library, PathBuf), LoadErro
     Ok((f.lib, f.path))
 }
 
-fn dlopen(p: &Path) -> Result<Library, String> {
+/// The loader's refusal to open a library: the first line of its message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct DlopenError(String);
+
+impl DlopenError {
+    /// "cannot open shared object file": no such file, the expected miss of a search.
+    fn is_missing(&self) -> bool {
+        self.0.contains("No such file") || self.0.contains("cannot open shared")
+    }
+}
+
+fn dlopen(p: &Path) -> Result<Library, DlopenError> {
     // RTLD_NOW: a missing dependency fails here, with a message, not later with a crash.
     // SAFETY: loading a shared library runs its initialisers; these are the vendor's GPU
     // libraries, loaded once per worker process.
     unsafe { Library::open(Some(p), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
         let s = e.to_string();
-        s.lines().next().unwrap_or("").to_string()
+        DlopenError(s.lines().next().unwrap_or("").to_string())
     })
 }
 
