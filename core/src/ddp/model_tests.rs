@@ -215,3 +215,39 @@ fn gradient_layouts_hold_every_parameter_of_the_new_specs() {
     assert!((l.tensors[0].ready - 10.0 / all).abs() < 1e-12);
     assert!((l.tensors[1].ready - 20490.0 / all).abs() < 1e-12);
 }
+
+/// Each refusal is the variant of its failure, with the text given, and reads as before.
+#[test]
+fn a_refused_model_says_which_failure_it_is() {
+    let err = |arg: &str| arg.parse::<ModelSpec>().unwrap_err();
+    assert_eq!(
+        err("mlp:4096xq"),
+        ModelSpecError::Form {
+            arg: "mlp:4096xq".into(),
+            cause: FormError::NotANumber("q".into()),
+            expected: MODEL_FORMS,
+        }
+    );
+    assert_eq!(
+        err(" decoder:2,60,4,256,1000,llama "),
+        ModelSpecError::Shape {
+            arg: "decoder:2,60,4,256,1000,llama".into(),
+            cause: ShapeError::OddHeadWidth {
+                width: 60,
+                heads: 4
+            },
+        }
+    );
+    assert_eq!(
+        err("mlp:784->2048x4->0").to_string(),
+        "model \"mlp:784->2048x4->0\": MLP input 784 or output 0 outside 1..=1048576"
+    );
+    assert!(matches!(
+        err("hf:llama,seq=2"),
+        ModelSpecError::Source { cause: SourceError::Seq(s), .. } if s == "2"
+    ));
+    assert_eq!(
+        from_hf_config(r#"{"n_layer": 2, "n_head": 4}"#),
+        Err(HfConfigError::Missing("n_embd".into()))
+    );
+}
