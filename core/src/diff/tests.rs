@@ -311,6 +311,7 @@ fn an_artifact_readers_parts_become_facts() {
         driver_version: None,
         cuda_version: None,
         algo_proto: Some("Ring/Simple".into()),
+        log_transport: None,
     });
     assert_eq!(f.kind, RunKind::Artifacts);
     assert_eq!(f.gpu_count, 2);
