@@ -37,6 +37,9 @@ pub struct Assembled {
     pub nccl_version: Option<String>,
     /// The algorithm and protocol of the largest all-reduce NCCL's log shows (`Ring/Simple`).
     pub algo_proto: Option<String>,
+    /// Every transport the channel lines of NCCL's logs show (`P2P/CUMEM, SHM/direct`): a run's
+    /// transports where its log names no GPU (a training job's log given alone).
+    pub log_transport: Option<String>,
     /// What a missing artifact would have decided, one line each.
     pub undecided: Vec<String>,
 }
@@ -134,6 +137,7 @@ pub fn assemble(reads: &[Read]) -> Result<Assembled, ArtifactError> {
             .find_map(|l| l.nccl_version.clone())
             .or_else(|| b.tests.iter().find_map(|(t, _)| t.nccl_version.clone())),
         algo_proto: algo_proto(&b),
+        log_transport: b.logs.iter().find_map(|l| l.transports()),
         gpus,
         topology,
         platform,

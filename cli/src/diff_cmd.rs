@@ -83,6 +83,7 @@ fn artifact_folder(path: &Path) -> Result<RunFacts, RunError> {
         driver_version: a.driver_version.clone(),
         cuda_version: a.cuda_version.clone(),
         algo_proto: a.algo_proto.clone(),
+        log_transport: a.log_transport.clone(),
     }))
 }
 

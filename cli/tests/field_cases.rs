@@ -3,7 +3,8 @@
 //! agree with the cases' truth, and a replay of each case through the real binary (`explain
 //! --from-artifacts DIR --json`, with `--expect-gpus N` where the case gives the machine type's
 //! count) gives the verdict and causes its row states, with the summary line's counts of false
-//! fails and false passes.
+//! fails and false passes. Two-run cases (`judged_by = "diff"`) are replayed through `diff a b`
+//! instead (`two_runs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a failed set-up is a failed test
 
 use std::collections::BTreeSet;
@@ -12,6 +13,9 @@ use std::process::Command;
 
 use ddpcheck_core::explain::CauseKind;
 use serde_json::Value;
+
+#[path = "field_cases/two_runs.rs"]
+mod two_runs;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -37,6 +41,11 @@ impl Case {
             .get(key)
             .and_then(toml::Value::as_str)
             .unwrap_or_else(|| panic!("{}: `{key}` is not a string", self.id))
+    }
+
+    /// A two-run case, judged by `diff a b`.
+    fn is_diff(&self) -> bool {
+        self.toml.get("judged_by").and_then(toml::Value::as_str) == Some("diff")
     }
 
     fn healthy(&self) -> bool {
@@ -145,20 +154,29 @@ fn truth_cell(case: &Case) -> String {
     }
 }
 
-const FIELDS: [&str; 9] = [
+/// The fields of every case.
+const SOURCE_FIELDS: [&str; 6] = [
     "source_repo",
     "source_number",
     "source_kind",
     "title",
     "artifacts_provenance",
-    "truth_healthy",
-    "truth_cause",
     "truth_summary",
-    "expected_verdict",
 ];
 
-fn check_fields(case: &Case) -> Vec<String> {
-    let mut bad: Vec<String> = FIELDS
+/// The fields of a case judged by `explain --from-artifacts`.
+const FIELDS: [&str; 3] = ["truth_healthy", "truth_cause", "expected_verdict"];
+
+/// A check's line where `ok` is false.
+fn want(bad: &mut Vec<String>, case: &Case, ok: bool, what: &str) {
+    if !ok {
+        bad.push(format!("{}: {what}", case.id));
+    }
+}
+
+/// The fields every case has: its source, title, summary of the truth and provenance.
+fn check_source(case: &Case) -> Vec<String> {
+    let mut bad: Vec<String> = SOURCE_FIELDS
         .iter()
         .filter(|f| !case.toml.contains_key(**f))
         .map(|f| format!("{}: no `{f}`", case.id))
@@ -166,43 +184,72 @@ fn check_fields(case: &Case) -> Vec<String> {
     if !bad.is_empty() {
         return bad;
     }
-    let id = &case.id;
-    let mut want = |ok: bool, what: &str| {
-        if !ok {
-            bad.push(format!("{id}: {what}"));
-        }
-    };
+    let b = &mut bad;
     want(
+        b,
+        case,
         case.str("source_repo").contains('/'),
         "source_repo is not owner/name",
     );
+    let number = case.toml["source_number"].as_integer();
     want(
-        case.toml["source_number"]
-            .as_integer()
-            .is_some_and(|n| n > 0),
+        b,
+        case,
+        number.is_some_and(|n| n > 0),
         "source_number is not a positive integer",
     );
+    let kind = case.str("source_kind");
     want(
-        ["issue", "pr", "discussion"].contains(&case.str("source_kind")),
+        b,
+        case,
+        ["issue", "pr", "discussion"].contains(&kind),
         "source_kind is not issue|pr|discussion",
     );
-    want(!case.str("title").is_empty(), "title is empty");
+    want(b, case, !case.str("title").is_empty(), "title is empty");
     want(
+        b,
+        case,
         !case.str("truth_summary").is_empty(),
         "truth_summary is empty",
     );
     let provenance = case.str("artifacts_provenance");
     want(
+        b,
+        case,
         ["published", "rebuilt"].contains(&provenance),
         "artifacts_provenance is not published|rebuilt",
     );
     let rebuilt_from = case.toml.get("rebuilt_from").and_then(toml::Value::as_str);
     want(
+        b,
+        case,
         (provenance == "rebuilt") == rebuilt_from.is_some_and(|s| !s.is_empty()),
         "rebuilt_from is required with (and only with) rebuilt artifacts",
     );
+    bad
+}
+
+fn check_fields(case: &Case) -> Vec<String> {
+    let mut bad = check_source(case);
+    if case.is_diff() {
+        bad.extend(two_runs::check_fields(case));
+        return bad;
+    }
+    let missing: Vec<String> = FIELDS
+        .iter()
+        .filter(|f| !case.toml.contains_key(**f))
+        .map(|f| format!("{}: no `{f}`", case.id))
+        .collect();
+    if !bad.is_empty() || !missing.is_empty() {
+        bad.extend(missing);
+        return bad;
+    }
+    let b = &mut bad;
+    let verdict = case.str("expected_verdict");
     want(
-        ["ok", "warning", "critical"].contains(&case.str("expected_verdict")),
+        b,
+        case,
+        ["ok", "warning", "critical"].contains(&verdict),
         "expected_verdict is not ok|warning|critical",
     );
     let _ = case.healthy();
@@ -211,6 +258,8 @@ fn check_fields(case: &Case) -> Vec<String> {
         .get("expect_gpus_from")
         .and_then(toml::Value::as_str);
     want(
+        b,
+        case,
         case.toml
             .get("expect_gpus")
             .is_none_or(|v| v.as_integer().is_some_and(|n| n > 0))
@@ -218,6 +267,8 @@ fn check_fields(case: &Case) -> Vec<String> {
         "expect_gpus (a positive integer) goes with expect_gpus_from (where the thread gives it)",
     );
     want(
+        b,
+        case,
         cause_is_known(case.str("truth_cause")),
         "truth_cause is not a cause word",
     );
@@ -238,17 +289,28 @@ fn check_folder(case: &Case) -> Vec<String> {
     if !case.dir.join("README.md").is_file() {
         bad.push(format!("{}: no README.md", case.id));
     }
-    let artifacts = std::fs::read_dir(case.dir.join("artifacts"))
+    let folders: &[&str] = if case.is_diff() {
+        &["a", "b"]
+    } else {
+        &["artifacts"]
+    };
+    for dir in folders {
+        if files_in(&case.dir.join(dir)) == 0 {
+            bad.push(format!("{}: {dir}/ holds no file", case.id));
+        }
+    }
+    bad
+}
+
+/// How many plain files a folder holds (0 where it is missing).
+fn files_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(Result::ok)
                 .filter(|e| e.path().is_file())
                 .count()
         })
-        .unwrap_or(0);
-    if artifacts == 0 {
-        bad.push(format!("{}: artifacts/ holds no file", case.id));
-    }
-    bad
+        .unwrap_or(0)
 }
 
 #[test]
@@ -287,7 +349,11 @@ fn each_row_states_its_cases_truth_and_expected_verdict() {
         .iter()
         .filter_map(|c| {
             let row = rows.iter().find(|r| r.case == c.id)?;
-            let want = (truth_cell(c), c.str("expected_verdict").to_string());
+            let want = if c.is_diff() {
+                (two_runs::truth_cell(c), two_runs::expected_cell(c))
+            } else {
+                (truth_cell(c), c.str("expected_verdict").to_string())
+            };
             let got = (row.truth.clone(), row.expected.clone());
             (want != got).then(|| format!("{}: row says {got:?}, case.toml {want:?}", c.id))
         })
@@ -421,10 +487,17 @@ fn each_replay_gives_its_rows_verdict_and_causes_and_the_summary_counts() {
     let cases = cases();
     let (mut bad, mut fails, mut passes) = (Vec::new(), 0, 0);
     for case in &cases {
+        let row = rows.iter().find(|row| row.case == case.id);
+        if case.is_diff() {
+            let (misses, pass) = two_runs::judge(case, row);
+            bad.extend(misses);
+            passes += usize::from(pass);
+            continue;
+        }
         let r = replay(case);
         fails += usize::from(r.false_fail(case));
         passes += usize::from(r.false_pass(case));
-        if let Some(row) = rows.iter().find(|row| row.case == case.id) {
+        if let Some(row) = row {
             bad.extend(row_misses(case, row, &r));
         }
     }

@@ -90,6 +90,16 @@ pub(crate) fn link(found: &mut [Found]) {
     }
 }
 
+/// Where the transport changes are: `on N pairs`, or the run's channels where a log named no
+/// GPU pair (the change is the node's).
+fn transport_places(transports: &[Change]) -> String {
+    if transports.iter().all(|t| t.r#where == ["node"]) {
+        return "for the run's channels (its log names no GPU pair)".to_string();
+    }
+    let pairs: usize = transports.iter().map(|t| t.r#where.len()).sum();
+    format!("on {pairs} pair{}", if pairs == 1 { "" } else { "s" })
+}
+
 fn message(c: &Change, transports: &[Change], same_rest: bool) -> String {
     let base = words(c);
     let caused_transport = c.caused.contains(&ChangeKind::Transport);
@@ -99,10 +109,9 @@ fn message(c: &Change, transports: &[Change], same_rest: bool) -> String {
             None => format!("NCCL's transport changed on {}: {} → {}; no recorded change explains NCCL's choice", c.r#where.join(", "), c.before, c.after),
         },
         ChangeKind::NcclVersion if caused_transport => {
-            let pairs: usize = transports.iter().map(|t| t.r#where.len()).sum();
             format!(
-                "{base}: the new NCCL chose another transport on {pairs} pair{}{}",
-                if pairs == 1 { "" } else { "s" },
+                "{base}: the new NCCL chose another transport {}{}",
+                transport_places(transports),
                 if same_rest { " with the same topology and NCCL variables" } else { "" }
             )
         }

@@ -201,6 +201,9 @@ pub struct Parts<'a> {
     pub cuda_version: Option<String>,
     /// Algorithms and protocols the log shows (`Ring/Simple`).
     pub algo_proto: Option<String>,
+    /// Every transport NCCL's log shows: the run's, where no nccl-tests run of the node carries
+    /// them (a training job's log alone, which names no GPU).
+    pub log_transport: Option<String>,
 }
 
 /// The facts of a run read from artifacts: the figure is the node's all-reduce, else the one
@@ -230,7 +233,10 @@ pub fn from_parts(p: &Parts<'_>) -> RunFacts {
         gpu_count,
         gpus: gpu_facts(&input(p.gpus, p.topology, p.platform, p.nccl_env)),
         pairs,
-        node_transport: p.node.and_then(|n| n.transport.clone()),
+        node_transport: p
+            .node
+            .and_then(|n| n.transport.clone())
+            .or_else(|| p.log_transport.clone()),
         nccl_version: p.nccl_version.clone(),
         driver_version: p.driver_version.clone(),
         cuda_version: p.cuda_version.clone(),

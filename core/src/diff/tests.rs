@@ -311,6 +311,7 @@ fn an_artifact_readers_parts_become_facts() {
         driver_version: None,
         cuda_version: None,
         algo_proto: Some("Ring/Simple".into()),
+        log_transport: None,
     });
     assert_eq!(f.kind, RunKind::Artifacts);
     assert_eq!(f.gpu_count, 2);
@@ -334,4 +335,32 @@ fn an_artifact_readers_parts_become_facts() {
     // SHM over the slower link, gen4 x8: 28% of 15.75.
     let c = ceiling::node_ceiling(&f).unwrap();
     assert!((c.gbps - SHM_STAGED_SHARE * 15.754).abs() < 0.01, "{c:?}");
+}
+
+/// Two logs that name no GPU (a training job's, given alone): the transports their channel
+/// lines show are the runs', so NCCL 2.21.5 → 2.23.4 with P2P/CUMEM → SHM names the transport
+/// change with the version as its cause (NVIDIA/nccl#1829's lines).
+#[test]
+fn a_log_alone_compares_its_channels_transports() {
+    let run = |nccl: &str, transport: &str| {
+        let platform = crate::explain::PlatformFacts::unknown("artifacts");
+        from_parts(&Parts {
+            source: "log".into(),
+            gpus: &[],
+            topology: None,
+            platform: &platform,
+            nccl_env: &BTreeMap::new(),
+            measurements: &[],
+            node: None,
+            nccl_version: Some(nccl.into()),
+            driver_version: None,
+            cuda_version: None,
+            algo_proto: None,
+            log_transport: Some(transport.into()),
+        })
+    };
+    let d = diff(&run("2.21.5", "P2P/CUMEM"), &run("2.23.4", "SHM/direct")).unwrap();
+    assert_eq!(d.changes[0].kind, ChangeKind::Transport, "{d:#?}");
+    assert_eq!(d.changes[0].cause.as_deref(), Some("NCCL 2.21.5 → 2.23.4"));
+    assert_eq!(d.changes[1].kind, ChangeKind::NcclVersion);
 }
