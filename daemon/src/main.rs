@@ -116,6 +116,24 @@ impl Args {
     }
 }
 
+/// How the daemon's own process ends, where it does not end as a worker: docs/exit-codes.md,
+/// "ddpcheckd".
+#[derive(Clone, Copy, Debug)]
+enum DaemonExit {
+    /// Bad flags, an invalid configuration, a `--listen` path it must not take.
+    Usage,
+    /// Anything else that stops it: the runtime, the state folder, output it cannot write.
+    Fault,
+}
+
+/// The one map of the daemon's ends to exit codes.
+fn exit(how: DaemonExit) -> ExitCode {
+    ExitCode::from(match how {
+        DaemonExit::Usage => 64,
+        DaemonExit::Fault => 1,
+    })
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     // Hidden subcommand: the NCCL worker runs as a child of our own binary (invariant 1).
@@ -140,7 +158,7 @@ fn main() -> ExitCode {
                 "ddpcheckd: {} (see --help)",
                 first.trim_start_matches("error: ")
             );
-            return ExitCode::from(64);
+            return exit(DaemonExit::Usage);
         }
         Err(e) => {
             let _ = e.print();
@@ -170,7 +188,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ddpcheckd: cannot start the runtime: {e}");
-            return ExitCode::from(1);
+            return exit(DaemonExit::Fault);
         }
     };
     let outcome = rt.block_on(daemon(args, &matches));
@@ -181,10 +199,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ddpcheckd: {}", one_line(&e));
-            ExitCode::from(if e.downcast_ref::<engine::UsageError>().is_some() {
-                64
+            exit(if e.downcast_ref::<engine::UsageError>().is_some() {
+                DaemonExit::Usage
             } else {
-                1
+                DaemonExit::Fault
             })
         }
     }
@@ -230,7 +248,7 @@ fn check_config(args: &[String]) -> ExitCode {
                 "ddpcheckd: {} (see check-config --help)",
                 first.trim_start_matches("error: ")
             );
-            return ExitCode::from(64);
+            return exit(DaemonExit::Usage);
         }
         Err(e) => {
             let _ = e.print();
@@ -242,13 +260,13 @@ fn check_config(args: &[String]) -> ExitCode {
             Ok(text) => println!("{text}"),
             Err(e) => {
                 eprintln!("ddpcheckd: JSON output: {e}");
-                return ExitCode::from(1);
+                return exit(DaemonExit::Fault);
             }
         },
         Ok(effective) => print!("{}", effective.render_toml()),
         Err(e) => {
             eprintln!("ddpcheckd: config: {e}");
-            return ExitCode::from(64);
+            return exit(DaemonExit::Usage);
         }
     }
     ExitCode::SUCCESS
