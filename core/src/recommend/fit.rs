@@ -16,18 +16,7 @@ use super::{CurveSummary, Reason, Recommendation, SingleGpu};
 pub fn memory_model(model: &ModelInput, trainable: u64, micro_batch: u32, amp: Amp) -> MemoryModel {
     let mut m = match model {
         ModelInput::Spec { spec } => MemoryModel::of_spec(spec, micro_batch, amp),
-        ModelInput::Params { params } => MemoryModel {
-            params: *params,
-            trainable: *params,
-            largest_block: 0,
-            root: 0,
-            amp,
-            micro_batch,
-            activations: ActivationSource::Unknown,
-            checkpointed_bytes: None,
-            fsdp2_activations: None,
-            fsdp2_checkpointed_bytes: None,
-        },
+        ModelInput::Params { params } => MemoryModel::of_params(*params, micro_batch, amp),
     };
     // A model built by code counts 0 before a launch reports its parameters: all train.
     m.trainable = if trainable == 0 {
