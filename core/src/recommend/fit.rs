@@ -264,6 +264,22 @@ pub fn memory_rests_on(m: &MemoryModel) -> String {
         ),
         None => format!("activations {}", words(&m.activations)),
     };
+    let own: String = m
+        .measured
+        .iter()
+        .map(|x| {
+            format!(
+                "; {}'s own activations {}",
+                x.wrapper,
+                words(&x.activations)
+            )
+        })
+        .collect();
+    let act = if m.measured.is_empty() {
+        act
+    } else {
+        format!("{act} (where no wrapper measured its own){own}")
+    };
     format!(
         "ddpcheck's memory model: fp32 parameters 4 B, fp32 gradients 4 B and AdamW's two fp32 \
          moments 8 B per parameter, divided by the shard group; the bf16 copies computed on; \
