@@ -56,6 +56,8 @@ pub fn memory_plan(input: &RecommendInput) -> Option<MemoryPlan> {
             );
         }
     }
+    // Each wrapper's own step read at its phases overrules what the peak said.
+    let m = memory::with_phases(&m, &input.memory_phases);
     Some(memory::plan(&m, input.gpus, input.gpu_memory_bytes))
 }
 
