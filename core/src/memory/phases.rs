@@ -130,3 +130,45 @@ pub fn with_phases(m: &MemoryModel, runs: &[PhaseRun]) -> MemoryModel {
     }
     out
 }
+
+/// The phases the model predicts for one step of `wrapper` at one GPU (the simulator's
+/// reading, the inverse of [`activations_from_phases`]): the state before the forward (DDP's
+/// gradients kept, FSDP2's freed), at the loss the parameters kept to compute on and the
+/// activations less the loss's gradients, the peak in backward the row's total (less DDP's
+/// unidentified bytes, which the launches held outside the steady step), every gradient after
+/// backward.
+pub fn predicted_phases(m: &MemoryModel, wrapper: Wrapper) -> MemoryPhases {
+    let row = super::predict(m, wrapper, 1);
+    let grads_kept = if wrapper == Wrapper::Ddp {
+        row.grads_bytes
+    } else {
+        0
+    };
+    let before_forward = row.params_bytes + grads_kept + row.optimizer_bytes;
+    let backward_start = m
+        .backward_start_per_sample
+        .saturating_mul(u64::from(m.micro_batch));
+    let after_forward = before_forward
+        + kept_to_compute(m, wrapper)
+        + m.activations_for(wrapper)
+            .bytes()
+            .saturating_sub(backward_start);
+    let unidentified = if wrapper == Wrapper::Ddp {
+        row.other_bytes
+    } else {
+        0
+    };
+    let after_backward = row.params_bytes + row.grads_bytes + row.optimizer_bytes;
+    MemoryPhases {
+        before_forward,
+        after_forward,
+        peak_forward: after_forward,
+        after_backward,
+        peak_backward: row
+            .total_bytes
+            .saturating_sub(unidentified)
+            .max(after_forward),
+        after_step: before_forward,
+        peak_step: after_backward,
+    }
+}
