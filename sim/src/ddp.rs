@@ -438,7 +438,8 @@ pub fn run(
                         plain_reference: plain,
                         recipe: Some(req.recipe.clone()),
                         max_memory_bytes: Some(predicted_peak(spec, req, variant, world)),
-                        memory_phases: (world == 1).then(|| predicted_phases(spec, req, variant)),
+                        memory_phases: (world == 1 && accum == 1)
+                            .then(|| predicted_phases(spec, req, variant)),
                         // Speedups and launches: filled in below.
                         ..DdpResult::default()
                     });
