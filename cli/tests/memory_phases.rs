@@ -148,3 +148,11 @@ fn recommend_gates_memory_on_each_wrappers_own_phases_from_a_report() {
     assert!(what.contains("scaled linearly to micro-batch 8"), "{what}");
     assert!(measured(plan, "fsdp").is_none(), "fsdp did not run");
 }
+
+#[test]
+fn recommends_own_launch_gives_its_wrappers_their_activations() {
+    let v = json(&["--sim", SIM, "--json", "recommend", "--model", "gpt2-124m"]);
+    assert!(v.get("own_measurements").is_some(), "recommend launched");
+    let (_, what) = measured(&v["memory"], "ddp").expect("the 1-GPU launch's DDP run");
+    assert!(what.starts_with("MEASURED at micro-batch 8"), "{what}");
+}
