@@ -12,12 +12,13 @@
 #                                                          inspector inspector2 plain
 #                                                          plainstep plainstep8
 #                                                          plainstep6omp1 plainclocks powersgd
-#                                                          fabric fsdp2 fsdp2step fsdp2curves;
+#                                                          fabric fsdp2 fsdp2step fsdp2curves
+#                                                          resnet50mb;
 #                                                          the default three: about 10 minutes)
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd] [fabric] [fsdp2] [fsdp2step] [fsdp2curves]"
+[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd] [fabric] [fsdp2] [fsdp2step] [fsdp2curves] [resnet50mb]"
 out_dir "$1"
 shift
 PARTS=${*:-copies models footprint}
@@ -53,6 +54,7 @@ for p in $PARTS; do
         fsdp2) part fsdp2 480 fsdp2-variants-one-gpu.sh ;;
         fsdp2step) part fsdp2step 400 fsdp2-step-time-one-gpu.sh ;;
         fsdp2curves) part fsdp2curves 150 fsdp2-step-time-one-gpu.sh PARTS=curves ;;
+        resnet50mb) part resnet50mb 330 resnet50-micro-batches-one-gpu.sh ;;
         *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
     esac
 done

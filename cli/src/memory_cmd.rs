@@ -11,7 +11,9 @@ use ddpcheck_core::bounded::FileKind;
 use ddpcheck_core::ddp::{Amp, DdpVariant, ModelSpec, RunDevice, RunPhases, Wrapper};
 use ddpcheck_core::memory::check::{check_peaks, MeasuredPeak, PeakCheck};
 use ddpcheck_core::memory::slices::{fit_slices, SliceFit, SlicePeak};
-use ddpcheck_core::memory::{self, ActivationSource, MemoryModel, MemoryPlan, Moment, FIT_SHARE};
+use ddpcheck_core::memory::{
+    self, ActivationSource, MemoryModel, MemoryPlan, Moment, PhaseRun, FIT_SHARE,
+};
 use ddpcheck_core::num::{floor_u64, ToF64};
 use ddpcheck_core::recommend::{memory_model, ModelInput};
 use ddpcheck_core::report::DdpReport;
@@ -63,6 +65,7 @@ struct MemoryReport {
 /// phases where the launch read them.
 struct Run {
     params: u64,
+    micro_batch: u32,
     peak: MeasuredPeak,
     phases: Option<RunPhases>,
 }
@@ -85,10 +88,9 @@ pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
     }
     let estimate = memory_model(&model, model.params(), a.micro_batch, amp);
     // The model's own runs are checked; other depths of its decoder are its slices.
-    let runs: Vec<MeasuredPeak> = all
+    let runs: Vec<&Run> = all
         .iter()
         .filter(|r| a.model.params() == 0 || r.params == estimate.params)
-        .map(|r| r.peak.clone())
         .collect();
     let slices = slice_fits(a, amp, &all, estimate.params);
     let mut m = estimate.clone();
@@ -101,8 +103,14 @@ pub fn run(cli: &GlobalArgs, a: &MemoryArgs) -> Result<i32, RunError> {
             },
         );
     }
+    // Each wrapper's own 1-GPU step read at its phases overrules its estimate and its slices.
+    let m = memory::with_phases(
+        &m,
+        &phase_runs(&all, a.model.params() == 0, estimate.params),
+    );
     let plan = memory::plan(&m, a.gpus, gpu_bytes(cli, a)?);
-    let checks = check_peaks(&estimate, (!slices.is_empty()).then_some(&m), &runs);
+    let measured = !slices.is_empty() || !m.measured.is_empty();
+    let checks = checks_at_their_batches(&estimate, measured.then_some(&m), &runs);
     if cli.json {
         print_json(&MemoryReport {
             plan,
@@ -221,6 +229,7 @@ fn peaks(a: &MemoryArgs) -> Result<Vec<Run>, RunError> {
             out.push(Run {
                 phases: row.memory_phases.clone(),
                 params: row.params,
+                micro_batch: row.micro_batch,
                 peak: MeasuredPeak {
                     variant: row.variant.clone(),
                     wrapper: v.wrapper(),
@@ -231,6 +240,39 @@ fn peaks(a: &MemoryArgs) -> Result<Vec<Run>, RunError> {
         }
     }
     Ok(out)
+}
+
+/// Each run's peak beside the predictions at the micro-batch it ran.
+fn checks_at_their_batches(
+    estimate: &MemoryModel,
+    measured: Option<&MemoryModel>,
+    runs: &[&Run],
+) -> Vec<PeakCheck> {
+    runs.iter()
+        .flat_map(|r| {
+            let at = |m: &MemoryModel| m.at_micro_batch(r.micro_batch);
+            check_peaks(
+                &at(estimate),
+                measured.map(at).as_ref(),
+                std::slice::from_ref(&r.peak),
+            )
+        })
+        .collect()
+}
+
+/// The model's own 1-GPU runs read at their phases, in the reports' order.
+fn phase_runs(all: &[Run], any_params: bool, params: u64) -> Vec<PhaseRun> {
+    all.iter()
+        .filter(|r| (any_params || r.params == params) && r.peak.gpus == 1)
+        .filter_map(|r| {
+            Some(PhaseRun {
+                variant: r.peak.variant.clone(),
+                wrapper: r.peak.wrapper,
+                micro_batch: r.micro_batch,
+                phases: r.phases.as_ref()?.wrapped.clone(),
+            })
+        })
+        .collect()
 }
 
 fn reported_params(a: &MemoryArgs) -> Result<Option<u64>, RunError> {
@@ -305,7 +347,8 @@ fn phase_table(all: &[Run], params: u64) -> String {
 fn peak_table(checks: &[PeakCheck]) -> String {
     let mut s = String::from(
         "\nAgainst torch's peaks (max_memory_allocated, GiB): before launch, and from the \
-         activations slices of the model measured under the run's wrapper:\n",
+         activations the run's wrapper measured (its own step read at its phases, or slices of \
+         the model):\n",
     );
     let _ = writeln!(
         s,

@@ -73,6 +73,7 @@ pub fn a6000_input() -> RecommendInput {
         bucket_cap_mb: None,
         gpu_memory_bytes: Some(48 << 30),
         memory_peak: None,
+        memory_phases: Vec::new(),
         optimizer_s: None,
         hook_compute_s: None,
         hook_rests_on: None,

@@ -41,7 +41,7 @@ use ddpcheck_core::backend::Progress;
 use ddpcheck_core::collective::{Collective, Sweep};
 use ddpcheck_core::ddp::{
     fill_scaling, merge_repeats, timed_steps, CommHook, DdpRequest, DdpResult, DdpVariant,
-    ModelSpec, PlainReference, Wrapper, ALL_REDUCE_PROBE_BYTES,
+    ModelSpec, PlainReference, RunPhases, Wrapper, ALL_REDUCE_PROBE_BYTES,
 };
 use ddpcheck_core::memory;
 use ddpcheck_core::num::{floor_u64, len_u32, ToF64};
@@ -437,19 +437,9 @@ pub fn run(
                         compile: compile_outcome(&req.recipe, plain.is_some()),
                         plain_reference: plain,
                         recipe: Some(req.recipe.clone()),
-                        // sim: the peak ddpcheck's memory model predicts.
-                        max_memory_bytes: Some(
-                            memory::predict(
-                                &memory::MemoryModel::of_spec(
-                                    spec,
-                                    req.micro_batch,
-                                    req.recipe.amp,
-                                ),
-                                variant.wrapper(),
-                                world,
-                            )
-                            .total_bytes,
-                        ),
+                        max_memory_bytes: Some(predicted_peak(spec, req, variant, world)),
+                        memory_phases: (world == 1 && accum == 1)
+                            .then(|| predicted_phases(spec, req, variant)),
                         // Speedups and launches: filled in below.
                         ..DdpResult::default()
                     });
@@ -460,6 +450,23 @@ pub fn run(
     let mut rows = merge_repeats(rows);
     fill_scaling(&mut rows, req.price_per_gpu_hour);
     Ok(rows)
+}
+
+/// sim: the peak ddpcheck's memory model predicts.
+fn predicted_peak(spec: &ModelSpec, req: &DdpRequest, variant: &DdpVariant, world: u32) -> u64 {
+    let m = memory::MemoryModel::of_spec(spec, req.micro_batch, req.recipe.amp);
+    memory::predict(&m, variant.wrapper(), world).total_bytes
+}
+
+/// sim: one step of a 1-GPU run read at its phases as ddpcheck's memory model predicts them
+/// ([`memory::phases::predicted_phases`]), so that reading them back gives the model's own
+/// activations.
+fn predicted_phases(spec: &ModelSpec, req: &DdpRequest, variant: &DdpVariant) -> RunPhases {
+    let m = memory::MemoryModel::of_spec(spec, req.micro_batch, req.recipe.amp);
+    RunPhases {
+        wrapped: memory::phases::predicted_phases(&m, variant.wrapper()),
+        plain: None,
+    }
 }
 
 /// A simulated GPU runs out of memory where ddpcheck's memory model says a real one would

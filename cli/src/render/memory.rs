@@ -89,6 +89,17 @@ pub fn memory_plan(p: &MemoryPlan, width: crate::width::Width) -> String {
 /// Where the table's activations come from, in one line: DDP's, and FSDP2's where they differ.
 fn activations_line(p: &MemoryPlan) -> String {
     let m = &p.model;
+    if !m.measured.is_empty() {
+        let each: Vec<String> = p
+            .rows
+            .iter()
+            .map(|r| {
+                let w = r.wrapper;
+                format!("  {w}: {}", source_words(m.activations_for(w)))
+            })
+            .collect();
+        return format!("activations, each wrapper its own:\n{}", each.join("\n"));
+    }
     let ddp = source_words(&m.activations);
     match &m.fsdp2_activations {
         Some(f) if f != &m.activations => {

@@ -151,3 +151,15 @@ pub fn estimate(spec: &ModelSpec, batch: u32, t: Dtypes) -> ActivationSource {
         None => ActivationSource::Unknown,
     }
 }
+
+/// What backward allocates as it starts beyond what the forward kept, per sample: the loss's
+/// gradient, two vocab-wide tensors in the logits' dtype (16-bit under autocast and under
+/// MixedPrecisionPolicy, 4 bytes in full precision). On one H100 every decoder run's peak in
+/// backward was its allocation at the loss plus 4 bytes per token and vocabulary entry, under
+/// DDP's autocast and FSDP2's bf16 alike (docs/results/2026-12-06-h100-fsdp2-memory-phases.md).
+/// 0 for models without a vocabulary here (a classifier's gradient of its logits is small).
+pub fn backward_start_bytes_per_sample(spec: &ModelSpec, amp: Amp) -> u64 {
+    let logits = if amp == Amp::None { 4 } else { 2 };
+    spec.decoder()
+        .map_or(0, |d| 2 * logits * u64::from(d.seq) * u64::from(d.vocab))
+}

@@ -24,6 +24,8 @@ pub mod activations;
 pub mod check;
 #[cfg(test)]
 mod fixture_tests;
+#[cfg(test)]
+mod phase_fixture_tests;
 pub mod phases;
 mod predict;
 pub mod slices;
@@ -35,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::ddp::{Amp, ModelSpec, Wrapper};
 use crate::num::{floor_u64, ToF64};
 pub use activations::{decoder_activation_bytes, ActivationSource, Dtypes};
+pub use phases::{with_phases, PhaseRun, WrapperActivations};
 pub use predict::{
     activations_from_peak, predict, MemoryRow, Moment, DDP_UNIDENTIFIED_BYTES_PER_PARAM,
 };
@@ -70,6 +73,14 @@ pub struct MemoryModel {
     pub fsdp2_activations: Option<ActivationSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fsdp2_checkpointed_bytes: Option<u64>,
+    /// Activations a launch measured for one wrapper (its own step read at its phases,
+    /// [`phases`]), each wrapper its own: they overrule the estimate for that wrapper alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured: Vec<phases::WrapperActivations>,
+    /// What backward allocates as it starts beyond what the forward kept, per sample: the
+    /// loss's gradients ([`activations::backward_start_bytes_per_sample`]); 0 where unknown.
+    #[serde(default)]
+    pub backward_start_per_sample: u64,
 }
 
 impl MemoryModel {
@@ -110,20 +121,46 @@ impl MemoryModel {
             fsdp2_checkpointed_bytes: spec
                 .decoder()
                 .map(|d| activations::decoder_checkpointed_bytes(d, micro_batch, fsdp2)),
+            measured: Vec::new(),
+            backward_start_per_sample: activations::backward_start_bytes_per_sample(spec, amp),
+        }
+    }
+
+    /// A model of `params` parameters whose shape ddpcheck does not know (one built by code):
+    /// no blocks, activations unknown until a launch measures them.
+    pub fn of_params(params: u64, micro_batch: u32, amp: Amp) -> Self {
+        MemoryModel {
+            params,
+            trainable: params,
+            largest_block: 0,
+            root: 0,
+            amp,
+            micro_batch,
+            activations: ActivationSource::Unknown,
+            checkpointed_bytes: None,
+            fsdp2_activations: None,
+            fsdp2_checkpointed_bytes: None,
+            measured: Vec::new(),
+            backward_start_per_sample: 0,
         }
     }
 
     /// The activations `wrapper` keeps.
     pub fn activations_for(&self, wrapper: Wrapper) -> &ActivationSource {
+        if let Some(m) = self.measured.iter().find(|m| m.wrapper == wrapper) {
+            return &m.activations;
+        }
         match (wrapper, &self.fsdp2_activations) {
             (Wrapper::Ddp, _) | (_, None) => &self.activations,
             (_, Some(a)) => a,
         }
     }
 
-    /// The model with `wrapper`'s activations set to `a` (FSDP2's wrappers share theirs).
+    /// The model with `wrapper`'s activations set to `a` (FSDP2's wrappers share theirs, where
+    /// none measured its own).
     pub fn with_activations(&self, wrapper: Wrapper, a: ActivationSource) -> Self {
         let mut m = self.clone();
+        m.measured.retain(|x| x.wrapper != wrapper);
         if wrapper == Wrapper::Ddp {
             m.activations = a;
         } else {
@@ -143,6 +180,11 @@ impl MemoryModel {
             checkpointed_bytes: self.checkpointed_bytes.map(scale),
             fsdp2_activations: self.fsdp2_activations.as_ref().map(|a| a.scaled(ratio)),
             fsdp2_checkpointed_bytes: self.fsdp2_checkpointed_bytes.map(scale),
+            measured: self
+                .measured
+                .iter()
+                .map(|x| x.at_micro_batch(micro_batch))
+                .collect(),
             ..self.clone()
         }
     }
@@ -160,6 +202,7 @@ impl MemoryModel {
             checkpointed_bytes: None,
             fsdp2_activations: self.fsdp2_checkpointed_bytes.map(how),
             fsdp2_checkpointed_bytes: None,
+            measured: Vec::new(),
             ..self.clone()
         })
     }

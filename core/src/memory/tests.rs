@@ -39,6 +39,8 @@ fn each_wrapper_holds_its_state_copies_and_activations_at_its_peak_moment() {
             what: "test".into(),
         }),
         fsdp2_checkpointed_bytes: None,
+        measured: Vec::new(),
+        backward_start_per_sample: 0,
     };
     // DDP when backward starts: 16 B of state, the 4 B it holds unidentified, autocast's 2 B
     // casts and its activations: 27 GB (the end, 20 GB, is lower).
@@ -239,6 +241,8 @@ fn peaks_are_checked_before_launch_and_against_activations_another_launch_measur
         checkpointed_bytes: None,
         fsdp2_activations: None,
         fsdp2_checkpointed_bytes: None,
+        measured: Vec::new(),
+        backward_start_per_sample: 0,
     };
     // DDP: 22 B × 100M = 2.2 GB and 1 GB of activations against a peak of 3.0 GB.
     let runs = [

@@ -16,18 +16,7 @@ use super::{CurveSummary, Reason, Recommendation, SingleGpu};
 pub fn memory_model(model: &ModelInput, trainable: u64, micro_batch: u32, amp: Amp) -> MemoryModel {
     let mut m = match model {
         ModelInput::Spec { spec } => MemoryModel::of_spec(spec, micro_batch, amp),
-        ModelInput::Params { params } => MemoryModel {
-            params: *params,
-            trainable: *params,
-            largest_block: 0,
-            root: 0,
-            amp,
-            micro_batch,
-            activations: ActivationSource::Unknown,
-            checkpointed_bytes: None,
-            fsdp2_activations: None,
-            fsdp2_checkpointed_bytes: None,
-        },
+        ModelInput::Params { params } => MemoryModel::of_params(*params, micro_batch, amp),
     };
     // A model built by code counts 0 before a launch reports its parameters: all train.
     m.trainable = if trainable == 0 {
@@ -67,6 +56,8 @@ pub fn memory_plan(input: &RecommendInput) -> Option<MemoryPlan> {
             );
         }
     }
+    // Each wrapper's own step read at its phases overrules what the peak said.
+    let m = memory::with_phases(&m, &input.memory_phases);
     Some(memory::plan(&m, input.gpus, input.gpu_memory_bytes))
 }
 
@@ -274,6 +265,22 @@ pub fn memory_rests_on(m: &MemoryModel) -> String {
             words(f)
         ),
         None => format!("activations {}", words(&m.activations)),
+    };
+    let own: String = m
+        .measured
+        .iter()
+        .map(|x| {
+            format!(
+                "; {}'s own activations {}",
+                x.wrapper,
+                words(&x.activations)
+            )
+        })
+        .collect();
+    let act = if m.measured.is_empty() {
+        act
+    } else {
+        format!("{act} (where no wrapper measured its own){own}")
     };
     format!(
         "ddpcheck's memory model: fp32 parameters 4 B, fp32 gradients 4 B and AdamW's two fp32 \

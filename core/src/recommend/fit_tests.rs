@@ -113,3 +113,39 @@ fn a_measured_one_gpu_peak_gives_the_plan_its_activations() {
     assert!(what.contains("the 1-GPU run of base"), "{what}");
     assert_eq!(plan.row(Wrapper::Ddp).unwrap().total_bytes, 6_000_000_000);
 }
+
+#[test]
+fn a_wrappers_own_phases_overrule_its_estimate_and_no_other_wrappers() {
+    use crate::memory::phases::MemoryPhases;
+    use crate::memory::{ActivationSource, PhaseRun};
+    let mut input = a6000_input();
+    let mb = input.micro_batch;
+    // replicate's 1-GPU step at half the micro-batch kept 30 GB for backward: scaled to the
+    // requested micro-batch, more than a 48 GiB GPU holds.
+    input.memory_phases = vec![PhaseRun {
+        variant: "replicate".into(),
+        wrapper: Wrapper::Replicate,
+        micro_batch: mb / 2,
+        phases: MemoryPhases {
+            before_forward: 2_000_000_000,
+            after_forward: 32_000_000_000,
+            ..MemoryPhases::default()
+        },
+    }];
+    let plan = recommend(&input).unwrap().memory.unwrap();
+    let ActivationSource::Measured { bytes, what } = plan.model.activations_for(Wrapper::Replicate)
+    else {
+        panic!("{:?}", plan.model.measured);
+    };
+    assert!(*bytes > 2 * 29_000_000_000, "{bytes}");
+    assert!(what.contains("scaled linearly"), "{what}");
+    assert_eq!(plan.row(Wrapper::Replicate).unwrap().fits, Some(false));
+    // DDP and fsdp-noreshard keep their estimates: a measurement is never carried over.
+    for w in [Wrapper::Ddp, Wrapper::FsdpNoReshard] {
+        assert!(matches!(
+            plan.model.activations_for(w),
+            ActivationSource::Estimated { .. }
+        ));
+        assert_eq!(plan.row(w).unwrap().fits, Some(true));
+    }
+}

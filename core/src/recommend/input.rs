@@ -247,6 +247,10 @@ pub struct RecommendInput {
     /// DDP run where there is one): the memory plan reads the activations from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_peak: Option<crate::memory::check::MeasuredPeak>,
+    /// The node's 1-GPU runs of this model read at their phases (any micro-batch): each
+    /// wrapper's own measured activations, which overrule its estimate and `memory_peak`'s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_phases: Vec<crate::memory::PhaseRun>,
     /// Per-step work that does not repeat with accumulation (see `StepInputs::optimizer_s`),
     /// when 1-GPU runs at two accumulations measured it.
     #[serde(default)]

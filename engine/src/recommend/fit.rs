@@ -7,6 +7,7 @@ use std::time::Instant;
 use ddpcheck_core::ddp::{DdpVariant, RunDevice};
 use ddpcheck_core::memory;
 use ddpcheck_core::memory::check::MeasuredPeak;
+use ddpcheck_core::memory::PhaseRun;
 use ddpcheck_core::num::len_u32;
 use ddpcheck_core::recommend::{memory_model, sharded_answer, ModelInput};
 use ddpcheck_core::report::{Header, ReportKind};
@@ -30,7 +31,10 @@ impl Gathering<'_> {
         let (_, gpu_bytes) = self.links();
         let gpu_bytes = gpu_bytes.filter(|b| *b > 0)?;
         let gpus = a.gpus.unwrap_or_else(|| self.node_gpu_count().max(1));
-        let m = memory_model(model, model.params(), a.micro_batch, a.recipe.amp);
+        let m = memory::with_phases(
+            &memory_model(model, model.params(), a.micro_batch, a.recipe.amp),
+            &measured_phases(&self.m, model),
+        );
         let plan = memory::plan(&m, gpus, Some(gpu_bytes));
         if plan.ddp_fits != Some(false) {
             return None;
@@ -120,4 +124,31 @@ pub(super) fn measured_peak(
         }
     }
     best
+}
+
+/// The node's 1-GPU runs of `model` on GPUs read at their phases, at any micro-batch (each
+/// wrapper's activations scale linearly from the one its run measured at), in the order the
+/// measurements hold them.
+pub(super) fn measured_phases(m: &Measurements, model: &ModelInput) -> Vec<PhaseRun> {
+    let name = model.name();
+    m.ddp
+        .iter()
+        .map(|(r, _)| r)
+        .filter(|r| {
+            let same = match model {
+                ModelInput::Spec { .. } => r.model == name,
+                ModelInput::Params { params } => r.params == *params,
+            };
+            same && r.world_size == 1 && r.device == RunDevice::Cuda
+        })
+        .filter_map(|r| {
+            let v = r.variant.parse::<DdpVariant>().ok()?;
+            Some(PhaseRun {
+                variant: r.variant.clone(),
+                wrapper: v.wrapper(),
+                micro_batch: r.micro_batch,
+                phases: r.memory_phases.as_ref()?.wrapped.clone(),
+            })
+        })
+        .collect()
 }

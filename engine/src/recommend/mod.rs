@@ -742,6 +742,7 @@ pub fn build(
         bucket_cap_mb: None,
         gpu_memory_bytes,
         memory_peak: fit::measured_peak(m, &model, a.micro_batch),
+        memory_phases: fit::measured_phases(m, &model),
         optimizer_s,
         hook_compute_s,
         hook_rests_on,
