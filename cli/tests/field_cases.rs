@@ -174,13 +174,18 @@ fn want(bad: &mut Vec<String>, case: &Case, ok: bool, what: &str) {
     }
 }
 
-/// The fields every case has: its source, title, summary of the truth and provenance.
-fn check_source(case: &Case) -> Vec<String> {
-    let mut bad: Vec<String> = SOURCE_FIELDS
+/// A line for each of `fields` the case's case.toml lacks.
+fn missing(case: &Case, fields: &[&str]) -> Vec<String> {
+    fields
         .iter()
         .filter(|f| !case.toml.contains_key(**f))
         .map(|f| format!("{}: no `{f}`", case.id))
-        .collect();
+        .collect()
+}
+
+/// The fields every case has: its source, title, summary of the truth and provenance.
+fn check_source(case: &Case) -> Vec<String> {
+    let mut bad = missing(case, &SOURCE_FIELDS);
     if !bad.is_empty() {
         return bad;
     }

@@ -99,15 +99,7 @@ fn memory_sets_each_wrappers_prediction_beside_the_peaks_of_a_report() {
         assert_eq!(c["from_measured_bytes"], c["peak_bytes"], "{c}");
     }
     assert_eq!(checks[2]["wrapper"], "fsdp");
-    let text = stdout(&local(&[
-        "memory",
-        "--model",
-        "gpt2-124m",
-        "--gpu-memory-gib",
-        "48",
-        "--from",
-        r,
-    ]));
+    let text = stdout(&local(&memory_beside(r)));
     assert!(text.contains("Against torch's peaks"), "{text}");
     // The text names each wrapper's own work and its peak.
     let text = stdout(&local(&common::words(

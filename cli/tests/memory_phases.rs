@@ -19,21 +19,8 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 /// A simulated 1-GPU launch of gpt2-124m under `variants` at micro-batch 4, saved in `dir`.
 fn launch(dir: &std::path::Path, variants: &str) -> String {
-    let v = json(&[
-        "--sim",
-        SIM,
-        "--json",
-        "bench",
-        "ddp",
-        "--model",
-        "gpt2-124m",
-        "--variants",
-        variants,
-        "--gpus",
-        "1",
-        "--micro-batch",
-        "4",
-    ]);
+    let line = format!("--sim {SIM} --json bench ddp --model gpt2-124m --variants {variants} --gpus 1 --micro-batch 4");
+    let v = json(&common::words(&line));
     for r in v["results"].as_array().unwrap() {
         assert!(
             r["memory_phases"]["wrapped"]["after_forward"].as_u64() > Some(0),

@@ -30,11 +30,7 @@ const CHANGE_KINDS: [&str; 13] = [
 
 /// What a two-run case lacks or gets wrong, one line each.
 pub fn check_fields(case: &Case) -> Vec<String> {
-    let mut bad: Vec<String> = FIELDS
-        .iter()
-        .filter(|f| !case.toml.contains_key(**f))
-        .map(|f| format!("{}: no `{f}`", case.id))
-        .collect();
+    let mut bad = super::missing(case, &FIELDS);
     if !bad.is_empty() {
         return bad;
     }

@@ -94,19 +94,21 @@ fn measured_from_other_slice(layers: u32, other: &str) -> MemoryModel {
     m
 }
 
-fn table(name: &str, checks: &[PeakCheck]) -> String {
+/// One line per run: its peak, the prediction before launch and, where a measurement gave one,
+/// the prediction from it (`measured` names which; `-` where none).
+pub(super) fn table(name: &str, checks: &[PeakCheck], measured: &str) -> String {
     let gib = |b: u64| b.to_f64() / f64::from(1u32 << 30);
     checks
         .iter()
         .map(|c| {
             format!(
-                "{name} {:<15} peak {:6.2} predicted {:6.2} ({:+.1}%){}\n",
+                "{name} {:<15} peak {:6.2} predicted {:6.2} ({:+.1}%) {measured} {}\n",
                 c.variant,
                 gib(c.peak_bytes),
                 gib(c.predicted_bytes),
                 c.error * 100.0,
-                c.from_measured_bytes.map_or(String::new(), |b| format!(
-                    " from measured {:6.2} ({:+.1}%)",
+                c.from_measured_bytes.map_or("-".into(), |b| format!(
+                    "{:6.2} ({:+.1}%)",
                     gib(b),
                     c.from_measured_error.unwrap() * 100.0
                 ))
@@ -131,7 +133,10 @@ fn every_decoder_run_on_the_h100_is_predicted_within_10_percent_before_launch() 
             checked("decoder:4,4096,32,2048,32000,llama", 1, FOUR, None),
         ),
     ];
-    let text: String = all.iter().map(|(n, c)| table(n, c)).collect();
+    let text: String = all
+        .iter()
+        .map(|(n, c)| table(n, c, "from measured"))
+        .collect();
     for (_, checks) in &all {
         for c in checks {
             assert!(c.error.abs() <= PEAK_TOLERANCE, "{text}");
@@ -183,7 +188,10 @@ fn each_slice_is_predicted_within_10_percent_from_the_other_slices_measured_acti
             checked("decoder:4,4096,32,2048,32000,llama", 1, FOUR, Some(&four)),
         ),
     ];
-    let text: String = all.iter().map(|(n, c)| table(n, c)).collect();
+    let text: String = all
+        .iter()
+        .map(|(n, c)| table(n, c, "from measured"))
+        .collect();
     for (_, checks) in &all {
         assert!(check::all_hold(checks), "{text}");
         let ddp = checks.iter().find(|c| c.wrapper == Wrapper::Ddp).unwrap();

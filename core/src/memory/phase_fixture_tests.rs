@@ -11,22 +11,19 @@ use super::*;
 use crate::ddp::{DdpVariant, RunDevice};
 use crate::report::DdpReport;
 
-const RESNET: &str = include_str!(concat!(
-    "../../../docs/results/2026-12-06-h100-fsdp2-memory-phases/",
-    "resnet50.json"
-));
-const SMALL: &str = include_str!(concat!(
-    "../../../docs/results/2026-12-06-h100-fsdp2-memory-phases/",
-    "llama-small.json"
-));
-const TWO: &str = include_str!(concat!(
-    "../../../docs/results/2026-12-06-h100-fsdp2-memory-phases/",
-    "llama8b-2layers.json"
-));
-const FOUR: &str = include_str!(concat!(
-    "../../../docs/results/2026-12-06-h100-fsdp2-memory-phases/",
-    "llama8b-4layers.json"
-));
+/// A raw report of docs/results/2026-12-06-h100-fsdp2-memory-phases/.
+macro_rules! evening_report {
+    ($file:literal) => {
+        include_str!(concat!(
+            "../../../docs/results/2026-12-06-h100-fsdp2-memory-phases/",
+            $file
+        ))
+    };
+}
+const RESNET: &str = evening_report!("resnet50.json");
+const SMALL: &str = evening_report!("llama-small.json");
+const TWO: &str = evening_report!("llama8b-2layers.json");
+const FOUR: &str = evening_report!("llama8b-4layers.json");
 
 /// A report's 1-GPU runs: each peak, each step read at its phases, the parameters and the
 /// micro-batch.
@@ -73,27 +70,6 @@ fn checked(model: Option<&str>, text: &str) -> (MemoryModel, Vec<PeakCheck>) {
     (measured, checks)
 }
 
-fn table(name: &str, checks: &[PeakCheck]) -> String {
-    let gib = |b: u64| b.to_f64() / f64::from(1u32 << 30);
-    checks
-        .iter()
-        .map(|c| {
-            format!(
-                "{name} {:<15} peak {:6.2} before launch {:6.2} ({:+.1}%) from its phases {}\n",
-                c.variant,
-                gib(c.peak_bytes),
-                gib(c.predicted_bytes),
-                c.error * 100.0,
-                c.from_measured_bytes.map_or("-".into(), |b| format!(
-                    "{:6.2} ({:+.1}%)",
-                    gib(b),
-                    c.from_measured_error.unwrap() * 100.0
-                ))
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn every_h100_run_is_predicted_within_10_percent_from_its_own_wrappers_phases() {
     let all = [
@@ -111,7 +87,10 @@ fn every_h100_run_is_predicted_within_10_percent_from_its_own_wrappers_phases() 
             checked(Some("decoder:4,4096,32,2048,32000,llama"), FOUR),
         ),
     ];
-    let text: String = all.iter().map(|(n, (_, c))| table(n, c)).collect();
+    let text: String = all
+        .iter()
+        .map(|(n, (_, c))| super::fixture_tests::table(n, c, "from its phases"))
+        .collect();
     println!("{text}");
     for (_, (_, checks)) in &all {
         assert_eq!(
