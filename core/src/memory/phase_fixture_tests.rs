@@ -3,8 +3,9 @@
 //! docs/results/2026-12-06-h100-fsdp2-memory-phases/ (resnet50 at micro-batch 64, whose
 //! activations nothing counts before a launch; llama-12x1024 at 8; the 8B decoder's 2- and
 //! 4-layer slices at 1). Every run's peak is predicted within 10% from its wrapper's phases.
-//! The reports hold no run of a model at a second micro-batch, so the linear scaling is checked
-//! here as arithmetic only.
+//! resnet50 at micro-batches 32, 64 and 128 (a later call on the same machine type) checks the
+//! linear scaling: each wrapper's activations measured at one micro-batch predict its peak at
+//! the others within 10%.
 
 use super::check::{check_peaks, MeasuredPeak, PeakCheck, PEAK_TOLERANCE};
 use super::*;
@@ -24,6 +25,11 @@ const RESNET: &str = evening_report!("resnet50.json");
 const SMALL: &str = evening_report!("llama-small.json");
 const TWO: &str = evening_report!("llama8b-2layers.json");
 const FOUR: &str = evening_report!("llama8b-4layers.json");
+const SCALING: [&str; 3] = [
+    evening_report!("resnet50-scaling-mb32.json"),
+    evening_report!("resnet50-scaling-mb64.json"),
+    evening_report!("resnet50-scaling-mb128.json"),
+];
 
 /// A report's 1-GPU runs: each peak, each step read at its phases, the parameters and the
 /// micro-batch.
@@ -145,4 +151,26 @@ fn a_measurement_scales_linearly_to_another_micro_batch_and_says_so() {
         d.at_micro_batch(2).activations_for(Wrapper::Fsdp).bytes(),
         2 * fsdp
     );
+}
+
+#[test]
+fn activations_measured_at_one_micro_batch_predict_the_peak_at_another_within_10_percent() {
+    let mut text = String::new();
+    let mut worst: f64 = 0.0;
+    for from in SCALING {
+        let (_, phases, params, measured_at) = read(from);
+        for to in SCALING.iter().filter(|t| **t != from) {
+            let (peaks, _, _, mb) = read(to);
+            let m = MemoryModel::of_params(params, mb, Amp::Bf16);
+            let checks = check_peaks(&m, Some(&with_phases(&m, &phases)), &peaks);
+            assert_eq!(checks.len(), 4, "base, replicate, fsdp, fsdp-noreshard");
+            let name = format!("resnet50 mb {measured_at} -> {mb}");
+            text += &super::fixture_tests::table(&name, &checks, "from mb");
+            for c in &checks {
+                worst = worst.max(c.from_measured_error.expect("scaled").abs());
+            }
+        }
+    }
+    println!("{text}");
+    assert!(worst <= PEAK_TOLERANCE, "{text}");
 }
