@@ -29,7 +29,7 @@ def memory_phases(trainer, memory, plain=False):
     the peak counter reset: read the run's own peak before."""
     out = {"before_forward": memory.allocated()}
     memory.reset()
-    opt, scaler = trainer.opts[plain], trainer.scaler
+    scaler = trainer.scaler
     with trainer.sync_context(True, plain):
         loss = trainer.micro_loss(trainer.nets[plain], plain)
         out["after_forward"], out["peak_forward"] = memory.allocated(), memory.peak()
@@ -38,12 +38,7 @@ def memory_phases(trainer, memory, plain=False):
     del loss
     out["after_backward"], out["peak_backward"] = memory.allocated(), memory.peak()
     memory.reset()
-    if scaler:
-        scaler.step(opt)
-        scaler.update()
-    else:
-        opt.step()
-    opt.zero_grad(set_to_none=True)
+    trainer.optimizer_step(plain)
     out["after_step"], out["peak_step"] = memory.allocated(), memory.peak()
     return out
 

@@ -64,20 +64,26 @@ class Trainer:
         only (no_sync before it), or never when sync_grads is False. plain: the model itself,
         not its DDP wrapper, so DDP neither prepares nor reduces anything (the same parameters,
         optimizer and batches)."""
-        accum, scaler, opt = self.var["accum"], self.scaler, self.opts[plain]
+        accum, scaler = self.var["accum"], self.scaler
         loss = None
         for i in range(accum):
             with self.sync_context(sync_grads and i == accum - 1, plain):
                 loss = self.micro_loss(self.nets[plain], plain)
                 scaled = loss / accum
                 (scaler.scale(scaled) if scaler else scaled).backward()
+        self.optimizer_step(plain)
+        return loss
+
+    def optimizer_step(self, plain=False):
+        """The optimizer's step on the gradients backward left (through the gradient scaler
+        under fp16), then the gradients freed."""
+        opt, scaler = self.opts[plain], self.scaler
         if scaler:
             scaler.step(opt)
             scaler.update()
         else:
             opt.step()
         opt.zero_grad(set_to_none=True)
-        return loss
 
     def timed_step(self, sync_grads, plain=False):
         """One train_step timed from an idle device to an idle device: (seconds, loss)."""
