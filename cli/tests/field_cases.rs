@@ -414,6 +414,19 @@ impl Replay {
     }
 }
 
+/// A replay's JSON report; a panic naming the case, the exit code and stderr where the output
+/// is not JSON.
+fn report_json(case: &Case, out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: not JSON ({e}), exit {:?}: {}",
+            case.id,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 /// A replay: the report's verdict and causes, or `refused` where ddpcheck turned the folder
 /// down as bad input (exit 64: truncated, mixed or foreign files), which its row must say.
 fn replay(case: &Case) -> Replay {
@@ -431,14 +444,7 @@ fn replay(case: &Case) -> Replay {
             causes: Vec::new(),
         };
     }
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{}: not JSON ({e}), exit {:?}: {}",
-            case.id,
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let v = report_json(case, &out);
     let text = |c: &Value, k: &str| c[k].as_str().unwrap_or_default().to_string();
     Replay {
         verdict: text(&v, "verdict"),

@@ -91,14 +91,7 @@ pub fn replay(case: &Case) -> DiffReplay {
         .arg("--json")
         .output()
         .expect("run ddpcheck");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{}: not JSON ({e}), exit {:?}: {}",
-            case.id,
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let v = super::report_json(case, &out);
     let changes = v["changes"]
         .as_array()
         .unwrap_or_else(|| panic!("{}: no `changes` list", case.id));
