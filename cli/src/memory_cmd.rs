@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ddpcheck_core::bounded::FileKind;
-use ddpcheck_core::ddp::{Amp, DdpVariant, ModelSpec, RunDevice, RunPhases, Wrapper};
+use ddpcheck_core::ddp::{Amp, ModelSpec, RunDevice, RunPhases, Wrapper};
 use ddpcheck_core::memory::check::{check_peaks, MeasuredPeak, PeakCheck};
 use ddpcheck_core::memory::slices::{fit_slices, SliceFit, SlicePeak};
 use ddpcheck_core::memory::{
@@ -222,20 +222,14 @@ fn peaks(a: &MemoryArgs) -> Result<Vec<Run>, RunError> {
     let mut out = Vec::new();
     for r in reports(a)? {
         for row in r.results.iter().filter(|x| x.device == RunDevice::Cuda) {
-            let (Some(peak), Ok(v)) = (row.max_memory_bytes, row.variant.parse::<DdpVariant>())
-            else {
+            let Some(peak) = row.measured_peak() else {
                 continue;
             };
             out.push(Run {
                 phases: row.memory_phases.clone(),
                 params: row.params,
                 micro_batch: row.micro_batch,
-                peak: MeasuredPeak {
-                    variant: row.variant.clone(),
-                    wrapper: v.wrapper(),
-                    gpus: row.world_size,
-                    peak_bytes: peak,
-                },
+                peak,
             });
         }
     }

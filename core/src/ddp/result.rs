@@ -478,3 +478,30 @@ pub fn speedup_noise_bound(multi: &DdpResult, single: &DdpResult) -> Option<f64>
     let dof = if welch.is_finite() { welch } else { da + db };
     Some(noise_bound(sigma, dof))
 }
+
+/// A run as the memory model reads it.
+impl DdpResult {
+    /// torch's peak of this run, with its wrapper; `None` where it reported no peak or its
+    /// variant is not one this build reads.
+    pub fn measured_peak(&self) -> Option<crate::memory::check::MeasuredPeak> {
+        let variant: super::DdpVariant = self.variant.parse().ok()?;
+        Some(crate::memory::check::MeasuredPeak {
+            variant: self.variant.clone(),
+            wrapper: variant.wrapper(),
+            gpus: self.world_size,
+            peak_bytes: self.max_memory_bytes?,
+        })
+    }
+
+    /// This run's wrapped step read at its phases, with its wrapper and micro-batch; `None`
+    /// where it read none or its variant is not one this build reads.
+    pub fn phase_run(&self) -> Option<crate::memory::phases::PhaseRun> {
+        let variant: super::DdpVariant = self.variant.parse().ok()?;
+        Some(crate::memory::phases::PhaseRun {
+            variant: self.variant.clone(),
+            wrapper: variant.wrapper(),
+            micro_batch: self.micro_batch,
+            phases: self.memory_phases.as_ref()?.wrapped.clone(),
+        })
+    }
+}

@@ -7,7 +7,7 @@
 use super::check::{check_peaks, MeasuredPeak, PeakCheck, PEAK_TOLERANCE};
 use super::slices::{fit_slices, SlicePeak};
 use super::*;
-use crate::ddp::{DdpVariant, Decoder, ModelSpec, RunDevice};
+use crate::ddp::{Decoder, ModelSpec, RunDevice};
 use crate::num::ToF64;
 use crate::report::DdpReport;
 
@@ -24,16 +24,7 @@ fn runs(text: &str) -> Vec<(u64, MeasuredPeak)> {
     r.results
         .iter()
         .filter(|x| x.device == RunDevice::Cuda)
-        .map(|x| {
-            let v: DdpVariant = x.variant.parse().unwrap();
-            let peak = MeasuredPeak {
-                variant: x.variant.clone(),
-                wrapper: v.wrapper(),
-                gpus: x.world_size,
-                peak_bytes: x.max_memory_bytes.unwrap(),
-            };
-            (x.params, peak)
-        })
+        .map(|x| (x.params, x.measured_peak().unwrap()))
         .collect()
 }
 

@@ -9,7 +9,7 @@
 
 use super::check::{check_peaks, MeasuredPeak, PeakCheck, PEAK_TOLERANCE};
 use super::*;
-use crate::ddp::{DdpVariant, RunDevice};
+use crate::ddp::RunDevice;
 use crate::report::DdpReport;
 
 /// A raw report of docs/results/2026-12-06-h100-fsdp2-memory-phases/.
@@ -40,25 +40,8 @@ fn read(text: &str) -> (Vec<MeasuredPeak>, Vec<PhaseRun>, u64, u32) {
         .iter()
         .filter(|x| x.device == RunDevice::Cuda && x.world_size == 1)
         .collect();
-    let wrapper = |v: &str| v.parse::<DdpVariant>().unwrap().wrapper();
-    let peaks = rows
-        .iter()
-        .map(|x| MeasuredPeak {
-            variant: x.variant.clone(),
-            wrapper: wrapper(&x.variant),
-            gpus: 1,
-            peak_bytes: x.max_memory_bytes.unwrap(),
-        })
-        .collect();
-    let phases = rows
-        .iter()
-        .map(|x| PhaseRun {
-            variant: x.variant.clone(),
-            wrapper: wrapper(&x.variant),
-            micro_batch: x.micro_batch,
-            phases: x.memory_phases.clone().unwrap().wrapped,
-        })
-        .collect();
+    let peaks = rows.iter().map(|x| x.measured_peak().unwrap()).collect();
+    let phases = rows.iter().map(|x| x.phase_run().unwrap()).collect();
     (peaks, phases, rows[0].params, rows[0].micro_batch)
 }
 

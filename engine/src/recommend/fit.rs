@@ -115,12 +115,7 @@ pub(super) fn measured_peak(
         };
         if this < rank {
             rank = this;
-            best = Some(MeasuredPeak {
-                variant: r.variant.clone(),
-                wrapper: v.wrapper(),
-                gpus: 1,
-                peak_bytes: r.max_memory_bytes.unwrap_or(0),
-            });
+            best = r.measured_peak();
         }
     }
     best
@@ -141,14 +136,6 @@ pub(super) fn measured_phases(m: &Measurements, model: &ModelInput) -> Vec<Phase
             };
             same && r.world_size == 1 && r.device == RunDevice::Cuda
         })
-        .filter_map(|r| {
-            let v = r.variant.parse::<DdpVariant>().ok()?;
-            Some(PhaseRun {
-                variant: r.variant.clone(),
-                wrapper: v.wrapper(),
-                micro_batch: r.micro_batch,
-                phases: r.memory_phases.as_ref()?.wrapped.clone(),
-            })
-        })
+        .filter_map(|r| r.phase_run())
         .collect()
 }
