@@ -12,7 +12,9 @@ use crate::flag_values::parse_message_size;
 use crate::global_args::GlobalArgs;
 use crate::history_cmd::HistoryArgs;
 use crate::memory_cmd::MemoryArgs;
+use crate::read_at_edge::typed;
 use crate::recommend_cmd::RecommendArgs;
+use ddpcheck_core::ddp::RunDevice;
 
 /// ddpcheck — is this GPU node healthy, how fast is its interconnect really, and will PyTorch
 /// DDP pay off on it (and with which settings)?
@@ -146,8 +148,16 @@ pub struct CollectivesArgs {
     /// Hard deadline of each sweep, seconds.
     #[arg(long, default_value_t = 300.0)]
     pub deadline: f64,
-    /// The collectives' backend: nccl, which this command runs itself (as nccl-tests does).
-    /// gloo and nccl2 are torch's process groups: `bench ddp --backend` runs them.
-    #[arg(long, default_value = "nccl", value_name = "nccl|gloo|nccl2")]
-    pub backend: String,
+    /// The collectives' backend: nccl on GPUs, which this command runs itself (as nccl-tests
+    /// does); gloo with --device cpu. torch's gloo and nccl2 on GPUs: `bench ddp --backend`.
+    #[arg(long, value_name = "nccl|gloo|nccl2")]
+    pub backend: Option<String>,
+    /// Where the ranks run: cuda (the node's GPUs, NCCL), or cpu (processes over torch's gloo,
+    /// with DDPCHECK_PYTHON's torch: all_reduce, all_gather and reduce_scatter as DDP and FSDP2
+    /// call them; CPU figures, never GPU ones). CPU ranks run here, not through the daemon.
+    #[arg(long, default_value = "cuda", value_name = "cuda|cpu", value_parser = typed::<RunDevice>())]
+    pub device: RunDevice,
+    /// With --device cpu: how many CPU ranks (2..=8).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub ranks: u32,
 }

@@ -30,6 +30,7 @@ macro_rules! outln {
 mod args;
 mod check_cmd;
 mod cluster_cmd;
+mod collectives_cmd;
 mod config_cmd;
 mod daemon_bin;
 mod daemon_runner;
@@ -55,13 +56,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use args::{BenchCommand, Cli, CollectivesArgs, Command, TopoArgs};
+use args::{BenchCommand, Cli, Command, TopoArgs};
 use clap::Parser;
-use ddpcheck_core::collective::Collective;
 use ddpcheck_core::verdict::EXIT_BROKEN_PIPE;
 use ddpcheck_engine::RunError;
-use ddpcheck_engine::{self as engine, CollectiveParams};
-use flag_values::secs;
 use global_args::{make_target, GlobalArgs};
 
 fn main() -> ExitCode {
@@ -184,7 +182,7 @@ fn run(cli: &Cli) -> Result<i32, RunError> {
         Command::Demo => demo::run(global),
         Command::Topo(a) => topo(global, a),
         Command::Check(a) => check_cmd::run(global, a),
-        Command::Bench(BenchCommand::Collectives(a)) => collectives(global, a),
+        Command::Bench(BenchCommand::Collectives(a)) => collectives_cmd::run(global, a),
         Command::Bench(BenchCommand::Ddp(a)) => ddp_cmd::run(global, a),
         Command::Explain(a) => explain_cmd::run(global, a),
         Command::Diff(a) => diff_cmd::run(global, a),
@@ -209,63 +207,6 @@ fn topo(cli: &GlobalArgs, a: &TopoArgs) -> Result<i32, RunError> {
         print_json(&r)?;
     } else {
         out!("{}", render::topo(&r));
-    }
-    Ok(0)
-}
-
-fn collectives(cli: &GlobalArgs, a: &CollectivesArgs) -> Result<i32, RunError> {
-    let backend: ddpcheck_core::ddp::Backend = a.backend.parse().map_err(RunError::usage)?;
-    if !backend.is_nccl() {
-        return Err(RunError::Usage(format!(
-            "--backend {}: bench collectives runs NCCL itself, not through torch; torch's {} \
-             process group is measured by bench ddp --backend {}",
-            backend.as_str(),
-            backend.as_str(),
-            backend.as_str()
-        )));
-    }
-    let ops = if a.ops.trim() == "all" {
-        vec![
-            Collective::AllReduce,
-            Collective::AllGather,
-            Collective::ReduceScatter,
-            Collective::AllToAll,
-            Collective::Broadcast,
-        ]
-    } else {
-        a.ops
-            .split(',')
-            .map(|o| {
-                o.parse::<Collective>()
-                    .map_err(|e| RunError::Usage(e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?
-    };
-    let params = CollectiveParams {
-        ops,
-        gpus: a.gpus.clone(),
-        min_bytes: a.min_bytes,
-        max_bytes: a.max_bytes,
-        step_factor: a.step_factor,
-        iters: a.iters,
-        warmup_iters: a.warmup,
-        in_place: !a.no_in_place,
-        check: !a.no_check,
-        deadline: secs(a.deadline, "--deadline")?,
-        env_ab: match &a.env_ab {
-            Some(s) => engine::parse_env_ab(s)?,
-            None => Vec::new(),
-        },
-    };
-    let target = make_target(cli)?;
-    let reporter = progress::Reporter::new();
-    let r = target.bench_collectives(&params, &mut |p| reporter.update(p));
-    reporter.finish();
-    let r = r?;
-    if cli.json {
-        print_json(&r)?;
-    } else {
-        out!("{}", render::bench_collectives(&r, cli.width()));
     }
     Ok(0)
 }

@@ -131,6 +131,10 @@ pub struct EnvRun {
     pub run: CollectiveRun,
 }
 
+/// The backend label of collectives timed between CPU processes over torch's gloo
+/// (`bench collectives --device cpu`): real measurements, of CPUs, never of GPUs.
+pub const CPU_RANKS_LABEL: &str = "cpu-ranks:gloo";
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchCollectivesReport {
     #[serde(flatten)]
@@ -139,6 +143,11 @@ pub struct BenchCollectivesReport {
 }
 
 impl BenchCollectivesReport {
+    /// Whether its sweeps ran between CPU ranks (gloo), not GPUs.
+    pub fn on_cpu_ranks(&self) -> bool {
+        self.header.backend_label == CPU_RANKS_LABEL
+    }
+
     /// The all-reduce sweep of the first run: what the step-time model reads.
     pub fn all_reduce(&self) -> Option<&Sweep> {
         self.runs.first().and_then(|r| {

@@ -671,6 +671,8 @@ pub use grad_tensor::GradTensor;
 #[cfg(test)]
 mod calibrate_tests;
 #[cfg(test)]
+mod fsdp_cpu_tests;
+#[cfg(test)]
 mod fsdp_tests;
 #[cfg(test)]
 mod powersgd_tests;

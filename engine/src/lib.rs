@@ -6,6 +6,7 @@
 //! names within a size limit (`input`).
 
 pub mod cluster;
+pub mod cpu_collectives;
 pub mod explain;
 pub mod input;
 pub mod lock;

@@ -189,18 +189,32 @@ pub fn copy_reference_lines(gpus: &[ddpcheck_core::node_gpus::GpuInfo]) -> Vec<S
 }
 
 pub fn bench_collectives(r: &BenchCollectivesReport, width: Width) -> String {
-    let mut s = banner(&r.header, "bench collectives");
+    let torch = r.header.provenance.torch_version.as_deref().unwrap_or("?");
+    let mut s = if r.on_cpu_ranks() {
+        format!(
+            "ddpcheck bench collectives — host {}, CPU ranks over gloo (torch {torch}): CPU figures, not GPU ones\n",
+            r.header.provenance.hostname
+        )
+    } else {
+        banner(&r.header, "bench collectives")
+    };
     for run in &r.runs {
+        let library = if r.on_cpu_ranks() {
+            format!("gloo (torch {torch})")
+        } else {
+            format!(
+                "NCCL {}{}",
+                run.run.nccl_version.as_deref().unwrap_or("?"),
+                run.run
+                    .nccl_library
+                    .as_deref()
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            )
+        };
         s.push_str(&format!(
-            "\n# environment: {}   NCCL {}{}   init {:.2} s\n",
-            run.label,
-            run.run.nccl_version.as_deref().unwrap_or("?"),
-            run.run
-                .nccl_library
-                .as_deref()
-                .map(|l| format!(" ({l})"))
-                .unwrap_or_default(),
-            run.run.init_seconds
+            "\n# environment: {}   {library}   init {:.2} s\n",
+            run.label, run.run.init_seconds
         ));
         for sw in &run.run.sweeps {
             s.push_str(&nccl_table::sweep(sw, width.tables));

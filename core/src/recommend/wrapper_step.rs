@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ddp::Wrapper;
 use crate::step_time::fsdp::{
-    predict_fsdp2, Fsdp2Curves, Fsdp2Inputs, Fsdp2Prediction, Fsdp2Units,
+    predict_fsdp2, Fsdp2Curves, Fsdp2Inputs, Fsdp2Prediction, Fsdp2Units, Overlap,
 };
 use crate::step_time::fsdp_own::OneGpuOwn;
 use crate::step_time::ModelError;
@@ -33,6 +33,9 @@ pub struct WrapperStepInput {
     pub price_per_gpu_hour: Option<f64>,
     /// Where the curves come from, in words.
     pub curves_how: String,
+    /// N ranks side by side over one alone, counted where it lies beyond its launches' noise
+    /// (as DDP's model counts it); 1 where nothing measured it.
+    pub side_by_side: f64,
 }
 
 /// The sharded answer's step, predicted and where measured.
@@ -60,6 +63,8 @@ pub fn predict_wrapper_step(
 ) -> Result<(), ModelError> {
     let mut i = Fsdp2Inputs::new(wrapper, rec.gpus, input.units, input.plain_step_s);
     i.own_one_gpu_s = input.own.as_ref().map_or(0.0, |o| o.seconds);
+    i.overlap = Overlap::on(rec.device);
+    i.side_by_side = input.side_by_side;
     let p = predict_fsdp2(&i, curves)?;
     let own_how = input.own.map_or_else(
         || "not measured (left out): measure it with `bench ddp --gpus 1`".to_string(),
@@ -191,6 +196,7 @@ mod tests {
             measured_step_s: measured,
             price_per_gpu_hour: Some(1.0),
             curves_how: "invented".into(),
+            side_by_side: 1.0,
         }
     }
 

@@ -10,7 +10,10 @@
 //!   starts its backward; each unit's gradients are reduce-scattered over the shard group once
 //!   its backward ends, and under HSDP and `replicate()` all-reduced over the replicas;
 //! - the collectives run one after another on the network, beside the compute, which waits only
-//!   for the gather of the unit it needs; what is left when the compute ends is exposed.
+//!   for the gather of the unit it needs; what is left when the compute ends is exposed. Between
+//!   CPU ranks that take every core, gloo moves the bytes on the cores that compute, and each
+//!   collective adds its time to the step ([`Overlap::Serial`]);
+//! - N ranks side by side slow each rank's compute by what a `nocomm` run measured, where one did.
 //!
 //! At world size one the collectives move nothing between GPUs: FSDP2 copies on the GPU (the
 //! gather's copy-in and copy-out, the reduction's copy; torch's `foreach_reduce` copies the
@@ -22,7 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ddp::{ParamLayout, Wrapper};
+use crate::ddp::{ParamLayout, RunDevice, Wrapper};
 use crate::num::ToF64;
 
 use super::op_curve::OpCurve;
@@ -110,6 +113,35 @@ pub struct Fsdp2Inputs {
     pub reduce_bytes: f64,
     /// The wrapper's own work at world size one ([`one_gpu_own`]), seconds.
     pub own_one_gpu_s: f64,
+    /// Whether the collectives run beside the compute or take its time.
+    pub overlap: Overlap,
+    /// How much N ranks side by side slow each rank's own compute (a `nocomm` run's slowdown,
+    /// [`super::crowd::side_by_side`]); 1 where nothing measured it.
+    pub side_by_side: f64,
+}
+
+/// Where the collectives run against the compute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// GPUs: NCCL's kernels on their own streams beside the compute, which waits only for the
+    /// gather of the unit it needs.
+    #[default]
+    Beside,
+    /// CPU ranks over gloo where the ranks take every core (one compute thread each): gloo's
+    /// threads move the bytes on the cores that compute, so each collective adds its time to
+    /// the step (2 ranks on 2 cores, docs/results/2026-12-06-cpu2-fsdp2-step-model.md).
+    Serial,
+}
+
+impl Overlap {
+    /// Where ranks of `device` run their collectives: CPU ranks over gloo take their cores.
+    pub fn on(device: RunDevice) -> Self {
+        match device {
+            RunDevice::Cuda => Overlap::Beside,
+            RunDevice::Cpu => Overlap::Serial,
+        }
+    }
 }
 
 impl Fsdp2Inputs {
@@ -123,6 +155,8 @@ impl Fsdp2Inputs {
             param_bytes: 2.0,
             reduce_bytes: 4.0,
             own_one_gpu_s: 0.0,
+            overlap: Overlap::Beside,
+            side_by_side: 1.0,
         }
     }
 }
@@ -175,9 +209,9 @@ fn unit_costs(i: &Fsdp2Inputs, c: &Fsdp2Curves, params: u64) -> Result<(f64, f64
     Ok((gather, reduce))
 }
 
-/// The network, one collective after another, beside the compute.
-#[derive(Default)]
+/// The network, one collective after another, beside the compute or taking its time.
 struct Lanes {
+    overlap: Overlap,
     compute: f64,
     network: f64,
     busy: f64,
@@ -187,6 +221,9 @@ impl Lanes {
     /// Issues a collective of `s` seconds now; returns when it ends.
     fn issue(&mut self, s: f64) -> f64 {
         self.network = self.network.max(self.compute) + s;
+        if self.overlap == Overlap::Serial {
+            self.compute = self.network;
+        }
         self.busy += s;
         self.network
     }
@@ -211,9 +248,20 @@ pub fn predict_fsdp2(i: &Fsdp2Inputs, c: &Fsdp2Curves) -> Result<Fsdp2Prediction
         .map(|p| unit_costs(i, c, *p))
         .collect::<Result<_, _>>()?;
     let total = i.units.params().to_f64();
-    let share = |p: u64| p.to_f64() / total * i.plain_step_s;
+    let stretch = if i.side_by_side.is_finite() && i.side_by_side > 0.0 {
+        i.side_by_side
+    } else {
+        1.0
+    };
+    let compute_s = i.plain_step_s * stretch;
+    let share = |p: u64| p.to_f64() / total * compute_s;
     let (fwd, bwd) = (1.0 - i.backward_fraction, i.backward_fraction);
-    let mut l = Lanes::default();
+    let mut l = Lanes {
+        overlap: i.overlap,
+        compute: 0.0,
+        network: 0.0,
+        busy: 0.0,
+    };
     let mut gathered = vec![l.issue(costs[0].0)];
     for (k, p) in units.iter().enumerate() {
         l.compute = l.compute.max(gathered[k]);
@@ -239,8 +287,8 @@ pub fn predict_fsdp2(i: &Fsdp2Inputs, c: &Fsdp2Curves) -> Result<Fsdp2Prediction
         reduce_s += costs[k].1;
     }
     let end = l.compute.max(l.network);
-    let exposed = (end - i.plain_step_s).max(0.0);
-    let step_s = i.plain_step_s + i.own_one_gpu_s + exposed;
+    let exposed = (end - compute_s).max(0.0);
+    let step_s = compute_s + i.own_one_gpu_s * stretch + exposed;
     let speedup = f64::from(i.world) * i.plain_step_s / step_s;
     Ok(Fsdp2Prediction {
         wrapper: i.wrapper,

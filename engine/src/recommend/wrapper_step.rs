@@ -16,6 +16,7 @@ use ddpcheck_core::step_time::fsdp_own::one_gpu_own;
 use ddpcheck_core::step_time::op_curve::OpCurve;
 use ddpcheck_core::step_time::{LinkCurve, DEFAULT_BACKWARD_FRACTION};
 
+use super::measured::measured_side_by_side;
 use super::Gathering;
 use crate::RunError;
 
@@ -125,6 +126,7 @@ impl Gathering<'_> {
                 .price_per_hour
                 .map(|p| p / f64::from(plan.map_or(1, |p| p.gpus).max(1))),
             curves_how: curves.1,
+            side_by_side: self.side_by_side_counted(model, rec.micro_batch, rec.gpus),
         };
         Ok((input, curves.0))
     }
@@ -194,6 +196,19 @@ impl Gathering<'_> {
         };
         let ranks = curves.all_gather.as_ref().map_or(0, |c| c.ranks);
         (curves, ranks)
+    }
+
+    /// N ranks side by side over one alone where a `nocomm` run measured it beyond its
+    /// launches' noise, else 1: the rule DDP's model counts it by.
+    pub(super) fn side_by_side_counted(
+        &self,
+        model: &ModelInput,
+        micro_batch: u32,
+        gpus: u32,
+    ) -> f64 {
+        measured_side_by_side(&self.m, model, micro_batch, gpus)
+            .filter(|s| s.distinct && s.measured_ratio.is_finite())
+            .map_or(1.0, |s| s.measured_ratio.max(1.0))
     }
 
     fn has_fsdp2_sweeps(&self) -> bool {

@@ -5,7 +5,7 @@
 
 use ddpcheck_core::ddp::{DdpResult, DdpVariant, RunDevice, Wrapper};
 use ddpcheck_core::recommend::{weigh_wrappers, ModelInput, Recommendation, WrapperRow};
-use ddpcheck_core::step_time::fsdp::{predict_fsdp2, Fsdp2Inputs, Fsdp2Units};
+use ddpcheck_core::step_time::fsdp::{predict_fsdp2, Fsdp2Inputs, Fsdp2Units, Overlap};
 use ddpcheck_core::step_time::fsdp_own::one_gpu_own;
 
 use super::Gathering;
@@ -61,6 +61,7 @@ impl Gathering<'_> {
         let copy = self.fsdp2_one_gpu_copy();
         let at_n = self.fsdp2_runs(model, rec.gpus);
         let plain = rec.single_gpu.step_s;
+        let side_by_side = self.side_by_side_counted(model, rec.micro_batch, rec.gpus);
         let fits = |w: Wrapper| {
             plan.rows
                 .iter()
@@ -74,6 +75,8 @@ impl Gathering<'_> {
             let own = one_gpu_own(w, &own_measured, &units, 2.0, copy.as_ref());
             let mut i = Fsdp2Inputs::new(w, rec.gpus, units.clone(), plain);
             i.own_one_gpu_s = own.as_ref().map_or(0.0, |o| o.seconds);
+            i.overlap = Overlap::on(rec.device);
+            i.side_by_side = side_by_side;
             let predicted = predict_fsdp2(&i, &curves).ok().map(|p| p.step_s);
             let measured = at_n
                 .iter()

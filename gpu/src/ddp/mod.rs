@@ -48,6 +48,7 @@
 //! environment, config JSON, the by-hand line), `probe` checks torch before any launch, and
 //! `outcome` reads a launch's stdout and judges how it ended.
 
+pub mod cpu_sweep;
 mod launch;
 mod outcome;
 mod probe;
@@ -96,7 +97,7 @@ macro_rules! package_files {
 }
 
 /// The benchmark package, every Python file of `bench_ddp/` (a test holds the list to the folder).
-const PACKAGE: [(&str, &str); 20] = package_files![
+const PACKAGE: [(&str, &str); 21] = package_files![
     "__init__.py",
     "__main__.py",
     "bench.py",
@@ -114,6 +115,7 @@ const PACKAGE: [(&str, &str); 20] = package_files![
     "recipe.py",
     "report.py",
     "steps.py",
+    "sweep.py",
     "timing.py",
     "torchenv.py",
     "wrappers.py",
@@ -367,22 +369,7 @@ pub fn run_ddp_report(
         }
     };
 
-    let dir = tempfile::Builder::new()
-        .prefix("ddpcheck-ddp-")
-        .tempdir()
-        .map_err(|e| {
-            ProbeError::Unavailable(format!(
-                "cannot create a temporary folder for the DDP script: {e}"
-            ))
-        })?;
-    let script = fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700))
-        .and_then(|()| write_script(dir.path()))
-        .map_err(|e| {
-            ProbeError::Unavailable(format!(
-                "cannot write the DDP script to {}: {e}",
-                dir.path().display()
-            ))
-        })?;
+    let (dir, script) = private_script()?;
 
     let mut results = Vec::new();
     let mut launches = Vec::new();
@@ -447,6 +434,28 @@ pub fn run_ddp_report(
         launches,
         stopped,
     })
+}
+
+/// The benchmark package written into a private temporary folder (0700), removed when the
+/// folder is dropped: (the folder, the package's main file).
+fn private_script() -> Result<(tempfile::TempDir, PathBuf), ProbeError> {
+    let dir = tempfile::Builder::new()
+        .prefix("ddpcheck-ddp-")
+        .tempdir()
+        .map_err(|e| {
+            ProbeError::Unavailable(format!(
+                "cannot create a temporary folder for the DDP script: {e}"
+            ))
+        })?;
+    let script = fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700))
+        .and_then(|()| write_script(dir.path()))
+        .map_err(|e| {
+            ProbeError::Unavailable(format!(
+                "cannot write the DDP script to {}: {e}",
+                dir.path().display()
+            ))
+        })?;
+    Ok((dir, script))
 }
 
 /// Bounds every field (a request may come from the outside world) and returns the launches in

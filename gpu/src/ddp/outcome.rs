@@ -204,6 +204,25 @@ impl ResultEvent {
     }
 }
 
+/// One `{"event": "sweep"}` line of a collectives sweep: an op's sizes, the slowest rank's mean
+/// seconds per call, and the wrong elements the check counted.
+#[derive(Debug, Deserialize)]
+pub(super) struct SweepEvent {
+    pub(super) op: ddpcheck_core::collective::Collective,
+    pub(super) ranks: u32,
+    pub(super) samples: Vec<SweepSampleEvent>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SweepSampleEvent {
+    pub(super) bytes: u64,
+    pub(super) count: u64,
+    pub(super) out_of_place_s: f64,
+    pub(super) in_place_s: Option<f64>,
+    pub(super) wrong_out_of_place: Option<u64>,
+    pub(super) wrong_in_place: Option<u64>,
+}
+
 #[derive(Debug, Deserialize)]
 struct ErrorEvent {
     #[serde(default)]
@@ -216,6 +235,8 @@ struct ErrorEvent {
 pub(super) struct Collected {
     pub(super) env: Option<TorchEnv>,
     pub(super) results: Vec<ResultEvent>,
+    /// A collectives sweep's ops, each one line (a sweep launch owes these instead of results).
+    pub(super) sweeps: Vec<SweepEvent>,
     /// Results the launch owes: once all are in, the process gets a short grace to exit.
     pub(super) expected: usize,
     errors: Vec<ErrorEvent>,
@@ -293,6 +314,15 @@ pub(super) fn on_line(
                 .push("more result lines than runs; the first ones count".into()),
             Err(e) => malformed(e),
         },
+        "sweep" => match serde_json::from_value::<SweepEvent>(value) {
+            Ok(sw) => {
+                got.sweeps.push(sw);
+                if got.sweeps.len() == got.expected {
+                    return Next::Done;
+                }
+            }
+            Err(e) => malformed(e),
+        },
         "error" => match serde_json::from_value::<ErrorEvent>(value) {
             Ok(e) => got.errors.push(e),
             Err(e) => malformed(e),
@@ -344,13 +374,13 @@ pub(super) fn judge(
             _ => ProbeError::Worker(msg),
         });
     }
-    if !got.results.is_empty() {
+    if !got.results.is_empty() || !got.sweeps.is_empty() {
         let r = std::mem::take(&mut got.results);
-        if r.len() < got.expected {
+        let reported = r.len() + got.sweeps.len();
+        if reported < got.expected {
             got.warnings.push(format!(
                 "{} of {} runs reported before the launch ended",
-                r.len(),
-                got.expected
+                reported, got.expected
             ));
         }
         if f.stopped {

@@ -6,6 +6,7 @@ import math
 
 from .errors import Fatal
 from .recipe import POWERSGD_DEFAULT_RANK, POWERSGD_MAX_RANK
+from .sweep import parse_sweep
 from .timing import MAX_STEPS, PLAIN_ROUNDS, SIZING_STEPS, SOLO_ROUNDS
 from .wrappers import WRAPPERS
 
@@ -55,8 +56,12 @@ def load_config(text):
         raise Fatal("config is not JSON: %s" % e, "invalid") from None
     if not isinstance(cfg, dict):
         raise Fatal("config must be a JSON object", "invalid")
-    runs = parse_runs(cfg)
     device = _choice(cfg, "device", ("cuda", "cpu"))
+    # A collectives sweep (`bench collectives --device cpu`) runs no model.
+    sweep = parse_sweep(cfg["sweep"], _int) if "sweep" in cfg else None
+    if sweep is not None and device != "cpu":
+        raise Fatal("config: a collectives sweep runs on CPU ranks", "invalid")
+    runs = [] if sweep is not None else parse_runs(cfg)
     recipe = parse_recipe(cfg.get("recipe"))
     if recipe.get("compile") and any(var["fsdp"] for _, var in runs):
         raise Fatal("config: compile is DDP's (DDPOptimizer): FSDP variants run without it", "invalid")
@@ -66,6 +71,7 @@ def load_config(text):
         raise Fatal("config: FSDP2 variants take amp bf16 (MixedPrecisionPolicy) or none, not fp16", "invalid")
     return {
         "runs": runs,
+        "sweep": sweep,
         "device": device,
         "world_size": _int(cfg, "world_size", 1, 1, 8) if device == "cpu" else None,
         "recipe": recipe,

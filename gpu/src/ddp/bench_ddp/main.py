@@ -13,6 +13,7 @@ from .collectives import solo_wait_group
 from .config import load_config
 from .errors import Fatal, one_line, unused_parameters_hint
 from .ranks import bind_cpus, cpu_list, join_ranks, setup_process_group, stop_cpu_ranks, wait_cpu_ranks
+from .sweep import run_sweep
 from .torchenv import gpu_identity, import_torch, nccl_version
 
 
@@ -62,7 +63,11 @@ def main(argv=None):
     solo_wait = solo_wait_group(torch, dist, cfg, device, ranks[1])
     emit(env_event(torch, cfg, ranks[1], init_s, pinned))
 
-    run_all(Launch(torch, dist, cfg, ranks, device, solo_wait))
+    launch = Launch(torch, dist, cfg, ranks, device, solo_wait)
+    if cfg["sweep"] is not None:
+        run_sweep(launch)
+    else:
+        run_all(launch)
 
     set_stage("shutting down")
     with contextlib.suppress(Exception):
