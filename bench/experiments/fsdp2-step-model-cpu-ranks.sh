@@ -8,13 +8,16 @@
 #             against the plain step of its launch (its own work), and at two ranks;
 #   sidebyside `bench ddp --device cpu --gpus 2 --variants nocomm --repeats 4` on both decoders:
 #             two ranks side by side against one alone inside the same launches, launched
-#             often enough for its noise bound to tell a slowdown of a few percent.
+#             often enough for its noise bound to tell a slowdown of a few percent;
+#   ddp       `bench ddp --device cpu --gpus 1,2 --variants base --repeats 2` on the larger
+#             decoder: plain DDP beside the wrappers, so that `recommend --device cpu --from`
+#             these reports weighs them without a launch (cli/tests/which_wrapper_cpu.rs).
 # core/src/step_time/fsdp_cpu_tests.rs predicts each wrapper's step at two ranks from the plain
 # step, its own work at one rank and the curves, against the measured step; commit the reports
 # to docs/results/DATE-cpu2-fsdp2-step-model/ and cite them there.
 #
-#   bench/experiments/fsdp2-step-model-cpu-ranks.sh OUTDIR   (about 16 minutes on 2 cores)
-#   PARTS="curves steps sidebyside" ...                      (some parts)
+#   bench/experiments/fsdp2-step-model-cpu-ranks.sh OUTDIR   (about 20 minutes on 2 cores)
+#   PARTS="curves steps sidebyside ddp" ...                  (some parts)
 #
 # Needs ddpcheck in DDPCHECK_BIN_DIR and, for PYTHON (bench/lib.sh), a torch with FSDP2's
 # fully_shard and replicate() (torch 2.11 has both) and gloo's all_gather_into_tensor and
@@ -25,7 +28,7 @@ set -uo pipefail
 out_dir "${1:-}"
 need_bin ddpcheck
 new_summary
-PARTS=${PARTS:-curves steps sidebyside}
+PARTS=${PARTS:-curves steps sidebyside ddp}
 VARIANTS=fsdp-noreshard,fsdp,replicate,nocomm
 { date -u +%FT%TZ; "$DDPCHECK" --version; nproc; grep -m1 'model name' /proc/cpuinfo
   "$PYTHON" -c 'import torch; print("torch", torch.__version__)'; } >> "$SUMMARY" 2>&1
@@ -64,6 +67,12 @@ sidebyside() { # TAG MODEL MICRO_BATCH
         --steps 12 --repeats 4 --deadline 400
 }
 
+ddp() { # TAG MODEL MICRO_BATCH
+    logged "$OUT" json "$1-ddp" 900 "$DDPCHECK" --json bench ddp --device cpu --gpus 1,2 \
+        --amp none --variants base --model "$2" --micro-batch "$3" --warmup-steps 3 --steps 12 \
+        --repeats 2 --deadline 400
+}
+
 for part in $PARTS; do
     case $part in
         curves) curves ;;
@@ -73,7 +82,8 @@ for part in $PARTS; do
         sidebyside)
             sidebyside decoder-4x256 "decoder:4,256,4,128,1000,llama" 4
             sidebyside decoder-6x512 "decoder:6,512,8,128,4000,llama" 2 ;;
-        *) die "unknown part $part (curves steps sidebyside)" ;;
+        ddp) ddp decoder-6x512 "decoder:6,512,8,128,4000,llama" 2 ;;
+        *) die "unknown part $part (curves steps sidebyside ddp)" ;;
     esac
 done
 date -u +%FT%TZ >> "$SUMMARY"

@@ -67,10 +67,14 @@ pub fn recommendation(r: &Recommendation, width: Width) -> String {
 /// Before it, where DDP fits: the FSDP2 wrappers weighed beside it, one line each.
 fn wrappers(r: &Recommendation) -> String {
     let mut s = String::new();
+    let (one, many) = match r.device {
+        RunDevice::Cuda => ("GPU", "GPUs"),
+        RunDevice::Cpu => ("CPU rank", "CPU ranks"),
+    };
     if let Some(first) = r.wrapper_rows.first() {
         let _ = writeln!(
             s,
-            "\nFSDP2's wrappers at {} GPUs (one GPU's plain step = 1×):",
+            "\nFSDP2's wrappers at {} {many} (one {one}'s plain step = 1×):",
             first.gpus
         );
     }
@@ -78,7 +82,7 @@ fn wrappers(r: &Recommendation) -> String {
         let step = w.measured_step_s.or(w.predicted_step_s).unwrap_or(0.0);
         let _ = writeln!(
             s,
-            "  {:<15} {:.2}×, {:.2} ms a micro-batch ({}); own work at one GPU: {}",
+            "  {:<15} {:.2}×, {:.2} ms a micro-batch ({}); own work at one {one}: {}",
             w.wrapper.as_str(),
             w.speedup,
             step * 1e3,

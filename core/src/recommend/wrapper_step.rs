@@ -36,6 +36,8 @@ pub struct WrapperStepInput {
     /// N ranks side by side over one alone, counted where it lies beyond its launches' noise
     /// (as DDP's model counts it); 1 where nothing measured it.
     pub side_by_side: f64,
+    /// Bytes of a parameter as gathered: 2 under bf16's `MixedPrecisionPolicy`, 4 without.
+    pub param_bytes: f64,
 }
 
 /// The sharded answer's step, predicted and where measured.
@@ -65,6 +67,7 @@ pub fn predict_wrapper_step(
     i.own_one_gpu_s = input.own.as_ref().map_or(0.0, |o| o.seconds);
     i.overlap = Overlap::on(rec.device);
     i.side_by_side = input.side_by_side;
+    i.param_bytes = input.param_bytes;
     let p = predict_fsdp2(&i, curves)?;
     let own_how = input.own.map_or_else(
         || "not measured (left out): measure it with `bench ddp --gpus 1`".to_string(),
@@ -197,6 +200,7 @@ mod tests {
             price_per_gpu_hour: Some(1.0),
             curves_how: "invented".into(),
             side_by_side: 1.0,
+            param_bytes: 2.0,
         }
     }
 

@@ -64,13 +64,13 @@ pub fn one_gpu_own(
     if let Some((_, s)) = find(&|w| w == wrapper) {
         return Some(OneGpuOwn {
             seconds: *s,
-            how: format!("{wrapper} measured at one GPU against the plain step"),
+            how: format!("{wrapper} measured at world size one against the plain step"),
         });
     }
     if let Some((w, s)) = find(&|w| reshards(w) == reshards(wrapper)) {
         return Some(OneGpuOwn {
             seconds: *s,
-            how: format!("{w}'s, measured at one GPU (it gathers as often as {wrapper})"),
+            how: format!("{w}'s, measured at world size one (it gathers as often as {wrapper})"),
         });
     }
     let copy = copy.filter(|c| c.ranks == 1)?;
@@ -84,7 +84,7 @@ pub fn one_gpu_own(
     Some(OneGpuOwn {
         seconds,
         how: format!(
-            "{w}'s, measured at one GPU, {sign} the copies of gathering every block again in \
+            "{w}'s, measured at world size one, {sign} the copies of gathering every block again in \
              backward ({:.2} ms on the one-GPU all-gather curve)",
             again * 1e3
         ),

@@ -17,6 +17,7 @@ use ddpcheck_core::step_time::op_curve::OpCurve;
 use ddpcheck_core::step_time::{LinkCurve, DEFAULT_BACKWARD_FRACTION};
 
 use super::measured::measured_side_by_side;
+use super::wrappers::param_bytes;
 use super::Gathering;
 use crate::RunError;
 
@@ -105,7 +106,14 @@ impl Gathering<'_> {
             .find(|(w, r)| *w == wrapper && r.micro_batch == rec.micro_batch && r.accum == 1)
             .map(|(_, r)| r.step_time_median_s);
         let one_gpu_copy = self.fsdp2_one_gpu_copy();
-        let own = one_gpu_own(wrapper, &own_measured, &units, 2.0, one_gpu_copy.as_ref());
+        let param_bytes = param_bytes(a.recipe.amp);
+        let own = one_gpu_own(
+            wrapper,
+            &own_measured,
+            &units,
+            param_bytes,
+            one_gpu_copy.as_ref(),
+        );
         let (per_sample, unit_word) = match model {
             ModelInput::Spec { spec } if spec.tokens_per_sample() > 1 => {
                 (f64::from(spec.tokens_per_sample()), "tokens")
@@ -127,6 +135,7 @@ impl Gathering<'_> {
                 .map(|p| p / f64::from(plan.map_or(1, |p| p.gpus).max(1))),
             curves_how: curves.1,
             side_by_side: self.side_by_side_counted(model, rec.micro_batch, rec.gpus),
+            param_bytes,
         };
         Ok((input, curves.0))
     }

@@ -3,7 +3,7 @@
 //! it: DDP's answer stands without them) with its own work at one GPU where the node measured
 //! one, and its step where the node measured it ([`ddpcheck_core::recommend::weigh_wrappers`]).
 
-use ddpcheck_core::ddp::{DdpResult, DdpVariant, RunDevice, Wrapper};
+use ddpcheck_core::ddp::{Amp, DdpResult, DdpVariant, RunDevice, Wrapper};
 use ddpcheck_core::recommend::{weigh_wrappers, ModelInput, Recommendation, WrapperRow};
 use ddpcheck_core::step_time::fsdp::{predict_fsdp2, Fsdp2Inputs, Fsdp2Units, Overlap};
 use ddpcheck_core::step_time::fsdp_own::one_gpu_own;
@@ -43,37 +43,30 @@ impl Gathering<'_> {
             .collect()
     }
 
-    /// Weighs the FSDP2 wrappers beside DDP's answer (GPUs only; the plan must fit them).
+    /// Weighs the FSDP2 wrappers beside DDP's answer: on GPUs those the memory plan fits, on
+    /// CPU ranks (no GPU memory to fit) all, their units read from a measured run's layout.
     pub(super) fn weigh_wrappers(&mut self, model: &ModelInput, rec: &mut Recommendation) {
-        if rec.device != RunDevice::Cuda || rec.single_gpu.step_s <= 0.0 {
+        if rec.single_gpu.step_s <= 0.0 {
             return;
         }
-        let Some(plan) = rec.memory.clone() else {
+        let Some((units, fitting)) = self.wrapper_units(model, rec) else {
             return;
         };
-        let m = &plan.model;
-        let layers = (m.params.saturating_sub(m.root))
-            .checked_div(m.largest_block)
-            .unwrap_or(0);
-        let units = Fsdp2Units::uniform(m.params, layers, m.largest_block);
         let (curves, _) = self.fsdp2_curves_given(rec.gpus);
         let own_measured = self.fsdp2_own_measured(model);
         let copy = self.fsdp2_one_gpu_copy();
         let at_n = self.fsdp2_runs(model, rec.gpus);
         let plain = rec.single_gpu.step_s;
         let side_by_side = self.side_by_side_counted(model, rec.micro_batch, rec.gpus);
-        let fits = |w: Wrapper| {
-            plan.rows
-                .iter()
-                .any(|r| r.wrapper == w && r.gpus == rec.gpus && r.fits != Some(false))
-        };
+        let param_bytes = param_bytes(self.req.recipe.amp);
         let mut rows = Vec::new();
-        for w in WEIGHED
+        for w in fitting
             .into_iter()
-            .filter(|w| fits(*w) && w.refuses(rec.gpus).is_none())
+            .filter(|w| w.refuses(rec.gpus).is_none())
         {
-            let own = one_gpu_own(w, &own_measured, &units, 2.0, copy.as_ref());
+            let own = one_gpu_own(w, &own_measured, &units, param_bytes, copy.as_ref());
             let mut i = Fsdp2Inputs::new(w, rec.gpus, units.clone(), plain);
+            i.param_bytes = param_bytes;
             i.own_one_gpu_s = own.as_ref().map_or(0.0, |o| o.seconds);
             i.overlap = Overlap::on(rec.device);
             i.side_by_side = side_by_side;
@@ -97,5 +90,49 @@ impl Gathering<'_> {
             });
         }
         weigh_wrappers(rec, rows, self.req.recipe.amp);
+    }
+
+    /// FSDP2's units of the model and the wrappers that fit: on GPUs from the memory plan (its
+    /// blocks, and the wrappers it fits at the job's GPUs); on CPU ranks every wrapper, the
+    /// units from the parameters a measured run of the model registered.
+    fn wrapper_units(
+        &self,
+        model: &ModelInput,
+        rec: &Recommendation,
+    ) -> Option<(Fsdp2Units, Vec<Wrapper>)> {
+        if rec.device == RunDevice::Cpu {
+            let name = model.name();
+            let layout = self
+                .m
+                .ddp
+                .iter()
+                .filter(|(r, _)| r.model == name)
+                .find_map(|(r, _)| r.param_layout.as_ref())?;
+            return Some((Fsdp2Units::from_layout(layout), WEIGHED.to_vec()));
+        }
+        let plan = rec.memory.as_ref()?;
+        let m = &plan.model;
+        let layers = (m.params.saturating_sub(m.root))
+            .checked_div(m.largest_block)
+            .unwrap_or(0);
+        let fits = WEIGHED
+            .into_iter()
+            .filter(|w| {
+                plan.rows
+                    .iter()
+                    .any(|r| r.wrapper == *w && r.gpus == rec.gpus && r.fits != Some(false))
+            })
+            .collect();
+        Some((Fsdp2Units::uniform(m.params, layers, m.largest_block), fits))
+    }
+}
+
+/// Bytes of a parameter as FSDP2 gathers it: bf16 under `MixedPrecisionPolicy(param_dtype)`,
+/// the parameters' own fp32 without it (`--amp none`).
+pub(super) fn param_bytes(amp: Amp) -> f64 {
+    if amp == Amp::None {
+        4.0
+    } else {
+        2.0
     }
 }
