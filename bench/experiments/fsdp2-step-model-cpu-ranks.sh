@@ -18,6 +18,7 @@
 #
 #   bench/experiments/fsdp2-step-model-cpu-ranks.sh OUTDIR   (about 20 minutes on 2 cores)
 #   PARTS="curves steps sidebyside ddp" ...                  (some parts)
+#   MODELS=small ...                                         (the smaller decoder only)
 #
 # Needs ddpcheck in DDPCHECK_BIN_DIR and, for PYTHON (bench/lib.sh), a torch with FSDP2's
 # fully_shard and replicate() (torch 2.11 has both) and gloo's all_gather_into_tensor and
@@ -29,8 +30,13 @@ out_dir "${1:-}"
 need_bin ddpcheck
 new_summary
 PARTS=${PARTS:-curves steps sidebyside ddp}
+MODELS=${MODELS:-small large}
+SMALL="decoder:4,256,4,128,1000,llama"
+LARGE="decoder:6,512,8,128,4000,llama"
+has() { case " $MODELS " in *" $1 "*) return 0 ;; esac; return 1; }
 VARIANTS=fsdp-noreshard,fsdp,replicate,nocomm
 { date -u +%FT%TZ; "$DDPCHECK" --version; nproc; grep -m1 'model name' /proc/cpuinfo
+  grep -m1 'flags' /proc/cpuinfo | grep -o -w 'hypervisor\|avx512_bf16\|amx_bf16' | tr '\n' ' '; echo
   "$PYTHON" -c 'import torch; print("torch", torch.__version__)'; } >> "$SUMMARY" 2>&1
 
 curves() {
@@ -77,12 +83,12 @@ for part in $PARTS; do
     case $part in
         curves) curves ;;
         steps)
-            steps decoder-4x256 "decoder:4,256,4,128,1000,llama" 4
-            steps decoder-6x512 "decoder:6,512,8,128,4000,llama" 2 ;;
+            has small && steps decoder-4x256 "$SMALL" 4
+            has large && steps decoder-6x512 "$LARGE" 2 ;;
         sidebyside)
-            sidebyside decoder-4x256 "decoder:4,256,4,128,1000,llama" 4
-            sidebyside decoder-6x512 "decoder:6,512,8,128,4000,llama" 2 ;;
-        ddp) ddp decoder-6x512 "decoder:6,512,8,128,4000,llama" 2 ;;
+            has small && sidebyside decoder-4x256 "$SMALL" 4
+            has large && sidebyside decoder-6x512 "$LARGE" 2 ;;
+        ddp) has large && ddp decoder-6x512 "$LARGE" 2 ;;
         *) die "unknown part $part (curves steps sidebyside ddp)" ;;
     esac
 done

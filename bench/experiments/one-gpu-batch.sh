@@ -13,12 +13,12 @@
 #                                                          plainstep plainstep8
 #                                                          plainstep6omp1 plainclocks powersgd
 #                                                          fabric fsdp2 fsdp2step fsdp2curves
-#                                                          resnet50mb;
+#                                                          resnet50mb curves1 cpuranks;
 #                                                          the default three: about 10 minutes)
 set -uo pipefail
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
-[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd] [fabric] [fsdp2] [fsdp2step] [fsdp2curves] [resnet50mb]"
+[ $# -ge 1 ] || die "usage: one-gpu-batch.sh OUTDIR [copies] [models] [footprint] [inspector] [inspector2] [plain] [plainstep] [plainstep8] [plainstep6omp1] [plainclocks] [powersgd] [fabric] [fsdp2] [fsdp2step] [fsdp2curves] [resnet50mb] [curves1] [cpuranks]"
 out_dir "$1"
 shift
 PARTS=${*:-copies models footprint}
@@ -55,6 +55,8 @@ for p in $PARTS; do
         fsdp2step) part fsdp2step 400 fsdp2-step-time-one-gpu.sh ;;
         fsdp2curves) part fsdp2curves 150 fsdp2-step-time-one-gpu.sh PARTS=curves ;;
         resnet50mb) part resnet50mb 330 resnet50-micro-batches-one-gpu.sh ;;
+        curves1) part curves1 240 one-gpu-collectives-against-nccl-tests.sh ;;
+        cpuranks) part cpuranks 560 fsdp2-step-model-cpu-ranks.sh MODELS=small PARTS="curves steps sidebyside" ;;
         *) echo "unknown part $p" >> "$OUT/parts.txt" ;;
     esac
 done

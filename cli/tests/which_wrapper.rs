@@ -197,3 +197,57 @@ fn bench_ddp_predicts_each_wrapper_from_another_that_gathers_as_often() {
     // fsdp gathers twice: without the GPU's copy curve nothing here predicts it.
     assert!(line("fsdp").is_none(), "{text}");
 }
+
+/// `bench collectives` on one GPU (nccl-tests' `-g 1`): its out-of-place all-gather is a copy
+/// on the GPU, the curve that prices fsdp's second gather at world size one when only
+/// fsdp-noreshard's own work was measured.
+#[test]
+fn a_one_gpu_all_gather_sweep_prices_the_second_gather() {
+    let (dir, mut from) = ddp_fits_with_wrappers_measured();
+    let o = local(&[
+        "--sim",
+        "h200x2-nvlink",
+        "--json",
+        "bench",
+        "collectives",
+        "--gpus",
+        "0",
+        "--ops",
+        "all_gather",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let sweep: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let s = &sweep["runs"][0]["run"]["sweeps"][0];
+    assert_eq!(
+        (s["op"].as_str(), s["ranks"].as_u64()),
+        (Some("all_gather"), Some(1))
+    );
+    // One rank moves nothing between GPUs: nccl-tests' bus factor (n-1)/n is 0.
+    assert_eq!(s["samples"][0]["out_of_place"]["busbw_gbps"], 0.0);
+    let fsdp_row = |from: &[String]| {
+        let mut args = vec![
+            "--sim",
+            "h200x2-nvlink",
+            "--json",
+            "recommend",
+            "--model",
+            "gpt2-124m",
+        ];
+        args.extend(from.iter().map(String::as_str));
+        let v = json(&args);
+        let rows = v["wrapper_rows"].as_array().unwrap().clone();
+        rows.into_iter().find(|r| r["wrapper"] == "fsdp").unwrap()
+    };
+    let without = fsdp_row(&from);
+    assert_eq!(without["own_known"], false, "{without}");
+    let path = dir.path().join("one-gpu.json");
+    std::fs::write(&path, stdout(&o)).unwrap();
+    from.extend(["--from".to_string(), path.display().to_string()]);
+    let with = fsdp_row(&from);
+    assert_eq!(with["own_known"], true, "{with}");
+    let how = with["own_how"].as_str().unwrap();
+    assert!(
+        how.starts_with("fsdp-noreshard's") && how.contains("on the one-GPU all-gather curve"),
+        "{how}"
+    );
+}
