@@ -163,7 +163,7 @@ fn where_ddp_fits_the_wrappers_stand_beside_it_with_their_own_work() {
     let rows = v["wrapper_rows"].as_array().unwrap();
     let of = |w: &str| rows.iter().find(|r| r["wrapper"] == w).unwrap();
     // fsdp-noreshard's own work was measured at one GPU; replicate gathers as often and takes it.
-    assert_eq!(of("fsdp-no-reshard")["own_known"], true);
+    assert_eq!(of("fsdp-noreshard")["own_known"], true);
     assert!(of("replicate")["own_how"]
         .as_str()
         .unwrap()

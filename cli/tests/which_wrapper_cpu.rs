@@ -112,7 +112,7 @@ fn cpu_ranks_weigh_the_wrappers_from_saved_reports_and_the_measured_steps_overru
     let got = v["wrapper_rows"].as_array().unwrap();
     let names: Vec<&str> = got.iter().map(|r| r["wrapper"].as_str().unwrap()).collect();
     // HSDP needs four ranks: two is refused, not weighed.
-    assert_eq!(names, ["replicate", "fsdp-no-reshard", "fsdp"], "{v}");
+    assert_eq!(names, ["replicate", "fsdp-noreshard", "fsdp"], "{v}");
     for row in got {
         let w: Wrapper = serde_json::from_value(row["wrapper"].clone()).unwrap();
         let two = wrappers

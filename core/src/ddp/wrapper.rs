@@ -20,7 +20,9 @@ pub enum Wrapper {
     /// parameters, gradients and optimizer states sharded.
     Fsdp,
     /// `fully_shard(..., reshard_after_forward=False)` (ZeRO-2-like): parameters stay gathered
-    /// from forward to backward; gradients and optimizer states sharded.
+    /// from forward to backward; gradients and optimizer states sharded. Spelt as variants and
+    /// flags spell it; reports written before 2026-12-06 say `fsdp-no-reshard`, still read.
+    #[serde(rename = "fsdp-noreshard", alias = "fsdp-no-reshard")]
     FsdpNoReshard,
     /// `fully_shard` over a 2-D mesh (replicate × shard): sharded within a shard group,
     /// replicated across groups.
@@ -109,5 +111,15 @@ mod tests {
         assert_eq!(Wrapper::Replicate.shard_group(8), 1);
         assert!(Wrapper::Hsdp.refuses(2).is_some() && Wrapper::Hsdp.refuses(6).is_none());
         assert!(Wrapper::Hsdp.refuses(5).is_some() && Wrapper::Fsdp.refuses(1).is_none());
+    }
+
+    #[test]
+    fn json_spells_each_wrapper_as_its_variant_part_and_reads_the_old_spelling() {
+        for w in Wrapper::ALL {
+            let json = serde_json::to_string(&w).unwrap();
+            assert_eq!(json, format!("\"{w}\""), "JSON and text say one name");
+        }
+        let old: Wrapper = serde_json::from_str("\"fsdp-no-reshard\"").unwrap();
+        assert_eq!(old, Wrapper::FsdpNoReshard);
     }
 }
