@@ -51,6 +51,14 @@ fn node(n: u32, gbps: f64, nccl: &str) -> RunFacts {
     }
 }
 
+/// Every pair of `r` on links of `class`.
+fn on_links(mut r: RunFacts, class: LinkClass) -> RunFacts {
+    for p in &mut r.pairs {
+        p.link = Some(class);
+    }
+    r
+}
+
 fn with_transport(mut r: RunFacts, t: Transport, raw: &str) -> RunFacts {
     for p in &mut r.pairs {
         p.transport = Some(t);
@@ -66,8 +74,13 @@ fn with_transport(mut r: RunFacts, t: Transport, raw: &str) -> RunFacts {
 /// (8.5 GB/s); before, just over twice it (18.0 GB/s).
 #[test]
 fn nccl_1829_transport_change_ranks_first_with_the_version_as_its_cause() {
-    let a = with_transport(node(4, 18.0, "2.21.5"), Transport::P2p, "P2P/CUMEM");
-    let mut b = with_transport(node(4, 8.5, "2.23.4"), Transport::Shm, "SHM/direct/direct");
+    // Pairs through the host bridge: NCCL 2.23 lowered its default P2P level from SYS to PXB,
+    // which keeps P2P on PXB pairs and sends PHB pairs to SHM (src/graph/paths.cc).
+    let phb = |n| on_links(node(4, n, "2.21.5"), LinkClass::Phb);
+    let a = with_transport(phb(18.0), Transport::P2p, "P2P/CUMEM");
+    let mut b = phb(8.5);
+    b.nccl_version = Some("2.23.4".into());
+    let mut b = with_transport(b, Transport::Shm, "SHM/direct/direct");
     b.cuda_version = Some("12.8".into());
     let d = diff(&a, &b).unwrap();
     let first = &d.changes[0];
