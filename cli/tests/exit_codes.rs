@@ -25,7 +25,12 @@ const CASES: &[Case] = &[
     case("h200x2-nvlink+degraded-pcie", &["check"], 1),
     case("h200x2-nvlink+ecc", &["check"], 2),
     case("h200x2-nvlink+gpu-lost", &["bench", "collectives"], 2),
-    case("h200x8-nvswitch+no-fabric-manager", &["check"], 3),
+    case("h200x8-nvswitch+no-fabric-manager", &["check"], 2),
+    case(
+        "h200x8-nvswitch+no-fabric-manager",
+        &["check", "--gpus", "0"],
+        2,
+    ),
     case(
         "h200x8-nvswitch+no-fabric-manager",
         &["bench", "collectives"],

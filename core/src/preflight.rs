@@ -18,7 +18,8 @@ use crate::verdict::Verdict;
 mod judge;
 
 pub use judge::{
-    expected_for, judge_allreduce, judge_gpus, judge_nccl_env, judge_pcie, judge_topology,
+    expected_for, judge_allreduce, judge_fabric, judge_gpus, judge_nccl_env, judge_pcie,
+    judge_topology,
 };
 
 #[derive(Clone, Debug)]
@@ -194,6 +195,8 @@ pub fn run(
     }
     say("health", 1, format!("{} GPUs", g.gpus.len()));
     judge_health(&mut g);
+    say("fabric", 1, "NVLink fabric registration".into());
+    read_fabric(backend, &mut g);
     say("topology", 2, "pair matrix".into());
     read_topology(backend, opts, &mut g)?;
     if let Some((verdict, reason, why)) = blocked(&g) {
@@ -280,6 +283,30 @@ fn judge_health(g: &mut Gathered) {
     );
 }
 
+/// Reads and judges the GPUs' fabric registration before any CUDA work (a GPU of an NVSwitch
+/// system that Fabric Manager has not registered cannot start CUDA, one GPU or many). Where it
+/// cannot be read (no NVML call for it, a stuck call) the step says why and judges nothing:
+/// the collective, where one runs, still fails on such a node.
+fn read_fabric(backend: &dyn FullBackend, g: &mut Gathered) {
+    let t0 = Instant::now();
+    let read = backend.fabric_state(&g.gpus);
+    let seconds = t0.elapsed().as_secs_f64();
+    match read {
+        Ok(Some(f)) => {
+            let detail = format!("{} ({})", f.state.as_smi(), f.source);
+            g.findings.extend(judge_fabric(&f));
+            g.steps.note("fabric", seconds, detail);
+        }
+        Ok(None) => g.steps.note("fabric", seconds, "no NVLink fabric".into()),
+        Err(e) => g.steps.list.push(StepTiming {
+            name: "fabric".into(),
+            seconds,
+            status: StepStatus::Skipped,
+            detail: format!("not read: {e}"),
+        }),
+    }
+}
+
 /// Reads and judges the pair matrix (and the NCCL environment against it); an unreadable one
 /// is a warning, a malformed one the backend's error.
 fn read_topology(
@@ -327,6 +354,16 @@ fn blocked(g: &Gathered) -> Option<(Verdict, String, &'static str)> {
             Verdict::Busy,
             busy_reason(&busy),
             "GPUs in use by other processes",
+        ))
+    } else if g
+        .findings
+        .iter()
+        .any(|f| f.code == "fabric_manager_down" && f.severity == Severity::Critical)
+    {
+        Some((
+            Verdict::Critical,
+            "NVLink fabric not registered".to_string(),
+            "the NVSwitch fabric is not up: CUDA cannot start",
         ))
     } else {
         None

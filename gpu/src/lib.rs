@@ -143,6 +143,10 @@ impl PlatformReader for RealBackend {
         let ids: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
         Ok(platform::links(&platform_root(), &ids))
     }
+
+    fn fabric_state(&self, gpus: &[GpuInfo]) -> Result<Option<GpuFabricState>, ProbeError> {
+        Ok(GpuFabricState::of_node(self.nvml.fabric(gpus)?))
+    }
 }
 
 impl ClusterMember for RealBackend {

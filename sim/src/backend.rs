@@ -10,7 +10,9 @@ use ddpcheck_core::backend::{CollectiveRequest, CollectiveRun, Progress};
 use ddpcheck_core::cluster::{ClusterJob, ClusterMember, NodeResult};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
 use ddpcheck_core::ddp::{DdpRequest, DdpResult};
-use ddpcheck_core::explain::platform::{LinkReading, PlatformFacts, PlatformReader};
+use ddpcheck_core::explain::platform::{
+    GpuFabricState, LinkReading, PlatformFacts, PlatformReader,
+};
 use ddpcheck_core::explain::Transport;
 use ddpcheck_core::hostcopy::{CopyRequest, HostCopier, HostCopyRun};
 use ddpcheck_core::node_gpus::{
@@ -593,6 +595,14 @@ impl HostCopier for SimBackend {
 impl PlatformReader for SimBackend {
     fn platform(&self, gpus: &[GpuInfo]) -> Result<PlatformFacts, ProbeError> {
         Ok(crate::platform::facts(self.profile, &self.faults, gpus))
+    }
+
+    fn fabric_state(&self, gpus: &[GpuInfo]) -> Result<Option<GpuFabricState>, ProbeError> {
+        Ok(crate::platform::fabric_state(
+            self.profile,
+            &self.faults,
+            gpus,
+        ))
     }
 
     /// The links as they are now (under load once a collective has run), not as the caller's

@@ -2,8 +2,8 @@
 //! hypervisor, NUMA, NVSwitches and Fabric Manager, bent by the platform faults.
 
 use ddpcheck_core::explain::platform::{
-    normalise_bdf, AcsState, Bridge, FabricFacts, GpuPlatform, IommuFacts, IommuMode,
-    PlatformFacts, SysfsLink,
+    normalise_bdf, AcsState, Bridge, FabricFacts, FabricState, GpuFabricState, GpuPlatform,
+    IommuFacts, IommuMode, PlatformFacts, SysfsLink,
 };
 use ddpcheck_core::node_gpus::GpuInfo;
 use ddpcheck_core::num::len_u32;
@@ -120,6 +120,28 @@ pub fn facts(profile: &Profile, faults: &[Fault], gpus: &[GpuInfo]) -> PlatformF
         source: "sim".into(),
         evidence_from: None,
     }
+}
+
+/// The GPUs' fabric registration as NVML would give it: none without NVSwitches; each GPU
+/// `Not Started` where Fabric Manager is down (`no-fabric-manager`), else `Completed`.
+pub fn fabric_state(
+    profile: &Profile,
+    faults: &[Fault],
+    gpus: &[GpuInfo],
+) -> Option<GpuFabricState> {
+    if profile.nvswitches == 0 {
+        return None;
+    }
+    let (state, status) = if faults.contains(&Fault::NoFabricManager) {
+        (FabricState::NotStarted, None)
+    } else {
+        (FabricState::Completed, Some("Success".to_string()))
+    };
+    let each = gpus
+        .iter()
+        .map(|_| GpuFabricState::of_gpu(state, status.clone(), "simulated NVML"))
+        .collect();
+    GpuFabricState::of_node(each)
 }
 
 /// PCIe transfer rate of a generation, GT/s.

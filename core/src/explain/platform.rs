@@ -399,6 +399,13 @@ pub trait PlatformReader {
         Ok(PlatformFacts::unknown("not read by this backend"))
     }
 
+    /// The GPUs' NVLink fabric registration (NVML), without the rest of the platform: `check`
+    /// reads it before any CUDA work. `None` where there is no fabric or nothing reads it.
+    fn fabric_state(&self, gpus: &[GpuInfo]) -> Result<Option<GpuFabricState>, ProbeError> {
+        let _ = gpus;
+        Ok(None)
+    }
+
     /// The GPUs' PCIe links as sysfs states them now; read while (or right after) a pair
     /// measurement runs, so the link is seen under load. Default: the platform read again.
     fn link_state(&self, gpus: &[GpuInfo]) -> Result<Vec<LinkReading>, ProbeError> {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::collective::{judged_peak, Sweep};
 use crate::expect::{self, Expectation, NodeClass};
+use crate::explain::platform::GpuFabricState;
 use crate::finding::{Evidence, Finding, Severity, Subject};
 use crate::node_gpus::{GpuInfo, ProbeState};
 use crate::topology::{LinkClass, P2pStatus, TopologyMatrix};
@@ -324,4 +325,53 @@ pub fn judge_allreduce(s: &Sweep, expected: Option<&Expectation>, history: &[f64
         }
     }
     out
+}
+
+/// The GPUs' NVLink fabric registration before any CUDA work: not completed is critical (Fabric
+/// Manager has not brought the NVSwitch fabric up, and CUDA cannot start on these GPUs, one or
+/// many); registered with a health issue warns. The id is explain's `fabric_manager_down`.
+pub fn judge_fabric(f: &GpuFabricState) -> Option<Finding> {
+    let (severity, message, measured, expected) = if !f.registered() {
+        let shown = match f.status.as_deref() {
+            Some(s) if !s.eq_ignore_ascii_case("N/A") => {
+                format!("{}, status {s}", f.state.as_smi())
+            }
+            _ => f.state.as_smi().to_string(),
+        };
+        (
+            Severity::Critical,
+            format!(
+                "the NVLink fabric registration of {} is {shown}, not completed: Fabric Manager \
+                 has not brought the NVSwitch fabric up, and CUDA cannot use them \
+                 (systemctl start nvidia-fabricmanager)",
+                gpus(f.gpus_not_registered)
+            ),
+            shown,
+            "Completed, status Success",
+        )
+    } else if !f.health.is_empty() {
+        let issues = f.health.join(", ");
+        (
+            Severity::Warning,
+            format!(
+                "the NVLink fabric of {} is registered but reports {issues}; Fabric Manager's \
+                 log says which links or switches",
+                gpus(f.gpus_unhealthy)
+            ),
+            issues,
+            "healthy",
+        )
+    } else {
+        return None;
+    };
+    let mut finding = Finding::new("fabric_manager_down", severity, Subject::Node, message);
+    finding.evidence = vec![Evidence::new("GPU fabric state", measured)
+        .expected(expected)
+        .source(f.source.clone())];
+    Some(finding)
+}
+
+/// `1 GPU`, `8 GPUs`.
+fn gpus(n: u32) -> String {
+    format!("{n} GPU{}", if n == 1 { "" } else { "s" })
 }

@@ -2,6 +2,9 @@
 //! slow links, busy and broken GPUs, hangs, topology classes.
 
 use super::*;
+use ddpcheck_core::explain::platform::{FabricState, GpuFabricState};
+use ddpcheck_core::preflight::judge_fabric;
+use ddpcheck_core::report::StepStatus;
 
 #[test]
 fn healthy_profiles_pass_the_preflight_against_the_reference_table() {
@@ -204,4 +207,66 @@ fn topology_uses_the_profile_classes() {
         // A subset of the GPUs gives the subset's matrix.
         assert_eq!(b.topology(&gpus[..2]).unwrap().gpus.len(), 2);
     }
+}
+
+/// An NVSwitch node whose Fabric Manager is down: the GPUs' fabric registration, read before
+/// any CUDA work, is CRITICAL on eight GPUs and on one (where no collective runs that would
+/// fail), and no GPU work starts.
+#[test]
+fn a_fabric_not_registered_is_critical_before_any_cuda_work_on_one_gpu_or_eight() {
+    for filter in ["", "0"] {
+        let opts = PreflightOptions {
+            gpu_filter: filter.into(),
+            ..PreflightOptions::default()
+        };
+        let r = preflight_with("h200x8-nvswitch+no-fabric-manager", &opts);
+        assert_eq!(r.verdict, Verdict::Critical, "{filter:?}: {}", r.reason);
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.code == "fabric_manager_down")
+            .unwrap();
+        assert_eq!(f.severity, Severity::Critical);
+        assert!(r.reason.contains("Not Started") && r.reason.contains("nvidia-fabricmanager"));
+        let step = |n: &str| r.steps.iter().find(|s| s.name == n).unwrap();
+        assert_eq!(step("fabric").detail, "Not Started (simulated NVML)");
+        for skipped in ["host_copies", "all_reduce"] {
+            assert_eq!(step(skipped).status, StepStatus::Skipped, "{skipped}");
+        }
+    }
+    let up = preflight("h200x8-nvswitch");
+    let fabric = up.steps.iter().find(|s| s.name == "fabric").unwrap();
+    assert_eq!(fabric.detail, "Completed (simulated NVML)");
+    assert!(up.findings.iter().all(|f| f.code != "fabric_manager_down"));
+    let pcie = preflight("h200x2-nvlink");
+    let fabric = pcie.steps.iter().find(|s| s.name == "fabric").unwrap();
+    assert_eq!(fabric.detail, "no NVLink fabric");
+}
+
+#[test]
+fn a_registered_fabric_reporting_a_health_issue_warns() {
+    let mut f = GpuFabricState::of_gpu(FabricState::Completed, Some("Success".into()), "NVML");
+    assert!(judge_fabric(&f).is_none(), "registered and healthy");
+    f.health = vec!["bandwidth degraded".into()];
+    f.gpus_unhealthy = 1;
+    let w = judge_fabric(&f).unwrap();
+    assert_eq!(
+        (w.code.as_str(), w.severity),
+        ("fabric_manager_down", Severity::Warning)
+    );
+    assert!(w
+        .message
+        .contains("of 1 GPU is registered but reports bandwidth degraded"));
+    let failed = GpuFabricState::of_gpu(FabricState::Completed, Some("Failure".into()), "NVML");
+    let c = judge_fabric(&failed).unwrap();
+    assert_eq!(
+        c.severity,
+        Severity::Critical,
+        "completed with a failure is not registered"
+    );
+    assert!(
+        c.message.contains("Completed, status Failure"),
+        "{}",
+        c.message
+    );
 }
