@@ -121,3 +121,53 @@ fn live_fabric_health_warns_and_no_fabric_is_nothing() {
         assert_eq!(rc, 0, "{env:?}: {r}");
     }
 }
+
+/// `ddpcheck check --json` on the fake GPUs with these variables (`--gpus` as given).
+fn check_live(libs: &FakeGpuLibs, gpus: &str, env: &[(&str, &str)]) -> (i32, serde_json::Value) {
+    let rt = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(bin("ddpcheck"));
+    cmd.args(["check", "--json", "--gpus", gpus, "--max-bytes", "16M"])
+        .env_remove("DDPCHECK_SIM")
+        .env_remove("DDPCHECK_DAEMON")
+        .env_remove("FAKE_FABRIC")
+        .env_remove("FAKE_FABRIC_API")
+        .env("DDPCHECK_RUNTIME_DIR", rt.path())
+        .env("FAKE_COPY_GBPS", "26")
+        .envs(libs.env(true))
+        .envs(env.iter().copied());
+    let o = output_within(&mut cmd, Duration::from_secs(180));
+    let r = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+    (code(&o), r)
+}
+
+/// The preflight reads the registration from NVML before any CUDA work: not completed is
+/// CRITICAL on one GPU (where no collective runs that would fail) as on two, and nothing of the
+/// GPUs' work starts; a PCIe GPU's NOT_SUPPORTED is no fabric.
+#[test]
+fn check_reads_the_live_registration_before_any_gpu_work() {
+    let Some(libs) = FakeGpuLibs::build() else {
+        return;
+    };
+    for gpus in ["0", "0,1"] {
+        let (rc, r) = check_live(&libs, gpus, &[("FAKE_FABRIC", "1")]);
+        assert_eq!(
+            (rc, r["verdict"].as_str()),
+            (2, Some("CRITICAL")),
+            "{gpus}: {r}"
+        );
+        assert!(
+            r["reason"].as_str().unwrap().contains("Fabric Manager"),
+            "{r}"
+        );
+        let steps = r["steps"].as_array().unwrap();
+        let status = |n: &str| steps.iter().find(|s| s["name"] == n).unwrap()["status"].clone();
+        assert_eq!(status("host_copies"), "skipped", "{gpus}: {r}");
+        assert_eq!(status("all_reduce"), "skipped", "{gpus}: {r}");
+    }
+    let (rc, r) = check_live(&libs, "0", &[]);
+    assert_eq!(rc, 0, "{r}");
+    let steps = r["steps"].as_array().unwrap();
+    let fabric = steps.iter().find(|s| s["name"] == "fabric").unwrap();
+    assert_eq!(fabric["detail"], "no NVLink fabric", "{r}");
+}
