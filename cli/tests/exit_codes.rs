@@ -34,7 +34,7 @@ const CASES: &[Case] = &[
     case(
         "h200x8-nvswitch+no-fabric-manager",
         &["bench", "collectives"],
-        3,
+        2,
     ),
     case("h200x2-nvlink+busy", &["check"], 4),
     case("h200x2-nvlink+busy", &["bench", "collectives"], 4),

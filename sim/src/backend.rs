@@ -492,7 +492,7 @@ impl NodeBackend for SimBackend {
             ));
         }
         if self.has(Fault::NoFabricManager) && self.profile.nvswitches > 0 {
-            return Err(ProbeError::Unavailable(
+            return Err(ProbeError::GpuFailed(
                 "CUDA error 802 (system not yet initialized): the NVSwitch fabric is not ready; is nvidia-fabricmanager running?".into(),
             ));
         }
@@ -564,7 +564,7 @@ impl HostCopier for SimBackend {
         let gpus = self.resolve(&req.gpus)?;
         self.refuse(&gpus)?;
         if self.has(Fault::NoFabricManager) && self.profile.nvswitches > 0 {
-            return Err(ProbeError::Unavailable(
+            return Err(ProbeError::GpuFailed(
                 "CUDA error 802 (system not yet initialized): the NVSwitch fabric is not ready; is nvidia-fabricmanager running?".into(),
             ));
         }

@@ -31,6 +31,9 @@ impl Failure {
         let kind = match e.code {
             46 | 216 => FailKind::Busy, // DEVICE_UNAVAILABLE (exclusive mode), CONTEXT_ALREADY_IN_USE
             214 | 220 => FailKind::GpuFailed, // uncorrectable ECC / NVLink
+            // SYSTEM_NOT_READY: an NVSwitch system whose Fabric Manager is not up; no CUDA work
+            // can start on the node, which is a broken node, not a missing library.
+            802 => FailKind::GpuFailed,
             _ => FailKind::Unavailable,
         };
         let hint = match e.code {
@@ -208,5 +211,32 @@ pub struct Finished {
 pub(super) fn park_forever() -> ! {
     loop {
         std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cuda(code: ffi::CUresult, name: &str) -> CudaError {
+        CudaError {
+            call: "cuInit".into(),
+            code,
+            name: name.into(),
+            message: String::new(),
+        }
+    }
+
+    /// A node whose NVSwitch fabric is not up fails its GPUs (CRITICAL); a missing device or an
+    /// unknown setup error stays "could not tell".
+    #[test]
+    fn system_not_ready_at_setup_is_a_failed_node_not_a_missing_library() {
+        let f = Failure::cuda_setup(cuda(802, "CUDA_ERROR_SYSTEM_NOT_READY"), "CUDA driver");
+        assert_eq!(f.kind, FailKind::GpuFailed);
+        assert!(f.message.contains("nvidia-fabricmanager"), "{}", f.message);
+        let none = Failure::cuda_setup(cuda(100, "CUDA_ERROR_NO_DEVICE"), "CUDA driver");
+        assert_eq!(none.kind, FailKind::Unavailable);
+        let busy = Failure::cuda_setup(cuda(46, "CUDA_ERROR_DEVICE_UNAVAILABLE"), "CUDA driver");
+        assert_eq!(busy.kind, FailKind::Busy);
     }
 }
