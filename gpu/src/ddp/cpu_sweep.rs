@@ -6,7 +6,6 @@
 //! one process, which starts the other ranks itself, stopped whole at the deadline.
 
 use std::process::Command;
-use std::time::Instant;
 
 use ddpcheck_core::backend::{CollectiveRun, Progress};
 use ddpcheck_core::collective::{size_ladder, Collective, Sample, Sweep, Timing};
@@ -86,7 +85,7 @@ pub fn run_cpu_sweep(
 ) -> Result<CpuSweepRun, ProbeError> {
     let sizes = validate(params, ranks)?;
     let python = cpu_python(&launcher(cfg)?)?;
-    let note = |progress: &mut dyn FnMut(Progress), message: String| {
+    let mut note = |message: String| {
         progress(Progress {
             stage: "collectives".into(),
             done: 0,
@@ -94,14 +93,40 @@ pub fn run_cpu_sweep(
             message,
         })
     };
-    note(
-        progress,
-        format!("checking torch ({python} -c 'import torch')"),
-    );
+    note(format!("checking torch ({python} -c 'import torch')"));
     let probe = probe_torch(&python, PROBE_DEADLINE.min(params.deadline))?;
     check_probe(&probe, &python, ranks, RunDevice::Cpu)?;
     let (dir, script) = private_script()?;
-    let config = serde_json::json!({
+    let args = [
+        script.display().to_string(),
+        "--config".into(),
+        sweep_config(params, ranks, &sizes),
+    ];
+    let mut cmd = Command::new(&python);
+    cmd.args(&args).current_dir(dir.path());
+    cmd.env("PYTHONUNBUFFERED", "1");
+    if std::env::var_os("OMP_NUM_THREADS").is_none() {
+        cmd.env("OMP_NUM_THREADS", "1");
+    }
+    let label = format!("collectives over {ranks} CPU ranks");
+    note(format!("{label}: starting"));
+    let mut got = Collected::expecting(params.ops.len());
+    let ran = supervise::run_lines(cmd, None, &supervise_options(params.deadline), |line| {
+        on_line(line, &mut got, &label, &mut note)
+    });
+    let finished = Ended::from_supervised(&python, ran)?;
+    judge(&label, params.deadline.as_secs_f64(), &finished, &mut got)?;
+    Ok(CpuSweepRun {
+        run: collected_run(&label, params, &mut got)?,
+        torch_env: got.env.take(),
+        command: format!("{python} {}", args.join(" ")),
+        warnings: std::mem::take(&mut got.warnings),
+    })
+}
+
+/// The `--config` JSON of a sweep launch: CPU ranks, no model, the ops and sizes.
+fn sweep_config(params: &CollectiveParams, ranks: u32, sizes: &[u64]) -> String {
+    serde_json::json!({
         "device": "cpu",
         "world_size": ranks,
         "sweep": {
@@ -113,23 +138,16 @@ pub fn run_cpu_sweep(
             "check": params.check,
         },
     })
-    .to_string();
-    let args = [script.display().to_string(), "--config".into(), config];
-    let mut cmd = Command::new(&python);
-    cmd.args(&args).current_dir(dir.path());
-    cmd.env("PYTHONUNBUFFERED", "1");
-    if std::env::var_os("OMP_NUM_THREADS").is_none() {
-        cmd.env("OMP_NUM_THREADS", "1");
-    }
-    let label = format!("collectives over {ranks} CPU ranks");
-    note(progress, format!("{label}: starting"));
-    let mut got = Collected::expecting(params.ops.len());
-    let started = Instant::now();
-    let ran = supervise::run_lines(cmd, None, &supervise_options(params.deadline), |line| {
-        on_line(line, &mut got, &label, &mut |_| {})
-    });
-    let finished = Ended::from_supervised(&python, ran)?;
-    judge(&label, params.deadline.as_secs_f64(), &finished, &mut got)?;
+    .to_string()
+}
+
+/// The sweeps a launch reported as one collective run; an op asked for that did not come back
+/// is the launch's failure.
+fn collected_run(
+    label: &str,
+    params: &CollectiveParams,
+    got: &mut Collected,
+) -> Result<CollectiveRun, ProbeError> {
     let missing: Vec<&str> = params
         .ops
         .iter()
@@ -142,29 +160,18 @@ pub fn run_cpu_sweep(
             missing.join(", ")
         )));
     }
-    let env = got.env.take();
     let sweeps = std::mem::take(&mut got.sweeps)
         .into_iter()
         .map(SweepEvent::into_sweep)
         .collect::<Result<Vec<_>, _>>()?;
-    let init_seconds = env.as_ref().and_then(|e| e.init_s).unwrap_or(0.0);
-    note(
-        progress,
-        format!("{label}: done in {:.1} s", started.elapsed().as_secs_f64()),
-    );
-    Ok(CpuSweepRun {
-        run: CollectiveRun {
-            sweeps,
-            nccl_version: None,
-            nccl_library: None,
-            cuda_runtime_version: None,
-            init_seconds,
-            env: Vec::new(),
-            transport: None,
-        },
-        torch_env: env,
-        command: format!("{python} {}", args.join(" ")),
-        warnings: std::mem::take(&mut got.warnings),
+    Ok(CollectiveRun {
+        sweeps,
+        nccl_version: None,
+        nccl_library: None,
+        cuda_runtime_version: None,
+        init_seconds: got.env.as_ref().and_then(|e| e.init_s).unwrap_or(0.0),
+        env: Vec::new(),
+        transport: None,
     })
 }
 

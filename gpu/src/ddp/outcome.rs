@@ -297,6 +297,7 @@ pub(super) fn on_line(
                     "ready" => "model ready, warming up".to_string(),
                     "sizing" => "timing a few steps to size the run".to_string(),
                     "nocomm" => format!("no-communication step {}/{}", p.step, p.total),
+                    "sweep" => format!("collective {}/{}", p.step, p.total),
                     _ => format!("step {}/{}", p.step, p.total),
                 };
                 note(format!("{label}: {what}"));

@@ -33,7 +33,8 @@ def parse_sweep(d, fatal_int):
 def run_sweep(launch):
     """One {"event": "sweep"} line per op, every size timed on every rank, the slowest rank's."""
     cfg = launch.cfg["sweep"]
-    for op in cfg["ops"]:
+    for i, op in enumerate(cfg["ops"]):
+        emit({"event": "progress", "phase": "sweep", "step": i + 1, "total": len(cfg["ops"])})
         require_op(launch, op)
         samples = []
         for nbytes in cfg["sizes"]:
