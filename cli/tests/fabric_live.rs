@@ -12,11 +12,12 @@ use std::time::Duration;
 use common::fake_gpu::FakeGpuLibs;
 use common::{bin, code, output_within, stderr, stdout};
 
-/// `ddpcheck explain --json` on the fake GPUs (two, copies at 26 GB/s) with these variables.
-fn explain_live(libs: &FakeGpuLibs, env: &[(&str, &str)]) -> (i32, serde_json::Value) {
+/// `ddpcheck ARGS --json` on the fake GPUs (two, copies at 26 GB/s) with these variables.
+fn live(libs: &FakeGpuLibs, args: &[&str], env: &[(&str, &str)]) -> (i32, serde_json::Value) {
     let rt = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(bin("ddpcheck"));
-    cmd.args(["explain", "--json", "--max-bytes", "16M"])
+    cmd.args(args)
+        .args(["--json", "--max-bytes", "16M"])
         .env_remove("DDPCHECK_SIM")
         .env_remove("DDPCHECK_DAEMON")
         .env_remove("FAKE_FABRIC")
@@ -29,6 +30,11 @@ fn explain_live(libs: &FakeGpuLibs, env: &[(&str, &str)]) -> (i32, serde_json::V
     let r = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
     (code(&o), r)
+}
+
+/// `ddpcheck explain --json` on the fake GPUs with these variables.
+fn explain_live(libs: &FakeGpuLibs, env: &[(&str, &str)]) -> (i32, serde_json::Value) {
+    live(libs, &["explain"], env)
 }
 
 /// The node's `fabric_manager_down` causes as (kind, action, severity); both reports, live and
@@ -124,21 +130,7 @@ fn live_fabric_health_warns_and_no_fabric_is_nothing() {
 
 /// `ddpcheck check --json` on the fake GPUs with these variables (`--gpus` as given).
 fn check_live(libs: &FakeGpuLibs, gpus: &str, env: &[(&str, &str)]) -> (i32, serde_json::Value) {
-    let rt = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(bin("ddpcheck"));
-    cmd.args(["check", "--json", "--gpus", gpus, "--max-bytes", "16M"])
-        .env_remove("DDPCHECK_SIM")
-        .env_remove("DDPCHECK_DAEMON")
-        .env_remove("FAKE_FABRIC")
-        .env_remove("FAKE_FABRIC_API")
-        .env("DDPCHECK_RUNTIME_DIR", rt.path())
-        .env("FAKE_COPY_GBPS", "26")
-        .envs(libs.env(true))
-        .envs(env.iter().copied());
-    let o = output_within(&mut cmd, Duration::from_secs(180));
-    let r = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
-    (code(&o), r)
+    live(libs, &["check", "--gpus", gpus], env)
 }
 
 /// The preflight reads the registration from NVML before any CUDA work: not completed is

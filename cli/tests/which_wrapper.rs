@@ -147,9 +147,8 @@ fn ddp_fits_with_wrappers_measured() -> (tempfile::TempDir, Vec<String>) {
     (dir, from)
 }
 
-#[test]
-fn where_ddp_fits_the_wrappers_stand_beside_it_with_their_own_work() {
-    let (_dir, from) = ddp_fits_with_wrappers_measured();
+/// `--sim h200x2-nvlink --json recommend --model gpt2-124m` with the `--from` flags given.
+fn gpt2_recommend_from(from: &[String]) -> Vec<&str> {
     let mut args = vec![
         "--sim",
         "h200x2-nvlink",
@@ -159,6 +158,13 @@ fn where_ddp_fits_the_wrappers_stand_beside_it_with_their_own_work() {
         "gpt2-124m",
     ];
     args.extend(from.iter().map(String::as_str));
+    args
+}
+
+#[test]
+fn where_ddp_fits_the_wrappers_stand_beside_it_with_their_own_work() {
+    let (_dir, from) = ddp_fits_with_wrappers_measured();
+    let mut args = gpt2_recommend_from(&from);
     let v = json(&args);
     let rows = v["wrapper_rows"].as_array().unwrap();
     let of = |w: &str| rows.iter().find(|r| r["wrapper"] == w).unwrap();
@@ -225,16 +231,7 @@ fn a_one_gpu_all_gather_sweep_prices_the_second_gather() {
     // One rank moves nothing between GPUs: nccl-tests' bus factor (n-1)/n is 0.
     assert_eq!(s["samples"][0]["out_of_place"]["busbw_gbps"], 0.0);
     let fsdp_row = |from: &[String]| {
-        let mut args = vec![
-            "--sim",
-            "h200x2-nvlink",
-            "--json",
-            "recommend",
-            "--model",
-            "gpt2-124m",
-        ];
-        args.extend(from.iter().map(String::as_str));
-        let v = json(&args);
+        let v = json(&gpt2_recommend_from(from));
         let rows = v["wrapper_rows"].as_array().unwrap().clone();
         rows.into_iter().find(|r| r["wrapper"] == "fsdp").unwrap()
     };
