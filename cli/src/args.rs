@@ -112,7 +112,8 @@ pub struct CheckArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
-    /// NCCL collective sweeps with nccl-tests' columns and `# Avg bus bandwidth`.
+    /// NCCL collective sweeps with nccl-tests' columns and `# Avg bus bandwidth` (one GPU too);
+    /// torch's gloo between CPU ranks with --device cpu.
     Collectives(CollectivesArgs),
     /// PyTorch DDP through torchrun: variants, GPU counts, sweeps, plots.
     Ddp(Box<DdpArgs>),
@@ -123,6 +124,7 @@ pub struct CollectivesArgs {
     /// Collectives: all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce (comma-separated) or `all`.
     #[arg(long, default_value = "all_reduce")]
     pub ops: String,
+    /// GPUs to sweep across (`0,1`; one GPU sweeps alone, as nccl-tests' `-g 1`); default all.
     #[arg(long, default_value = "")]
     pub gpus: String,
     #[arg(long, short = 'b', value_parser = parse_message_size, default_value = "4K")]
