@@ -91,13 +91,11 @@ fn tolerance_s(p: &Pair<'_>, plain_spread_s: f64) -> f64 {
 const KNOWN_MISSES: [(&str, Wrapper, &str); 1] = [(
     "decoder 4x256",
     Wrapper::Fsdp,
-    "not explained (-11.0%): fsdp's own work at one rank measured below fsdp-noreshard's (17.1 \
-     against 26.9 ms) though it gathers twice, and at two ranks fsdp takes 18.2 ms more than \
-     fsdp-noreshard where the model's second gathers take 8.2 ms. At world size one torch 2.11's \
-     FSDP2 takes another path (_fsdp_param_group.py, `if world_size == 1`: no all-gather, each \
-     unsharded parameter copied from its shard), so the own work there is not the same work as \
-     at two ranks; the copy-in that path skips, half a block's bytes per gather, is too small \
-     to close the gap. Not profiled.",
+    "resharding's copies between CPU ranks (-11.0%): torch's profiler \
+     (bench/experiments/fsdp2-cpu-ranks-profile.py) puts fsdp's aten::copy_ at two ranks at \
+     371 ms over six steps against fsdp-noreshard's 65 ms (54 and 47 at one rank), and each \
+     block's gather region at about 5 ms against the curve's 2.1 ms for its 4.2 MB; the model \
+     prices a gather by the collective's curve alone, and fsdp gathers every block twice",
 )];
 
 #[test]
