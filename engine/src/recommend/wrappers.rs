@@ -1,7 +1,8 @@
-//! Which wrapper where DDP fits: each FSDP2 wrapper the memory plan fits at the job's GPUs,
-//! predicted on the all-gather and reduce-scatter curves the reports gave (none is swept for
-//! it: DDP's answer stands without them) with its own work at one GPU where the node measured
-//! one, and its step where the node measured it ([`ddpcheck_core::recommend::weigh_wrappers`]).
+//! Which wrapper where DDP fits: each FSDP2 wrapper the memory plan fits at the job's GPUs (on
+//! CPU ranks every wrapper), predicted on the all-gather and reduce-scatter curves the reports
+//! gave (none is swept for it: DDP's answer stands without them) with its own work at one GPU
+//! where the node measured one, and its step where the node measured it
+//! ([`ddpcheck_core::recommend::weigh_wrappers`]).
 
 use ddpcheck_core::ddp::{Amp, DdpResult, DdpVariant, RunDevice, Wrapper};
 use ddpcheck_core::recommend::{weigh_wrappers, ModelInput, Recommendation, WrapperRow};
