@@ -71,7 +71,7 @@ fn two_cpu_ranks_sweep_all_reduce_in_nccl_tests_columns_labelled_cpu_ranks() {
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let r: BenchCollectivesReport = serde_json::from_str(&stdout(&o)).unwrap();
-    assert!(r.on_cpu_ranks(), "{:?}", r.header.backend_label);
+    assert!(r.header.on_cpu_ranks(), "{:?}", r.header.backend_label);
     assert!(r.header.provenance.torch_version.is_some());
     let s = &r.runs[0].run.sweeps[0];
     assert_eq!((s.op, s.ranks), (Collective::AllReduce, 2));

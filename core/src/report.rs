@@ -60,6 +60,11 @@ pub struct Header {
 }
 
 impl Header {
+    /// Whether its figures were measured between CPU ranks over gloo, not on GPUs.
+    pub fn on_cpu_ranks(&self) -> bool {
+        self.backend_label == CPU_RANKS_LABEL
+    }
+
     pub fn new(
         kind: ReportKind,
         backend: BackendKind,
@@ -143,11 +148,6 @@ pub struct BenchCollectivesReport {
 }
 
 impl BenchCollectivesReport {
-    /// Whether its sweeps ran between CPU ranks (gloo), not GPUs.
-    pub fn on_cpu_ranks(&self) -> bool {
-        self.header.backend_label == CPU_RANKS_LABEL
-    }
-
     /// The all-reduce sweep of the first run: what the step-time model reads.
     pub fn all_reduce(&self) -> Option<&Sweep> {
         self.runs.first().and_then(|r| {

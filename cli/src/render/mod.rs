@@ -31,8 +31,16 @@ use fit::render;
 
 use crate::width::Width;
 
-/// The first line of every text report: what was measured, and loudly when it was simulated.
+/// The first line of every text report: what was measured, and loudly when it was simulated
+/// or ran on CPU ranks.
 pub fn banner(h: &Header, what: &str) -> String {
+    if h.on_cpu_ranks() {
+        return format!(
+            "ddpcheck {what} — host {}, CPU ranks over gloo (torch {}): CPU figures, not GPU ones\n",
+            h.provenance.hostname,
+            h.provenance.torch_version.as_deref().unwrap_or("?")
+        );
+    }
     match h.backend {
         BackendKind::Sim => format!(
             "ddpcheck {what} — SIMULATED NODE ({}), not a measurement of real GPUs\n",
@@ -190,16 +198,9 @@ pub fn copy_reference_lines(gpus: &[ddpcheck_core::node_gpus::GpuInfo]) -> Vec<S
 
 pub fn bench_collectives(r: &BenchCollectivesReport, width: Width) -> String {
     let torch = r.header.provenance.torch_version.as_deref().unwrap_or("?");
-    let mut s = if r.on_cpu_ranks() {
-        format!(
-            "ddpcheck bench collectives — host {}, CPU ranks over gloo (torch {torch}): CPU figures, not GPU ones\n",
-            r.header.provenance.hostname
-        )
-    } else {
-        banner(&r.header, "bench collectives")
-    };
+    let mut s = banner(&r.header, "bench collectives");
     for run in &r.runs {
-        let library = if r.on_cpu_ranks() {
+        let library = if r.header.on_cpu_ranks() {
             format!("gloo (torch {torch})")
         } else {
             format!(

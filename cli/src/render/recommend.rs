@@ -67,15 +67,12 @@ pub fn recommendation(r: &Recommendation, width: Width) -> String {
 /// Before it, where DDP fits: the FSDP2 wrappers weighed beside it, one line each.
 fn wrappers(r: &Recommendation) -> String {
     let mut s = String::new();
-    let (one, many) = match r.device {
-        RunDevice::Cuda => ("GPU", "GPUs"),
-        RunDevice::Cpu => ("CPU rank", "CPU ranks"),
-    };
+    let one = unit(r.device);
     if let Some(first) = r.wrapper_rows.first() {
         let _ = writeln!(
             s,
-            "\nFSDP2's wrappers at {} {many} (one {one}'s plain step = 1×):",
-            first.gpus
+            "\nFSDP2's wrappers at {} (one {one}'s plain step = 1×):",
+            ranks(r.device, first.gpus)
         );
     }
     for w in &r.wrapper_rows {
@@ -323,13 +320,17 @@ fn variant_cells(
     line
 }
 
-/// `2 GPUs`, `1 CPU rank`: what the ranks run on.
-fn ranks(device: RunDevice, n: u32) -> String {
-    let one = match device {
+/// `GPU` or `CPU rank`: what one rank runs on.
+fn unit(device: RunDevice) -> &'static str {
+    match device {
         RunDevice::Cuda => "GPU",
         RunDevice::Cpu => "CPU rank",
-    };
-    format!("{n} {one}{}", if n == 1 { "" } else { "s" })
+    }
+}
+
+/// `2 GPUs`, `1 CPU rank`: what the ranks run on.
+fn ranks(device: RunDevice, n: u32) -> String {
+    format!("{n} {}{}", unit(device), if n == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ const REPORTS: [(&str, &str, &str); 2] = [
 
 fn curves() -> Fsdp2Curves {
     let r: BenchCollectivesReport = serde_json::from_str(CURVES).unwrap();
-    assert!(r.on_cpu_ranks(), "the curves are CPU ranks'");
+    assert!(r.header.on_cpu_ranks(), "the curves are CPU ranks'");
     let sweep = |op: Collective| {
         r.runs[0]
             .run
