@@ -82,6 +82,16 @@ impl std::str::FromStr for Amp {
 }
 
 impl Amp {
+    /// Bytes of a parameter as it is computed on: 2 in the half-precision copies autocast and
+    /// FSDP2's `MixedPrecisionPolicy(param_dtype)` make, 4 in full precision.
+    pub fn compute_bytes(self) -> f64 {
+        if self == Amp::None {
+            4.0
+        } else {
+            2.0
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Amp::Bf16 => "bf16",

@@ -89,7 +89,7 @@ impl WrapperActivations {
 /// forward kept exactly the bf16 copy less than `fsdp-noreshard`'s on the decoders, and about
 /// it, 56 MB against 51 MB, on resnet50).
 fn kept_to_compute(m: &MemoryModel, wrapper: Wrapper) -> u64 {
-    let per_param = if m.amp == Amp::None { 4.0 } else { 2.0 };
+    let per_param = m.amp.compute_bytes();
     let bytes = match wrapper {
         Wrapper::Ddp if m.amp == Amp::None => 0.0,
         Wrapper::Ddp | Wrapper::Replicate | Wrapper::FsdpNoReshard => per_param * m.params.to_f64(),

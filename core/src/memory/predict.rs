@@ -68,21 +68,12 @@ pub struct MemoryRow {
     pub fits: Option<bool>,
 }
 
-/// Bytes per element of the parameters a wrapper computes on.
-fn compute_dtype(amp: Amp) -> f64 {
-    if amp == Amp::None {
-        4.0
-    } else {
-        2.0
-    }
-}
-
 /// The parameters as computed when backward starts: DDP's autocast casts (none in full
 /// precision); every unsharded parameter where FSDP2 keeps them gathered (`replicate`,
 /// `fsdp-noreshard`); where it reshards, the root (gathered again for the loss's backward) and
 /// the last block (prefetched).
 fn compute_bytes(m: &MemoryModel, wrapper: Wrapper) -> f64 {
-    let cd = compute_dtype(m.amp);
+    let cd = m.amp.compute_bytes();
     match wrapper {
         Wrapper::Ddp if m.amp == Amp::None => 0.0,
         Wrapper::Ddp => cd * m.params.to_f64(),
@@ -98,7 +89,7 @@ fn end_of_backward_bytes(m: &MemoryModel, wrapper: Wrapper, shard: u32) -> f64 {
     if wrapper == Wrapper::Ddp {
         return 0.0;
     }
-    let cd = compute_dtype(m.amp);
+    let cd = m.amp.compute_bytes();
     let root = m.root.to_f64();
     let last_block = (cd + 4.0) * m.largest_block.to_f64();
     last_block + (2.0 * cd * root - 4.0 * root / f64::from(shard)).max(0.0)

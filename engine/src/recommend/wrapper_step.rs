@@ -17,7 +17,6 @@ use ddpcheck_core::step_time::op_curve::OpCurve;
 use ddpcheck_core::step_time::{LinkCurve, DEFAULT_BACKWARD_FRACTION};
 
 use super::measured::measured_side_by_side;
-use super::wrappers::param_bytes;
 use super::Gathering;
 use crate::RunError;
 
@@ -106,7 +105,7 @@ impl Gathering<'_> {
             .find(|(w, r)| *w == wrapper && r.micro_batch == rec.micro_batch && r.accum == 1)
             .map(|(_, r)| r.step_time_median_s);
         let one_gpu_copy = self.fsdp2_one_gpu_copy();
-        let param_bytes = param_bytes(a.recipe.amp);
+        let param_bytes = a.recipe.amp.compute_bytes();
         let own = one_gpu_own(
             wrapper,
             &own_measured,

@@ -4,7 +4,7 @@
 //! where the node measured one, and its step where the node measured it
 //! ([`ddpcheck_core::recommend::weigh_wrappers`]).
 
-use ddpcheck_core::ddp::{Amp, DdpResult, DdpVariant, RunDevice, Wrapper};
+use ddpcheck_core::ddp::{DdpResult, DdpVariant, RunDevice, Wrapper};
 use ddpcheck_core::recommend::{weigh_wrappers, ModelInput, Recommendation, WrapperRow};
 use ddpcheck_core::step_time::fsdp::{predict_fsdp2, Fsdp2Inputs, Fsdp2Units, Overlap};
 use ddpcheck_core::step_time::fsdp_own::one_gpu_own;
@@ -59,7 +59,8 @@ impl Gathering<'_> {
         let at_n = self.fsdp2_runs(model, rec.gpus);
         let plain = rec.single_gpu.step_s;
         let side_by_side = self.side_by_side_counted(model, rec.micro_batch, rec.gpus);
-        let param_bytes = param_bytes(self.req.recipe.amp);
+        // FSDP2 gathers the parameters in the dtype it computes in.
+        let param_bytes = self.req.recipe.amp.compute_bytes();
         let mut rows = Vec::new();
         for w in fitting
             .into_iter()
@@ -125,15 +126,5 @@ impl Gathering<'_> {
             })
             .collect();
         Some((Fsdp2Units::uniform(m.params, layers, m.largest_block), fits))
-    }
-}
-
-/// Bytes of a parameter as FSDP2 gathers it: bf16 under `MixedPrecisionPolicy(param_dtype)`,
-/// the parameters' own fp32 without it (`--amp none`).
-pub(super) fn param_bytes(amp: Amp) -> f64 {
-    if amp == Amp::None {
-        4.0
-    } else {
-        2.0
     }
 }
