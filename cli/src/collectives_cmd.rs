@@ -48,12 +48,13 @@ fn check_backend(a: &CollectivesArgs) -> Result<(), RunError> {
         None => Backend::Nccl,
     };
     let b = backend.as_str();
-    match (a.device, backend.is_nccl(), backend == Backend::Gloo) {
-        (RunDevice::Cuda, true, _) | (RunDevice::Cpu, _, true) => Ok(()),
-        (RunDevice::Cpu, _, _) => Err(RunError::Usage(format!(
+    match a.device {
+        RunDevice::Cuda if backend.is_nccl() => Ok(()),
+        RunDevice::Cpu if backend == Backend::Gloo => Ok(()),
+        RunDevice::Cpu => Err(RunError::Usage(format!(
             "--backend {b} with --device cpu: CPU ranks run gloo"
         ))),
-        (RunDevice::Cuda, _, _) => Err(RunError::Usage(format!(
+        RunDevice::Cuda => Err(RunError::Usage(format!(
             "--backend {b}: bench collectives runs NCCL itself on GPUs, not through torch; \
              torch's {b} process group is measured by bench ddp --backend {b}, and between CPU \
              ranks by bench collectives --device cpu"
