@@ -171,7 +171,7 @@ fn apply_side_by_side(input: &RecommendInput, base: &mut StepInputs) -> Result<(
             )));
         }
         if sbs.distinct {
-            base.side_by_side_slowdown = sbs.measured_ratio.max(1.0);
+            base.side_by_side_slowdown = sbs.counted();
         }
     }
     Ok(())

@@ -175,6 +175,18 @@ pub struct SideBySideInput {
     pub rests_on: String,
 }
 
+impl SideBySideInput {
+    /// The slowdown a model takes: the measured one where it lies beyond its launches' noise
+    /// (never below 1: less is noise, not a speed-up), else 1.
+    pub fn counted(&self) -> f64 {
+        if self.distinct && self.measured_ratio.is_finite() {
+            self.measured_ratio.max(1.0)
+        } else {
+            1.0
+        }
+    }
+}
+
 /// A speedup the node measured for one of the variants at the recommendation's GPU count: shown
 /// beside the prediction, and checked against it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

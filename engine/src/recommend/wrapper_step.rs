@@ -214,9 +214,7 @@ impl Gathering<'_> {
         micro_batch: u32,
         gpus: u32,
     ) -> f64 {
-        measured_side_by_side(&self.m, model, micro_batch, gpus)
-            .filter(|s| s.distinct && s.measured_ratio.is_finite())
-            .map_or(1.0, |s| s.measured_ratio.max(1.0))
+        measured_side_by_side(&self.m, model, micro_batch, gpus).map_or(1.0, |s| s.counted())
     }
 
     fn has_fsdp2_sweeps(&self) -> bool {
